@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# install-deps.sh - install the host dependencies of SPACE on Debian 12 (bookworm).
+#
+# Usage: scripts/install-deps.sh [--force-runsc]
+#
+#   * installs the Debian packages the platform and its tests need (apt-get update
+#     runs at most once, and only when something is missing);
+#   * builds a static gVisor runsc from the Go module proxy and installs it to
+#     $SPACE_RUNSC (default /usr/local/lib/space/bin/runsc) unless the installed
+#     one already reports the pinned version (--force-runsc rebuilds anyway);
+#   * if no usable Go (>= 1.21) is found, bootstraps the pinned Go toolchain from
+#     the Go module proxy (golang.org/toolchain module, hash-verified) into
+#     /usr/local/lib/space/go.
+#   * makes sure /etc/iproute2 and /var/run/netns exist.
+#
+# Idempotent: a second run changes nothing and takes well under a second.
+# Progress goes to stderr, one line per step.
+set -euo pipefail
+
+# ---- pins --------------------------------------------------------------------
+RUNSC_VERSION="20260905-160fafc42237"                      # what `runsc --version` must report
+RUNSC_MODULE_VERSION="v0.0.0-20260905035102-160fafc42237"  # gvisor.dev/gvisor pseudo-version (same commit)
+# Go toolchain used only when the machine has no Go >= 1.21 (gvisor needs go >= 1.26.3).
+GO_BOOTSTRAP_VERSION="go1.26.8"
+GO_BOOTSTRAP_H1="h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="  # golang.org/toolchain v0.0.1-go1.26.8.linux-amd64 (sum.golang.org)
+
+SPACE_LIB="${SPACE_LIB:-/usr/local/lib/space}"
+SPACE_RUNSC="${SPACE_RUNSC:-$SPACE_LIB/bin/runsc}"
+
+DEB_PACKAGES=(
+  debootstrap debian-archive-keyring   # template builds
+  nftables iproute2                     # sandbox networking
+  ca-certificates curl                  # downloads, health checks
+  python3 python3-venv                  # tests
+  util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
+  file                                  # static-binary check below
+)
+
+FORCE_RUNSC=0
+for arg in "$@"; do
+  case "$arg" in
+    --force-runsc) FORCE_RUNSC=1 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root"
+[ -r /etc/debian_version ] || die "this script targets Debian 12 (bookworm)"
+
+START=$(date +%s.%N)
+TMPDIRS=()
+cleanup() { local d; for d in "${TMPDIRS[@]}"; do [ -n "$d" ] && rm -rf -- "$d"; done; }
+trap cleanup EXIT
+mktempdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/space-deps.XXXXXX"); TMPDIRS+=("$d"); printf '%s' "$d"; }
+
+# ---- 1. Debian packages ------------------------------------------------------
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  log "debian packages: all ${#DEB_PACKAGES[@]} present"
+else
+  log "debian packages: missing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  log "apt-get update"
+  apt-get update -qq >&2 || die "apt-get update failed"
+  log "apt-get install ${missing[*]}"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install failed"
+fi
+
+# ---- 2. directories ----------------------------------------------------------
+mkdir -p /etc/iproute2 /var/run/netns "$(dirname "$SPACE_RUNSC")"
+
+# ---- 3. runsc ----------------------------------------------------------------
+runsc_ok() {
+  # $1 = binary. OK when it runs, reports the pinned version and is static.
+  local bin="$1" v
+  [ -x "$bin" ] || return 1
+  v=$("$bin" --version 2>/dev/null | sed -n '1s/^runsc version //p') || return 1
+  [ "$v" = "$RUNSC_VERSION" ]
+}
+
+# go_version_ge A B: true when Go version A (e.g. go1.26.8) >= B.
+go_version_ge() {
+  local a="${1#go}" b="${2#go}"
+  [ "$(printf '%s\n%s\n' "$b" "$a" | sort -V | head -n1)" = "$b" ]
+}
+
+# Echo a go binary that is >= 1.21 (so GOTOOLCHAIN=auto can fetch newer ones).
+find_go() {
+  local cand v
+  for cand in "${GO:-}" "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go "$SPACE_LIB/go/bin/go" /usr/lib/go/bin/go; do
+    [ -n "$cand" ] && [ -x "$cand" ] || continue
+    v=$(GOTOOLCHAIN=local "$cand" env GOVERSION 2>/dev/null) || continue
+    v="${v%%[-+ ]*}"
+    if go_version_ge "$v" go1.21; then printf '%s' "$cand"; return 0; fi
+  done
+  return 1
+}
+
+# Download golang.org/toolchain@v0.0.1-<ver>.linux-<arch> from the Go module proxy,
+# verify its h1 module hash, and unpack it to $SPACE_LIB/go.
+bootstrap_go() {
+  local arch proxy mod url tmp
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "unsupported arch $(uname -m)" ;; esac
+  [ "$arch" = amd64 ] || die "no Go found and the pinned bootstrap hash is for amd64; install Go >= 1.21 and retry"
+  proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%[,|]*}"
+  case "$proxy" in direct|off|"") proxy=https://proxy.golang.org ;; esac
+  mod="v0.0.1-${GO_BOOTSTRAP_VERSION}.linux-${arch}"
+  url="$proxy/golang.org/toolchain/@v/$mod.zip"
+  tmp=$(mktempdir)
+  log "go: none >= 1.21 found; fetching $GO_BOOTSTRAP_VERSION from $url"
+  curl -fsSL --retry 3 -o "$tmp/tc.zip" "$url" || die "download failed: $url"
+  python3 - "$tmp/tc.zip" "$GO_BOOTSTRAP_H1" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
+import base64, hashlib, sys, zipfile
+zpath, want, dest = sys.argv[1:4]
+z = zipfile.ZipFile(zpath)
+names = sorted(n for n in z.namelist() if not n.endswith('/'))
+summary = ''.join('%s  %s\n' % (hashlib.sha256(z.read(n)).hexdigest(), n) for n in names)
+got = 'h1:' + base64.b64encode(hashlib.sha256(summary.encode()).digest()).decode()
+if got != want:
+    sys.exit('got %s want %s' % (got, want))
+z.extractall(dest)
+PY
+  local root="$tmp/x/golang.org/toolchain@$mod"
+  [ -f "$root/bin/go" ] || die "unexpected toolchain zip layout"
+  chmod -R a+rX "$root"; find "$root/bin" "$root/pkg/tool" -type f -exec chmod 0755 {} +
+  rm -rf "$SPACE_LIB/go.new"; mv "$root" "$SPACE_LIB/go.new"
+  rm -rf "$SPACE_LIB/go.old"; [ -e "$SPACE_LIB/go" ] && mv "$SPACE_LIB/go" "$SPACE_LIB/go.old"
+  mv "$SPACE_LIB/go.new" "$SPACE_LIB/go"; rm -rf "$SPACE_LIB/go.old"
+  log "go: installed $("$SPACE_LIB/go/bin/go" version) at $SPACE_LIB/go"
+}
+
+if [ "$FORCE_RUNSC" -eq 0 ] && runsc_ok "$SPACE_RUNSC"; then
+  log "runsc: $SPACE_RUNSC is $RUNSC_VERSION"
+else
+  if [ -x "$SPACE_RUNSC" ]; then
+    log "runsc: $SPACE_RUNSC reports '$("$SPACE_RUNSC" --version 2>/dev/null | head -n1 || true)', want $RUNSC_VERSION; rebuilding"
+  else
+    log "runsc: not installed; building"
+  fi
+  # SPACE_FORCE_GO_BOOTSTRAP=1 exercises the bootstrap path even when a Go exists.
+  if [ "${SPACE_FORCE_GO_BOOTSTRAP:-0}" = 1 ]; then GO_BIN=""; else GO_BIN=$(find_go || true); fi
+  [ -n "$GO_BIN" ] || { bootstrap_go; GO_BIN="$SPACE_LIB/go/bin/go"; }
+  export HOME="${HOME:-/root}"
+  work=$(mktempdir)     # empty dir: the project's go.mod must not be involved
+  mkdir -p "$work/src" "$work/bin"
+  log "runsc: go install gvisor.dev/gvisor/runsc@$RUNSC_MODULE_VERSION with $("$GO_BIN" version | cut -d' ' -f3) (takes ~2 min on 2 cores)"
+  t0=$(date +%s)
+  ( cd "$work/src" &&
+    env -u GOWORK CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=auto GOBIN="$work/bin" \
+      "$GO_BIN" install \
+        -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
+        "gvisor.dev/gvisor/runsc@$RUNSC_MODULE_VERSION" ) >&2 || die "go install of runsc failed"
+  new="$work/bin/runsc"
+  [ -x "$new" ] || die "go install produced no $new"
+  log "runsc: built in $(( $(date +%s) - t0 ))s"
+  # It must be static: the gofer/sandbox re-exec themselves inside an empty chroot.
+  file -b "$new" | grep -q 'statically linked' || die "runsc is not statically linked: $(file -b "$new")"
+  "$GO_BIN" version -m "$new" | grep -q 'CGO_ENABLED=0' || die "runsc was not built with CGO_ENABLED=0"
+  runsc_ok "$new" || die "new runsc reports '$("$new" --version 2>&1 | head -n1)', want $RUNSC_VERSION"
+  # Atomic install: copy next to the target, then rename over it.
+  tmpdst="$(dirname "$SPACE_RUNSC")/.runsc.tmp.$$"
+  install -m 0755 -o root -g root "$new" "$tmpdst" || { rm -f "$tmpdst"; die "copy to $tmpdst failed"; }
+  mv -f "$tmpdst" "$SPACE_RUNSC" || { rm -f "$tmpdst"; die "rename to $SPACE_RUNSC failed"; }
+  log "runsc: installed $SPACE_RUNSC ($(du -h "$SPACE_RUNSC" | cut -f1), static)"
+fi
+
+log "done in $(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')s"
