@@ -1,0 +1,157 @@
+// Package config is spaced's typed configuration: safe defaults that work
+// with no file, overridden by SPACE_* environment variables, then by flags,
+// and checked once by Validate before anything starts.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config is everything spaced needs to start.
+type Config struct {
+	// DataDir holds the state store, sandbox bundles, runsc state and the API key.
+	DataDir string
+	// Addr is the listen address of the public API.
+	Addr string
+	// APIKey, when empty, is read from (or generated into) DataDir/api-key.
+	APIKey string
+	// TemplatesDir holds built templates: <dir>/<name>/current is the root filesystem.
+	TemplatesDir string
+	// RunscPath is the runsc binary.
+	RunscPath string
+	// SandboxCIDR is carved into one /30 per sandbox for its veth pair.
+	SandboxCIDR netip.Prefix
+	// DefaultTimeout is a sandbox's lifetime when the create request names none.
+	DefaultTimeout time.Duration
+	// MaxTimeout bounds any requested timeout.
+	MaxTimeout time.Duration
+	// Defaults for per-sandbox limits.
+	DefaultCPU          int
+	DefaultMemoryMB     int
+	DefaultDiskMB       int
+	DefaultMaxProcesses int
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string
+	// RunscDebug writes runsc debug logs into each sandbox's directory.
+	RunscDebug bool
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		DataDir:             "/var/lib/space",
+		Addr:                "127.0.0.1:7070",
+		RunscPath:           "/usr/local/lib/space/bin/runsc",
+		SandboxCIDR:         netip.MustParsePrefix("10.240.0.0/16"),
+		DefaultTimeout:      300 * time.Second,
+		MaxTimeout:          24 * time.Hour,
+		DefaultCPU:          1,
+		DefaultMemoryMB:     512,
+		DefaultDiskMB:       1024,
+		DefaultMaxProcesses: 1024,
+		LogLevel:            "info",
+	}
+}
+
+// Load builds the configuration from defaults, the environment and args.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	c := Default()
+	if err := c.applyEnv(getenv); err != nil {
+		return c, err
+	}
+	fs := flag.NewFlagSet("spaced", flag.ContinueOnError)
+	c.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.TemplatesDir == "" {
+		c.TemplatesDir = filepath.Join(c.DataDir, "templates")
+	}
+	return c, c.Validate()
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	str := map[string]*string{
+		"SPACE_DATA_DIR":      &c.DataDir,
+		"SPACE_ADDR":          &c.Addr,
+		"SPACE_API_KEY":       &c.APIKey,
+		"SPACE_TEMPLATES_DIR": &c.TemplatesDir,
+		"SPACE_RUNSC":         &c.RunscPath,
+		"SPACE_LOG_LEVEL":     &c.LogLevel,
+	}
+	for k, p := range str {
+		if v := getenv(k); v != "" {
+			*p = v
+		}
+	}
+	if v := getenv("SPACE_SANDBOX_CIDR"); v != "" {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_SANDBOX_CIDR: %w", err)
+		}
+		c.SandboxCIDR = p
+	}
+	if v := getenv("SPACE_DEFAULT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_DEFAULT_TIMEOUT: %w", err)
+		}
+		c.DefaultTimeout = d
+	}
+	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_RUNSC_DEBUG: %w", err)
+		}
+		c.RunscDebug = b
+	}
+	return nil
+}
+
+func (c *Config) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "state directory (SPACE_DATA_DIR)")
+	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address of the API (SPACE_ADDR)")
+	fs.StringVar(&c.TemplatesDir, "templates-dir", c.TemplatesDir, "built templates (SPACE_TEMPLATES_DIR; default <data-dir>/templates)")
+	fs.StringVar(&c.RunscPath, "runsc", c.RunscPath, "runsc binary (SPACE_RUNSC)")
+	fs.Func("sandbox-cidr", "address range for sandbox veth pairs (SPACE_SANDBOX_CIDR)", func(s string) error {
+		p, err := netip.ParsePrefix(s)
+		c.SandboxCIDR = p
+		return err
+	})
+	fs.DurationVar(&c.DefaultTimeout, "default-timeout", c.DefaultTimeout, "sandbox lifetime when a request names none")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (SPACE_LOG_LEVEL)")
+	fs.BoolVar(&c.RunscDebug, "runsc-debug", c.RunscDebug, "write runsc debug logs per sandbox")
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case !filepath.IsAbs(c.DataDir):
+		return fmt.Errorf("data dir %q must be an absolute path", c.DataDir)
+	case !filepath.IsAbs(c.TemplatesDir):
+		return fmt.Errorf("templates dir %q must be an absolute path", c.TemplatesDir)
+	case c.Addr == "":
+		return fmt.Errorf("listen address is empty")
+	case !c.SandboxCIDR.Addr().Is4() || c.SandboxCIDR.Bits() > 28:
+		return fmt.Errorf("sandbox CIDR %s must be IPv4 and at least a /28", c.SandboxCIDR)
+	case c.DefaultTimeout <= 0 || c.DefaultTimeout > c.MaxTimeout:
+		return fmt.Errorf("default timeout %s must be in (0, %s]", c.DefaultTimeout, c.MaxTimeout)
+	case c.DefaultCPU < 1 || c.DefaultMemoryMB < 64 || c.DefaultDiskMB < 16 || c.DefaultMaxProcesses < 16:
+		return fmt.Errorf("default limits are too small")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log level %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if _, err := os.Stat(c.RunscPath); err != nil {
+		return fmt.Errorf("runsc binary: %w (run scripts/install-deps.sh)", err)
+	}
+	return nil
+}

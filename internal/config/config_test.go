@@ -1,0 +1,62 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(Config) string
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			check: func(c Config) string {
+				if c.Addr != "127.0.0.1:7070" || c.DataDir != "/var/lib/space" || c.TemplatesDir != "/var/lib/space/templates" {
+					return "unexpected defaults"
+				}
+				return ""
+			},
+		},
+		{
+			name: "env then flags",
+			env:  map[string]string{"SPACE_ADDR": "127.0.0.1:9", "SPACE_DATA_DIR": "/tmp/x"},
+			args: []string{"-addr", "127.0.0.1:10", "-default-timeout", "10s"},
+			check: func(c Config) string {
+				if c.Addr != "127.0.0.1:10" || c.DataDir != "/tmp/x" || c.TemplatesDir != "/tmp/x/templates" || c.DefaultTimeout != 10*time.Second {
+					return "flags or env not applied"
+				}
+				return ""
+			},
+		},
+		{name: "relative data dir", env: map[string]string{"SPACE_DATA_DIR": "rel"}, wantErr: "absolute"},
+		{name: "bad cidr", env: map[string]string{"SPACE_SANDBOX_CIDR": "fd00::/64"}, wantErr: "IPv4"},
+		{name: "bad level", args: []string{"-log-level", "loud"}, wantErr: "log level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"SPACE_RUNSC": "/bin/true"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			c, err := Load(tt.args, func(k string) string { return env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := tt.check(c); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}

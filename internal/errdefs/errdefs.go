@@ -1,0 +1,72 @@
+// Package errdefs holds the error classes shared by every layer. Code below
+// the edge wraps one of these sentinels with %w; only httpapi (and the E2B
+// layer) turn a class into an HTTP status.
+package errdefs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Classes. Wrap them; compare with errors.Is.
+var (
+	ErrNotFound           = errors.New("not found")
+	ErrAlreadyExists      = errors.New("already exists")
+	ErrInvalidArgument    = errors.New("invalid argument")
+	ErrFailedPrecondition = errors.New("failed precondition")
+	ErrResourceExhausted  = errors.New("resource exhausted")
+	ErrUnavailable        = errors.New("unavailable")
+	ErrUnauthenticated    = errors.New("unauthenticated")
+	ErrPermissionDenied   = errors.New("permission denied")
+	ErrNoSpace            = errors.New("no space left")
+)
+
+// classified is an error whose client-facing message is separate from the
+// cause that gets logged.
+type classified struct {
+	class   error
+	message string
+	cause   error
+}
+
+func (e *classified) Error() string {
+	if e.cause != nil {
+		return e.message + ": " + e.cause.Error()
+	}
+	return e.message
+}
+
+func (e *classified) Is(target error) bool { return target == e.class }
+func (e *classified) Unwrap() error        { return e.cause }
+
+// New returns an error of class with a message fit for clients.
+func New(class error, format string, args ...any) error {
+	return &classified{class: class, message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an error of class whose client message is message and whose
+// cause (logged, not shown) is cause.
+func Wrap(class error, cause error, format string, args ...any) error {
+	return &classified{class: class, message: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// PublicMessage is what a client may see of err: the message of the outermost
+// classified error, or a generic text for unclassified (internal) errors.
+func PublicMessage(err error) string {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.message
+	}
+	return "internal error"
+}
+
+// Class returns the class of err, or nil for an internal error.
+func Class(err error) error {
+	for _, c := range []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
+		ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace} {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return nil
+}

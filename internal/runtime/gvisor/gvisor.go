@@ -1,0 +1,312 @@
+// Package gvisor is the runtime driver for gVisor's runsc. Each sandbox gets
+// an OCI bundle in <dir>/sandboxes/<id>; runsc keeps its own state under
+// <dir>/runsc (its --root), which is what lets spaced re-attach after a
+// restart: the sandbox processes do not belong to spaced.
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
+)
+
+// Config of the driver.
+type Config struct {
+	// Runsc is the runsc binary.
+	Runsc string
+	// Dir holds bundles and runsc state.
+	Dir string
+	// Debug writes runsc debug logs into each sandbox's directory.
+	Debug bool
+}
+
+// Runtime drives runsc.
+type Runtime struct {
+	cfg Config
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9]{8,64}$`)
+
+// New checks the runsc binary and makes the driver's directories.
+func New(cfg Config) (*Runtime, error) {
+	if _, err := os.Stat(cfg.Runsc); err != nil {
+		return nil, fmt.Errorf("runsc: %w", err)
+	}
+	for _, d := range []string{cfg.rootDir(), cfg.sandboxesDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runtime dir: %w", err)
+		}
+	}
+	return &Runtime{cfg: cfg}, nil
+}
+
+func (c Config) rootDir() string      { return filepath.Join(c.Dir, "runsc") }
+func (c Config) sandboxesDir() string { return filepath.Join(c.Dir, "sandboxes") }
+func (r *Runtime) sandboxDir(id string) string {
+	return filepath.Join(r.cfg.sandboxesDir(), id)
+}
+
+func (r *Runtime) Name() string { return "gvisor" }
+
+func (r *Runtime) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{}
+}
+
+// flags are runsc's global flags for sandbox id. They are stored with the
+// bundle so every later command sees the same ones.
+func (r *Runtime) flags(id string, diskMB int) []string {
+	dir := r.sandboxDir(id)
+	f := []string{
+		"--root", r.cfg.rootDir(),
+		"--platform", "systrap",
+		"--network", "sandbox",
+		// The writable layer: a gVisor tmpfs over the shared read-only
+		// image, backed by a file in the sandbox's directory (so its pages
+		// are reclaimable host page cache, not pinned memory), bounded by
+		// the sandbox's disk size.
+		"--overlay2", fmt.Sprintf("root:dir=%s,size=%dm", dir, diskMB),
+		"--log", filepath.Join(dir, "runsc.log"),
+	}
+	if r.cfg.Debug {
+		f = append(f, "--debug", "--debug-log", filepath.Join(dir, "debug")+"/")
+	}
+	return f
+}
+
+func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (err error) {
+	if !idPattern.MatchString(spec.ID) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", spec.ID)
+	}
+	dir := r.sandboxDir(spec.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if os.IsExist(err) {
+			return errdefs.New(errdefs.ErrAlreadyExists, "sandbox %q already exists", spec.ID)
+		}
+		return fmt.Errorf("sandbox dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if derr := r.Destroy(context.WithoutCancel(ctx), spec.ID); derr != nil {
+				slog.Warn("cleanup after failed create", "sandbox", spec.ID, "err", derr)
+			}
+		}
+	}()
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.Mkdir(bundle, 0o700); err != nil {
+		return fmt.Errorf("bundle dir: %w", err)
+	}
+	data, err := json.Marshal(ociSpec(spec))
+	if err != nil {
+		return fmt.Errorf("encode OCI spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600); err != nil {
+		return fmt.Errorf("write OCI spec: %w", err)
+	}
+	flags := r.flags(spec.ID, spec.Limits.DiskMB)
+	if err := writeJSON(filepath.Join(dir, "flags.json"), flags); err != nil {
+		return err
+	}
+	args := append(append([]string{}, flags...), "create", "--bundle", bundle, spec.ID)
+	if err := r.runDetached(ctx, filepath.Join(dir, "runsc.log"), args...); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox engine could not create the sandbox")
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// savedFlags are the flags Create stored; a sandbox made by an older spaced
+// without them gets just --root.
+func (r *Runtime) savedFlags(id string) []string {
+	var f []string
+	data, err := os.ReadFile(filepath.Join(r.sandboxDir(id), "flags.json"))
+	if err == nil && json.Unmarshal(data, &f) == nil {
+		return f
+	}
+	return []string{"--root", r.cfg.rootDir()}
+}
+
+func (r *Runtime) Start(ctx context.Context, id string) error {
+	args := append(r.savedFlags(id), "start", id)
+	if _, err := r.run(ctx, args...); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox engine could not start the sandbox")
+	}
+	return nil
+}
+
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	flags := r.savedFlags(id)
+	if _, err := r.run(ctx, append(flags, "kill", id, "TERM")...); err != nil {
+		if st, _ := r.State(ctx, id); st != runtime.StateRunning {
+			return nil
+		}
+		return fmt.Errorf("stop %s: %w", id, err)
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if st, _ := r.State(ctx, id); st != runtime.StateRunning {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err := r.run(ctx, append(flags, "kill", "--all", id, "KILL")...)
+	return err
+}
+
+// Destroy deletes the runsc container (forcefully) and the sandbox's
+// directory. Every step tolerates what is already gone.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if !idPattern.MatchString(id) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
+	}
+	var errs []error
+	if _, err := os.Stat(filepath.Join(r.cfg.rootDir(), id+"_sandbox:"+id+".state")); err == nil || r.known(id) {
+		if _, err := r.run(ctx, append(r.savedFlags(id), "delete", "--force", id)...); err != nil && r.known(id) {
+			errs = append(errs, fmt.Errorf("runsc delete %s: %w", id, err))
+		}
+	}
+	if err := os.RemoveAll(r.sandboxDir(id)); err != nil {
+		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// known reports whether runsc still has state for id.
+func (r *Runtime) known(id string) bool {
+	ids, err := r.List(context.Background())
+	if err != nil {
+		return true
+	}
+	for _, k := range ids {
+		if k == id {
+			return true
+		}
+	}
+	return false
+}
+
+type runscState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Pid    int    `json:"pid"`
+}
+
+func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	out, err := r.run(ctx, "--root", r.cfg.rootDir(), "state", id)
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") {
+			return runtime.StateUnknown, nil
+		}
+		return runtime.StateUnknown, err
+	}
+	var st runscState
+	if err := json.Unmarshal(out, &st); err != nil {
+		return runtime.StateUnknown, fmt.Errorf("parse runsc state: %w", err)
+	}
+	switch st.Status {
+	case "created":
+		return runtime.StateCreated, nil
+	case "running":
+		// runsc reports running from its state file; make sure the sandbox
+		// process really is alive (it may have been killed under us).
+		if st.Pid > 0 && syscall.Kill(st.Pid, 0) != nil {
+			return runtime.StateStopped, nil
+		}
+		return runtime.StateRunning, nil
+	case "stopped", "paused":
+		return runtime.StateStopped, nil
+	}
+	return runtime.StateUnknown, nil
+}
+
+// List reads runsc's state directory rather than running `runsc list`: it
+// is cheaper and does not fail on a corrupt entry.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(r.cfg.rootDir())
+	if err != nil {
+		return nil, fmt.Errorf("list runsc state: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range entries {
+		name := e.Name()
+		// State files are named "<container>_sandbox:<sandbox>.state".
+		if !strings.HasSuffix(name, ".state") {
+			continue
+		}
+		id, _, ok := strings.Cut(name, "_sandbox:")
+		if ok && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	// Sandbox dirs without runsc state are half-made creates.
+	dirs, _ := os.ReadDir(r.cfg.sandboxesDir())
+	for _, d := range dirs {
+		if !seen[d.Name()] {
+			seen[d.Name()] = true
+			ids = append(ids, d.Name())
+		}
+	}
+	return ids, nil
+}
+
+// runDetached runs a runsc command whose children outlive it (create): the
+// sandbox inherits runsc's stdio, so it gets /dev/null rather than a pipe
+// that would never close, and errors are read back from runsc's log.
+func (r *Runtime) runDetached(ctx context.Context, logPath string, args ...string) error {
+	cmd := exec.CommandContext(ctx, r.cfg.Runsc, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("runsc create: %w: %s", err, lastLines(logPath, 3))
+	}
+	return nil
+}
+
+// lastLines returns the last n lines of a log file, for error messages.
+func lastLines(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func (r *Runtime) run(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, r.cfg.Runsc, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	// Own process group: a signal to spaced's group must not reach runsc.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("runsc %s: %w: %s", args[len(args)-2], err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}

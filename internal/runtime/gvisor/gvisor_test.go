@@ -1,0 +1,83 @@
+package gvisor
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/runtime/runtimetest"
+)
+
+// The conformance suite against real runsc. It needs root, runsc and the
+// base template (scripts/install-deps.sh and scripts/build-template.sh).
+func TestConformance(t *testing.T) {
+	runsc := envOr("SPACE_RUNSC", "/usr/local/lib/space/bin/runsc")
+	rootfs := filepath.Join(envOr("SPACE_TEMPLATES_DIR", "/var/lib/space/templates"), "base", "current")
+	switch {
+	case os.Geteuid() != 0:
+		t.Skip("skipping: the gVisor runtime needs root")
+	case !exists(runsc):
+		t.Skipf("skipping: no runsc at %s (run scripts/install-deps.sh)", runsc)
+	case !exists(filepath.Join(rootfs, "bin/sleep")):
+		t.Skipf("skipping: no base template at %s (run scripts/build-template.sh)", rootfs)
+	}
+	dir := t.TempDir()
+	// runsc pins one shared "null" network namespace for gofers under its
+	// root; it is per node, not per sandbox, and must go before the dir.
+	t.Cleanup(func() {
+		for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
+		}
+	})
+	plan := network.Plan{CIDR: netip.MustParsePrefix("10.239.0.0/24")}
+	var slot int
+	runtimetest.Run(t, runtimetest.Harness{
+		New: func(t *testing.T) runtime.Runtime {
+			r, err := New(Config{Runsc: runsc, Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		},
+		Spec: func(t *testing.T, id string) runtime.Spec {
+			slot = (slot + 1) % plan.Slots()
+			ep, err := plan.Endpoint(id, slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := network.Attach(ep); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { network.Detach(ep) })
+			return runtime.Spec{
+				ID:     id,
+				RootFS: rootfs,
+				Netns:  ep.NetnsPath,
+				Args:   []string{"/bin/sleep", "infinity"},
+				Env:    []string{"PATH=/usr/bin:/bin"},
+				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
+			}
+		},
+		Alive: func(t *testing.T, id string) bool {
+			out, _ := exec.Command("pgrep", "-f", "runsc.*"+id).Output()
+			return strings.TrimSpace(string(out)) != ""
+		},
+	})
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

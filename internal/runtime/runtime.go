@@ -1,0 +1,90 @@
+// Package runtime is the one interface every sandbox engine implements. The
+// code above it speaks of sandboxes; only a driver (gvisor, later
+// firecracker) knows how an isolated machine is made.
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Spec is everything a driver needs to make one sandbox.
+type Spec struct {
+	ID string
+	// RootFS is the template's image, shared read-only by every sandbox.
+	RootFS string
+	// Netns is the path of the network namespace the sandbox joins.
+	Netns string
+	// Args and Env are the sandbox's init process (the agent).
+	Args   []string
+	Env    []string
+	Limits Limits
+}
+
+// Limits per sandbox.
+type Limits struct {
+	CPUs     int
+	MemoryMB int
+	DiskMB   int
+	// MaxProcs bounds processes per user inside the sandbox (RLIMIT_NPROC).
+	MaxProcs int
+}
+
+// State of a sandbox as the runtime sees it.
+type State string
+
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateStopped State = "stopped"
+	// StateUnknown means the runtime holds no sandbox of that id.
+	StateUnknown State = "unknown"
+)
+
+// Capabilities say which optional features a runtime has.
+type Capabilities struct {
+	// Checkpoint: the runtime implements Checkpointer.
+	Checkpoint bool
+	// LiveDiskSnapshot: the writable layer can be copied without pausing.
+	LiveDiskSnapshot bool
+}
+
+// Runtime makes and drives isolated machines. Every method is safe for
+// concurrent use on different ids. Destroy is idempotent and removes every
+// host resource the runtime made for id, even for half-made sandboxes.
+type Runtime interface {
+	Name() string
+	Capabilities() Capabilities
+	// Create prepares the sandbox without starting its init process.
+	Create(ctx context.Context, spec Spec) error
+	// Start runs the init process of a created sandbox.
+	Start(ctx context.Context, id string) error
+	// Stop asks the init process to exit and kills the sandbox after grace.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Destroy removes the sandbox and everything it had on the host.
+	Destroy(ctx context.Context, id string) error
+	State(ctx context.Context, id string) (State, error)
+	// List returns the ids of every sandbox the runtime holds, so the daemon
+	// can re-attach after a restart and destroy those no record owns.
+	List(ctx context.Context) ([]string, error)
+}
+
+// Stats are resource figures of one sandbox.
+type Stats struct {
+	CPUUsage    time.Duration
+	MemoryBytes uint64
+}
+
+// StatsReader is implemented by runtimes that can report Stats.
+type StatsReader interface {
+	Stats(ctx context.Context, id string) (Stats, error)
+}
+
+// Checkpointer is implemented by runtimes whose Capabilities have
+// Checkpoint: save a sandbox's memory and processes into dir, and make a new
+// sandbox from such an image. (Wired up by the checkpoint work; no runtime
+// implements it yet.)
+type Checkpointer interface {
+	Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error
+	Restore(ctx context.Context, spec Spec, dir string) error
+}

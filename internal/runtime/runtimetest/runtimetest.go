@@ -1,0 +1,220 @@
+// Package runtimetest is the conformance suite every runtime driver must
+// pass. A driver's own test calls Run with a way to make the driver and a
+// way to make a Spec whose init process runs until killed.
+package runtimetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
+)
+
+// Harness adapts a driver to the suite.
+type Harness struct {
+	// New returns the runtime under test.
+	New func(t *testing.T) runtime.Runtime
+	// Spec returns a runnable spec for id (an init process that stays up);
+	// it also sets up (and registers cleanup of) anything the spec refers
+	// to, such as a network namespace.
+	Spec func(t *testing.T, id string) runtime.Spec
+	// Alive reports whether any host process of sandbox id is still running
+	// (for the leftovers checks).
+	Alive func(t *testing.T, id string) bool
+}
+
+// NewID returns a fresh sandbox id in the platform's format.
+func NewID() string {
+	b := make([]byte, 10)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, h Harness) {
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
+	t.Run("DestroyRunning", func(t *testing.T) { testDestroyRunning(t, h) })
+	t.Run("DuplicateID", func(t *testing.T) { testDuplicate(t, h) })
+	t.Run("FailedCreateLeavesNothing", func(t *testing.T) { testFailedCreate(t, h) })
+	t.Run("DestroyIsIdempotent", func(t *testing.T) { testDestroyIdempotent(t, h) })
+	t.Run("ReattachAfterNewInstance", func(t *testing.T) { testReattach(t, h) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, h) })
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustState(t *testing.T, r runtime.Runtime, id string, want runtime.State) {
+	t.Helper()
+	got, err := r.State(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("State(%s): %v", id, err)
+	}
+	if got != want {
+		t.Fatalf("State(%s) = %s, want %s", id, got, want)
+	}
+}
+
+func listed(t *testing.T, r runtime.Runtime, id string) bool {
+	t.Helper()
+	ids, err := r.List(ctxT(t))
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	return slices.Contains(ids, id)
+}
+
+func assertGone(t *testing.T, h Harness, r runtime.Runtime, id string) {
+	t.Helper()
+	mustState(t, r, id, runtime.StateUnknown)
+	if listed(t, r, id) {
+		t.Fatalf("%s still listed after Destroy", id)
+	}
+	if h.Alive != nil && h.Alive(t, id) {
+		t.Fatalf("%s still has host processes after Destroy", id)
+	}
+}
+
+func createStarted(t *testing.T, h Harness, r runtime.Runtime) (string, runtime.Spec) {
+	t.Helper()
+	id := NewID()
+	ctx := ctxT(t)
+	spec := h.Spec(t, id)
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { r.Destroy(context.Background(), id) })
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return id, spec
+}
+
+func testLifecycle(t *testing.T, h Harness) {
+	r := h.New(t)
+	ctx := ctxT(t)
+	id := NewID()
+	if err := r.Create(ctx, h.Spec(t, id)); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { r.Destroy(context.Background(), id) })
+	mustState(t, r, id, runtime.StateCreated)
+	if !listed(t, r, id) {
+		t.Fatal("created sandbox not listed")
+	}
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	mustState(t, r, id, runtime.StateRunning)
+	if err := r.Stop(ctx, id, 2*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	mustState(t, r, id, runtime.StateStopped)
+	if err := r.Destroy(ctx, id); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	assertGone(t, h, r, id)
+}
+
+func testDestroyRunning(t *testing.T, h Harness) {
+	r := h.New(t)
+	id, _ := createStarted(t, h, r)
+	if err := r.Destroy(ctxT(t), id); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	assertGone(t, h, r, id)
+}
+
+func testDuplicate(t *testing.T, h Harness) {
+	r := h.New(t)
+	id, spec := createStarted(t, h, r)
+	err := r.Create(ctxT(t), spec)
+	if !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("second Create = %v, want AlreadyExists", err)
+	}
+	mustState(t, r, id, runtime.StateRunning)
+}
+
+func testFailedCreate(t *testing.T, h Harness) {
+	r := h.New(t)
+	id := NewID()
+	spec := h.Spec(t, id)
+	spec.RootFS = "/nonexistent/rootfs"
+	if err := r.Create(ctxT(t), spec); err == nil {
+		r.Destroy(context.Background(), id)
+		t.Fatal("Create with a missing root filesystem succeeded")
+	}
+	assertGone(t, h, r, id)
+}
+
+func testDestroyIdempotent(t *testing.T, h Harness) {
+	r := h.New(t)
+	id, _ := createStarted(t, h, r)
+	for i := range 2 {
+		if err := r.Destroy(ctxT(t), id); err != nil {
+			t.Fatalf("Destroy #%d: %v", i+1, err)
+		}
+	}
+	if err := r.Destroy(ctxT(t), NewID()); err != nil {
+		t.Fatalf("Destroy of an unknown id: %v", err)
+	}
+}
+
+// testReattach: a second driver instance over the same state (as after a
+// daemon restart) sees and controls the first one's sandbox.
+func testReattach(t *testing.T, h Harness) {
+	r1 := h.New(t)
+	id, _ := createStarted(t, h, r1)
+	r2 := h.New(t)
+	if !listed(t, r2, id) {
+		t.Fatal("new instance does not list the running sandbox")
+	}
+	mustState(t, r2, id, runtime.StateRunning)
+	if err := r2.Destroy(ctxT(t), id); err != nil {
+		t.Fatalf("Destroy from new instance: %v", err)
+	}
+	assertGone(t, h, r1, id)
+}
+
+func testConcurrent(t *testing.T, h Harness) {
+	r := h.New(t)
+	const n = 4
+	var wg sync.WaitGroup
+	ids := make([]string, n)
+	specs := make([]runtime.Spec, n)
+	for i := range n {
+		ids[i] = NewID()
+		specs[i] = h.Spec(t, ids[i])
+	}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := ctxT(t)
+			if err := r.Create(ctx, specs[i]); err != nil {
+				t.Errorf("Create %d: %v", i, err)
+				return
+			}
+			if err := r.Start(ctx, ids[i]); err != nil {
+				t.Errorf("Start %d: %v", i, err)
+			}
+			if err := r.Destroy(ctx, ids[i]); err != nil {
+				t.Errorf("Destroy %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		assertGone(t, h, r, id)
+	}
+}

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+var (
+	bucketSandboxes = []byte("sandboxes")
+	bucketSlots     = []byte("slots")
+)
+
+// Bolt is the embedded store, one bbolt file. bbolt was chosen over SQLite
+// because it is pure Go (spaced stays a static binary), has one writer at a
+// time (slot allocation cannot race) and fsyncs every commit.
+type Bolt struct {
+	db *bolt.DB
+}
+
+// OpenBolt opens (creating if needed) the store file at path, mode 0600.
+func OpenBolt(path string) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketSandboxes, bucketSlots} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init store: %w", err)
+	}
+	return &Bolt{db: db}, nil
+}
+
+func (b *Bolt) Close() error { return b.db.Close() }
+
+func slotKey(slot int) []byte {
+	k := make([]byte, 4)
+	binary.BigEndian.PutUint32(k, uint32(slot))
+	return k
+}
+
+func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketSandboxes)
+		if sb.Get([]byte(s.ID)) != nil {
+			return errdefs.New(errdefs.ErrAlreadyExists, "sandbox %q already exists", s.ID)
+		}
+		slot, err := freeSlot(tx.Bucket(bucketSlots), maxSlots)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketSlots).Put(slotKey(slot), []byte(s.ID)); err != nil {
+			return err
+		}
+		s.Slot = slot
+		return putSandbox(sb, s)
+	})
+}
+
+// freeSlot returns the lowest slot not in use. Slots are few (one per live
+// sandbox) so a scan of the sorted keys is cheap.
+func freeSlot(slots *bolt.Bucket, maxSlots int) (int, error) {
+	want := 0
+	c := slots.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		used := int(binary.BigEndian.Uint32(k))
+		if used != want {
+			break
+		}
+		want++
+	}
+	if want >= maxSlots {
+		return 0, errdefs.New(errdefs.ErrResourceExhausted, "no free sandbox network slot (%d in use)", maxSlots)
+	}
+	return want, nil
+}
+
+func putSandbox(sb *bolt.Bucket, s *Sandbox) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode sandbox %s: %w", s.ID, err)
+	}
+	return sb.Put([]byte(s.ID), data)
+}
+
+func (b *Bolt) UpdateSandbox(_ context.Context, s *Sandbox) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketSandboxes)
+		if sb.Get([]byte(s.ID)) == nil {
+			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", s.ID)
+		}
+		if !s.Live() && s.Slot >= 0 {
+			if err := releaseSlot(tx.Bucket(bucketSlots), s.Slot, s.ID); err != nil {
+				return err
+			}
+			s.Slot = -1
+		}
+		return putSandbox(sb, s)
+	})
+}
+
+func releaseSlot(slots *bolt.Bucket, slot int, id string) error {
+	k := slotKey(slot)
+	if owner := slots.Get(k); owner != nil && string(owner) == id {
+		return slots.Delete(k)
+	}
+	return nil
+}
+
+func (b *Bolt) GetSandbox(_ context.Context, id string) (*Sandbox, error) {
+	var s *Sandbox
+	err := b.db.View(func(tx *bolt.Tx) error {
+		data := tx.Bucket(bucketSandboxes).Get([]byte(id))
+		if data == nil {
+			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+		}
+		s = new(Sandbox)
+		return json.Unmarshal(data, s)
+	})
+	return s, err
+}
+
+func (b *Bolt) ListSandboxes(_ context.Context) ([]*Sandbox, error) {
+	var out []*Sandbox
+	err := b.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSandboxes).ForEach(func(_, v []byte) error {
+			s := new(Sandbox)
+			if err := json.Unmarshal(v, s); err != nil {
+				return err
+			}
+			out = append(out, s)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (b *Bolt) DeleteSandbox(_ context.Context, id string) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketSandboxes)
+		data := sb.Get([]byte(id))
+		if data == nil {
+			return nil
+		}
+		var s Sandbox
+		if err := json.Unmarshal(data, &s); err == nil && s.Slot >= 0 {
+			if err := releaseSlot(tx.Bucket(bucketSlots), s.Slot, id); err != nil {
+				return err
+			}
+		}
+		return sb.Delete([]byte(id))
+	})
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+func openTest(t *testing.T) (*Bolt, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, path
+}
+
+func TestSlotsNeverCollideUnderConcurrency(t *testing.T) {
+	b, _ := openTest(t)
+	ctx := context.Background()
+	const n = 64
+	var wg sync.WaitGroup
+	slots := make(chan int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &Sandbox{ID: fmt.Sprintf("sb%02d", i), State: StateCreating}
+			if err := b.CreateSandbox(ctx, s, 1000); err != nil {
+				t.Error(err)
+				return
+			}
+			slots <- s.Slot
+		}()
+	}
+	wg.Wait()
+	close(slots)
+	seen := map[int]bool{}
+	for s := range slots {
+		if seen[s] {
+			t.Fatalf("slot %d given twice", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("got %d slots, want %d", len(seen), n)
+	}
+}
+
+func TestSlotLifecycleSurvivesReopen(t *testing.T) {
+	b, path := openTest(t)
+	ctx := context.Background()
+	a := &Sandbox{ID: "a", State: StateRunning}
+	c := &Sandbox{ID: "c", State: StateRunning}
+	for _, s := range []*Sandbox{a, c} {
+		if err := b.CreateSandbox(ctx, s, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.CreateSandbox(ctx, &Sandbox{ID: "d"}, 2); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("third create with 2 slots: %v", err)
+	}
+	if err := b.CreateSandbox(ctx, &Sandbox{ID: "a"}, 2); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("duplicate id: %v", err)
+	}
+	a.State = StateKilled
+	if err := b.UpdateSandbox(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Slot != -1 {
+		t.Fatalf("killed sandbox keeps slot %d", a.Slot)
+	}
+	b.Close()
+
+	b2, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	e := &Sandbox{ID: "e"}
+	if err := b2.CreateSandbox(ctx, e, 2); err != nil {
+		t.Fatal(err)
+	}
+	if e.Slot != 0 {
+		t.Fatalf("freed slot 0 not reused after reopen: got %d", e.Slot)
+	}
+	got, err := b2.GetSandbox(ctx, "c")
+	if err != nil || got.Slot != 1 || got.State != StateRunning {
+		t.Fatalf("record after reopen: %+v, %v", got, err)
+	}
+	if _, err := b2.GetSandbox(ctx, "zz"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+	if err := b2.DeleteSandbox(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	f := &Sandbox{ID: "f"}
+	if err := b2.CreateSandbox(ctx, f, 2); err != nil || f.Slot != 1 {
+		t.Fatalf("slot of deleted record not freed: %d %v", f.Slot, err)
+	}
+}

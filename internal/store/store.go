@@ -1,0 +1,58 @@
+// Package store is spaced's durable state. Store is the interface the rest of
+// the daemon uses; Bolt is the embedded implementation (a shared SQL database
+// for many nodes is meant to be a second one). Every write is committed to
+// disk before the call returns.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Sandbox states as stored.
+const (
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateKilled   = "killed"
+	StateLost     = "lost"
+)
+
+// Sandbox is the durable record of one sandbox.
+type Sandbox struct {
+	ID        string            `json:"id"`
+	Template  string            `json:"template"`
+	State     string            `json:"state"`
+	Reason    string            `json:"reason,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at"`
+	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	CPU       int               `json:"cpu"`
+	MemoryMB  int               `json:"memory_mb"`
+	DiskMB    int               `json:"disk_mb"`
+	MaxProcs  int               `json:"max_processes"`
+	Env       map[string]string `json:"env,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	// AccessToken opens the sandbox's agent. The store file is 0600.
+	AccessToken string `json:"access_token"`
+	// Slot is the sandbox's network slot (its /30 in the sandbox range); -1 when none is held.
+	Slot int `json:"slot"`
+}
+
+// Live reports whether the sandbox still holds host resources.
+func (s *Sandbox) Live() bool { return s.State == StateCreating || s.State == StateRunning }
+
+// Store keeps sandbox records and network slots.
+type Store interface {
+	// CreateSandbox writes a new record and gives it the lowest free slot
+	// below maxSlots, in one transaction. The record's Slot is set.
+	CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int) error
+	// UpdateSandbox replaces an existing record. A record that leaves the live
+	// states releases its slot in the same transaction.
+	UpdateSandbox(ctx context.Context, s *Sandbox) error
+	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
+	// ListSandboxes returns every record (filtering is the caller's).
+	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// DeleteSandbox removes a record and frees its slot.
+	DeleteSandbox(ctx context.Context, id string) error
+	Close() error
+}
