@@ -1,0 +1,105 @@
+package client
+
+import "time"
+
+// Sandbox states.
+const (
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateKilled   = "killed"
+	StateLost     = "lost"
+)
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes. Zero fields take the
+// daemon's defaults (template base, 300 s, 1 vCPU, 512 MB, 1024 MB disk).
+type CreateSandboxRequest struct {
+	Template       string            `json:"template,omitempty"`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	CPU            int               `json:"cpu,omitempty"`
+	MemoryMB       int               `json:"memory_mb,omitempty"`
+	DiskMB         int               `json:"disk_mb,omitempty"`
+	MaxProcesses   int               `json:"max_processes,omitempty"`
+}
+
+// Sandbox is the daemon's view of one sandbox.
+type Sandbox struct {
+	ID           string            `json:"id"`
+	State        string            `json:"state"`
+	Template     string            `json:"template"`
+	CreatedAt    time.Time         `json:"created_at"`
+	ExpiresAt    time.Time         `json:"expires_at"`
+	CPU          int               `json:"cpu,omitempty"`
+	MemoryMB     int               `json:"memory_mb,omitempty"`
+	DiskMB       int               `json:"disk_mb,omitempty"`
+	MaxProcesses int               `json:"max_processes,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	// AccessToken is only set in the answer to CreateSandbox.
+	AccessToken string `json:"access_token,omitempty"`
+	// Reason says why a sandbox is lost or was killed.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ListOptions filters ListSandboxes. The zero value lists running sandboxes.
+type ListOptions struct {
+	States    []string          // e.g. {"running","killed"}; empty means the daemon's default (running)
+	Metadata  map[string]string // all pairs must match
+	Limit     int               // page size, 1..1000; 0 means the daemon's default (100)
+	PageToken string            // from a previous page's NextPageToken
+}
+
+// SandboxPage is one page of ListSandboxes, newest first.
+type SandboxPage struct {
+	Sandboxes     []Sandbox `json:"sandboxes"`
+	NextPageToken string    `json:"next_page_token,omitempty"` // empty on the last page
+}
+
+// CommandRequest is the body of POST /v1/sandboxes/{id}/commands. Set exactly
+// one of Cmd (run by /bin/sh -c) and Argv.
+type CommandRequest struct {
+	Cmd   string            `json:"cmd,omitempty"`
+	Argv  []string          `json:"argv,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"`
+	User  string            `json:"user,omitempty"`
+	Stdin string            `json:"stdin,omitempty"`
+	// KeepStdinOpen leaves stdin open after Stdin is written, for SendStdin.
+	KeepStdinOpen bool `json:"keep_stdin_open,omitempty"`
+	// TimeoutSeconds kills the command after that long; 0 means no limit.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// Background is set by StartBackground and cleared by RunCommand.
+	Background bool   `json:"background,omitempty"`
+	Tag        string `json:"tag,omitempty"`
+}
+
+// Command is a command started in a sandbox.
+type Command struct {
+	PID  int      `json:"pid"`
+	Tag  string   `json:"tag,omitempty"`
+	Cmd  string   `json:"cmd,omitempty"`
+	Args []string `json:"args,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+}
+
+// Entry types.
+const (
+	EntryFile    = "file"
+	EntryDir     = "dir"
+	EntrySymlink = "symlink"
+	EntryOther   = "other"
+)
+
+// Entry describes a file or directory in a sandbox.
+type Entry struct {
+	Name          string    `json:"name"`
+	Path          string    `json:"path"`
+	Type          string    `json:"type"`
+	Size          int64     `json:"size,omitempty"`
+	Mode          uint32    `json:"mode,omitempty"` // permission bits
+	Permissions   string    `json:"permissions,omitempty"`
+	Owner         string    `json:"owner,omitempty"`
+	Group         string    `json:"group,omitempty"`
+	ModifiedAt    time.Time `json:"modified_at,omitzero"`
+	SymlinkTarget string    `json:"symlink_target,omitempty"`
+}

@@ -1,0 +1,8 @@
+// Command space is the command-line client of a SPACE daemon.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+}
