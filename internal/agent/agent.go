@@ -1,0 +1,139 @@
+// Package agent is space-agent, the program inside each sandbox: it serves
+// envd's process and filesystem services, the native spaceagent.v1.Agent
+// service and envd's plain HTTP endpoints on one HTTP/1.1 port.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/spacesandbox/space/api/agent/v1/agentv1connect"
+	"github.com/spacesandbox/space/api/envd/filesystem/filesystemconnect"
+	"github.com/spacesandbox/space/api/envd/process/processconnect"
+	"github.com/spacesandbox/space/internal/agent/files"
+	"github.com/spacesandbox/space/internal/agent/process"
+)
+
+// Version is the agent's version, set at build time with -ldflags -X.
+var Version = "dev"
+
+// TokenEnv is the environment variable that carries the boot token.
+const TokenEnv = "SPACE_AGENT_TOKEN"
+
+// Config is the agent's configuration. Zero values take the defaults.
+type Config struct {
+	// Addr is the TCP listen address (0.0.0.0:49983).
+	Addr string
+	// StatePath is where Init's state is persisted ("" disables it).
+	StatePath string
+	// BootToken authenticates requests until Init replaces it.
+	BootToken string
+	// DefaultUser runs processes when neither request nor Init names one.
+	DefaultUser string
+	// ProcessBufferBytes bounds each process's buffered output (4 MiB).
+	ProcessBufferBytes int
+	Logger             *slog.Logger
+}
+
+// Defaults used by cmd/space-agent's flags.
+const (
+	DefaultAddr      = "0.0.0.0:49983"
+	DefaultStatePath = "/run/space-agent/state.json"
+	DefaultUser      = "user"
+)
+
+// Server is a configured agent, ready to serve.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	state   *stateStore
+	procs   *process.Service
+	fs      *files.Service
+	handler http.Handler
+}
+
+// New builds the agent from cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.DefaultUser == "" {
+		cfg.DefaultUser = DefaultUser
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	st, resumed, err := loadState(cfg.StatePath, State{Token: cfg.BootToken, DefaultUser: cfg.DefaultUser})
+	if err != nil {
+		return nil, err
+	}
+	if resumed {
+		log.Info("resumed persisted state", "path", cfg.StatePath)
+	}
+	if st.token() == "" {
+		log.Warn("no access token: every request but /health will be refused", "env", TokenEnv)
+	}
+	s := &Server{cfg: cfg, log: log, state: st}
+	s.procs = process.NewService(process.NewManager(process.Options{BufferBytes: cfg.ProcessBufferBytes, Logger: log}), st.defaults)
+	s.fs = files.NewService(st.defaults, log)
+
+	mux := http.NewServeMux()
+	opts := []connect.HandlerOption{}
+	mux.Handle(processconnect.NewProcessHandler(s.procs, opts...))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs, opts...))
+	mux.Handle(agentv1connect.NewAgentHandler(&agentService{s: s}, opts...))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /files", s.fs.Download)
+	mux.HandleFunc("POST /files", s.fs.Upload)
+	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.HandleFunc("GET /envs", s.envs)
+	s.handler = requireToken(st, mux)
+	return s, nil
+}
+
+// Handler is the agent's whole HTTP surface.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close releases watchers.
+func (s *Server) Close() { s.fs.Close() }
+
+// Run serves the agent until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		// No write timeout: process and watch streams last as long as they must.
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("space-agent listening", "addr", ln.Addr().String(), "version", Version)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// TokenHeader carries the access token on every request but GET /health.
+const TokenHeader = "X-Access-Token"
+
+var connectErrors = connect.NewErrorWriter()
+
+// requireToken rejects requests without the current token. /files also
+// accepts a signed URL instead of the header. Without any token everything
+// but /health is refused: there is no open mode.
+func requireToken(st *stateStore, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token := st.token()
+		err := checkToken(r, token, time.Now())
+		if err == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if connectErrors.IsSupported(r) {
+			_ = connectErrors.Write(w, r, connect.NewError(connect.CodeUnauthenticated, err))
+			return
+		}
+		writeJSONError(w, http.StatusUnauthorized, err.Error())
+	})
+}
+
+func checkToken(r *http.Request, token string, now time.Time) error {
+	if token == "" {
+		return errors.New("agent has no access token yet")
+	}
+	if got := r.Header.Get(TokenHeader); got != "" {
+		if equal(got, token) {
+			return nil
+		}
+		return errors.New("invalid access token")
+	}
+	if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
+		return checkSignature(r, token, now)
+	}
+	return errors.New("missing access token")
+}
+
+// checkSignature verifies an envd signed /files URL.
+func checkSignature(r *http.Request, token string, now time.Time) error {
+	q := r.URL.Query()
+	op := "read"
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		op = "write"
+	}
+	exp := q.Get("signature_expiration")
+	if exp != "" {
+		n, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil {
+			return errors.New("invalid signature expiration")
+		}
+		if now.Unix() > n {
+			return errors.New("signature is expired")
+		}
+	}
+	want := Signature(q.Get("path"), op, q.Get("username"), token, exp)
+	if !equal(q.Get("signature"), want) {
+		return errors.New("invalid signature")
+	}
+	return nil
+}
+
+// Signature computes envd's /files URL signature; expiration is unix seconds
+// or empty for none. op is "read" or "write".
+func Signature(path, op, username, token, expiration string) string {
+	parts := []string{path, op, username, token}
+	if expiration != "" {
+		parts = append(parts, expiration)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, ":")))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+func equal(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}

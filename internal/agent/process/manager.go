@@ -1,0 +1,328 @@
+// Package process starts and tracks the processes of a sandbox: their output
+// buffers, PTYs, stdin, signals and lifetimes. It serves envd's process.Process
+// service and gives the native Agent service its Exec and Attach.
+package process
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/spacesandbox/space/api/envd/process"
+	"github.com/spacesandbox/space/internal/agent/users"
+)
+
+// Options configure a Manager. Zero values take the defaults.
+type Options struct {
+	// BufferBytes bounds the data kept per process for reconnects (4 MiB).
+	BufferBytes int
+	// ExitedTTL is how long an exited process stays reachable (10 min).
+	ExitedTTL time.Duration
+	// MaxExited bounds the exited processes kept (512).
+	MaxExited int
+	Logger    *slog.Logger
+}
+
+// Manager is the registry of processes.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	procs  map[uint32]*Proc
+	exited []*Proc // in the order they exited
+}
+
+// NewManager returns an empty registry.
+func NewManager(opts Options) *Manager {
+	if opts.BufferBytes <= 0 {
+		opts.BufferBytes = 4 << 20
+	}
+	if opts.ExitedTTL <= 0 {
+		opts.ExitedTTL = 10 * time.Minute
+	}
+	if opts.MaxExited <= 0 {
+		opts.MaxExited = 512
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Manager{opts: opts, log: log, procs: map[uint32]*Proc{}}
+}
+
+// Spec is a fully resolved process to start.
+type Spec struct {
+	Config *process.ProcessConfig
+	// PTY, when set, runs the process on a terminal of that size.
+	PTY   *process.PTY_Size
+	Tag   *string
+	Stdin bool
+	User  *users.User
+	// Env is the complete environment, "K=V" entries.
+	Env []string
+	Dir string
+	// Timeout kills the process group after this long; 0 means never.
+	Timeout time.Duration
+}
+
+// Start starts a process; its start event is buffered before Start returns.
+func (m *Manager) Start(spec Spec) (*Proc, error) {
+	path, err := lookPath(spec.Config.GetCmd(), envValue(spec.Env, "PATH"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{
+		Path: path,
+		Args: append([]string{spec.Config.GetCmd()}, spec.Config.GetArgs()...),
+		Env:  spec.Env,
+		Dir:  spec.Dir,
+	}
+	attr := &syscall.SysProcAttr{}
+	if os.Getuid() == 0 && spec.User != nil {
+		attr.Credential = &syscall.Credential{Uid: spec.User.UID, Gid: spec.User.GID, Groups: spec.User.Groups}
+	} else if spec.User != nil && spec.User.UID != uint32(os.Getuid()) {
+		return nil, fmt.Errorf("%w: cannot run as %s without root", ErrInvalid, spec.User.Name)
+	}
+	cmd.SysProcAttr = attr
+
+	p := &Proc{tag: spec.Tag, config: spec.Config, cmd: cmd, buf: newBuffer(m.opts.BufferBytes), done: make(chan struct{})}
+	var readers []*os.File
+	var pumps sync.WaitGroup
+	if spec.PTY != nil {
+		master, err := startPTY(cmd, spec)
+		if err != nil {
+			return nil, err
+		}
+		p.pty = master
+		readers = []*os.File{master}
+		p.register(m)
+		pumps.Add(1)
+		go func() { defer pumps.Done(); p.pump(master, ptyData) }()
+	} else {
+		files, err := startPipes(cmd, spec, p)
+		if err != nil {
+			return nil, err
+		}
+		readers = files
+		p.register(m)
+		pumps.Add(2)
+		go func() { defer pumps.Done(); p.pump(files[0], stdoutData) }()
+		go func() { defer pumps.Done(); p.pump(files[1], stderrData) }()
+	}
+	if spec.Timeout > 0 {
+		p.mu.Lock()
+		p.kill = time.AfterFunc(spec.Timeout, func() { _ = p.Signal(syscall.SIGKILL) })
+		p.mu.Unlock()
+	}
+	m.log.Info("process started", "pid", p.pid, "cmd", spec.Config.GetCmd(), "user", userName(spec.User), "pty", spec.PTY != nil)
+	go p.wait(readers, &pumps, m.exitedProc)
+	return p, nil
+}
+
+// register buffers the start event and makes the process reachable.
+func (p *Proc) register(m *Manager) {
+	p.pid = uint32(p.cmd.Process.Pid)
+	p.buf.add(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: p.pid}}}, 0)
+	m.mu.Lock()
+	m.procs[p.pid] = p
+	m.mu.Unlock()
+}
+
+func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
+	cmd.SysProcAttr.Setpgid = true
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var inR, inW *os.File
+	if spec.Stdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			closeAll(outR, outW, errR, errW)
+			return nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin = inR
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll(outR, outW, errR, errW, inR, inW)
+		return nil, fmt.Errorf("start %s: %w", spec.Config.GetCmd(), err)
+	}
+	closeAll(outW, errW, inR)
+	if inW != nil {
+		p.stdin = inW
+	}
+	return []*os.File{outR, errR}, nil
+}
+
+func startPTY(cmd *exec.Cmd, spec Spec) (*os.File, error) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open pty: %w", err)
+	}
+	defer tty.Close()
+	if spec.User != nil && os.Getuid() == 0 {
+		_ = tty.Chown(int(spec.User.UID), int(spec.User.GID)) // best effort: lets the user reopen its tty
+	}
+	size := &pty.Winsize{Cols: uint16(spec.PTY.GetCols()), Rows: uint16(spec.PTY.GetRows())}
+	if size.Cols == 0 || size.Rows == 0 {
+		size.Cols, size.Rows = 80, 24
+	}
+	if err := pty.Setsize(master, size); err != nil {
+		master.Close()
+		return nil, fmt.Errorf("set pty size: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr.Setsid = true
+	cmd.SysProcAttr.Setctty = true
+	cmd.SysProcAttr.Ctty = 0 // the child's fd 0
+	if err := cmd.Start(); err != nil {
+		master.Close()
+		return nil, fmt.Errorf("start %s: %w", spec.Config.GetCmd(), err)
+	}
+	return master, nil
+}
+
+func stdoutData(b []byte) *process.ProcessEvent_DataEvent {
+	return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: b}}
+}
+
+func stderrData(b []byte) *process.ProcessEvent_DataEvent {
+	return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stderr{Stderr: b}}
+}
+
+func ptyData(b []byte) *process.ProcessEvent_DataEvent {
+	return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Pty{Pty: b}}
+}
+
+// exitedProc records p as exited and evicts what is too old or too many.
+func (m *Manager) exitedProc(p *Proc) {
+	m.log.Info("process ended", "pid", p.pid)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.exited = append(m.exited, p)
+	m.pruneLocked(time.Now())
+}
+
+func (m *Manager) pruneLocked(now time.Time) {
+	drop := 0
+	for drop < len(m.exited) {
+		p := m.exited[drop]
+		if len(m.exited)-drop <= m.opts.MaxExited && now.Sub(p.endedAt) < m.opts.ExitedTTL {
+			break
+		}
+		if m.procs[p.pid] == p {
+			delete(m.procs, p.pid)
+		}
+		drop++
+	}
+	if drop > 0 {
+		m.exited = append(m.exited[:0:0], m.exited[drop:]...)
+	}
+}
+
+// Get finds a process by pid or tag.
+func (m *Manager) Get(sel *process.ProcessSelector) (*Proc, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruneLocked(time.Now())
+	switch s := sel.GetSelector().(type) {
+	case *process.ProcessSelector_Pid:
+		if p, ok := m.procs[s.Pid]; ok {
+			return p, nil
+		}
+		return nil, fmt.Errorf("%w: process with pid %d not found", ErrNotFound, s.Pid)
+	case *process.ProcessSelector_Tag:
+		var best *Proc
+		for _, p := range m.procs {
+			if p.tag == nil || *p.tag != s.Tag {
+				continue
+			}
+			// Prefer a running process, then the most recent one.
+			if best == nil || (p.Running() && !best.Running()) || (p.Running() == best.Running() && p.pid > best.pid) {
+				best = p
+			}
+		}
+		if best == nil {
+			return nil, fmt.Errorf("%w: process with tag %s not found", ErrNotFound, s.Tag)
+		}
+		return best, nil
+	default:
+		return nil, fmt.Errorf("%w: process selector is required", ErrInvalid)
+	}
+}
+
+// List returns the running processes ordered by pid.
+func (m *Manager) List() []*Proc {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Proc
+	for _, p := range m.procs {
+		if p.Running() {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// lookPath finds cmd in pathEnv (the child's PATH) when it has no slash.
+func lookPath(cmd, pathEnv string) (string, error) {
+	if cmd == "" {
+		return "", fmt.Errorf("%w: cmd is required", ErrInvalid)
+	}
+	if strings.Contains(cmd, "/") {
+		return cmd, nil
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, cmd)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(cmd); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: executable %q not found in PATH", ErrInvalid, cmd)
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+func userName(u *users.User) string {
+	if u == nil {
+		return ""
+	}
+	return u.Name
+}
