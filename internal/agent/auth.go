@@ -33,12 +33,22 @@ func requireToken(st *stateStore, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if connectErrors.IsSupported(r) {
+		if isRPC(r.URL.Path) && connectErrors.IsSupported(r) {
 			_ = connectErrors.Write(w, r, connect.NewError(connect.CodeUnauthenticated, err))
 			return
 		}
 		writeJSONError(w, http.StatusUnauthorized, err.Error())
 	})
+}
+
+// isRPC reports whether path is one of our Connect procedures.
+func isRPC(path string) bool {
+	for _, prefix := range []string{"/process.Process/", "/filesystem.Filesystem/", "/spaceagent.v1.Agent/"} {
+		if strings.HasPrefix(path, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkToken(r *http.Request, token string, now time.Time) error {
