@@ -151,11 +151,17 @@ safe_rm_dir() {
   fi
   rm -rf --one-file-system -- "$d"
 }
-# True if a process (e.g. a runsc gofer) has a mount whose root is in this dir.
+# True if some process (e.g. a runsc gofer, in its own mount namespace) has a bind
+# mount of this dir or of something inside it. mountinfo field 3 is the device and
+# field 4 the path inside that filesystem, so translate $1 into those terms first.
 dir_in_use() {
-  local d="$1"
-  cat /proc/[0-9]*/mountinfo 2>/dev/null |
-    awk -v p="$d" '$4 == p || index($4, p "/") == 1 { found = 1; exit } END { exit !found }'
+  local d="$1" dev mp fsroot suffix rel
+  read -r dev mp fsroot < <(findmnt -n -o MAJ:MIN,TARGET,FSROOT -T "$d") || return 1
+  if [ "$mp" = / ]; then suffix="$d"; else suffix="${d#"$mp"}"; fi
+  rel="${fsroot%/}$suffix"
+  # (`|| true`: with pipefail, cat's error on exited pids or SIGPIPE must not count)
+  { cat /proc/[0-9]*/mountinfo 2>/dev/null || true; } |
+    awk -v dev="$dev" -v p="$rel" '$3 == dev && ($4 == p || index($4, p "/") == 1) { found = 1; exit } END { exit !found }'
 }
 
 # Mirror for $SUITE from apt's configuration (one-line and deb822 formats).

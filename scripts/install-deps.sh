@@ -116,7 +116,7 @@ bootstrap_go() {
   mod="v0.0.1-${GO_BOOTSTRAP_VERSION}.linux-${arch}"
   url="$proxy/golang.org/toolchain/@v/$mod.zip"
   tmp=$(mktempdir)
-  log "go: none >= 1.21 found; fetching $GO_BOOTSTRAP_VERSION from $url"
+  log "go: no Go >= 1.21 in use (or SPACE_FORCE_GO_BOOTSTRAP=1); fetching $GO_BOOTSTRAP_VERSION from $url"
   curl -fsSL --retry 3 -o "$tmp/tc.zip" "$url" || die "download failed: $url"
   python3 - "$tmp/tc.zip" "$GO_BOOTSTRAP_H1" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
 import base64, hashlib, sys, zipfile
