@@ -73,6 +73,9 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 		"--root", r.cfg.rootDir(),
 		"--platform", "systrap",
 		"--network", "sandbox",
+		// sudo inside the sandbox needs set-user-ID binaries; they raise
+		// privileges only within the gVisor kernel.
+		"--allow-suid",
 		// The writable layer: a gVisor tmpfs over the shared read-only
 		// image, backed by a file in the sandbox's directory (so its pages
 		// are reclaimable host page cache, not pinned memory), bounded by

@@ -1,0 +1,129 @@
+// Package daemon wires spaced together: it is the one package that knows
+// every other. Run starts the pieces in order and stops them in reverse.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spacesandbox/space/internal/config"
+	"github.com/spacesandbox/space/internal/httpapi"
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/runtime/gvisor"
+	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Run starts spaced and blocks until ctx ends, then shuts down. Sandboxes
+// keep running across a restart; the next Run re-attaches them.
+func Run(ctx context.Context, cfg config.Config) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	apiKey, err := loadAPIKey(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rt, err := gvisor.New(gvisor.Config{Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
+	if err != nil {
+		return err
+	}
+	if err := network.InstallFirewall(); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var svc *sandbox.Service
+	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() })
+	svc = sandbox.New(sandbox.Config{
+		TemplatesDir:   cfg.TemplatesDir,
+		DefaultTimeout: cfg.DefaultTimeout,
+		MaxTimeout:     cfg.MaxTimeout,
+		Defaults: runtime.Limits{
+			CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses,
+		},
+		Network: network.Plan{CIDR: cfg.SandboxCIDR},
+	}, st, rt, metrics)
+	if err := svc.Recover(ctx); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(svc, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       120 * time.Second,
+	}
+	reaperCtx, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	go svc.RunReaper(reaperCtx, time.Second)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("spaced listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "sandboxes", svc.Running())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	slog.Info("spaced shutting down; sandboxes keep running")
+	stopReaper()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// loadAPIKey returns the configured key, or the one stored in the data dir,
+// or generates, stores (0600) and prints a new one.
+func loadAPIKey(cfg config.Config) (string, error) {
+	if cfg.APIKey != "" {
+		return cfg.APIKey, nil
+	}
+	path := filepath.Join(cfg.DataDir, "api-key")
+	if data, err := os.ReadFile(path); err == nil {
+		if key := strings.TrimSpace(string(data)); key != "" {
+			return key, nil
+		}
+	}
+	b := make([]byte, 24)
+	rand.Read(b)
+	key := "space_" + hex.EncodeToString(b)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("store API key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("store API key: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "spaced: generated an API key (stored in %s):\n\n    %s\n\n", path, key)
+	return key, nil
+}

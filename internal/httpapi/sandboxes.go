@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+)
+
+type createSandboxRequest struct {
+	Template       string            `json:"template"`
+	TimeoutSeconds int               `json:"timeout_seconds"`
+	Env            map[string]string `json:"env"`
+	Metadata       map[string]string `json:"metadata"`
+	CPU            int               `json:"cpu"`
+	MemoryMB       int               `json:"memory_mb"`
+	DiskMB         int               `json:"disk_mb"`
+	MaxProcesses   int               `json:"max_processes"`
+}
+
+type sandboxJSON struct {
+	ID           string            `json:"id"`
+	State        string            `json:"state"`
+	Template     string            `json:"template"`
+	CreatedAt    time.Time         `json:"created_at"`
+	ExpiresAt    time.Time         `json:"expires_at"`
+	CPU          int               `json:"cpu"`
+	MemoryMB     int               `json:"memory_mb"`
+	DiskMB       int               `json:"disk_mb"`
+	MaxProcesses int               `json:"max_processes"`
+	Metadata     map[string]string `json:"metadata"`
+	AccessToken  string            `json:"access_token,omitempty"`
+	Reason       string            `json:"reason,omitempty"`
+}
+
+func toJSON(s *sandbox.Sandbox) sandboxJSON {
+	md := s.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return sandboxJSON{
+		ID: s.ID, State: s.State, Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
+		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
+		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason,
+	}
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req createSandboxRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.TimeoutSeconds < 0 || req.CPU < 0 || req.MemoryMB < 0 || req.DiskMB < 0 || req.MaxProcesses < 0 {
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds and limits must not be negative"))
+		return
+	}
+	sb, err := s.sandboxes.Create(r.Context(), sandbox.CreateRequest{
+		Template: req.Template, Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
+		Env: req.Env, Metadata: req.Metadata,
+		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toJSON(sb))
+}
+
+// pageToken is an opaque cursor: the offset into the sorted list.
+type pageToken struct {
+	Offset int `json:"o"`
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := sandbox.ListFilter{States: []string{"running"}}
+	if v := q.Get("state"); v != "" {
+		f.States = nil
+		for _, st := range strings.Split(v, ",") {
+			switch st = strings.TrimSpace(st); st {
+			case "creating", "running", "killed", "lost":
+				f.States = append(f.States, st)
+			default:
+				writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "unknown state %q (want creating, running, killed or lost)", st))
+				return
+			}
+		}
+	}
+	for _, kv := range q["metadata"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "metadata filter %q must be key=value", kv))
+			return
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]string{}
+		}
+		f.Metadata[k] = v
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "limit must be an integer from 1 to 1000"))
+			return
+		}
+		limit = n
+	}
+	offset := 0
+	if v := q.Get("page_token"); v != "" {
+		var tok pageToken
+		raw, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || json.Unmarshal(raw, &tok) != nil || tok.Offset < 0 {
+			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "page_token is not valid"))
+			return
+		}
+		offset = tok.Offset
+	}
+	all, err := s.sandboxes.List(r.Context(), f)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	resp := struct {
+		Sandboxes     []sandboxJSON `json:"sandboxes"`
+		NextPageToken string        `json:"next_page_token,omitempty"`
+	}{Sandboxes: []sandboxJSON{}}
+	for i := offset; i < len(all) && i < offset+limit; i++ {
+		resp.Sandboxes = append(resp.Sandboxes, toJSON(all[i]))
+	}
+	if offset+limit < len(all) {
+		raw, _ := json.Marshal(pageToken{Offset: offset + limit})
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(sb))
+}
+
+func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.sandboxes.Kill(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TimeoutSeconds int `json:"timeout_seconds"`
+	}
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sb, err := s.sandboxes.SetTimeout(r.Context(), r.PathValue("id"), time.Duration(req.TimeoutSeconds)*time.Second)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(sb))
+}

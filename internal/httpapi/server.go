@@ -1,0 +1,195 @@
+// Package httpapi is spaced's public REST + SSE API (api/openapi.yaml is
+// the contract): handlers, authentication, the SSE writer and the mapping
+// of error classes to HTTP statuses.
+package httpapi
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+)
+
+// Server serves the API.
+type Server struct {
+	sandboxes *sandbox.Service
+	apiKey    string
+	metrics   http.Handler
+}
+
+// New returns the API's handler.
+func New(sandboxes *sandbox.Service, apiKey string, metrics http.Handler) http.Handler {
+	s := &Server{sandboxes: sandboxes, apiKey: apiKey, metrics: metrics}
+	return s.routes()
+}
+
+// route is one entry of the route table, checked against the OpenAPI spec
+// by a test.
+type route struct {
+	method, path string
+	public       bool
+	handler      http.HandlerFunc
+}
+
+func (s *Server) table() []route {
+	return []route{
+		{"GET", "/healthz", true, s.healthz},
+		{"GET", "/metrics", true, s.metrics.ServeHTTP},
+		{"POST", "/v1/sandboxes", false, s.createSandbox},
+		{"GET", "/v1/sandboxes", false, s.listSandboxes},
+		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox},
+		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox},
+		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout},
+		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand},
+		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands},
+		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},
+		{"POST", "/v1/sandboxes/{id}/commands/{pid}/stdin", false, s.sendStdin},
+		{"POST", "/v1/sandboxes/{id}/commands/{pid}/signal", false, s.signalCommand},
+		{"GET", "/v1/sandboxes/{id}/files", false, s.downloadFile},
+		{"PUT", "/v1/sandboxes/{id}/files", false, s.uploadFile},
+		{"DELETE", "/v1/sandboxes/{id}/files", false, s.removeFile},
+		{"GET", "/v1/sandboxes/{id}/files/list", false, s.listFiles},
+		{"GET", "/v1/sandboxes/{id}/files/stat", false, s.statFile},
+		{"POST", "/v1/sandboxes/{id}/files/mkdir", false, s.makeDir},
+		{"POST", "/v1/sandboxes/{id}/files/move", false, s.moveFile},
+		{"GET", "/v1/sandboxes/{id}/files/watch", false, s.watchFiles},
+		{"GET", "/v1/sandboxes/{id}/pty", false, s.openPTY},
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.table() {
+		h := http.Handler(rt.handler)
+		if !rt.public {
+			h = s.authenticate(h)
+		}
+		mux.Handle(rt.method+" "+rt.path, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	return logRequests(recoverPanics(mux))
+}
+
+// authenticate accepts the API key as a bearer token or in X-API-Key.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	want := []byte(s.apiKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		if auth := r.Header.Get("Authorization"); key == "" && auth != "" {
+			if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
+				key = strings.TrimSpace(tok)
+			}
+		}
+		if key == "" {
+			writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, "missing API key: send Authorization: Bearer <key> or X-API-Key"))
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(key), want) != 1 {
+			writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, "invalid API key"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				writeError(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		slog.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// maxJSONBody bounds request bodies that are JSON (uploads stream instead).
+const maxJSONBody = 1 << 20
+
+// decodeJSON reads a JSON body strictly: unknown fields, trailing data and
+// wrong types are errors that say where. An empty body is allowed when
+// optional.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		if optional {
+			return nil
+		}
+		return errdefs.New(errdefs.ErrInvalidArgument, "request body is empty; expected a JSON object")
+	}
+	if err != nil {
+		var maxErr *http.MaxBytesError
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &maxErr):
+			return errdefs.New(errdefs.ErrInvalidArgument, "request body is larger than %d bytes", maxJSONBody)
+		case errors.As(err, &syn):
+			return errdefs.New(errdefs.ErrInvalidArgument, "malformed JSON at byte %d: %v", syn.Offset, syn)
+		case errors.As(err, &typ):
+			return errdefs.New(errdefs.ErrInvalidArgument, "field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return errdefs.New(errdefs.ErrInvalidArgument, "malformed JSON: unexpected end of body")
+		}
+		return errdefs.New(errdefs.ErrInvalidArgument, "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return errdefs.New(errdefs.ErrInvalidArgument, "malformed JSON: data after the object")
+	}
+	return nil
+}

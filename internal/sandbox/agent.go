@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/spacesandbox/space/api/agent/v1/agentv1connect"
+	"github.com/spacesandbox/space/api/envd/filesystem/filesystemconnect"
+	"github.com/spacesandbox/space/api/envd/process/processconnect"
+)
+
+// AgentPort is where space-agent listens inside every sandbox.
+const AgentPort = 49983
+
+// AgentConn is spaced's connection to one sandbox's agent: Connect clients
+// for its services and a plain HTTP client for /files, all sending the
+// sandbox's access token.
+type AgentConn struct {
+	// BaseURL is http://<sandbox address>:49983.
+	BaseURL    string
+	token      string
+	HTTP       *http.Client
+	Agent      agentv1connect.AgentClient
+	Process    processconnect.ProcessClient
+	Filesystem filesystemconnect.FilesystemClient
+}
+
+// agentTransport is shared by every sandbox: connections are pooled per
+// sandbox address. No overall timeout, because streams are long; dials are
+// bounded.
+var agentTransport = &http.Transport{
+	DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConnsPerHost: 8,
+	IdleConnTimeout:     90 * time.Second,
+	DisableCompression:  true,
+}
+
+func newAgentConn(addr netip.Addr, token string) *AgentConn {
+	base := fmt.Sprintf("http://%s", netip.AddrPortFrom(addr, AgentPort))
+	hc := &http.Client{Transport: tokenTransport{token: token, next: agentTransport}}
+	opts := []connect.ClientOption{connect.WithProtoJSON()}
+	return &AgentConn{
+		BaseURL:    base,
+		token:      token,
+		HTTP:       hc,
+		Agent:      agentv1connect.NewAgentClient(hc, base, opts...),
+		Process:    processconnect.NewProcessClient(hc, base, opts...),
+		Filesystem: filesystemconnect.NewFilesystemClient(hc, base, opts...),
+	}
+}
+
+// tokenTransport adds the access token to every request to the agent.
+type tokenTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Access-Token", t.token)
+	return t.next.RoundTrip(r)
+}
+
+// waitHealthy polls the agent's /health until it answers 204.
+func (a *AgentConn) waitHealthy(ctx context.Context) error {
+	delay := time.Millisecond
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.BaseURL+"/health", nil)
+		tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		resp, err := a.HTTP.Do(req.WithContext(tctx))
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent not healthy: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		if delay < 20*time.Millisecond {
+			delay *= 2
+		}
+	}
+}

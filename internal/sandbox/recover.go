@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Recover runs once at start, before the API serves: it re-attaches every
+// sandbox that is still running, reaps those whose timeout passed while
+// spaced was down, reports as lost those whose processes are gone, and
+// removes host resources that no record owns (half-made creates, orphans).
+func (s *Service) Recover(ctx context.Context) error {
+	recs, err := s.store.ListSandboxes(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	owned := map[string]bool{}
+	for _, rec := range recs {
+		if !rec.Live() {
+			continue
+		}
+		owned[rec.ID] = true
+		if err := s.recoverOne(ctx, rec); err != nil {
+			slog.Error("recover sandbox", "sandbox", rec.ID, "err", err)
+		}
+	}
+	s.removeOrphans(ctx, owned)
+	return nil
+}
+
+func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
+	log := slog.With("sandbox", rec.ID)
+	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
+	if err != nil {
+		return err
+	}
+	if rec.State == store.StateCreating {
+		// The create never answered: nobody holds this sandbox.
+		log.Info("removing half-made sandbox")
+		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+			return err
+		}
+		return s.store.DeleteSandbox(ctx, rec.ID)
+	}
+	st, err := s.rt.State(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
+	if st == runtime.StateRunning {
+		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err = agent.waitHealthy(hctx)
+		cancel()
+	}
+	if st != runtime.StateRunning || err != nil {
+		reason := fmt.Sprintf("sandbox was %s after a daemon restart", st)
+		if err != nil {
+			reason = "sandbox agent did not answer after a daemon restart"
+		}
+		log.Warn("sandbox lost", "reason", reason)
+		if terr := s.teardown(ctx, rec.ID, ep); terr != nil {
+			log.Warn("teardown of lost sandbox", "err", terr)
+		}
+		rec.State, rec.Reason, rec.EndedAt = store.StateLost, reason, time.Now().UTC()
+		s.metrics.ended(store.StateLost, reason)
+		return s.store.UpdateSandbox(ctx, rec)
+	}
+	s.mu.Lock()
+	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
+	s.mu.Unlock()
+	log.Info("sandbox re-attached")
+	// Expired ones are reaped by the first pass of the reaper.
+	return nil
+}
+
+func (s *Service) removeOrphans(ctx context.Context, owned map[string]bool) {
+	ids, err := s.rt.List(ctx)
+	if err != nil {
+		slog.Error("list runtime sandboxes", "err", err)
+	}
+	for _, id := range ids {
+		if !owned[id] {
+			slog.Warn("destroying orphaned sandbox", "sandbox", id)
+			if err := s.rt.Destroy(ctx, id); err != nil {
+				slog.Error("destroy orphan", "sandbox", id, "err", err)
+			}
+		}
+	}
+	nss, err := network.ListNamespaces()
+	if err != nil {
+		slog.Error("list namespaces", "err", err)
+	}
+	for _, id := range nss {
+		if !owned[id] {
+			slog.Warn("removing orphaned network namespace", "sandbox", id)
+			if err := network.RemoveNamespace(id); err != nil {
+				slog.Error("remove orphan namespace", "sandbox", id, "err", err)
+			}
+		}
+	}
+}
+
+// RunReaper kills sandboxes whose timeout passed and forgets ended records
+// older than KeepEnded, every interval, until ctx ends.
+func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		s.reap(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Service) reap(ctx context.Context) {
+	now := time.Now()
+	s.mu.Lock()
+	var expired []string
+	for id, e := range s.live {
+		e.mu.Lock()
+		if now.After(e.rec.ExpiresAt) {
+			expired = append(expired, id)
+		}
+		e.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, id := range expired {
+		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
+			slog.Error("reap sandbox", "sandbox", id, "err", err)
+		}
+	}
+	recs, err := s.store.ListSandboxes(ctx)
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if !r.Live() && !r.EndedAt.IsZero() && now.Sub(r.EndedAt) > s.cfg.KeepEnded {
+			s.store.DeleteSandbox(ctx, r.ID)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+// Package sandbox is the domain: the sandbox lifecycle (create, kill,
+// timeouts, recovery after a restart) on top of a runtime, the network and
+// the store. It owns every sandbox on this node.
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"maps"
+	"time"
+
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Sandbox is what callers see of one sandbox.
+type Sandbox struct {
+	ID        string
+	Template  string
+	State     string
+	Reason    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	CPU       int
+	MemoryMB  int
+	DiskMB    int
+	MaxProcs  int
+	Metadata  map[string]string
+	// AccessToken opens the sandbox's agent; set only on Create's result.
+	AccessToken string
+}
+
+func fromRecord(r *store.Sandbox) *Sandbox {
+	return &Sandbox{
+		ID: r.ID, Template: r.Template, State: r.State, Reason: r.Reason,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		CPU: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs,
+		Metadata: maps.Clone(r.Metadata),
+	}
+}
+
+// CreateRequest is a validated-by-Create request for a new sandbox. Zero
+// values take the configured defaults.
+type CreateRequest struct {
+	Template string
+	Timeout  time.Duration
+	Env      map[string]string
+	Metadata map[string]string
+	CPU      int
+	MemoryMB int
+	DiskMB   int
+	MaxProcs int
+}
+
+// ListFilter selects sandboxes. Empty fields match everything.
+type ListFilter struct {
+	States   []string
+	Metadata map[string]string
+}
+
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// newID returns 20 random lower-case alphanumerics, the shape E2B clients
+// expect (they route on ^[a-z0-9]+$).
+func newID() string {
+	b := make([]byte, 20)
+	rand.Read(b)
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return string(b)
+}
+
+// newToken returns a 256-bit random access token.
+func newToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

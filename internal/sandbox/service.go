@@ -1,0 +1,391 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Config of the service.
+type Config struct {
+	TemplatesDir   string
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	Defaults       runtime.Limits
+	// Network is the address plan for sandbox veth pairs.
+	Network network.Plan
+	// AgentBootTimeout bounds how long a new sandbox's agent may take to answer.
+	AgentBootTimeout time.Duration
+	// KeepEnded is how long records of killed or lost sandboxes stay listable.
+	KeepEnded time.Duration
+}
+
+// Service owns the sandboxes of this node.
+type Service struct {
+	cfg     Config
+	store   store.Store
+	rt      runtime.Runtime
+	metrics *Metrics
+
+	mu   sync.Mutex
+	live map[string]*entry
+}
+
+// entry is a live sandbox: its record, its agent connection and a lock that
+// serialises lifecycle changes (kill vs. timeout vs. set-timeout).
+type entry struct {
+	mu    sync.Mutex
+	rec   *store.Sandbox
+	agent *AgentConn
+	ep    network.Endpoint
+}
+
+// New returns a service; call Recover before serving requests.
+func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
+	if cfg.AgentBootTimeout == 0 {
+		cfg.AgentBootTimeout = 15 * time.Second
+	}
+	if cfg.KeepEnded == 0 {
+		cfg.KeepEnded = time.Hour
+	}
+	return &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}}
+}
+
+var (
+	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+const (
+	maxMetadataEntries = 64
+	maxMetadataLen     = 1024
+	maxEnvEntries      = 256
+	maxEnvValueLen     = 32 << 10
+)
+
+func (s *Service) validate(req *CreateRequest) error {
+	if req.Template == "" {
+		req.Template = "base"
+	}
+	if !templateName.MatchString(req.Template) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "template name %q is not valid", req.Template)
+	}
+	if req.Timeout == 0 {
+		req.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
+		return errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	d := s.cfg.Defaults
+	for _, l := range []struct {
+		name     string
+		v        *int
+		def      int
+		min, max int
+	}{
+		{"cpu", &req.CPU, d.CPUs, 1, 64},
+		{"memory_mb", &req.MemoryMB, d.MemoryMB, 64, 65536},
+		{"disk_mb", &req.DiskMB, d.DiskMB, 16, 1 << 20},
+		{"max_processes", &req.MaxProcs, d.MaxProcs, 16, 65536},
+	} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
+		if *l.v < l.min || *l.v > l.max {
+			return errdefs.New(errdefs.ErrInvalidArgument, "%s must be between %d and %d", l.name, l.min, l.max)
+		}
+	}
+	if len(req.Env) > maxEnvEntries {
+		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d env vars", maxEnvEntries)
+	}
+	for k, v := range req.Env {
+		if !envName.MatchString(k) {
+			return errdefs.New(errdefs.ErrInvalidArgument, "env var name %q is not valid", k)
+		}
+		if len(v) > maxEnvValueLen {
+			return errdefs.New(errdefs.ErrInvalidArgument, "env var %s is longer than %d bytes", k, maxEnvValueLen)
+		}
+	}
+	if len(req.Metadata) > maxMetadataEntries {
+		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d metadata entries", maxMetadataEntries)
+	}
+	for k, v := range req.Metadata {
+		if k == "" || len(k) > 256 || len(v) > maxMetadataLen {
+			return errdefs.New(errdefs.ErrInvalidArgument, "metadata key %q: keys must be 1-256 bytes and values at most %d", k, maxMetadataLen)
+		}
+	}
+	return nil
+}
+
+// templateRoot is the image of a built template.
+func (s *Service) templateRoot(name string) (string, error) {
+	root := filepath.Join(s.cfg.TemplatesDir, name, "current")
+	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/space-agent")); err != nil {
+		return "", errdefs.New(errdefs.ErrNotFound, "template %q not found", name)
+	}
+	resolved, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("resolve template %s: %w", name, err)
+	}
+	return resolved, nil
+}
+
+// Create makes a sandbox and answers once its agent can run a command. On
+// any failure every step done so far is undone and the record removed.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, err error) {
+	start := time.Now()
+	if err := s.validate(&req); err != nil {
+		return nil, err
+	}
+	rootfs, err := s.templateRoot(req.Template)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	rec := &store.Sandbox{
+		ID: newID(), Template: req.Template, State: store.StateCreating,
+		CreatedAt: now, ExpiresAt: now.Add(req.Timeout),
+		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs,
+		Env: req.Env, Metadata: req.Metadata, AccessToken: newToken(),
+	}
+	log := slog.With("sandbox", rec.ID)
+	var undo cleanup
+	defer func() {
+		if err != nil {
+			undo.run(log)
+			s.metrics.createFailed()
+		}
+	}()
+
+	if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots()); err != nil {
+		return nil, fmt.Errorf("record sandbox: %w", err)
+	}
+	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
+
+	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
+	if err != nil {
+		return nil, err
+	}
+	if err := network.Attach(ep); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	undo.add("detach network", func() error { return network.Detach(ep) })
+
+	spec := runtime.Spec{
+		ID: rec.ID, RootFS: rootfs, Netns: ep.NetnsPath,
+		Args:   []string{"/usr/local/bin/space-agent"},
+		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
+		Limits: runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs},
+	}
+	if err := s.rt.Create(ctx, spec); err != nil {
+		return nil, err
+	}
+	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), rec.ID) })
+	if err := s.rt.Start(ctx, rec.ID); err != nil {
+		return nil, err
+	}
+
+	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
+	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	if err := agent.waitHealthy(bootCtx); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
+	}
+	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: rec.AccessToken, EnvVars: rec.Env, DefaultUser: "user",
+	})); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
+	}
+
+	rec.State = store.StateRunning
+	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
+		return nil, fmt.Errorf("record running sandbox: %w", err)
+	}
+	s.mu.Lock()
+	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
+	s.mu.Unlock()
+	s.metrics.created(time.Since(start))
+	log.Info("sandbox created", "template", rec.Template, "ms", time.Since(start).Milliseconds())
+
+	out := fromRecord(rec)
+	out.AccessToken = rec.AccessToken
+	return out, nil
+}
+
+func (s *Service) entry(id string) (*entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.live[id]
+	return e, ok
+}
+
+// Get returns a sandbox, live or ended.
+func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
+	if e, ok := s.entry(id); ok {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return fromRecord(e.rec), nil
+	}
+	rec, err := s.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return fromRecord(rec), nil
+}
+
+// List returns the sandboxes matching f, newest first.
+func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
+	recs, err := s.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var out []*Sandbox
+	for _, r := range recs {
+		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
+			continue
+		}
+		match := true
+		for k, v := range f.Metadata {
+			if r.Metadata[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, fromRecord(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Agent returns the connection to a running sandbox's agent.
+func (s *Service) Agent(id string) (*AgentConn, error) {
+	e, ok := s.entry(id)
+	if !ok {
+		return nil, s.notRunning(id)
+	}
+	return e.agent, nil
+}
+
+func (s *Service) notRunning(id string) error {
+	rec, err := s.store.GetSandbox(context.Background(), id)
+	if err != nil {
+		return err
+	}
+	return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+}
+
+// SetTimeout makes the sandbox expire d from now.
+func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
+	if d < time.Second || d > s.cfg.MaxTimeout {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	e, ok := s.entry(id)
+	if !ok {
+		return nil, s.notRunning(id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.Live() {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+	}
+	updated := *e.rec
+	updated.ExpiresAt = time.Now().UTC().Add(d)
+	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+		return nil, fmt.Errorf("record timeout: %w", err)
+	}
+	e.rec = &updated
+	return fromRecord(e.rec), nil
+}
+
+// Kill destroys a sandbox and everything it had on the host.
+func (s *Service) Kill(ctx context.Context, id string) error {
+	return s.end(ctx, id, store.StateKilled, "killed by request")
+}
+
+// end tears a live sandbox down and records why. The record changes only
+// after the host resources are gone, so a crash in between is found again
+// by Recover.
+func (s *Service) end(ctx context.Context, id, state, reason string) error {
+	e, ok := s.entry(id)
+	if !ok {
+		if _, err := s.store.GetSandbox(ctx, id); err != nil {
+			return err
+		}
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.Live() {
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
+	}
+	if err := s.teardown(context.WithoutCancel(ctx), e.rec.ID, e.ep); err != nil {
+		return err
+	}
+	updated := *e.rec
+	updated.State, updated.Reason, updated.EndedAt = state, reason, time.Now().UTC()
+	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated); err != nil {
+		return fmt.Errorf("record end of sandbox: %w", err)
+	}
+	e.rec = &updated
+	s.mu.Lock()
+	delete(s.live, id)
+	s.mu.Unlock()
+	s.metrics.ended(state, reason)
+	slog.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
+	return nil
+}
+
+func (s *Service) teardown(ctx context.Context, id string, ep network.Endpoint) error {
+	var errs []error
+	if err := s.rt.Destroy(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := network.Detach(ep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tear down sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Running returns the number of live sandboxes.
+func (s *Service) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+// Env returns a copy of a sandbox's create-time env vars.
+func (s *Service) Env(id string) map[string]string {
+	if e, ok := s.entry(id); ok {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return maps.Clone(e.rec.Env)
+	}
+	return nil
+}
