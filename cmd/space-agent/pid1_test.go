@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/api/agent/v1/agentv1connect"
+	"github.com/spacesandbox/space/api/envd/process"
+	"github.com/spacesandbox/space/api/envd/process/processconnect"
+)
+
+// TestPID1 runs the agent as PID 1 of a new PID namespace: it must reap
+// orphans without breaking exit statuses, restart a dead server child that
+// resumes the persisted token, and exit on SIGTERM.
+func TestPID1(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for a PID namespace")
+	}
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "space-agent")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(build.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	cmd := exec.Command(bin, "--addr", addr, "--state", filepath.Join(dir, "run/state.json"), "--default-user", "root")
+	cmd.Env = append(os.Environ(), "SPACE_AGENT_TOKEN=boot")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot create a PID namespace: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	base := "http://" + addr
+	waitHealthy(t, base)
+
+	token := "boot"
+	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		r.Header.Set("X-Access-Token", token)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	agent := agentv1connect.NewAgentClient(client, base, connect.WithProtoJSON())
+	procs := processconnect.NewProcessClient(client, base, connect.WithProtoJSON())
+
+	// Orphans (the background sleeps) are reparented to PID 1 and reaped; the
+	// managed processes still get their own exit statuses.
+	for i := 0; i < 3; i++ {
+		ex, err := agent.Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Start: &process.StartRequest{
+			Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "sleep 0.1 & exit 4"}},
+		}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var end *process.ProcessEvent_EndEvent
+		for ex.Receive() {
+			if e := ex.Msg().GetEvent().GetEnd(); e != nil {
+				end = e
+			}
+		}
+		if ex.Err() != nil || end.GetExitCode() != 4 {
+			t.Fatalf("end %v err %v", end, ex.Err())
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if z := zombieChildren(cmd.Process.Pid); len(z) > 0 {
+		t.Errorf("PID 1 left zombies: %v", z)
+	}
+
+	// The server child dies; PID 1 restarts it and it resumes Init's token.
+	if _, err := agent.Init(ctx, connect.NewRequest(&agentv1.InitRequest{AccessToken: "rotated"})); err != nil {
+		t.Fatal(err)
+	}
+	token = "rotated"
+	children := childPIDs(cmd.Process.Pid)
+	if len(children) != 1 {
+		t.Fatalf("children of PID 1: %v", children)
+	}
+	_ = syscall.Kill(children[0], syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := procs.List(ctx, connect.NewRequest(&process.ListRequest{}))
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) == connect.CodeUnauthenticated {
+			t.Fatalf("restarted agent did not resume the token: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		done <- nil // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("PID 1 did not exit on SIGTERM")
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent {
+				return
+			}
+		}
+	}
+	t.Fatal("agent never became healthy")
+}
+
+// childPIDs lists the (host) pids whose parent is ppid.
+func childPIDs(ppid int) []int {
+	var out []int
+	for _, st := range procStats() {
+		if st.ppid == ppid && st.state != "Z" {
+			out = append(out, st.pid)
+		}
+	}
+	return out
+}
+
+func zombieChildren(ppid int) []int {
+	var out []int
+	for _, st := range procStats() {
+		if st.ppid == ppid && st.state == "Z" {
+			out = append(out, st.pid)
+		}
+	}
+	return out
+}
+
+type procStat struct {
+	pid, ppid int
+	state     string
+}
+
+func procStats() []procStat {
+	ents, _ := os.ReadDir("/proc")
+	var out []procStat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		out = append(out, procStat{pid: pid, ppid: ppid, state: f[0]})
+	}
+	return out
+}
