@@ -38,6 +38,8 @@ type Config struct {
 	DefaultMaxProcesses int
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
+	// AgentBootTimeout bounds how long a new sandbox's agent may take to answer.
+	AgentBootTimeout time.Duration
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
 	RunscDebug bool
 }
@@ -56,6 +58,7 @@ func Default() Config {
 		DefaultDiskMB:       1024,
 		DefaultMaxProcesses: 1024,
 		LogLevel:            "info",
+		AgentBootTimeout:    15 * time.Second,
 	}
 }
 
@@ -104,6 +107,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 		c.DefaultTimeout = d
 	}
+	if v := getenv("SPACE_AGENT_BOOT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_AGENT_BOOT_TIMEOUT: %w", err)
+		}
+		c.AgentBootTimeout = d
+	}
 	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -142,6 +152,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sandbox CIDR %s must be IPv4 and at least a /28", c.SandboxCIDR)
 	case c.DefaultTimeout <= 0 || c.DefaultTimeout > c.MaxTimeout:
 		return fmt.Errorf("default timeout %s must be in (0, %s]", c.DefaultTimeout, c.MaxTimeout)
+	case c.AgentBootTimeout <= 0:
+		return fmt.Errorf("agent boot timeout must be positive")
 	case c.DefaultCPU < 1 || c.DefaultMemoryMB < 64 || c.DefaultDiskMB < 16 || c.DefaultMaxProcesses < 16:
 		return fmt.Errorf("default limits are too small")
 	}

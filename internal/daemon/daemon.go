@@ -63,7 +63,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Defaults: runtime.Limits{
 			CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses,
 		},
-		Network: network.Plan{CIDR: cfg.SandboxCIDR},
+		Network:          network.Plan{CIDR: cfg.SandboxCIDR},
+		AgentBootTimeout: cfg.AgentBootTimeout,
 	}, st, rt, metrics)
 	if err := svc.Recover(ctx); err != nil {
 		return err

@@ -9,9 +9,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"strings"
 )
 
 // Endpoint is one sandbox's end of the network.
@@ -28,9 +26,12 @@ type Endpoint struct {
 }
 
 const (
-	netnsDir     = "/var/run/netns"
-	netnsPrefix  = "space-"
-	hostIfPrefix = "spc"
+	netnsDir    = "/var/run/netns"
+	netnsPrefix = "space-"
+	// Host interface names are global on the host, so they come from the
+	// (random, unique) sandbox id rather than the slot: two daemons, or a
+	// daemon and a test, never collide. 3 + 12 characters fits IFNAMSIZ.
+	hostIfPrefix = "vsp"
 	slotBits     = 2 // a /30 per sandbox: network, host, sandbox, broadcast
 )
 
@@ -58,7 +59,7 @@ func (p Plan) Endpoint(id string, slot int) (Endpoint, error) {
 	}
 	return Endpoint{
 		NetnsPath: NetnsPath(id),
-		HostIf:    fmt.Sprintf("%s%d", hostIfPrefix, slot),
+		HostIf:    HostIf(id),
 		HostIP:    addr(1),
 		SandboxIP: addr(2),
 		PrefixLen: 32 - slotBits,
@@ -68,21 +69,11 @@ func (p Plan) Endpoint(id string, slot int) (Endpoint, error) {
 // NetnsPath is where the namespace of sandbox id is bind-mounted.
 func NetnsPath(id string) string { return filepath.Join(netnsDir, netnsPrefix+id) }
 
-// ListNamespaces returns the sandbox ids whose namespaces exist on the host,
-// so the daemon can remove those no record owns.
-func ListNamespaces() ([]string, error) {
-	entries, err := os.ReadDir(netnsDir)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list namespaces: %w", err)
-	}
-	var ids []string
-	for _, e := range entries {
-		if id, ok := strings.CutPrefix(e.Name(), netnsPrefix); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
+// HostIf is the name of the host side of sandbox id's veth pair.
+func HostIf(id string) string { return hostIfPrefix + id[:min(12, len(id))] }
+
+// Names returns an Endpoint with only the names of sandbox id's network
+// filled in: enough for Detach when the slot is not known.
+func Names(id string) Endpoint {
+	return Endpoint{NetnsPath: NetnsPath(id), HostIf: HostIf(id)}
 }

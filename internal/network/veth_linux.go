@@ -26,7 +26,7 @@ func Attach(ep Endpoint) (err error) {
 		}
 	}()
 
-	peerTmp := ep.HostIf + "p"
+	peerTmp := peerName(ep)
 	veth := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: ep.HostIf, MTU: 1500},
 		PeerName:      peerTmp,
@@ -66,7 +66,7 @@ func ConfigureInside(ep Endpoint) error {
 	}
 	defer h.Close()
 
-	peer, err := h.LinkByName(ep.HostIf + "p")
+	peer, err := h.LinkByName(peerName(ep))
 	if err == nil {
 		if err := h.LinkSetName(peer, "eth0"); err != nil {
 			return fmt.Errorf("rename sandbox veth: %w", err)
@@ -110,10 +110,6 @@ func Detach(ep Endpoint) error {
 	}
 	return errors.Join(errs...)
 }
-
-// RemoveNamespace removes a namespace left over from a sandbox that no
-// record owns any more (its veth pair dies with it).
-func RemoveNamespace(id string) error { return removeNetns(NetnsPath(id)) }
 
 func removeNetns(path string) error {
 	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
@@ -175,6 +171,10 @@ func createNetns(path string) (ns netns.NsHandle, err error, restored bool) {
 	}
 	return ns, nil, restored
 }
+
+// peerName is the sandbox side's name until it is renamed eth0 inside the
+// namespace (names are global until the link moves).
+func peerName(ep Endpoint) string { return "vsq" + ep.HostIf[len(hostIfPrefix):] }
 
 func ipNet(ip net.IP, prefixLen int) *net.IPNet {
 	return &net.IPNet{IP: ip, Mask: net.CIDRMask(prefixLen, 32)}

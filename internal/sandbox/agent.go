@@ -67,9 +67,12 @@ func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-// waitHealthy polls the agent's /health until it answers 204.
-func (a *AgentConn) waitHealthy(ctx context.Context) error {
+// waitHealthy polls the agent's /health until it answers 204. alive, when
+// set, is asked now and then whether the sandbox is still there, so a
+// sandbox that died while booting fails fast rather than at the timeout.
+func (a *AgentConn) waitHealthy(ctx context.Context, alive func() bool) error {
 	delay := time.Millisecond
+	lastCheck := time.Now()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.BaseURL+"/health", nil)
 		tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -79,6 +82,12 @@ func (a *AgentConn) waitHealthy(ctx context.Context) error {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK {
 				return nil
+			}
+		}
+		if alive != nil && time.Since(lastCheck) > 250*time.Millisecond {
+			lastCheck = time.Now()
+			if !alive() {
+				return fmt.Errorf("sandbox stopped before its agent answered (last error: %v)", err)
 			}
 		}
 		select {

@@ -55,7 +55,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
 	if st == runtime.StateRunning {
 		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err = agent.waitHealthy(hctx)
+		err = agent.waitHealthy(hctx, nil)
 		cancel()
 	}
 	if st != runtime.StateRunning || err != nil {
@@ -87,20 +87,8 @@ func (s *Service) removeOrphans(ctx context.Context, owned map[string]bool) {
 	for _, id := range ids {
 		if !owned[id] {
 			slog.Warn("destroying orphaned sandbox", "sandbox", id)
-			if err := s.rt.Destroy(ctx, id); err != nil {
+			if err := s.teardown(ctx, id, network.Names(id)); err != nil {
 				slog.Error("destroy orphan", "sandbox", id, "err", err)
-			}
-		}
-	}
-	nss, err := network.ListNamespaces()
-	if err != nil {
-		slog.Error("list namespaces", "err", err)
-	}
-	for _, id := range nss {
-		if !owned[id] {
-			slog.Warn("removing orphaned network namespace", "sandbox", id)
-			if err := network.RemoveNamespace(id); err != nil {
-				slog.Error("remove orphan namespace", "sandbox", id, "err", err)
 			}
 		}
 	}

@@ -205,7 +205,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, er
 	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
 	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
 	defer cancel()
-	if err := agent.waitHealthy(bootCtx); err != nil {
+	alive := func() bool {
+		st, err := s.rt.State(ctx, rec.ID)
+		return err != nil || st == runtime.StateRunning
+	}
+	if err := agent.waitHealthy(bootCtx, alive); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
 	}
 	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{

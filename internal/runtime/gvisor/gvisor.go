@@ -190,10 +190,43 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 			errs = append(errs, fmt.Errorf("runsc delete %s: %w", id, err))
 		}
 	}
+	if err := removeCgroups(id); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.RemoveAll(r.sandboxDir(id)); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// cgroupParent is where sandbox cgroups live in every hierarchy.
+const cgroupParent = "space"
+
+// CgroupDirs returns the cgroup directories of sandbox id that exist.
+func CgroupDirs(id string) []string {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent, id))
+	if d := filepath.Join("/sys/fs/cgroup", cgroupParent, id); exists(d) {
+		dirs = append(dirs, d) // cgroup v2
+	}
+	return dirs
+}
+
+// removeCgroups removes what runsc leaves of a sandbox's cgroups (it does
+// not always remove them, for example after a stopped sandbox is deleted).
+// Only empty cgroups can be removed; a busy one is an error.
+func removeCgroups(id string) error {
+	var errs []error
+	for _, d := range CgroupDirs(id) {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // known reports whether runsc still has state for id.

@@ -63,9 +63,16 @@ func TestConformance(t *testing.T) {
 				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
 			}
 		},
-		Alive: func(t *testing.T, id string) bool {
-			out, _ := exec.Command("pgrep", "-f", "runsc.*"+id).Output()
-			return strings.TrimSpace(string(out)) != ""
+		Leftovers: func(t *testing.T, id string) []string {
+			var left []string
+			if out, _ := exec.Command("pgrep", "-f", "runsc.*"+id).Output(); strings.TrimSpace(string(out)) != "" {
+				left = append(left, "processes "+strings.Join(strings.Fields(string(out)), ","))
+			}
+			left = append(left, CgroupDirs(id)...)
+			if d := filepath.Join(dir, "sandboxes", id); exists(d) {
+				left = append(left, d)
+			}
+			return left
 		},
 	})
 }
@@ -75,9 +82,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

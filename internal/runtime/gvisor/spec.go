@@ -133,7 +133,7 @@ func ociSpec(s runtime.Spec) ociConfig {
 				// about two host pids (sentry threads and systrap stubs).
 				Pids: ociPids{Limit: int64(s.Limits.MaxProcs)*4 + 256},
 			},
-			CgroupsPath: "/space/" + s.ID,
+			CgroupsPath: "/" + cgroupParent + "/" + s.ID,
 		},
 	}
 }

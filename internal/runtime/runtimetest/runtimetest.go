@@ -25,9 +25,9 @@ type Harness struct {
 	// it also sets up (and registers cleanup of) anything the spec refers
 	// to, such as a network namespace.
 	Spec func(t *testing.T, id string) runtime.Spec
-	// Alive reports whether any host process of sandbox id is still running
-	// (for the leftovers checks).
-	Alive func(t *testing.T, id string) bool
+	// Leftovers lists what the driver left on the host for sandbox id
+	// (processes, cgroups, directories, mounts); empty after Destroy.
+	Leftovers func(t *testing.T, id string) []string
 }
 
 // NewID returns a fresh sandbox id in the platform's format.
@@ -80,8 +80,10 @@ func assertGone(t *testing.T, h Harness, r runtime.Runtime, id string) {
 	if listed(t, r, id) {
 		t.Fatalf("%s still listed after Destroy", id)
 	}
-	if h.Alive != nil && h.Alive(t, id) {
-		t.Fatalf("%s still has host processes after Destroy", id)
+	if h.Leftovers != nil {
+		if left := h.Leftovers(t, id); len(left) > 0 {
+			t.Fatalf("%s left behind after Destroy: %v", id, left)
+		}
 	}
 }
 
