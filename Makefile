@@ -1,0 +1,36 @@
+# Developer shortcuts. The README's two commands are scripts/run.sh and
+# scripts/test.sh, which need nothing but bash on a fresh Debian 12.
+
+GO ?= go
+
+.PHONY: all build agent template run test unit proto fmt vet
+
+all: build
+
+build:
+	mkdir -p bin
+	$(GO) build -o bin/spaced ./cmd/spaced
+	$(GO) build -o bin/space ./cmd/space
+	CGO_ENABLED=0 $(GO) build -o bin/space-agent ./cmd/space-agent
+
+template: build
+	scripts/build-template.sh --agent bin/space-agent
+
+run:
+	scripts/run.sh
+
+test:
+	scripts/test.sh
+
+# Unit tests only: no root, runsc or template needed (those tests skip).
+unit:
+	$(GO) test -race ./internal/... ./client/... ./cmd/...
+
+proto:
+	api/generate.sh
+
+fmt:
+	gofmt -w cmd internal client test
+
+vet:
+	$(GO) vet ./...
