@@ -56,9 +56,13 @@ func (a *app) shell(ctx context.Context, id, user string) error {
 		})
 		defer stop()
 	}
+	_, stdinIsTerm := terminalFD(a.stdin)
 	go func() {
-		// Stdin is never closed under us, so this goroutine ends with the process.
-		_, _ = io.Copy(p, a.stdin)
+		_, err := io.Copy(p, a.stdin)
+		if err == nil && !stdinIsTerm {
+			// Piped input ended: ^D tells the remote shell, as a user would.
+			_, _ = p.Write([]byte{4})
+		}
 	}()
 	if _, err := io.Copy(a.stdout, p); err != nil {
 		return fmt.Errorf("terminal output: %w", err)
