@@ -14,6 +14,8 @@ const (
 	EventStdout = "stdout"
 	EventStderr = "stderr"
 	EventEnd    = "end"
+	// EventPTY carries terminal output of a command started with a PTY.
+	EventPTY = "pty"
 	// EventGap says older output was dropped from the agent's buffer before a
 	// resumed stream could replay it.
 	EventGap = "gap"
@@ -21,7 +23,7 @@ const (
 
 // Event is one event of a command's stream.
 type Event struct {
-	ID   uint64 // only goes up; resume after it with CommandEvents
+	ID   uint64 // only goes up; 0 for events without an id of their own (gap)
 	Type string // EventStart, EventStdout, EventStderr, EventEnd, EventGap
 	PID  int    // the command's pid, known from the start event on
 	// Data is the output of stdout/stderr events, decoded from "text" or
@@ -86,7 +88,7 @@ var signalNumbers = map[string]int{
 // decodeEvent turns an SSE event of a command stream into an Event.
 func decodeEvent(ev sseEvent) (Event, error) {
 	out := Event{Type: ev.Event}
-	if ev.ID != "" {
+	if ev.HasID && ev.ID != "" {
 		id, err := strconv.ParseUint(ev.ID, 10, 64)
 		if err != nil {
 			return Event{}, fmt.Errorf("event id %q: %w", ev.ID, err)
@@ -94,7 +96,7 @@ func decodeEvent(ev sseEvent) (Event, error) {
 		out.ID = id
 	}
 	switch ev.Event {
-	case EventStdout, EventStderr:
+	case EventStdout, EventStderr, EventPTY:
 		var d struct {
 			Text   *string `json:"text"`
 			Base64 *string `json:"base64"`

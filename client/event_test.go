@@ -15,15 +15,17 @@ func TestDecodeEvent(t *testing.T) {
 		wantExit *ExitInfo
 		wantErr  bool
 	}{
-		{name: "text", in: sseEvent{ID: "2", Event: "stdout", Data: `{"text":"héllo\n"}`}, wantType: "stdout", wantID: 2, wantData: "héllo\n"},
-		{name: "base64", in: sseEvent{ID: "3", Event: "stderr", Data: `{"base64":"AP8="}`}, wantType: "stderr", wantID: 3, wantData: "\x00\xff"},
-		{name: "start", in: sseEvent{ID: "1", Event: "start", Data: `{"pid":42}`}, wantType: "start", wantID: 1, wantPID: 42, wantData: `{"pid":42}`},
-		{name: "end", in: sseEvent{ID: "9", Event: "end", Data: `{"exit_code":3,"exited":true,"status":"exit status 3"}`}, wantType: "end", wantID: 9,
+		{name: "text", in: sseEvent{HasID: true, ID: "2", Event: "stdout", Data: `{"text":"héllo\n"}`}, wantType: "stdout", wantID: 2, wantData: "héllo\n"},
+		{name: "base64", in: sseEvent{HasID: true, ID: "3", Event: "stderr", Data: `{"base64":"AP8="}`}, wantType: "stderr", wantID: 3, wantData: "\x00\xff"},
+		{name: "start", in: sseEvent{HasID: true, ID: "1", Event: "start", Data: `{"pid":42}`}, wantType: "start", wantID: 1, wantPID: 42, wantData: `{"pid":42}`},
+		{name: "end", in: sseEvent{HasID: true, ID: "9", Event: "end", Data: `{"exit_code":3,"exited":true,"status":"exit status 3"}`}, wantType: "end", wantID: 9,
 			wantData: `{"exit_code":3,"exited":true,"status":"exit status 3"}`, wantExit: &ExitInfo{ExitCode: 3, Exited: true, Status: "exit status 3"}},
-		{name: "gap keeps raw data", in: sseEvent{ID: "5", Event: "gap", Data: `{"dropped":10}`}, wantType: "gap", wantID: 5, wantData: `{"dropped":10}`},
-		{name: "bad id", in: sseEvent{ID: "x", Event: "stdout", Data: `{"text":""}`}, wantErr: true},
-		{name: "bad base64", in: sseEvent{ID: "1", Event: "stdout", Data: `{"base64":"!!"}`}, wantErr: true},
-		{name: "bad json", in: sseEvent{ID: "1", Event: "end", Data: `{`}, wantErr: true},
+		{name: "gap keeps raw data", in: sseEvent{HasID: true, ID: "5", Event: "gap", Data: `{"dropped":10}`}, wantType: "gap", wantID: 5, wantData: `{"dropped":10}`},
+		{name: "pty output", in: sseEvent{HasID: true, ID: "4", Event: "pty", Data: `{"text":"$ "}`}, wantType: "pty", wantID: 4, wantData: "$ "},
+		{name: "inherited id is not the event's", in: sseEvent{ID: "4", Event: "gap", Data: `{"dropped":3}`}, wantType: "gap", wantData: `{"dropped":3}`},
+		{name: "bad id", in: sseEvent{HasID: true, ID: "x", Event: "stdout", Data: `{"text":""}`}, wantErr: true},
+		{name: "bad base64", in: sseEvent{HasID: true, ID: "1", Event: "stdout", Data: `{"base64":"!!"}`}, wantErr: true},
+		{name: "bad json", in: sseEvent{HasID: true, ID: "1", Event: "end", Data: `{`}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

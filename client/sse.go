@@ -10,6 +10,7 @@ import (
 // sseEvent is one dispatched server-sent event.
 type sseEvent struct {
 	ID    string // the last event id in force when the event was dispatched
+	HasID bool   // the event carried an id line of its own
 	Event string // "message" when the server sent no event field
 	Data  string // data lines joined by "\n"
 }
@@ -33,6 +34,7 @@ func (s *sseReader) next() (sseEvent, error) {
 		data    bytes.Buffer
 		hasData bool
 		event   string
+		hasID   bool
 	)
 	for {
 		line, err := s.readLine()
@@ -41,13 +43,13 @@ func (s *sseReader) next() (sseEvent, error) {
 		}
 		if line == "" {
 			if !hasData {
-				event = "" // nothing to dispatch; an id already took effect
+				event, hasID = "", false // nothing to dispatch; an id already took effect
 				continue
 			}
 			if event == "" {
 				event = "message"
 			}
-			return sseEvent{ID: s.lastID, Event: event, Data: data.String()}, nil
+			return sseEvent{ID: s.lastID, HasID: hasID, Event: event, Data: data.String()}, nil
 		}
 		if line[0] == ':' {
 			continue
@@ -65,7 +67,7 @@ func (s *sseReader) next() (sseEvent, error) {
 			hasData = true
 		case "id":
 			if !strings.ContainsRune(value, 0) {
-				s.lastID = value
+				s.lastID, hasID = value, true
 			}
 		}
 		// "retry" and unknown fields are ignored: reconnecting is the caller's call.

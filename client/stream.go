@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ type CommandStream struct {
 	lastID  uint64
 	started bool // an event with an id was seen, so ids are comparable
 	ended   bool
+	// serverErr is the message of an "error" event: the daemon lost the
+	// agent's stream and is about to close ours.
+	serverErr string
 }
 
 // ResumeOptions makes a stream reconnect with Last-Event-ID when its connection
@@ -82,6 +86,10 @@ func (s *CommandStream) nextRaw() (Event, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF // the server closed before the end event
 			}
+			if s.serverErr != "" {
+				err = fmt.Errorf("%s: %w", s.serverErr, err)
+				s.serverErr = ""
+			}
 			if cerr := s.ctx.Err(); cerr != nil {
 				err = cerr
 			}
@@ -90,6 +98,14 @@ func (s *CommandStream) nextRaw() (Event, error) {
 		ev, err := decodeEvent(raw)
 		if err != nil {
 			return Event{}, fmt.Errorf("command %d stream: %w", s.pid, err)
+		}
+		if ev.Type == "error" {
+			var d struct {
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			s.serverErr = "daemon: " + d.Message
+			continue
 		}
 		if s.started && ev.ID != 0 && ev.ID <= s.lastID {
 			continue // replayed after a resume: already returned

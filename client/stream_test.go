@@ -66,6 +66,53 @@ func TestRunCommandStream(t *testing.T) {
 	}
 }
 
+// The daemon sends gap without an id, possibly mid-stream; it must not be
+// taken for a replay of the previous event.
+func TestGapWithoutID(t *testing.T) {
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		s := startSSE(w)
+		s.event(1, "start", `{"pid":12}`)
+		s.raw("event: gap\ndata: {\"dropped\":100}\n\n")
+		s.event(9, "end", `{"exit_code":0,"exited":true}`)
+	})
+	s, err := c.RunCommand(context.Background(), "s1", CommandRequest{Cmd: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var types []string
+	for {
+		ev, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, fmt.Sprintf("%s:%d", ev.Type, ev.ID))
+	}
+	if strings.Join(types, " ") != "start:1 gap:0 end:9" {
+		t.Errorf("events %v", types)
+	}
+}
+
+func TestServerErrorEvent(t *testing.T) {
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		s := startSSE(w)
+		s.event(1, "start", `{"pid":12}`)
+		s.raw("event: error\ndata: {\"message\":\"agent gone\"}\n\n")
+	})
+	s, err := c.RunCommand(context.Background(), "s1", CommandRequest{Cmd: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, _, _, err = collect(s)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "daemon: agent gone") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestRunCommandBrokenStream(t *testing.T) {
 	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
 		s := startSSE(w)

@@ -107,7 +107,7 @@ func (a *app) exec(ctx context.Context, o execOpts, id string, argv []string) er
 			if pid.Swap(int64(ev.PID)) == 0 && o.stdin {
 				go a.pumpStdin(ctx, c, id, ev.PID)
 			}
-		case client.EventStdout:
+		case client.EventStdout, client.EventPTY:
 			if _, err := a.stdout.Write(ev.Data); err != nil {
 				return fmt.Errorf("write stdout: %w", err)
 			}
