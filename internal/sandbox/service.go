@@ -164,6 +164,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, er
 		CreatedAt: now, ExpiresAt: now.Add(req.Timeout),
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs,
 		Env: req.Env, Metadata: req.Metadata, AccessToken: newToken(),
+		OpenAccess: req.OpenAccess, Network: cloneNetwork(req.Network),
 	}
 	log := slog.With("sandbox", rec.ID)
 	var undo cleanup
@@ -194,14 +195,17 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, er
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
 		Limits: runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs},
 	}
+	tNet := time.Now()
 	if err := s.rt.Create(ctx, spec); err != nil {
 		return nil, err
 	}
+	tCreate := time.Now()
 	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), rec.ID) })
 	if err := s.rt.Start(ctx, rec.ID); err != nil {
 		return nil, err
 	}
 
+	tStart := time.Now()
 	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
 	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
 	defer cancel()
@@ -218,6 +222,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, er
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
 	}
 
+	tAgent := time.Now()
 	rec.State = store.StateRunning
 	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", err)
@@ -227,6 +232,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, er
 	s.mu.Unlock()
 	s.metrics.created(time.Since(start))
 	log.Info("sandbox created", "template", rec.Template, "ms", time.Since(start).Milliseconds())
+	log.Debug("create steps", "prepare_ms", tNet.Sub(start).Milliseconds(), "runsc_create_ms", tCreate.Sub(tNet).Milliseconds(),
+		"runsc_start_ms", tStart.Sub(tCreate).Milliseconds(), "agent_ms", tAgent.Sub(tStart).Milliseconds(),
+		"record_ms", time.Since(tAgent).Milliseconds())
 
 	out := fromRecord(rec)
 	out.AccessToken = rec.AccessToken
