@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,8 +41,45 @@ type Config struct {
 	LogLevel string
 	// AgentBootTimeout bounds how long a new sandbox's agent may take to answer.
 	AgentBootTimeout time.Duration
+	// Pools are the warm pools per template (SPACE_POOL, "base=2:8,other=0:4";
+	// a max of 0 turns a template's pool off).
+	Pools []PoolConfig
+	// PoolBoots bounds how many pool sandboxes boot at the same time.
+	PoolBoots int
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
 	RunscDebug bool
+}
+
+// PoolConfig sizes one template's warm pool.
+type PoolConfig struct {
+	Template string
+	Min, Max int
+}
+
+// ParsePools reads "name=min:max,..." (or "name=max").
+func ParsePools(v string) ([]PoolConfig, error) {
+	var out []PoolConfig
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, sizes, ok := strings.Cut(part, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("pool %q: want name=min:max", part)
+		}
+		lo, hi, ranged := strings.Cut(sizes, ":")
+		if !ranged { // "name=n": a fixed size
+			lo, hi = sizes, sizes
+		}
+		minN, err1 := strconv.Atoi(lo)
+		maxN, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || minN < 0 || maxN < minN || maxN > 1000 {
+			return nil, fmt.Errorf("pool %q: sizes must be integers with 0 <= min <= max <= 1000", part)
+		}
+		out = append(out, PoolConfig{Template: name, Min: minN, Max: maxN})
+	}
+	return out, nil
 }
 
 // Default returns the configuration used when nothing is set.
@@ -59,6 +97,8 @@ func Default() Config {
 		DefaultMaxProcesses: 1024,
 		LogLevel:            "info",
 		AgentBootTimeout:    15 * time.Second,
+		Pools:               []PoolConfig{{Template: "base", Min: 2, Max: 8}},
+		PoolBoots:           1,
 	}
 }
 
@@ -114,6 +154,13 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 		c.AgentBootTimeout = d
 	}
+	if v, ok := lookup(getenv, "SPACE_POOL"); ok {
+		p, err := ParsePools(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_POOL: %w", err)
+		}
+		c.Pools = p
+	}
 	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -122,6 +169,19 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.RunscDebug = b
 	}
 	return nil
+}
+
+// lookup tells an empty variable ("" turns pools off) from an unset one.
+// getenv cannot, so "none" is also accepted for empty.
+func lookup(getenv func(string) string, k string) (string, bool) {
+	v := getenv(k)
+	if v == "" {
+		return "", false
+	}
+	if v == "none" {
+		return "", true
+	}
+	return v, true
 }
 
 func (c *Config) bindFlags(fs *flag.FlagSet) {
@@ -136,6 +196,11 @@ func (c *Config) bindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", c.DefaultTimeout, "sandbox lifetime when a request names none")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (SPACE_LOG_LEVEL)")
+	fs.Func("pool", `warm pools, "base=2:8" (SPACE_POOL; "" or "base=0" turns pooling off)`, func(v string) error {
+		p, err := ParsePools(v)
+		c.Pools = p
+		return err
+	})
 	fs.BoolVar(&c.RunscDebug, "runsc-debug", c.RunscDebug, "write runsc debug logs per sandbox")
 }
 

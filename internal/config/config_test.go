@@ -36,6 +36,27 @@ func TestLoad(t *testing.T) {
 		},
 		{name: "relative data dir", env: map[string]string{"SPACE_DATA_DIR": "rel"}, wantErr: "absolute"},
 		{name: "bad cidr", env: map[string]string{"SPACE_SANDBOX_CIDR": "fd00::/64"}, wantErr: "IPv4"},
+		{
+			name: "pools",
+			env:  map[string]string{"SPACE_POOL": "base=1:4, py=3"},
+			check: func(c Config) string {
+				if len(c.Pools) != 2 || c.Pools[0] != (PoolConfig{"base", 1, 4}) || c.Pools[1] != (PoolConfig{"py", 3, 3}) {
+					return "pools not parsed"
+				}
+				return ""
+			},
+		},
+		{
+			name: "pools off",
+			env:  map[string]string{"SPACE_POOL": "none"},
+			check: func(c Config) string {
+				if len(c.Pools) != 0 {
+					return "pools not turned off"
+				}
+				return ""
+			},
+		},
+		{name: "bad pool", env: map[string]string{"SPACE_POOL": "base=5:2"}, wantErr: "min <= max"},
 		{name: "bad level", args: []string{"-log-level", "loud"}, wantErr: "log level"},
 	}
 	for _, tt := range tests {

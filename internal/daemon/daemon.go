@@ -65,10 +65,14 @@ func Run(ctx context.Context, cfg config.Config) error {
 		},
 		Network:          network.Plan{CIDR: cfg.SandboxCIDR},
 		AgentBootTimeout: cfg.AgentBootTimeout,
+		Pools:            pools(cfg.Pools),
+		PoolBoots:        cfg.PoolBoots,
 	}, st, rt, metrics)
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	svc.StartPools(ctx)
+	defer svc.Close()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -127,4 +131,12 @@ func loadAPIKey(cfg config.Config) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "spaced: generated an API key (stored in %s):\n\n    %s\n\n", path, key)
 	return key, nil
+}
+
+func pools(in []config.PoolConfig) []sandbox.PoolConfig {
+	out := make([]sandbox.PoolConfig, len(in))
+	for i, p := range in {
+		out[i] = sandbox.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max}
+	}
+	return out
 }

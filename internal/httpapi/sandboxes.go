@@ -21,6 +21,7 @@ type createSandboxRequest struct {
 	MemoryMB       int               `json:"memory_mb"`
 	DiskMB         int               `json:"disk_mb"`
 	MaxProcesses   int               `json:"max_processes"`
+	Pool           *bool             `json:"pool"`
 }
 
 type sandboxJSON struct {
@@ -64,6 +65,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: req.Template, Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
+		NoPool: req.Pool != nil && !*req.Pool,
 	})
 	if err != nil {
 		writeError(w, r, err)

@@ -8,7 +8,8 @@ import (
 
 // Metrics are the service's Prometheus series.
 type Metrics struct {
-	createSeconds  prometheus.Histogram
+	createSeconds  *prometheus.HistogramVec
+	poolMisses     *prometheus.CounterVec
 	createFailures prometheus.Counter
 	endings        *prometheus.CounterVec
 }
@@ -17,11 +18,15 @@ type Metrics struct {
 // the service at scrape time.
 func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
 	m := &Metrics{
-		createSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		createSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "space_sandbox_create_seconds",
-			Help:    "Time from a create request to a sandbox that can run commands.",
-			Buckets: []float64{.01, .025, .05, .075, .1, .15, .2, .3, .5, 1, 2, 5},
-		}),
+			Help:    "Time from a create request to a sandbox that can run commands, by source (pool or cold).",
+			Buckets: []float64{.002, .005, .01, .025, .05, .075, .1, .15, .2, .3, .5, 1, 2, 5},
+		}, []string{"source"}),
+		poolMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_pool_misses_total",
+			Help: "Creates that found the template's warm pool empty.",
+		}, []string{"template"}),
 		createFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "space_sandbox_create_failures_total",
 			Help: "Creates that failed and were rolled back.",
@@ -31,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
 			Help: "Sandboxes that ended, by final state and reason.",
 		}, []string{"state", "reason"}),
 	}
-	reg.MustRegister(m.createSeconds, m.createFailures, m.endings,
+	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
 			Help: "Sandboxes running on this node.",
@@ -39,9 +44,19 @@ func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
 	return m
 }
 
-func (m *Metrics) created(d time.Duration) {
+func (m *Metrics) created(d time.Duration, pooled bool) {
 	if m != nil {
-		m.createSeconds.Observe(d.Seconds())
+		source := "cold"
+		if pooled {
+			source = "pool"
+		}
+		m.createSeconds.WithLabelValues(source).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) poolMiss(template string) {
+	if m != nil {
+		m.poolMisses.WithLabelValues(template).Inc()
 	}
 }
 

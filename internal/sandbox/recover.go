@@ -40,9 +40,9 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	if rec.State == store.StateCreating {
-		// The create never answered: nobody holds this sandbox.
-		log.Info("removing half-made sandbox")
+	if rec.State == store.StateCreating || rec.State == store.StatePooled {
+		// A create that never answered, or a pool sandbox: nobody holds it.
+		log.Info("removing unclaimed sandbox", "state", rec.State)
 		if err := s.teardown(ctx, rec.ID, ep); err != nil {
 			return err
 		}

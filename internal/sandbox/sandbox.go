@@ -27,14 +27,22 @@ type Sandbox struct {
 	Metadata  map[string]string
 	// AccessToken opens the sandbox's agent; set only on Create's result.
 	AccessToken string
+	// OpenAccess: E2B secure=false, the E2B proxy needs no token.
+	OpenAccess bool
+	// Network is the requested egress policy (stored, not yet enforced).
+	Network *NetworkPolicy
 }
+
+// NetworkPolicy is a requested egress policy; see store.NetworkPolicy.
+type NetworkPolicy = store.NetworkPolicy
 
 func fromRecord(r *store.Sandbox) *Sandbox {
 	return &Sandbox{
 		ID: r.ID, Template: r.Template, State: r.State, Reason: r.Reason,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		CPU: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs,
-		Metadata: maps.Clone(r.Metadata),
+		Metadata:   maps.Clone(r.Metadata),
+		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
 	}
 }
 
@@ -49,6 +57,11 @@ type CreateRequest struct {
 	MemoryMB int
 	DiskMB   int
 	MaxProcs int
+	// NoPool skips the warm pool (benchmarks measure cold creates with it).
+	NoPool bool
+	// OpenAccess and Network: see Sandbox.
+	OpenAccess bool
+	Network    *NetworkPolicy
 }
 
 // ListFilter selects sandboxes. Empty fields match everything.

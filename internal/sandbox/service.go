@@ -14,9 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
-	agentv1 "github.com/spacesandbox/space/api/agent/v1"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -35,6 +32,10 @@ type Config struct {
 	AgentBootTimeout time.Duration
 	// KeepEnded is how long records of killed or lost sandboxes stay listable.
 	KeepEnded time.Duration
+	// Pools are the warm pools, one per template at most.
+	Pools []PoolConfig
+	// PoolBoots bounds how many pool sandboxes boot at once, across pools.
+	PoolBoots int
 }
 
 // Service owns the sandboxes of this node.
@@ -46,6 +47,10 @@ type Service struct {
 
 	mu   sync.Mutex
 	live map[string]*entry
+
+	pools     map[string]*pool
+	stopPools context.CancelFunc
+	poolsDone sync.WaitGroup
 }
 
 // entry is a live sandbox: its record, its agent connection and a lock that
@@ -65,7 +70,61 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.KeepEnded == 0 {
 		cfg.KeepEnded = time.Hour
 	}
-	return &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}}
+	if cfg.PoolBoots == 0 {
+		cfg.PoolBoots = 1
+	}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}}
+	for _, pc := range cfg.Pools {
+		if pc.Max > 0 {
+			s.pools[pc.Template] = newPool(s, pc, cfg.Defaults)
+		}
+	}
+	return s
+}
+
+// StartPools fills the warm pools in the background until Close.
+func (s *Service) StartPools(ctx context.Context) {
+	ctx, s.stopPools = context.WithCancel(ctx)
+	sem := make(chan struct{}, s.cfg.PoolBoots)
+	for _, p := range s.pools {
+		s.poolsDone.Add(1)
+		go func() {
+			defer s.poolsDone.Done()
+			p.run(ctx, sem)
+		}()
+	}
+}
+
+// Close stops the pools and tears down their unclaimed sandboxes. Claimed
+// sandboxes keep running.
+func (s *Service) Close() {
+	if s.stopPools != nil {
+		s.stopPools()
+	}
+	s.poolsDone.Wait()
+	for _, p := range s.pools {
+		p.drain()
+	}
+}
+
+// poolFor returns the pool that can serve req, if any: pool sandboxes have
+// the default limits, so a request for other limits boots its own.
+func (s *Service) poolFor(req CreateRequest) *pool {
+	p := s.pools[req.Template]
+	d := s.cfg.Defaults
+	if p == nil || req.NoPool || req.CPU != d.CPUs || req.MemoryMB != d.MemoryMB || req.DiskMB != d.DiskMB || req.MaxProcs != d.MaxProcs {
+		return nil
+	}
+	return p
+}
+
+// PoolSizes returns the number of ready sandboxes per template.
+func (s *Service) PoolSizes() map[string]int {
+	out := map[string]int{}
+	for t, p := range s.pools {
+		out[t] = p.size()
+	}
+	return out
 }
 
 var (
@@ -147,100 +206,6 @@ func (s *Service) templateRoot(name string) (string, error) {
 	return resolved, nil
 }
 
-// Create makes a sandbox and answers once its agent can run a command. On
-// any failure every step done so far is undone and the record removed.
-func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, err error) {
-	start := time.Now()
-	if err := s.validate(&req); err != nil {
-		return nil, err
-	}
-	rootfs, err := s.templateRoot(req.Template)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().UTC()
-	rec := &store.Sandbox{
-		ID: newID(), Template: req.Template, State: store.StateCreating,
-		CreatedAt: now, ExpiresAt: now.Add(req.Timeout),
-		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs,
-		Env: req.Env, Metadata: req.Metadata, AccessToken: newToken(),
-		OpenAccess: req.OpenAccess, Network: cloneNetwork(req.Network),
-	}
-	log := slog.With("sandbox", rec.ID)
-	var undo cleanup
-	defer func() {
-		if err != nil {
-			undo.run(log)
-			s.metrics.createFailed()
-		}
-	}()
-
-	if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots()); err != nil {
-		return nil, fmt.Errorf("record sandbox: %w", err)
-	}
-	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
-
-	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
-	if err != nil {
-		return nil, err
-	}
-	if err := network.Attach(ep); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
-	}
-	undo.add("detach network", func() error { return network.Detach(ep) })
-
-	spec := runtime.Spec{
-		ID: rec.ID, RootFS: rootfs, Netns: ep.NetnsPath,
-		Args:   []string{"/usr/local/bin/space-agent"},
-		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
-		Limits: runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs},
-	}
-	tNet := time.Now()
-	if err := s.rt.Create(ctx, spec); err != nil {
-		return nil, err
-	}
-	tCreate := time.Now()
-	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), rec.ID) })
-	if err := s.rt.Start(ctx, rec.ID); err != nil {
-		return nil, err
-	}
-
-	tStart := time.Now()
-	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
-	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
-	defer cancel()
-	alive := func() bool {
-		st, err := s.rt.State(ctx, rec.ID)
-		return err != nil || st == runtime.StateRunning
-	}
-	if err := agent.waitHealthy(bootCtx, alive); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
-	}
-	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: rec.AccessToken, EnvVars: rec.Env, DefaultUser: "user",
-	})); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
-	}
-
-	tAgent := time.Now()
-	rec.State = store.StateRunning
-	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
-		return nil, fmt.Errorf("record running sandbox: %w", err)
-	}
-	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
-	s.mu.Unlock()
-	s.metrics.created(time.Since(start))
-	log.Info("sandbox created", "template", rec.Template, "ms", time.Since(start).Milliseconds())
-	log.Debug("create steps", "prepare_ms", tNet.Sub(start).Milliseconds(), "runsc_create_ms", tCreate.Sub(tNet).Milliseconds(),
-		"runsc_start_ms", tStart.Sub(tCreate).Milliseconds(), "agent_ms", tAgent.Sub(tStart).Milliseconds(),
-		"record_ms", time.Since(tAgent).Milliseconds())
-
-	out := fromRecord(rec)
-	out.AccessToken = rec.AccessToken
-	return out, nil
-}
-
 func (s *Service) entry(id string) (*entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -259,6 +224,9 @@ func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rec.State == store.StatePooled || rec.State == store.StateCreating {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
 	return fromRecord(rec), nil
 }
 
@@ -270,6 +238,9 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
 	}
 	var out []*Sandbox
 	for _, r := range recs {
+		if r.State == store.StatePooled {
+			continue
+		}
 		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
 			continue
 		}

@@ -6,15 +6,18 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
 // Sandbox states as stored.
 const (
 	StateCreating = "creating"
-	StateRunning  = "running"
-	StateKilled   = "killed"
-	StateLost     = "lost"
+	// StatePooled: booted ahead of demand, owned by nobody yet.
+	StatePooled  = "pooled"
+	StateRunning = "running"
+	StateKilled  = "killed"
+	StateLost    = "lost"
 )
 
 // Sandbox is the durable record of one sandbox.
@@ -36,10 +39,29 @@ type Sandbox struct {
 	AccessToken string `json:"access_token"`
 	// Slot is the sandbox's network slot (its /30 in the sandbox range); -1 when none is held.
 	Slot int `json:"slot"`
+	// OpenAccess marks a sandbox created with E2B's secure=false: requests
+	// through the E2B proxy need no access token (spaced adds it).
+	OpenAccess bool `json:"open_access,omitempty"`
+	// Network is the egress policy the sandbox asked for. It is stored and
+	// reported, not yet enforced: today no sandbox has any egress.
+	Network *NetworkPolicy `json:"network,omitempty"`
+}
+
+// NetworkPolicy is a requested egress policy. Nil pointers mean "not said".
+type NetworkPolicy struct {
+	AllowInternet      *bool    `json:"allow_internet,omitempty"`
+	AllowOut           []string `json:"allow_out,omitempty"`
+	DenyOut            []string `json:"deny_out,omitempty"`
+	AllowPublicTraffic *bool    `json:"allow_public_traffic,omitempty"`
+	// Extra holds front-end specific settings as sent (E2B rules, egress
+	// proxy, masked host), kept so they can be reported back.
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 // Live reports whether the sandbox still holds host resources.
-func (s *Sandbox) Live() bool { return s.State == StateCreating || s.State == StateRunning }
+func (s *Sandbox) Live() bool {
+	return s.State == StateCreating || s.State == StatePooled || s.State == StateRunning
+}
 
 // Store keeps sandbox records and network slots.
 type Store interface {

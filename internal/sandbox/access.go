@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// Target is what a proxy in front of a running sandbox needs: where it is
+// and what opens it. It holds the access token, so it never leaves spaced
+// except as the E2B envdAccessToken given to the sandbox's owner.
+type Target struct {
+	ID string
+	// IP is the sandbox's address on its veth; the agent is on AgentPort.
+	IP          netip.Addr
+	AccessToken string
+	// OpenAccess: the proxy lets requests in without a token (E2B secure=false).
+	OpenAccess bool
+	Network    *NetworkPolicy
+}
+
+// Target returns how to reach a running sandbox. A sandbox that is not
+// running is NotFound.
+func (s *Service) Target(id string) (Target, error) {
+	e, ok := s.entry(id)
+	if !ok {
+		return Target{}, s.notRunning(id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.Live() {
+		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+	}
+	return Target{
+		ID: id, IP: e.ep.SandboxIP, AccessToken: e.rec.AccessToken,
+		OpenAccess: e.rec.OpenAccess, Network: cloneNetwork(e.rec.Network),
+	}, nil
+}
+
+// FindRunning returns the first running sandbox whose access token makes
+// match true. It lets a signed URL that names no sandbox (E2B download and
+// upload URLs) find the one whose token signed it.
+func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	for _, e := range entries {
+		e.mu.Lock()
+		id, tok, live := e.rec.ID, e.rec.AccessToken, e.rec.Live()
+		e.mu.Unlock()
+		if live && match(tok) {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// SetNetwork records a new requested egress policy for a running sandbox.
+func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
+	e, ok := s.entry(id)
+	if !ok {
+		return s.notRunning(id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.Live() {
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+	}
+	updated := *e.rec
+	updated.Network = cloneNetwork(p)
+	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+		return fmt.Errorf("record network policy: %w", err)
+	}
+	e.rec = &updated
+	return nil
+}
+
+// ExtendTimeout makes the sandbox expire d from now unless it already
+// expires later; it never shortens the lifetime.
+func (s *Service) ExtendTimeout(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
+	if d < time.Second || d > s.cfg.MaxTimeout {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	e, ok := s.entry(id)
+	if !ok {
+		return nil, s.notRunning(id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.Live() {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+	}
+	until := time.Now().UTC().Add(d)
+	if !until.After(e.rec.ExpiresAt) {
+		return fromRecord(e.rec), nil
+	}
+	updated := *e.rec
+	updated.ExpiresAt = until
+	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+		return nil, fmt.Errorf("record timeout: %w", err)
+	}
+	e.rec = &updated
+	return fromRecord(e.rec), nil
+}
+
+func cloneNetwork(p *NetworkPolicy) *NetworkPolicy {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.AllowOut = slices.Clone(p.AllowOut)
+	c.DenyOut = slices.Clone(p.DenyOut)
+	c.Extra = slices.Clone(p.Extra)
+	if p.AllowInternet != nil {
+		v := *p.AllowInternet
+		c.AllowInternet = &v
+	}
+	if p.AllowPublicTraffic != nil {
+		v := *p.AllowPublicTraffic
+		c.AllowPublicTraffic = &v
+	}
+	return &c
+}

@@ -1,0 +1,170 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// A create is two named steps: boot makes a running sandbox whose agent
+// answers (with a boot token only spaced knows), and claim makes a booted
+// sandbox the caller's. A cold create runs both; a warm pool runs boot
+// ahead of demand and claim on demand.
+
+// booted is a sandbox that boot made and nobody has claimed.
+type booted struct {
+	rec   *store.Sandbox
+	ep    network.Endpoint
+	agent *AgentConn
+	// undo tears the sandbox down and removes its record.
+	undo func()
+}
+
+// Create makes a sandbox and answers once its agent can run a command. It
+// takes a sandbox from the template's warm pool when the request fits one,
+// else it boots one. On any failure every step done so far is undone.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
+	start := time.Now()
+	if err := s.validate(&req); err != nil {
+		return nil, err
+	}
+	if p := s.poolFor(req); p != nil {
+		for b := p.take(); b != nil; b = p.take() {
+			sb, err := s.claim(ctx, b, req)
+			if err == nil {
+				s.metrics.created(time.Since(start), true)
+				return sb, nil
+			}
+			// A pooled sandbox that cannot be claimed (its agent died, say)
+			// is never handed out: tear it down and try the next.
+			slog.Warn("discarding pooled sandbox", "sandbox", b.rec.ID, "err", err)
+			b.undo()
+		}
+	}
+	b, err := s.boot(ctx, req.Template, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, store.StateCreating)
+	if err != nil {
+		s.metrics.createFailed()
+		return nil, err
+	}
+	sb, err := s.claim(ctx, b, req)
+	if err != nil {
+		b.undo()
+		s.metrics.createFailed()
+		return nil, err
+	}
+	s.metrics.created(time.Since(start), false)
+	return sb, nil
+}
+
+// boot makes a sandbox of template with limits, recorded in state (creating
+// for a cold create, pooled for the pool), and waits for its agent.
+func (s *Service) boot(ctx context.Context, template string, limits runtime.Limits, state string) (_ *booted, err error) {
+	start := time.Now()
+	rootfs, err := s.templateRoot(template)
+	if err != nil {
+		return nil, err
+	}
+	rec := &store.Sandbox{
+		ID: newID(), Template: template, State: state, CreatedAt: time.Now().UTC(),
+		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB, MaxProcs: limits.MaxProcs,
+		// The boot token opens the agent until claim replaces it.
+		AccessToken: newToken(),
+	}
+	log := slog.With("sandbox", rec.ID)
+	var undo cleanup
+	defer func() {
+		if err != nil {
+			undo.run(log)
+		}
+	}()
+
+	// The record (with its network slot) comes first, so a crash at any
+	// later step leaves something Recover finds and removes.
+	if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots()); err != nil {
+		return nil, fmt.Errorf("record sandbox: %w", err)
+	}
+	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
+
+	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
+	if err != nil {
+		return nil, err
+	}
+	if err := network.Attach(ep); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	undo.add("detach network", func() error { return network.Detach(ep) })
+
+	spec := runtime.Spec{
+		ID: rec.ID, RootFS: rootfs, Netns: ep.NetnsPath,
+		Args:   []string{"/usr/local/bin/space-agent"},
+		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
+		Limits: limits,
+	}
+	tNet := time.Now()
+	if err := s.rt.Create(ctx, spec); err != nil {
+		return nil, err
+	}
+	tCreate := time.Now()
+	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), rec.ID) })
+	if err := s.rt.Start(ctx, rec.ID); err != nil {
+		return nil, err
+	}
+
+	tStart := time.Now()
+	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
+	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	alive := func() bool {
+		st, err := s.rt.State(ctx, rec.ID)
+		return err != nil || st == runtime.StateRunning
+	}
+	if err := agent.waitHealthy(bootCtx, alive); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
+	}
+	log.Debug("sandbox booted", "state", state, "prepare_ms", tNet.Sub(start).Milliseconds(),
+		"runsc_create_ms", tCreate.Sub(tNet).Milliseconds(), "runsc_start_ms", tStart.Sub(tCreate).Milliseconds(),
+		"agent_ms", time.Since(tStart).Milliseconds())
+
+	steps := undo
+	undo = cleanup{} // handed to the caller
+	return &booted{rec: rec, ep: ep, agent: agent, undo: func() { steps.run(log) }}, nil
+}
+
+// claim makes a booted sandbox the caller's: a fresh access token (the boot
+// token stops working), the caller's env vars, metadata and timeout, then
+// the record says running and the sandbox is live.
+func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*Sandbox, error) {
+	token := newToken()
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := b.agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: token, EnvVars: req.Env, DefaultUser: "user",
+	})); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
+	}
+	now := time.Now().UTC()
+	rec := *b.rec
+	rec.State = store.StateRunning
+	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
+	rec.Env, rec.Metadata, rec.AccessToken = req.Env, req.Metadata, token
+	rec.OpenAccess, rec.Network = req.OpenAccess, cloneNetwork(req.Network)
+	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
+		return nil, fmt.Errorf("record running sandbox: %w", err)
+	}
+	s.mu.Lock()
+	s.live[rec.ID] = &entry{rec: &rec, agent: newAgentConn(b.ep.SandboxIP, token), ep: b.ep}
+	s.mu.Unlock()
+	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
+	out := fromRecord(&rec)
+	out.AccessToken = token
+	return out, nil
+}

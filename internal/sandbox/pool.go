@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// PoolConfig sizes the warm pool of one template. Max 0 turns it off.
+type PoolConfig struct {
+	Template string
+	Min, Max int
+}
+
+// pool keeps booted sandboxes of one template (with the default limits)
+// ready to be claimed. A pooled sandbox is claimed at most once: nothing of
+// one caller can reach the next. The pool refills in the background,
+// through a semaphore shared by all pools so refills never take more than
+// a bounded share of the machine from API calls, and sizes itself from
+// demand: a miss (a create that found it empty) raises the target, a quiet
+// minute lowers it, always within [Min, Max].
+type pool struct {
+	cfg    PoolConfig
+	limits runtime.Limits
+	svc    *Service
+
+	mu       sync.Mutex
+	ready    []*booted
+	booting  int
+	target   int
+	lastMiss time.Time
+	closed   bool
+	wake     chan struct{}
+}
+
+func newPool(svc *Service, cfg PoolConfig, limits runtime.Limits) *pool {
+	return &pool{cfg: cfg, limits: limits, svc: svc, target: cfg.Min, wake: make(chan struct{}, 1)}
+}
+
+// take returns a ready sandbox, or nil when the pool is empty.
+func (p *pool) take() *booted {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.kick()
+	if len(p.ready) == 0 {
+		p.lastMiss = time.Now()
+		if p.target < p.cfg.Max {
+			p.target = min(p.cfg.Max, p.target+max(1, p.target/2))
+		}
+		p.svc.metrics.poolMiss(p.cfg.Template)
+		return nil
+	}
+	b := p.ready[0]
+	p.ready = p.ready[1:]
+	return b
+}
+
+func (p *pool) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// size returns how many sandboxes are ready.
+func (p *pool) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
+// run keeps the pool at its target until ctx ends.
+func (p *pool) run(ctx context.Context, sem chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		if p.target > p.cfg.Min && time.Since(p.lastMiss) > time.Minute {
+			p.target--
+			p.lastMiss = time.Now() // one step per quiet minute
+		}
+		need := p.target - len(p.ready) - p.booting
+		p.mu.Unlock()
+		for ; need > 0; need-- {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			p.mu.Lock()
+			p.booting++
+			p.mu.Unlock()
+			go func() {
+				defer func() { <-sem }()
+				p.fill(ctx)
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *pool) fill(ctx context.Context) {
+	b, err := p.svc.boot(ctx, p.cfg.Template, p.limits, store.StatePooled)
+	p.mu.Lock()
+	p.booting--
+	if err != nil {
+		p.mu.Unlock()
+		slog.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
+		select { // back off before the next try
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+		return
+	}
+	if p.closed {
+		p.mu.Unlock()
+		b.undo()
+		return
+	}
+	p.ready = append(p.ready, b)
+	p.mu.Unlock()
+}
+
+// drain tears down every ready sandbox; the pool takes no more.
+func (p *pool) drain() {
+	p.mu.Lock()
+	p.closed = true
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	for _, b := range ready {
+		b.undo()
+	}
+}
