@@ -111,16 +111,22 @@ func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {
 
 func (s *Service) reap(ctx context.Context) {
 	now := time.Now()
+	// Never wait for an entry's lock while holding s.mu: end holds the entry
+	// lock while it takes s.mu, so that order would deadlock with a kill.
 	s.mu.Lock()
-	var expired []string
+	entries := make(map[string]*entry, len(s.live))
 	for id, e := range s.live {
+		entries[id] = e
+	}
+	s.mu.Unlock()
+	var expired []string
+	for id, e := range entries {
 		e.mu.Lock()
 		if now.After(e.rec.ExpiresAt) {
 			expired = append(expired, id)
 		}
 		e.mu.Unlock()
 	}
-	s.mu.Unlock()
 	for _, id := range expired {
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
 			slog.Error("reap sandbox", "sandbox", id, "err", err)
