@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
 )
 
 // Target is what a proxy in front of a running sandbox needs: where it is
@@ -32,7 +33,7 @@ func (s *Service) Target(id string) (Target, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.rec.Live() {
+	if e.rec.State != store.StateRunning {
 		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
 	}
 	return Target{
@@ -53,7 +54,7 @@ func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
 	s.mu.Unlock()
 	for _, e := range entries {
 		e.mu.Lock()
-		id, tok, live := e.rec.ID, e.rec.AccessToken, e.rec.Live()
+		id, tok, live := e.rec.ID, e.rec.AccessToken, e.rec.State == store.StateRunning
 		e.mu.Unlock()
 		if live && match(tok) {
 			return id, true
@@ -70,7 +71,7 @@ func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) e
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.rec.Live() {
+	if e.rec.State != store.StateRunning {
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
 	}
 	updated := *e.rec
@@ -94,7 +95,7 @@ func (s *Service) ExtendTimeout(ctx context.Context, id string, d time.Duration)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.rec.Live() {
+	if e.rec.State != store.StateRunning {
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
 	}
 	until := time.Now().UTC().Add(d)
