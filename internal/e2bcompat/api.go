@@ -1,0 +1,131 @@
+package e2bcompat
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// route of the E2B control plane.
+type apiRoute struct {
+	pattern string
+	public  bool
+	handler http.HandlerFunc
+}
+
+// table lists every E2B control-plane route spaced answers. docs/e2b.md has
+// the same list with what each does here.
+func (s *Server) table() []apiRoute {
+	return []apiRoute{
+		{"GET /health", true, s.health},
+		{"POST /sandboxes", false, s.create(false)},
+		{"POST /v2/sandboxes", false, s.create(true)},
+		{"GET /sandboxes", false, s.listV1},
+		{"GET /v2/sandboxes", false, s.listV2},
+		{"GET /sandboxes/metrics", false, s.batchMetrics},
+		{"GET /sandboxes/{id}", false, s.detail},
+		{"DELETE /sandboxes/{id}", false, s.kill},
+		{"POST /sandboxes/{id}/timeout", false, s.setTimeout},
+		{"POST /sandboxes/{id}/refreshes", false, s.refresh},
+		{"POST /sandboxes/{id}/connect", false, s.connect(false)},
+		{"POST /v2/sandboxes/{id}/connect", false, s.connect(true)},
+		{"GET /sandboxes/{id}/metrics", false, s.metrics},
+		{"PUT /sandboxes/{id}/network", false, s.updateNetwork},
+		{"POST /sandboxes/{id}/pause", false, s.pause},
+		{"POST /sandboxes/{id}/resume", false, s.resume},
+		{"POST /sandboxes/{id}/fork", false, s.notYet("forking a sandbox needs checkpoints, which spaced does not have yet")},
+		{"POST /sandboxes/{id}/snapshots", false, s.notYet("snapshots of a running sandbox need checkpoints, which spaced does not have yet")},
+		{"GET /snapshots", false, s.listSnapshots},
+		{"GET /sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
+		{"GET /v2/sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.table() {
+		h := http.Handler(rt.handler)
+		if !rt.public {
+			h = s.authenticate(h)
+		}
+		mux.Handle(rt.pattern, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusNotFound, "no E2B route for "+r.Method+" "+r.URL.Path)
+	})
+	return mux
+}
+
+// authenticate accepts spaced's API key in X-API-KEY (what the SDKs send),
+// or as a bearer token.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	want := []byte(s.opts.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		if key == "" {
+			if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+				key = strings.TrimSpace(tok)
+			}
+		}
+		if key == "" {
+			writeStatus(w, http.StatusUnauthorized, "missing API key: send X-API-KEY")
+			return
+		}
+		if len(want) == 0 || subtle.ConstantTimeCompare([]byte(key), want) != 1 {
+			writeStatus(w, http.StatusUnauthorized, "invalid API key")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("Health check successful"))
+}
+
+func (s *Server) notYet(msg string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusNotImplemented, msg)
+	}
+}
+
+// listSnapshots: there are no snapshots, so the honest answer is none.
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, []any{})
+}
+
+// domain is the sandboxes' domain as reported to clients.
+func (s *Server) domain(r *http.Request) *string {
+	if s.opts.Domain != "" {
+		d := s.opts.Domain
+		return &d
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
+		if !ip.IsLoopback() {
+			// <port>-<id>.<an IP> is no host name: let the SDK use its own domain.
+			return nil
+		}
+		host = "localhost"
+	}
+	if host == "" {
+		return nil
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	}
+	return &host
+}
+
+// notRunning is the error for a sandbox that is not (or no longer) running.
+func notRunning(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+}

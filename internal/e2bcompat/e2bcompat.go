@@ -1,0 +1,114 @@
+// Package e2bcompat lets the unmodified E2B SDKs use spaced. It has two
+// halves on spaced's one listener:
+//
+//   - the control plane (POST /v2/sandboxes, GET /sandboxes/{id}, ...), a thin
+//     translation of E2B's REST API onto the same sandbox.Service as /v1;
+//   - the sandbox side: requests that name a sandbox, by the E2b-Sandbox-Id
+//     header or by a <port>-<id>.<domain> host name, are checked for the
+//     sandbox's access token and reverse-proxied, streaming, to its agent
+//     (port 49983, which speaks envd) or to a user's port inside it.
+//
+// Everything else goes to the native API handler.
+package e2bcompat
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spacesandbox/space/internal/sandbox"
+)
+
+// EnvdVersion is the envd version the agent's surface matches. The SDKs
+// switch features on by it (0.6.4 and later turn on everything they use).
+const EnvdVersion = "0.6.13"
+
+// ClientID is E2B's deprecated clientID, which the SDKs still require.
+const ClientID = "space"
+
+// EnvdPort is the agent's port, the one E2B clients send in E2b-Sandbox-Port.
+const EnvdPort = sandbox.AgentPort
+
+// Sandboxes is what the E2B layer needs of the sandbox service.
+type Sandboxes interface {
+	Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error)
+	Get(ctx context.Context, id string) (*sandbox.Sandbox, error)
+	List(ctx context.Context, f sandbox.ListFilter) ([]*sandbox.Sandbox, error)
+	Kill(ctx context.Context, id string) error
+	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
+	ExtendTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
+	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
+	Target(id string) (sandbox.Target, error)
+	FindRunning(match func(token string) bool) (string, bool)
+	Agent(id string) (*sandbox.AgentConn, error)
+}
+
+// Options configure the E2B layer.
+type Options struct {
+	Sandboxes Sandboxes
+	// APIKey is spaced's API key; E2B clients send it in X-API-KEY.
+	APIKey string
+	// Domain is reported as the sandboxes' domain, so the SDKs' get_host(port)
+	// gives <port>-<id>.<Domain>. Empty: the host name the client used to reach
+	// spaced, with "localhost" standing in for a loopback address.
+	Domain string
+	// Next serves every request that is not E2B's (the native API).
+	Next http.Handler
+	// Dial connects to a sandbox address (ip:port); nil means a plain TCP
+	// dial bounded to a few seconds. Tests point it elsewhere.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Server routes E2B requests and passes the rest to Options.Next.
+type Server struct {
+	opts  Options
+	api   http.Handler
+	proxy *proxy
+}
+
+// New returns the E2B layer, ready to be spaced's top-level handler.
+func New(opts Options) *Server {
+	if opts.Next == nil {
+		opts.Next = http.NotFoundHandler()
+	}
+	if opts.Dial == nil {
+		opts.Dial = defaultDialer.DialContext
+	}
+	s := &Server{opts: opts}
+	s.api = s.routes()
+	s.proxy = newProxy(opts.Sandboxes, newTransport(opts.Sandboxes, opts.Dial))
+	return s
+}
+
+// ServeHTTP picks the plane: sandbox side, E2B control plane, or native.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if t, ok := sandboxRoute(r); ok {
+		s.proxy.serve(w, r, t)
+		return
+	}
+	if isSignedFileRequest(r) {
+		s.proxy.serveSignedFile(w, r)
+		return
+	}
+	if IsControlPlanePath(r.URL.Path) {
+		s.api.ServeHTTP(w, r)
+		return
+	}
+	s.opts.Next.ServeHTTP(w, r)
+}
+
+// IsControlPlanePath reports whether path belongs to E2B's control plane.
+// The native API lives under /v1, /healthz and /metrics, so nothing overlaps.
+func IsControlPlanePath(path string) bool {
+	if path == "/health" {
+		return true
+	}
+	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots"} {
+		if path == prefix || strings.HasPrefix(path, prefix+"/") {
+			return true
+		}
+	}
+	return false
+}

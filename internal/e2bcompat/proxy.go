@@ -1,0 +1,279 @@
+package e2bcompat
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+)
+
+// newTransport reaches sandboxes over their veth pairs. Connections are
+// pooled per sandbox ID, not per address: a killed sandbox's address is
+// soon another sandbox's, and a kept-alive connection to the old one must
+// never carry a request meant for the new one. Dials are bounded; nothing
+// else is, because process and watch streams last long. Compression is left
+// to the two ends.
+func newTransport(sb Sandboxes, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			id, ok := strings.CutSuffix(host, poolSuffix)
+			if !ok {
+				return nil, fmt.Errorf("e2b proxy: unexpected upstream %q", addr)
+			}
+			t, err := sb.Target(id)
+			if err != nil {
+				return nil, err
+			}
+			return dial(ctx, network, net.JoinHostPort(t.IP.String(), port))
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// poolSuffix makes the sandbox ID the upstream URL's host name, which keys
+// the connection pool; the dialer maps it back to the sandbox's address.
+const poolSuffix = ".sandbox.invalid"
+
+var defaultDialer = &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
+
+// proxy is the sandbox side: it checks a request against the target
+// sandbox's token and forwards it, streaming both ways, to that sandbox.
+type proxy struct {
+	sandboxes Sandboxes
+	rp        *httputil.ReverseProxy
+}
+
+// upstream is where one request goes; it rides in the request context from
+// serve to the ReverseProxy's Rewrite.
+type upstream struct {
+	id   string
+	port int
+	// addr is ip:port, the Host an agent sees.
+	addr string
+	envd bool
+	// token is the X-Access-Token sent to the agent; empty sends none (the
+	// agent then checks a /files signature).
+	token string
+}
+
+type upstreamKey struct{}
+
+var connectErrors = connect.NewErrorWriter()
+
+func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
+	p := &proxy{sandboxes: sb}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u := pr.In.Context().Value(upstreamKey{}).(*upstream)
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = net.JoinHostPort(u.id+poolSuffix, strconv.Itoa(u.port))
+			h := pr.Out.Header
+			h.Del(headerSandboxID)
+			h.Del(headerSandboxPort)
+			h.Del(headerTraffic)
+			h.Del(headerAccessToken)
+			if u.envd {
+				pr.Out.Host = u.addr
+				if u.token != "" {
+					h.Set(headerAccessToken, u.token)
+				}
+			}
+			// A user's service keeps the Host the client used.
+			if pr.Out.Host == "" {
+				pr.Out.Host = u.addr
+			}
+		},
+		// Flush every write: Connect server-streams must reach the client
+		// event by event.
+		FlushInterval: -1,
+		Transport:     tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			slog.WarnContext(r.Context(), "e2b proxy: sandbox unreachable", "host", r.URL.Host, "path", r.URL.Path, "err", err)
+			writeProxyError(w, r, http.StatusBadGateway, "the sandbox is not reachable: it may have stopped")
+		},
+	}
+	return p
+}
+
+func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
+	switch {
+	case !sandboxIDPattern.MatchString(rt.id):
+		writeProxyError(w, r, http.StatusBadRequest, "invalid or missing E2b-Sandbox-Id")
+		return
+	case rt.port == 0:
+		writeProxyError(w, r, http.StatusBadRequest, "E2b-Sandbox-Port must be a port number")
+		return
+	}
+	t, err := p.sandboxes.Target(rt.id)
+	if err != nil {
+		// 502 is what E2B's proxy answers for a sandbox that is gone; the SDKs
+		// read it as "not running" (is_running() is false).
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			slog.ErrorContext(r.Context(), "e2b proxy: look up sandbox", "sandbox", rt.id, "err", err)
+		}
+		writeProxyError(w, r, http.StatusBadGateway, fmt.Sprintf("sandbox %q is not running", rt.id))
+		return
+	}
+	addr := netip.AddrPortFrom(t.IP, uint16(rt.port)).String()
+	var u *upstream
+	if rt.port == EnvdPort {
+		token, status, msg := envdAccess(r, t)
+		if status != 0 {
+			writeProxyError(w, r, status, msg)
+			return
+		}
+		u = &upstream{id: t.ID, port: rt.port, addr: addr, envd: true, token: token}
+	} else {
+		if status, msg := portAccess(r, t); status != 0 {
+			writeProxyError(w, r, status, msg)
+			return
+		}
+		u = &upstream{id: t.ID, port: rt.port, addr: addr}
+	}
+	p.forward(w, r, u)
+}
+
+// serveSignedFile forwards a /files request that carries an envd URL
+// signature but names no sandbox: the sandbox is the one whose token made
+// the signature. The agent checks the signature (and its expiry) again.
+func (p *proxy) serveSignedFile(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	op := "read"
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		op = "write"
+	}
+	path, user, exp, sig := q.Get("path"), q.Get("username"), q.Get("signature_expiration"), q.Get("signature")
+	id, ok := p.sandboxes.FindRunning(func(token string) bool {
+		return equal(fileSignature(path, op, user, token, exp), sig)
+	})
+	if !ok {
+		writeProxyError(w, r, http.StatusUnauthorized, "the signature matches no running sandbox")
+		return
+	}
+	t, err := p.sandboxes.Target(id)
+	if err != nil {
+		writeProxyError(w, r, http.StatusBadGateway, fmt.Sprintf("sandbox %q is not running", id))
+		return
+	}
+	addr := netip.AddrPortFrom(t.IP, EnvdPort).String()
+	p.forward(w, r, &upstream{id: t.ID, port: EnvdPort, addr: addr, envd: true})
+}
+
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream) {
+	// Let a handler read the request body while the response streams
+	// (client streams over HTTP/1.1); harmless when unsupported.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, u)))
+}
+
+// envdAccess decides what a request to the agent's port may do. It returns
+// the token to send to the agent, or an HTTP status and message to refuse.
+//   - GET /health is open, as in envd.
+//   - A sandbox made with secure=false is open: spaced adds its token.
+//   - Otherwise X-Access-Token must be this sandbox's token. /files may
+//     instead carry a URL signature, which the agent checks.
+func envdAccess(r *http.Request, t sandbox.Target) (string, int, string) {
+	got := r.Header.Get(headerAccessToken)
+	switch {
+	case r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		return "", 0, ""
+	case t.OpenAccess:
+		return t.AccessToken, 0, ""
+	case got != "":
+		if !equal(got, t.AccessToken) {
+			return "", http.StatusUnauthorized, "invalid access token"
+		}
+		return t.AccessToken, 0, ""
+	case r.URL.Path == "/files":
+		return "", 0, ""
+	}
+	return "", http.StatusUnauthorized, "missing X-Access-Token"
+}
+
+// portAccess checks a request to a user's port. As in E2B, ports are open
+// unless the sandbox was made with network.allowPublicTraffic=false; then
+// the traffic access token (or the envd token) is required.
+func portAccess(r *http.Request, t sandbox.Target) (int, string) {
+	if t.Network == nil || t.Network.AllowPublicTraffic == nil || *t.Network.AllowPublicTraffic {
+		return 0, ""
+	}
+	if tok := r.Header.Get(headerTraffic); tok != "" && equal(tok, trafficToken(t.AccessToken)) {
+		return 0, ""
+	}
+	if tok := r.Header.Get(headerAccessToken); tok != "" && equal(tok, t.AccessToken) {
+		return 0, ""
+	}
+	return http.StatusForbidden, "this sandbox's ports are private: send e2b-traffic-access-token"
+}
+
+// trafficToken is the token for a sandbox's private ports, derived from its
+// access token so that nothing more needs storing.
+func trafficToken(accessToken string) string {
+	m := hmac.New(sha256.New, []byte(accessToken))
+	m.Write([]byte("e2b-traffic-access-token"))
+	return hex.EncodeToString(m.Sum(nil))[:40]
+}
+
+// fileSignature is envd's /files URL signature; expiration is unix seconds
+// or empty.
+func fileSignature(path, op, user, token, expiration string) string {
+	parts := []string{path, op, user, token}
+	if expiration != "" {
+		parts = append(parts, expiration)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, ":")))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+func equal(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// writeProxyError answers in the form the caller understands: a Connect
+// error for Connect RPCs, else E2B's {"code","message"} JSON.
+func writeProxyError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if isRPC(r.URL.Path) && connectErrors.IsSupported(r) {
+		code := connect.CodeUnavailable
+		switch status {
+		case http.StatusUnauthorized:
+			code = connect.CodeUnauthenticated
+		case http.StatusForbidden:
+			code = connect.CodePermissionDenied
+		case http.StatusBadRequest:
+			code = connect.CodeInvalidArgument
+		}
+		_ = connectErrors.Write(w, r, connect.NewError(code, errors.New(msg)))
+		return
+	}
+	writeJSON(w, status, errorJSON{Code: status, Message: msg})
+}
+
+func isRPC(path string) bool {
+	return strings.HasPrefix(path, "/process.Process/") || strings.HasPrefix(path, "/filesystem.Filesystem/")
+}

@@ -1,0 +1,75 @@
+package e2bcompat
+
+import (
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Headers E2B clients send to pick a sandbox and a port inside it.
+const (
+	headerSandboxID   = "E2b-Sandbox-Id"
+	headerSandboxPort = "E2b-Sandbox-Port"
+	headerAccessToken = "X-Access-Token"
+	headerTraffic     = "E2b-Traffic-Access-Token"
+)
+
+// route is a request's target inside a sandbox.
+type route struct {
+	id   string
+	port int // 0: the port header was not a port number
+}
+
+var (
+	sandboxIDPattern = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
+	hostLabel        = regexp.MustCompile(`^([0-9]{1,5})-([a-z0-9]{1,63})$`)
+)
+
+// sandboxRoute finds the sandbox a request is for: the E2b-Sandbox-Id header
+// (E2b-Sandbox-Port, default 49983, picks the port), else a host name whose
+// first label is <port>-<id> (E2B's get_host form).
+func sandboxRoute(r *http.Request) (route, bool) {
+	if id := r.Header.Get(headerSandboxID); id != "" {
+		rt := route{id: id, port: EnvdPort}
+		if p := r.Header.Get(headerSandboxPort); p != "" {
+			rt.port = parsePort(p)
+		}
+		return rt, true
+	}
+	if r.Header.Get(headerSandboxPort) != "" {
+		// A port without an ID: E2B's proxy refuses these too.
+		return route{}, true
+	}
+	return hostRoute(r.Host)
+}
+
+func hostRoute(host string) (route, bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, rest, ok := strings.Cut(strings.ToLower(host), ".")
+	if !ok || rest == "" {
+		return route{}, false
+	}
+	m := hostLabel.FindStringSubmatch(label)
+	if m == nil {
+		return route{}, false
+	}
+	return route{id: m[2], port: parsePort(m[1])}, true
+}
+
+func parsePort(s string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > 65535 {
+		return 0
+	}
+	return n
+}
+
+// isSignedFileRequest: E2B's download_url and upload_url point at the
+// sandbox URL's /files with a signature and no header naming the sandbox.
+func isSignedFileRequest(r *http.Request) bool {
+	return r.URL.Path == "/files" && r.URL.Query().Get("signature") != ""
+}

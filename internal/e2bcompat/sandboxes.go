@@ -1,0 +1,367 @@
+package e2bcompat
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Timeouts E2B applies when a request names none.
+const (
+	defaultTimeoutV1      = 15 * time.Second
+	defaultTimeoutV2      = 300 * time.Second
+	defaultConnectTimeout = 300 * time.Second
+)
+
+// noEgressWarning goes with every create that asks for internet access:
+// until the egress gateway exists no sandbox has any.
+const noEgressWarning = `299 spaced "internet access requested but not available yet: sandboxes have no egress (deny-all); the policy is stored and will be enforced by the egress gateway"`
+
+func (s *Server) create(v2 bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req newSandbox
+		if err := decodeJSON(w, r, &req, false); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if msg := unsupported(&req); msg != "" {
+			writeStatus(w, http.StatusNotImplemented, msg)
+			return
+		}
+		timeout := defaultTimeoutV1
+		if v2 {
+			timeout = defaultTimeoutV2
+		}
+		if req.Timeout != nil {
+			if *req.Timeout <= 0 {
+				writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+				return
+			}
+			timeout = time.Duration(*req.Timeout) * time.Second
+		}
+		// v2 is always secured; v1 only when secure is not explicitly false.
+		secure := v2 || req.Secure == nil || *req.Secure
+		policy, err := toPolicy(req.AllowInternetAccess, req.Network)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		sb, err := s.opts.Sandboxes.Create(r.Context(), sandbox.CreateRequest{
+			Template: req.TemplateID, Timeout: timeout,
+			Env: req.EnvVars, Metadata: req.Metadata,
+			OpenAccess: !secure, Network: policy,
+		})
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if asksForEgress(policy) {
+			w.Header().Set("Warning", noEgressWarning)
+			slog.InfoContext(r.Context(), "e2b create asked for internet access; sandboxes have no egress yet", "sandbox", sb.ID)
+		}
+		writeJSON(w, http.StatusCreated, s.sandboxJSON(r, sb, sb.AccessToken))
+	}
+}
+
+// unsupported names a create option that would silently behave differently
+// here, so it is refused rather than ignored.
+func unsupported(req *newSandbox) string {
+	switch {
+	case req.AutoPause != nil && *req.AutoPause:
+		return "autoPause (lifecycle on_timeout=pause) needs checkpoints, which spaced does not have yet; omit it and the sandbox is killed at its timeout"
+	case len(req.VolumeMounts) > 0:
+		return "volume mounts are not supported by spaced"
+	case len(req.MCP) > 0 && string(req.MCP) != "null":
+		return "MCP gateway sandboxes are not supported by spaced"
+	case req.IAM != nil && len(req.IAM.Tokens) > 0:
+		return "workload identity (iam tokens) is not supported by spaced"
+	}
+	return ""
+}
+
+func (s *Server) sandboxJSON(r *http.Request, sb *sandbox.Sandbox, token string) sandboxJSON {
+	out := sandboxJSON{
+		TemplateID: sb.Template, SandboxID: sb.ID, Alias: sb.Template,
+		ClientID: ClientID, EnvdVersion: EnvdVersion, Domain: s.domain(r),
+	}
+	if !sb.OpenAccess {
+		out.EnvdAccessToken = token
+	}
+	if privatePorts(sb.Network) {
+		t := trafficToken(token)
+		out.TrafficAccessToken = &t
+	}
+	return out
+}
+
+func listedJSON(sb *sandbox.Sandbox) listedSandboxJSON {
+	md := sb.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return listedSandboxJSON{
+		TemplateID: sb.Template, Alias: sb.Template, SandboxID: sb.ID, ClientID: ClientID,
+		StartedAt: sb.CreatedAt, EndAt: sb.ExpiresAt,
+		CPUCount: sb.CPU, MemoryMB: sb.MemoryMB, DiskSizeMB: sb.DiskMB,
+		Metadata: md, State: "running", EnvdVersion: EnvdVersion, VolumeMounts: []any{},
+	}
+}
+
+// running returns a running sandbox, or NotFound.
+func (s *Server) running(r *http.Request, id string) (*sandbox.Sandbox, error) {
+	sb, err := s.opts.Sandboxes.Get(r.Context(), id)
+	if err != nil {
+		if errdefs.Class(err) == errdefs.ErrNotFound {
+			return nil, notRunning(id)
+		}
+		return nil, err
+	}
+	if sb.State != store.StateRunning {
+		return nil, notRunning(id)
+	}
+	return sb, nil
+}
+
+func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	sb, err := s.running(r, id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	t, err := s.opts.Sandboxes.Target(id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := sandboxDetailJSON{
+		listedSandboxJSON: listedJSON(sb),
+		// What the sandbox really has, not what it asked for: no egress yet.
+		AllowInternetAccess: false,
+		Domain:              s.domain(r),
+		Network:             fromPolicy(sb.Network),
+		Lifecycle:           lifecycleJSON{AutoResume: false, OnTimeout: "kill"},
+	}
+	if !sb.OpenAccess {
+		out.EnvdAccessToken = t.AccessToken
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.opts.Sandboxes.Kill(r.Context(), id); err != nil {
+		if errdefs.Class(err) == errdefs.ErrNotFound {
+			err = notRunning(id)
+		}
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req timeoutRequest
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.Timeout == nil || *req.Timeout <= 0 {
+		writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+		return
+	}
+	if _, err := s.running(r, id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if _, err := s.opts.Sandboxes.SetTimeout(r.Context(), id, time.Duration(*req.Timeout)*time.Second); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// refresh extends the sandbox's life by duration seconds (never shortens).
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req refreshRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	d := defaultTimeoutV1
+	if req.Duration != nil {
+		if *req.Duration <= 0 || *req.Duration > 3600 {
+			writeStatus(w, http.StatusBadRequest, "duration must be between 1 and 3600 seconds")
+			return
+		}
+		d = time.Duration(*req.Duration) * time.Second
+	}
+	if _, err := s.running(r, id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if _, err := s.opts.Sandboxes.ExtendTimeout(r.Context(), id, d); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connect answers for a running sandbox (200) and extends its life to at
+// least timeout from now. Paused sandboxes do not exist here yet, so
+// anything else is 404, which the SDKs report as not found.
+func (s *Server) connect(v2 bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		var req connectRequest
+		if err := decodeJSON(w, r, &req, v2); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		d := defaultConnectTimeout
+		if req.Timeout != nil {
+			if *req.Timeout <= 0 {
+				writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+				return
+			}
+			d = time.Duration(*req.Timeout) * time.Second
+		}
+		if _, err := s.running(r, id); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		sb, err := s.opts.Sandboxes.ExtendTimeout(r.Context(), id, d)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		t, err := s.opts.Sandboxes.Target(id)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.sandboxJSON(r, sb, t.AccessToken))
+	}
+}
+
+// pause is answered honestly: there are no checkpoints yet, so a sandbox
+// cannot be paused, and saying 204 would lose the user's work at resume.
+func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.running(r, r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeStatus(w, http.StatusNotImplemented,
+		"pausing is not available yet: spaced has no checkpoints; the sandbox keeps running until its timeout or a kill")
+}
+
+// resume (the SDKs now resume through connect): a running sandbox is
+// already running; no other can be resumed.
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.running(r, id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeStatus(w, http.StatusConflict, "sandbox "+id+" is already running")
+}
+
+func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req networkConfig
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sb, err := s.running(r, id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	policy, err := toPolicy(req.AllowInternetAccess, &req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	// The update has no allowPublicTraffic: that one stays as created.
+	policy.AllowPublicTraffic = nil
+	if sb.Network != nil {
+		policy.AllowPublicTraffic = sb.Network.AllowPublicTraffic
+	}
+	if err := s.opts.Sandboxes.SetNetwork(r.Context(), id, policy); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if asksForEgress(policy) {
+		w.Header().Set("Warning", noEgressWarning)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+const maxNetworkEntries = 256
+
+// toPolicy turns E2B's network fields into the stored policy.
+func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, error) {
+	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet}
+	if n == nil {
+		return p, nil
+	}
+	if p.AllowInternet == nil {
+		p.AllowInternet = n.AllowInternetAccess
+	}
+	if len(n.AllowOut) > maxNetworkEntries || len(n.DenyOut) > maxNetworkEntries {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "at most %d allowOut and %d denyOut entries", maxNetworkEntries, maxNetworkEntries)
+	}
+	for _, list := range [][]string{n.AllowOut, n.DenyOut} {
+		for _, e := range list {
+			if e == "" || len(e) > 253 {
+				return nil, errdefs.New(errdefs.ErrInvalidArgument, "network entries must be 1-253 characters")
+			}
+		}
+	}
+	p.AllowOut, p.DenyOut, p.AllowPublicTraffic = n.AllowOut, n.DenyOut, n.AllowPublicTraffic
+	extra := networkExtra{
+		DNSServers: n.DNSServers, EgressProxy: n.EgressProxy, MaskRequestHost: n.MaskRequestHost,
+		HTTPSPorts: n.HTTPSPorts, Rules: n.Rules,
+	}
+	if b, err := json.Marshal(extra); err == nil && string(b) != "{}" {
+		p.Extra = b
+	}
+	return p, nil
+}
+
+// fromPolicy reports the stored policy in E2B's shape.
+func fromPolicy(p *sandbox.NetworkPolicy) *networkConfig {
+	if p == nil {
+		return nil
+	}
+	n := &networkConfig{AllowPublicTraffic: p.AllowPublicTraffic, AllowOut: p.AllowOut, DenyOut: p.DenyOut}
+	if len(p.Extra) > 0 {
+		var extra networkExtra
+		if json.Unmarshal(p.Extra, &extra) == nil {
+			n.DNSServers, n.EgressProxy, n.MaskRequestHost = extra.DNSServers, extra.EgressProxy, extra.MaskRequestHost
+			n.HTTPSPorts, n.Rules = extra.HTTPSPorts, extra.Rules
+		}
+	}
+	return n
+}
+
+// asksForEgress: E2B's default is internet access, so unless the request
+// turned it off and allows nothing else, it asked for some egress.
+func asksForEgress(p *sandbox.NetworkPolicy) bool {
+	if p == nil {
+		return true
+	}
+	return p.AllowInternet == nil || *p.AllowInternet || len(p.AllowOut) > 0
+}
+
+func privatePorts(p *sandbox.NetworkPolicy) bool {
+	return p != nil && p.AllowPublicTraffic != nil && !*p.AllowPublicTraffic
+}
