@@ -21,6 +21,8 @@ type CreateSandboxRequest struct {
 	MemoryMB       int               `json:"memory_mb,omitempty"`
 	DiskMB         int               `json:"disk_mb,omitempty"`
 	MaxProcesses   int               `json:"max_processes,omitempty"`
+	// Pool set to false skips the daemon's warm pool (a cold create).
+	Pool *bool `json:"pool,omitempty"`
 }
 
 // Sandbox is the daemon's view of one sandbox.

@@ -118,7 +118,10 @@ func (a *app) exec(ctx context.Context, o execOpts, id string, argv []string) er
 		case client.EventGap:
 			fmt.Fprintln(a.stderr, "space: some output was dropped by the sandbox before it could be replayed")
 		case client.EventEnd:
-			if ev.Exit.Error != "" {
+			// A plain non-zero exit speaks through the exit code; only say
+			// more when the command did not exit by itself (a signal, a
+			// failure to start).
+			if !ev.Exit.Exited && ev.Exit.Error != "" {
 				fmt.Fprintf(a.stderr, "space: %s\n", ev.Exit.Error)
 			}
 			if code := ev.Exit.Code(); code != 0 {

@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	cfg, err := config.Load(os.Args[1:], os.Getenv)
+	cfg, err := config.Load(os.Args[1:], os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "spaced:", err)
 		os.Exit(2)

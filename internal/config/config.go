@@ -102,10 +102,11 @@ func Default() Config {
 	}
 }
 
-// Load builds the configuration from defaults, the environment and args.
-func Load(args []string, getenv func(string) string) (Config, error) {
+// Load builds the configuration from defaults, the environment (read with
+// lookupEnv, os.LookupEnv in spaced) and args.
+func Load(args []string, lookupEnv func(string) (string, bool)) (Config, error) {
 	c := Default()
-	if err := c.applyEnv(getenv); err != nil {
+	if err := c.applyEnv(lookupEnv); err != nil {
 		return c, err
 	}
 	fs := flag.NewFlagSet("spaced", flag.ContinueOnError)
@@ -119,7 +120,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	return c, c.Validate()
 }
 
-func (c *Config) applyEnv(getenv func(string) string) error {
+func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	str := map[string]*string{
 		"SPACE_DATA_DIR":      &c.DataDir,
 		"SPACE_ADDR":          &c.Addr,
@@ -154,7 +156,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 		c.AgentBootTimeout = d
 	}
-	if v, ok := lookup(getenv, "SPACE_POOL"); ok {
+	if v, ok := lookupEnv("SPACE_POOL"); ok {
 		p, err := ParsePools(v)
 		if err != nil {
 			return fmt.Errorf("SPACE_POOL: %w", err)
@@ -171,19 +173,6 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	return nil
 }
 
-// lookup tells an empty variable ("" turns pools off) from an unset one.
-// getenv cannot, so "none" is also accepted for empty.
-func lookup(getenv func(string) string, k string) (string, bool) {
-	v := getenv(k)
-	if v == "" {
-		return "", false
-	}
-	if v == "none" {
-		return "", true
-	}
-	return v, true
-}
-
 func (c *Config) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "state directory (SPACE_DATA_DIR)")
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address of the API (SPACE_ADDR)")
@@ -196,7 +185,7 @@ func (c *Config) bindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", c.DefaultTimeout, "sandbox lifetime when a request names none")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (SPACE_LOG_LEVEL)")
-	fs.Func("pool", `warm pools, "base=2:8" (SPACE_POOL; "" or "base=0" turns pooling off)`, func(v string) error {
+	fs.Func("pool", `warm pools, "base=2:8" (SPACE_POOL; "" turns pooling off)`, func(v string) error {
 		p, err := ParsePools(v)
 		c.Pools = p
 		return err

@@ -48,7 +48,7 @@ func TestLoad(t *testing.T) {
 		},
 		{
 			name: "pools off",
-			env:  map[string]string{"SPACE_POOL": "none"},
+			env:  map[string]string{"SPACE_POOL": ""},
 			check: func(c Config) string {
 				if len(c.Pools) != 0 {
 					return "pools not turned off"
@@ -65,7 +65,7 @@ func TestLoad(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			c, err := Load(tt.args, func(k string) string { return env[k] })
+			c, err := Load(tt.args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

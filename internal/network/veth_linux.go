@@ -112,11 +112,40 @@ func Detach(ep Endpoint) error {
 }
 
 func removeNetns(path string) error {
-	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-		return fmt.Errorf("unmount netns %s: %w", path, err)
+	// The namespace may be mounted more than once (a later `ip netns add`
+	// that found the directory unshared copied the mounts); unmount all.
+	for i := 0; ; i++ {
+		err := syscall.Unmount(path, syscall.MNT_DETACH)
+		if err == nil && i < 16 {
+			continue
+		}
+		if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("unmount netns %s: %w", path, err)
+		}
+		break
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove netns %s: %w", path, err)
+	}
+	return nil
+}
+
+// PrepareNetnsDir makes the namespace directory a shared mount point of its
+// own, as iproute2 does. Without it, the first `ip netns add` on the host
+// would mount the directory over itself and hide (and duplicate) the
+// namespaces spaced made, which then could not be removed.
+func PrepareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return fmt.Errorf("netns dir: %w", err)
+	}
+	if err := syscall.Mount("", netnsDir, "none", syscall.MS_SHARED|syscall.MS_REC, ""); err == nil {
+		return nil // already a mount point
+	}
+	if err := syscall.Mount(netnsDir, netnsDir, "none", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", netnsDir, err)
+	}
+	if err := syscall.Mount("", netnsDir, "none", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("share %s: %w", netnsDir, err)
 	}
 	return nil
 }

@@ -88,3 +88,9 @@ type Checkpointer interface {
 	Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error
 	Restore(ctx context.Context, spec Spec, dir string) error
 }
+
+// ExitReasoner is implemented by runtimes that can say why a sandbox
+// stopped on its own (for example "out of memory").
+type ExitReasoner interface {
+	ExitReason(ctx context.Context, id string) string
+}

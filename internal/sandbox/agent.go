@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -29,21 +30,77 @@ type AgentConn struct {
 	Agent      agentv1connect.AgentClient
 	Process    processconnect.ProcessClient
 	Filesystem filesystemconnect.FilesystemClient
+
+	conns *connSet
 }
 
-// agentTransport is shared by every sandbox: connections are pooled per
-// sandbox address. No overall timeout, because streams are long; dials are
-// bounded.
-var agentTransport = &http.Transport{
-	DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-	MaxIdleConnsPerHost: 8,
-	IdleConnTimeout:     90 * time.Second,
-	DisableCompression:  true,
+// connSet remembers a sandbox's open connections so that ending the
+// sandbox also ends every stream still reading from it: a dead sandbox's
+// netstack sends no RST, and a stream would otherwise hang for minutes.
+type connSet struct {
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
 }
+
+func (c *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox connection closed")
+	}
+	tc := &trackedConn{Conn: conn, set: c}
+	c.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+func (c *connSet) closeAll() {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	for conn := range conns {
+		conn.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	set  *connSet
+	once sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.set.mu.Lock()
+		delete(t.set.conns, t)
+		t.set.mu.Unlock()
+	})
+	return t.Conn.Close()
+}
+
+// Close ends every request and stream to the sandbox's agent.
+func (a *AgentConn) Close() { a.conns.closeAll() }
 
 func newAgentConn(addr netip.Addr, token string) *AgentConn {
 	base := fmt.Sprintf("http://%s", netip.AddrPortFrom(addr, AgentPort))
-	hc := &http.Client{Transport: tokenTransport{token: token, next: agentTransport}}
+	conns := &connSet{conns: map[net.Conn]struct{}{}}
+	// One transport per sandbox: no overall timeout, because streams are
+	// long; dials are bounded.
+	transport := &http.Transport{
+		DialContext:         conns.dial,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	hc := &http.Client{Transport: tokenTransport{token: token, next: transport}}
 	opts := []connect.ClientOption{connect.WithProtoJSON()}
 	return &AgentConn{
 		BaseURL:    base,
@@ -52,6 +109,7 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 		Agent:      agentv1connect.NewAgentClient(hc, base, opts...),
 		Process:    processconnect.NewProcessClient(hc, base, opts...),
 		Filesystem: filesystemconnect.NewFilesystemClient(hc, base, opts...),
+		conns:      conns,
 	}
 }
 

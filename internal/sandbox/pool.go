@@ -35,6 +35,7 @@ type pool struct {
 	lastMiss time.Time
 	closed   bool
 	wake     chan struct{}
+	fills    sync.WaitGroup
 }
 
 func newPool(svc *Service, cfg PoolConfig, limits runtime.Limits) *pool {
@@ -94,8 +95,9 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 			p.mu.Lock()
 			p.booting++
 			p.mu.Unlock()
+			p.fills.Add(1)
 			go func() {
-				defer func() { <-sem }()
+				defer func() { <-sem; p.fills.Done() }()
 				p.fill(ctx)
 			}()
 		}
@@ -109,7 +111,9 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 }
 
 func (p *pool) fill(ctx context.Context) {
-	b, err := p.svc.boot(ctx, p.cfg.Template, p.limits, store.StatePooled)
+	// A boot is not cut short by shutdown (a half-killed runsc leaves
+	// more to clean up than a finished one); drain tears it down after.
+	b, err := p.svc.boot(context.WithoutCancel(ctx), p.cfg.Template, p.limits, store.StatePooled)
 	p.mu.Lock()
 	p.booting--
 	if err != nil {
@@ -130,8 +134,10 @@ func (p *pool) fill(ctx context.Context) {
 	p.mu.Unlock()
 }
 
-// drain tears down every ready sandbox; the pool takes no more.
+// drain waits for boots in flight, then tears down every ready sandbox;
+// the pool takes no more.
 func (p *pool) drain() {
+	p.fills.Wait()
 	p.mu.Lock()
 	p.closed = true
 	ready := p.ready

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/spacesandbox/space/internal/network"
@@ -126,6 +127,24 @@ func (s *Service) reap(ctx context.Context) {
 			expired = append(expired, id)
 		}
 		e.mu.Unlock()
+	}
+	// A sandbox can die under us (out of memory, killed on the host):
+	// report it lost rather than running.
+	for id := range entries {
+		if slices.Contains(expired, id) {
+			continue
+		}
+		if st, err := s.rt.State(ctx, id); err == nil && st != runtime.StateRunning {
+			reason := "sandbox stopped unexpectedly"
+			if er, ok := s.rt.(runtime.ExitReasoner); ok {
+				if why := er.ExitReason(ctx, id); why != "" {
+					reason = why
+				}
+			}
+			if err := s.end(ctx, id, store.StateLost, reason); err != nil {
+				slog.Error("end lost sandbox", "sandbox", id, "err", err)
+			}
+		}
 	}
 	for _, id := range expired {
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {

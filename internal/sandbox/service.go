@@ -337,6 +337,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	s.mu.Lock()
 	delete(s.live, id)
 	s.mu.Unlock()
+	e.agent.Close()
 	s.metrics.ended(state, reason)
 	slog.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
 	return nil

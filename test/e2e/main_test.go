@@ -127,7 +127,7 @@ type daemonOptions struct {
 	cidr         string
 	templatesDir string        // default env.templatesDir
 	bootTimeout  time.Duration // default 5s
-	noPool       bool          // SPACE_POOL=none: no warm sandboxes, so the host holds only what the API lists
+	noPool       bool          // SPACE_POOL="": no warm sandboxes, so the host holds only what the API lists
 }
 
 var (
@@ -198,7 +198,7 @@ func (d *daemon) start() error {
 		"SPACE_LOG_LEVEL=debug",
 	)
 	if d.opts.noPool {
-		cmd.Env = append(cmd.Env, "SPACE_POOL=none") // "" does not turn pools off, despite the docs
+		cmd.Env = append(cmd.Env, "SPACE_POOL=")
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

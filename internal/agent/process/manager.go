@@ -4,7 +4,9 @@
 package process
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -160,7 +162,7 @@ func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW, inR, inW)
-		return nil, fmt.Errorf("start %s: %w", spec.Config.GetCmd(), err)
+		return nil, startError(spec.Config.GetCmd(), err)
 	}
 	closeAll(outW, errW, inR)
 	if inW != nil {
@@ -192,7 +194,7 @@ func startPTY(cmd *exec.Cmd, spec Spec) (*os.File, error) {
 	cmd.SysProcAttr.Ctty = 0 // the child's fd 0
 	if err := cmd.Start(); err != nil {
 		master.Close()
-		return nil, fmt.Errorf("start %s: %w", spec.Config.GetCmd(), err)
+		return nil, startError(spec.Config.GetCmd(), err)
 	}
 	return master, nil
 }
@@ -325,4 +327,15 @@ func userName(u *users.User) string {
 		return ""
 	}
 	return u.Name
+}
+
+// startError classifies a failed start: a program that does not exist or
+// cannot be executed is the caller's mistake (invalid argument), not the
+// agent's failure.
+func startError(cmd string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) || errors.Is(err, syscall.EACCES) ||
+		errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w: cannot run %s: %v", ErrInvalid, cmd, err)
+	}
+	return fmt.Errorf("start %s: %w", cmd, err)
 }

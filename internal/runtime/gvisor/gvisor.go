@@ -185,11 +185,13 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
 	var errs []error
-	if _, err := os.Stat(filepath.Join(r.cfg.rootDir(), id+"_sandbox:"+id+".state")); err == nil || r.known(id) {
+	if _, err := os.Stat(r.stateFile(id)); err == nil || r.known(id) {
 		if _, err := r.run(ctx, append(r.savedFlags(id), "delete", "--force", id)...); err != nil && r.known(id) {
 			errs = append(errs, fmt.Errorf("runsc delete %s: %w", id, err))
 		}
 	}
+	// runsc leaves the sandbox's control socket behind.
+	os.Remove(filepath.Join(r.cfg.rootDir(), "runsc-"+id+".sock"))
 	if err := removeCgroups(id); err != nil {
 		errs = append(errs, err)
 	}
@@ -197,6 +199,21 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// ExitReason tells an out-of-memory kill from other deaths, from the
+// memory cgroup runsc made (it stays until Destroy).
+func (r *Runtime) ExitReason(ctx context.Context, id string) string {
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cgroupParent, id, "memory.oom_control"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
+			return "out of memory: the sandbox used more than its memory limit"
+		}
+	}
+	return ""
 }
 
 // cgroupParent is where sandbox cgroups live in every hierarchy.
@@ -243,31 +260,44 @@ func (r *Runtime) known(id string) bool {
 	return false
 }
 
+// runscState is the part of runsc's state file spaced reads.
 type runscState struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Pid    int    `json:"pid"`
+	Status  string `json:"status"`
+	Sandbox struct {
+		Pid int `json:"pid"`
+	} `json:"sandbox"`
 }
 
+func (r *Runtime) stateFile(id string) string {
+	return filepath.Join(r.cfg.rootDir(), id+"_sandbox:"+id+".state")
+}
+
+// State reads runsc's state file rather than running `runsc state`: the
+// reaper asks about every live sandbox every few seconds, and a fork of
+// runsc per question would cost more than the sandboxes themselves.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
-	out, err := r.run(ctx, "--root", r.cfg.rootDir(), "state", id)
+	data, err := os.ReadFile(r.stateFile(id))
+	if os.IsNotExist(err) {
+		return runtime.StateUnknown, nil
+	}
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") {
-			return runtime.StateUnknown, nil
-		}
-		return runtime.StateUnknown, err
+		return runtime.StateUnknown, fmt.Errorf("read runsc state: %w", err)
 	}
 	var st runscState
-	if err := json.Unmarshal(out, &st); err != nil {
-		return runtime.StateUnknown, fmt.Errorf("parse runsc state: %w", err)
+	if err := json.Unmarshal(data, &st); err != nil {
+		// runsc rewrites the file in place; a torn read is retried once.
+		time.Sleep(5 * time.Millisecond)
+		if data, err = os.ReadFile(r.stateFile(id)); err != nil || json.Unmarshal(data, &st) != nil {
+			return runtime.StateUnknown, fmt.Errorf("parse runsc state of %s", id)
+		}
 	}
 	switch st.Status {
 	case "created":
 		return runtime.StateCreated, nil
 	case "running":
-		// runsc reports running from its state file; make sure the sandbox
-		// process really is alive (it may have been killed under us).
-		if st.Pid > 0 && syscall.Kill(st.Pid, 0) != nil {
+		// The file says running until runsc is told otherwise; the sandbox
+		// process may have died under it (killed, out of memory).
+		if st.Sandbox.Pid <= 0 || syscall.Kill(st.Sandbox.Pid, 0) != nil {
 			return runtime.StateStopped, nil
 		}
 		return runtime.StateRunning, nil

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spacesandbox/space/internal/bench"
+)
+
+func (a *app) benchCmd() *cobra.Command {
+	var (
+		quick, asJSON bool
+		cfg           = bench.Full()
+		runsc         string
+		templates     string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure create, time-to-interactive, exec, burst, cold-create and memory figures of a running spaced",
+		Long: `bench drives the spaced at SPACE_ADDR through the public API and prints medians and
+percentiles (milliseconds). It must run on spaced's host: the idle-memory figure reads
+/proc/meminfo, and the raw runsc comparison (root only) runs runsc itself.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if quick {
+				q := bench.Quick()
+				cfg.N, cfg.Burst, cfg.Cold, cfg.Idle = q.N, q.Burst, q.Cold, q.Idle
+			}
+			if os.Geteuid() == 0 {
+				if _, err := os.Stat(runsc); err == nil {
+					cfg.Runsc = runsc
+					cfg.RootFS, _ = filepath.EvalSymlinks(filepath.Join(templates, "base", "current"))
+				}
+			}
+			cfg.Log = cmd.ErrOrStderr()
+			res, err := bench.Run(cmd.Context(), a.client(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "figure\tvalue\n")
+			for _, row := range []struct {
+				name string
+				v    float64
+			}{
+				{"create p50 (ms)", res.CreateP50}, {"create p90 (ms)", res.CreateP90}, {"create p99 (ms)", res.CreateP99},
+				{"time to interactive p50 (ms)", res.TTIP50}, {"time to interactive p90 (ms)", res.TTIP90},
+				{"exec true p50 (ms)", res.ExecP50}, {"exec true p90 (ms)", res.ExecP90},
+				{fmt.Sprintf("burst of %d p50 (ms)", res.Burst), res.BurstP50}, {fmt.Sprintf("burst of %d p95 (ms)", res.Burst), res.BurstP95},
+				{"cold create p50 (ms)", res.ColdCreateP50}, {"raw runsc create+start p50 (ms)", res.RawRunscP50},
+				{"cold overhead ratio", res.ColdOverheadRatio}, {fmt.Sprintf("idle MiB per sandbox (%d held)", res.Idle), res.IdleMiBPerSandbox},
+			} {
+				fmt.Fprintf(w, "%s\t%.2f\n", row.name, row.v)
+			}
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&quick, "quick", false, "small counts (what CI runs)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.IntVarP(&cfg.N, "n", "n", cfg.N, "sequential creates, time-to-interactive and exec runs")
+	f.IntVar(&cfg.Burst, "burst", cfg.Burst, "creates fired at once")
+	f.IntVar(&cfg.Cold, "cold", cfg.Cold, "cold creates and raw runsc runs")
+	f.IntVar(&cfg.Idle, "idle", cfg.Idle, "idle sandboxes held for the memory figure")
+	f.StringVar(&runsc, "runsc", "/usr/local/lib/space/bin/runsc", "runsc for the raw comparison (root only)")
+	f.StringVar(&templates, "templates-dir", "/var/lib/space/templates", "templates, for the raw comparison's root filesystem")
+	return cmd
+}

@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+)
+
+// Config of one benchmark run.
+type Config struct {
+	// N is the number of sequential creates (and of time-to-interactive and
+	// exec runs).
+	N int
+	// Burst is how many creates are fired at once.
+	Burst int
+	// Cold is how many creates with the pool skipped, and raw runsc runs.
+	Cold int
+	// Idle is how many sandboxes are held to measure memory per sandbox.
+	Idle int
+	// Runsc and RootFS, when set, enable the raw runsc comparison (root only).
+	Runsc  string
+	RootFS string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Quick is the configuration CI runs: small counts, same code paths.
+func Quick() Config { return Config{N: 10, Burst: 10, Cold: 3, Idle: 5} }
+
+// Full is the configuration docs/benchmarks.md reports.
+func Full() Config { return Config{N: 200, Burst: 100, Cold: 30, Idle: 100} }
+
+// Result holds the figures, milliseconds unless named otherwise.
+type Result struct {
+	CreateP50         float64 `json:"create_p50"`
+	CreateP90         float64 `json:"create_p90"`
+	CreateP99         float64 `json:"create_p99"`
+	TTIP50            float64 `json:"tti_p50"`
+	TTIP90            float64 `json:"tti_p90"`
+	ExecP50           float64 `json:"exec_p50"`
+	ExecP90           float64 `json:"exec_p90"`
+	BurstP50          float64 `json:"burst_p50"`
+	BurstP95          float64 `json:"burst_p95"`
+	ColdCreateP50     float64 `json:"cold_create_p50"`
+	RawRunscP50       float64 `json:"raw_runsc_p50"`
+	ColdOverheadRatio float64 `json:"cold_overhead_ratio"`
+	IdleMiBPerSandbox float64 `json:"idle_mib_per_sandbox"`
+
+	N     int `json:"n"`
+	Burst int `json:"burst"`
+	Idle  int `json:"idle"`
+}
+
+// Run measures against the daemon behind c.
+func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, "bench: "+format+"\n", args...) }
+	r := &Result{N: cfg.N, Burst: cfg.Burst, Idle: cfg.Idle}
+
+	logf("warm-up")
+	for range 3 {
+		if _, err := createKill(ctx, c, true); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+
+	logf("%d sequential creates", cfg.N)
+	var create, tti Sample
+	for range cfg.N {
+		d, err := createKill(ctx, c, true)
+		if err != nil {
+			return nil, fmt.Errorf("create: %w", err)
+		}
+		create = append(create, d)
+	}
+	r.CreateP50, r.CreateP90, r.CreateP99 = create.Percentile(50), create.Percentile(90), create.Percentile(99)
+
+	logf("%d time-to-interactive runs", cfg.N)
+	for range cfg.N {
+		d, err := timeToInteractive(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("time to interactive: %w", err)
+		}
+		tti = append(tti, d)
+	}
+	r.TTIP50, r.TTIP90 = tti.Percentile(50), tti.Percentile(90)
+
+	logf("%d execs of true", cfg.N)
+	execs, err := execLatency(ctx, c, cfg.N)
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	r.ExecP50, r.ExecP90 = execs.Percentile(50), execs.Percentile(90)
+
+	logf("burst of %d creates", cfg.Burst)
+	burst, err := burstCreates(ctx, c, cfg.Burst)
+	if err != nil {
+		return nil, fmt.Errorf("burst: %w", err)
+	}
+	r.BurstP50, r.BurstP95 = burst.Percentile(50), burst.Percentile(95)
+
+	logf("%d cold creates", cfg.Cold)
+	var cold Sample
+	for range cfg.Cold {
+		d, err := createKill(ctx, c, false)
+		if err != nil {
+			return nil, fmt.Errorf("cold create: %w", err)
+		}
+		cold = append(cold, d)
+	}
+	r.ColdCreateP50 = cold.Percentile(50)
+	if cfg.Runsc != "" && cfg.RootFS != "" {
+		logf("%d raw runsc create+start", cfg.Cold)
+		raw, err := rawRunsc(ctx, cfg.Runsc, cfg.RootFS, cfg.Cold)
+		if err != nil {
+			return nil, fmt.Errorf("raw runsc: %w", err)
+		}
+		r.RawRunscP50 = raw.Percentile(50)
+		if r.RawRunscP50 > 0 {
+			r.ColdOverheadRatio = float64(int(r.ColdCreateP50/r.RawRunscP50*100)) / 100
+		}
+	}
+
+	logf("memory of %d idle sandboxes", cfg.Idle)
+	if r.IdleMiBPerSandbox, err = idleMemory(ctx, c, cfg.Idle); err != nil {
+		return nil, fmt.Errorf("idle memory: %w", err)
+	}
+	return r, nil
+}
+
+func create(ctx context.Context, c *client.Client, pool bool) (*client.Sandbox, time.Duration, error) {
+	req := client.CreateSandboxRequest{TimeoutSeconds: 600}
+	if !pool {
+		req.Pool = &pool
+	}
+	start := time.Now()
+	sb, err := c.CreateSandbox(ctx, req)
+	return sb, time.Since(start), err
+}
+
+func createKill(ctx context.Context, c *client.Client, pool bool) (time.Duration, error) {
+	sb, d, err := create(ctx, c, pool)
+	if err != nil {
+		return 0, err
+	}
+	return d, c.KillSandbox(ctx, sb.ID)
+}
+
+// runToEnd runs cmd and waits for its end event.
+func runToEnd(ctx context.Context, c *client.Client, id, cmd string) error {
+	st, err := c.RunCommand(ctx, id, client.CommandRequest{Cmd: cmd})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ev.Type == "end" {
+			if code := ev.Exit.Code(); code != 0 {
+				return fmt.Errorf("%q exited %d", cmd, code)
+			}
+			return nil
+		}
+	}
+}
+
+func timeToInteractive(ctx context.Context, c *client.Client) (time.Duration, error) {
+	start := time.Now()
+	sb, _, err := create(ctx, c, true)
+	if err != nil {
+		return 0, err
+	}
+	defer c.KillSandbox(context.WithoutCancel(ctx), sb.ID)
+	if err := runToEnd(ctx, c, sb.ID, "echo hi"); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func execLatency(ctx context.Context, c *client.Client, n int) (Sample, error) {
+	sb, _, err := create(ctx, c, true)
+	if err != nil {
+		return nil, err
+	}
+	defer c.KillSandbox(context.WithoutCancel(ctx), sb.ID)
+	var s Sample
+	for i := range n + 5 {
+		start := time.Now()
+		if err := runToEnd(ctx, c, sb.ID, "true"); err != nil {
+			return nil, err
+		}
+		if i >= 5 { // the first few warm the connection and the page cache
+			s = append(s, time.Since(start))
+		}
+	}
+	return s, nil
+}
+
+func burstCreates(ctx context.Context, c *client.Client, n int) (Sample, error) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		s    Sample
+		ids  []string
+		errs []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, d, err := create(ctx, c, true)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			s = append(s, d)
+			ids = append(ids, sb.ID)
+		}()
+	}
+	wg.Wait()
+	killAll(ctx, c, ids)
+	return s, errors.Join(errs...)
+}
+
+func killAll(ctx context.Context, c *client.Client, ids []string) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := c.KillSandbox(context.WithoutCancel(ctx), id); err != nil {
+				slog.Warn("bench: kill", "sandbox", id, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// idleMemory holds n idle sandboxes and reports the growth of the host's
+// used memory per sandbox (so it must run on spaced's host).
+func idleMemory(ctx context.Context, c *client.Client, n int) (float64, error) {
+	settle := func() { time.Sleep(3 * time.Second) }
+	settle()
+	before, err := usedMemory()
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	defer func() { killAll(ctx, c, ids) }()
+	for range n {
+		sb, _, err := create(ctx, c, true)
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, sb.ID)
+	}
+	settle()
+	after, err := usedMemory()
+	if err != nil {
+		return 0, err
+	}
+	per := float64(after-before) / float64(n) / (1 << 20)
+	return float64(int(per*10)) / 10, nil
+}
+
+// usedMemory is MemTotal - MemAvailable from /proc/meminfo, in bytes.
+func usedMemory() (int64, error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	var total, avail int64
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "MemTotal:":
+			total = v
+		case "MemAvailable:":
+			avail = v
+		}
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("no MemTotal in /proc/meminfo")
+	}
+	return (total - avail) << 10, nil
+}
