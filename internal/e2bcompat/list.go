@@ -210,7 +210,7 @@ func parseMetadataQuery(s string) (map[string]string, error) {
 }
 
 func unescapeOnce(s string) string {
-	if u, err := url.PathUnescape(s); err == nil {
+	if u, err := url.QueryUnescape(s); err == nil {
 		return u
 	}
 	return s

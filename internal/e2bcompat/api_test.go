@@ -1,0 +1,310 @@
+package e2bcompat
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlanes(t *testing.T) {
+	h := newHarness(t)
+	if resp := h.do("GET", "/health", nil, nil); resp.StatusCode != 200 || readAll(resp) != "Health check successful" {
+		t.Fatalf("E2B /health: %d", resp.StatusCode)
+	}
+	for _, p := range []string{"/v1/sandboxes", "/healthz", "/metrics", "/"} {
+		if got := readAll(h.do("GET", p, nil, nil)); got != "native "+p {
+			t.Errorf("GET %s went to %q, want the native API", p, got)
+		}
+	}
+	sb := h.create(nil)
+	// The same /health with E2b-Sandbox-Id is the sandbox's (envd's).
+	resp := h.do("GET", "/health", nil, map[string]string{headerSandboxID: sb.SandboxID})
+	var s seen
+	decode(t, resp, &s)
+	if s.Path != "/health" || h.lastDial() != "10.0.0.1:49983" {
+		t.Fatalf("sandbox /health: %+v via %s", s, h.lastDial())
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	h := newHarness(t)
+	wantError(t, h.do("GET", "/v2/sandboxes", nil, nil), 401)
+	wantError(t, h.do("GET", "/v2/sandboxes", nil, map[string]string{"X-API-Key": "e2b_00"}), 401)
+	wantError(t, h.do("POST", "/sandboxes", `{}`, map[string]string{"X-API-Key": strings.ToUpper(testKey)}), 401)
+	if resp := h.do("GET", "/v2/sandboxes", nil, map[string]string{"Authorization": "Bearer " + testKey}); resp.StatusCode != 200 {
+		t.Fatalf("bearer key: %d", resp.StatusCode)
+	}
+}
+
+func TestCreate(t *testing.T) {
+	h := newHarness(t)
+	resp := h.api("POST", "/v2/sandboxes", map[string]any{
+		"templateID": "base", "metadata": map[string]string{"k": "v"}, "envVars": map[string]string{"A": "1"},
+		"newFieldFromAFutureSDK": true,
+	})
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, readAll(resp))
+	}
+	if w := resp.Header.Get("Warning"); !strings.Contains(w, "no egress") {
+		t.Errorf("internet access is E2B's default, so the answer must warn; Warning: %q", w)
+	}
+	var sb sandboxJSON
+	decode(t, resp, &sb)
+	host := strings.TrimPrefix(h.srv.URL, "http://127.0.0.1")
+	if sb.ClientID == "" || sb.EnvdVersion != "0.6.13" || sb.EnvdAccessToken != "token-1" || sb.TemplateID != "base" ||
+		sb.Domain == nil || *sb.Domain != "localhost"+host || sb.TrafficAccessToken != nil {
+		t.Fatalf("create answer: %+v", sb)
+	}
+	req := h.fake.creates[0]
+	if req.Timeout != 300*time.Second || req.Env["A"] != "1" || req.Metadata["k"] != "v" || req.OpenAccess {
+		t.Fatalf("create request: %+v", req)
+	}
+
+	// v1: timeout defaults to 15 s; secure=false opens the agent port.
+	resp = h.api("POST", "/sandboxes", map[string]any{"templateID": "base", "secure": false, "allow_internet_access": false})
+	if resp.StatusCode != 201 {
+		t.Fatalf("v1 create: %d", resp.StatusCode)
+	}
+	if w := resp.Header.Get("Warning"); w != "" {
+		t.Errorf("no internet asked, yet Warning: %q", w)
+	}
+	var open sandboxJSON
+	decode(t, resp, &open)
+	if open.EnvdAccessToken != "" || !h.fake.creates[1].OpenAccess || h.fake.creates[1].Timeout != 15*time.Second {
+		t.Fatalf("insecure v1 create: %+v %+v", open, h.fake.creates[1])
+	}
+
+	// Private ports get a traffic token.
+	sb = h.create(map[string]any{"templateID": "base", "network": map[string]any{"allowPublicTraffic": false}})
+	if sb.TrafficAccessToken == nil || *sb.TrafficAccessToken == "" {
+		t.Fatalf("private ports without a traffic token: %+v", sb)
+	}
+
+	for body, status := range map[string]int{
+		`{"templateID":"base","autoPause":true}`:                        501,
+		`{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`: 501,
+		`{"templateID":"base","mcp":{"github":{}}}`:                      501,
+		`{"templateID":"base","timeout":0}`:                              400,
+		`{"templateID":"base","metadata":{"k":1}}`:                       400,
+		`{"templateID":"nosuch"}`:                                        404,
+		`{"templateID":`:                                                 400,
+		``:                                                               400,
+	} {
+		e := wantError(t, h.api("POST", "/v2/sandboxes", body), status)
+		if status == 501 && !strings.Contains(e.Message, "not") {
+			t.Errorf("%s: unclear message %q", body, e.Message)
+		}
+	}
+}
+
+func TestDomain(t *testing.T) {
+	h := newHarness(t)
+	for host, want := range map[string]string{
+		"127.0.0.1:7070":     "localhost:7070",
+		"[::1]:7070":         "localhost:7070",
+		"localhost:7070":     "localhost:7070",
+		"spaced.example:443": "spaced.example:443",
+		"spaced.example":     "spaced.example",
+		"10.1.2.3:7070":      "<nil>",
+	} {
+		resp := h.do("POST", "/v2/sandboxes", `{"templateID":"base"}`, map[string]string{"X-API-KEY": testKey, "Host": host})
+		var sb sandboxJSON
+		decode(t, resp, &sb)
+		got := "<nil>"
+		if sb.Domain != nil {
+			got = *sb.Domain
+		}
+		if got != want {
+			t.Errorf("Host %s: domain %s, want %s", host, got, want)
+		}
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(map[string]any{"templateID": "base", "metadata": map[string]string{"m": "1"},
+		"network": map[string]any{"allowOut": []string{"1.1.1.1"}, "denyOut": []string{"0.0.0.0/0"},
+			"rules": map[string]any{"api.example.com": []any{map[string]any{"transform": map[string]any{"headers": map[string]string{"X": "y"}}}}}}})
+	id := sb.SandboxID
+
+	var d sandboxDetailJSON
+	decode(t, h.api("GET", "/sandboxes/"+id, nil), &d)
+	if d.SandboxID != id || d.State != "running" || d.ClientID == "" || d.EnvdVersion != EnvdVersion ||
+		d.CPUCount != 1 || d.MemoryMB != 512 || d.DiskSizeMB != 1024 || d.StartedAt.IsZero() || d.EndAt.IsZero() ||
+		d.EnvdAccessToken != "token-1" || d.Metadata["m"] != "1" || d.AllowInternetAccess || d.Lifecycle.OnTimeout != "kill" {
+		t.Fatalf("detail: %+v", d)
+	}
+	if d.Network == nil || d.Network.AllowOut[0] != "1.1.1.1" || d.Network.DenyOut[0] != "0.0.0.0/0" ||
+		!strings.Contains(string(d.Network.Rules), "api.example.com") {
+		t.Fatalf("network not reported as stored: %+v", d.Network)
+	}
+
+	if resp := h.api("POST", "/sandboxes/"+id+"/timeout", map[string]int{"timeout": 60}); resp.StatusCode != 204 {
+		t.Fatalf("timeout: %d", resp.StatusCode)
+	}
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/timeout", map[string]int{"timeout": -1}), 400)
+
+	if resp := h.api("PUT", "/sandboxes/"+id+"/network", map[string]any{"allowOut": []string{"8.8.8.8"}, "allow_internet_access": true}); resp.StatusCode != 204 || !strings.Contains(resp.Header.Get("Warning"), "no egress") {
+		t.Fatalf("network update: %d %q", resp.StatusCode, resp.Header.Get("Warning"))
+	}
+	var updated sandboxDetailJSON
+	decode(t, h.api("GET", "/sandboxes/"+id, nil), &updated)
+	if updated.Network.AllowOut[0] != "8.8.8.8" || updated.Network.DenyOut != nil {
+		t.Fatalf("network after update: %+v", updated.Network)
+	}
+
+	for _, v := range []string{"/sandboxes/", "/v2/sandboxes/"} {
+		resp := h.api("POST", v+id+"/connect", map[string]int{"timeout": 600})
+		if resp.StatusCode != 200 {
+			t.Fatalf("connect %s: %d", v, resp.StatusCode)
+		}
+		var c sandboxJSON
+		decode(t, resp, &c)
+		if c.SandboxID != id || c.EnvdAccessToken != "token-1" || c.ClientID == "" {
+			t.Fatalf("connect answer: %+v", c)
+		}
+	}
+	if resp := h.api("POST", "/v2/sandboxes/"+id+"/connect", nil); resp.StatusCode != 200 {
+		t.Fatalf("connect with no body: %d", resp.StatusCode)
+	}
+
+	e := wantError(t, h.api("POST", "/sandboxes/"+id+"/pause", map[string]bool{"memory": true}), 501)
+	if !strings.Contains(e.Message, "checkpoints") {
+		t.Errorf("pause message: %q", e.Message)
+	}
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/resume", nil), 409)
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/fork", nil), 501)
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/snapshots", nil), 501)
+	if resp := h.api("POST", "/sandboxes/"+id+"/refreshes", map[string]int{"duration": 30}); resp.StatusCode != 204 {
+		t.Fatalf("refresh: %d", resp.StatusCode)
+	}
+
+	if resp := h.api("DELETE", "/sandboxes/"+id, nil); resp.StatusCode != 204 {
+		t.Fatalf("kill: %d", resp.StatusCode)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"DELETE", "/sandboxes/" + id}, {"GET", "/sandboxes/" + id}, {"POST", "/sandboxes/" + id + "/timeout"},
+		{"POST", "/sandboxes/" + id + "/connect"}, {"POST", "/v2/sandboxes/" + id + "/connect"},
+		{"POST", "/sandboxes/" + id + "/pause"}, {"GET", "/sandboxes/" + id + "/metrics"},
+		{"PUT", "/sandboxes/" + id + "/network"}, {"GET", "/sandboxes/nosuchsandbox"},
+	} {
+		wantError(t, h.api(c.method, c.path, map[string]int{"timeout": 10}), 404)
+	}
+	wantError(t, h.api("GET", "/sandboxes/"+id+"/no/such/route", nil), 404)
+}
+
+func TestMetrics(t *testing.T) {
+	h := newHarness(t)
+	id := h.create(nil).SandboxID
+	var ms []metricJSON
+	decode(t, h.api("GET", "/sandboxes/"+id+"/metrics", nil), &ms)
+	if len(ms) != 1 {
+		t.Fatalf("metrics: %+v", ms)
+	}
+	m := ms[0]
+	if m.CPUCount != 2 || m.CPUUsedPct != 12.5 || m.MemTotal != 512<<20 || m.MemUsed != 20<<20 || m.MemCache != 5<<20 ||
+		m.DiskUsed != 8<<20 || m.DiskTotal != 1<<30 || m.TimestampUnix != 1767323045 || m.Timestamp.Unix() != 1767323045 {
+		t.Fatalf("metric: %+v", m)
+	}
+	decode(t, h.api("GET", "/sandboxes/"+id+"/metrics?start=1767323046", nil), &ms)
+	if len(ms) != 0 {
+		t.Fatalf("a window after the sample: %+v", ms)
+	}
+	wantError(t, h.api("GET", "/sandboxes/"+id+"/metrics?start=yesterday", nil), 400)
+
+	var batch struct {
+		Sandboxes map[string]metricJSON `json:"sandboxes"`
+	}
+	decode(t, h.api("GET", "/sandboxes/metrics?sandbox_ids="+id+",nosuch", nil), &batch)
+	if len(batch.Sandboxes) != 1 || batch.Sandboxes[id].MemTotal != 512<<20 {
+		t.Fatalf("batch metrics: %+v", batch)
+	}
+}
+
+func TestListV2(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for i := range 5 {
+		md := map[string]string{"suite": "a b&c=d/é", "i": fmt.Sprint(i)}
+		ids = append(ids, h.create(map[string]any{"templateID": "base", "metadata": md}).SandboxID)
+	}
+	h.create(map[string]any{"templateID": "base", "metadata": map[string]string{"suite": "other"}})
+	h.api("DELETE", "/sandboxes/"+ids[4], nil)
+	ids = ids[:4]
+
+	// The SDKs percent-encode each key and value, then the pairs, then the
+	// query parameter itself.
+	md := url.Values{url.QueryEscape("suite"): {url.QueryEscape("a b&c=d/é")}}.Encode()
+	for _, order := range []string{"asc", "desc"} {
+		var got []string
+		next := ""
+		for pages := 0; ; pages++ {
+			if pages > 5 {
+				t.Fatal("pagination does not end")
+			}
+			q := url.Values{"metadata": {md}, "limit": {"3"}, "order": {order}, "state": {"running,paused"}}
+			if next != "" {
+				q.Set("nextToken", next)
+			}
+			resp := h.api("GET", "/v2/sandboxes?"+q.Encode(), nil)
+			var page []listedSandboxJSON
+			decode(t, resp, &page)
+			for _, s := range page {
+				if s.State != "running" || s.ClientID == "" || s.EnvdVersion == "" || s.StartedAt.IsZero() || s.CPUCount == 0 {
+					t.Fatalf("listed sandbox: %+v", s)
+				}
+				got = append(got, s.SandboxID)
+			}
+			if next = resp.Header.Get("X-Next-Token"); next == "" {
+				break
+			}
+		}
+		want := ids
+		if order == "desc" {
+			want = []string{ids[3], ids[2], ids[1], ids[0]}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("order %s: %v, want %v", order, got, want)
+		}
+	}
+
+	var page []listedSandboxJSON
+	decode(t, h.api("GET", "/v2/sandboxes?state=paused", nil), &page)
+	if len(page) != 0 {
+		t.Fatalf("paused: %+v", page)
+	}
+	decode(t, h.api("GET", "/v2/sandboxes?state=running&state=paused&metadata="+url.QueryEscape("i=2"), nil), &page)
+	if len(page) != 1 || page[0].SandboxID != ids[2] {
+		t.Fatalf("metadata i=2: %+v", page)
+	}
+	after := base.Add(2*time.Second + time.Millisecond).Format(time.RFC3339Nano)
+	decode(t, h.api("GET", "/v2/sandboxes?order=asc&startedAfter="+url.QueryEscape(after), nil), &page)
+	if len(page) != 3 || page[0].SandboxID != ids[2] {
+		t.Fatalf("startedAfter: %d sandboxes", len(page))
+	}
+	for _, q := range []string{"limit=0", "limit=101", "limit=x", "state=dead", "order=up", "startedAfter=today", "nextToken=garbage!"} {
+		wantError(t, h.api("GET", "/v2/sandboxes?"+q, nil), 400)
+	}
+
+	var v1 []listedSandboxJSON
+	decode(t, h.api("GET", "/sandboxes?metadata="+url.QueryEscape(md), nil), &v1)
+	if len(v1) != 4 {
+		t.Fatalf("v1 list: %d", len(v1))
+	}
+}
+
+func TestParseMetadataQuery(t *testing.T) {
+	for in, want := range map[string]map[string]string{
+		"":            nil,
+		"a=1&b=2":     {"a": "1", "b": "2"},
+		"a%3Db=c%26d": {"a=b": "c&d"},
+		"k=a%2520b":   {"k": "a b"},
+	} {
+		got, err := parseMetadataQuery(in)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package e2bcompat
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// fakeSandboxes is an in-memory sandbox service for the layers above it:
+// it proves the translation, never that sandboxes work (test/e2b does).
+type fakeSandboxes struct {
+	mu       sync.Mutex
+	sbs      map[string]*fakeSandbox
+	n        int
+	creates  []sandbox.CreateRequest
+	agentURL string // BaseURL of every sandbox's fake agent
+}
+
+type fakeSandbox struct {
+	sb    sandbox.Sandbox
+	token string
+	ip    netip.Addr
+}
+
+func newFakeSandboxes() *fakeSandboxes {
+	return &fakeSandboxes{sbs: map[string]*fakeSandbox{}}
+}
+
+var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func (f *fakeSandboxes) Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.Template == "" {
+		req.Template = "base"
+	}
+	if req.Template != "base" {
+		return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found", req.Template)
+	}
+	f.creates = append(f.creates, req)
+	f.n++
+	id := fmt.Sprintf("sbx%017d", f.n)
+	created := base.Add(time.Duration(f.n) * time.Second)
+	fs := &fakeSandbox{
+		sb: sandbox.Sandbox{
+			ID: id, Template: req.Template, State: store.StateRunning,
+			CreatedAt: created, ExpiresAt: created.Add(req.Timeout),
+			CPU: 1, MemoryMB: 512, DiskMB: 1024, MaxProcs: 1024,
+			Metadata: maps.Clone(req.Metadata), OpenAccess: req.OpenAccess, Network: req.Network,
+		},
+		token: fmt.Sprintf("token-%d", f.n),
+		ip:    netip.AddrFrom4([4]byte{10, 0, 0, byte(f.n)}),
+	}
+	f.sbs[id] = fs
+	out := fs.sb
+	out.AccessToken = fs.token
+	return &out, nil
+}
+
+func (f *fakeSandboxes) get(id string) (*fakeSandbox, error) {
+	fs, ok := f.sbs[id]
+	if !ok {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
+	return fs, nil
+}
+
+func (f *fakeSandboxes) running(id string) (*fakeSandbox, error) {
+	fs, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if fs.sb.State != store.StateRunning {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, fs.sb.State)
+	}
+	return fs, nil
+}
+
+func (f *fakeSandboxes) Get(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	out := fs.sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) List(ctx context.Context, lf sandbox.ListFilter) ([]*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*sandbox.Sandbox
+	for _, fs := range f.sbs {
+		if len(lf.States) > 0 && !slices.Contains(lf.States, fs.sb.State) {
+			continue
+		}
+		ok := true
+		for k, v := range lf.Metadata {
+			ok = ok && fs.sb.Metadata[k] == v
+		}
+		if ok {
+			sb := fs.sb
+			out = append(out, &sb)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSandboxes) Kill(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return err
+	}
+	fs.sb.State = store.StateKilled
+	return nil
+}
+
+func (f *fakeSandboxes) SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return nil, err
+	}
+	fs.sb.ExpiresAt = time.Now().Add(d)
+	out := fs.sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) ExtendTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return nil, err
+	}
+	if until := time.Now().Add(d); until.After(fs.sb.ExpiresAt) {
+		fs.sb.ExpiresAt = until
+	}
+	out := fs.sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return err
+	}
+	fs.sb.Network = p
+	return nil
+}
+
+func (f *fakeSandboxes) Target(id string) (sandbox.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return sandbox.Target{}, err
+	}
+	return sandbox.Target{ID: id, IP: fs.ip, AccessToken: fs.token, OpenAccess: fs.sb.OpenAccess, Network: fs.sb.Network}, nil
+}
+
+func (f *fakeSandboxes) FindRunning(match func(token string) bool) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, fs := range f.sbs {
+		if fs.sb.State == store.StateRunning && match(fs.token) {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+func (f *fakeSandboxes) Agent(id string) (*sandbox.AgentConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.running(id); err != nil {
+		return nil, err
+	}
+	return &sandbox.AgentConn{BaseURL: f.agentURL, HTTP: http.DefaultClient}, nil
+}
+
+func (f *fakeSandboxes) token(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sbs[id].token
+}

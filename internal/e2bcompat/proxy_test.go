@@ -1,0 +1,196 @@
+package e2bcompat
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func envd(id, token string) map[string]string {
+	h := map[string]string{headerSandboxID: id, headerSandboxPort: "49983"}
+	if token != "" {
+		h[headerAccessToken] = token
+	}
+	return h
+}
+
+func TestProxyTokens(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.create(nil), h.create(nil)
+	tokA, tokB := h.fake.token(a.SandboxID), h.fake.token(b.SandboxID)
+
+	resp := h.do("POST", "/process.Process/List?x=1", `{}`, envd(a.SandboxID, tokA))
+	var s seen
+	decode(t, resp, &s)
+	if s.Path != "/process.Process/List" || s.Query != "x=1" || s.Token != tokA || s.SandboxID != "" || s.Port != "" ||
+		s.Host != "10.0.0.1:49983" || h.lastDial() != "10.0.0.1:49983" {
+		t.Fatalf("forwarded as %+v via %s", s, h.lastDial())
+	}
+
+	// Refused before reaching any sandbox: no token, a wrong one, the other
+	// sandbox's. Connect clients get a Connect error.
+	for _, tok := range []string{"", "wrong", tokB} {
+		resp := h.do("POST", "/process.Process/List", `{}`, map[string]string{
+			headerSandboxID: a.SandboxID, headerAccessToken: tok, "Content-Type": "application/json"})
+		if resp.StatusCode != 401 {
+			t.Fatalf("token %q: %d", tok, resp.StatusCode)
+		}
+		var ce struct{ Code, Message string }
+		decode(t, resp, &ce)
+		if ce.Code != "unauthenticated" {
+			t.Fatalf("token %q: %+v", tok, ce)
+		}
+		wantError(t, h.do("GET", "/files?path=/etc/passwd", nil, envd(a.SandboxID, tok+"x")), 401)
+	}
+	wantError(t, h.do("GET", "/envs", nil, envd(b.SandboxID, tokA)), 401)
+	if n := len(h.dials); n != 1 {
+		t.Fatalf("refused requests dialled the sandbox: %v", h.dials)
+	}
+
+	// /health is open; /files without a token goes on without one (the
+	// agent checks the URL signature).
+	decode(t, h.do("GET", "/health", nil, envd(a.SandboxID, "")), &s)
+	if s.Path != "/health" || s.Token != "" {
+		t.Fatalf("health: %+v", s)
+	}
+	decode(t, h.do("GET", "/files?path=x&signature=v1_abc", nil, envd(a.SandboxID, "")), &s)
+	if s.Path != "/files" || s.Token != "" {
+		t.Fatalf("signed files: %+v", s)
+	}
+
+	// Gone sandboxes answer 502, which the SDKs read as "not running".
+	h.api("DELETE", "/sandboxes/"+a.SandboxID, nil)
+	wantError(t, h.do("GET", "/health", nil, envd(a.SandboxID, "")), 502)
+	wantError(t, h.do("GET", "/health", nil, envd("nosuchsandbox", "")), 502)
+	wantError(t, h.do("GET", "/health", nil, map[string]string{headerSandboxID: "../etc"}), 400)
+	wantError(t, h.do("GET", "/health", nil, map[string]string{headerSandboxID: b.SandboxID, headerSandboxPort: "http"}), 400)
+	wantError(t, h.do("GET", "/health", nil, map[string]string{headerSandboxPort: "49983"}), 400)
+}
+
+func TestProxyOpenAccess(t *testing.T) {
+	h := newHarness(t)
+	resp := h.api("POST", "/sandboxes", map[string]any{"templateID": "base", "secure": false})
+	var sb sandboxJSON
+	decode(t, resp, &sb)
+	var s seen
+	decode(t, h.do("POST", "/process.Process/List", `{}`, envd(sb.SandboxID, "")), &s)
+	if s.Token != h.fake.token(sb.SandboxID) {
+		t.Fatalf("an open sandbox's agent gets spaced's token; got %+v", s)
+	}
+}
+
+func TestProxyUserPorts(t *testing.T) {
+	h := newHarness(t)
+	pub := h.create(nil)
+	priv := h.create(map[string]any{"templateID": "base", "network": map[string]any{"allowPublicTraffic": false}})
+
+	// By host name, as get_host(port) gives it; the Host is kept and no
+	// token travels to the user's service.
+	host := "8080-" + pub.SandboxID + ".localhost:1234"
+	var s seen
+	decode(t, h.do("GET", "/app?q=1", nil, map[string]string{"Host": host, headerAccessToken: "tok"}), &s)
+	if s.Path != "/app" || s.Query != "q=1" || s.Host != host || s.Token != "" || h.lastDial() != "10.0.0.1:8080" {
+		t.Fatalf("user port by host: %+v via %s", s, h.lastDial())
+	}
+	decode(t, h.do("GET", "/x", nil, map[string]string{headerSandboxID: pub.SandboxID, headerSandboxPort: "3000"}), &s)
+	if s.Path != "/x" || h.lastDial() != "10.0.0.1:3000" {
+		t.Fatalf("user port by header: %+v via %s", s, h.lastDial())
+	}
+	decode(t, h.do("GET", "/health", nil, map[string]string{"Host": "49983-" + pub.SandboxID + ".localhost"}), &s)
+	if s.Path != "/health" || h.lastDial() != "10.0.0.1:49983" {
+		t.Fatalf("envd by host: %+v via %s", s, h.lastDial())
+	}
+
+	privHost := map[string]string{"Host": "8080-" + priv.SandboxID + ".localhost"}
+	wantError(t, h.do("GET", "/", nil, privHost), 403)
+	privHost[headerTraffic] = "nope"
+	wantError(t, h.do("GET", "/", nil, privHost), 403)
+	privHost[headerTraffic] = *priv.TrafficAccessToken
+	decode(t, h.do("GET", "/", nil, privHost), &s)
+	if s.Traffic != "" || h.lastDial() != "10.0.0.2:8080" {
+		t.Fatalf("private port with its token: %+v via %s", s, h.lastDial())
+	}
+}
+
+func TestProxySignedURLs(t *testing.T) {
+	h := newHarness(t)
+	h.create(nil)
+	b := h.create(nil)
+	tokB := h.fake.token(b.SandboxID)
+	exp := strconv.FormatInt(time.Now().Add(time.Minute).Unix(), 10)
+	q := url.Values{"path": {"/home/user/f"}, "signature_expiration": {exp},
+		"signature": {fileSignature("/home/user/f", "write", "", tokB, exp)}}
+
+	// No header names the sandbox: the one whose token signed it is found.
+	var s seen
+	decode(t, h.do("POST", "/files?"+q.Encode(), "data", nil), &s)
+	if s.Path != "/files" || s.Token != "" || h.lastDial() != "10.0.0.2:49983" {
+		t.Fatalf("signed upload: %+v via %s", s, h.lastDial())
+	}
+	// Signed for write, so it does not read; and a changed path fails.
+	wantError(t, h.do("GET", "/files?"+q.Encode(), nil, nil), 401)
+	q.Set("path", "/etc/shadow")
+	wantError(t, h.do("POST", "/files?"+q.Encode(), "data", nil), 401)
+}
+
+// The proxy streams: the first event reaches the client while the agent
+// is still holding the second.
+func TestProxyStreams(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(nil)
+	resp := h.do("POST", "/stream", `{}`, envd(sb.SandboxID, sb.EnvdAccessToken))
+	r := bufio.NewReader(resp.Body)
+	got := make(chan string, 1)
+	go func() {
+		line, _ := r.ReadString('\n')
+		got <- line
+	}()
+	select {
+	case line := <-got:
+		if line != "first\n" {
+			t.Fatalf("first chunk %q", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first chunk was held back by the proxy")
+	}
+	h.release <- "second"
+	rest, _ := io.ReadAll(r)
+	if string(rest) != "second" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+func TestHostRoute(t *testing.T) {
+	for host, want := range map[string]string{
+		"8080-abc123.localhost":        "abc123:8080",
+		"8080-abc123.localhost:7070":   "abc123:8080",
+		"49983-abc123.e2b.example.com": "abc123:49983",
+		"8080-ABC123.localhost":        "abc123:8080",
+		"localhost:7070":               "",
+		"127.0.0.1:7070":               "",
+		"8080-abc123":                  "",
+		"api.example.com":              "",
+		"x8080-abc.localhost":          "",
+		"8080-ab_c.localhost":          "",
+	} {
+		rt, ok := hostRoute(host)
+		got := ""
+		if ok {
+			got = rt.id + ":" + strconv.Itoa(rt.port)
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", host, got, want)
+		}
+	}
+}
+
+func TestErrorJSONShape(t *testing.T) {
+	b, _ := json.Marshal(errorJSON{Code: 404, Message: "m"})
+	if string(b) != `{"code":404,"message":"m"}` {
+		t.Fatal(string(b))
+	}
+}
