@@ -83,14 +83,14 @@ func TestCreate(t *testing.T) {
 	}
 
 	for body, status := range map[string]int{
-		`{"templateID":"base","autoPause":true}`:                        501,
+		`{"templateID":"base","autoPause":true}`:                          501,
 		`{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`: 501,
-		`{"templateID":"base","mcp":{"github":{}}}`:                      501,
-		`{"templateID":"base","timeout":0}`:                              400,
-		`{"templateID":"base","metadata":{"k":1}}`:                       400,
-		`{"templateID":"nosuch"}`:                                        404,
-		`{"templateID":`:                                                 400,
-		``:                                                               400,
+		`{"templateID":"base","mcp":{"github":{}}}`:                       501,
+		`{"templateID":"base","timeout":0}`:                               400,
+		`{"templateID":"base","metadata":{"k":1}}`:                        400,
+		`{"templateID":"nosuch"}`:                                         404,
+		`{"templateID":`:                                                  400,
+		``:                                                                400,
 	} {
 		e := wantError(t, h.api("POST", "/v2/sandboxes", body), status)
 		if status == 501 && !strings.Contains(e.Message, "not") {
