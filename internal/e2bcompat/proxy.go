@@ -83,6 +83,9 @@ type upstreamKey struct{}
 
 var connectErrors = connect.NewErrorWriter()
 
+// nativeAgentPrefix is the agent's native service, which only spaced uses.
+const nativeAgentPrefix = "/spaceagent.v1.Agent/"
+
 func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 	p := &proxy{sandboxes: sb}
 	p.rp = &httputil.ReverseProxy{
@@ -143,6 +146,12 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	addr := netip.AddrPortFrom(t.IP, uint16(rt.port)).String()
 	var u *upstream
 	if rt.port == EnvdPort {
+		if strings.HasPrefix(r.URL.Path, nativeAgentPrefix) {
+			// spaced's own channel to the agent (Init sets the token): not for
+			// E2B clients, whatever token they hold.
+			writeProxyError(w, r, http.StatusNotFound, "no such envd endpoint")
+			return
+		}
 		token, status, msg := envdAccess(r, t)
 		if status != 0 {
 			writeProxyError(w, r, status, msg)
@@ -267,6 +276,8 @@ func writeProxyError(w http.ResponseWriter, r *http.Request, status int, msg str
 			code = connect.CodePermissionDenied
 		case http.StatusBadRequest:
 			code = connect.CodeInvalidArgument
+		case http.StatusNotFound:
+			code = connect.CodeNotFound
 		}
 		_ = connectErrors.Write(w, r, connect.NewError(code, errors.New(msg)))
 		return
@@ -275,5 +286,10 @@ func writeProxyError(w http.ResponseWriter, r *http.Request, status int, msg str
 }
 
 func isRPC(path string) bool {
-	return strings.HasPrefix(path, "/process.Process/") || strings.HasPrefix(path, "/filesystem.Filesystem/")
+	for _, p := range []string{"/process.Process/", "/filesystem.Filesystem/", nativeAgentPrefix} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -47,6 +47,8 @@ func TestProxyTokens(t *testing.T) {
 		wantError(t, h.do("GET", "/files?path=/etc/passwd", nil, envd(a.SandboxID, tok+"x")), 401)
 	}
 	wantError(t, h.do("GET", "/envs", nil, envd(b.SandboxID, tokA)), 401)
+	// The agent's native service (Init sets its token) is spaced's alone.
+	wantError(t, h.do("POST", "/spaceagent.v1.Agent/Init", `{}`, envd(a.SandboxID, tokA)), 404)
 	if n := len(h.dials); n != 1 {
 		t.Fatalf("refused requests dialled the sandbox: %v", h.dials)
 	}
