@@ -102,3 +102,20 @@ def test_upload_and_download_urls(sandbox: Sandbox):
 
     tampered = down.replace("uploaded.txt", "other.txt")
     assert httpx.get(tampered).status_code == 401
+
+
+def test_octet_stream_gzip_stream_and_metadata(sandbox: Sandbox):
+    import io
+    import os
+
+    big = os.urandom(3 << 20)  # a few MiB, streamed both ways through the proxy
+    sandbox.files.write("/tmp/big.bin", io.BytesIO(big))  # file-like: octet-stream upload
+    assert sandbox.files.read("/tmp/big.bin", format="bytes") == big
+    chunks = b"".join(sandbox.files.read("/tmp/big.bin", format="stream"))
+    assert chunks == big
+
+    sandbox.files.write("/tmp/z.txt", "zipped " * 1000, gzip=True)
+    assert sandbox.files.read("/tmp/z.txt", gzip=True) == "zipped " * 1000
+
+    sandbox.files.write("/tmp/meta.txt", "m", metadata={"owner": "tests"})
+    assert sandbox.files.get_info("/tmp/meta.txt").metadata == {"owner": "tests"}
