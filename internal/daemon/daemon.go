@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spacesandbox/space/internal/config"
+	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/httpapi"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -82,7 +83,11 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.New(svc, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		Handler: e2bcompat.New(e2bcompat.Options{
+			Sandboxes: svc,
+			APIKey:    apiKey,
+			Next:      httpapi.New(svc, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       120 * time.Second,
