@@ -41,13 +41,15 @@ func rawRunsc(ctx context.Context, runsc, rootfs string, n int) (Sample, error) 
 		id := fmt.Sprintf("spacebench%04d%d", i, time.Now().UnixNano()%100000)
 		flags := []string{"--root", root, "--platform", "systrap", "--network", "none",
 			"--overlay2", fmt.Sprintf("root:dir=%s,size=1024m", dir)}
+		// The sandbox inherits runsc's stdio: no pipes (they would never
+		// close), so errors are read from runsc's log instead.
+		flags = append(flags, "--log", filepath.Join(dir, "runsc.log"))
 		start := time.Now()
-		create := exec.CommandContext(ctx, runsc, append(flags, "create", "--bundle", bundle, id)...)
-		if out, err := create.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("runsc create: %w: %s", err, out)
+		if err := exec.CommandContext(ctx, runsc, append(flags, "create", "--bundle", bundle, id)...).Run(); err != nil {
+			return nil, fmt.Errorf("runsc create: %w (see %s)", err, filepath.Join(dir, "runsc.log"))
 		}
-		if out, err := exec.CommandContext(ctx, runsc, append(flags, "start", id)...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("runsc start: %w: %s", err, out)
+		if err := exec.CommandContext(ctx, runsc, append(flags, "start", id)...).Run(); err != nil {
+			return nil, fmt.Errorf("runsc start: %w", err)
 		}
 		d := time.Since(start)
 		exec.CommandContext(ctx, runsc, append(flags, "delete", "--force", id)...).Run()

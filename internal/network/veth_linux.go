@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"syscall"
@@ -15,6 +16,9 @@ import (
 // Attach creates the namespace and veth pair of ep. On failure it removes
 // whatever it made.
 func Attach(ep Endpoint) (err error) {
+	if err := checkUnused(ep); err != nil {
+		return err
+	}
 	ns, err := newNamedNetns(ep.NetnsPath)
 	if err != nil {
 		return err
@@ -49,6 +53,23 @@ func Attach(ep Endpoint) (err error) {
 		return fmt.Errorf("up host veth: %w", err)
 	}
 	return ConfigureInside(ep)
+}
+
+// checkUnused refuses a /30 that some host interface already has an
+// address in: another daemon (or a leftover) using the same range would
+// otherwise make spaced talk to somebody else's sandbox.
+func checkUnused(ep Endpoint) error {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list host addresses: %w", err)
+	}
+	prefix := netip.PrefixFrom(ep.HostIP, ep.PrefixLen).Masked()
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && prefix.Contains(ip) {
+			return fmt.Errorf("address range %s is already used on the host (%s): is another spaced using the same sandbox range?", prefix, a.Label)
+		}
+	}
+	return nil
 }
 
 // ConfigureInside (re)applies the sandbox side's name, address, loopback and

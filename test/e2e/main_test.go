@@ -128,6 +128,7 @@ type daemonOptions struct {
 	templatesDir string        // default env.templatesDir
 	bootTimeout  time.Duration // default 5s
 	noPool       bool          // SPACE_POOL="": no warm sandboxes, so the host holds only what the API lists
+	pool         string        // SPACE_POOL, when set (e.g. "base=4:4")
 }
 
 var (
@@ -199,6 +200,8 @@ func (d *daemon) start() error {
 	)
 	if d.opts.noPool {
 		cmd.Env = append(cmd.Env, "SPACE_POOL=")
+	} else if d.opts.pool != "" {
+		cmd.Env = append(cmd.Env, "SPACE_POOL="+d.opts.pool)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+)
+
+// pooledIDs returns the ids of sandboxes the daemon holds but the API does
+// not list: its warm pool.
+func pooledIDs(t *testing.T, d *daemon) []string {
+	t.Helper()
+	listed := map[string]bool{}
+	all, err := d.c.ListAllSandboxes(ctxT(t, 10*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		listed[s.ID] = true
+	}
+	entries, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
+	var ids []string
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+func waitPool(t *testing.T, d *daemon, n int) []string {
+	t.Helper()
+	var ids []string
+	if !waitFor(60*time.Second, func() bool {
+		ids = pooledIDs(t, d)
+		// A pool sandbox is ready once its agent answered; give the last a moment.
+		return len(ids) >= n
+	}) {
+		t.Fatalf("pool did not reach %d sandboxes (has %d)", n, len(ids))
+	}
+	time.Sleep(time.Second)
+	return pooledIDs(t, d)
+}
+
+// TestPoolCorrectness: concurrent creates through the pool each get their
+// own sandbox, token, env and metadata, and nothing of one caller reaches
+// the next.
+func TestPoolCorrectness(t *testing.T) {
+	d := ownDaemon(t, daemonOptions{name: "pool", cidr: "10.241.80.0/20", pool: "base=4:8"})
+	waitPool(t, d, 4)
+
+	const n = 50
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		got []*client.Sandbox
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := d.c.CreateSandbox(ctxT(t, 2*time.Minute), client.CreateSandboxRequest{
+				Env:      map[string]string{"WHO": "caller" + strings.Repeat("x", i%3) + string(rune('a'+i%26))},
+				Metadata: map[string]string{"caller": string(rune('a' + i%26)), "n": strings.Repeat("i", i+1)},
+			})
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			got = append(got, sb)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, sb := range got {
+			d.c.KillSandbox(ctxT(t, 30*time.Second), sb.ID)
+		}
+	})
+	if len(got) != n {
+		t.Fatalf("%d of %d creates succeeded", len(got), n)
+	}
+	ids, tokens := map[string]bool{}, map[string]bool{}
+	for _, sb := range got {
+		if ids[sb.ID] || tokens[sb.AccessToken] || sb.AccessToken == "" {
+			t.Fatalf("sandbox %s: id or token given twice (or empty)", sb.ID)
+		}
+		ids[sb.ID], tokens[sb.AccessToken] = true, true
+	}
+	// Each sandbox has its own env and metadata (a sample, to keep it quick).
+	for _, sb := range got[:8] {
+		info, err := d.c.GetSandbox(ctxT(t, 10*time.Second), sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Metadata["n"] != sb.Metadata["n"] {
+			t.Errorf("%s: metadata %v, want %v", sb.ID, info.Metadata, sb.Metadata)
+		}
+	}
+
+	// Nothing written by one caller is visible to the next.
+	a, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{Env: map[string]string{"SECRET": "from-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, d, a.ID, "echo a-was-here > /tmp/mark; echo a > /home/user/mark")
+	if err := d.c.KillSandbox(ctxT(t, 30*time.Second), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	b := newSandbox(t, d, client.CreateSandboxRequest{})
+	if out := sh(t, d, b.ID, `ls /tmp/mark /home/user/mark 2>/dev/null; echo "secret=[$SECRET]"`); strings.Contains(out, "mark") || !strings.Contains(out, "secret=[]") {
+		t.Fatalf("second caller sees the first one's state: %q", out)
+	}
+	// The first caller's token does not open the second's sandbox: every
+	// sandbox gets its own token at claim, never the boot token.
+	if b.AccessToken == a.AccessToken {
+		t.Fatal("two callers got the same access token")
+	}
+}
+
+// TestPoolNeverHandsOutDeadSandbox kills the agents of every pooled sandbox
+// and checks that creates still answer with sandboxes that work.
+func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
+	d := ownDaemon(t, daemonOptions{name: "pooldead", cidr: "10.241.96.0/20", pool: "base=3:3"})
+	pooled := waitPool(t, d, 3)
+	for _, id := range pooled {
+		pid := sandboxPid(t, d, id)
+		if pid <= 0 {
+			t.Fatalf("no sandbox process for pooled %s", id)
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for range 3 {
+		sb := newSandbox(t, d, client.CreateSandboxRequest{})
+		if slices.Contains(pooled, sb.ID) {
+			t.Fatalf("got %s, a pooled sandbox whose sandbox process was killed", sb.ID)
+		}
+		if out := sh(t, d, sb.ID, "echo ok"); strings.TrimSpace(out) != "ok" {
+			t.Fatalf("new sandbox does not work: %q", out)
+		}
+	}
+	for _, id := range pooled {
+		if left := hostLeftovers(d, id); len(left) > 0 {
+			t.Errorf("discarded pool sandbox %s left %v", id, left)
+		}
+	}
+}
+
+// TestPoolKillDaemonLeavesNothing: kill -9 with a full pool; after a restart
+// without pooling, nothing of the pool is left.
+func TestPoolKillDaemonLeavesNothing(t *testing.T) {
+	d := ownDaemon(t, daemonOptions{name: "poolkill", cidr: "10.241.112.0/20", pool: "base=3:3"})
+	pooled := waitPool(t, d, 3)
+	d.kill9()
+	d.opts.pool, d.opts.noPool = "", true
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range pooled {
+		if left := hostLeftovers(d, id); len(left) > 0 {
+			t.Errorf("pool sandbox %s left after restart: %v", id, left)
+		}
+	}
+	if ids := pooledIDs(t, d); len(ids) > 0 {
+		t.Errorf("unlisted sandboxes after restart without a pool: %v", ids)
+	}
+}
+
+// sandboxPid reads the sandbox process's pid from runsc's state file.
+func sandboxPid(t *testing.T, d *daemon, id string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(d.dataDir, "runsc", id+"_sandbox:"+id+".state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Sandbox struct {
+			Pid int `json:"pid"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Sandbox.Pid
+}
+
+// TestBenchQuick runs `space bench --quick --json` against the main daemon:
+// the benchmark must work in CI and print every figure.
+func TestBenchQuick(t *testing.T) {
+	d := need(t)
+	cmd := exec.Command(filepath.Join(env.bin, "space"), "bench", "--quick", "--json", "--runsc", env.runsc, "--templates-dir", env.templatesDir)
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.addr, "SPACE_API_KEY="+d.apiKey)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("space bench: %v\n%s", err, stderr.String())
+	}
+	t.Logf("bench: %s", out)
+	var res map[string]float64
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
+	}
+	for _, k := range []string{"create_p50", "create_p90", "create_p99", "tti_p50", "tti_p90", "exec_p50", "exec_p90",
+		"burst_p50", "burst_p95", "cold_create_p50", "raw_runsc_p50", "cold_overhead_ratio", "idle_mib_per_sandbox"} {
+		if v, ok := res[k]; !ok || v <= 0 {
+			t.Errorf("figure %s = %v (missing or not positive)", k, v)
+		}
+	}
+}
