@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
-	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() })
+	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.PoolSizes() })
 	svc = sandbox.New(sandbox.Config{
 		TemplatesDir:   cfg.TemplatesDir,
 		DefaultTimeout: cfg.DefaultTimeout,

@@ -163,6 +163,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: &rec, agent: newAgentConn(b.ep.SandboxIP, token), ep: b.ep}
 	s.mu.Unlock()
+	b.agent.Close() // the boot token's connection is of no more use
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	out := fromRecord(&rec)
 	out.AccessToken = token

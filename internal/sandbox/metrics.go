@@ -14,9 +14,9 @@ type Metrics struct {
 	endings        *prometheus.CounterVec
 }
 
-// NewMetrics registers the service's series with reg; running is read from
-// the service at scrape time.
-func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
+// NewMetrics registers the service's series with reg; running and pools
+// are read from the service at scrape time.
+func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[string]int) *Metrics {
 	m := &Metrics{
 		createSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "space_sandbox_create_seconds",
@@ -40,7 +40,9 @@ func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
 			Help: "Sandboxes running on this node.",
-		}, func() float64 { return float64(running()) }))
+		}, func() float64 { return float64(running()) }),
+		poolCollector{pools: pools, desc: prometheus.NewDesc("space_pool_ready",
+			"Booted sandboxes waiting in a template's warm pool.", []string{"template"}, nil)})
 	return m
 }
 
@@ -72,5 +74,19 @@ func (m *Metrics) ended(state, reason string) {
 			reason = "other"
 		}
 		m.endings.WithLabelValues(state, reason).Inc()
+	}
+}
+
+// poolCollector reports each pool's ready count at scrape time.
+type poolCollector struct {
+	pools func() map[string]int
+	desc  *prometheus.Desc
+}
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for t, n := range c.pools() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), t)
 	}
 }
