@@ -58,6 +58,11 @@ trap cleanup EXIT
 mktempdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/space-deps.XXXXXX"); TMPDIRS+=("$d"); printf '%s' "$d"; }
 
 # ---- 1. Debian packages ------------------------------------------------------
+# The E2B JS SDK tests need node and npm; machines that bring their own
+# Node.js (newer than Debian's) keep it.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  DEB_PACKAGES+=(nodejs npm)
+fi
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then

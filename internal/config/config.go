@@ -163,6 +163,13 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		}
 		c.Pools = p
 	}
+	if v := getenv("SPACE_POOL_BOOTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return fmt.Errorf("SPACE_POOL_BOOTS must be an integer from 1 to 64")
+		}
+		c.PoolBoots = n
+	}
 	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
