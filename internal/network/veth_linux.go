@@ -59,8 +59,16 @@ func Attach(ep Endpoint) (err error) {
 // address in: another daemon (or a leftover) using the same range would
 // otherwise make spaced talk to somebody else's sandbox.
 func checkUnused(ep Endpoint) error {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
-	if err != nil {
+	// The dump is interrupted when links change under it, which concurrent
+	// creates do all the time: retry, and accept a partial answer last.
+	var addrs []netlink.Addr
+	var err error
+	for range 5 {
+		if addrs, err = netlink.AddrList(nil, netlink.FAMILY_V4); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
 		return fmt.Errorf("list host addresses: %w", err)
 	}
 	prefix := netip.PrefixFrom(ep.HostIP, ep.PrefixLen).Masked()

@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
@@ -141,7 +143,8 @@ func (s *Service) reap(ctx context.Context) {
 					reason = why
 				}
 			}
-			if err := s.end(ctx, id, store.StateLost, reason); err != nil {
+			// A kill racing this check has already ended it: not an error.
+			if err := s.end(ctx, id, store.StateLost, reason); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				slog.Error("end lost sandbox", "sandbox", id, "err", err)
 			}
 		}
