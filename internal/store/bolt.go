@@ -30,6 +30,8 @@ func OpenBolt(path string) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	// A lone write commits at once; concurrent ones coalesce.
+	db.MaxBatchDelay = time.Millisecond
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketSandboxes, bucketSlots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -53,8 +55,12 @@ func slotKey(slot int) []byte {
 	return k
 }
 
+// Writes go through bbolt's Batch: concurrent writers (a burst of creates)
+// share one transaction and one fsync instead of queueing for one each.
+// Batch may run a function more than once, so each is idempotent.
+
 func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	return b.db.Batch(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
 		if sb.Get([]byte(s.ID)) != nil {
 			return errdefs.New(errdefs.ErrAlreadyExists, "sandbox %q already exists", s.ID)
@@ -98,19 +104,25 @@ func putSandbox(sb *bolt.Bucket, s *Sandbox) error {
 }
 
 func (b *Bolt) UpdateSandbox(_ context.Context, s *Sandbox) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	rec := *s
+	err := b.db.Batch(func(tx *bolt.Tx) error {
+		rec = *s
 		sb := tx.Bucket(bucketSandboxes)
-		if sb.Get([]byte(s.ID)) == nil {
-			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", s.ID)
+		if sb.Get([]byte(rec.ID)) == nil {
+			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", rec.ID)
 		}
-		if !s.Live() && s.Slot >= 0 {
-			if err := releaseSlot(tx.Bucket(bucketSlots), s.Slot, s.ID); err != nil {
+		if !rec.Live() && rec.Slot >= 0 {
+			if err := releaseSlot(tx.Bucket(bucketSlots), rec.Slot, rec.ID); err != nil {
 				return err
 			}
-			s.Slot = -1
+			rec.Slot = -1
 		}
-		return putSandbox(sb, s)
+		return putSandbox(sb, &rec)
 	})
+	if err == nil {
+		s.Slot = rec.Slot
+	}
+	return err
 }
 
 func releaseSlot(slots *bolt.Bucket, slot int, id string) error {
@@ -150,7 +162,7 @@ func (b *Bolt) ListSandboxes(_ context.Context) ([]*Sandbox, error) {
 }
 
 func (b *Bolt) DeleteSandbox(_ context.Context, id string) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	return b.db.Batch(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
 		data := sb.Get([]byte(id))
 		if data == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -105,4 +106,48 @@ func TestSlotLifecycleSurvivesReopen(t *testing.T) {
 	if err := b2.CreateSandbox(ctx, f, 2); err != nil || f.Slot != 1 {
 		t.Fatalf("slot of deleted record not freed: %d %v", f.Slot, err)
 	}
+}
+
+// BenchmarkUpdate measures one durable write (a commit and its fsync).
+func BenchmarkUpdate(b *testing.B) {
+	st, err := OpenBolt(filepath.Join(b.TempDir(), "state.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	s := &Sandbox{ID: "bench", State: StateRunning}
+	if err := st.CreateSandbox(ctx, s, 10); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := st.UpdateSandbox(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUpdateParallel shows the batching: concurrent writers share commits.
+func BenchmarkUpdateParallel(b *testing.B) {
+	st, err := OpenBolt(filepath.Join(b.TempDir(), "state.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	var n atomic.Int64
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		s := &Sandbox{ID: fmt.Sprintf("bench%d", n.Add(1)), State: StateRunning}
+		if err := st.CreateSandbox(ctx, s, 1000); err != nil {
+			b.Error(err)
+			return
+		}
+		for pb.Next() {
+			if err := st.UpdateSandbox(ctx, s); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
