@@ -46,6 +46,8 @@ type Config struct {
 	Pools []PoolConfig
 	// PoolBoots bounds how many pool sandboxes boot at the same time.
 	PoolBoots int
+	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
+	DebugAddr string
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
 	RunscDebug bool
 }
@@ -129,6 +131,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TEMPLATES_DIR": &c.TemplatesDir,
 		"SPACE_RUNSC":         &c.RunscPath,
 		"SPACE_LOG_LEVEL":     &c.LogLevel,
+		"SPACE_DEBUG_ADDR":    &c.DebugAddr,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
@@ -197,6 +200,7 @@ func (c *Config) bindFlags(fs *flag.FlagSet) {
 		c.Pools = p
 		return err
 	})
+	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve net/http/pprof on this address (SPACE_DEBUG_ADDR; off when empty)")
 	fs.BoolVar(&c.RunscDebug, "runsc-debug", c.RunscDebug, "write runsc debug logs per sandbox")
 }
 

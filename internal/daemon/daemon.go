@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	defer stopReaper()
 	go svc.RunReaper(reaperCtx, time.Second)
 
+	if cfg.DebugAddr != "" {
+		go serveDebug(cfg.DebugAddr)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	slog.Info("spaced listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "sandboxes", svc.Running())
@@ -147,4 +151,18 @@ func pools(in []config.PoolConfig) []sandbox.PoolConfig {
 		out[i] = sandbox.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max}
 	}
 	return out
+}
+
+// serveDebug serves the Go profiler, for profiling the create and exec
+// paths; it is off unless configured.
+func serveDebug(addr string) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	slog.Info("pprof listening", "addr", addr)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		slog.Error("pprof listener", "err", err)
+	}
 }
