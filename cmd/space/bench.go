@@ -54,6 +54,7 @@ percentiles (milliseconds). It must run on spaced's host: the idle-memory figure
 				{"create p50 (ms)", res.CreateP50}, {"create p90 (ms)", res.CreateP90}, {"create p99 (ms)", res.CreateP99},
 				{"time to interactive p50 (ms)", res.TTIP50}, {"time to interactive p90 (ms)", res.TTIP90},
 				{"exec true p50 (ms)", res.ExecP50}, {"exec true p90 (ms)", res.ExecP90},
+				{"pool ready at burst start", float64(res.BurstPoolReady)},
 				{fmt.Sprintf("burst of %d p50 (ms)", res.Burst), res.BurstP50}, {fmt.Sprintf("burst of %d p95 (ms)", res.Burst), res.BurstP95},
 				{"cold create p50 (ms)", res.ColdCreateP50}, {"raw runsc create+start p50 (ms)", res.RawRunscP50},
 				{"cold overhead ratio", res.ColdOverheadRatio}, {fmt.Sprintf("idle MiB per sandbox (%d held)", res.Idle), res.IdleMiBPerSandbox},

@@ -54,6 +54,9 @@ type Result struct {
 	RawRunscP50       float64 `json:"raw_runsc_p50"`
 	ColdOverheadRatio float64 `json:"cold_overhead_ratio"`
 	IdleMiBPerSandbox float64 `json:"idle_mib_per_sandbox"`
+	// BurstPoolReady is how many pooled sandboxes were ready when the burst
+	// started (-1 when the daemon reports no pool).
+	BurstPoolReady int `json:"burst_pool_ready"`
 
 	N     int `json:"n"`
 	Burst int `json:"burst"`
@@ -108,7 +111,11 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	}
 	r.ExecP50, r.ExecP90 = execs.Percentile(50), execs.Percentile(90)
 
-	logf("burst of %d creates", cfg.Burst)
+	// The loops above drain the pool faster than it refills; the burst is
+	// measured against the pool as the operator sized it, so let it refill
+	// (for at most 3 minutes) and report how many were ready.
+	r.BurstPoolReady = waitPoolAtLeast(ctx, c, cfg.Burst, 3*time.Minute)
+	logf("burst of %d creates (%d sandboxes ready in the pool)", cfg.Burst, r.BurstPoolReady)
 	burst, err := burstCreates(ctx, c, cfg.Burst)
 	if err != nil {
 		return nil, fmt.Errorf("burst: %w", err)
@@ -144,25 +151,43 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	return r, nil
 }
 
-// waitPoolReady waits until the base template's pool has a sandbox ready
-// (space_pool_ready in /metrics), for at most 5 s. Without pooling it
-// returns at once.
+// waitPoolReady waits until the base template's pool has a sandbox ready,
+// for at most 5 s. Without pooling it returns at once.
 func waitPoolReady(ctx context.Context, c *client.Client) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		text, err := c.Metrics(ctx)
-		if err != nil || !strings.Contains(text, "space_pool_ready{") {
-			return
+	waitPoolAtLeast(ctx, c, 1, 5*time.Second)
+}
+
+// waitPoolAtLeast waits until the base pool has n sandboxes ready (read from
+// space_pool_ready in /metrics), or stops growing for 5 s (it is as full as
+// its configuration lets it be), or timeout passes. It returns how many are
+// ready (-1 when the daemon reports no pool).
+func waitPoolAtLeast(ctx context.Context, c *client.Client, n int, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	best, grew := -1, time.Now()
+	for {
+		ready := poolReady(ctx, c)
+		if ready > best {
+			best, grew = ready, time.Now()
 		}
-		for _, line := range strings.Split(text, "\n") {
-			if rest, ok := strings.CutPrefix(line, `space_pool_ready{template="base"} `); ok {
-				if n, _ := strconv.ParseFloat(rest, 64); n >= 1 {
-					return
-				}
-			}
+		if ready < 0 || ready >= n || time.Now().After(deadline) || time.Since(grew) > 5*time.Second {
+			return ready
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func poolReady(ctx context.Context, c *client.Client) int {
+	text, err := c.Metrics(ctx)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, `space_pool_ready{template="base"} `); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return int(v)
+		}
+	}
+	return -1
 }
 
 func create(ctx context.Context, c *client.Client, pool bool) (*client.Sandbox, time.Duration, error) {

@@ -143,6 +143,7 @@ func (s *Service) boot(ctx context.Context, template string, limits runtime.Limi
 // token stops working), the caller's env vars, metadata and timeout, then
 // the record says running and the sandbox is live.
 func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*Sandbox, error) {
+	start := time.Now()
 	token := newToken()
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -151,6 +152,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	})); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
 	}
+	tInit := time.Now()
 	now := time.Now().UTC()
 	rec := *b.rec
 	rec.State = store.StateRunning
@@ -165,6 +167,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	s.mu.Unlock()
 	b.agent.Close() // the boot token's connection is of no more use
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
+	slog.Debug("sandbox claimed", "sandbox", rec.ID, "init_ms", tInit.Sub(start).Milliseconds(), "record_ms", time.Since(tInit).Milliseconds())
 	out := fromRecord(&rec)
 	out.AccessToken = token
 	return out, nil
