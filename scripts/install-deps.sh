@@ -178,4 +178,9 @@ else
   log "runsc: installed $SPACE_RUNSC ($(du -h "$SPACE_RUNSC" | cut -f1), static)"
 fi
 
+# ---- 4. versitygw (the real S3 server the object-storage tests start) ------
+GO_BIN=${GO_BIN:-$(find_go || true)}
+[ -n "$GO_BIN" ] || { bootstrap_go; GO_BIN="$SPACE_LIB/go/bin/go"; }
+PATH="$(dirname "$GO_BIN"):$PATH" "$(dirname "$0")/install-versitygw.sh"
+
 log "done in $(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')s"
