@@ -7,10 +7,15 @@
 package network
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
 )
+
+// ErrRangeInUse: a sandbox's /30 already has an address on some host
+// interface (a leftover, or another daemon on the same range).
+var ErrRangeInUse = errors.New("address range in use")
 
 // Endpoint is one sandbox's end of the network.
 type Endpoint struct {

@@ -74,7 +74,7 @@ func checkUnused(ep Endpoint) error {
 	prefix := netip.PrefixFrom(ep.HostIP, ep.PrefixLen).Masked()
 	for _, a := range addrs {
 		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && prefix.Contains(ip) {
-			return fmt.Errorf("address range %s is already used on the host (%s): is another spaced using the same sandbox range?", prefix, a.Label)
+			return fmt.Errorf("%w: %s is already used on the host (%s): is another spaced using the same sandbox range?", ErrRangeInUse, prefix, a.Label)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -89,18 +90,11 @@ func (s *Service) boot(ctx context.Context, template string, limits runtime.Limi
 
 	// The record (with its network slot) comes first, so a crash at any
 	// later step leaves something Recover finds and removes.
-	if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots()); err != nil {
-		return nil, fmt.Errorf("record sandbox: %w", err)
-	}
-	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
-
-	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
+	ep, err := s.recordAndAttach(ctx, rec, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := network.Attach(ep); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
-	}
+	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
 	undo.add("detach network", func() error { return network.Detach(ep) })
 
 	spec := runtime.Spec{
@@ -145,6 +139,32 @@ func (s *Service) boot(ctx context.Context, template string, limits runtime.Limi
 	steps := undo
 	undo = cleanup{} // handed to the caller
 	return &booted{rec: rec, ep: ep, agent: agent, undo: func() { steps.run(log) }}, nil
+}
+
+// recordAndAttach writes the record with a free slot and sets up the
+// sandbox's network on it. A slot whose range turns out to be in use on the
+// host is quarantined and the next one tried, a few times.
+func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *slog.Logger) (network.Endpoint, error) {
+	for attempt := 1; ; attempt++ {
+		if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots(), s.avoidSlot); err != nil {
+			return network.Endpoint{}, fmt.Errorf("record sandbox: %w", err)
+		}
+		ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
+		if err == nil {
+			err = network.Attach(ep)
+		}
+		if err == nil {
+			return ep, nil
+		}
+		if derr := s.store.DeleteSandbox(context.Background(), rec.ID); derr != nil {
+			log.Warn("delete record after failed attach", "err", derr)
+		}
+		if !errors.Is(err, network.ErrRangeInUse) || attempt == 3 {
+			return network.Endpoint{}, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+		}
+		log.Warn("sandbox address range in use on the host; quarantining the slot", "slot", rec.Slot, "err", err)
+		s.quarantineSlot(rec.Slot)
+	}
 }
 
 // claim makes a booted sandbox the caller's: a fresh access token (the boot

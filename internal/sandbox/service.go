@@ -48,6 +48,11 @@ type Service struct {
 	mu   sync.Mutex
 	live map[string]*entry
 
+	// quarantine holds slots whose address range was found in use on the
+	// host, and when; allocation avoids them for a while.
+	quarantineMu sync.Mutex
+	quarantine   map[int]time.Time
+
 	pools     map[string]*pool
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
@@ -73,7 +78,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.PoolBoots == 0 {
 		cfg.PoolBoots = 1
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}, quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc, cfg.Defaults)
@@ -372,4 +377,26 @@ func (s *Service) Env(id string) map[string]string {
 		return maps.Clone(e.rec.Env)
 	}
 	return nil
+}
+
+// quarantineTime is how long a slot found in use on the host is avoided
+// before it is tried again.
+const quarantineTime = time.Minute
+
+func (s *Service) quarantineSlot(slot int) {
+	s.quarantineMu.Lock()
+	defer s.quarantineMu.Unlock()
+	s.quarantine[slot] = time.Now()
+}
+
+// avoidSlot is the store's allocation filter.
+func (s *Service) avoidSlot(slot int) bool {
+	s.quarantineMu.Lock()
+	defer s.quarantineMu.Unlock()
+	at, ok := s.quarantine[slot]
+	if ok && time.Since(at) > quarantineTime {
+		delete(s.quarantine, slot)
+		return false
+	}
+	return ok
 }

@@ -59,13 +59,13 @@ func slotKey(slot int) []byte {
 // share one transaction and one fsync instead of queueing for one each.
 // Batch may run a function more than once, so each is idempotent.
 
-func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int) error {
+func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
 	return b.db.Batch(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
 		if sb.Get([]byte(s.ID)) != nil {
 			return errdefs.New(errdefs.ErrAlreadyExists, "sandbox %q already exists", s.ID)
 		}
-		slot, err := freeSlot(tx.Bucket(bucketSlots), maxSlots)
+		slot, err := freeSlot(tx.Bucket(bucketSlots), maxSlots, avoid)
 		if err != nil {
 			return err
 		}
@@ -77,17 +77,26 @@ func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int) error 
 	})
 }
 
-// freeSlot returns the lowest slot not in use. Slots are few (one per live
-// sandbox) so a scan of the sorted keys is cheap.
-func freeSlot(slots *bolt.Bucket, maxSlots int) (int, error) {
+// freeSlot returns the lowest slot not in use and not avoided. Slots are
+// few (one per live sandbox) so a scan of the sorted keys is cheap.
+func freeSlot(slots *bolt.Bucket, maxSlots int, avoid func(int) bool) (int, error) {
 	want := 0
+	skip := func() {
+		for avoid != nil && want < maxSlots && avoid(want) {
+			want++
+		}
+	}
+	skip()
 	c := slots.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		used := int(binary.BigEndian.Uint32(k))
-		if used != want {
+		if used > want {
 			break
 		}
-		want++
+		if used == want {
+			want++
+			skip()
+		}
 	}
 	if want >= maxSlots {
 		return 0, errdefs.New(errdefs.ErrResourceExhausted, "no free sandbox network slot (%d in use)", maxSlots)

@@ -34,7 +34,7 @@ func TestSlotsNeverCollideUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := &Sandbox{ID: fmt.Sprintf("sb%02d", i), State: StateCreating}
-			if err := b.CreateSandbox(ctx, s, 1000); err != nil {
+			if err := b.CreateSandbox(ctx, s, 1000, nil); err != nil {
 				t.Error(err)
 				return
 			}
@@ -61,14 +61,14 @@ func TestSlotLifecycleSurvivesReopen(t *testing.T) {
 	a := &Sandbox{ID: "a", State: StateRunning}
 	c := &Sandbox{ID: "c", State: StateRunning}
 	for _, s := range []*Sandbox{a, c} {
-		if err := b.CreateSandbox(ctx, s, 2); err != nil {
+		if err := b.CreateSandbox(ctx, s, 2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.CreateSandbox(ctx, &Sandbox{ID: "d"}, 2); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	if err := b.CreateSandbox(ctx, &Sandbox{ID: "d"}, 2, nil); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Fatalf("third create with 2 slots: %v", err)
 	}
-	if err := b.CreateSandbox(ctx, &Sandbox{ID: "a"}, 2); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	if err := b.CreateSandbox(ctx, &Sandbox{ID: "a"}, 2, nil); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("duplicate id: %v", err)
 	}
 	a.State = StateKilled
@@ -86,7 +86,7 @@ func TestSlotLifecycleSurvivesReopen(t *testing.T) {
 	}
 	defer b2.Close()
 	e := &Sandbox{ID: "e"}
-	if err := b2.CreateSandbox(ctx, e, 2); err != nil {
+	if err := b2.CreateSandbox(ctx, e, 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	if e.Slot != 0 {
@@ -103,7 +103,7 @@ func TestSlotLifecycleSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &Sandbox{ID: "f"}
-	if err := b2.CreateSandbox(ctx, f, 2); err != nil || f.Slot != 1 {
+	if err := b2.CreateSandbox(ctx, f, 2, nil); err != nil || f.Slot != 1 {
 		t.Fatalf("slot of deleted record not freed: %d %v", f.Slot, err)
 	}
 }
@@ -117,7 +117,7 @@ func BenchmarkUpdate(b *testing.B) {
 	defer st.Close()
 	ctx := context.Background()
 	s := &Sandbox{ID: "bench", State: StateRunning}
-	if err := st.CreateSandbox(ctx, s, 10); err != nil {
+	if err := st.CreateSandbox(ctx, s, 10, nil); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
@@ -139,7 +139,7 @@ func BenchmarkUpdateParallel(b *testing.B) {
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		s := &Sandbox{ID: fmt.Sprintf("bench%d", n.Add(1)), State: StateRunning}
-		if err := st.CreateSandbox(ctx, s, 1000); err != nil {
+		if err := st.CreateSandbox(ctx, s, 1000, nil); err != nil {
 			b.Error(err)
 			return
 		}
@@ -150,4 +150,24 @@ func BenchmarkUpdateParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestSlotAvoid(t *testing.T) {
+	b, _ := openTest(t)
+	ctx := context.Background()
+	avoid := func(slot int) bool { return slot == 0 || slot == 2 }
+	var got []int
+	for _, id := range []string{"a", "b", "c"} {
+		s := &Sandbox{ID: id, State: StateRunning}
+		if err := b.CreateSandbox(ctx, s, 10, avoid); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s.Slot)
+	}
+	if fmt.Sprint(got) != "[1 3 4]" {
+		t.Fatalf("slots %v, want [1 3 4] (0 and 2 avoided)", got)
+	}
+	if err := b.CreateSandbox(ctx, &Sandbox{ID: "d"}, 2, func(int) bool { return true }); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("every slot avoided: %v", err)
+	}
 }

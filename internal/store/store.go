@@ -66,8 +66,9 @@ func (s *Sandbox) Live() bool {
 // Store keeps sandbox records and network slots.
 type Store interface {
 	// CreateSandbox writes a new record and gives it the lowest free slot
-	// below maxSlots, in one transaction. The record's Slot is set.
-	CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int) error
+	// below maxSlots that avoid (if set) does not refuse, in one
+	// transaction. The record's Slot is set.
+	CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error
 	// UpdateSandbox replaces an existing record. A record that leaves the live
 	// states releases its slot in the same transaction.
 	UpdateSandbox(ctx context.Context, s *Sandbox) error
