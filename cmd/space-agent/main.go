@@ -1,5 +1,5 @@
-// Command space-agent is the agent inside each sandbox. As PID 1 it re-execs
-// itself as "space-agent serve" and stays behind as a reaping init.
+// Command space-agent is the agent inside each sandbox, and its init: as
+// PID 1 it also reaps the orphans it inherits.
 package main
 
 import (
@@ -12,17 +12,12 @@ import (
 	"syscall"
 
 	"github.com/spacesandbox/space/internal/agent"
-	"github.com/spacesandbox/space/internal/agent/reaper"
 )
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	slog.SetDefault(log)
 	args := os.Args[1:]
-	serve := len(args) > 0 && args[0] == "serve"
-	if serve {
-		args = args[1:]
-	}
 
 	fset := flag.NewFlagSet("space-agent", flag.ExitOnError)
 	cfg := agent.Config{Logger: log}
@@ -41,20 +36,10 @@ func main() {
 	token := os.Getenv(agent.TokenEnv)
 	_ = os.Unsetenv(agent.TokenEnv)
 
-	if os.Getpid() == 1 && !serve {
-		env := os.Environ()
-		if token != "" {
-			env = append(env, agent.TokenEnv+"="+token)
-		}
-		os.Exit(reaper.Run(reaper.Options{
-			Path:   "/proc/self/exe",
-			Args:   append([]string{os.Args[0], "serve"}, args...),
-			Env:    env,
-			Logger: log,
-		}))
-	}
-
 	cfg.BootToken = token
+	// As a sandbox's init, the agent inherits every orphan and reaps them
+	// itself (see process.Manager.ReapOrphans).
+	cfg.ReapOrphans = os.Getpid() == 1
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := agent.Run(ctx, cfg); err != nil {

@@ -35,6 +35,8 @@ type Config struct {
 	StatePath string
 	// BootToken authenticates requests until Init replaces it.
 	BootToken string
+	// ReapOrphans makes the agent reap orphaned zombies (it is PID 1).
+	ReapOrphans bool
 	// DefaultUser runs processes when neither request nor Init names one.
 	DefaultUser string
 	// ProcessBufferBytes bounds each process's buffered output (4 MiB).
@@ -121,6 +123,9 @@ func Run(ctx context.Context, cfg Config) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		// No write timeout: process and watch streams last as long as they must.
+	}
+	if cfg.ReapOrphans {
+		go s.procs.Manager().ReapOrphans(ctx)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -100,23 +100,30 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 	p := &Proc{tag: spec.Tag, config: spec.Config, cmd: cmd, buf: newBuffer(m.opts.BufferBytes), done: make(chan struct{})}
 	var readers []*os.File
 	var pumps sync.WaitGroup
+	// Between the fork and the registration the child is not yet known as
+	// ours; the orphan reaper must not take its exit status meanwhile.
+	startMu.RLock()
 	if spec.PTY != nil {
 		master, err := startPTY(cmd, spec)
 		if err != nil {
+			startMu.RUnlock()
 			return nil, err
 		}
 		p.pty = master
 		readers = []*os.File{master}
 		p.register(m)
+		startMu.RUnlock()
 		pumps.Add(1)
 		go func() { defer pumps.Done(); p.pump(master, ptyData) }()
 	} else {
 		files, err := startPipes(cmd, spec, p)
 		if err != nil {
+			startMu.RUnlock()
 			return nil, err
 		}
 		readers = files
 		p.register(m)
+		startMu.RUnlock()
 		pumps.Add(2)
 		go func() { defer pumps.Done(); p.pump(files[0], stdoutData) }()
 		go func() { defer pumps.Done(); p.pump(files[1], stderrData) }()
