@@ -95,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /files", s.fs.Download)
 	mux.HandleFunc("POST /files", s.fs.Upload)
+	mux.HandleFunc("POST /files/compose", s.fs.Compose)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /envs", s.envs)
 	s.handler = requireToken(st, mux)

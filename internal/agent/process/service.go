@@ -230,6 +230,13 @@ func (s *Service) SendSignal(ctx context.Context, req *connect.Request[process.S
 	if err != nil {
 		return nil, ConnectError(err)
 	}
+	// An ended process is kept for reconnects, but as envd says, there is
+	// no process to signal: the SDKs' kill() reports False.
+	select {
+	case <-p.Done():
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", p.Pid()))
+	default:
+	}
 	var sig syscall.Signal
 	switch req.Msg.GetSignal() {
 	case process.Signal_SIGNAL_SIGKILL:

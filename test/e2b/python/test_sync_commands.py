@@ -72,8 +72,9 @@ def test_list_and_kill(sandbox: Sandbox):
     with pytest.raises(CommandExitException):
         h.wait()
     assert all(p.pid != h.pid for p in sandbox.commands.list())
-    # (envd also answers not_found for a pid that has just exited; the agent
-    # keeps ended processes for reconnects, so only an unknown pid is tested.)
+    # As envd: an ended process cannot be killed (the agent keeps it only for
+    # reconnects), and neither can an unknown pid.
+    assert sandbox.commands.kill(h.pid) is False
     assert sandbox.commands.kill(999999) is False
 
 
