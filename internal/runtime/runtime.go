@@ -69,17 +69,6 @@ type Runtime interface {
 	List(ctx context.Context) ([]string, error)
 }
 
-// Stats are resource figures of one sandbox.
-type Stats struct {
-	CPUUsage    time.Duration
-	MemoryBytes uint64
-}
-
-// StatsReader is implemented by runtimes that can report Stats.
-type StatsReader interface {
-	Stats(ctx context.Context, id string) (Stats, error)
-}
-
 // Checkpointer is implemented by runtimes whose Capabilities have
 // Checkpoint: save a sandbox's memory and processes into dir, and make a new
 // sandbox from such an image. (Wired up by the checkpoint work; no runtime

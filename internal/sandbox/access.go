@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -65,22 +64,11 @@ func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
 
 // SetNetwork records a new requested egress policy for a running sandbox.
 func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
-	e, ok := s.entry(id)
-	if !ok {
-		return s.notRunning(id)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.rec.State != store.StateRunning {
-		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
-	}
-	updated := *e.rec
-	updated.Network = cloneNetwork(p)
-	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
-		return fmt.Errorf("record network policy: %w", err)
-	}
-	e.rec = &updated
-	return nil
+	_, err := s.updateRunning(ctx, id, "network policy", func(rec *store.Sandbox) bool {
+		rec.Network = cloneNetwork(p)
+		return true
+	})
+	return err
 }
 
 // ExtendTimeout makes the sandbox expire d from now unless it already
@@ -89,26 +77,14 @@ func (s *Service) ExtendTimeout(ctx context.Context, id string, d time.Duration)
 	if d < time.Second || d > s.cfg.MaxTimeout {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
 	}
-	e, ok := s.entry(id)
-	if !ok {
-		return nil, s.notRunning(id)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.rec.State != store.StateRunning {
-		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
-	}
-	until := time.Now().UTC().Add(d)
-	if !until.After(e.rec.ExpiresAt) {
-		return fromRecord(e.rec), nil
-	}
-	updated := *e.rec
-	updated.ExpiresAt = until
-	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
-		return nil, fmt.Errorf("record timeout: %w", err)
-	}
-	e.rec = &updated
-	return fromRecord(e.rec), nil
+	return s.updateRunning(ctx, id, "timeout", func(rec *store.Sandbox) bool {
+		until := time.Now().UTC().Add(d)
+		if !until.After(rec.ExpiresAt) {
+			return false
+		}
+		rec.ExpiresAt = until
+		return true
+	})
 }
 
 func cloneNetwork(p *NetworkPolicy) *NetworkPolicy {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -291,19 +290,31 @@ func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*
 	if d < time.Second || d > s.cfg.MaxTimeout {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
 	}
+	return s.updateRunning(ctx, id, "timeout", func(rec *store.Sandbox) bool {
+		rec.ExpiresAt = time.Now().UTC().Add(d)
+		return true
+	})
+}
+
+// updateRunning changes a running sandbox's record under its lock: change
+// edits a copy and says whether there is anything to write; the copy is
+// stored durably before it replaces the record in memory.
+func (s *Service) updateRunning(ctx context.Context, id, what string, change func(*store.Sandbox) bool) (*Sandbox, error) {
 	e, ok := s.entry(id)
 	if !ok {
 		return nil, s.notRunning(id)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.rec.Live() {
+	if e.rec.State != store.StateRunning {
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
 	}
 	updated := *e.rec
-	updated.ExpiresAt = time.Now().UTC().Add(d)
+	if !change(&updated) {
+		return fromRecord(e.rec), nil
+	}
 	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
-		return nil, fmt.Errorf("record timeout: %w", err)
+		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
 	e.rec = &updated
 	return fromRecord(e.rec), nil
@@ -367,16 +378,6 @@ func (s *Service) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
-}
-
-// Env returns a copy of a sandbox's create-time env vars.
-func (s *Service) Env(id string) map[string]string {
-	if e, ok := s.entry(id); ok {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return maps.Clone(e.rec.Env)
-	}
-	return nil
 }
 
 // quarantineTime is how long a slot found in use on the host is avoided
