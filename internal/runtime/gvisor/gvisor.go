@@ -185,8 +185,10 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
 	var errs []error
-	if _, err := os.Stat(r.stateFile(id)); err == nil || r.known(id) {
-		if _, err := r.run(ctx, append(r.savedFlags(id), "delete", "--force", id)...); err != nil && r.known(id) {
+	// runsc holds a container exactly when its state file exists; a failed
+	// delete matters only if the container is still there afterwards.
+	if exists(r.stateFile(id)) {
+		if _, err := r.run(ctx, append(r.savedFlags(id), "delete", "--force", id)...); err != nil && exists(r.stateFile(id)) {
 			errs = append(errs, fmt.Errorf("runsc delete %s: %w", id, err))
 		}
 	}
@@ -244,20 +246,6 @@ func removeCgroups(id string) error {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// known reports whether runsc still has state for id.
-func (r *Runtime) known(id string) bool {
-	ids, err := r.List(context.Background())
-	if err != nil {
-		return true
-	}
-	for _, k := range ids {
-		if k == id {
-			return true
-		}
-	}
-	return false
 }
 
 // runscState is the part of runsc's state file spaced reads.
