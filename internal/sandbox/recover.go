@@ -97,13 +97,23 @@ func (s *Service) removeOrphans(ctx context.Context, owned map[string]bool) {
 	}
 }
 
-// RunReaper kills sandboxes whose timeout passed and forgets ended records
-// older than KeepEnded, every interval, until ctx ends.
+// pruneEvery is how often ended records older than KeepEnded are
+// forgotten: it reads the whole store, too much for every reaper tick.
+const pruneEvery = time.Minute
+
+// RunReaper kills sandboxes whose timeout passed, every interval, and
+// forgets ended records older than KeepEnded, every pruneEvery, until ctx
+// ends.
 func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		s.reap(ctx)
+		if time.Since(pruned) >= pruneEvery {
+			s.prune(ctx)
+			pruned = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -154,13 +164,21 @@ func (s *Service) reap(ctx context.Context) {
 			slog.Error("reap sandbox", "sandbox", id, "err", err)
 		}
 	}
+}
+
+// prune forgets records of sandboxes that ended more than KeepEnded ago.
+func (s *Service) prune(ctx context.Context) {
 	recs, err := s.store.ListSandboxes(ctx)
 	if err != nil {
+		slog.Error("prune ended sandboxes", "err", err)
 		return
 	}
+	now := time.Now()
 	for _, r := range recs {
 		if !r.Live() && !r.EndedAt.IsZero() && now.Sub(r.EndedAt) > s.cfg.KeepEnded {
-			s.store.DeleteSandbox(ctx, r.ID)
+			if err := s.store.DeleteSandbox(ctx, r.ID); err != nil {
+				slog.Error("prune ended sandbox", "sandbox", r.ID, "err", err)
+			}
 		}
 	}
 }
