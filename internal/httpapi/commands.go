@@ -81,9 +81,8 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	// The process outlives this request (a client may reconnect to it), so
@@ -232,9 +231,8 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	stream, err := agent.Agent.Attach(r.Context(), connect.NewRequest(&agentv1.AttachRequest{
@@ -267,9 +265,8 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	resp, err := agent.Process.List(r.Context(), connect.NewRequest(&process.ListRequest{}))
@@ -314,9 +311,8 @@ func (s *Server) sendStdin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
@@ -360,9 +356,8 @@ func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "signal must be SIGTERM or SIGKILL"))
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	if _, err := agent.Process.SendSignal(r.Context(), connect.NewRequest(&process.SendSignalRequest{

@@ -95,9 +95,8 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, agent.BaseURL+"/files?path="+url.QueryEscape(path), nil)
@@ -130,9 +129,8 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	// The body streams straight through to the agent.
@@ -170,9 +168,8 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	if _, err := agent.Filesystem.Remove(r.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: path})); err != nil {
@@ -195,9 +192,8 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	resp, err := agent.Filesystem.ListDir(r.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: path, Depth: uint32(depth)}))
@@ -220,9 +216,8 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	resp, err := agent.Filesystem.Stat(r.Context(), connect.NewRequest(&filesystem.StatRequest{Path: path}))
@@ -245,9 +240,8 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "path is required and must not contain NUL bytes"))
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	resp, err := agent.Filesystem.MakeDir(r.Context(), connect.NewRequest(&filesystem.MakeDirRequest{Path: req.Path}))
@@ -271,9 +265,8 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "source and destination are required"))
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	resp, err := agent.Filesystem.Move(r.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: req.Source, Destination: req.Destination}))
@@ -291,9 +284,8 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recursive, _ := strconv.ParseBool(r.URL.Query().Get("recursive"))
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	stream, err := agent.Filesystem.WatchDir(r.Context(), connect.NewRequest(&filesystem.WatchDirRequest{Path: path, Recursive: recursive}))

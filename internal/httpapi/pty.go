@@ -48,9 +48,8 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
+	agent, ok := s.agent(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())

@@ -145,6 +145,17 @@ func logRequests(next http.Handler) http.Handler {
 	})
 }
 
+// agent returns the connection to the agent of the sandbox named in the
+// path, or answers the error (unknown or not running) and returns false.
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) (*sandbox.AgentConn, bool) {
+	agent, err := s.sandboxes.Agent(r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return nil, false
+	}
+	return agent, true
+}
+
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
