@@ -19,6 +19,9 @@ type Spec struct {
 	Args   []string
 	Env    []string
 	Limits Limits
+	// DiskImage, when set, is a disk snapshot (see Checkpointer.SnapshotDisk)
+	// the sandbox's writable layer starts from.
+	DiskImage string
 }
 
 // Limits per sandbox.
@@ -37,6 +40,8 @@ const (
 	StateCreated State = "created"
 	StateRunning State = "running"
 	StateStopped State = "stopped"
+	// StatePaused: frozen by Checkpointer.Freeze, processes stopped in place.
+	StatePaused State = "paused"
 	// StateUnknown means the runtime holds no sandbox of that id.
 	StateUnknown State = "unknown"
 )
@@ -70,12 +75,27 @@ type Runtime interface {
 }
 
 // Checkpointer is implemented by runtimes whose Capabilities have
-// Checkpoint: save a sandbox's memory and processes into dir, and make a new
-// sandbox from such an image. (Wired up by the checkpoint work; no runtime
-// implements it yet.)
+// Checkpoint. Image directories are local; moving them to object storage is
+// the caller's job.
 type Checkpointer interface {
+	// Freeze stops every process of a running sandbox in place; Thaw lets
+	// them go on. A frozen sandbox reports StatePaused.
+	Freeze(ctx context.Context, id string) error
+	Thaw(ctx context.Context, id string) error
+	// Checkpoint saves the sandbox's memory, processes and writable layer
+	// into dir (which must not hold an image yet). With leaveRunning the
+	// sandbox goes on (a frozen one stays frozen); without it, it stops.
 	Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error
+	// Restore makes and starts a new sandbox spec.ID from the image in dir.
+	// The spec's network may differ from the checkpointed sandbox's: the
+	// restored sandbox takes the addresses of its own namespace.
 	Restore(ctx context.Context, spec Spec, dir string) error
+	// SnapshotDisk saves the sandbox's writable layer into dir, stopping
+	// its processes only for the instant of the copy (a point-in-time,
+	// crash-consistent image); Spec.DiskImage starts a sandbox from it.
+	SnapshotDisk(ctx context.Context, id, dir string) error
+	// Version names the engine build; images restore only into the same one.
+	Version() string
 }
 
 // ExitReasoner is implemented by runtimes that can say why a sandbox

@@ -77,6 +77,35 @@ func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid 
 	})
 }
 
+func (b *Bolt) ReviveSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
+	if !s.Live() {
+		return fmt.Errorf("revive sandbox %s: state %s is not live", s.ID, s.State)
+	}
+	return b.db.Batch(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketSandboxes)
+		data := sb.Get([]byte(s.ID))
+		if data == nil {
+			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", s.ID)
+		}
+		var old Sandbox
+		if err := json.Unmarshal(data, &old); err != nil {
+			return fmt.Errorf("decode sandbox %s: %w", s.ID, err)
+		}
+		if old.Live() {
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s", s.ID, old.State)
+		}
+		slot, err := freeSlot(tx.Bucket(bucketSlots), maxSlots, avoid)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketSlots).Put(slotKey(slot), []byte(s.ID)); err != nil {
+			return err
+		}
+		s.Slot = slot
+		return putSandbox(sb, s)
+	})
+}
+
 // freeSlot returns the lowest slot not in use and not avoided. Slots are
 // few (one per live sandbox) so a scan of the sorted keys is cheap.
 func freeSlot(slots *bolt.Bucket, maxSlots int, avoid func(int) bool) (int, error) {

@@ -171,3 +171,37 @@ func TestSlotAvoid(t *testing.T) {
 		t.Fatalf("every slot avoided: %v", err)
 	}
 }
+
+func TestReviveSandbox(t *testing.T) {
+	b, _ := openTest(t)
+	ctx := context.Background()
+	a := &Sandbox{ID: "a", State: StateRunning}
+	if err := b.CreateSandbox(ctx, a, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.State = StatePaused
+	if err := b.UpdateSandbox(ctx, a); err != nil || a.Slot != -1 {
+		t.Fatalf("pause: slot %d, err %v", a.Slot, err)
+	}
+	for _, tc := range []struct {
+		name    string
+		rec     Sandbox
+		wantErr bool
+	}{
+		{"not live", Sandbox{ID: "a", State: StatePaused}, true},
+		{"unknown", Sandbox{ID: "zz", State: StateResuming}, true},
+		{"paused to resuming", Sandbox{ID: "a", State: StateResuming}, false},
+		{"already live", Sandbox{ID: "a", State: StateResuming}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.rec
+			err := b.ReviveSandbox(ctx, &rec, 4, nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ReviveSandbox = %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && rec.Slot != 0 {
+				t.Fatalf("slot = %d, want 0", rec.Slot)
+			}
+		})
+	}
+}

@@ -18,6 +18,11 @@ const (
 	StateRunning = "running"
 	StateKilled  = "killed"
 	StateLost    = "lost"
+	// StatePaused: checkpointed to object storage and holding nothing on
+	// the host; Checkpoint names the checkpoint it resumes from.
+	StatePaused = "paused"
+	// StateResuming: a paused sandbox being restored (it holds a slot).
+	StateResuming = "resuming"
 )
 
 // Sandbox is the durable record of one sandbox.
@@ -45,6 +50,28 @@ type Sandbox struct {
 	// Network is the egress policy the sandbox asked for. It is stored and
 	// reported, not yet enforced: today no sandbox has any egress.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Checkpoint is the sandbox's latest complete checkpoint (set while it
+	// is paused, and kept after a resume until the next pause replaces it).
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	// KeyID names the customer key its checkpoints and snapshots are
+	// encrypted under; empty means the platform key.
+	KeyID string `json:"key_id,omitempty"`
+	// AutoPause: when the timeout passes the sandbox is paused, not killed.
+	AutoPause bool `json:"auto_pause,omitempty"`
+	// SnapshotEvery and SnapshotKeep schedule disk snapshots (0: none).
+	SnapshotEvery time.Duration `json:"snapshot_every,omitempty"`
+	SnapshotKeep  int           `json:"snapshot_keep,omitempty"`
+	// Paused is when the sandbox was last paused (for retention).
+	PausedAt time.Time `json:"paused_at,omitzero"`
+}
+
+// CheckpointRef is what a record keeps of a checkpoint: the manifest in
+// object storage has the rest.
+type CheckpointRef struct {
+	ID        string        `json:"id"`
+	CreatedAt time.Time     `json:"created_at"`
+	Bytes     int64         `json:"bytes"`
+	Took      time.Duration `json:"took"`
 }
 
 // NetworkPolicy is a requested egress policy. Nil pointers mean "not said".
@@ -60,7 +87,7 @@ type NetworkPolicy struct {
 
 // Live reports whether the sandbox still holds host resources.
 func (s *Sandbox) Live() bool {
-	return s.State == StateCreating || s.State == StatePooled || s.State == StateRunning
+	return s.State == StateCreating || s.State == StatePooled || s.State == StateRunning || s.State == StateResuming
 }
 
 // Store keeps sandbox records and network slots.
@@ -75,6 +102,10 @@ type Store interface {
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
 	// ListSandboxes returns every record (filtering is the caller's).
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// ReviveSandbox replaces an ended record (a paused one being resumed)
+	// with s, which must be live, and gives it a free slot as CreateSandbox
+	// does, in one transaction.
+	ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error
 	// DeleteSandbox removes a record and frees its slot.
 	DeleteSandbox(ctx context.Context, id string) error
 	Close() error

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,9 @@ type Config struct {
 // Runtime drives runsc.
 type Runtime struct {
 	cfg Config
+
+	versionOnce sync.Once
+	version     string
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9]{8,64}$`)
@@ -62,7 +66,7 @@ func (r *Runtime) sandboxDir(id string) string {
 func (r *Runtime) Name() string { return "gvisor" }
 
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{}
+	return runtime.Capabilities{Checkpoint: true, LiveDiskSnapshot: true}
 }
 
 // flags are runsc's global flags for sandbox id. They are stored with the
@@ -81,7 +85,7 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 		// are reclaimable host page cache, not pinned memory), bounded by
 		// the sandbox's disk size.
 		"--overlay2", fmt.Sprintf("root:dir=%s,size=%dm", dir, diskMB),
-		"--log", filepath.Join(dir, "runsc.log"),
+		"--log", r.logFile(id),
 	}
 	if r.cfg.Debug {
 		f = append(f, "--debug", "--debug-log", filepath.Join(dir, "debug")+"/")
@@ -89,7 +93,23 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 	return f
 }
 
-func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (err error) {
+func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
+	return r.make(ctx, spec, func(flags []string, bundle string) error {
+		args := append(append([]string{}, flags...), "create", "--bundle", bundle)
+		if spec.DiskImage != "" {
+			args = append(args, "--fs-restore-image-path", spec.DiskImage)
+		}
+		args = append(args, spec.ID)
+		if err := r.runDetached(ctx, "create", r.logFile(spec.ID), args...); err != nil {
+			return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox engine could not create the sandbox")
+		}
+		return nil
+	})
+}
+
+// make writes the bundle and flags of spec, then runs launch (runsc create
+// or restore). On any failure everything made for spec.ID is removed.
+func (r *Runtime) make(ctx context.Context, spec runtime.Spec, launch func(flags []string, bundle string) error) (err error) {
 	if !idPattern.MatchString(spec.ID) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", spec.ID)
 	}
@@ -122,12 +142,10 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (err error) {
 	if err := writeJSON(filepath.Join(dir, "flags.json"), flags); err != nil {
 		return err
 	}
-	args := append(append([]string{}, flags...), "create", "--bundle", bundle, spec.ID)
-	if err := r.runDetached(ctx, filepath.Join(dir, "runsc.log"), args...); err != nil {
-		return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox engine could not create the sandbox")
-	}
-	return nil
+	return launch(flags, bundle)
 }
+
+func (r *Runtime) logFile(id string) string { return filepath.Join(r.sandboxDir(id), "runsc.log") }
 
 func writeJSON(path string, v any) error {
 	data, err := json.Marshal(v)
@@ -289,7 +307,12 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 			return runtime.StateStopped, nil
 		}
 		return runtime.StateRunning, nil
-	case "stopped", "paused":
+	case "paused":
+		if st.Sandbox.Pid <= 0 || syscall.Kill(st.Sandbox.Pid, 0) != nil {
+			return runtime.StateStopped, nil
+		}
+		return runtime.StatePaused, nil
+	case "stopped":
 		return runtime.StateStopped, nil
 	}
 	return runtime.StateUnknown, nil
@@ -330,11 +353,11 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 // runDetached runs a runsc command whose children outlive it (create): the
 // sandbox inherits runsc's stdio, so it gets /dev/null rather than a pipe
 // that would never close, and errors are read back from runsc's log.
-func (r *Runtime) runDetached(ctx context.Context, logPath string, args ...string) error {
+func (r *Runtime) runDetached(ctx context.Context, verb, logPath string, args ...string) error {
 	cmd := exec.CommandContext(ctx, r.cfg.Runsc, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("runsc create: %w: %s", err, lastLines(logPath, 3))
+		return fmt.Errorf("runsc %s: %w: %s", verb, err, lastLines(logPath, 3))
 	}
 	return nil
 }
