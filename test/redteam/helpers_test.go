@@ -1,0 +1,359 @@
+package redteam
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newSandbox creates a sandbox and kills it when the test ends.
+func newSandbox(t *testing.T, d *daemon, req client.CreateSandboxRequest) *client.Sandbox {
+	t.Helper()
+	sb, err := d.c.CreateSandbox(ctxT(t, 60*time.Second), req)
+	if err != nil {
+		t.Fatalf("create sandbox %+v: %v", req, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.c.KillSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) && d.healthy() {
+			t.Errorf("cleanup: kill %s: %v", sb.ID, err)
+		}
+	})
+	return sb
+}
+
+// result is how a command ended and what it wrote.
+type result struct {
+	Stdout, Stderr string
+	Exit           *client.ExitInfo
+}
+
+func run(t *testing.T, d *daemon, id string, req client.CommandRequest) result {
+	t.Helper()
+	r, err := tryRun(ctxT(t, 3*time.Minute), d, id, req)
+	if err != nil {
+		t.Fatalf("run %q%q in %s: %v", req.Cmd, req.Argv, id, err)
+	}
+	return r
+}
+
+func tryRun(ctx context.Context, d *daemon, id string, req client.CommandRequest) (result, error) {
+	var r result
+	s, err := d.c.RunCommand(ctx, id, req)
+	if err != nil {
+		return r, err
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			r.Stdout, r.Stderr = out.String(), errb.String()
+			return r, fmt.Errorf("%w (stdout %q, stderr %q)", err, clip(r.Stdout), clip(r.Stderr))
+		}
+		switch ev.Type {
+		case client.EventStdout:
+			out.Write(ev.Data)
+		case client.EventStderr:
+			errb.Write(ev.Data)
+		case client.EventEnd:
+			r.Stdout, r.Stderr, r.Exit = out.String(), errb.String(), ev.Exit
+			return r, nil
+		}
+	}
+}
+
+// sh runs cmd as user and fails the test unless it exits 0.
+func sh(t *testing.T, d *daemon, id, user, cmd string) string {
+	t.Helper()
+	r := run(t, d, id, client.CommandRequest{Cmd: cmd, User: user})
+	if r.Exit.Code() != 0 {
+		t.Fatalf("%q in %s: exit %+v\nstdout: %s\nstderr: %s", cmd, id, *r.Exit, clip(r.Stdout), clip(r.Stderr))
+	}
+	return r.Stdout
+}
+
+func clip(s string) string {
+	if len(s) > 2000 {
+		return s[:1000] + "\n...\n" + s[len(s)-1000:]
+	}
+	return s
+}
+
+// raw sends one request to spaced and returns status, headers and body.
+// hdr values of "" delete a header; the API key is sent unless deleted.
+func raw(ctx context.Context, d *daemon, method, path string, body io.Reader, hdr map[string]string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.addr+path, body)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.apiKey)
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	if k, ok := hdr["Host"]; ok {
+		req.Host = k
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, resp.Header, b, err
+}
+
+func jsonBody(v any) io.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}
+
+// waitFor polls cond until it is true or the timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// canary is what the host holds that no sandbox may see or change: files
+// with random names and contents, and kernel settings a sandbox might try
+// to change through an escape.
+type canary struct {
+	files    map[string]string // path -> content
+	settings map[string]string // /proc path -> value at start
+	template map[string]string // template file -> sha256 at start
+	start    time.Time
+}
+
+// hostSettings are host files an escape would change.
+var hostSettings = []string{
+	"/proc/sys/kernel/hostname",
+	"/proc/sys/kernel/domainname",
+	"/proc/sys/kernel/core_pattern",
+	"/proc/sys/kernel/modules_disabled",
+	"/proc/sys/vm/overcommit_memory",
+	"/proc/sys/kernel/panic",
+	"/proc/sys/net/ipv4/conf/all/forwarding",
+	"/proc/sys/fs/file-max",
+}
+
+func newCanary(d *daemon) (*canary, error) {
+	c := &canary{files: map[string]string{}, settings: map[string]string{}, start: time.Now()}
+	for _, dir := range []string{"/tmp", "/var/tmp", "/root", filepath.Dir(d.dataDir)} {
+		p := filepath.Join(dir, "rt-canary-"+randHex(8))
+		content := "RTCANARY-" + randHex(16)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+		c.files[p] = content
+	}
+	c.template = map[string]string{}
+	for _, f := range templateFiles {
+		p := filepath.Join(env.templatesDir, "base", "current", f)
+		sum, err := fileSum(p)
+		if err != nil {
+			return nil, err
+		}
+		c.template[p] = sum
+	}
+	for _, p := range hostSettings {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		c.settings[p] = string(b)
+	}
+	return c, nil
+}
+
+// check reports any change to the host's canaries and settings, and a
+// wall clock that moved against the monotonic one.
+func (c *canary) check() error {
+	var errs []string
+	for p, want := range c.files {
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != want {
+			errs = append(errs, fmt.Sprintf("canary %s: %q %v, want %q", p, got, err, want))
+		}
+	}
+	for p, want := range c.settings {
+		if p == "/proc/sys/net/ipv4/conf/all/forwarding" {
+			continue // the network tests turn forwarding on for a while themselves
+		}
+		got, _ := os.ReadFile(p)
+		if string(got) != want {
+			errs = append(errs, fmt.Sprintf("host setting %s is %q, was %q", p, got, want))
+		}
+	}
+	if err := c.checkTemplate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	// time.Since uses the monotonic clock; a sandbox that set the host's
+	// wall clock would make the two disagree.
+	if drift := time.Now().Round(0).Sub(c.start.Round(0)) - time.Since(c.start); drift > 2*time.Second || drift < -2*time.Second {
+		errs = append(errs, fmt.Sprintf("the host's wall clock moved by %s against the monotonic clock", drift))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// templateFiles are files of the base template that attempts write to.
+// (The agent binary is left out: other test runs reinstall it; guard greps
+// the neighbour's copy instead.)
+var templateFiles = []string{"usr/bin/python3.11", "etc/passwd", "bin/dash"}
+
+func (c *canary) checkTemplate() error {
+	for p, want := range c.template {
+		if got, err := fileSum(p); err != nil || got != want {
+			return fmt.Errorf("template file %s changed on the host (%v)", p, err)
+		}
+	}
+	return nil
+}
+
+func fileSum(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (c *canary) remove() {
+	for p := range c.files {
+		os.Remove(p)
+	}
+}
+
+// contents are the canaries' secret strings.
+func (c *canary) contents() []string {
+	var s []string
+	for _, v := range c.files {
+		s = append(s, v)
+	}
+	return s
+}
+
+func (c *canary) paths() []string {
+	var s []string
+	for p := range c.files {
+		s = append(s, p)
+	}
+	return s
+}
+
+// neighbour is a sandbox that attacks must not disturb: it holds a marker
+// file and must keep answering.
+type neighbourSB struct {
+	sb     *client.Sandbox
+	marker string
+	err    error
+}
+
+var (
+	neighbourOnce sync.Once
+	neighbour     neighbourSB
+)
+
+const neighbourMarkerPath = "/home/user/neighbour-marker"
+
+// getNeighbour makes the shared neighbour once; TestMain's shutdown kills it.
+func getNeighbour(t *testing.T, d *daemon) *neighbourSB {
+	t.Helper()
+	neighbourOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Metadata: map[string]string{"role": "neighbour"}, TimeoutSeconds: 3600})
+		if err != nil {
+			neighbour.err = err
+			return
+		}
+		neighbour.sb, neighbour.marker = sb, "NEIGHBOUR-"+randHex(16)
+		_, neighbour.err = d.c.Upload(ctx, sb.ID, neighbourMarkerPath, strings.NewReader(neighbour.marker))
+	})
+	if neighbour.err != nil {
+		t.Fatalf("neighbour sandbox: %v", neighbour.err)
+	}
+	return &neighbour
+}
+
+// secrets are strings no attempt's output may contain: the host canaries,
+// spaced's API key and data directory, and the neighbour's marker and
+// access token.
+func secrets(t *testing.T, d *daemon) []string {
+	n := getNeighbour(t, d)
+	s := append(env.canary.contents(), d.apiKey, d.dataDir, env.tmp, n.marker, n.sb.AccessToken)
+	return s
+}
+
+// guard checks, after a group of attempts, that the host, spaced and the
+// neighbour are unaffected: /healthz answers within 5 s, the neighbour
+// runs a command and its marker is intact, and the host canaries are
+// unchanged.
+func guard(t *testing.T, d *daemon) {
+	t.Helper()
+	if err := d.healthyWithin(5 * time.Second); err != nil {
+		t.Fatalf("spaced is not healthy: %v", err)
+	}
+	n := getNeighbour(t, d)
+	out, err := tryRun(ctxT(t, 30*time.Second), d, n.sb.ID, client.CommandRequest{
+		Cmd: "cat " + neighbourMarkerPath + "; ! grep -l RTPWNED /etc/passwd /usr/bin/python3.11 /bin/dash /usr/local/bin/space-agent", User: "root"})
+	if err != nil || out.Exit.Code() != 0 || out.Stdout != n.marker {
+		t.Fatalf("the neighbour sandbox is disturbed: %v, exit %+v, marker %q (want %q), stderr %q", err, out.Exit, out.Stdout, n.marker, out.Stderr)
+	}
+	if err := env.canary.check(); err != nil {
+		t.Fatalf("host: %v", err)
+	}
+}
+
+// spacedRSS is spaced's resident memory in KiB (VmRSS).
+func spacedRSS(t *testing.T, d *daemon) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb
+		}
+	}
+	t.Fatal("no VmRSS in spaced's status")
+	return 0
+}
