@@ -49,13 +49,17 @@ var ErrChecksum = errors.New("blobstore: checksum mismatch")
 // MaxKeyLen is the longest key accepted, in bytes (S3's limit).
 const MaxKeyLen = 1024
 
+// MaxKeyElementLen is the longest element of a key, in bytes: the local
+// backend stores each element as a file or directory name (NAME_MAX).
+const MaxKeyElementLen = 255
+
 // reservedPrefix starts the names backends use for their own bookkeeping
 // (fs temp files, S3 staging objects); no key element may start with it.
 const reservedPrefix = ".blobstore-"
 
 // ValidateKey reports whether key is usable on every backend: slash-separated
-// non-empty elements, none "." or "..", no leading slash, no NUL, at most
-// MaxKeyLen bytes.
+// non-empty elements of at most MaxKeyElementLen bytes, none "." or "..", no
+// leading slash, no NUL, at most MaxKeyLen bytes.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
@@ -71,6 +75,8 @@ func ValidateKey(key string) error {
 		switch {
 		case el == "", el == ".", el == "..":
 			return errdefs.New(errdefs.ErrInvalidArgument, "object key %q has an empty, . or .. element", key)
+		case len(el) > MaxKeyElementLen:
+			return errdefs.New(errdefs.ErrInvalidArgument, "object key %q has an element longer than %d bytes", key, MaxKeyElementLen)
 		case strings.HasPrefix(el, reservedPrefix):
 			return errdefs.New(errdefs.ErrInvalidArgument, "object key %q uses the reserved prefix %q", key, reservedPrefix)
 		}
