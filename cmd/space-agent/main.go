@@ -40,6 +40,12 @@ func main() {
 	// As a sandbox's init, the agent inherits every orphan and reaps them
 	// itself (see process.Manager.ReapOrphans).
 	cfg.ReapOrphans = os.Getpid() == 1
+	if cfg.ReapOrphans {
+		// Linux drops signals to an init that has no handler for them, but
+		// the Go runtime handles all of them and exits on SIGHUP, SIGQUIT
+		// and SIGABRT: `kill -HUP 1` inside would end the whole sandbox.
+		signal.Ignore(syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGABRT)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := agent.Run(ctx, cfg); err != nil {
