@@ -55,7 +55,7 @@ libc.syscall.restype = ctypes.c_long
 def en(e): return errno.errorcode.get(e, str(e))
 def sc(nr, *args):
     ctypes.set_errno(0)
-    a = [ctypes.c_long(x) if isinstance(x, int) else x for x in args]
+    a = [ctypes.c_long(x - (1 << 64) if x >= (1 << 63) else x) if isinstance(x, int) else x for x in args]
     r = libc.syscall(ctypes.c_long(nr), *a)
     return r, (en(ctypes.get_errno()) if r == -1 else "")
 def tryio(f, *a, **k):

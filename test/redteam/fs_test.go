@@ -110,7 +110,7 @@ R['seen'] = [c for c in CANARY_PATHS for p in os.listdir('/proc') if p.isdigit()
 		{id: "fs-template-overwrite", desc: "as root, append to shared template files (/usr/bin/python3, /etc/passwd, /bin/sh)", stops: "gVisor overlay: writes land in this sandbox's upper layer; the host template and the neighbour's copy are checked",
 			py: "R['errs'] = {p: tryio(lambda: open(p, 'ab').write(b'RTPWNED'))[1] for p in ('/usr/bin/python3', '/etc/passwd', '/bin/sh')}", check: templateIntact},
 		{id: "fs-proc-exe-target", desc: "read where /proc/self/exe and /proc/1/exe point (a host path would leak the host layout)", stops: gvisorFS,
-			py: "R['t'] = os.readlink('/proc/self/exe') + ' ' + os.readlink('/proc/1/exe')\nR['inside'] = all(os.path.exists(x) for x in R['t'].split())",
+			py:    "R['t'] = os.readlink('/proc/self/exe') + ' ' + os.readlink('/proc/1/exe')\nR['inside'] = all(os.path.exists(x) for x in R['t'].split())",
 			check: all(isTrue("inside"), lacks("t", hostPathHints...))},
 		{id: "fs-mountinfo", desc: "read /proc/self/mountinfo for host paths", stops: "gVisor: mount table of the sentry's own VFS",
 			py: "R['mi'] = readf('/proc/self/mountinfo')", check: lacks("mi", hostPathHints...)},

@@ -357,3 +357,20 @@ func spacedRSS(t *testing.T, d *daemon) int {
 	t.Fatal("no VmRSS in spaced's status")
 	return 0
 }
+
+// hostLeftovers lists what sandbox id still holds on the host.
+func hostLeftovers(d *daemon, id string) []string {
+	var left []string
+	for _, p := range []string{
+		filepath.Join(d.dataDir, "sandboxes", id),
+		"/var/run/netns/space-" + id,
+		"/sys/class/net/vsp" + id[:min(12, len(id))],
+	} {
+		if exists(p) {
+			left = append(left, p)
+		}
+	}
+	states, _ := filepath.Glob(filepath.Join(d.dataDir, "runsc", id+"*"))
+	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "space", id))
+	return append(append(left, states...), cg...)
+}
