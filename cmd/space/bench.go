@@ -18,15 +18,26 @@ func (a *app) benchCmd() *cobra.Command {
 		cfg           = bench.Full()
 		runsc         string
 		templates     string
+		soak          bool
+		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure create, time-to-interactive, exec, burst, cold-create and memory figures of a running spaced",
 		Long: `bench drives the spaced at SPACE_ADDR through the public API and prints medians and
 percentiles (milliseconds). It must run on spaced's host: the idle-memory figure reads
-/proc/meminfo, and the raw runsc comparison (root only) runs runsc itself.`,
+/proc/meminfo, and the raw runsc comparison (root only) runs runsc itself.
+
+With --soak it runs create -> exec -> write file -> read it back -> kill cycles instead,
+--concurrency at a time, and reports errors, per-step latencies and spaced's RSS, open
+file descriptors and goroutines (from its /metrics) over the first and last cycles. It
+exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if soak {
+				soakCfg.Log = cmd.ErrOrStderr()
+				return runSoak(cmd, a, soakCfg, asJSON)
+			}
 			if quick {
 				q := bench.Quick()
 				cfg.N, cfg.Burst, cfg.Cold, cfg.Idle = q.N, q.Burst, q.Cold, q.Idle
@@ -73,5 +84,9 @@ percentiles (milliseconds). It must run on spaced's host: the idle-memory figure
 	f.IntVar(&cfg.Idle, "idle", cfg.Idle, "idle sandboxes held for the memory figure")
 	f.StringVar(&runsc, "runsc", "/usr/local/lib/space/bin/runsc", "runsc for the raw comparison (root only)")
 	f.StringVar(&templates, "templates-dir", "/var/lib/space/templates", "templates, for the raw comparison's root filesystem")
+	f.BoolVar(&soak, "soak", false, "run the soak (create/exec/file/kill cycles) instead of the figures")
+	f.IntVar(&soakCfg.Cycles, "cycles", soakCfg.Cycles, "soak cycles")
+	f.IntVar(&soakCfg.Concurrency, "concurrency", soakCfg.Concurrency, "soak cycles at a time")
+	f.IntVar(&soakCfg.Window, "window", 0, "cycles at the start and end whose daemon figures are compared (0: min(100, cycles/4))")
 	return cmd
 }
