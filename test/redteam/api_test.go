@@ -1,0 +1,518 @@
+package redteam
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/spacesandbox/space/client"
+)
+
+// cpFixture is what control-plane attempts work on: a, the attacker's own
+// sandbox (its access token is known), and b, the victim (the shared
+// neighbour, whose token is not).
+type cpFixture struct {
+	d       *daemon
+	a, b    *client.Sandbox
+	killed  string // id of a sandbox that was killed
+	bootTok string // the boot token read from /proc/1/environ in a
+}
+
+// noRedirect is a client that reports redirects instead of following them.
+var noRedirect = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// req sends one request; hdr values of "" delete a header. The API key is
+// sent unless Authorization is deleted or replaced.
+func (f *cpFixture) req(method, path string, body []byte, hdr map[string]string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, "http://"+f.d.addr+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	r.Header.Set("Authorization", "Bearer "+f.d.apiKey)
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		switch {
+		case k == "Host":
+			r.Host = v
+		case v == "":
+			r.Header.Del(k)
+		default:
+			r.Header.Set(k, v)
+		}
+	}
+	resp, err := noRedirect.Do(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, nil
+}
+
+// envd sends a request to sandbox id's agent through spaced's E2B proxy
+// with token (none if ""), and no API key.
+func (f *cpFixture) envd(id, token, method, path string, body []byte, hdr map[string]string) (int, []byte, error) {
+	h := map[string]string{"Authorization": "", "E2b-Sandbox-Id": id}
+	if token != "" {
+		h["X-Access-Token"] = token
+	}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	return f.req(method, path, body, h)
+}
+
+// refused returns a check that status is one of want (the request was
+// turned away).
+func refused(want ...int) func(int, []byte, error) error {
+	return func(status int, body []byte, err error) error {
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(want, status) {
+			return fmt.Errorf("status %d, want one of %v; body %.300s", status, want, body)
+		}
+		return nil
+	}
+}
+
+// denied: a 4xx answer.
+func denied(status int, body []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	if status < 400 || status >= 500 {
+		return fmt.Errorf("status %d, want a 4xx refusal; body %.300s", status, body)
+	}
+	return nil
+}
+
+// envdRoutes are the agent's routes an E2B client uses, with a body that
+// would do harm to the victim if it were let through.
+var envdRoutes = []struct{ name, method, path, body string }{
+	{"envs", "GET", "/envs", ""},
+	{"metrics", "GET", "/metrics", ""},
+	{"fs-stat", "POST", "/filesystem.Filesystem/Stat", `{"path":"` + neighbourMarkerPath + `"}`},
+	{"fs-listdir", "POST", "/filesystem.Filesystem/ListDir", `{"path":"/home/user","depth":1}`},
+	{"fs-remove", "POST", "/filesystem.Filesystem/Remove", `{"path":"` + neighbourMarkerPath + `"}`},
+	{"fs-move", "POST", "/filesystem.Filesystem/Move", `{"source":"` + neighbourMarkerPath + `","destination":"/tmp/stolen"}`},
+	{"fs-watcher", "POST", "/filesystem.Filesystem/CreateWatcher", `{"path":"/home/user"}`},
+	{"proc-list", "POST", "/process.Process/List", `{}`},
+	{"proc-signal", "POST", "/process.Process/SendSignal", `{"process":{"pid":1},"signal":"SIGNAL_SIGKILL"}`},
+	{"files-get", "GET", "/files?path=" + neighbourMarkerPath, ""},
+	{"files-post", "POST", "/files?path=" + neighbourMarkerPath, "overwritten"},
+	{"files-compose", "POST", "/files/compose", `{"source_paths":["` + neighbourMarkerPath + `"],"destination":"/tmp/x"}`},
+}
+
+// signature is envd's /files URL signature (as the SDKs compute it).
+func signature(path, op, user, token, exp string) string {
+	parts := []string{path, op, user, token}
+	if exp != "" {
+		parts = append(parts, exp)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, ":")))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+func tokenAttempts(f *cpFixture) []attempt {
+	const stops = "e2bcompat proxy: X-Access-Token must equal the target sandbox's token (constant-time); the agent checks it again"
+	var out []attempt
+	for _, r := range envdRoutes {
+		out = append(out, attempt{id: "cp-cross-token-" + r.name, category: "control-plane", stops: stops,
+			desc: "sandbox A's access token on sandbox B's envd " + r.method + " " + strings.Split(r.path, "?")[0] + " through the E2B proxy",
+			run: func(t *testing.T) error {
+				var body []byte
+				if r.body != "" {
+					body = []byte(r.body)
+				}
+				st, b, err := f.envd(f.b.ID, f.a.AccessToken, r.method, r.path, body, nil)
+				return refused(401)(st, b, err)
+			}})
+	}
+	forged := []struct{ name, desc string }{
+		{"random", "a random 64-hex token"},
+		{"upper", "the right token upper-cased"},
+		{"prefix", "the right token without its last character"},
+		{"suffix", "the right token with a character appended"},
+		{"split", "the right token with a space in the middle"},
+		{"empty", "an empty X-Access-Token header"},
+	}
+	for _, v := range forged {
+		out = append(out, attempt{id: "cp-forged-token-" + v.name, category: "control-plane", stops: stops,
+			desc: "a forged access token on envd /process.Process/List: " + v.desc,
+			run: func(t *testing.T) error {
+				tok := f.b.AccessToken
+				switch v.name {
+				case "random":
+					tok = randHex(32)
+				case "upper":
+					tok = strings.ToUpper(tok)
+				case "prefix":
+					tok = tok[:len(tok)-1]
+				case "suffix":
+					tok += "0"
+				case "split":
+					tok = tok[:10] + " " + tok[10:]
+				case "empty":
+					st, b, err := f.envd(f.b.ID, "", "POST", "/process.Process/List", []byte("{}"), map[string]string{"X-Access-Token": " "})
+					return refused(401)(st, b, err)
+				}
+				if tok == f.b.AccessToken {
+					return nil // upper-casing changed nothing (all digits)
+				}
+				st, b, err := f.envd(f.b.ID, tok, "POST", "/process.Process/List", []byte("{}"), nil)
+				return refused(401)(st, b, err)
+			}})
+	}
+	out = append(out,
+		attempt{id: "cp-token-other-headers", category: "control-plane", stops: stops,
+			desc: "the victim's token where the proxy does not look: Authorization: Bearer, ?access_token=, E2b-Traffic-Access-Token",
+			run: func(t *testing.T) error {
+				for _, h := range []map[string]string{
+					{"Authorization": "Bearer " + f.b.AccessToken},
+					{"E2b-Traffic-Access-Token": f.b.AccessToken},
+				} {
+					if err := denied(f.envd(f.b.ID, "", "POST", "/process.Process/List", []byte("{}"), h)); err != nil {
+						return err
+					}
+				}
+				return denied(f.envd(f.b.ID, "", "POST", "/process.Process/List?access_token="+f.b.AccessToken, []byte("{}"), nil))
+			}},
+		attempt{id: "cp-token-replay-killed", category: "control-plane", stops: "a killed sandbox's record is gone from the proxy's lookup; tokens are per sandbox and never reused; connections are pooled per sandbox id, not per address",
+			desc: "replay the token of a killed sandbox against its id and against a new sandbox that may have its address",
+			run: func(t *testing.T) error {
+				d := f.d
+				c, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{})
+				if err != nil {
+					return err
+				}
+				if err := d.c.KillSandbox(ctxT(t, time.Minute), c.ID); err != nil {
+					return err
+				}
+				n := newSandbox(t, d, client.CreateSandboxRequest{})
+				if err := refused(502, 503, 404)(f.envd(c.ID, c.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
+					return fmt.Errorf("old id: %w", err)
+				}
+				return refused(401)(f.envd(n.ID, c.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil))
+			}},
+		attempt{id: "cp-boot-token", category: "control-plane", stops: "Init replaces the boot token with the access token; the agent accepts only the current one",
+			desc: "read the boot token from the agent's /proc/1/environ inside and use it through the proxy and directly at 127.0.0.1:49983",
+			run: func(t *testing.T) error {
+				if f.bootTok == "" {
+					return fmt.Errorf("no boot token found in /proc/1/environ (the attempt could not run)")
+				}
+				if err := denied(f.envd(f.a.ID, f.bootTok, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
+					return fmt.Errorf("through the proxy: %w", err)
+				}
+				out := sh(t, f.d, f.a.ID, "root", `curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -H "X-Access-Token: `+f.bootTok+`" -d '{}' http://127.0.0.1:49983/process.Process/List`)
+				if out != "401" {
+					return fmt.Errorf("inside, the boot token gave %s", out)
+				}
+				return nil
+			}},
+		attempt{id: "cp-native-agent-service", category: "control-plane", stops: "e2bcompat proxy: /spaceagent.v1.Agent/ is spaced's own channel, refused whatever the token",
+			desc: "call the agent's native Init (re-key the agent) through the E2B proxy with the sandbox's own valid token",
+			run: func(t *testing.T) error {
+				return refused(404)(f.envd(f.a.ID, f.a.AccessToken, "POST", "/spaceagent.v1.Agent/Init", []byte(`{"access_token":"mine"}`), nil))
+			}},
+		attempt{id: "cp-host-route-cross-token", category: "control-plane", stops: stops,
+			desc: "route by Host: 49983-<B>.example.com carrying A's token",
+			run: func(t *testing.T) error {
+				return refused(401)(f.req("POST", "/process.Process/List", []byte("{}"), map[string]string{"Authorization": "", "Host": "49983-" + f.b.ID + ".example.com", "X-Access-Token": f.a.AccessToken}))
+			}},
+		attempt{id: "cp-port-spelling", category: "control-plane", stops: "e2bcompat: the port is parsed as a number, so every spelling of 49983 is the envd port and needs the token",
+			desc: "reach B's envd without a token by spelling its port differently (049983, +49983, ' 49983', in the Host label and in E2b-Sandbox-Port)",
+			run: func(t *testing.T) error {
+				for _, p := range []string{"049983", "+49983", " 49983", "49983 "} {
+					if err := refused(401, 400)(f.envd(f.b.ID, "", "POST", "/process.Process/List", []byte("{}"), map[string]string{"E2b-Sandbox-Port": p})); err != nil {
+						return fmt.Errorf("port %q: %w", p, err)
+					}
+				}
+				return refused(401, 400, 404)(f.req("POST", "/process.Process/List", []byte("{}"), map[string]string{"Authorization": "", "Host": "049983-" + f.b.ID + ".example.com"}))
+			}},
+		attempt{id: "cp-pooled-sandbox", category: "control-plane", stops: "sandbox.Service: a pooled sandbox is nobody's: no API route or proxy request reaches it until it is claimed",
+			desc: "reach a pooled (unclaimed) sandbox, whose id an attacker learned, through the native API with the key and through the proxy without a token",
+			run: func(t *testing.T) error {
+				var id string
+				if !waitFor(20*time.Second, func() bool { id = pooledID(t, f.d); return id != "" }) {
+					return fmt.Errorf("no pooled sandbox appeared (the attempt could not run)")
+				}
+				err := refused(404)(f.req("POST", "/v1/sandboxes/"+id+"/commands", []byte(`{"cmd":"id"}`), nil))
+				if err == nil {
+					err = refused(401, 502, 503)(f.envd(id, "", "POST", "/process.Process/List", []byte("{}"), nil))
+				}
+				if err != nil && listedNow(t, f.d, id) {
+					t.Logf("pooled sandbox %s was claimed by another test meanwhile: %v", id, err)
+					return nil
+				}
+				return err
+			}},
+	)
+	// Signed /files URLs.
+	exp := fmt.Sprint(time.Now().Add(time.Hour).Unix())
+	signed := []struct{ name, desc string }{
+		{"write-with-read", "a read signature used to write"},
+		{"other-path", "a signature for one path used for another"},
+		{"other-user", "a signature for user used as root"},
+		{"expired", "a signature that expired a minute ago"},
+		{"cross-sandbox", "A's signature sent to B by E2b-Sandbox-Id"},
+		{"forged", "a signature made with a guessed token"},
+	}
+	for _, v := range signed {
+		out = append(out, attempt{id: "cp-signed-url-" + v.name, category: "control-plane", stops: "envd URL signatures: sha256 over path, operation, user, expiry and the sandbox's token; checked by the proxy's lookup and again by the agent",
+			desc: "a signed /files URL abused: " + v.desc,
+			run: func(t *testing.T) error {
+				p := "/home/user/signed.txt"
+				q := func(path, op, user, tok, e string) string {
+					s := "/files?path=" + path + "&username=" + user + "&signature=" + signature(path, op, user, tok, e)
+					if e != "" {
+						s += "&signature_expiration=" + e
+					}
+					return s
+				}
+				hdr := map[string]string{"Authorization": ""}
+				switch v.name {
+				case "write-with-read":
+					url := q(p, "read", "user", f.a.AccessToken, exp)
+					return denied(f.req("POST", url, []byte("x"), hdr))
+				case "other-path":
+					url := strings.Replace(q(p, "read", "user", f.a.AccessToken, exp), "signed.txt", "other.txt", 1)
+					return denied(f.req("GET", url, nil, hdr))
+				case "other-user":
+					url := strings.Replace(q(p, "read", "user", f.a.AccessToken, exp), "username=user", "username=root", 1)
+					return denied(f.req("GET", url, nil, hdr))
+				case "expired":
+					old := fmt.Sprint(time.Now().Add(-time.Minute).Unix())
+					return denied(f.req("GET", q(p, "read", "user", f.a.AccessToken, old), nil, hdr))
+				case "cross-sandbox":
+					return denied(f.envd(f.b.ID, "", "GET", q(neighbourMarkerPath, "read", "user", f.a.AccessToken, exp), nil, nil))
+				default:
+					return denied(f.req("GET", q(neighbourMarkerPath, "read", "user", randHex(32), exp), nil, hdr))
+				}
+			}})
+	}
+	return out
+}
+
+// specRoute is one operation of api/openapi.yaml.
+type specRoute struct {
+	method, path, op string
+	public           bool
+}
+
+func specRoutes(t testing.TB) []specRoute {
+	b, err := os.ReadFile(filepath.Join("..", "..", "api", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Paths map[string]map[string]yaml.Node `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	var out []specRoute
+	for p, ops := range spec.Paths {
+		for m, n := range ops {
+			if m == "parameters" {
+				continue
+			}
+			var op struct {
+				OperationID string           `yaml:"operationId"`
+				Security    *[]map[string]any `yaml:"security"`
+			}
+			if err := n.Decode(&op); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, specRoute{strings.ToUpper(m), p, op.OperationID, op.Security != nil && len(*op.Security) == 0})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].op < out[j].op })
+	return out
+}
+
+func (r specRoute) url(id string) string {
+	u := strings.NewReplacer("{id}", id, "{pid}", "1").Replace(r.path)
+	if strings.Contains(r.path, "/files") && !strings.HasSuffix(r.path, "mkdir") && !strings.HasSuffix(r.path, "move") {
+		u += "?path=/home/user"
+	}
+	return u
+}
+
+func (r specRoute) body() []byte {
+	if r.method == "POST" || r.method == "PUT" {
+		return []byte(`{}`)
+	}
+	return nil
+}
+
+// e2bRoutes are the E2B control-plane routes (internal/e2bcompat/api.go).
+var e2bRoutes = []string{
+	"POST /sandboxes", "POST /v2/sandboxes", "GET /sandboxes", "GET /v2/sandboxes", "GET /sandboxes/metrics",
+	"GET /sandboxes/{id}", "DELETE /sandboxes/{id}", "POST /sandboxes/{id}/timeout", "POST /sandboxes/{id}/refreshes",
+	"POST /sandboxes/{id}/connect", "POST /v2/sandboxes/{id}/connect", "GET /sandboxes/{id}/metrics", "PUT /sandboxes/{id}/network",
+	"POST /sandboxes/{id}/pause", "POST /sandboxes/{id}/resume", "POST /sandboxes/{id}/fork", "POST /sandboxes/{id}/snapshots",
+	"GET /snapshots", "GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs",
+}
+
+func keyAttempts(t testing.TB, f *cpFixture) []attempt {
+	var out []attempt
+	badKeys := func(key string) []map[string]string {
+		return []map[string]string{
+			{"Authorization": ""},
+			{"Authorization": "Bearer " + randHex(16)},
+			{"Authorization": "Bearer "},
+			{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))},
+			{"Authorization": "Bearer " + key[:len(key)-1]},
+			{"Authorization": "", "X-API-Key": "rt_" + randHex(16)},
+			{"Authorization": "", "X-API-Key": key + "x"},
+		}
+	}
+	for _, r := range specRoutes(t) {
+		if r.public {
+			continue
+		}
+		out = append(out, attempt{id: "cp-nokey-" + r.op, category: "control-plane", stops: "httpapi.authenticate: constant-time API key check before any handler",
+			desc: "call " + r.method + " " + r.path + " without the API key, with a wrong one, a truncated one, Basic auth, or the key in the query",
+			run: func(t *testing.T) error {
+				for _, h := range badKeys(f.d.apiKey) {
+					st, b, err := f.req(r.method, r.url(f.a.ID), r.body(), h)
+					if err := refused(401)(st, b, err); err != nil {
+						return fmt.Errorf("headers %v: %w", h, err)
+					}
+				}
+				u := r.url(f.a.ID)
+				sep := "?"
+				if strings.Contains(u, "?") {
+					sep = "&"
+				}
+				return refused(401)(f.req(r.method, u+sep+"api_key="+f.d.apiKey+"&key="+f.d.apiKey, r.body(), map[string]string{"Authorization": ""}))
+			}})
+		if !strings.Contains(r.path, "{id}") {
+			continue
+		}
+		out = append(out, attempt{id: "cp-badid-" + r.op, category: "control-plane", stops: "sandbox.Service: ids are looked up in the store, never used as paths; unknown, killed and pooled ids are not found",
+			desc: "call " + r.method + " " + r.path + " with a killed sandbox's id (but for reading its record) and ids shaped as paths, wildcards and 300 characters",
+			run: func(t *testing.T) error {
+				ids := []string{f.killed, "..", "..%2F..%2Fetc", "%2e%2e", "*", "%00", strings.Repeat("a", 300), f.a.ID + "%2F..%2F" + f.b.ID}
+				for _, id := range ids {
+					if id == f.killed && r.op == "getSandbox" {
+						continue // an ended sandbox's record stays readable by design
+					}
+					st, b, err := f.req(r.method, r.url(id), r.body(), nil)
+					if err := refused(400, 404, 405, 301, 307, 308)(st, b, err); err != nil {
+						return fmt.Errorf("id %q: %w", id, err)
+					}
+				}
+				return nil
+			}})
+	}
+	for _, rt := range e2bRoutes {
+		m, p, _ := strings.Cut(rt, " ")
+		name := strings.NewReplacer("/", "-", "{id}", "id").Replace(strings.Trim(p, "/"))
+		out = append(out, attempt{id: "cp-e2b-nokey-" + strings.ToLower(m) + "-" + name, category: "control-plane", stops: "e2bcompat.authenticate: constant-time API key check",
+			desc: "call the E2B control-plane route " + rt + " without the API key or with a wrong one",
+			run: func(t *testing.T) error {
+				u := strings.ReplaceAll(p, "{id}", f.a.ID)
+				var body []byte
+				if m != "GET" && m != "DELETE" {
+					body = []byte(`{"templateID":"base","timeout":60}`)
+				}
+				for _, h := range badKeys(f.d.apiKey) {
+					if err := denied(f.req(m, u, body, h)); err != nil {
+						return fmt.Errorf("headers %v: %w", h, err)
+					}
+				}
+				return nil
+			}})
+	}
+	return out
+}
+
+// pooledID finds a sandbox spaced booted for its pool and has not handed
+// out: a directory under sandboxes/ that no listing shows.
+func pooledID(t *testing.T, d *daemon) string {
+	listed := map[string]bool{}
+	all, _ := d.c.ListAllSandboxes(ctxT(t, 10*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
+	for _, s := range all {
+		listed[s.ID] = true
+	}
+	dirs, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
+	for _, e := range dirs {
+		if !listed[e.Name()] {
+			return e.Name()
+		}
+	}
+	return ""
+}
+
+// listedNow: id has been claimed since (another test's create took it).
+func listedNow(t *testing.T, d *daemon, id string) bool {
+	_, err := d.c.GetSandbox(ctxT(t, 10*time.Second), id)
+	return err == nil
+}
+
+// newCPFixture makes the attacker's sandbox and finds a killed and a pooled id.
+func newCPFixture(t *testing.T, d *daemon) *cpFixture {
+	f := &cpFixture{d: d, b: getNeighbour(t, d).sb}
+	f.a = newSandbox(t, d, client.CreateSandboxRequest{Metadata: map[string]string{"role": "attacker"}})
+	k, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.c.KillSandbox(ctxT(t, time.Minute), k.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.killed = k.ID
+	env := sh(t, d, f.a.ID, "root", "tr '\\0' '\\n' < /proc/1/environ")
+	for _, l := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(l, "SPACE_AGENT_TOKEN="); ok {
+			f.bootTok = v
+		}
+	}
+	return f
+}
+
+func TestControlPlane(t *testing.T) {
+	d := need(t)
+	t.Parallel()
+	f := newCPFixture(t, d)
+	attempts := append(tokenAttempts(f), keyAttempts(t, f)...)
+	for _, a := range attempts {
+		t.Run(a.id, func(t *testing.T) {
+			if err := a.run(t); err != nil {
+				t.Errorf("%s: the attack was not stopped: %v", a.desc, err)
+			}
+		})
+	}
+	// Nothing above may have harmed either sandbox.
+	if got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), f.a.ID); err != nil || got.State != client.StateRunning {
+		t.Errorf("the attacker's own sandbox is %+v (%v) after the unauthenticated calls", got, err)
+	}
+	guard(t, d)
+}
+
