@@ -232,7 +232,9 @@ func fsErr(op, key string, err error) error {
 		return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
 	case errors.Is(err, fs.ErrNotExist):
 		return errdefs.Wrap(errdefs.ErrNotFound, err, "object %q not found", key)
-	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EEXIST):
+		// os.Rename answers EEXIST, not EISDIR, when the target is a
+		// directory (one a longer key made, even if since deleted).
 		return errdefs.Wrap(errdefs.ErrFailedPrecondition, err, "object key %q collides with another key's directory", key)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return errdefs.Wrap(errdefs.ErrNoSpace, err, "object store is out of space writing %q", key)

@@ -1,12 +1,15 @@
 package blobstore_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spacesandbox/space/internal/blobstore"
 	"github.com/spacesandbox/space/internal/blobstore/blobstoretest"
+	"github.com/spacesandbox/space/internal/errdefs"
 )
 
 func TestFSConformance(t *testing.T) {
@@ -59,5 +62,30 @@ func TestFSPermissions(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(root, "a/b"))
 	if len(entries) != 1 {
 		t.Errorf("temp files left beside the object: %v", entries)
+	}
+}
+
+// TestFSKeyOverDirectory: a key whose name is the directory of another
+// key (even a deleted one: emptied directories stay) is refused as a
+// collision, not with an unclassified error (found by FuzzValidateKey).
+func TestFSKeyOverDirectory(t *testing.T) {
+	s, err := blobstore.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "a/b", strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, deleted := range []bool{false, true} {
+		if deleted {
+			if err := s.Delete(ctx, "a/b"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := s.Put(ctx, "a", strings.NewReader("y"), 1)
+		if errdefs.Class(err) != errdefs.ErrFailedPrecondition {
+			t.Errorf("Put over the directory of a/b (deleted %v): %v, want FailedPrecondition", deleted, err)
+		}
 	}
 }
