@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -49,6 +50,7 @@ func status(err error) (int, string) {
 // writeError answers with the JSON error body. Internal causes are logged,
 // never shown.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = noSpace(err)
 	code, name := status(err)
 	msg := errdefs.PublicMessage(err)
 	if code >= 500 {
@@ -102,4 +104,14 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// noSpace classes an unclassified error caused by a full disk on the node
+// (ENOSPC or EDQUOT from any layer below) as ErrNoSpace: a full disk is the
+// node's condition, answered 507, never an "internal error".
+func noSpace(err error) error {
+	if errdefs.Class(err) == nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return errdefs.Wrap(errdefs.ErrNoSpace, err, "no space left on the node")
+	}
+	return err
 }
