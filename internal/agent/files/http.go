@@ -62,7 +62,7 @@ func osError(err error, path string) *httpError {
 		return statusErr(http.StatusForbidden, err, "permission denied: %s", path)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return statusErr(http.StatusInsufficientStorage, err, "not enough disk space: %s", path)
-	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EINVAL): // EINVAL: a NUL in the path
 		return statusErr(http.StatusBadRequest, err, "invalid path: %s", path)
 	default:
 		return statusErr(http.StatusInternalServerError, err, "error accessing %s", path)

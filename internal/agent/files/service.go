@@ -73,6 +73,8 @@ func fsError(err error, path string) error {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path is not a directory: %s", path))
 	case errors.Is(err, syscall.ENOSPC):
 		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("not enough disk space: %s", path))
+	case errors.Is(err, syscall.EXDEV):
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cannot move across filesystems: %s", path))
 	default:
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("%s: %w", path, err))
 	}
