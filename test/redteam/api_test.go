@@ -342,7 +342,7 @@ func specRoutes(t testing.TB) []specRoute {
 				continue
 			}
 			var op struct {
-				OperationID string           `yaml:"operationId"`
+				OperationID string            `yaml:"operationId"`
 				Security    *[]map[string]any `yaml:"security"`
 			}
 			if err := n.Decode(&op); err != nil {
@@ -515,4 +515,3 @@ func TestControlPlane(t *testing.T) {
 	}
 	guard(t, d)
 }
-

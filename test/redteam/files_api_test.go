@@ -1,0 +1,392 @@
+package redteam
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"mime/multipart"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+)
+
+const agentFS = "space-agent resolves every path inside the sandbox's own file tree (gVisor); spaced never opens a sandbox's files by host path"
+
+// traversals are path spellings that would reach the host canary p if any
+// layer joined them onto a host directory.
+func traversals(p string) []string {
+	rel := strings.TrimPrefix(p, "/")
+	return []string{
+		strings.Repeat("../", 12) + rel,
+		"/" + strings.Repeat("../", 12) + rel,
+		"/proc/1/root" + p,
+		"/proc/self/root/../../.." + p,
+		"/home/user/" + strings.Repeat("..%2f", 12) + rel,
+		"/home/user/....//....//....//" + rel,
+		strings.Repeat(`..\`, 12) + rel,
+		p + "\x00.txt",
+		"~/../../.." + p,
+		"//" + strings.Repeat("./", 100) + rel,
+	}
+}
+
+// hostHas reports the places on the host where a file named name turned
+// up: where a write that escaped would land.
+func hostHas(d *daemon, id, name string) []string {
+	var found []string
+	for _, dir := range []string{"/", "/tmp", "/root", "/home/user", filepath.Dir(d.dataDir), d.dataDir,
+		filepath.Join(d.dataDir, "sandboxes", id), env.repo, filepath.Join(env.repo, "test", "redteam")} {
+		if exists(filepath.Join(dir, name)) {
+			found = append(found, filepath.Join(dir, name))
+		}
+	}
+	return found
+}
+
+// fileFixture is a sandbox prepared with symlinks and a hard link that
+// point out of the user's home.
+type fileFixture struct {
+	d      *daemon
+	sb     *client.Sandbox
+	root   string // `ls -A /` inside, sorted
+	leaks  []string
+	cp     *cpFixture
+	linkMu sync.Mutex
+}
+
+var links = map[string]string{
+	"l-root":     "/",
+	"l-p1root":   "/proc/1/root",
+	"l-selfroot": "/proc/self/root",
+	"l-dotdot":   strings.Repeat("../", 12),
+	"l-p1cwd":    "/proc/1/cwd",
+}
+
+// native calls the /v1 files API of f.sb.
+func (f *fileFixture) native(method, route string, q url.Values, body []byte) (int, []byte, error) {
+	u := "/v1/sandboxes/" + f.sb.ID + route
+	if q != nil {
+		u += "?" + q.Encode()
+	}
+	return f.cp.req(method, u, body, nil)
+}
+
+// e2b calls envd's routes of f.sb through the proxy with its token.
+func (f *fileFixture) e2b(method, path string, body []byte, hdr map[string]string) (int, []byte, error) {
+	return f.cp.envd(f.sb.ID, f.sb.AccessToken, method, path, body, hdr)
+}
+
+func multipartBody(content string) ([]byte, string) {
+	var b bytes.Buffer
+	w := multipart.NewWriter(&b)
+	fw, _ := w.CreateFormFile("file", "x")
+	fw.Write([]byte(content))
+	w.Close()
+	return b.Bytes(), w.FormDataContentType()
+}
+
+// noHostLeak: a 5xx is a failure, and so is any canary content in body.
+func (f *fileFixture) noHostLeak(st int, body []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	if st >= 500 {
+		return fmt.Errorf("status %d: %.300s", st, body)
+	}
+	return noLeak(string(body), f.leaks)
+}
+
+// wrote checks that a write to a traversal path named name landed nowhere
+// on the host.
+func (f *fileFixture) wroteNowhere(name string) error {
+	if found := hostHas(f.d, f.sb.ID, name); len(found) > 0 {
+		return fmt.Errorf("the write reached the host: %v", found)
+	}
+	return nil
+}
+
+func fileAPIAttempts(f *fileFixture) []attempt {
+	var out []attempt
+	add := func(id, desc string, run func(t *testing.T) error) {
+		out = append(out, attempt{id: id, category: "filesystem", desc: desc, stops: agentFS, run: run})
+	}
+	// Reads with every traversal spelling of every host canary.
+	each := func(fn func(p string) error) error {
+		for _, c := range env.canary.paths() {
+			for _, p := range traversals(c) {
+				if err := fn(p); err != nil {
+					return fmt.Errorf("path %q: %w", p, err)
+				}
+			}
+		}
+		return nil
+	}
+	add("fs-trav-native-download", "GET /v1/.../files?path= with ../, encoded, backslash, NUL, /proc/1/root and ~ spellings of the host canaries", func(t *testing.T) error {
+		return each(func(p string) error { return f.noHostLeak(f.native("GET", "/files", url.Values{"path": {p}}, nil)) })
+	})
+	add("fs-trav-native-stat", "GET /v1/.../files/stat?path= with traversal spellings of the host canaries (must not be found)", func(t *testing.T) error {
+		return each(func(p string) error {
+			st, b, err := f.native("GET", "/files/stat", url.Values{"path": {p}}, nil)
+			if err == nil && st == 200 {
+				return fmt.Errorf("found: %s", b)
+			}
+			return f.noHostLeak(st, b, err)
+		})
+	})
+	add("fs-trav-native-list", "GET /v1/.../files/list?path=../../../tmp&depth=3: no host canary listed", func(t *testing.T) error {
+		for _, p := range []string{strings.Repeat("../", 12) + "tmp", "/proc/1/root/tmp", "/proc/self/root/../../../root", strings.Repeat("../", 12) + "var/tmp"} {
+			st, b, err := f.native("GET", "/files/list", url.Values{"path": {p}, "depth": {"3"}}, nil)
+			if err := f.noHostLeak(st, b, err); err != nil {
+				return err
+			}
+			for _, c := range env.canary.paths() {
+				if bytes.Contains(b, []byte(filepath.Base(c))) {
+					return fmt.Errorf("listing %s shows the host canary %s", p, c)
+				}
+			}
+		}
+		return nil
+	})
+	add("fs-trav-native-upload", "PUT /v1/.../files?path=../../../tmp/<new> (a write that escaped would land on the host)", func(t *testing.T) error {
+		for _, pre := range []string{strings.Repeat("../", 12) + "tmp/", "/proc/1/root/tmp/", "/home/user/" + strings.Repeat("..%2f", 12) + "tmp/"} {
+			name := "rt-w-" + randHex(6)
+			if err := f.noHostLeak(f.native("PUT", "/files", url.Values{"path": {pre + name}}, []byte("escaped"))); err != nil {
+				return err
+			}
+			if err := f.wroteNowhere(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	add("fs-trav-native-delete", "DELETE /v1/.../files?path= with traversal spellings of the host canaries (they must survive)", func(t *testing.T) error {
+		if err := each(func(p string) error { return f.noHostLeak(f.native("DELETE", "/files", url.Values{"path": {p}}, nil)) }); err != nil {
+			return err
+		}
+		return env.canary.check()
+	})
+	add("fs-trav-native-mkdir", "POST /v1/.../files/mkdir {path: ../../../tmp/<new>}", func(t *testing.T) error {
+		name := "rt-d-" + randHex(6)
+		if err := f.noHostLeak(f.native("POST", "/files/mkdir", nil, []byte(`{"path":"`+strings.Repeat("../", 12)+"tmp/"+name+`"}`))); err != nil {
+			return err
+		}
+		return f.wroteNowhere(name)
+	})
+	add("fs-trav-native-move", "POST /v1/.../files/move from a host canary's traversal path, and to ../../../tmp/<new>", func(t *testing.T) error {
+		if err := each(func(p string) error {
+			return f.noHostLeak(f.native("POST", "/files/move", nil, []byte(fmt.Sprintf(`{"source":%q,"destination":"/home/user/stolen"}`, p))))
+		}); err != nil {
+			return err
+		}
+		name := "rt-m-" + randHex(6)
+		f.native("PUT", "/files", url.Values{"path": {"/home/user/src"}}, []byte("x"))
+		if err := f.noHostLeak(f.native("POST", "/files/move", nil, []byte(`{"source":"/home/user/src","destination":"`+strings.Repeat("../", 12)+"tmp/"+name+`"}`))); err != nil {
+			return err
+		}
+		return f.wroteNowhere(name)
+	})
+	add("fs-trav-native-watch", "GET /v1/.../files/watch?path=../../../tmp (watch the host's /tmp)", func(t *testing.T) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		w, err := f.d.c.Watch(ctx, f.sb.ID, strings.Repeat("../", 12)+"tmp", false)
+		if err != nil {
+			return nil // refused
+		}
+		defer w.Close()
+		name := "rt-canary-watch-" + randHex(4)
+		os.WriteFile("/tmp/"+name, nil, 0o644)
+		defer os.Remove("/tmp/" + name)
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				return nil // nothing seen before the deadline
+			}
+			if strings.Contains(ev.Name, name) {
+				return fmt.Errorf("the watch saw the host's /tmp/%s", name)
+			}
+		}
+	})
+	add("fs-trav-native-cwd", "run a command with cwd ../../../../ and /proc/1/root/.. and list it", func(t *testing.T) error {
+		for _, cwd := range []string{strings.Repeat("../", 12), "/proc/1/root/..", "/proc/self/cwd/../../.."} {
+			r, err := tryRun(ctxT(t, 20*time.Second), f.d, f.sb.ID, client.CommandRequest{Cmd: "pwd; ls -A", Cwd: cwd})
+			if err != nil {
+				continue
+			}
+			if err := noLeak(r.Stdout, f.leaks); err != nil {
+				return err
+			}
+			if strings.Contains(r.Stdout, "rt-canary-") {
+				return fmt.Errorf("cwd %s lists a host canary: %s", cwd, r.Stdout)
+			}
+		}
+		return nil
+	})
+	// envd (E2B) routes.
+	add("fs-trav-envd-download", "envd GET /files?path= with traversal spellings of the host canaries", func(t *testing.T) error {
+		return each(func(p string) error {
+			return f.noHostLeak(f.e2b("GET", "/files?"+url.Values{"path": {p}, "username": {"root"}}.Encode(), nil, nil))
+		})
+	})
+	add("fs-trav-envd-upload", "envd POST /files?path=../../../tmp/<new> (multipart)", func(t *testing.T) error {
+		name := "rt-w-" + randHex(6)
+		body, ct := multipartBody("escaped")
+		if err := f.noHostLeak(f.e2b("POST", "/files?"+url.Values{"path": {strings.Repeat("../", 12) + "tmp/" + name}, "username": {"root"}}.Encode(), body, map[string]string{"Content-Type": ct})); err != nil {
+			return err
+		}
+		return f.wroteNowhere(name)
+	})
+	add("fs-trav-envd-compose", "envd POST /files/compose from host canaries to ../../../tmp/<new>", func(t *testing.T) error {
+		name := "rt-c-" + randHex(6)
+		var srcs []string
+		for _, c := range env.canary.paths() {
+			srcs = append(srcs, strings.Repeat("../", 12)+strings.TrimPrefix(c, "/"))
+		}
+		body := fmt.Sprintf(`{"source_paths":[%q],"destination":%q,"username":"root"}`, srcs[0], strings.Repeat("../", 12)+"tmp/"+name)
+		if err := f.noHostLeak(f.e2b("POST", "/files/compose", []byte(body), map[string]string{"Content-Type": "application/json"})); err != nil {
+			return err
+		}
+		return f.wroteNowhere(name)
+	})
+	connect := func(rpc, field string) func(t *testing.T) error {
+		return func(t *testing.T) error {
+			return each(func(p string) error {
+				return f.noHostLeak(f.e2b("POST", "/filesystem.Filesystem/"+rpc, []byte(fmt.Sprintf(`{%q:%q}`, field, p)), map[string]string{"Content-Type": "application/json"}))
+			})
+		}
+	}
+	add("fs-trav-envd-stat", "Connect filesystem.Stat with traversal spellings of the host canaries", connect("Stat", "path"))
+	add("fs-trav-envd-listdir", "Connect filesystem.ListDir with traversal spellings", connect("ListDir", "path"))
+	add("fs-trav-envd-remove", "Connect filesystem.Remove with traversal spellings of the host canaries (they must survive)", func(t *testing.T) error {
+		if err := connect("Remove", "path")(t); err != nil {
+			return err
+		}
+		return env.canary.check()
+	})
+	add("fs-trav-envd-watcher", "Connect filesystem.CreateWatcher on traversal spellings", connect("CreateWatcher", "path"))
+	add("fs-trav-envd-makedir-move", "Connect filesystem.MakeDir and Move to ../../../tmp/<new>", func(t *testing.T) error {
+		name := "rt-d-" + randHex(6)
+		ct := map[string]string{"Content-Type": "application/json"}
+		if err := f.noHostLeak(f.e2b("POST", "/filesystem.Filesystem/MakeDir", []byte(`{"path":"`+strings.Repeat("../", 12)+"tmp/"+name+`"}`), ct)); err != nil {
+			return err
+		}
+		name2 := "rt-m-" + randHex(6)
+		if err := f.noHostLeak(f.e2b("POST", "/filesystem.Filesystem/Move", []byte(`{"source":"/home/user/src2","destination":"`+strings.Repeat("../", 12)+"tmp/"+name2+`"}`), ct)); err != nil {
+			return err
+		}
+		if err := f.wroteNowhere(name); err != nil {
+			return err
+		}
+		return f.wroteNowhere(name2)
+	})
+	// Links made inside the sandbox, used through the APIs.
+	for name, target := range links {
+		add("fs-symlink-api-"+strings.TrimPrefix(name, "l-"), "inside, ln -s "+target+" /home/user/"+name+"; then read the host canaries, list, and write through it with both APIs", func(t *testing.T) error {
+			l := "/home/user/" + name
+			for _, c := range env.canary.paths() {
+				if err := f.noHostLeak(f.native("GET", "/files", url.Values{"path": {l + c}}, nil)); err != nil {
+					return err
+				}
+				if err := f.noHostLeak(f.e2b("GET", "/files?"+url.Values{"path": {l + c}, "username": {"root"}}.Encode(), nil, nil)); err != nil {
+					return err
+				}
+			}
+			if name != "l-p1cwd" {
+				st, b, err := f.native("GET", "/files/list", url.Values{"path": {l}}, nil)
+				if err := f.noHostLeak(st, b, err); err != nil {
+					return err
+				}
+				if st == 200 && bytes.Contains(b, []byte("rt-canary-")) {
+					return fmt.Errorf("listing %s shows a host canary", l)
+				}
+			}
+			w := "rt-sl-" + randHex(6)
+			f.native("PUT", "/files", url.Values{"path": {l + "/tmp/" + w}}, []byte("through-link"))
+			body, ct := multipartBody("through-link")
+			f.e2b("POST", "/files?"+url.Values{"path": {l + "/tmp/" + w + "e"}, "username": {"root"}}.Encode(), body, map[string]string{"Content-Type": ct})
+			if err := f.wroteNowhere(w); err != nil {
+				return err
+			}
+			return f.wroteNowhere(w + "e")
+		})
+	}
+	add("fs-hardlink-api", "inside, hard-link /proc/1/root/etc/passwd into the home and read it through the API: it must be the sandbox's file, not the host's", func(t *testing.T) error {
+		sh(t, f.d, f.sb.ID, "root", "ln /proc/1/root/etc/passwd /home/user/hl 2>/dev/null || ln /etc/passwd /home/user/hl")
+		st, b, err := f.native("GET", "/files", url.Values{"path": {"/home/user/hl"}}, nil)
+		if err := f.noHostLeak(st, b, err); err != nil {
+			return err
+		}
+		inside := sh(t, f.d, f.sb.ID, "root", "cat /etc/passwd")
+		host, _ := os.ReadFile("/etc/passwd")
+		if string(b) != inside {
+			return fmt.Errorf("the API returned %d bytes that are not the sandbox's /etc/passwd", len(b))
+		}
+		if string(host) != inside && string(b) == string(host) {
+			return fmt.Errorf("the API returned the host's /etc/passwd")
+		}
+		return nil
+	})
+	add("fs-symlink-race", "swap /home/user/race between a directory and a symlink to / and /proc/1/root 1000s of times while the API reads and writes through it", func(t *testing.T) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := f.d.c.StartBackground(ctx, f.sb.ID, client.CommandRequest{User: "root", Tag: "race", Cmd: `mkdir -p /home/user/real/tmp; end=$(($(date +%s)+6)); while [ $(date +%s) -lt $end ]; do ln -sfn / /home/user/race; ln -sfn /proc/1/root /home/user/race; rm -f /home/user/race; ln -sfn /home/user/real /home/user/race; done`}); err != nil {
+			return err
+		}
+		name := "rt-race-" + randHex(6)
+		deadline := time.Now().Add(5 * time.Second)
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					for _, c := range env.canary.paths() {
+						if err := f.noHostLeak(f.native("GET", "/files", url.Values{"path": {"/home/user/race" + c}}, nil)); err != nil {
+							errs <- err
+							return
+						}
+					}
+					f.native("PUT", "/files", url.Values{"path": {"/home/user/race/tmp/" + name}}, []byte("raced"))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return err
+		}
+		return f.wroteNowhere(name)
+	})
+	return out
+}
+
+func TestFileAPI(t *testing.T) {
+	d := need(t)
+	t.Parallel()
+	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	// The error messages echo the requested paths, which name the canaries
+	// and the data directory; what must never come back is their content.
+	n := getNeighbour(t, d)
+	leaks := append(env.canary.contents(), d.apiKey, n.marker, n.sb.AccessToken)
+	f := &fileFixture{d: d, sb: sb, leaks: leaks, cp: &cpFixture{d: d}}
+	var cmd strings.Builder
+	for name, target := range links {
+		fmt.Fprintf(&cmd, "ln -s %s /home/user/%s; ", target, name)
+	}
+	sh(t, d, sb.ID, "root", cmd.String()+"echo x > /home/user/src2")
+	for _, a := range fileAPIAttempts(f) {
+		t.Run(a.id, func(t *testing.T) {
+			if err := a.run(t); err != nil {
+				t.Errorf("%s: the attack was not stopped: %v", a.desc, err)
+			}
+		})
+	}
+	guard(t, d)
+}
+
