@@ -38,7 +38,9 @@ type WrappedKey struct {
 // Encrypt starts sealing a stream to dst under a fresh data key wrapped by the
 // current version of keyID ("" = platform key). Write the plaintext to the
 // returned writer and Close it to finish the stream (Close does not close
-// dst). Keep the WrappedKey and associatedData: Decrypt needs both.
+// dst). Encrypt writes the stream header to dst before it returns, so dst
+// must not block on a reader that starts later (an io.Pipe read after
+// Encrypt returns deadlocks). Keep the WrappedKey and associatedData: Decrypt needs both.
 func (k *Keyring) Encrypt(dst io.Writer, keyID string, associatedData []byte) (io.WriteCloser, WrappedKey, error) {
 	kek, err := k.current(keyID)
 	if err != nil {

@@ -257,6 +257,15 @@ func (k *Keyring) HasKey(id string) bool {
 	return len(k.s.customer[id]) > 0
 }
 
+// Require is HasKey as an error that says which key is missing and how to
+// supply it (errdefs.ErrFailedPrecondition wrapping ErrKeyMissing).
+func (k *Keyring) Require(id string) error {
+	if !k.HasKey(id) {
+		return missingKey(id)
+	}
+	return nil
+}
+
 // String lists key ids and fingerprints, never key material.
 func (k Keyring) String() string {
 	if k.s == nil {

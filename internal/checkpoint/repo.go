@@ -1,0 +1,179 @@
+// Package checkpoint stores checkpoints and disk snapshots of sandboxes in a
+// blobstore.Store: every file of the image is uploaded encrypted under its
+// own data key (package seal), and the manifest is written last. A
+// checkpoint is restorable iff its manifest exists and verifies; a crash or
+// store failure at any earlier point leaves artifacts without a manifest,
+// which Load reports as incomplete and SweepIncomplete removes.
+//
+// Object layout:
+//
+//	checkpoints/<id>/manifest.json
+//	checkpoints/<id>/data/<artifact name>
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spacesandbox/space/internal/blobstore"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/seal"
+)
+
+const (
+	prefix       = "checkpoints/"
+	manifestName = "manifest.json"
+	// parallel bounds the artifacts in transfer at once per Save or Load;
+	// each S3 transfer has its own part concurrency on top.
+	parallel = 4
+	// cleanupTimeout bounds the best-effort deletes after a failure, which
+	// run even when the caller's context is done.
+	cleanupTimeout = 30 * time.Second
+)
+
+// ErrIncomplete means artifacts of a checkpoint exist but its manifest does
+// not: its upload never finished, and it can never be restored. It comes
+// wrapped in errdefs.ErrFailedPrecondition.
+var ErrIncomplete = errors.New("checkpoint incomplete")
+
+// Repo is the checkpoint repository. It is safe for concurrent use.
+type Repo struct {
+	store blobstore.Store
+	keys  *seal.Keyring
+
+	mu       sync.Mutex
+	inflight map[string]int // ids being saved: SweepIncomplete leaves them alone
+}
+
+// NewRepo returns a repository storing in store with keys from keys.
+func NewRepo(store blobstore.Store, keys *seal.Keyring) *Repo {
+	return &Repo{store: store, keys: keys, inflight: map[string]int{}}
+}
+
+func manifestKey(id string) string       { return prefix + id + "/" + manifestName }
+func artifactKey(id, name string) string { return prefix + id + "/data/" + name }
+
+// Get returns the manifest of checkpoint id without downloading or
+// verifying its artifacts (Load does that).
+func (r *Repo) Get(ctx context.Context, id string) (*Manifest, error) {
+	if err := validName("checkpoint id", id, maxIDLen); err != nil {
+		return nil, err
+	}
+	return r.get(ctx, id)
+}
+
+func (r *Repo) get(ctx context.Context, id string) (*Manifest, error) {
+	rc, _, err := r.store.Get(ctx, manifestKey(id))
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, r.notFound(ctx, id)
+	}
+	if err != nil {
+		return nil, storeErr(err, "read manifest of checkpoint %s", id)
+	}
+	defer rc.Close()
+	b, err := readLimited(rc, maxManifest)
+	if err != nil {
+		return nil, storeErr(err, "read manifest of checkpoint %s", id)
+	}
+	m, err := decodeManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", id, err)
+	}
+	if m.ID != id {
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "the manifest stored for checkpoint %s names checkpoint %s", id, m.ID)
+	}
+	return m, nil
+}
+
+// notFound tells a checkpoint that never existed (or was deleted) from one
+// whose upload never finished.
+func (r *Repo) notFound(ctx context.Context, id string) error {
+	infos, err := r.store.List(ctx, prefix+id+"/")
+	if err != nil {
+		return storeErr(err, "look for checkpoint %s", id)
+	}
+	if len(infos) > 0 {
+		return errdefs.Wrap(errdefs.ErrFailedPrecondition, ErrIncomplete,
+			"checkpoint %s is incomplete: its upload never finished, so it cannot be restored", id)
+	}
+	return errdefs.New(errdefs.ErrNotFound, "checkpoint %s not found", id)
+}
+
+// List returns the manifests of every complete checkpoint and snapshot,
+// sorted by id. Artifacts without a manifest are not listed.
+func (r *Repo) List(ctx context.Context) ([]*Manifest, error) {
+	infos, err := r.store.List(ctx, prefix)
+	if err != nil {
+		return nil, storeErr(err, "list checkpoints")
+	}
+	var out []*Manifest
+	for _, info := range infos {
+		id, ok := manifestID(info.Key)
+		if !ok {
+			continue
+		}
+		m, err := r.get(ctx, id)
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, ErrIncomplete) {
+			continue // deleted since we listed
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// manifestID is the id of the checkpoint whose manifest key is key.
+func manifestID(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", false
+	}
+	id, name, ok := strings.Cut(rest, "/")
+	return id, ok && name == manifestName
+}
+
+// Delete removes checkpoint id: its manifest first, so that a delete cut
+// short leaves at worst an incomplete checkpoint, never a restorable one
+// with missing artifacts. A missing checkpoint is not an error.
+func (r *Repo) Delete(ctx context.Context, id string) error {
+	if err := validName("checkpoint id", id, maxIDLen); err != nil {
+		return err
+	}
+	r.mu.Lock() // not while Rewrap rewrites this manifest
+	err := r.store.Delete(ctx, manifestKey(id))
+	r.mu.Unlock()
+	if err != nil {
+		return storeErr(err, "delete manifest of checkpoint %s", id)
+	}
+	return r.deleteObjects(ctx, id)
+}
+
+func (r *Repo) deleteObjects(ctx context.Context, id string) error {
+	infos, err := r.store.List(ctx, prefix+id+"/")
+	if err != nil {
+		return storeErr(err, "list artifacts of checkpoint %s", id)
+	}
+	for _, info := range infos {
+		if err := r.store.Delete(ctx, info.Key); err != nil {
+			return storeErr(err, "delete artifact of checkpoint %s", id)
+		}
+	}
+	return nil
+}
+
+// storeErr adds context to an error of the store or the local disk. The
+// class stays reachable with errors.Is and the store's client message (which
+// names the store and the reason) stays the public one.
+func storeErr(err error, format string, args ...any) error {
+	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && errdefs.Class(err) == nil {
+		err = errdefs.Wrap(errdefs.ErrNoSpace, err, "out of disk space")
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}
