@@ -23,9 +23,9 @@ import (
 
 const marker = "PLAINTEXT-MARKER-7f3a9c-written-inside-the-sandbox"
 
-// image writes a checkpoint image dir: a small checkpoint.img, a sparse-ish
-// pages.img of pagesSize bytes (random runs between holes), an empty
-// pages_meta.img; every non-empty file holds the marker.
+// image writes a checkpoint image dir: a small checkpoint.img, a sparse
+// pages.img of pagesSize bytes (1 MiB random runs between 3 MiB holes), an
+// empty pages_meta.img; every non-empty file holds the marker.
 func image(t *testing.T, pagesSize int64) (string, map[string][]byte) {
 	t.Helper()
 	dir := t.TempDir()
@@ -41,11 +41,30 @@ func image(t *testing.T, pagesSize int64) (string, map[string][]byte) {
 	copy(pages[pagesSize/2:], marker)
 	files := map[string][]byte{"checkpoint.img": small, "pages.img": pages, "pages_meta.img": {}}
 	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+		if err := writeSparse(filepath.Join(dir, name), b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir, files
+}
+
+// writeSparse writes b to path leaving its all-zero MiBs as holes.
+func writeSparse(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zero := make([]byte, 1<<20)
+	for off := 0; off < len(b); off += len(zero) {
+		chunk := b[off:min(len(b), off+len(zero))]
+		if !bytes.Equal(chunk, zero[:len(chunk)]) {
+			if _, err := f.WriteAt(chunk, int64(off)); err != nil {
+				return err
+			}
+		}
+	}
+	return f.Truncate(int64(len(b)))
 }
 
 func manifest(id, keyID string) *checkpoint.Manifest {
@@ -225,10 +244,10 @@ func TestRotation(t *testing.T) {
 func TestStoreDiesMidUpload(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		dir, files := image(t, 40<<20)
+		dir, files := image(t, 20<<20)
 		save(t, e, manifest("good", ""), dir, nil) // an earlier complete checkpoint
 
-		e.store.dieAfter(2<<20 + 24<<20) // the small files, then part of pages.img
+		e.store.dieAfter(12 << 20) // the small files, then part of pages.img
 		err := e.repo.Save(ctx, manifest("broken", ""), dir, nil)
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			t.Fatalf("Save while the store dies: %v, want ErrUnavailable", err)
