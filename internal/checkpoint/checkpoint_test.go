@@ -399,6 +399,13 @@ func TestInvalid(t *testing.T) {
 	if _, err := e.repo.Get(ctx, "v9"); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(errdefs.PublicMessage(err), "version 9") {
 		t.Errorf("Get of a version 9 manifest: %v", err)
 	}
+	put(t, e, "checkpoints/junk/manifest.json", []byte(`{"version": 1, "id": "junk"`))
+	if _, err := e.repo.Get(ctx, "junk"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Get of a truncated manifest: %v", err)
+	}
+	if ms, err := e.repo.List(ctx); err != nil || len(ms) != 0 {
+		t.Errorf("List with only damaged manifests = %v, %v; want them skipped", ms, err)
+	}
 }
 
 func randomKey(t *testing.T) []byte {

@@ -96,7 +96,7 @@ func decodeManifest(b []byte) (*Manifest, error) {
 		Version int `json:"version"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("manifest is not JSON: %w", err)
+		return nil, errdefs.Wrap(errdefs.ErrFailedPrecondition, err, "manifest is damaged: not JSON")
 	}
 	if probe.Version != ManifestVersion {
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition,
@@ -104,7 +104,7 @@ func decodeManifest(b []byte) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decode manifest: %w", err)
+		return nil, errdefs.Wrap(errdefs.ErrFailedPrecondition, err, "manifest is damaged: it does not decode")
 	}
 	if err := m.check(); err != nil {
 		return nil, err
@@ -115,30 +115,30 @@ func decodeManifest(b []byte) (*Manifest, error) {
 // check validates what Load relies on: names that become keys and paths,
 // and a complete record.
 func (m *Manifest) check() error {
+	damaged := func(format string, args ...any) error {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "manifest of checkpoint %q is damaged: "+format, append([]any{m.ID}, args...)...)
+	}
 	if err := validName("checkpoint id", m.ID, maxIDLen); err != nil {
-		return err
+		return damaged("%s", errdefs.PublicMessage(err))
 	}
 	if m.Kind != KindCheckpoint && m.Kind != KindSnapshot {
-		return errdefs.New(errdefs.ErrInvalidArgument, "manifest of %s has kind %q; want %q or %q", m.ID, m.Kind, KindCheckpoint, KindSnapshot)
+		return damaged("kind %q is neither %q nor %q", m.Kind, KindCheckpoint, KindSnapshot)
 	}
-	if m.Sealed == nil {
-		return errdefs.New(errdefs.ErrInvalidArgument, "manifest of %s has no sealed section", m.ID)
+	if m.Sealed == nil || m.Sealed.WrappedKey.KeyID != m.KeyID {
+		return damaged("its sealed section is missing or under another key")
 	}
 	seen := map[string]bool{}
 	for _, a := range m.Artifacts {
 		if err := validName("artifact name", a.Name, maxNameLen); err != nil {
-			return err
+			return damaged("%s", errdefs.PublicMessage(err))
 		}
 		if seen[a.Name] {
-			return errdefs.New(errdefs.ErrInvalidArgument, "manifest of %s lists artifact %q twice", m.ID, a.Name)
+			return damaged("artifact %q is listed twice", a.Name)
 		}
 		seen[a.Name] = true
 		if a.Size < 0 || a.PlainSize < 0 || len(a.SHA256) != 64 || a.WrappedKey.KeyID != m.KeyID {
-			return errdefs.New(errdefs.ErrInvalidArgument, "manifest of %s has a malformed entry for artifact %q", m.ID, a.Name)
+			return damaged("the entry of artifact %q is malformed", a.Name)
 		}
-	}
-	if m.Sealed.WrappedKey.KeyID != m.KeyID {
-		return errdefs.New(errdefs.ErrInvalidArgument, "manifest of %s seals under another key than it names", m.ID)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,9 @@ const (
 // not: its upload never finished, and it can never be restored. It comes
 // wrapped in errdefs.ErrFailedPrecondition.
 var ErrIncomplete = errors.New("checkpoint incomplete")
+
+// errBadManifest marks a stored manifest that does not decode or validate.
+var errBadManifest = errors.New("bad manifest")
 
 // Repo is the checkpoint repository. It is safe for concurrent use.
 type Repo struct {
@@ -81,11 +85,11 @@ func (r *Repo) get(ctx context.Context, id string) (*Manifest, error) {
 		return nil, storeErr(err, "read manifest of checkpoint %s", id)
 	}
 	m, err := decodeManifest(b)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", id, err)
+	if err == nil && m.ID != id {
+		err = errdefs.New(errdefs.ErrFailedPrecondition, "the manifest stored for checkpoint %s names checkpoint %s", id, m.ID)
 	}
-	if m.ID != id {
-		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "the manifest stored for checkpoint %s names checkpoint %s", id, m.ID)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w: %w", id, errBadManifest, err)
 	}
 	return m, nil
 }
@@ -105,26 +109,44 @@ func (r *Repo) notFound(ctx context.Context, id string) error {
 }
 
 // List returns the manifests of every complete checkpoint and snapshot,
-// sorted by id. Artifacts without a manifest are not listed.
+// sorted by id. Artifacts without a manifest are not listed, nor (with a
+// warning in the log) manifests that do not decode: one damaged object
+// must not hide the rest.
 func (r *Repo) List(ctx context.Context) ([]*Manifest, error) {
 	infos, err := r.store.List(ctx, prefix)
 	if err != nil {
 		return nil, storeErr(err, "list checkpoints")
 	}
-	var out []*Manifest
+	var ids []string
 	for _, info := range infos {
-		id, ok := manifestID(info.Key)
-		if !ok {
-			continue
+		if id, ok := manifestID(info.Key); ok {
+			ids = append(ids, id)
 		}
-		m, err := r.get(ctx, id)
-		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, ErrIncomplete) {
-			continue // deleted since we listed
-		}
-		if err != nil {
+	}
+	ms := make([]*Manifest, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 2*parallel)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ms[i], errs[i] = r.get(ctx, id)
+		})
+	}
+	wg.Wait()
+	out := ms[:0]
+	for i, m := range ms {
+		switch err := errs[i]; {
+		case err == nil:
+			out = append(out, m)
+		case errors.Is(err, errdefs.ErrNotFound), errors.Is(err, ErrIncomplete):
+			// deleted since we listed
+		case errors.Is(err, errBadManifest):
+			slog.Warn("checkpoint manifest skipped", "checkpoint", ids[i], "err", err)
+		default:
 			return nil, err
 		}
-		out = append(out, m)
 	}
 	return out, nil
 }
