@@ -101,6 +101,50 @@ def writeerr(p, data):
         with open(p, "w") as f: f.write(data)
     except OSError as e: return en(e.errno)
     return ""
+def probe_tcp(targets, timeout=1.0):
+    res = {}
+    def one(t):
+        h, p = t.rsplit(":", 1)
+        h = h.strip("[]")
+        fam = socket.AF_INET6 if ":" in h else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(timeout)
+        try: s.connect((h, int(p))); res[t] = "connected"
+        except ConnectionRefusedError: res[t] = "refused"
+        except socket.timeout: res[t] = "timeout"
+        except OSError as e: res[t] = "error:" + en(e.errno)
+        finally: s.close()
+    ts = [threading.Thread(target=one, args=(t,)) for t in targets]
+    [x.start() for x in ts]; [x.join() for x in ts]
+    return res
+def send_udp(targets, payload=b"RTUDP"):
+    res = {}
+    for t in targets:
+        h, p = t.rsplit(":", 1)
+        h = h.strip("[]")
+        fam = socket.AF_INET6 if ":" in h else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(0.5)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+            for i in range(3): s.sendto(payload, (h, int(p)))
+            try: s.recvfrom(512); res[t] = "answered"
+            except socket.timeout: res[t] = "no answer"
+        except OSError as e: res[t] = "error:" + en(e.errno)
+        finally: s.close()
+    return res
+def ping(hosts, timeout=0.7):
+    res = {}
+    for h in hosts:
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.settimeout(timeout)
+        except OSError as e: res[h] = "socket:" + en(e.errno); continue
+        try:
+            s.sendto(struct.pack("!BBHHH", 8, 0, 0, 0, 1) + b"rt", (h, 0))
+            s.recvfrom(512); res[h] = "reply"
+        except socket.timeout: res[h] = "no reply"
+        except OSError as e: res[h] = "error:" + en(e.errno)
+        finally: s.close()
+    return res
+NET = json.loads(os.environ.get("RT_NET", "{}"))
 def agent_alive():
     try: return "space-agent" in readf("/proc/1/cmdline") and readf("/proc/1/stat").split(")")[1].split()[0] not in ("T", "Z", "X")
     except OSError: return False
@@ -146,6 +190,12 @@ for a in attempts:
 // one subtest per attempt, then checks that nothing outside was disturbed.
 func runGroup(t *testing.T, d *daemon, id, user string, group []attempt) {
 	t.Helper()
+	runGroupEnv(t, d, id, user, group, nil)
+}
+
+// runGroupEnv is runGroup with extra environment for the snippets.
+func runGroupEnv(t *testing.T, d *daemon, id, user string, group []attempt, extra map[string]string) {
+	t.Helper()
 	dir := "/tmp/rt-" + randHex(4)
 	type spec struct {
 		ID   string `json:"id"`
@@ -165,12 +215,16 @@ func runGroup(t *testing.T, d *daemon, id, user string, group []attempt) {
 	}
 	sh(t, d, id, "root", "chmod -R a+rX "+dir)
 	paths, _ := json.Marshal(env.canary.paths())
+	cmdEnv := map[string]string{"RT_CANARY_PATHS": string(paths)}
+	for k, v := range extra {
+		cmdEnv[k] = v
+	}
 	start := time.Now()
 	out := run(t, d, id, client.CommandRequest{
 		Argv: []string{"python3", dir + "/harness.py", dir + "/group.json"},
 		User: user,
 		Cwd:  "/tmp",
-		Env:  map[string]string{"RT_CANARY_PATHS": string(paths)},
+		Env:  cmdEnv,
 	})
 	t.Logf("%d attempts as %s in %s (exit %+v)", len(group), user, time.Since(start).Round(time.Millisecond), *out.Exit)
 	got := map[string]res{}

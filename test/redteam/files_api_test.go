@@ -389,4 +389,3 @@ func TestFileAPI(t *testing.T) {
 	}
 	guard(t, d)
 }
-
