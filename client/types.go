@@ -23,6 +23,15 @@ type CreateSandboxRequest struct {
 	MaxProcesses   int               `json:"max_processes,omitempty"`
 	// Pool set to false skips the daemon's warm pool (a cold create).
 	Pool *bool `json:"pool,omitempty"`
+	// Snapshot starts the disk from a disk snapshot.
+	Snapshot string `json:"snapshot,omitempty"`
+	// SnapshotEverySeconds and SnapshotKeep schedule disk snapshots.
+	SnapshotEverySeconds int `json:"snapshot_every_seconds,omitempty"`
+	SnapshotKeep         int `json:"snapshot_keep,omitempty"`
+	// AutoPause pauses the sandbox at its timeout instead of killing it.
+	AutoPause bool `json:"auto_pause,omitempty"`
+	// KeyID names a customer key (PutKey) to encrypt checkpoints under.
+	KeyID string `json:"key_id,omitempty"`
 }
 
 // Sandbox is the daemon's view of one sandbox.
@@ -39,8 +48,33 @@ type Sandbox struct {
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	// AccessToken is only set in the answer to CreateSandbox.
 	AccessToken string `json:"access_token,omitempty"`
-	// Reason says why a sandbox is lost or was killed.
-	Reason string `json:"reason,omitempty"`
+	// Reason says why a sandbox is lost, paused or was killed.
+	Reason               string      `json:"reason,omitempty"`
+	AutoPause            bool        `json:"auto_pause,omitempty"`
+	KeyID                string      `json:"key_id,omitempty"`
+	SnapshotEverySeconds int         `json:"snapshot_every_seconds,omitempty"`
+	SnapshotKeep         int         `json:"snapshot_keep,omitempty"`
+	PausedAt             *time.Time  `json:"paused_at,omitempty"`
+	Checkpoint           *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is a sandbox's latest complete checkpoint and its cost.
+type Checkpoint struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int64     `json:"bytes"`
+	TookMS    int64     `json:"took_ms"`
+}
+
+// Snapshot is a stored disk snapshot.
+type Snapshot struct {
+	ID        string    `json:"id"`
+	SandboxID string    `json:"sandbox_id"`
+	Template  string    `json:"template"`
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int64     `json:"bytes"`
+	TookMS    int64     `json:"took_ms"`
+	KeyID     string    `json:"key_id,omitempty"`
 }
 
 // ListOptions filters ListSandboxes. The zero value lists running sandboxes.

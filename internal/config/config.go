@@ -50,6 +50,23 @@ type Config struct {
 	DebugAddr string
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
 	RunscDebug bool
+	// ObjectStore is where checkpoints and disk snapshots go: a local
+	// directory (an absolute path; default <data-dir>/objects) or
+	// "s3://bucket" with the S3* settings.
+	ObjectStore string
+	S3Endpoint  string
+	S3Region    string
+	S3AccessKey string
+	S3SecretKey string
+	// PlatformKeyFile holds the platform key-encryption key (a Tink keyset,
+	// 0600; default <data-dir>/keys/platform.json). Nodes sharing an object
+	// store must share it.
+	PlatformKeyFile string
+	// CustomerKeysFile, if set, holds customer keys loaded at start, one
+	// "<key id> <32 bytes in base64>" per line.
+	CustomerKeysFile string
+	// PausedRetention is how long a paused sandbox is kept.
+	PausedRetention time.Duration
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -101,6 +118,7 @@ func Default() Config {
 		AgentBootTimeout:    15 * time.Second,
 		Pools:               []PoolConfig{{Template: "base", Min: 2, Max: 8}},
 		PoolBoots:           1,
+		PausedRetention:     30 * 24 * time.Hour,
 	}
 }
 
@@ -119,19 +137,32 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (Config, error) 
 	if c.TemplatesDir == "" {
 		c.TemplatesDir = filepath.Join(c.DataDir, "templates")
 	}
+	if c.ObjectStore == "" {
+		c.ObjectStore = filepath.Join(c.DataDir, "objects")
+	}
+	if c.PlatformKeyFile == "" {
+		c.PlatformKeyFile = filepath.Join(c.DataDir, "keys", "platform.json")
+	}
 	return c, c.Validate()
 }
 
 func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	str := map[string]*string{
-		"SPACE_DATA_DIR":      &c.DataDir,
-		"SPACE_ADDR":          &c.Addr,
-		"SPACE_API_KEY":       &c.APIKey,
-		"SPACE_TEMPLATES_DIR": &c.TemplatesDir,
-		"SPACE_RUNSC":         &c.RunscPath,
-		"SPACE_LOG_LEVEL":     &c.LogLevel,
-		"SPACE_DEBUG_ADDR":    &c.DebugAddr,
+		"SPACE_DATA_DIR":           &c.DataDir,
+		"SPACE_ADDR":               &c.Addr,
+		"SPACE_API_KEY":            &c.APIKey,
+		"SPACE_TEMPLATES_DIR":      &c.TemplatesDir,
+		"SPACE_RUNSC":              &c.RunscPath,
+		"SPACE_LOG_LEVEL":          &c.LogLevel,
+		"SPACE_DEBUG_ADDR":         &c.DebugAddr,
+		"SPACE_OBJECT_STORE":       &c.ObjectStore,
+		"SPACE_S3_ENDPOINT":        &c.S3Endpoint,
+		"SPACE_S3_REGION":          &c.S3Region,
+		"SPACE_S3_ACCESS_KEY":      &c.S3AccessKey,
+		"SPACE_S3_SECRET_KEY":      &c.S3SecretKey,
+		"SPACE_PLATFORM_KEY_FILE":  &c.PlatformKeyFile,
+		"SPACE_CUSTOMER_KEYS_FILE": &c.CustomerKeysFile,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
@@ -173,6 +204,13 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		}
 		c.PoolBoots = n
 	}
+	if v := getenv("SPACE_PAUSED_RETENTION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_PAUSED_RETENTION: %w", err)
+		}
+		c.PausedRetention = d
+	}
 	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -202,6 +240,7 @@ func (c *Config) bindFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve net/http/pprof on this address (SPACE_DEBUG_ADDR; off when empty)")
 	fs.BoolVar(&c.RunscDebug, "runsc-debug", c.RunscDebug, "write runsc debug logs per sandbox")
+	fs.StringVar(&c.ObjectStore, "object-store", c.ObjectStore, `checkpoints and snapshots: a directory or "s3://bucket" (SPACE_OBJECT_STORE; default <data-dir>/objects)`)
 }
 
 // Validate reports the first setting that cannot work.
@@ -221,6 +260,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("agent boot timeout must be positive")
 	case c.DefaultCPU < 1 || c.DefaultMemoryMB < 64 || c.DefaultDiskMB < 16 || c.DefaultMaxProcesses < 16:
 		return fmt.Errorf("default limits are too small")
+	case c.PausedRetention < time.Hour:
+		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
+	case !filepath.IsAbs(c.PlatformKeyFile):
+		return fmt.Errorf("platform key file %q must be an absolute path", c.PlatformKeyFile)
+	}
+	if bucket, ok := strings.CutPrefix(c.ObjectStore, "s3://"); ok {
+		if bucket == "" || strings.Contains(bucket, "/") {
+			return fmt.Errorf("object store %q: want s3://bucket", c.ObjectStore)
+		}
+		if c.S3AccessKey == "" || c.S3SecretKey == "" {
+			return fmt.Errorf("object store %s needs SPACE_S3_ACCESS_KEY and SPACE_S3_SECRET_KEY", c.ObjectStore)
+		}
+	} else if !filepath.IsAbs(c.ObjectStore) {
+		return fmt.Errorf("object store %q must be an absolute directory or s3://bucket", c.ObjectStore)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/spacesandbox/space/internal/blobstore"
+	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/httpapi"
@@ -28,6 +31,7 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/runtime/gvisor"
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -57,6 +61,21 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 
+	objects, err := openObjectStore(cfg)
+	if err != nil {
+		return err
+	}
+	keys, err := openKeyring(cfg)
+	if err != nil {
+		return err
+	}
+	imagesDir := filepath.Join(cfg.DataDir, "images")
+	// Images left by a crash mid-checkpoint or mid-restore are of no use:
+	// what was uploaded has no manifest and is swept from the store.
+	if err := os.RemoveAll(imagesDir); err != nil {
+		return fmt.Errorf("clear images dir: %w", err)
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
@@ -72,6 +91,10 @@ func Run(ctx context.Context, cfg config.Config) error {
 		AgentBootTimeout: cfg.AgentBootTimeout,
 		Pools:            pools(cfg.Pools),
 		PoolBoots:        cfg.PoolBoots,
+		Checkpoints:      checkpoint.NewRepo(objects, keys),
+		Keys:             keys,
+		ImagesDir:        imagesDir,
+		PausedRetention:  cfg.PausedRetention,
 	}, st, rt, metrics)
 	if err := svc.Recover(ctx); err != nil {
 		return err
@@ -143,6 +166,51 @@ func loadAPIKey(cfg config.Config) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "spaced: generated an API key (stored in %s):\n\n    %s\n\n", path, key)
 	return key, nil
+}
+
+// openObjectStore opens the configured object store: S3 or a directory.
+func openObjectStore(cfg config.Config) (blobstore.Store, error) {
+	if bucket, ok := strings.CutPrefix(cfg.ObjectStore, "s3://"); ok {
+		return blobstore.NewS3(blobstore.S3Options{
+			Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: bucket,
+			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
+		})
+	}
+	return blobstore.NewFS(cfg.ObjectStore)
+}
+
+// openKeyring opens (or creates) the platform key and loads the customer
+// keys of the operator's key file, if any. Key material is never logged.
+func openKeyring(cfg config.Config) (*seal.Keyring, error) {
+	if err := os.MkdirAll(filepath.Dir(cfg.PlatformKeyFile), 0o700); err != nil {
+		return nil, fmt.Errorf("key dir: %w", err)
+	}
+	keys, err := seal.OpenKeyring(cfg.PlatformKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CustomerKeysFile == "" {
+		return keys, nil
+	}
+	data, err := os.ReadFile(cfg.CustomerKeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("customer keys file: %w", err)
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		id, b64, ok := strings.Cut(line, " ")
+		key, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+		if !ok || derr != nil {
+			return nil, fmt.Errorf("customer keys file line %d: want \"<key id> <base64 key>\"", i+1)
+		}
+		if err := keys.SetCustomerKey(id, key); err != nil {
+			return nil, fmt.Errorf("customer keys file line %d: %w", i+1, err)
+		}
+	}
+	return keys, nil
 }
 
 func pools(in []config.PoolConfig) []sandbox.PoolConfig {

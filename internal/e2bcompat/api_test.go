@@ -83,7 +83,7 @@ func TestCreate(t *testing.T) {
 	}
 
 	for body, status := range map[string]int{
-		`{"templateID":"base","autoPause":true}`:                          501,
+		`{"templateID":"base","autoResume":{"enabled":true}}`:             501,
 		`{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`: 501,
 		`{"templateID":"base","mcp":{"github":{}}}`:                       501,
 		`{"templateID":"base","timeout":0}`:                               400,
@@ -170,12 +170,25 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("connect with no body: %d", resp.StatusCode)
 	}
 
-	e := wantError(t, h.api("POST", "/sandboxes/"+id+"/pause", map[string]bool{"memory": true}), 501)
-	if !strings.Contains(e.Message, "checkpoints") {
-		t.Errorf("pause message: %q", e.Message)
-	}
 	wantError(t, h.api("POST", "/sandboxes/"+id+"/resume", nil), 409)
-	wantError(t, h.api("POST", "/sandboxes/"+id+"/fork", nil), 501)
+	if resp := h.api("POST", "/sandboxes/"+id+"/pause", map[string]bool{"memory": true}); resp.StatusCode != 204 {
+		t.Fatalf("pause: %d", resp.StatusCode)
+	}
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/pause", nil), 409)
+	var detail sandboxDetailJSON
+	decode(t, h.api("GET", "/sandboxes/"+id, nil), &detail)
+	if detail.State != "paused" || detail.EnvdAccessToken != "" {
+		t.Fatalf("detail of a paused sandbox: state %q, token %q", detail.State, detail.EnvdAccessToken)
+	}
+	if resp := h.api("POST", "/v2/sandboxes/"+id+"/connect", nil); resp.StatusCode != 201 {
+		t.Fatalf("connect to a paused sandbox: %d, want 201 (resumed)", resp.StatusCode)
+	}
+	resp := h.api("POST", "/sandboxes/"+id+"/fork", map[string]int{"count": 2})
+	var forks []forkResultJSON
+	decode(t, resp, &forks)
+	if resp.StatusCode != 201 || len(forks) != 2 || forks[0].Sandbox == nil || forks[0].Sandbox.SandboxID == id {
+		t.Fatalf("fork: %d %+v", resp.StatusCode, forks)
+	}
 	wantError(t, h.api("POST", "/sandboxes/"+id+"/snapshots", nil), 501)
 	if resp := h.api("POST", "/sandboxes/"+id+"/refreshes", map[string]int{"duration": 30}); resp.StatusCode != 204 {
 		t.Fatalf("refresh: %d", resp.StatusCode)

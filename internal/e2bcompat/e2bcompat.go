@@ -43,6 +43,9 @@ type Sandboxes interface {
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
 	Agent(id string) (*sandbox.AgentConn, error)
+	Pause(ctx context.Context, id string) (*sandbox.Sandbox, error)
+	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
+	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
 }
 
 // Options configure the E2B layer.

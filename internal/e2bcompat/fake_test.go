@@ -199,3 +199,48 @@ func (f *fakeSandboxes) token(id string) string {
 	defer f.mu.Unlock()
 	return f.sbs[id].token
 }
+
+func (f *fakeSandboxes) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return nil, err
+	}
+	fs.sb.State = store.StatePaused
+	out := fs.sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) Resume(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if fs.sb.State != store.StatePaused {
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused", id, fs.sb.State)
+	}
+	fs.sb.State, fs.sb.ExpiresAt = store.StateRunning, base.Add(d)
+	out := fs.sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error) {
+	f.mu.Lock()
+	fs, err := f.running(id)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []*sandbox.Sandbox
+	for range req.Count {
+		sb, err := f.Create(ctx, sandbox.CreateRequest{Template: fs.sb.Template, Timeout: req.Timeout, Metadata: fs.sb.Metadata})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, sb)
+	}
+	return out, nil
+}

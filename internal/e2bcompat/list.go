@@ -54,14 +54,15 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	wantRunning := true
+	wantStates := []string{store.StateRunning}
 	if states := splitList(q["state"]); len(states) > 0 {
-		wantRunning = false
+		wantStates = nil
 		for _, st := range states {
 			switch st {
 			case "running":
-				wantRunning = true
+				wantStates = append(wantStates, store.StateRunning)
 			case "paused":
+				wantStates = append(wantStates, store.StatePaused, store.StateResuming)
 			default:
 				writeStatus(w, http.StatusBadRequest, "state must be running or paused, not "+strconv.Quote(st))
 				return
@@ -105,13 +106,10 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) {
 		cur = c
 	}
 
-	var sbs []*sandbox.Sandbox
-	if wantRunning {
-		sbs, err = s.opts.Sandboxes.List(r.Context(), sandbox.ListFilter{States: []string{store.StateRunning}, Metadata: md})
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
+	sbs, err := s.opts.Sandboxes.List(r.Context(), sandbox.ListFilter{States: wantStates, Metadata: md})
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
 	template := q.Get("template")
 	sbs = slices.DeleteFunc(sbs, func(sb *sandbox.Sandbox) bool {

@@ -55,6 +55,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			Template: req.TemplateID, Timeout: timeout,
 			Env: req.EnvVars, Metadata: req.Metadata,
 			OpenAccess: !secure, Network: policy,
+			AutoPause: req.AutoPause != nil && *req.AutoPause,
 		})
 		if err != nil {
 			writeError(w, r, err)
@@ -72,8 +73,10 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 // here, so it is refused rather than ignored.
 func unsupported(req *newSandbox) string {
 	switch {
-	case req.AutoPause != nil && *req.AutoPause:
-		return "autoPause (lifecycle on_timeout=pause) needs checkpoints, which spaced does not have yet; omit it and the sandbox is killed at its timeout"
+	case req.AutoPause != nil && *req.AutoPause && req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
+		return "autoPauseMemory=false (pause without memory) is not supported by spaced: a pause always keeps memory and processes"
+	case req.AutoResume != nil && req.AutoResume.Enabled:
+		return "autoResume is not supported by spaced: resume a paused sandbox with connect"
 	case len(req.VolumeMounts) > 0:
 		return "volume mounts are not supported by spaced"
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
@@ -108,8 +111,17 @@ func listedJSON(sb *sandbox.Sandbox) listedSandboxJSON {
 		TemplateID: sb.Template, Alias: sb.Template, SandboxID: sb.ID, ClientID: ClientID,
 		StartedAt: sb.CreatedAt, EndAt: sb.ExpiresAt,
 		CPUCount: sb.CPU, MemoryMB: sb.MemoryMB, DiskSizeMB: sb.DiskMB,
-		Metadata: md, State: "running", EnvdVersion: EnvdVersion, VolumeMounts: []any{},
+		Metadata: md, State: e2bState(sb), EnvdVersion: EnvdVersion, VolumeMounts: []any{},
 	}
+}
+
+// e2bState is the state E2B clients know: running or paused (a sandbox
+// being resumed counts as paused until it runs).
+func e2bState(sb *sandbox.Sandbox) string {
+	if sb.State == store.StatePaused || sb.State == store.StateResuming {
+		return "paused"
+	}
+	return "running"
 }
 
 // running returns a running sandbox, or NotFound.
@@ -129,15 +141,23 @@ func (s *Server) running(r *http.Request, id string) (*sandbox.Sandbox, error) {
 
 func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	sb, err := s.running(r, id)
+	sb, err := s.opts.Sandboxes.Get(r.Context(), id)
+	if err == nil && sb.State != store.StatePaused {
+		sb, err = s.running(r, id)
+	}
 	if err != nil {
+		if errdefs.Class(err) == errdefs.ErrNotFound {
+			err = notRunning(id)
+		}
 		writeError(w, r, err)
 		return
 	}
-	t, err := s.opts.Sandboxes.Target(id)
-	if err != nil {
-		writeError(w, r, err)
-		return
+	var t sandbox.Target
+	if sb.State == store.StateRunning {
+		if t, err = s.opts.Sandboxes.Target(id); err != nil {
+			writeError(w, r, err)
+			return
+		}
 	}
 	out := sandboxDetailJSON{
 		listedSandboxJSON: listedJSON(sb),
@@ -145,9 +165,9 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		AllowInternetAccess: false,
 		Domain:              s.domain(r),
 		Network:             fromPolicy(sb.Network),
-		Lifecycle:           lifecycleJSON{AutoResume: false, OnTimeout: "kill"},
+		Lifecycle:           lifecycleJSON{AutoResume: false, OnTimeout: onTimeout(sb)},
 	}
-	if !sb.OpenAccess {
+	if !sb.OpenAccess && t.AccessToken != "" {
 		out.EnvdAccessToken = t.AccessToken
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -214,9 +234,16 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+func onTimeout(sb *sandbox.Sandbox) string {
+	if sb.AutoPause {
+		return "pause"
+	}
+	return "kill"
+}
+
 // connect answers for a running sandbox (200) and extends its life to at
-// least timeout from now. Paused sandboxes do not exist here yet, so
-// anything else is 404, which the SDKs report as not found.
+// least timeout from now, or resumes a paused one (201), which may have
+// been paused by another spaced sharing the object store.
 func (s *Server) connect(v2 bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
@@ -233,9 +260,16 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			}
 			d = time.Duration(*req.Timeout) * time.Second
 		}
+		status := http.StatusOK
 		if _, err := s.running(r, id); err != nil {
-			writeError(w, r, err)
-			return
+			if _, rerr := s.opts.Sandboxes.Resume(r.Context(), id, d); rerr != nil {
+				if errdefs.Class(rerr) == errdefs.ErrNotFound || errdefs.Class(rerr) == errdefs.ErrFailedPrecondition && errdefs.Class(err) == errdefs.ErrNotFound {
+					rerr = notRunning(id)
+				}
+				writeError(w, r, rerr)
+				return
+			}
+			status = http.StatusCreated
 		}
 		sb, err := s.opts.Sandboxes.ExtendTimeout(r.Context(), id, d)
 		if err != nil {
@@ -247,30 +281,104 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.sandboxJSON(r, sb, t.AccessToken))
+		writeJSON(w, status, s.sandboxJSON(r, sb, t.AccessToken))
 	}
 }
 
-// pause is answered honestly: there are no checkpoints yet, so a sandbox
-// cannot be paused, and saying 204 would lose the user's work at resume.
+// pause checkpoints the sandbox (memory, processes, files) and stops it:
+// 204 once the checkpoint is complete, 409 when it is already paused.
 func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.running(r, r.PathValue("id")); err != nil {
-		writeError(w, r, err)
+	id := r.PathValue("id")
+	if sb, err := s.opts.Sandboxes.Get(r.Context(), id); err == nil && sb.State == store.StatePaused {
+		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already paused")
 		return
 	}
-	writeStatus(w, http.StatusNotImplemented,
-		"pausing is not available yet: spaced has no checkpoints; the sandbox keeps running until its timeout or a kill")
-}
-
-// resume (the SDKs now resume through connect): a running sandbox is
-// already running; no other can be resumed.
-func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
 	if _, err := s.running(r, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeStatus(w, http.StatusConflict, "sandbox "+id+" is already running")
+	if _, err := s.opts.Sandboxes.Pause(r.Context(), id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resume is the older SDKs' way (newer ones resume through connect): 201
+// with the sandbox, 409 when it is already running.
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req resumeRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	d := defaultTimeoutV1
+	if req.Timeout != nil {
+		if *req.Timeout <= 0 {
+			writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+			return
+		}
+		d = time.Duration(*req.Timeout) * time.Second
+	}
+	if _, err := s.running(r, id); err == nil {
+		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already running")
+		return
+	}
+	sb, err := s.opts.Sandboxes.Resume(r.Context(), id, d)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	t, err := s.opts.Sandboxes.Target(id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.sandboxJSON(r, sb, t.AccessToken))
+}
+
+// fork makes count sandboxes that go on from this one's current state:
+// 201 with one {"sandbox"} or {"error"} per fork asked for.
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req forkRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	count, d := 1, defaultTimeoutV2
+	if req.Count != nil {
+		count = *req.Count
+	}
+	if req.Timeout != nil {
+		if *req.Timeout <= 0 {
+			writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+			return
+		}
+		d = time.Duration(*req.Timeout) * time.Second
+	}
+	if _, err := s.running(r, id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	forks, err := s.opts.Sandboxes.Fork(r.Context(), id, sandbox.ForkRequest{Count: count, Timeout: d})
+	if err != nil && len(forks) == 0 {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]forkResultJSON, 0, count)
+	for _, f := range forks {
+		sbj := s.sandboxJSON(r, f, f.AccessToken)
+		out = append(out, forkResultJSON{Sandbox: &sbj})
+	}
+	if err != nil {
+		code := statusOf(err)
+		for range count - len(forks) {
+			out = append(out, forkResultJSON{Error: &errorJSON{Code: code, Message: errdefs.PublicMessage(err)}})
+		}
+	}
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {

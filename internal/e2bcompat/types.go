@@ -65,6 +65,22 @@ type connectRequest struct {
 	Memory  *bool `json:"memory"`
 }
 
+type resumeRequest struct {
+	Timeout   *int  `json:"timeout"`
+	AutoPause *bool `json:"autoPause"`
+}
+
+type forkRequest struct {
+	Timeout *int `json:"timeout"`
+	Count   *int `json:"count"`
+}
+
+// forkResultJSON is one entry of the fork answer: a sandbox or an error.
+type forkResultJSON struct {
+	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
+	Error   *errorJSON   `json:"error,omitempty"`
+}
+
 type refreshRequest struct {
 	Duration *int `json:"duration"`
 }

@@ -22,6 +22,12 @@ type createSandboxRequest struct {
 	DiskMB         int               `json:"disk_mb"`
 	MaxProcesses   int               `json:"max_processes"`
 	Pool           *bool             `json:"pool"`
+	// Snapshot starts the disk from a disk snapshot.
+	Snapshot             string `json:"snapshot"`
+	SnapshotEverySeconds int    `json:"snapshot_every_seconds"`
+	SnapshotKeep         int    `json:"snapshot_keep"`
+	AutoPause            bool   `json:"auto_pause"`
+	KeyID                string `json:"key_id"`
 }
 
 type sandboxJSON struct {
@@ -37,6 +43,21 @@ type sandboxJSON struct {
 	Metadata     map[string]string `json:"metadata"`
 	AccessToken  string            `json:"access_token,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
+	AutoPause    bool              `json:"auto_pause,omitempty"`
+	KeyID        string            `json:"key_id,omitempty"`
+	// SnapshotEverySeconds and SnapshotKeep: the disk snapshot schedule.
+	SnapshotEverySeconds int             `json:"snapshot_every_seconds,omitempty"`
+	SnapshotKeep         int             `json:"snapshot_keep,omitempty"`
+	PausedAt             *time.Time      `json:"paused_at,omitempty"`
+	Checkpoint           *checkpointJSON `json:"checkpoint,omitempty"`
+}
+
+// checkpointJSON is what a sandbox shows of its latest checkpoint.
+type checkpointJSON struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int64     `json:"bytes"`
+	TookMS    int64     `json:"took_ms"`
 }
 
 func toJSON(s *sandbox.Sandbox) sandboxJSON {
@@ -44,11 +65,20 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 	if md == nil {
 		md = map[string]string{}
 	}
-	return sandboxJSON{
+	out := sandboxJSON{
 		ID: s.ID, State: s.State, Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
 		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
 		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason,
+		AutoPause: s.AutoPause, KeyID: s.KeyID,
+		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep,
 	}
+	if !s.PausedAt.IsZero() {
+		out.PausedAt = &s.PausedAt
+	}
+	if c := s.Checkpoint; c != nil {
+		out.Checkpoint = &checkpointJSON{ID: c.ID, CreatedAt: c.CreatedAt, Bytes: c.Bytes, TookMS: c.Took.Milliseconds()}
+	}
+	return out
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
@@ -57,15 +87,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if req.TimeoutSeconds < 0 || req.CPU < 0 || req.MemoryMB < 0 || req.DiskMB < 0 || req.MaxProcesses < 0 {
-		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds and limits must not be negative"))
+	if req.TimeoutSeconds < 0 || req.CPU < 0 || req.MemoryMB < 0 || req.DiskMB < 0 || req.MaxProcesses < 0 || req.SnapshotEverySeconds < 0 || req.SnapshotKeep < 0 {
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds, limits and the snapshot schedule must not be negative"))
 		return
 	}
 	sb, err := s.sandboxes.Create(r.Context(), sandbox.CreateRequest{
 		Template: req.Template, Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
-		NoPool: req.Pool != nil && !*req.Pool,
+		NoPool:   req.Pool != nil && !*req.Pool,
+		Snapshot: req.Snapshot, SnapshotEvery: time.Duration(req.SnapshotEverySeconds) * time.Second, SnapshotKeep: req.SnapshotKeep,
+		AutoPause: req.AutoPause, KeyID: req.KeyID,
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -86,10 +118,10 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		f.States = nil
 		for _, st := range strings.Split(v, ",") {
 			switch st = strings.TrimSpace(st); st {
-			case "creating", "running", "killed", "lost":
+			case "creating", "running", "paused", "resuming", "killed", "lost":
 				f.States = append(f.States, st)
 			default:
-				writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "unknown state %q (want creating, running, killed or lost)", st))
+				writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "unknown state %q (want creating, running, paused, resuming, killed or lost)", st))
 				return
 			}
 		}

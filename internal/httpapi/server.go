@@ -62,6 +62,17 @@ func (s *Server) table() []route {
 		{"POST", "/v1/sandboxes/{id}/files/move", false, s.moveFile},
 		{"GET", "/v1/sandboxes/{id}/files/watch", false, s.watchFiles},
 		{"GET", "/v1/sandboxes/{id}/pty", false, s.openPTY},
+		{"POST", "/v1/sandboxes/{id}/pause", false, s.pauseSandbox},
+		{"POST", "/v1/sandboxes/{id}/resume", false, s.resumeSandbox},
+		{"POST", "/v1/sandboxes/{id}/fork", false, s.forkSandbox},
+		{"POST", "/v1/sandboxes/{id}/snapshots", false, s.takeSnapshot},
+		{"GET", "/v1/sandboxes/{id}/snapshots", false, s.listSnapshots},
+		{"GET", "/v1/snapshots", false, s.listSnapshots},
+		{"GET", "/v1/snapshots/{snapshot}", false, s.getSnapshot},
+		{"DELETE", "/v1/snapshots/{snapshot}", false, s.deleteSnapshot},
+		{"PUT", "/v1/keys/{key}", false, s.putKey},
+		{"POST", "/v1/keys/{key}/rotate", false, s.rotateKey},
+		{"DELETE", "/v1/keys/{key}", false, s.deleteKey},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"connectrpc.com/connect"
@@ -38,6 +39,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err := s.validate(&req); err != nil {
 		return nil, err
 	}
+	var diskImage string
+	if req.Snapshot != "" {
+		dir, err := s.loadSnapshot(ctx, req.Snapshot, &req)
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		diskImage = dir
+	}
 	if p := s.poolFor(req); p != nil {
 		for b := p.take(); b != nil; b = p.take() {
 			sb, err := s.claim(ctx, b, req)
@@ -51,7 +61,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			b.undo()
 		}
 	}
-	b, err := s.boot(ctx, req.Template, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, store.StateCreating)
+	b, err := s.boot(ctx, req.Template, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, diskImage, store.StateCreating)
 	if err != nil {
 		s.metrics.createFailed()
 		return nil, err
@@ -67,8 +77,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 }
 
 // boot makes a sandbox of template with limits, recorded in state (creating
-// for a cold create, pooled for the pool), and waits for its agent.
-func (s *Service) boot(ctx context.Context, template string, limits runtime.Limits, state string) (_ *booted, err error) {
+// for a cold create, pooled for the pool), and waits for its agent. A
+// non-empty diskImage is a disk snapshot its writable layer starts from.
+func (s *Service) boot(ctx context.Context, template string, limits runtime.Limits, diskImage, state string) (_ *booted, err error) {
 	start := time.Now()
 	rootfs, err := s.templateRoot(template)
 	if err != nil {
@@ -99,9 +110,10 @@ func (s *Service) boot(ctx context.Context, template string, limits runtime.Limi
 
 	spec := runtime.Spec{
 		ID: rec.ID, RootFS: rootfs, Netns: ep.NetnsPath,
-		Args:   []string{"/usr/local/bin/space-agent"},
-		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
-		Limits: limits,
+		Args:      []string{"/usr/local/bin/space-agent"},
+		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
+		Limits:    limits,
+		DiskImage: diskImage,
 	}
 	tNet := time.Now()
 	if err := s.rt.Create(ctx, spec); err != nil {
@@ -187,6 +199,8 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
 	rec.Env, rec.Metadata, rec.AccessToken = req.Env, req.Metadata, token
 	rec.OpenAccess, rec.Network = req.OpenAccess, cloneNetwork(req.Network)
+	rec.AutoPause, rec.KeyID = req.AutoPause, req.KeyID
+	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
 	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", err)
 	}

@@ -12,6 +12,12 @@ type Metrics struct {
 	poolMisses     *prometheus.CounterVec
 	createFailures prometheus.Counter
 	endings        *prometheus.CounterVec
+	// Checkpoints (op: pause, snapshot) and restores (op: resume, fork,
+	// snapshot).
+	imageSeconds   *prometheus.HistogramVec
+	imageBytes     *prometheus.CounterVec
+	imageFailures  *prometheus.CounterVec
+	restoreSeconds *prometheus.HistogramVec
 }
 
 // NewMetrics registers the service's series with reg; running and pools
@@ -35,8 +41,27 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 			Name: "space_sandbox_ended_total",
 			Help: "Sandboxes that ended, by final state and reason.",
 		}, []string{"state", "reason"}),
+		imageSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "space_checkpoint_seconds",
+			Help:    "Time to take a checkpoint or disk snapshot, by operation and phase (image: runsc; upload: encrypt and store).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"op", "phase"}),
+		imageBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_checkpoint_bytes_total",
+			Help: "Bytes stored in object storage by checkpoints and disk snapshots.",
+		}, []string{"op"}),
+		imageFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_checkpoint_failures_total",
+			Help: "Pauses, snapshots and resumes that failed and were rolled back.",
+		}, []string{"op"}),
+		restoreSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "space_restore_seconds",
+			Help:    "Time to resume a sandbox, by phase (download: fetch and decrypt; restore: runsc until the agent answers).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"phase"}),
 	}
 	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses,
+		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
 			Help: "Sandboxes running on this node.",
@@ -88,5 +113,26 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for t, n := range c.pools() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), t)
+	}
+}
+
+func (m *Metrics) checkpointed(op string, bytes int64, image, upload time.Duration) {
+	if m != nil {
+		m.imageSeconds.WithLabelValues(op, "image").Observe(image.Seconds())
+		m.imageSeconds.WithLabelValues(op, "upload").Observe(upload.Seconds())
+		m.imageBytes.WithLabelValues(op).Add(float64(bytes))
+	}
+}
+
+func (m *Metrics) checkpointFailed(op string) {
+	if m != nil {
+		m.imageFailures.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) restored(download, restore time.Duration) {
+	if m != nil {
+		m.restoreSeconds.WithLabelValues("download").Observe(download.Seconds())
+		m.restoreSeconds.WithLabelValues("restore").Observe(restore.Seconds())
 	}
 }

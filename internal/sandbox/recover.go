@@ -51,9 +51,34 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		}
 		return s.store.DeleteSandbox(ctx, rec.ID)
 	}
+	if rec.State == store.StateResuming {
+		// A resume that never answered: its checkpoint is intact, so the
+		// sandbox goes back to paused (a resume on another node made this
+		// record from the checkpoint; paused it is resumable here).
+		log.Info("undoing unfinished resume")
+		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+			return err
+		}
+		rec.State = store.StatePaused
+		return s.store.UpdateSandbox(ctx, rec)
+	}
 	st, err := s.rt.State(ctx, rec.ID)
 	if err != nil {
 		return err
+	}
+	if st == runtime.StatePaused {
+		// Frozen by a pause that never finished: it was not recorded, so
+		// the sandbox goes on running.
+		log.Info("thawing sandbox left frozen by an unfinished pause")
+		if cp, ok := s.rt.(runtime.Checkpointer); ok {
+			if err := cp.Thaw(ctx, rec.ID); err != nil {
+				log.Warn("thaw", "err", err)
+			}
+			st, err = s.rt.State(ctx, rec.ID)
+			if err != nil {
+				return err
+			}
+		}
 	}
 	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
 	if st == runtime.StateRunning {
@@ -132,6 +157,7 @@ func (s *Service) reap(ctx context.Context) {
 		entries[id] = e
 	}
 	s.mu.Unlock()
+	s.runSnapshotSchedules(ctx, entries)
 	var expired []string
 	for id, e := range entries {
 		e.mu.Lock()
@@ -146,7 +172,8 @@ func (s *Service) reap(ctx context.Context) {
 		if slices.Contains(expired, id) {
 			continue
 		}
-		if st, err := s.rt.State(ctx, id); err == nil && st != runtime.StateRunning {
+		// Paused means frozen for a pause or snapshot in progress: alive.
+		if st, err := s.rt.State(ctx, id); err == nil && st != runtime.StateRunning && st != runtime.StatePaused {
 			reason := "sandbox stopped unexpectedly"
 			if er, ok := s.rt.(runtime.ExitReasoner); ok {
 				if why := er.ExitReason(ctx, id); why != "" {
@@ -160,14 +187,54 @@ func (s *Service) reap(ctx context.Context) {
 		}
 	}
 	for _, id := range expired {
+		if s.autoPause(ctx, entries[id]) {
+			continue
+		}
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
 			slog.Error("reap sandbox", "sandbox", id, "err", err)
 		}
 	}
 }
 
-// prune forgets records of sandboxes that ended more than KeepEnded ago.
+// autoPauseRetry is how long an expired auto-pause sandbox whose pause
+// failed runs on before the next try: its work is never thrown away.
+const autoPauseRetry = 30 * time.Second
+
+// autoPause pauses an expired sandbox created with auto-pause, and says
+// whether it was one.
+func (s *Service) autoPause(ctx context.Context, e *entry) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.AutoPause || e.rec.State != store.StateRunning {
+		return false
+	}
+	if err := s.pauseLocked(ctx, e, "paused at timeout"); err != nil {
+		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
+		updated := *e.rec
+		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)
+		if err := s.store.UpdateSandbox(ctx, &updated); err == nil {
+			e.rec = &updated
+		}
+	}
+	return true
+}
+
+// incompleteAfter is how old artifacts without a manifest must be before
+// they are swept: an upload in progress (here or on another node sharing
+// the store) is much younger.
+const incompleteAfter = time.Hour
+
+// prune forgets records of sandboxes that ended more than KeepEnded ago,
+// deletes paused sandboxes kept longer than PausedRetention, and sweeps
+// artifacts of checkpoints that never completed.
 func (s *Service) prune(ctx context.Context) {
+	if s.cfg.Checkpoints != nil {
+		if n, err := s.cfg.Checkpoints.SweepIncomplete(ctx, incompleteAfter); err != nil {
+			slog.Warn("sweep incomplete checkpoints", "err", err)
+		} else if n > 0 {
+			slog.Info("swept incomplete checkpoints", "count", n)
+		}
+	}
 	recs, err := s.store.ListSandboxes(ctx)
 	if err != nil {
 		slog.Error("prune ended sandboxes", "err", err)
@@ -175,6 +242,12 @@ func (s *Service) prune(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, r := range recs {
+		if r.State == store.StatePaused && now.Sub(r.PausedAt) > s.cfg.PausedRetention {
+			if err := s.deletePausedLocked(ctx, r.ID, "paused longer than the retention period"); err != nil {
+				slog.Error("delete expired paused sandbox", "sandbox", r.ID, "err", err)
+			}
+			continue
+		}
 		if !r.Live() && !r.EndedAt.IsZero() && now.Sub(r.EndedAt) > s.cfg.KeepEnded {
 			if err := s.store.DeleteSandbox(ctx, r.ID); err != nil {
 				slog.Error("prune ended sandbox", "sandbox", r.ID, "err", err)

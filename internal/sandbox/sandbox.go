@@ -31,6 +31,14 @@ type Sandbox struct {
 	OpenAccess bool
 	// Network is the requested egress policy (stored, not yet enforced).
 	Network *NetworkPolicy
+	// Checkpoint is the latest complete checkpoint (paused sandboxes).
+	Checkpoint *store.CheckpointRef
+	PausedAt   time.Time
+	AutoPause  bool
+	KeyID      string
+	// SnapshotEvery and SnapshotKeep: the disk snapshot schedule.
+	SnapshotEvery time.Duration
+	SnapshotKeep  int
 }
 
 // NetworkPolicy is a requested egress policy; see store.NetworkPolicy.
@@ -43,6 +51,8 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		CPU: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs,
 		Metadata:   maps.Clone(r.Metadata),
 		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
+		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, KeyID: r.KeyID,
+		SnapshotEvery: r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
 	}
 }
 
@@ -62,6 +72,15 @@ type CreateRequest struct {
 	// OpenAccess and Network: see Sandbox.
 	OpenAccess bool
 	Network    *NetworkPolicy
+	// Snapshot starts the sandbox's disk from a disk snapshot.
+	Snapshot string
+	// SnapshotEvery and SnapshotKeep schedule disk snapshots.
+	SnapshotEvery time.Duration
+	SnapshotKeep  int
+	// AutoPause pauses the sandbox at its timeout instead of killing it.
+	AutoPause bool
+	// KeyID names the customer key its checkpoints are encrypted under.
+	KeyID string
 }
 
 // ListFilter selects sandboxes. Empty fields match everything.

@@ -13,9 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -35,6 +37,16 @@ type Config struct {
 	Pools []PoolConfig
 	// PoolBoots bounds how many pool sandboxes boot at once, across pools.
 	PoolBoots int
+	// Checkpoints is where checkpoints and disk snapshots are stored; nil
+	// turns pause, resume, fork and snapshots off.
+	Checkpoints *checkpoint.Repo
+	// Keys holds the platform key and the customer keys (BYOK).
+	Keys *seal.Keyring
+	// ImagesDir holds checkpoint images while they are made or restored.
+	ImagesDir string
+	// PausedRetention is how long a paused sandbox is kept before it and
+	// its checkpoint are deleted.
+	PausedRetention time.Duration
 }
 
 // Service owns the sandboxes of this node.
@@ -52,6 +64,9 @@ type Service struct {
 	quarantineMu sync.Mutex
 	quarantine   map[int]time.Time
 
+	// pausedLocks serialise resume and delete of paused sandboxes.
+	pausedLocks keyedMutex
+
 	pools     map[string]*pool
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
@@ -64,6 +79,10 @@ type entry struct {
 	rec   *store.Sandbox
 	agent *AgentConn
 	ep    network.Endpoint
+	// Disk snapshot schedule: when the last one ended, and whether one is
+	// being taken.
+	lastSnapshot time.Time
+	snapshotting bool
 }
 
 // New returns a service; call Recover before serving requests.
@@ -76,6 +95,9 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	}
 	if cfg.PoolBoots == 0 {
 		cfg.PoolBoots = 1
+	}
+	if cfg.PausedRetention == 0 {
+		cfg.PausedRetention = 30 * 24 * time.Hour
 	}
 	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}, quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
@@ -116,7 +138,7 @@ func (s *Service) Close() {
 func (s *Service) poolFor(req CreateRequest) *pool {
 	p := s.pools[req.Template]
 	d := s.cfg.Defaults
-	if p == nil || req.NoPool || req.CPU != d.CPUs || req.MemoryMB != d.MemoryMB || req.DiskMB != d.DiskMB || req.MaxProcs != d.MaxProcs {
+	if p == nil || req.NoPool || req.Snapshot != "" || req.CPU != d.CPUs || req.MemoryMB != d.MemoryMB || req.DiskMB != d.DiskMB || req.MaxProcs != d.MaxProcs {
 		return nil
 	}
 	return p
@@ -185,6 +207,21 @@ func (s *Service) validate(req *CreateRequest) error {
 		if len(v) > maxEnvValueLen {
 			return errdefs.New(errdefs.ErrInvalidArgument, "env var %s is longer than %d bytes", k, maxEnvValueLen)
 		}
+	}
+	if req.SnapshotEvery != 0 && (req.SnapshotEvery < 5*time.Second || req.SnapshotEvery > 24*time.Hour) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "snapshot interval must be between 5s and 24h")
+	}
+	if req.SnapshotKeep < 0 || req.SnapshotKeep > 100 {
+		return errdefs.New(errdefs.ErrInvalidArgument, "snapshots to keep must be between 0 and 100")
+	}
+	if req.SnapshotEvery > 0 && req.SnapshotKeep == 0 {
+		req.SnapshotKeep = 3
+	}
+	if (req.SnapshotEvery > 0 || req.AutoPause || req.Snapshot != "") && s.cfg.Checkpoints == nil {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "this node has no object store for snapshots and checkpoints")
+	}
+	if req.KeyID != "" && (s.cfg.Keys == nil || !s.cfg.Keys.HasKey(req.KeyID)) {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "encryption key %q is not loaded: supply it with PUT /v1/keys/%s first", req.KeyID, req.KeyID)
 	}
 	if len(req.Metadata) > maxMetadataEntries {
 		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d metadata entries", maxMetadataEntries)
@@ -331,8 +368,12 @@ func (s *Service) Kill(ctx context.Context, id string) error {
 func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	e, ok := s.entry(id)
 	if !ok {
-		if _, err := s.store.GetSandbox(ctx, id); err != nil {
+		rec, err := s.store.GetSandbox(ctx, id)
+		if err != nil {
 			return err
+		}
+		if rec.State == store.StatePaused && state == store.StateKilled {
+			return s.deletePausedLocked(ctx, id, reason)
 		}
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
 	}

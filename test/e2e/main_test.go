@@ -129,6 +129,7 @@ type daemonOptions struct {
 	bootTimeout  time.Duration // default 5s
 	noPool       bool          // SPACE_POOL="": no warm sandboxes, so the host holds only what the API lists
 	pool         string        // SPACE_POOL, when set (e.g. "base=4:4")
+	env          []string      // more environment, e.g. the object store
 }
 
 var (
@@ -198,6 +199,7 @@ func (d *daemon) start() error {
 		"SPACE_AGENT_BOOT_TIMEOUT="+d.opts.bootTimeout.String(),
 		"SPACE_LOG_LEVEL=debug",
 	)
+	cmd.Env = append(cmd.Env, d.opts.env...)
 	if d.opts.noPool {
 		cmd.Env = append(cmd.Env, "SPACE_POOL=")
 	} else if d.opts.pool != "" {

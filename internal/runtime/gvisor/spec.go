@@ -120,6 +120,10 @@ func ociSpec(s runtime.Spec) ociConfig {
 			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			// Runtime state (the agent's token and env) lives in memory, off
+			// the writable layer, so a disk snapshot never carries it into
+			// another sandbox; a full checkpoint keeps it with the rest.
+			{Destination: "/run", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=755", "size=65536k"}},
 		},
 		Linux: ociLinux{
 			Namespaces: []ociNamespace{

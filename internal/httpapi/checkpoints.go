@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+)
+
+// Pause, resume, fork, disk snapshots and customer keys.
+
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.sandboxes.Pause(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(sb))
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TimeoutSeconds int `json:"timeout_seconds"`
+	}
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.TimeoutSeconds < 0 {
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must not be negative"))
+		return
+	}
+	sb, err := s.sandboxes.Resume(r.Context(), r.PathValue("id"), time.Duration(req.TimeoutSeconds)*time.Second)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(sb))
+}
+
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Count          int               `json:"count"`
+		TimeoutSeconds int               `json:"timeout_seconds"`
+		Metadata       map[string]string `json:"metadata"`
+	}
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.TimeoutSeconds < 0 || req.Count < 0 {
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "count and timeout_seconds must not be negative"))
+		return
+	}
+	forks, err := s.sandboxes.Fork(r.Context(), r.PathValue("id"), sandbox.ForkRequest{
+		Count: req.Count, Timeout: time.Duration(req.TimeoutSeconds) * time.Second, Metadata: req.Metadata,
+	})
+	if err != nil && len(forks) == 0 {
+		writeError(w, r, err)
+		return
+	}
+	resp := struct {
+		Sandboxes []sandboxJSON `json:"sandboxes"`
+		Error     *errorDetail  `json:"error,omitempty"`
+	}{Sandboxes: []sandboxJSON{}}
+	for _, f := range forks {
+		resp.Sandboxes = append(resp.Sandboxes, toJSON(f))
+	}
+	if err != nil {
+		// Some forks were made: they are the caller's, so say which.
+		_, code := status(err)
+		resp.Error = &errorDetail{Code: code, Message: errdefs.PublicMessage(err)}
+	}
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+type snapshotJSON struct {
+	ID        string    `json:"id"`
+	SandboxID string    `json:"sandbox_id"`
+	Template  string    `json:"template"`
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int64     `json:"bytes"`
+	TookMS    int64     `json:"took_ms"`
+	KeyID     string    `json:"key_id,omitempty"`
+}
+
+func snapshotToJSON(sn *sandbox.Snapshot) snapshotJSON {
+	return snapshotJSON{ID: sn.ID, SandboxID: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: sn.Bytes, TookMS: sn.Took.Milliseconds(), KeyID: sn.KeyID}
+}
+
+func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.sandboxes.TakeSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, snapshotToJSON(sn))
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id") // empty on /v1/snapshots
+	if id == "" {
+		id = r.URL.Query().Get("sandbox_id")
+	}
+	snaps, err := s.sandboxes.Snapshots(r.Context(), id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	resp := struct {
+		Snapshots []snapshotJSON `json:"snapshots"`
+	}{Snapshots: []snapshotJSON{}}
+	for _, sn := range snaps {
+		resp.Snapshots = append(resp.Snapshots, snapshotToJSON(sn))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.sandboxes.GetSnapshot(r.Context(), r.PathValue("snapshot"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snapshotToJSON(sn))
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	if err := s.sandboxes.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// keyRequest carries a customer key: 32 bytes, standard base64.
+type keyRequest struct {
+	Key string `json:"key"`
+}
+
+func decodeKey(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	var req keyRequest
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		return nil, err
+	}
+	key, err := base64.StdEncoding.DecodeString(req.Key)
+	if err != nil || len(key) != 32 {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "key must be 32 bytes in standard base64")
+	}
+	return key, nil
+}
+
+func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
+	key, err := decodeKey(w, r)
+	if err == nil {
+		err = s.sandboxes.SetKey(r.PathValue("key"), key)
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
+	key, err := decodeKey(w, r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	n, err := s.sandboxes.RotateKey(r.Context(), r.PathValue("key"), key)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Rewrapped int `json:"rewrapped"`
+	}{n})
+}
+
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
+	if err := s.sandboxes.RemoveKey(r.PathValue("key")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,566 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/internal/checkpoint"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Pause, resume and fork. A pause checkpoints a frozen sandbox (memory,
+// processes and writable layer), uploads the image to object storage with
+// its manifest last, and only once the checkpoint is complete records the
+// sandbox paused and tears it down: a failure at any earlier step thaws the
+// sandbox and it goes on running. A resume restores the latest complete
+// checkpoint, on this node or on any spaced sharing the object store.
+
+// sealedState is the part of a sandbox a checkpoint needs that must not be
+// stored in plain: it goes into the manifest encrypted under the same key
+// as the artifacts.
+type sealedState struct {
+	AccessToken string            `json:"access_token"`
+	Env         map[string]string `json:"env,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	OpenAccess  bool              `json:"open_access,omitempty"`
+	AutoPause   bool              `json:"auto_pause,omitempty"`
+}
+
+// manifest meta keys.
+const metaTemplateImage = "template_image"
+
+func (s *Service) checkpointer() (runtime.Checkpointer, error) {
+	cp, ok := s.rt.(runtime.Checkpointer)
+	if !ok || s.cfg.Checkpoints == nil {
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "this node cannot checkpoint sandboxes (runtime %s)", s.rt.Name())
+	}
+	return cp, nil
+}
+
+// newArtifactID names a checkpoint or snapshot of sandbox id.
+func newArtifactID(id, kind string) string {
+	return id + "-" + kind + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// imageDir is a fresh local directory for one image; the caller removes it.
+func (s *Service) imageDir(name string) (string, error) {
+	dir := filepath.Join(s.cfg.ImagesDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("image dir: %w", err)
+	}
+	return dir, nil
+}
+
+// Pause checkpoints a running sandbox to object storage and stops it.
+func (s *Service) Pause(ctx context.Context, id string) (*Sandbox, error) {
+	e, ok := s.entry(id)
+	if !ok {
+		rec, err := s.store.GetSandbox(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if rec.State == store.StatePaused {
+			return fromRecord(rec), nil // pausing twice is not an error
+		}
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.State != store.StateRunning {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+	}
+	if err := s.pauseLocked(ctx, e, "paused by request"); err != nil {
+		return nil, err
+	}
+	return fromRecord(e.rec), nil
+}
+
+// pauseLocked pauses e, whose lock the caller holds.
+func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err error) {
+	cp, err := s.checkpointer()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	rec := e.rec
+	log := slog.With("sandbox", rec.ID)
+	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave it half-paused
+	defer func() {
+		if err != nil {
+			s.metrics.checkpointFailed("pause")
+			log.Warn("pause failed; the sandbox goes on running", "err", err)
+		}
+	}()
+
+	ckptID := newArtifactID(rec.ID, "c")
+	dir, err := s.imageDir(ckptID)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := cp.Freeze(ctx, rec.ID); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not freeze the sandbox")
+	}
+	frozen := true
+	defer func() {
+		if frozen {
+			if terr := cp.Thaw(ctx, rec.ID); terr != nil {
+				log.Error("thaw after failed pause", "err", terr)
+			}
+		}
+	}()
+	tFreeze := time.Now()
+	if err := cp.Checkpoint(ctx, rec.ID, dir, true); err != nil {
+		return err
+	}
+	tImage := time.Now()
+	m, err := s.saveCheckpoint(ctx, rec, ckptID, "checkpoint", dir)
+	if err != nil {
+		return err
+	}
+	tSaved := time.Now()
+
+	updated := *rec
+	updated.State, updated.Reason = store.StatePaused, reason
+	updated.PausedAt = time.Now().UTC()
+	updated.Checkpoint = &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: time.Since(start)}
+	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+		// Not recorded: the checkpoint is of no use to anybody.
+		if derr := s.cfg.Checkpoints.Delete(ctx, m.ID); derr != nil {
+			log.Warn("delete unrecorded checkpoint", "checkpoint", m.ID, "err", derr)
+		}
+		return fmt.Errorf("record paused sandbox: %w", err)
+	}
+	// From here on the pause is durable: the sandbox is torn down (a crash
+	// now leaves an orphan that Recover removes) and never thawed.
+	frozen = false
+	e.rec = &updated
+	s.mu.Lock()
+	delete(s.live, rec.ID)
+	s.mu.Unlock()
+	e.agent.Close()
+	if err := s.teardown(ctx, rec.ID, e.ep); err != nil {
+		log.Warn("tear down paused sandbox", "err", err)
+	}
+	if old := rec.Checkpoint; old != nil && old.ID != m.ID {
+		if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
+			log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
+		}
+	}
+	s.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), time.Since(tImage))
+	log.Info("sandbox paused", "checkpoint", m.ID, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
+	log.Debug("pause steps", "freeze_ms", tFreeze.Sub(start).Milliseconds(), "checkpoint_ms", tImage.Sub(tFreeze).Milliseconds(),
+		"upload_ms", tSaved.Sub(tImage).Milliseconds(), "teardown_ms", time.Since(tSaved).Milliseconds())
+	return nil
+}
+
+// saveCheckpoint uploads the image in dir as artifact id of rec.
+func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string) (*checkpoint.Manifest, error) {
+	image, err := s.templateRoot(rec.Template)
+	if err != nil {
+		return nil, err
+	}
+	netJSON, err := json.Marshal(rec.Network)
+	if err != nil {
+		return nil, fmt.Errorf("encode network policy: %w", err)
+	}
+	secret, err := json.Marshal(sealedState{
+		AccessToken: rec.AccessToken, Env: rec.Env, Metadata: rec.Metadata,
+		OpenAccess: rec.OpenAccess, AutoPause: rec.AutoPause,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode sandbox state: %w", err)
+	}
+	cp, _ := s.rt.(runtime.Checkpointer)
+	m := &checkpoint.Manifest{
+		ID: id, Kind: kind, SandboxID: rec.ID, Template: rec.Template,
+		CreatedAt:      time.Now().UTC(),
+		RuntimeVersion: cp.Version(),
+		Limits:         checkpoint.Limits{CPU: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcesses: rec.MaxProcs},
+		Network:        netJSON,
+		Meta:           map[string]string{metaTemplateImage: filepath.Base(image)},
+		KeyID:          rec.KeyID,
+	}
+	if err := s.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Resume restores a paused sandbox from its latest checkpoint and makes it
+// expire timeout from now (0: the default). A sandbox this node has no
+// record of is looked for in object storage: it was paused by another
+// spaced sharing the store. Resuming a running sandbox returns it.
+func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	if _, err := s.checkpointer(); err != nil {
+		return nil, err
+	}
+	if timeout == 0 {
+		timeout = s.cfg.DefaultTimeout
+	}
+	if timeout < time.Second || timeout > s.cfg.MaxTimeout {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	// One resume or delete of a paused sandbox at a time; a second resume
+	// waits and then finds it running.
+	unlock := s.pausedLocks.lock(id)
+	defer unlock()
+	if e, ok := s.entry(id); ok {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return fromRecord(e.rec), nil
+	}
+	rec, err := s.store.GetSandbox(ctx, id)
+	known := err == nil
+	switch {
+	case err != nil && !errors.Is(err, errdefs.ErrNotFound):
+		return nil, err
+	case known && rec.State != store.StatePaused:
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused", id, rec.State)
+	}
+	var ckptID string
+	if known {
+		if rec.Checkpoint == nil {
+			return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is paused but has no checkpoint", id)
+		}
+		ckptID = rec.Checkpoint.ID
+	} else {
+		m, err := s.latestArtifact(ctx, id, "checkpoint")
+		if err != nil {
+			return nil, err
+		}
+		ckptID = m.ID
+	}
+	return s.restore(ctx, id, ckptID, known, timeout)
+}
+
+// latestArtifact is the newest complete checkpoint or snapshot of sandbox id.
+func (s *Service) latestArtifact(ctx context.Context, id, kind string) (*checkpoint.Manifest, error) {
+	all, err := s.cfg.Checkpoints.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var best *checkpoint.Manifest
+	for _, m := range all {
+		if m.SandboxID == id && m.Kind == kind && (best == nil || m.CreatedAt.After(best.CreatedAt)) {
+			best = m
+		}
+	}
+	if best == nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
+	return best, nil
+}
+
+// restore brings sandbox id back from checkpoint ckptID. known says whether
+// this node has its (paused) record; if not, the record is made from the
+// checkpoint.
+func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, timeout time.Duration) (_ *Sandbox, err error) {
+	start := time.Now()
+	log := slog.With("sandbox", id, "checkpoint", ckptID)
+	ctx = context.WithoutCancel(ctx)
+	dir, err := s.imageDir(ckptID + "-restore")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	m, secret, err := s.cfg.Checkpoints.Load(ctx, ckptID, dir)
+	if err != nil {
+		return nil, err
+	}
+	tLoad := time.Now()
+	var st sealedState
+	if err := json.Unmarshal(secret, &st); err != nil {
+		return nil, fmt.Errorf("decode sealed state of %s: %w", ckptID, err)
+	}
+	rootfs, err := s.checkRestorable(m)
+	if err != nil {
+		return nil, err
+	}
+
+	var rec store.Sandbox
+	if known {
+		old, err := s.store.GetSandbox(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rec = *old
+	} else {
+		rec = store.Sandbox{
+			ID: id, Template: m.Template, CreatedAt: m.CreatedAt,
+			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
+			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
+			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, KeyID: m.KeyID,
+			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes},
+		}
+		if len(m.Network) > 0 && string(m.Network) != "null" {
+			if err := json.Unmarshal(m.Network, &rec.Network); err != nil {
+				return nil, fmt.Errorf("decode network policy of %s: %w", ckptID, err)
+			}
+		}
+	}
+	rec.State, rec.Reason = store.StateResuming, ""
+	if known {
+		err = s.store.ReviveSandbox(ctx, &rec, s.cfg.Network.Slots(), s.avoidSlot)
+	} else {
+		rec.Slot = -1
+		err = s.store.CreateSandbox(ctx, &rec, s.cfg.Network.Slots(), s.avoidSlot)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record resuming sandbox: %w", err)
+	}
+	var undo cleanup
+	defer func() {
+		if err != nil {
+			undo.run(log)
+			s.metrics.checkpointFailed("resume")
+		}
+	}()
+	undo.add("record paused again", func() error {
+		if !known {
+			return s.store.DeleteSandbox(context.Background(), id)
+		}
+		back := rec
+		back.State = store.StatePaused
+		return s.store.UpdateSandbox(context.Background(), &back)
+	})
+	ep, err := s.cfg.Network.Endpoint(id, rec.Slot)
+	if err == nil {
+		err = network.Attach(ep)
+	}
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	undo.add("detach network", func() error { return network.Detach(ep) })
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, m, dir, st.AccessToken, &undo)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	rec.State, rec.ExpiresAt, rec.PausedAt = store.StateRunning, now.Add(timeout), time.Time{}
+	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
+		agent.Close()
+		return nil, fmt.Errorf("record resumed sandbox: %w", err)
+	}
+	s.mu.Lock()
+	s.live[id] = &entry{rec: &rec, agent: agent, ep: ep}
+	s.mu.Unlock()
+	s.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
+	log.Info("sandbox resumed", "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
+	return fromRecord(&rec), nil
+}
+
+// checkRestorable refuses a checkpoint this node cannot restore, and says
+// why; it returns the template image to restore over.
+func (s *Service) checkRestorable(m *checkpoint.Manifest) (string, error) {
+	cp, _ := s.rt.(runtime.Checkpointer)
+	if m.RuntimeVersion != cp.Version() {
+		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s was taken by %q and this node runs %q", m.ID, m.RuntimeVersion, cp.Version())
+	}
+	rootfs, err := s.templateRoot(m.Template)
+	if err != nil {
+		return "", err
+	}
+	if want := m.Meta[metaTemplateImage]; want != "" && want != filepath.Base(rootfs) {
+		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s needs template %s image %s; this node has %s", m.ID, m.Template, want, filepath.Base(rootfs))
+	}
+	return rootfs, nil
+}
+
+// restoreInto restores the image in dir as sandbox id on ep and waits for
+// its agent, which still holds token. It pushes its undo steps.
+func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, m *checkpoint.Manifest, dir, token string, undo *cleanup) (*AgentConn, error) {
+	cp, _ := s.rt.(runtime.Checkpointer)
+	spec := runtime.Spec{
+		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
+		Args:   []string{"/usr/local/bin/space-agent"},
+		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Limits: runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses},
+	}
+	if err := cp.Restore(ctx, spec, dir); err != nil {
+		return nil, err
+	}
+	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), id) })
+	// A pause checkpoints a frozen sandbox, and it comes back frozen.
+	if st, err := s.rt.State(ctx, id); err == nil && st == runtime.StatePaused {
+		if err := cp.Thaw(ctx, id); err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not start the restored sandbox")
+		}
+	}
+	agent := newAgentConn(ep.SandboxIP, token)
+	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	alive := func() bool {
+		st, err := s.rt.State(ctx, id)
+		return err != nil || st == runtime.StateRunning
+	}
+	if err := agent.waitHealthy(bootCtx, alive); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent did not answer")
+	}
+	return agent, nil
+}
+
+// ForkRequest asks for Count new sandboxes from a running one.
+type ForkRequest struct {
+	Count    int
+	Timeout  time.Duration
+	Metadata map[string]string
+}
+
+const maxForks = 16
+
+// Fork makes req.Count new sandboxes that go on from the running sandbox
+// id's current state (memory, processes, files), each with its own id,
+// address and access token. The parent keeps running.
+func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sandbox, error) {
+	cp, err := s.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Count < 1 || req.Count > maxForks {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "count must be between 1 and %d", maxForks)
+	}
+	if req.Timeout == 0 {
+		req.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	e, ok := s.entry(id)
+	if !ok {
+		return nil, s.notRunning(id)
+	}
+	e.mu.Lock()
+	if e.rec.State != store.StateRunning {
+		e.mu.Unlock()
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+	}
+	parent := *e.rec
+	dir, err := s.imageDir(newArtifactID(id, "f"))
+	if err == nil {
+		defer os.RemoveAll(dir)
+		err = cp.Checkpoint(context.WithoutCancel(ctx), id, dir, true)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	rootfs, err := s.templateRoot(parent.Template)
+	if err != nil {
+		return nil, err
+	}
+	m := &checkpoint.Manifest{Limits: checkpoint.Limits{CPU: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcesses: parent.MaxProcs}}
+	metadata := parent.Metadata
+	if req.Metadata != nil {
+		metadata = req.Metadata
+	}
+	var out []*Sandbox
+	for range req.Count {
+		sb, err := s.forkOne(ctx, &parent, rootfs, m, dir, metadata, req.Timeout)
+		if err != nil {
+			// The forks made so far are the caller's; say how many.
+			return out, fmt.Errorf("fork %d of %d: %w", len(out)+1, req.Count, err)
+		}
+		out = append(out, sb)
+	}
+	return out, nil
+}
+
+func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs string, m *checkpoint.Manifest, dir string, metadata map[string]string, timeout time.Duration) (_ *Sandbox, err error) {
+	ctx = context.WithoutCancel(ctx)
+	rec := &store.Sandbox{
+		ID: newID(), Template: parent.Template, State: store.StateCreating, CreatedAt: time.Now().UTC(),
+		CPU: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcs: parent.MaxProcs,
+		AccessToken: parent.AccessToken, KeyID: parent.KeyID,
+	}
+	log := slog.With("sandbox", rec.ID, "parent", parent.ID)
+	var undo cleanup
+	defer func() {
+		if err != nil {
+			undo.run(log)
+		}
+	}()
+	ep, err := s.recordAndAttach(ctx, rec, log)
+	if err != nil {
+		return nil, err
+	}
+	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
+	undo.add("detach network", func() error { return network.Detach(ep) })
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, m, dir, parent.AccessToken, &undo)
+	if err != nil {
+		return nil, err
+	}
+	defer agent.Close()
+	// The fork's agent still answers to the parent's token: give it its own.
+	token := newToken()
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: token, EnvVars: parent.Env, DefaultUser: "user",
+	})); err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "forked sandbox agent init failed")
+	}
+	now := time.Now().UTC()
+	rec.State, rec.AccessToken = store.StateRunning, token
+	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
+	rec.Env, rec.Metadata = maps.Clone(parent.Env), maps.Clone(metadata)
+	rec.OpenAccess, rec.Network, rec.AutoPause = parent.OpenAccess, cloneNetwork(parent.Network), parent.AutoPause
+	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
+		return nil, fmt.Errorf("record forked sandbox: %w", err)
+	}
+	s.mu.Lock()
+	s.live[rec.ID] = &entry{rec: rec, agent: newAgentConn(ep.SandboxIP, token), ep: ep}
+	s.mu.Unlock()
+	log.Info("sandbox forked")
+	out := fromRecord(rec)
+	out.AccessToken = token
+	return out, nil
+}
+
+// deletePausedLocked ends paused sandbox id under its paused lock: its
+// record says killed and its checkpoint is deleted.
+func (s *Service) deletePausedLocked(ctx context.Context, id, reason string) error {
+	unlock := s.pausedLocks.lock(id)
+	defer unlock()
+	rec, err := s.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.State != store.StatePaused {
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+	}
+	return s.deletePaused(ctx, rec, reason)
+}
+
+func (s *Service) deletePaused(ctx context.Context, rec *store.Sandbox, reason string) error {
+	if rec.Checkpoint != nil && s.cfg.Checkpoints != nil {
+		if err := s.cfg.Checkpoints.Delete(ctx, rec.Checkpoint.ID); err != nil {
+			return fmt.Errorf("delete checkpoint of %s: %w", rec.ID, err)
+		}
+	}
+	rec.State, rec.Reason, rec.EndedAt = store.StateKilled, reason, time.Now().UTC()
+	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
+		return fmt.Errorf("record end of paused sandbox: %w", err)
+	}
+	s.metrics.ended(store.StateKilled, reason)
+	slog.Info("paused sandbox deleted", "sandbox", rec.ID, "reason", reason)
+	return nil
+}
