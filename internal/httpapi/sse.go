@@ -61,6 +61,14 @@ func (s *sseWriter) heartbeats() {
 			return
 		case <-t.C:
 			s.mu.Lock()
+			select {
+			case <-s.stop:
+				// Close ran while we waited for the lock: the handler may
+				// have returned, and its response must not be touched.
+				s.mu.Unlock()
+				return
+			default:
+			}
 			if time.Since(s.last) >= HeartbeatInterval {
 				if err := s.write(": keepalive\n\n"); err == nil {
 					s.flush()
