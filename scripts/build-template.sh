@@ -13,15 +13,16 @@
 # Layout (DIR/base/):
 #   rootfs-<recipe12>/   the root filesystem; the name is the first 12 hex digits of the
 #                        sha256 of the recipe section of this script (+ suite, packages, arch)
-#   current -> rootfs-<recipe12>   (relative symlink, replaced atomically)
+#   rootfs-<recipe12>-a<agent12>/  an image: hard links to the rootfs plus the agent; never
+#                        changed once made (sandboxes and checkpoints name the image they use)
+#   current -> rootfs-<recipe12>-a<agent12>   (relative symlink, replaced atomically)
 #   template.json        {"name","rootfs","recipe","agent_sha256","built_at"} (atomic)
 #   .lock                flock(1) lock: concurrent runs serialize
 #
 # The rootfs is debootstrapped into DIR/base/.tmp-<recipe12>-<pid> and renamed into place
 # only when complete, so a crash never leaves a half-built rootfs under a final name.
-# If rootfs-<recipe12> exists, debootstrap is skipped; the agent is replaced (atomic
-# rename inside the rootfs) only when its sha256 differs. A re-run with nothing changed
-# is a no-op that takes a fraction of a second.
+# If rootfs-<recipe12> exists, debootstrap is skipped; a new agent makes a new image (hard
+# links, a fraction of a second). A re-run with nothing changed is a no-op.
 # Needs root, debootstrap, flock, sha256sum (scripts/install-deps.sh installs them).
 set -euo pipefail
 
@@ -245,32 +246,41 @@ else
 fi
 
 # ---- 2. agent ----------------------------------------------------------------------
+# Images are immutable: a sandbox, and every checkpoint of it, keeps using the image it was
+# made from (a restored process maps the agent binary again by path, so swapping the file
+# under it would crash it). A new agent therefore makes a new image,
+# rootfs-<recipe12>-a<agent12>: hard links to the recipe rootfs (cheap) with the agent
+# installed as a new file.
 AGENT_SHA=$(sha256sum "$AGENT" | cut -d' ' -f1)
-DST="$ROOTFS/usr/local/bin/space-agent"
-HAVE_SHA=""
-[ -f "$DST" ] && HAVE_SHA=$(sha256sum "$DST" | cut -d' ' -f1)
-if [ "$HAVE_SHA" = "$AGENT_SHA" ] && [ "$(stat -c '%a %u %g' "$DST")" = "755 0 0" ]; then
-  log "agent: up to date (sha256 ${AGENT_SHA:0:12})"
+NAME="rootfs-$H12-a${AGENT_SHA:0:12}"
+IMAGE="$BASE/$NAME"
+if [ -d "$IMAGE" ]; then
+  log "agent: image $NAME exists (sha256 ${AGENT_SHA:0:12})"
 else
-  mkdir -p "$ROOTFS/usr/local/bin"
-  TMPA="$ROOTFS/usr/local/bin/.space-agent.tmp.$$"
-  install -m 0755 -o root -g root "$AGENT" "$TMPA" || { rm -f "$TMPA"; die "copying the agent failed"; }
-  mv -f "$TMPA" "$DST" || { rm -f "$TMPA"; die "installing the agent failed"; }
-  log "agent: installed $AGENT as /usr/local/bin/space-agent (sha256 ${AGENT_SHA:0:12})"
+  TMPI="$BASE/.tmp-img-$$"
+  trap 'rm -rf -- "$TMPI"' EXIT
+  cp -al -- "$ROOTFS" "$TMPI" || die "linking the image failed"
+  mkdir -p "$TMPI/usr/local/bin"
+  TMPA="$TMPI/usr/local/bin/.space-agent.tmp.$$"
+  install -m 0755 -o root -g root "$AGENT" "$TMPA" || die "copying the agent failed"
+  mv -f "$TMPA" "$TMPI/usr/local/bin/space-agent" || die "installing the agent failed"
+  mv -T "$TMPI" "$IMAGE"
+  trap - EXIT
+  log "agent: made image $NAME with $AGENT (sha256 ${AGENT_SHA:0:12})"
 fi
 
 # ---- 3. current symlink ------------------------------------------------------------
-if [ "$(readlink "$BASE/current" 2>/dev/null || true)" != "rootfs-$H12" ]; then
-  ln -sfn "rootfs-$H12" "$BASE/.current.tmp.$$"
+if [ "$(readlink "$BASE/current" 2>/dev/null || true)" != "$NAME" ]; then
+  ln -sfn "$NAME" "$BASE/.current.tmp.$$"
   mv -fT "$BASE/.current.tmp.$$" "$BASE/current"
-  log "current -> rootfs-$H12"
+  log "current -> $NAME"
 fi
 
 # ---- 4. template.json --------------------------------------------------------------
 BUILT_AT=$(sed -n 's/^SPACE_BUILT_AT=//p' "$ROOTFS/etc/space-release" 2>/dev/null || true)
 BUILT_AT=${BUILT_AT:-$(date -u -r "$ROOTFS" +%Y-%m-%dT%H:%M:%SZ)}
 JSON=$(printf '{"name":"base","rootfs":"%s","recipe":"%s","agent_sha256":"%s","built_at":"%s"}' \
-  "$ROOTFS" "$RECIPE" "$AGENT_SHA" "$BUILT_AT")
+  "$IMAGE" "$RECIPE" "$AGENT_SHA" "$BUILT_AT")
 if [ "$(cat "$BASE/template.json" 2>/dev/null || true)" != "$JSON" ]; then
   printf '%s\n' "$JSON" > "$BASE/.template.json.tmp.$$"
   chmod 0644 "$BASE/.template.json.tmp.$$"
@@ -280,9 +290,15 @@ fi
 
 # ---- 5. garbage (best effort) -----------------------------------------------------
 # We hold the lock, so no other build is running: every .tmp-* dir is a crashed build.
+# Images of this recipe are kept, newest first, up to KEEP_IMAGES: paused sandboxes and
+# checkpoints name the image they need (older ones can be removed by hand once nothing
+# refers to them). Rootfs of other recipes go unless --keep-old.
+KEEP_IMAGES=8
+KEEP=$(ls -1dt "$BASE/rootfs-$H12"-a* 2>/dev/null | head -n "$KEEP_IMAGES" || true)
 for d in "$BASE"/rootfs-* "$BASE"/.tmp-*; do
   [ -d "$d" ] && [ ! -L "$d" ] || continue
   [ "$d" = "$ROOTFS" ] && continue
+  printf '%s\n' "$KEEP" | grep -qxF -- "$d" && continue
   case "$d" in "$BASE"/rootfs-*) [ "$KEEP_OLD" -eq 1 ] && continue ;; esac
   if dir_in_use "$d"; then
     log "keeping $d: a running process (sandbox?) still has it mounted"
@@ -294,4 +310,4 @@ rm -f -- "$BASE"/.current.tmp.* "$BASE"/.template.json.tmp.*
 # failed-build logs are kept for a day
 find "$BASE" -maxdepth 1 -name '.build-*.log' -mmin +1440 -delete 2>/dev/null || true
 
-log "base template ready: $BASE/current -> rootfs-$H12 (total $(since "$START")s)"
+log "base template ready: $BASE/current -> $NAME (total $(since "$START")s)"

@@ -70,10 +70,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	imagesDir := filepath.Join(cfg.DataDir, "images")
-	// Images left by a crash mid-checkpoint or mid-restore are of no use:
-	// what was uploaded has no manifest and is swept from the store.
-	if err := os.RemoveAll(imagesDir); err != nil {
-		return fmt.Errorf("clear images dir: %w", err)
+	if err := clearDir(imagesDir); err != nil {
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -166,6 +164,25 @@ func loadAPIKey(cfg config.Config) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "spaced: generated an API key (stored in %s):\n\n    %s\n\n", path, key)
 	return key, nil
+}
+
+// clearDir empties dir (which may be a mount point), making it if missing.
+// Images left there by a crash mid-checkpoint or mid-restore are of no use:
+// what was uploaded has no manifest and is swept from the store.
+func clearDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("images dir: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("images dir: %w", err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("clear images dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // openObjectStore opens the configured object store: S3 or a directory.

@@ -170,7 +170,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err
 
 // saveCheckpoint uploads the image in dir as artifact id of rec.
 func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string) (*checkpoint.Manifest, error) {
-	image, err := s.templateRoot(rec.Template)
+	image, err := s.imageRoot(rec.Template, rec.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +301,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 		rec = *old
 	} else {
 		rec = store.Sandbox{
-			ID: id, Template: m.Template, CreatedAt: m.CreatedAt,
+			ID: id, Template: m.Template, Image: m.Meta[metaTemplateImage], CreatedAt: m.CreatedAt,
 			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
 			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
 			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, KeyID: m.KeyID,
@@ -371,14 +371,9 @@ func (s *Service) checkRestorable(m *checkpoint.Manifest) (string, error) {
 	if m.RuntimeVersion != cp.Version() {
 		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s was taken by %q and this node runs %q", m.ID, m.RuntimeVersion, cp.Version())
 	}
-	rootfs, err := s.templateRoot(m.Template)
-	if err != nil {
-		return "", err
-	}
-	if want := m.Meta[metaTemplateImage]; want != "" && want != filepath.Base(rootfs) {
-		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s needs template %s image %s; this node has %s", m.ID, m.Template, want, filepath.Base(rootfs))
-	}
-	return rootfs, nil
+	// The image the sandbox ran on, not the template's current one: a
+	// restored process maps its binaries again by path.
+	return s.imageRoot(m.Template, m.Meta[metaTemplateImage])
 }
 
 // restoreInto restores the image in dir as sandbox id on ep and waits for
@@ -463,7 +458,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if err != nil {
 		return nil, err
 	}
-	rootfs, err := s.templateRoot(parent.Template)
+	rootfs, err := s.imageRoot(parent.Template, parent.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +482,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs string, m *checkpoint.Manifest, dir string, metadata map[string]string, timeout time.Duration) (_ *Sandbox, err error) {
 	ctx = context.WithoutCancel(ctx)
 	rec := &store.Sandbox{
-		ID: newID(), Template: parent.Template, State: store.StateCreating, CreatedAt: time.Now().UTC(),
+		ID: newID(), Template: parent.Template, Image: parent.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
 		CPU: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcs: parent.MaxProcs,
 		AccessToken: parent.AccessToken, KeyID: parent.KeyID,
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"connectrpc.com/connect"
@@ -39,14 +40,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err := s.validate(&req); err != nil {
 		return nil, err
 	}
-	var diskImage string
+	var diskImage, image string
 	if req.Snapshot != "" {
-		dir, err := s.loadSnapshot(ctx, req.Snapshot, &req)
+		dir, img, err := s.loadSnapshot(ctx, req.Snapshot, &req)
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		diskImage = dir
+		diskImage, image = dir, img
 	}
 	if p := s.poolFor(req); p != nil {
 		for b := p.take(); b != nil; b = p.take() {
@@ -61,7 +62,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			b.undo()
 		}
 	}
-	b, err := s.boot(ctx, req.Template, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, diskImage, store.StateCreating)
+	b, err := s.boot(ctx, req.Template, image, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, diskImage, store.StateCreating)
 	if err != nil {
 		s.metrics.createFailed()
 		return nil, err
@@ -78,15 +79,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 
 // boot makes a sandbox of template with limits, recorded in state (creating
 // for a cold create, pooled for the pool), and waits for its agent. A
-// non-empty diskImage is a disk snapshot its writable layer starts from.
-func (s *Service) boot(ctx context.Context, template string, limits runtime.Limits, diskImage, state string) (_ *booted, err error) {
+// non-empty diskImage is a disk snapshot its writable layer starts from,
+// and a non-empty image the template image to use instead of the current.
+func (s *Service) boot(ctx context.Context, template, image string, limits runtime.Limits, diskImage, state string) (_ *booted, err error) {
 	start := time.Now()
-	rootfs, err := s.templateRoot(template)
+	rootfs, err := s.imageRoot(template, image)
 	if err != nil {
 		return nil, err
 	}
 	rec := &store.Sandbox{
-		ID: newID(), Template: template, State: state, CreatedAt: time.Now().UTC(),
+		ID: newID(), Template: template, Image: filepath.Base(rootfs), State: state, CreatedAt: time.Now().UTC(),
 		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB, MaxProcs: limits.MaxProcs,
 		// The boot token opens the agent until claim replaces it.
 		AccessToken: newToken(),

@@ -48,7 +48,13 @@ func (s *Service) RotateKey(ctx context.Context, id string, newKey []byte) (int,
 	}
 	n, err := s.cfg.Checkpoints.Rewrap(ctx, id)
 	if err != nil {
+		// The old version stays loaded as a previous one: nothing is
+		// unreadable, and a retry finishes the job.
 		return n, fmt.Errorf("re-wrap data keys under the new %s: %w", id, err)
+	}
+	// Every data key is wrapped by the new version: drop the old one.
+	if err := s.cfg.Keys.SetCustomerKey(id, newKey); err != nil {
+		return n, err
 	}
 	slog.Info("customer key rotated", "key_id", id, "manifests", n)
 	return n, nil

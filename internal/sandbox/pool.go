@@ -113,7 +113,7 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 func (p *pool) fill(ctx context.Context) {
 	// A boot is not cut short by shutdown (a half-killed runsc leaves
 	// more to clean up than a finished one); drain tears it down after.
-	b, err := p.svc.boot(context.WithoutCancel(ctx), p.cfg.Template, p.limits, "", store.StatePooled)
+	b, err := p.svc.boot(context.WithoutCancel(ctx), p.cfg.Template, "", p.limits, "", store.StatePooled)
 	p.mu.Lock()
 	p.booting--
 	if err != nil {

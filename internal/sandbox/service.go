@@ -247,6 +247,22 @@ func (s *Service) templateRoot(name string) (string, error) {
 	return resolved, nil
 }
 
+// imageRoot is image of template: a directory next to the template's
+// current one that a sandbox was made from (empty: the current image).
+func (s *Service) imageRoot(template, image string) (string, error) {
+	if image == "" {
+		return s.templateRoot(template)
+	}
+	if !templateName.MatchString(image) {
+		return "", errdefs.New(errdefs.ErrInvalidArgument, "template image name %q is not valid", image)
+	}
+	root := filepath.Join(s.cfg.TemplatesDir, template, image)
+	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/space-agent")); err != nil {
+		return "", errdefs.New(errdefs.ErrFailedPrecondition, "image %s of template %q is no longer on this node", image, template)
+	}
+	return root, nil
+}
+
 func (s *Service) entry(id string) (*entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -136,14 +136,15 @@ func (s *Service) DeleteSnapshot(ctx context.Context, snapID string) error {
 }
 
 // loadSnapshot fetches snapshot snapID into a local directory for a
-// create; the caller removes the directory.
-func (s *Service) loadSnapshot(ctx context.Context, snapID string, req *CreateRequest) (string, error) {
+// create, and names the template image it was taken on; the caller removes
+// the directory.
+func (s *Service) loadSnapshot(ctx context.Context, snapID string, req *CreateRequest) (dir, image string, err error) {
 	if _, err := s.checkpointer(); err != nil {
-		return "", err
+		return "", "", err
 	}
-	dir, err := s.imageDir(newArtifactID("create", "l"))
+	dir, err = s.imageDir(newArtifactID("create", "l"))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	m, _, err := s.cfg.Checkpoints.Load(ctx, snapID, dir)
 	if err == nil && m.Kind != kindSnapshot {
@@ -157,9 +158,9 @@ func (s *Service) loadSnapshot(ctx context.Context, snapID string, req *CreateRe
 	}
 	if err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", "", err
 	}
-	return dir, nil
+	return dir, m.Meta[metaTemplateImage], nil
 }
 
 // runSnapshotSchedules snapshots every running sandbox whose schedule is

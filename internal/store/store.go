@@ -27,8 +27,11 @@ const (
 
 // Sandbox is the durable record of one sandbox.
 type Sandbox struct {
-	ID        string            `json:"id"`
-	Template  string            `json:"template"`
+	ID       string `json:"id"`
+	Template string `json:"template"`
+	// Image is the template image (a directory under the template) the
+	// sandbox runs on; its checkpoints restore only onto the same one.
+	Image     string            `json:"image,omitempty"`
 	State     string            `json:"state"`
 	Reason    string            `json:"reason,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`

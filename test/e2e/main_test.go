@@ -130,6 +130,7 @@ type daemonOptions struct {
 	noPool       bool          // SPACE_POOL="": no warm sandboxes, so the host holds only what the API lists
 	pool         string        // SPACE_POOL, when set (e.g. "base=4:4")
 	env          []string      // more environment, e.g. the object store
+	prepare      func(dataDir string) error // runs before the first start
 }
 
 var (
@@ -177,6 +178,11 @@ func startDaemon(o daemonOptions) (*daemon, error) {
 	daemonsMu.Lock()
 	daemons = append(daemons, d)
 	daemonsMu.Unlock()
+	if o.prepare != nil {
+		if err := o.prepare(d.dataDir); err != nil {
+			return d, err
+		}
+	}
 	return d, d.start()
 }
 
