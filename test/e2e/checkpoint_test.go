@@ -426,3 +426,65 @@ func TestCustomerKey(t *testing.T) {
 		t.Fatalf("marker after resume: %q", got)
 	}
 }
+
+func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
+	_, ds := checkpointNodes(t, "10.241.232.0/22")
+	d := ds[0]
+	ctx := ctxT(t, 3*time.Minute)
+
+	// At its timeout an auto-pause sandbox is paused, not killed.
+	ap, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3, AutoPause: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.c.KillSandbox(ctxT(t, time.Minute), ap.ID) })
+	startCounter(t, d, ap.ID, randMarker())
+	n := count(t, d, ap.ID)
+	if !waitFor(30*time.Second, func() bool {
+		sb, err := d.c.GetSandbox(ctx, ap.ID)
+		return err == nil && sb.State == "paused"
+	}) {
+		sb, _ := d.c.GetSandbox(ctx, ap.ID)
+		t.Fatalf("auto-pause sandbox at its timeout: %+v, want paused", sb)
+	}
+	if _, err := d.c.ResumeSandbox(ctx, ap.ID, 60); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, d, ap.ID); got != n+1 {
+		t.Fatalf("counter after auto-pause and resume = %d, want %d", got, n+1)
+	}
+
+	// A schedule takes a snapshot every 5 s and keeps the newest 2.
+	sc := newSandbox(t, d, client.CreateSandboxRequest{SnapshotEverySeconds: 5, SnapshotKeep: 2})
+	resp, body := do(t, d, "POST", "/v1/sandboxes", map[string]any{"snapshot_every_seconds": 1}, nil)
+	wantError(t, resp, body, 400, "invalid_argument")
+	var ids map[string]bool
+	if !waitFor(40*time.Second, func() bool {
+		list, err := d.c.ListSnapshots(ctx, sc.ID)
+		ids = map[string]bool{}
+		for _, s := range list {
+			ids[s.ID] = true
+		}
+		return err == nil && len(list) == 2
+	}) {
+		t.Fatalf("scheduled snapshots: %v, want 2", ids)
+	}
+	first := ids
+	if !waitFor(30*time.Second, func() bool {
+		list, err := d.c.ListSnapshots(ctx, sc.ID)
+		if err != nil || len(list) > 2 {
+			return false
+		}
+		for _, s := range list {
+			if !first[s.ID] {
+				return true // a newer one replaced the oldest
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the schedule did not take a newer snapshot and trim to 2")
+	}
+	if list, _ := d.c.ListSnapshots(ctx, sc.ID); len(list) > 2 {
+		t.Fatalf("%d snapshots kept, want at most 2", len(list))
+	}
+}
