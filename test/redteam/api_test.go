@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -412,18 +413,27 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 				}
 				return refused(401)(f.req(r.method, u+sep+"api_key="+f.d.apiKey+"&key="+f.d.apiKey, r.body(), map[string]string{"Authorization": ""}))
 			}})
-		if !strings.Contains(r.path, "{id}") {
+		if !strings.Contains(strings.ReplaceAll(r.path, "{pid}", ""), "{") {
 			continue
 		}
-		out = append(out, attempt{id: "cp-badid-" + r.op, category: "control-plane", stops: "sandbox.Service: ids are looked up in the store, never used as paths; unknown, killed and pooled ids are not found",
-			desc: "call " + r.method + " " + r.path + " with a killed sandbox's id (but for reading its record) and ids shaped as paths, wildcards and 300 characters",
+		out = append(out, attempt{id: "cp-badid-" + r.op, category: "control-plane", stops: "sandbox.Service: ids are looked up in the store, never used as paths; unknown and killed ids are not found, and an ended sandbox refuses changes",
+			desc: "call " + r.method + " " + r.path + " with a killed sandbox's id (reads of its records are allowed) and ids shaped as paths, wildcards and 300 characters in every path parameter",
 			run: func(t *testing.T) error {
-				ids := []string{f.killed, "..", "..%2F..%2Fetc", "%2e%2e", "*", "%00", strings.Repeat("a", 300), f.a.ID + "%2F..%2F" + f.b.ID}
+				ids := []string{f.killed, "..", "..%2F..%2Fetc", "%2e%2e", "*", "%00", strings.Repeat("a", 300), f.a.ID + "%2F..%2F" + f.b.ID, "..%2F..%2F..%2F..%2Ftmp"}
 				for _, id := range ids {
-					if id == f.killed && r.op == "getSandbox" {
-						continue // an ended sandbox's record stays readable by design
+					u := regexp.MustCompile(`\{[a-z]+\}`).ReplaceAllStringFunc(r.url(id), func(p string) string { return id })
+					st, b, err := f.req(r.method, u, r.body(), nil)
+					if err != nil {
+						return err
 					}
-					st, b, err := f.req(r.method, r.url(id), r.body(), nil)
+					// A read may answer an empty result for an id it does not
+					// know; it must not answer anyone else's data.
+					if r.method == "GET" && st == 200 && !bytes.Contains(b, []byte(f.a.ID)) && !bytes.Contains(b, []byte(f.b.ID)) && noLeak(string(b), env.canary.contents()) == nil {
+						continue
+					}
+					if id == f.killed && st == 409 {
+						continue
+					}
 					if err := refused(400, 404, 405, 301, 307, 308)(st, b, err); err != nil {
 						return fmt.Errorf("id %q: %w", id, err)
 					}

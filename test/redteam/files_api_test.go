@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"mime/multipart"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,7 +287,8 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		return f.wroteNowhere(name2)
 	})
 	// Links made inside the sandbox, used through the APIs.
-	for name, target := range links {
+	for _, name := range slices.Sorted(maps.Keys(links)) {
+		target := links[name]
 		add("fs-symlink-api-"+strings.TrimPrefix(name, "l-"), "inside, ln -s "+target+" /home/user/"+name+"; then read the host canaries, list, and write through it with both APIs", func(t *testing.T) error {
 			l := "/home/user/" + name
 			for _, c := range env.canary.paths() {
