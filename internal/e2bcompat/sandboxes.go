@@ -289,6 +289,15 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 // 204 once the checkpoint is complete, 409 when it is already paused.
 func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	var req pauseRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.Memory != nil && !*req.Memory {
+		writeStatus(w, http.StatusNotImplemented, "pausing without memory (mode=filesystem) is not supported by spaced: a pause always keeps memory and processes; omit mode")
+		return
+	}
 	if sb, err := s.opts.Sandboxes.Get(r.Context(), id); err == nil && sb.State == store.StatePaused {
 		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already paused")
 		return

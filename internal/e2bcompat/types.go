@@ -65,6 +65,10 @@ type connectRequest struct {
 	Memory  *bool `json:"memory"`
 }
 
+type pauseRequest struct {
+	Memory *bool `json:"memory"`
+}
+
 type resumeRequest struct {
 	Timeout   *int  `json:"timeout"`
 	AutoPause *bool `json:"autoPause"`

@@ -33,15 +33,20 @@ test('sandbox: getInfo, setTimeout, list by metadata, metrics, connect, kill', a
   await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError)
 })
 
-test('sandbox: pause is refused with a clear error', () =>
-  withSandbox(async (sbx) => {
-    await assert.rejects(sbx.pause(), (err) => {
-      assert.ok(err instanceof SandboxError)
-      assert.match(err.message, /501.*checkpoint/)
-      return true
-    })
-    assert.equal(await sbx.isRunning(), true)
-  }))
+test('sandbox: pause, then connect resumes it with its files and processes', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    await sbx.files.write('/home/user/kept.txt', 'before pause')
+    const bg = await sbx.commands.run('sleep 1000', { background: true })
+    assert.equal(await sbx.pause(), true)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+    const again = await Sandbox.connect(sbx.sandboxId)
+    assert.equal(await again.files.read('/home/user/kept.txt'), 'before pause')
+    assert.equal((await again.commands.run(`kill -0 ${bg.pid} && echo alive`)).stdout, 'alive\n')
+  } finally {
+    await Sandbox.kill(sbx.sandboxId)
+  }
+})
 
 test('sandbox: wrong API key throws AuthenticationError', async () => {
   await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + '3'.repeat(40) }), AuthenticationError)

@@ -77,6 +77,8 @@ def test_connect_then_kill(sandbox: Sandbox):
 
 
 def test_get_metrics(sandbox: Sandbox):
+    # disk_used is what the sandbox wrote to its writable layer (its disk quota).
+    sandbox.commands.run("head -c 4000000 /dev/urandom > /home/user/blob")
     metrics = sandbox.get_metrics()
     assert len(metrics) >= 1
     m = metrics[-1]
@@ -107,12 +109,56 @@ def test_unknown_sandbox_and_wrong_key():
         Sandbox.create(api_key="e2b_" + "1" * 40)
 
 
-def test_pause_is_refused_clearly(sandbox: Sandbox):
-    with pytest.raises(SandboxException) as e:
-        sandbox.pause()
-    assert "501" in str(e.value) and "checkpoint" in str(e.value)
-    assert sandbox.is_running()
-    assert sandbox.commands.run("echo still here").stdout == "still here\n"
+def test_pause_connect_resumes_with_memory(test_id):
+    sbx = Sandbox.create(metadata={"sandbox_test_id": test_id})
+    try:
+        sbx.files.write("/home/user/kept.txt", "before pause")
+        bg = sbx.commands.run("sleep 1000", background=True)
+        assert sbx.pause() is True
+        assert sbx.pause() is False  # already paused
+        info = Sandbox.get_info(sbx.sandbox_id)
+        assert info.state == SandboxState.PAUSED
+        paused = Sandbox.list(query=SandboxQuery(metadata={"sandbox_test_id": test_id}, state=[SandboxState.PAUSED]))
+        assert [s.sandbox_id for s in paused.next_items()] == [sbx.sandbox_id]
+
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.get_info().state == SandboxState.RUNNING
+        assert again.files.read("/home/user/kept.txt") == "before pause"
+        # The background process survived: it is still running after the resume.
+        assert again.commands.run(f"kill -0 {bg.pid} && echo alive").stdout == "alive\n"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
+def test_fork(sandbox: Sandbox):
+    sandbox.files.write("/home/user/origin.txt", "parent")
+    forks = sandbox.fork(count=2)
+    try:
+        assert len(forks) == 2
+        for f in forks:
+            assert isinstance(f, Sandbox), f
+            assert f.sandbox_id != sandbox.sandbox_id
+            assert f.files.read("/home/user/origin.txt") == "parent"
+            f.files.write("/home/user/origin.txt", f.sandbox_id)
+        assert sandbox.files.read("/home/user/origin.txt") == "parent"
+    finally:
+        for f in forks:
+            if isinstance(f, Sandbox):
+                f.kill()
+
+
+def test_auto_pause_on_timeout(test_id):
+    sbx = Sandbox.create(timeout=3, lifecycle={"on_timeout": "pause"}, metadata={"sandbox_test_id": test_id})
+    try:
+        sbx.files.write("/home/user/kept.txt", "kept")
+        deadline = time.time() + 30
+        while Sandbox.get_info(sbx.sandbox_id).state != SandboxState.PAUSED:
+            assert time.time() < deadline, "not paused at its timeout"
+            time.sleep(0.5)
+        again = Sandbox.connect(sbx.sandbox_id, timeout=60)
+        assert again.files.read("/home/user/kept.txt") == "kept"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
 
 
 def test_network_fields_are_stored_not_enforced():
