@@ -28,8 +28,10 @@ type CreateSandboxRequest struct {
 	// SnapshotEverySeconds and SnapshotKeep schedule disk snapshots.
 	SnapshotEverySeconds int `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         int `json:"snapshot_keep,omitempty"`
-	// AutoPause pauses the sandbox at its timeout instead of killing it.
-	AutoPause bool `json:"auto_pause,omitempty"`
+	// AutoPause pauses the sandbox at its timeout instead of killing it;
+	// AutoResume lets a request through the E2B proxy resume it.
+	AutoPause  bool `json:"auto_pause,omitempty"`
+	AutoResume bool `json:"auto_resume,omitempty"`
 	// KeyID names a customer key (PutKey) to encrypt checkpoints under.
 	KeyID string `json:"key_id,omitempty"`
 }

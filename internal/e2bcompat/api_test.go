@@ -83,7 +83,7 @@ func TestCreate(t *testing.T) {
 	}
 
 	for body, status := range map[string]int{
-		`{"templateID":"base","autoResume":{"enabled":true}}`:             501,
+		`{"templateID":"base","autoPause":true,"autoPauseMemory":false}`:  501,
 		`{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`: 501,
 		`{"templateID":"base","mcp":{"github":{}}}`:                       501,
 		`{"templateID":"base","timeout":0}`:                               400,

@@ -45,6 +45,7 @@ type Sandboxes interface {
 	Agent(id string) (*sandbox.AgentConn, error)
 	Pause(ctx context.Context, id string) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
+	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
 	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
 }
 

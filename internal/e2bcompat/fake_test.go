@@ -244,3 +244,16 @@ func (f *fakeSandboxes) Fork(ctx context.Context, id string, req sandbox.ForkReq
 	}
 	return out, nil
 }
+
+func (f *fakeSandboxes) AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return sandbox.Target{}, err
+	}
+	if fs.sb.State != store.StatePaused || !fs.sb.AutoResume {
+		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, fs.sb.State)
+	}
+	return sandbox.Target{ID: id, AccessToken: fs.token, OpenAccess: fs.sb.OpenAccess}, nil
+}

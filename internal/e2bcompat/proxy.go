@@ -134,6 +134,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	t, err := p.sandboxes.Target(rt.id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		t, err = p.autoResume(r, rt)
+	}
 	if err != nil {
 		// 502 is what E2B's proxy answers for a sandbox that is gone; the SDKs
 		// read it as "not running" (is_running() is false).
@@ -166,6 +169,30 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		u = &upstream{id: t.ID, port: rt.port, addr: addr}
 	}
 	p.forward(w, r, u)
+}
+
+// autoResume resumes a paused sandbox created with autoResume when r has
+// the right to reach it (the same checks as for a running one), and
+// returns its target; anything else stays NotFound.
+func (p *proxy) autoResume(r *http.Request, rt route) (sandbox.Target, error) {
+	paused, err := p.sandboxes.AutoResumeTarget(r.Context(), rt.id)
+	if err != nil {
+		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", rt.id)
+	}
+	status := 0
+	if rt.port == EnvdPort {
+		_, status, _ = envdAccess(r, paused)
+	} else {
+		status, _ = portAccess(r, paused)
+	}
+	if status != 0 {
+		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", rt.id)
+	}
+	slog.InfoContext(r.Context(), "e2b proxy: resuming a paused sandbox on traffic", "sandbox", rt.id)
+	if _, err := p.sandboxes.Resume(r.Context(), rt.id, 0); err != nil {
+		return sandbox.Target{}, err
+	}
+	return p.sandboxes.Target(rt.id)
 }
 
 // serveSignedFile forwards a /files request that carries an envd URL

@@ -55,7 +55,8 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			Template: req.TemplateID, Timeout: timeout,
 			Env: req.EnvVars, Metadata: req.Metadata,
 			OpenAccess: !secure, Network: policy,
-			AutoPause: req.AutoPause != nil && *req.AutoPause,
+			AutoPause:  req.AutoPause != nil && *req.AutoPause,
+			AutoResume: req.AutoResume != nil && req.AutoResume.Enabled,
 		})
 		if err != nil {
 			writeError(w, r, err)
@@ -75,8 +76,6 @@ func unsupported(req *newSandbox) string {
 	switch {
 	case req.AutoPause != nil && *req.AutoPause && req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
 		return "autoPauseMemory=false (pause without memory) is not supported by spaced: a pause always keeps memory and processes"
-	case req.AutoResume != nil && req.AutoResume.Enabled:
-		return "autoResume is not supported by spaced: resume a paused sandbox with connect"
 	case len(req.VolumeMounts) > 0:
 		return "volume mounts are not supported by spaced"
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
@@ -165,7 +164,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		AllowInternetAccess: false,
 		Domain:              s.domain(r),
 		Network:             fromPolicy(sb.Network),
-		Lifecycle:           lifecycleJSON{AutoResume: false, OnTimeout: onTimeout(sb)},
+		Lifecycle:           lifecycleJSON{AutoResume: sb.AutoResume, OnTimeout: onTimeout(sb)},
 	}
 	if !sb.OpenAccess && t.AccessToken != "" {
 		out.EnvdAccessToken = t.AccessToken

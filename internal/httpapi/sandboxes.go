@@ -27,6 +27,7 @@ type createSandboxRequest struct {
 	SnapshotEverySeconds int    `json:"snapshot_every_seconds"`
 	SnapshotKeep         int    `json:"snapshot_keep"`
 	AutoPause            bool   `json:"auto_pause"`
+	AutoResume           bool   `json:"auto_resume"`
 	KeyID                string `json:"key_id"`
 }
 
@@ -44,6 +45,7 @@ type sandboxJSON struct {
 	AccessToken  string            `json:"access_token,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
 	AutoPause    bool              `json:"auto_pause,omitempty"`
+	AutoResume   bool              `json:"auto_resume,omitempty"`
 	KeyID        string            `json:"key_id,omitempty"`
 	// SnapshotEverySeconds and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEverySeconds int             `json:"snapshot_every_seconds,omitempty"`
@@ -69,7 +71,7 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 		ID: s.ID, State: s.State, Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
 		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
 		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason,
-		AutoPause: s.AutoPause, KeyID: s.KeyID,
+		AutoPause: s.AutoPause, AutoResume: s.AutoResume, KeyID: s.KeyID,
 		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep,
 	}
 	if !s.PausedAt.IsZero() {
@@ -97,7 +99,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
 		NoPool:   req.Pool != nil && !*req.Pool,
 		Snapshot: req.Snapshot, SnapshotEvery: time.Duration(req.SnapshotEverySeconds) * time.Second, SnapshotKeep: req.SnapshotKeep,
-		AutoPause: req.AutoPause, KeyID: req.KeyID,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
 	})
 	if err != nil {
 		writeError(w, r, err)

@@ -41,6 +41,20 @@ func (s *Service) Target(id string) (Target, error) {
 	}, nil
 }
 
+// AutoResumeTarget is Target for a paused sandbox created with auto-resume:
+// what a proxy needs to check a request's right to wake it (no address: it
+// has none until it is resumed). Any other sandbox is NotFound.
+func (s *Service) AutoResumeTarget(ctx context.Context, id string) (Target, error) {
+	rec, err := s.store.GetSandbox(ctx, id)
+	if err != nil {
+		return Target{}, err
+	}
+	if rec.State != store.StatePaused || !rec.AutoResume {
+		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+	}
+	return Target{ID: id, AccessToken: rec.AccessToken, OpenAccess: rec.OpenAccess, Network: cloneNetwork(rec.Network)}, nil
+}
+
 // FindRunning returns the first running sandbox whose access token makes
 // match true. It lets a signed URL that names no sandbox (E2B download and
 // upload URLs) find the one whose token signed it.

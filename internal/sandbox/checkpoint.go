@@ -38,6 +38,7 @@ type sealedState struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	OpenAccess  bool              `json:"open_access,omitempty"`
 	AutoPause   bool              `json:"auto_pause,omitempty"`
+	AutoResume  bool              `json:"auto_resume,omitempty"`
 }
 
 // manifest meta keys.
@@ -180,7 +181,7 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 	}
 	secret, err := json.Marshal(sealedState{
 		AccessToken: rec.AccessToken, Env: rec.Env, Metadata: rec.Metadata,
-		OpenAccess: rec.OpenAccess, AutoPause: rec.AutoPause,
+		OpenAccess: rec.OpenAccess, AutoPause: rec.AutoPause, AutoResume: rec.AutoResume,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode sandbox state: %w", err)
@@ -304,7 +305,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 			ID: id, Template: m.Template, Image: m.Meta[metaTemplateImage], CreatedAt: m.CreatedAt,
 			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
 			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
-			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, KeyID: m.KeyID,
+			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, AutoResume: st.AutoResume, KeyID: m.KeyID,
 			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes},
 		}
 		if len(m.Network) > 0 && string(m.Network) != "null" {
@@ -517,7 +518,8 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs str
 	rec.State, rec.AccessToken = store.StateRunning, token
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
 	rec.Env, rec.Metadata = maps.Clone(parent.Env), maps.Clone(metadata)
-	rec.OpenAccess, rec.Network, rec.AutoPause = parent.OpenAccess, cloneNetwork(parent.Network), parent.AutoPause
+	rec.OpenAccess, rec.Network = parent.OpenAccess, cloneNetwork(parent.Network)
+	rec.AutoPause, rec.AutoResume = parent.AutoPause, parent.AutoResume
 	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
 		return nil, fmt.Errorf("record forked sandbox: %w", err)
 	}

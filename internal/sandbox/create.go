@@ -201,7 +201,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
 	rec.Env, rec.Metadata, rec.AccessToken = req.Env, req.Metadata, token
 	rec.OpenAccess, rec.Network = req.OpenAccess, cloneNetwork(req.Network)
-	rec.AutoPause, rec.KeyID = req.AutoPause, req.KeyID
+	rec.AutoPause, rec.AutoResume, rec.KeyID = req.AutoPause, req.AutoResume, req.KeyID
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
 	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", err)

@@ -35,6 +35,7 @@ type Sandbox struct {
 	Checkpoint *store.CheckpointRef
 	PausedAt   time.Time
 	AutoPause  bool
+	AutoResume bool
 	KeyID      string
 	// SnapshotEvery and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEvery time.Duration
@@ -51,7 +52,7 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		CPU: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs,
 		Metadata:   maps.Clone(r.Metadata),
 		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
-		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, KeyID: r.KeyID,
+		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: r.KeyID,
 		SnapshotEvery: r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
 	}
 }
@@ -77,8 +78,10 @@ type CreateRequest struct {
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots.
 	SnapshotEvery time.Duration
 	SnapshotKeep  int
-	// AutoPause pauses the sandbox at its timeout instead of killing it.
-	AutoPause bool
+	// AutoPause pauses the sandbox at its timeout instead of killing it;
+	// AutoResume lets traffic through the E2B proxy resume it.
+	AutoPause  bool
+	AutoResume bool
 	// KeyID names the customer key its checkpoints are encrypted under.
 	KeyID string
 }

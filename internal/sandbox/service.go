@@ -217,6 +217,9 @@ func (s *Service) validate(req *CreateRequest) error {
 	if req.SnapshotEvery > 0 && req.SnapshotKeep == 0 {
 		req.SnapshotKeep = 3
 	}
+	if req.AutoResume && !req.AutoPause {
+		return errdefs.New(errdefs.ErrInvalidArgument, "auto-resume needs auto-pause")
+	}
 	if (req.SnapshotEvery > 0 || req.AutoPause || req.Snapshot != "") && s.cfg.Checkpoints == nil {
 		return errdefs.New(errdefs.ErrFailedPrecondition, "this node has no object store for snapshots and checkpoints")
 	}

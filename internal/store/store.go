@@ -61,6 +61,9 @@ type Sandbox struct {
 	KeyID string `json:"key_id,omitempty"`
 	// AutoPause: when the timeout passes the sandbox is paused, not killed.
 	AutoPause bool `json:"auto_pause,omitempty"`
+	// AutoResume: traffic for a paused sandbox (through the E2B proxy,
+	// with its token) resumes it.
+	AutoResume bool `json:"auto_resume,omitempty"`
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots (0: none).
 	SnapshotEvery time.Duration `json:"snapshot_every,omitempty"`
 	SnapshotKeep  int           `json:"snapshot_keep,omitempty"`

@@ -161,6 +161,22 @@ def test_auto_pause_on_timeout(test_id):
         Sandbox.kill(sbx.sandbox_id)
 
 
+def test_auto_resume_on_traffic(test_id):
+    sbx = Sandbox.create(timeout=3, lifecycle={"on_timeout": "pause", "auto_resume": True},
+                         metadata={"sandbox_test_id": test_id})
+    try:
+        sbx.files.write("/home/user/kept.txt", "kept")
+        deadline = time.time() + 30
+        while Sandbox.get_info(sbx.sandbox_id).state != SandboxState.PAUSED:
+            assert time.time() < deadline, "not paused at its timeout"
+            time.sleep(0.5)
+        # No connect: the request itself wakes the sandbox.
+        assert sbx.files.read("/home/user/kept.txt") == "kept"
+        assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.RUNNING
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 def test_network_fields_are_stored_not_enforced():
     sbx = Sandbox.create(
         allow_internet_access=True,
