@@ -117,6 +117,13 @@ const floodPy = `python3 -c "import sys
 b = b'A' * 65535 + b'\n'
 while True: sys.stdout.buffer.write(b)"`
 
+// floodMiB writes n MiB to stdout as fast as it can.
+func floodMiB(n int) string {
+	return fmt.Sprintf(`python3 -c "import sys
+b = b'A' * 65535 + b'\n'
+for i in range(%d): sys.stdout.buffer.write(b)"`, n*16)
+}
+
 func resourceAttempts() []attempt {
 	sandbox := func(t *testing.T, req client.CreateSandboxRequest) *client.Sandbox { return newSandbox(t, env.d, req) }
 	runFor := func(t *testing.T, id, user, cmd string, secs int) (result, error) {
@@ -254,11 +261,11 @@ print(n, err); ev.set()"`, 30)
 					return stillServes(t, env.d, sb.ID)
 				})
 			}},
-		{id: "res-stdout-flood", category: "resources", desc: "flood stdout for 5 s with a client reading as fast as it can", stops: "the agent's bounded per-process buffer; spaced relays event by event",
+		{id: "res-stdout-flood", category: "resources", desc: "flood 200 MiB through stdout with a client reading as fast as it can", stops: "the agent's bounded per-process buffer; spaced relays event by event",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {
-					r, err := runFor(t, sb.ID, "user", floodPy, 5)
+					r, err := runFor(t, sb.ID, "user", floodMiB(200), 60)
 					t.Logf("flood read %d MiB (%v)", len(r.Stdout)>>20, err)
 					return stillServes(t, env.d, sb.ID)
 				})
@@ -304,14 +311,14 @@ print(n, err); ev.set()"`, 30)
 					return stillServes(t, env.d, sb.ID)
 				})
 			}},
-		{id: "res-parallel-floods", category: "resources", desc: "8 commands flooding stdout at once for 4 s", stops: "per-process buffers; streams are independent",
+		{id: "res-parallel-floods", category: "resources", desc: "8 commands flooding 25 MiB each through stdout at once", stops: "per-process buffers; streams are independent",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {
 					var wg sync.WaitGroup
 					for i := 0; i < 8; i++ {
 						wg.Add(1)
-						go func() { defer wg.Done(); runFor(t, sb.ID, "user", floodPy, 4) }()
+						go func() { defer wg.Done(); runFor(t, sb.ID, "user", floodMiB(25), 60) }()
 					}
 					wg.Wait()
 					return stillServes(t, env.d, sb.ID)
