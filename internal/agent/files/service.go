@@ -71,6 +71,9 @@ func fsError(err error, path string) error {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s", path))
 	case errors.Is(err, syscall.ENOTDIR):
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path is not a directory: %s", path))
+	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP):
+		// A NUL byte, an over-long name, a symlink loop: the path is bad.
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid path %q: %w", path, err))
 	case errors.Is(err, syscall.ENOSPC):
 		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("not enough disk space: %s", path))
 	case errors.Is(err, syscall.EXDEV):
