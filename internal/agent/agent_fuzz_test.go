@@ -213,6 +213,8 @@ func FuzzConnectEnvelopes(f *testing.F) {
 	} {
 		f.Add(uint8(i), uint8(i), seed)
 	}
+	// Stat of a path with a NUL was a 500 (EINVAL unclassified).
+	f.Add(uint8(0), uint8(0), []byte(`{"path":"\u0000"}`))
 	h, _ := fuzzAgent(f)
 	f.Fuzz(func(t *testing.T, proc, ct uint8, body []byte) {
 		path := fuzzRPCs[int(proc)%len(fuzzRPCs)]
