@@ -19,6 +19,8 @@ func (a *app) benchCmd() *cobra.Command {
 		runsc         string
 		templates     string
 		soak          bool
+		checkpoints   bool
+		ckptCfg       = bench.CheckpointConfig{Runs: 10, SizesMiB: []int{0, 256}}
 		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
 	)
 	cmd := &cobra.Command{
@@ -37,6 +39,13 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 			if soak {
 				soakCfg.Log = cmd.ErrOrStderr()
 				return runSoak(cmd, a, soakCfg, asJSON)
+			}
+			if checkpoints {
+				if quick {
+					ckptCfg.Runs = 2
+				}
+				ckptCfg.Log = cmd.ErrOrStderr()
+				return runCheckpoints(cmd, a, ckptCfg, asJSON)
 			}
 			if quick {
 				q := bench.Quick()
@@ -88,5 +97,8 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.IntVar(&soakCfg.Cycles, "cycles", soakCfg.Cycles, "soak cycles")
 	f.IntVar(&soakCfg.Concurrency, "concurrency", soakCfg.Concurrency, "soak cycles at a time")
 	f.IntVar(&soakCfg.Window, "window", 0, "cycles at the start and end whose daemon figures are compared (0: min(100, cycles/4))")
+	f.BoolVar(&checkpoints, "checkpoint", false, "measure pause (checkpoint to the object store) and resume instead, idle and holding 256 MiB")
+	f.IntVar(&ckptCfg.Runs, "checkpoint-runs", ckptCfg.Runs, "pause+resume cycles per memory size")
+	f.IntSliceVar(&ckptCfg.SizesMiB, "checkpoint-sizes", ckptCfg.SizesMiB, "memory held by the sandbox, MiB per size measured")
 	return cmd
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net"
@@ -486,5 +487,34 @@ func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 	}
 	if list, _ := d.c.ListSnapshots(ctx, sc.ID); len(list) > 2 {
 		t.Fatalf("%d snapshots kept, want at most 2", len(list))
+	}
+}
+
+func TestBenchCheckpointQuick(t *testing.T) {
+	d := need(t) // its object store is the default local directory
+	cmd := exec.Command(filepath.Join(env.bin, "space"), "bench", "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--json")
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.addr, "SPACE_API_KEY="+d.apiKey)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("space bench --checkpoint: %v\n%s", err, stderr.String())
+	}
+	t.Logf("bench: %s", out)
+	var res struct {
+		Checkpoints []struct {
+			StateMiB      int     `json:"state_mib"`
+			PauseP50      float64 `json:"pause_p50_ms"`
+			ResumeP50     float64 `json:"resume_p50_ms"`
+			CheckpointMiB float64 `json:"checkpoint_mib"`
+		} `json:"checkpoints"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Checkpoints) != 2 {
+		t.Fatalf("bench output: %v: %s", err, out)
+	}
+	for _, c := range res.Checkpoints {
+		if c.PauseP50 <= 0 || c.ResumeP50 <= 0 || c.CheckpointMiB <= float64(c.StateMiB) {
+			t.Errorf("figures for %d MiB: %+v", c.StateMiB, c)
+		}
 	}
 }

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spacesandbox/space/internal/bench"
+)
+
+// runCheckpoints runs the pause/resume benchmark and prints its figures.
+func runCheckpoints(cmd *cobra.Command, a *app, cfg bench.CheckpointConfig, asJSON bool) error {
+	res, err := bench.Checkpoints(cmd.Context(), a.client(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+			Runs  int                       `json:"runs"`
+			Sizes []bench.CheckpointFigures `json:"checkpoints"`
+		}{cfg.Runs, res})
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "memory held (MiB)\tcheckpoint (MiB)\tpause p50 (ms)\tresume p50 (ms)\tresume to exec p50 (ms)\n")
+	for _, f := range res {
+		fmt.Fprintf(w, "%d\t%.2f\t%.1f\t%.1f\t%.1f\n", f.SizeMiB, f.CheckpointMiB, f.PauseP50, f.ResumeP50, f.ResumeToExecP50)
+	}
+	return w.Flush()
+}
