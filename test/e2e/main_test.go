@@ -125,11 +125,11 @@ func need(t *testing.T) *daemon {
 type daemonOptions struct {
 	name         string
 	cidr         string
-	templatesDir string        // default env.templatesDir
-	bootTimeout  time.Duration // default 5s
-	noPool       bool          // SPACE_POOL="": no warm sandboxes, so the host holds only what the API lists
-	pool         string        // SPACE_POOL, when set (e.g. "base=4:4")
-	env          []string      // more environment, e.g. the object store
+	templatesDir string                     // default env.templatesDir
+	bootTimeout  time.Duration              // default 5s
+	noPool       bool                       // SPACE_POOL="": no warm sandboxes, so the host holds only what the API lists
+	pool         string                     // SPACE_POOL, when set (e.g. "base=4:4")
+	env          []string                   // more environment, e.g. the object store
 	prepare      func(dataDir string) error // runs before the first start
 }
 
