@@ -46,6 +46,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DestroyIsIdempotent", func(t *testing.T) { testDestroyIdempotent(t, h) })
 	t.Run("ReattachAfterNewInstance", func(t *testing.T) { testReattach(t, h) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, h) })
+	t.Run("Checkpoint", func(t *testing.T) { runCheckpoint(t, h) })
 }
 
 func ctxT(t *testing.T) context.Context {
