@@ -42,8 +42,8 @@ type Sandbox struct {
 	// OpenAccess marks a sandbox created with E2B's secure=false: requests
 	// through the E2B proxy need no access token (spaced adds it).
 	OpenAccess bool `json:"open_access,omitempty"`
-	// Network is the egress policy the sandbox asked for. It is stored and
-	// reported, not yet enforced: today no sandbox has any egress.
+	// Network is the sandbox's egress policy, enforced by the egress
+	// gateway (internal/egress); nil denies all egress.
 	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
@@ -53,6 +53,9 @@ type NetworkPolicy struct {
 	AllowOut           []string `json:"allow_out,omitempty"`
 	DenyOut            []string `json:"deny_out,omitempty"`
 	AllowPublicTraffic *bool    `json:"allow_public_traffic,omitempty"`
+	// AllowFirst: an allow entry that matches wins over a deny entry
+	// (E2B's precedence); otherwise deny entries win.
+	AllowFirst bool `json:"allow_first,omitempty"`
 	// Extra holds front-end specific settings as sent (E2B rules, egress
 	// proxy, masked host), kept so they can be reported back.
 	Extra json.RawMessage `json:"extra,omitempty"`
