@@ -23,6 +23,17 @@ type CreateSandboxRequest struct {
 	MaxProcesses   int               `json:"max_processes,omitempty"`
 	// Pool set to false skips the daemon's warm pool (a cold create).
 	Pool *bool `json:"pool,omitempty"`
+	// Network is the egress policy; nil means no egress at all.
+	Network *Network `json:"network,omitempty"`
+}
+
+// Network is a sandbox's egress policy: entries are host names,
+// "*.suffix", addresses and CIDRs, each with an optional ":port". Deny
+// entries win over allow entries.
+type Network struct {
+	Internet bool     `json:"internet"`
+	Allow    []string `json:"allow,omitempty"`
+	Deny     []string `json:"deny,omitempty"`
 }
 
 // Sandbox is the daemon's view of one sandbox.
@@ -41,6 +52,8 @@ type Sandbox struct {
 	AccessToken string `json:"access_token,omitempty"`
 	// Reason says why a sandbox is lost or was killed.
 	Reason string `json:"reason,omitempty"`
+	// Network is the sandbox's egress policy (nil: no egress).
+	Network *Network `json:"network,omitempty"`
 }
 
 // ListOptions filters ListSandboxes. The zero value lists running sandboxes.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
 )
 
 // Config is everything spaced needs to start.
@@ -50,6 +52,12 @@ type Config struct {
 	DebugAddr string
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
 	RunscDebug bool
+	// EgressDNS is the resolver ("host:port") the egress gateway asks for
+	// sandboxes; empty means the host's first nameserver in /etc/resolv.conf.
+	EgressDNS string
+	// EgressFloor are the operator's additions to the addresses no sandbox
+	// policy can open (SPACE_EGRESS_FLOOR, comma-separated CIDRs).
+	EgressFloor []netip.Prefix
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -132,6 +140,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_RUNSC":         &c.RunscPath,
 		"SPACE_LOG_LEVEL":     &c.LogLevel,
 		"SPACE_DEBUG_ADDR":    &c.DebugAddr,
+		"SPACE_EGRESS_DNS":    &c.EgressDNS,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
@@ -172,6 +181,13 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 			return fmt.Errorf("SPACE_POOL_BOOTS must be an integer from 1 to 64")
 		}
 		c.PoolBoots = n
+	}
+	if v := getenv("SPACE_EGRESS_FLOOR"); v != "" {
+		p, err := policy.ParsePrefixes(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_EGRESS_FLOOR: %w", err)
+		}
+		c.EgressFloor = p
 	}
 	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)

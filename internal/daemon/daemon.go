@@ -12,17 +12,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/e2bcompat"
+	"github.com/spacesandbox/space/internal/egress"
 	"github.com/spacesandbox/space/internal/httpapi"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -50,9 +53,6 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := network.InstallFirewall(); err != nil {
-		return err
-	}
 	if err := network.PrepareNetnsDir(); err != nil {
 		return err
 	}
@@ -73,6 +73,11 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Pools:            pools(cfg.Pools),
 		PoolBoots:        cfg.PoolBoots,
 	}, st, rt, metrics)
+	gw, err := startEgress(cfg, svc)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
@@ -143,6 +148,26 @@ func loadAPIKey(cfg config.Config) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "spaced: generated an API key (stored in %s):\n\n    %s\n\n", path, key)
 	return key, nil
+}
+
+// startEgress starts the egress gateway, which installs the firewall that
+// steers every sandbox packet to it, before any sandbox is re-attached.
+func startEgress(cfg config.Config, svc *sandbox.Service) (*egress.Gateway, error) {
+	upstream := cfg.EgressDNS
+	if upstream == "" {
+		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+		if err != nil || len(rc.Servers) == 0 {
+			return nil, fmt.Errorf("egress: no upstream resolver (set SPACE_EGRESS_DNS): %v", err)
+		}
+		upstream = net.JoinHostPort(rc.Servers[0], rc.Port)
+	}
+	return egress.Start(egress.Config{
+		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
+		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
+			id, p, ok := svc.ByAddr(ip)
+			return egress.Sandbox{ID: id, Network: p}, ok
+		},
+	})
 }
 
 func pools(in []config.PoolConfig) []sandbox.PoolConfig {

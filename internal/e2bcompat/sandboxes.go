@@ -2,7 +2,6 @@ package e2bcompat
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -17,10 +16,6 @@ const (
 	defaultTimeoutV2      = 300 * time.Second
 	defaultConnectTimeout = 300 * time.Second
 )
-
-// noEgressWarning goes with every create that asks for internet access:
-// until the egress gateway exists no sandbox has any.
-const noEgressWarning = `299 spaced "internet access requested but not available yet: sandboxes have no egress (deny-all); the policy is stored and will be enforced by the egress gateway"`
 
 func (s *Server) create(v2 bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -59,10 +54,6 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 		if err != nil {
 			writeError(w, r, err)
 			return
-		}
-		if asksForEgress(policy) {
-			w.Header().Set("Warning", noEgressWarning)
-			slog.InfoContext(r.Context(), "e2b create asked for internet access; sandboxes have no egress yet", "sandbox", sb.ID)
 		}
 		writeJSON(w, http.StatusCreated, s.sandboxJSON(r, sb, sb.AccessToken))
 	}
@@ -140,9 +131,8 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := sandboxDetailJSON{
-		listedSandboxJSON: listedJSON(sb),
-		// What the sandbox really has, not what it asked for: no egress yet.
-		AllowInternetAccess: false,
+		listedSandboxJSON:   listedJSON(sb),
+		AllowInternetAccess: sb.Network != nil && (sb.Network.AllowInternet == nil || *sb.Network.AllowInternet),
 		Domain:              s.domain(r),
 		Network:             fromPolicy(sb.Network),
 		Lifecycle:           lifecycleJSON{AutoResume: false, OnTimeout: "kill"},
@@ -299,9 +289,6 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if asksForEgress(policy) {
-		w.Header().Set("Warning", noEgressWarning)
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -309,7 +296,9 @@ const maxNetworkEntries = 256
 
 // toPolicy turns E2B's network fields into the stored policy.
 func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, error) {
-	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet}
+	// E2B lets an allowOut entry win over a denyOut entry (its documented
+	// pattern is denyOut 0.0.0.0/0 plus an allow-list).
+	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet, AllowFirst: true}
 	if n == nil {
 		return p, nil
 	}
@@ -351,15 +340,6 @@ func fromPolicy(p *sandbox.NetworkPolicy) *networkConfig {
 		}
 	}
 	return n
-}
-
-// asksForEgress: E2B's default is internet access, so unless the request
-// turned it off and allows nothing else, it asked for some egress.
-func asksForEgress(p *sandbox.NetworkPolicy) bool {
-	if p == nil {
-		return true
-	}
-	return p.AllowInternet == nil || *p.AllowInternet || len(p.AllowOut) > 0
 }
 
 func privatePorts(p *sandbox.NetworkPolicy) bool {

@@ -22,6 +22,7 @@ type createSandboxRequest struct {
 	DiskMB         int               `json:"disk_mb"`
 	MaxProcesses   int               `json:"max_processes"`
 	Pool           *bool             `json:"pool"`
+	Network        *networkJSON      `json:"network"`
 }
 
 type sandboxJSON struct {
@@ -37,6 +38,7 @@ type sandboxJSON struct {
 	Metadata     map[string]string `json:"metadata"`
 	AccessToken  string            `json:"access_token,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
+	Network      *networkJSON      `json:"network,omitempty"`
 }
 
 func toJSON(s *sandbox.Sandbox) sandboxJSON {
@@ -47,7 +49,7 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 	return sandboxJSON{
 		ID: s.ID, State: s.State, Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
 		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
-		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason,
+		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason, Network: networkOf(s.Network),
 	}
 }
 
@@ -65,7 +67,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: req.Template, Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
-		NoPool: req.Pool != nil && !*req.Pool,
+		NoPool: req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
 	})
 	if err != nil {
 		writeError(w, r, err)

@@ -48,6 +48,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox},
 		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox},
 		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout},
+		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork},
 		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand},
 		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands},
 		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},

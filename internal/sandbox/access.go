@@ -62,8 +62,12 @@ func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
 	return "", false
 }
 
-// SetNetwork records a new requested egress policy for a running sandbox.
+// SetNetwork replaces a running sandbox's egress policy; the gateway
+// applies it to the next connection and DNS question.
 func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
+	if err := checkNetwork(p); err != nil {
+		return err
+	}
 	_, err := s.updateRunning(ctx, id, "network policy", func(rec *store.Sandbox) bool {
 		rec.Network = cloneNetwork(p)
 		return true

@@ -175,6 +175,9 @@ func (s *Service) validate(req *CreateRequest) error {
 			return errdefs.New(errdefs.ErrInvalidArgument, "%s must be between %d and %d", l.name, l.min, l.max)
 		}
 	}
+	if err := checkNetwork(req.Network); err != nil {
+		return err
+	}
 	if len(req.Env) > maxEnvEntries {
 		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d env vars", maxEnvEntries)
 	}

@@ -1,0 +1,82 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
+)
+
+// proxyHTTP forwards plain HTTP request by request, so that every request
+// on a kept-alive connection is checked, not only the first: each must
+// name the host the connection was allowed for (want; "" for a connection
+// allowed by address, whose requests may name no host). CONNECT is
+// refused: the gateway is not a forward proxy.
+func (g *Gateway) proxyHTTP(c *conn, up net.Conn, req *http.Request, want string) {
+	upBr := bufio.NewReader(up)
+	d := policy.Dest{Name: want, IP: c.orig.Addr(), Port: c.orig.Port()}
+	for {
+		if err := checkRequest(req, want); err != nil {
+			audit(c.sb, "http", d, "", err.Error())
+			req.Body.Close()
+			refuse(c.client, err.Error())
+			return
+		}
+		if _, ok := req.Header["User-Agent"]; !ok {
+			req.Header["User-Agent"] = nil // Write would add Go's
+		}
+		err := req.Write(up)
+		req.Body.Close()
+		if err != nil {
+			return
+		}
+		resp, err := http.ReadResponse(upBr, req)
+		if err != nil {
+			return
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Write(c.client)
+			splice(c, &bufferedConn{Conn: up, r: upBr})
+			return
+		}
+		err = resp.Write(c.client)
+		resp.Body.Close()
+		if err != nil || resp.Close || req.Close {
+			return
+		}
+		if req, err = http.ReadRequest(c.br); err != nil {
+			return
+		}
+	}
+}
+
+func checkRequest(req *http.Request, want string) error {
+	if req.Method == http.MethodConnect {
+		return fmt.Errorf("CONNECT %s refused: the gateway is not a proxy", req.Host)
+	}
+	name, err := requestHost(req)
+	if err != nil {
+		return err
+	}
+	if name != want {
+		return fmt.Errorf("request for host %q on a connection allowed for %q", name, want)
+	}
+	return nil
+}
+
+// refuse answers 403 with the reason and closes.
+func refuse(w net.Conn, reason string) {
+	body := "space egress: " + reason + "\n"
+	fmt.Fprintf(w, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}
+
+// bufferedConn reads through a reader that may hold bytes already read
+// from the connection.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
