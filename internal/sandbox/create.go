@@ -128,7 +128,7 @@ func (s *Service) boot(ctx context.Context, template string, limits runtime.Limi
 	// one-time costs (codecs, descriptors) that would otherwise land on
 	// the claim, the part of a create that callers wait for.
 	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: rec.AccessToken, DefaultUser: "user",
+		AccessToken: rec.AccessToken, DefaultUser: "user", Nameserver: ep.HostIP.String(),
 	})); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
