@@ -58,6 +58,9 @@ type Config struct {
 	// EgressFloor are the operator's additions to the addresses no sandbox
 	// policy can open (SPACE_EGRESS_FLOOR, comma-separated CIDRs).
 	EgressFloor []netip.Prefix
+	// EgressUpstreamCA is a PEM file of extra roots the gateway trusts
+	// when it re-originates TLS (added to the host's roots).
+	EgressUpstreamCA string
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -133,14 +136,15 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (Config, error) 
 func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	str := map[string]*string{
-		"SPACE_DATA_DIR":      &c.DataDir,
-		"SPACE_ADDR":          &c.Addr,
-		"SPACE_API_KEY":       &c.APIKey,
-		"SPACE_TEMPLATES_DIR": &c.TemplatesDir,
-		"SPACE_RUNSC":         &c.RunscPath,
-		"SPACE_LOG_LEVEL":     &c.LogLevel,
-		"SPACE_DEBUG_ADDR":    &c.DebugAddr,
-		"SPACE_EGRESS_DNS":    &c.EgressDNS,
+		"SPACE_DATA_DIR":           &c.DataDir,
+		"SPACE_ADDR":               &c.Addr,
+		"SPACE_API_KEY":            &c.APIKey,
+		"SPACE_TEMPLATES_DIR":      &c.TemplatesDir,
+		"SPACE_RUNSC":              &c.RunscPath,
+		"SPACE_LOG_LEVEL":          &c.LogLevel,
+		"SPACE_DEBUG_ADDR":         &c.DebugAddr,
+		"SPACE_EGRESS_DNS":         &c.EgressDNS,
+		"SPACE_EGRESS_UPSTREAM_CA": &c.EgressUpstreamCA,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {

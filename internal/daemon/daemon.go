@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/egress"
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/httpapi"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -61,6 +63,15 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
 	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.PoolSizes() })
+	egressDir := filepath.Join(cfg.DataDir, "egress")
+	sec, err := secrets.Open(egressDir)
+	if err != nil {
+		return err
+	}
+	caPEM, err := egress.LoadCA(egressDir)
+	if err != nil {
+		return err
+	}
 	svc = sandbox.New(sandbox.Config{
 		TemplatesDir:   cfg.TemplatesDir,
 		DefaultTimeout: cfg.DefaultTimeout,
@@ -72,8 +83,12 @@ func Run(ctx context.Context, cfg config.Config) error {
 		AgentBootTimeout: cfg.AgentBootTimeout,
 		Pools:            pools(cfg.Pools),
 		PoolBoots:        cfg.PoolBoots,
+		Egress: sandbox.EgressConfig{
+			CAPEM:        caPEM,
+			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
+		},
 	}, st, rt, metrics)
-	gw, err := startEgress(cfg, svc)
+	gw, err := startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
 	}
@@ -92,7 +107,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			APIKey:    apiKey,
-			Next:      httpapi.New(svc, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+			Next:      httpapi.New(svc, sec, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -152,7 +167,7 @@ func loadAPIKey(cfg config.Config) (string, error) {
 
 // startEgress starts the egress gateway, which installs the firewall that
 // steers every sandbox packet to it, before any sandbox is re-attached.
-func startEgress(cfg config.Config, svc *sandbox.Service) (*egress.Gateway, error) {
+func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, dir string) (*egress.Gateway, error) {
 	upstream := cfg.EgressDNS
 	if upstream == "" {
 		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
@@ -161,11 +176,25 @@ func startEgress(cfg config.Config, svc *sandbox.Service) (*egress.Gateway, erro
 		}
 		upstream = net.JoinHostPort(rc.Servers[0], rc.Port)
 	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, fmt.Errorf("egress: system roots: %w", err)
+	}
+	if cfg.EgressUpstreamCA != "" {
+		data, err := os.ReadFile(cfg.EgressUpstreamCA)
+		if err != nil {
+			return nil, fmt.Errorf("egress: upstream CA: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("egress: upstream CA %s holds no PEM certificate", cfg.EgressUpstreamCA)
+		}
+	}
 	return egress.Start(egress.Config{
 		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
+		RootCAs: roots, Dir: dir, Secrets: sec,
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
-			id, p, ok := svc.ByAddr(ip)
-			return egress.Sandbox{ID: id, Network: p}, ok
+			v, ok := svc.ByAddr(ip)
+			return egress.Sandbox{ID: v.ID, Network: v.Network, Secrets: v.Secrets}, ok
 		},
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -28,6 +29,20 @@ import (
 type Sandbox struct {
 	ID      string
 	Network *store.NetworkPolicy
+	// Secrets maps the sandbox's placeholders to secret names.
+	Secrets map[string]string
+}
+
+func (s Sandbox) secretNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range s.Secrets {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Lookup finds the running sandbox whose address is ip.
@@ -48,6 +63,11 @@ type Config struct {
 	// RootCAs verify upstream servers when the gateway re-originates TLS
 	// (nil: the host's roots).
 	RootCAs *x509.CertPool
+	// Dir holds the interception CA (ca.pem, ca.key 0600).
+	Dir string
+	// Secrets are injected into requests of sandboxes that hold their
+	// placeholders (nil: no injection).
+	Secrets *secrets.Store
 	Lookup  Lookup
 }
 
@@ -60,6 +80,7 @@ type Gateway struct {
 	dnsUDP   *dns.Server
 	dnsTCP   *dns.Server
 	resolver *resolver
+	ca       *authority
 	wg       sync.WaitGroup
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -68,17 +89,21 @@ type Gateway struct {
 // Start listens, installs the daemon's firewall table pointing at the
 // listeners, and serves until Close.
 func Start(cfg Config) (*Gateway, error) {
-	if !cfg.CIDR.IsValid() || cfg.Lookup == nil || cfg.Upstream == "" || cfg.IfPrefix == "" {
-		return nil, errors.New("egress gateway: CIDR, IfPrefix, Upstream and Lookup are required")
+	if !cfg.CIDR.IsValid() || cfg.Lookup == nil || cfg.Upstream == "" || cfg.IfPrefix == "" || cfg.Dir == "" {
+		return nil, errors.New("egress gateway: CIDR, IfPrefix, Upstream, Dir and Lookup are required")
+	}
+	ca, err := loadCA(cfg.Dir)
+	if err != nil {
+		return nil, err
 	}
 	g := &Gateway{
+		ca:       ca,
 		cfg:      cfg,
 		floor:    policy.NewFloor(append([]netip.Prefix{cfg.CIDR}, cfg.Floor...)...),
 		hostAddr: &hostAddrs{},
 		resolver: &resolver{upstream: cfg.Upstream},
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	var err error
 	// The listeners take any local address: the redirect rewrites the
 	// destination to the address of the veth the packet came in on.
 	if g.tcp, err = net.Listen("tcp4", "0.0.0.0:0"); err != nil {
@@ -117,6 +142,9 @@ func Start(cfg Config) (*Gateway, error) {
 	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", TableName(cfg.CIDR))
 	return g, nil
 }
+
+// CAPEM is the interception CA's certificate, for sandboxes to trust.
+func (g *Gateway) CAPEM() []byte { return g.ca.pem }
 
 // Close stops the listeners and cuts open connections. The firewall table
 // stays: sandboxes outlive spaced, and must stay filtered while it is away.

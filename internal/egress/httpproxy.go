@@ -14,20 +14,24 @@ import (
 // name the host the connection was allowed for (want; "" for a connection
 // allowed by address, whose requests may name no host). CONNECT is
 // refused: the gateway is not a forward proxy.
-func (g *Gateway) proxyHTTP(c *conn, up net.Conn, req *http.Request, want string) {
+func (g *Gateway) proxyHTTP(c *conn, cl side, up net.Conn, req *http.Request, want string) {
 	upBr := bufio.NewReader(up)
 	d := policy.Dest{Name: want, IP: c.orig.Addr(), Port: c.orig.Port()}
 	for {
-		if err := checkRequest(req, want); err != nil {
+		err := checkRequest(req, want)
+		if err == nil {
+			err = g.applySecrets(c, req, want)
+		}
+		if err != nil {
 			audit(c.sb, "http", d, "", err.Error())
 			req.Body.Close()
-			refuse(c.client, err.Error())
+			refuse(cl, err.Error())
 			return
 		}
 		if _, ok := req.Header["User-Agent"]; !ok {
 			req.Header["User-Agent"] = nil // Write would add Go's
 		}
-		err := req.Write(up)
+		err = req.Write(up)
 		req.Body.Close()
 		if err != nil {
 			return
@@ -37,16 +41,16 @@ func (g *Gateway) proxyHTTP(c *conn, up net.Conn, req *http.Request, want string
 			return
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			resp.Write(c.client)
-			splice(c, &bufferedConn{Conn: up, r: upBr})
+			resp.Write(cl)
+			splice(cl, &bufferedConn{Conn: up, r: upBr})
 			return
 		}
-		err = resp.Write(c.client)
+		err = resp.Write(cl)
 		resp.Body.Close()
 		if err != nil || resp.Close || req.Close {
 			return
 		}
-		if req, err = http.ReadRequest(c.br); err != nil {
+		if req, err = http.ReadRequest(cl.br); err != nil {
 			return
 		}
 	}

@@ -3,10 +3,13 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"syscall"
 	"time"
@@ -71,10 +74,10 @@ func (g *Gateway) handle(client *net.TCPConn) {
 	}
 	defer up.Close()
 	if hello.http != nil {
-		g.proxyHTTP(c, up, hello.http, "")
+		g.proxyHTTP(c, c.side(), up, hello.http, "")
 		return
 	}
-	splice(c, up)
+	splice(c.side(), up)
 }
 
 // byName handles a connection whose client named its host (TLS SNI or
@@ -113,12 +116,56 @@ func (g *Gateway) byName(c *conn, hello hello) {
 		return
 	}
 	defer up.Close()
-	if hello.http != nil {
-		g.proxyHTTP(c, up, hello.http, hello.name)
+	switch {
+	case hello.http != nil:
+		g.proxyHTTP(c, c.side(), up, hello.http, hello.name)
+	case hello.tls && len(c.sb.Secrets) > 0:
+		g.intercept(c, up, hello.name)
+	default:
+		splice(c.side(), up)
+	}
+}
+
+// intercept terminates the sandbox's TLS with a certificate of the
+// deployment CA, re-originates TLS to the real server (verified against
+// the configured roots) and proxies HTTP request by request, so that
+// credentials can be put in and placeholders bound elsewhere stopped.
+// Only sandboxes holding placeholders are intercepted.
+func (g *Gateway) intercept(c *conn, up net.Conn, name string) {
+	cert, err := g.ca.certFor(name)
+	if err != nil {
+		slog.Error("egress: certificate", "sandbox", c.sb.ID, "host", name, "err", err)
 		return
 	}
-	splice(c, up)
+	cs := tls.Server(&bufferedConn{Conn: c.client, r: c.br}, &tls.Config{
+		Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+	})
+	ctx, cancel := context.WithTimeout(g.ctx, dialTimeout)
+	defer cancel()
+	if err := cs.HandshakeContext(ctx); err != nil {
+		return
+	}
+	us := tls.Client(up, &tls.Config{ServerName: name, RootCAs: g.cfg.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+	if err := us.HandshakeContext(ctx); err != nil {
+		audit(c.sb, "https", policy.Dest{Name: name, Port: c.orig.Port()}, "", "upstream TLS: "+err.Error())
+		return
+	}
+	cl := side{Conn: cs, br: bufio.NewReader(cs)}
+	req, err := http.ReadRequest(cl.br)
+	if err != nil {
+		return
+	}
+	g.proxyHTTP(c, cl, us, req, name)
 }
+
+// side is the sandbox's end of a proxied stream: where its bytes are read
+// (through a buffer that may hold some already) and answers written.
+type side struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func (c *conn) side() side { return side{Conn: c.client, br: c.br} }
 
 func (g *Gateway) dial(ip netip.Addr, port uint16) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout}
@@ -127,16 +174,16 @@ func (g *Gateway) dial(ip netip.Addr, port uint16) (net.Conn, error) {
 
 // splice copies both ways: what the client sent so far (still in the
 // buffered reader) first.
-func splice(c *conn, up net.Conn) {
+func splice(cl side, up net.Conn) {
 	done := make(chan struct{}, 2)
 	go func() {
-		io.Copy(up, c.br)
+		io.Copy(up, cl.br)
 		closeWrite(up)
 		done <- struct{}{}
 	}()
 	go func() {
-		io.Copy(c.client, up)
-		c.client.CloseWrite()
+		io.Copy(cl.Conn, up)
+		closeWrite(cl.Conn)
 		done <- struct{}{}
 	}()
 	<-done

@@ -34,7 +34,7 @@ func networkOf(p *sandbox.NetworkPolicy) *networkJSON {
 // follow it.
 func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
 	var req networkJSON
-	if err := decodeJSON(w, r, &req, true); err != nil {
+	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -23,6 +23,8 @@ type createSandboxRequest struct {
 	MaxProcesses   int               `json:"max_processes"`
 	Pool           *bool             `json:"pool"`
 	Network        *networkJSON      `json:"network"`
+	// Secrets maps env var names to secret names (PUT /v1/secrets).
+	Secrets map[string]string `json:"secrets"`
 }
 
 type sandboxJSON struct {
@@ -68,6 +70,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
 		NoPool: req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
+		Secrets: req.Secrets,
 	})
 	if err != nil {
 		writeError(w, r, err)

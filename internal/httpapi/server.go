@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
 )
@@ -21,13 +22,14 @@ import (
 // Server serves the API.
 type Server struct {
 	sandboxes *sandbox.Service
+	secrets   *secrets.Store
 	apiKey    string
 	metrics   http.Handler
 }
 
 // New returns the API's handler.
-func New(sandboxes *sandbox.Service, apiKey string, metrics http.Handler) http.Handler {
-	s := &Server{sandboxes: sandboxes, apiKey: apiKey, metrics: metrics}
+func New(sandboxes *sandbox.Service, sec *secrets.Store, apiKey string, metrics http.Handler) http.Handler {
+	s := &Server{sandboxes: sandboxes, secrets: sec, apiKey: apiKey, metrics: metrics}
 	return s.routes()
 }
 
@@ -63,6 +65,9 @@ func (s *Server) table() []route {
 		{"POST", "/v1/sandboxes/{id}/files/move", false, s.moveFile},
 		{"GET", "/v1/sandboxes/{id}/files/watch", false, s.watchFiles},
 		{"GET", "/v1/sandboxes/{id}/pty", false, s.openPTY},
+		{"GET", "/v1/secrets", false, s.listSecrets},
+		{"PUT", "/v1/secrets/{name}", false, s.putSecret},
+		{"DELETE", "/v1/secrets/{name}", false, s.deleteSecret},
 	}
 }
 

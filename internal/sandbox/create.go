@@ -126,9 +126,11 @@ func (s *Service) boot(ctx context.Context, template string, limits runtime.Limi
 	}
 	// One cheap RPC while booting: the agent's first Connect call pays
 	// one-time costs (codecs, descriptors) that would otherwise land on
-	// the claim, the part of a create that callers wait for.
+	// the claim, the part of a create that callers wait for. It also
+	// points the sandbox's resolver at the gateway and installs the
+	// gateway's CA.
 	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: rec.AccessToken, DefaultUser: "user", Nameserver: ep.HostIP.String(),
+		AccessToken: rec.AccessToken, DefaultUser: "user", Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
 	})); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
@@ -186,7 +188,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.State = store.StateRunning
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
 	rec.Env, rec.Metadata, rec.AccessToken = req.Env, req.Metadata, token
-	rec.OpenAccess, rec.Network = req.OpenAccess, cloneNetwork(req.Network)
+	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
 	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", err)
 	}

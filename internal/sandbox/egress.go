@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"maps"
 	"net/netip"
 
 	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 )
@@ -17,10 +19,18 @@ func checkNetwork(p *NetworkPolicy) error {
 	return nil
 }
 
-// ByAddr returns the id and egress policy of the running sandbox whose
-// veth address is ip: how the egress gateway knows whose a connection is.
-// A pooled or booting sandbox is not found, so it has no egress at all.
-func (s *Service) ByAddr(ip netip.Addr) (id string, p *NetworkPolicy, ok bool) {
+// EgressView is what the egress gateway needs of a sandbox.
+type EgressView struct {
+	ID      string
+	Network *NetworkPolicy
+	// Secrets maps placeholders to secret names.
+	Secrets map[string]string
+}
+
+// ByAddr returns the running sandbox whose veth address is ip: how the
+// egress gateway knows whose a connection is. A pooled or booting sandbox
+// is not found, so it has no egress at all.
+func (s *Service) ByAddr(ip netip.Addr) (EgressView, bool) {
 	s.mu.Lock()
 	entries := make([]*entry, 0, len(s.live))
 	for _, e := range s.live {
@@ -34,9 +44,61 @@ func (s *Service) ByAddr(ip netip.Addr) (id string, p *NetworkPolicy, ok bool) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.rec.State != store.StateRunning {
-			return "", nil, false
+			return EgressView{}, false
 		}
-		return e.rec.ID, cloneNetwork(e.rec.Network), true
+		return EgressView{ID: e.rec.ID, Network: cloneNetwork(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
 	}
-	return "", nil, false
+	return EgressView{}, false
+}
+
+// EgressConfig is what sandboxes need of the egress gateway.
+type EgressConfig struct {
+	// CAPEM is the gateway's CA, installed in every sandbox's trust store.
+	CAPEM []byte
+	// SecretExists reports whether a secret may be attached (nil: none).
+	SecretExists func(name string) bool
+}
+
+// caEnv points the usual TLS stacks at the trust store that holds the
+// gateway's CA (Node reads only its own bundle plus this file).
+var caEnv = map[string]string{
+	"SSL_CERT_FILE":       "/etc/ssl/certs/ca-certificates.crt",
+	"REQUESTS_CA_BUNDLE":  "/etc/ssl/certs/ca-certificates.crt",
+	"NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/space-egress-ca.pem",
+}
+
+// attachSecrets gives each requested env var a fresh placeholder of its
+// secret, and adds the CA variables the caller did not set.
+func (s *Service) attachSecrets(req *CreateRequest) error {
+	env := maps.Clone(req.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if len(req.Secrets) > 0 {
+		req.placeholders = map[string]string{}
+	}
+	for k, name := range req.Secrets {
+		if !envName.MatchString(k) {
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: env var name %q is not valid", k)
+		}
+		if _, ok := req.Env[k]; ok {
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: env var %q is also in env", k)
+		}
+		if s.cfg.Egress.SecretExists == nil || !s.cfg.Egress.SecretExists(name) {
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: no secret named %q", name)
+		}
+		p := secrets.NewPlaceholder(name)
+		env[k], req.placeholders[p] = p, name
+	}
+	if len(s.cfg.Egress.CAPEM) > 0 {
+		for k, v := range caEnv {
+			if _, ok := env[k]; !ok {
+				env[k] = v
+			}
+		}
+	}
+	if len(env) > 0 {
+		req.Env = env
+	}
+	return nil
 }

@@ -62,6 +62,12 @@ type CreateRequest struct {
 	// OpenAccess and Network: see Sandbox.
 	OpenAccess bool
 	Network    *NetworkPolicy
+	// Secrets maps env var names to secret names: the sandbox gets a
+	// placeholder in each, which the egress gateway replaces.
+	Secrets map[string]string
+
+	// placeholders (placeholder -> secret name) is filled by validate.
+	placeholders map[string]string
 }
 
 // ListFilter selects sandboxes. Empty fields match everything.

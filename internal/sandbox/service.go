@@ -35,6 +35,8 @@ type Config struct {
 	Pools []PoolConfig
 	// PoolBoots bounds how many pool sandboxes boot at once, across pools.
 	PoolBoots int
+	// Egress is what sandboxes need of the egress gateway.
+	Egress EgressConfig
 }
 
 // Service owns the sandboxes of this node.
@@ -176,6 +178,9 @@ func (s *Service) validate(req *CreateRequest) error {
 		}
 	}
 	if err := checkNetwork(req.Network); err != nil {
+		return err
+	}
+	if err := s.attachSecrets(req); err != nil {
 		return err
 	}
 	if len(req.Env) > maxEnvEntries {

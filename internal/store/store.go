@@ -45,6 +45,9 @@ type Sandbox struct {
 	// Network is the sandbox's egress policy, enforced by the egress
 	// gateway (internal/egress); nil denies all egress.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Secrets maps the placeholders in Env to the names of the secrets
+	// the egress gateway puts in their place (never the values).
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // NetworkPolicy is a requested egress policy. Nil pointers mean "not said".

@@ -7,6 +7,8 @@ package secrets
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -261,4 +263,16 @@ func maps(in map[string]sealed) map[string]sealed {
 		out[k] = v
 	}
 	return out
+}
+
+// PlaceholderPrefix starts every placeholder.
+const PlaceholderPrefix = "space-secret-"
+
+// NewPlaceholder returns a fresh placeholder for secret name: what a
+// sandbox sees instead of the value. It is random per sandbox, so one
+// sandbox's placeholder is worth nothing in another.
+func NewPlaceholder(name string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return PlaceholderPrefix + name + "-" + hex.EncodeToString(b)
 }
