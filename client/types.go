@@ -25,6 +25,10 @@ type CreateSandboxRequest struct {
 	Pool *bool `json:"pool,omitempty"`
 	// Network is the egress policy; nil means no egress at all.
 	Network *Network `json:"network,omitempty"`
+	// Secrets maps env var names to secret names: the sandbox gets a
+	// placeholder, which the egress gateway replaces on requests to the
+	// secret's binding.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // Network is a sandbox's egress policy: entries are host names,
@@ -34,6 +38,9 @@ type Network struct {
 	Internet bool     `json:"internet"`
 	Allow    []string `json:"allow,omitempty"`
 	Deny     []string `json:"deny,omitempty"`
+	// PublicPorts (create only) opens the sandbox's ports through the
+	// <port>-<id> proxy without a token.
+	PublicPorts bool `json:"public_ports,omitempty"`
 }
 
 // Sandbox is the daemon's view of one sandbox.

@@ -298,7 +298,8 @@ const maxNetworkEntries = 256
 func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, error) {
 	// E2B lets an allowOut entry win over a denyOut entry (its documented
 	// pattern is denyOut 0.0.0.0/0 plus an allow-list).
-	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet, AllowFirst: true}
+	public := true // E2B's default: ports open unless allowPublicTraffic is false
+	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet, AllowFirst: true, AllowPublicTraffic: &public}
 	if n == nil {
 		return p, nil
 	}
@@ -315,7 +316,10 @@ func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, er
 			}
 		}
 	}
-	p.AllowOut, p.DenyOut, p.AllowPublicTraffic = n.AllowOut, n.DenyOut, n.AllowPublicTraffic
+	p.AllowOut, p.DenyOut = n.AllowOut, n.DenyOut
+	if n.AllowPublicTraffic != nil {
+		p.AllowPublicTraffic = n.AllowPublicTraffic
+	}
 	extra := networkExtra{
 		DNSServers: n.DNSServers, EgressProxy: n.EgressProxy, MaskRequestHost: n.MaskRequestHost,
 		HTTPSPorts: n.HTTPSPorts, Rules: n.Rules,

@@ -4,9 +4,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -46,6 +48,38 @@ type internet struct {
 	caPEM    []byte
 	hostPort int // an HTTP listener on every host address
 	closers  []func()
+
+	authMu sync.Mutex
+	// seen holds every credential-bearing part of every request the test
+	// servers got (Authorization, X-Api-Key, query).
+	seen []string
+}
+
+func (n *internet) recordAuth(s string) {
+	n.authMu.Lock()
+	n.seen = append(n.seen, s)
+	n.authMu.Unlock()
+}
+
+// serversSaw reports whether any test server got s in a credential spot.
+func (n *internet) serversSaw(s string) bool {
+	n.authMu.Lock()
+	defer n.authMu.Unlock()
+	for _, v := range n.seen {
+		if strings.Contains(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// digest is how servers show a credential they got without echoing it.
+func digest(v string) string {
+	if v == "" {
+		return "-"
+	}
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:8])
 }
 
 func newInternet() (_ *internet, err error) {
@@ -191,7 +225,8 @@ func (n *internet) serveHTTP(ln net.Listener, tlsCfg *tls.Config) {
 			http.Redirect(w, r, to, http.StatusFound)
 			return
 		}
-		fmt.Fprintf(w, "M-%s host=%s\n", name, r.Host)
+		n.recordAuth(r.Header.Get("Authorization") + " " + r.Header.Get("X-Api-Key") + " " + r.URL.RawQuery)
+		fmt.Fprintf(w, "M-%s host=%s auth=%s xkey=%s\n", name, r.Host, digest(r.Header.Get("Authorization")), digest(r.Header.Get("X-Api-Key")))
 	})
 	srv := &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 5 * time.Second}
 	if tlsCfg != nil {

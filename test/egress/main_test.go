@@ -122,6 +122,10 @@ func setup(runsc, templates string) error {
 	if env.net, err = newInternet(); err != nil {
 		return err
 	}
+	upstreamCA := filepath.Join(env.tmp, "upstream-ca.pem")
+	if err := os.WriteFile(upstreamCA, env.net.caPEM, 0o644); err != nil {
+		return err
+	}
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -145,6 +149,7 @@ func setup(runsc, templates string) error {
 		"SPACE_POOL=",
 		"SPACE_LOG_LEVEL=debug",
 		"SPACE_EGRESS_DNS="+env.net.dnsAddr,
+		"SPACE_EGRESS_UPSTREAM_CA="+upstreamCA,
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
