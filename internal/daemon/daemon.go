@@ -72,6 +72,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// The gateway starts after the service it asks about; nothing calls
+	// Changed before it is set (Recover and the API come later).
+	var gw *egress.Gateway
 	svc = sandbox.New(sandbox.Config{
 		TemplatesDir:   cfg.TemplatesDir,
 		DefaultTimeout: cfg.DefaultTimeout,
@@ -86,9 +89,10 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Egress: sandbox.EgressConfig{
 			CAPEM:        caPEM,
 			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
+			Changed:      func() { gw.Refresh() },
 		},
 	}, st, rt, metrics)
-	gw, err := startEgress(cfg, svc, sec, egressDir)
+	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
 	}
@@ -96,6 +100,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	gw.Refresh()
 	svc.StartPools(ctx)
 	defer svc.Close()
 
@@ -191,7 +196,7 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 	}
 	return egress.Start(egress.Config{
 		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
-		RootCAs: roots, Dir: dir, Secrets: sec,
+		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: svc.EgressAddrs,
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
 			v, ok := svc.ByAddr(ip)
 			return egress.Sandbox{ID: v.ID, Network: v.Network, Secrets: v.Secrets}, ok

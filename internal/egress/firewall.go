@@ -17,23 +17,28 @@ func TableName(cidr netip.Prefix) string {
 }
 
 // ruleset steers every sandbox packet to the gateway and drops the rest:
-// TCP (any address, any port) is redirected to the TCP listener, DNS over
-// UDP and TCP to the DNS listener; the input hook then accepts only those
+// DNS over UDP and TCP goes to the DNS listener; TCP (any address, any
+// port) from a sandbox in the egress set (one whose policy allows
+// anything) to the TCP listener; the input hook then accepts only those
 // redirected flows and the replies to connections spaced opened (its
-// agent and proxy dials); nothing from or to a sandbox is forwarded. The
-// host-side veth names start with ifPrefix; the source range keys the
-// rules to this daemon.
+// agent and proxy dials), so a sandbox with no egress has its packets
+// dropped before any socket sees them; nothing from or to a sandbox is
+// forwarded. The host-side veth names start with ifPrefix; the source
+// range keys the rules to this daemon.
 func ruleset(table, ifPrefix string, cidr netip.Prefix, tcpPort, dnsPort int) string {
 	src := fmt.Sprintf(`iifname "%s*" ip saddr %s`, ifPrefix, cidr.Masked())
 	return fmt.Sprintf(`
 table inet %[1]s
 delete table inet %[1]s
 table inet %[1]s {
+	set egress {
+		type ipv4_addr
+	}
 	chain prerouting {
 		type nat hook prerouting priority dstnat; policy accept;
 		%[2]s udp dport 53 redirect to :%[5]d
 		%[2]s tcp dport 53 redirect to :%[5]d
-		%[2]s meta l4proto tcp redirect to :%[4]d
+		%[2]s ip saddr @egress meta l4proto tcp redirect to :%[4]d
 	}
 	chain input {
 		type filter hook input priority -10; policy accept;
@@ -52,6 +57,20 @@ table inet %[1]s {
 	}
 }
 `, table, src, ifPrefix, tcpPort, dnsPort, cidr.Masked())
+}
+
+// egressSet is the nft script that makes the egress set exactly addrs.
+func egressSet(table string, addrs []netip.Addr) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flush set inet %s egress\n", table)
+	if len(addrs) > 0 {
+		s := make([]string, len(addrs))
+		for i, a := range addrs {
+			s[i] = a.String()
+		}
+		fmt.Fprintf(&b, "add element inet %s egress { %s }\n", table, strings.Join(s, ", "))
+	}
+	return b.String()
 }
 
 // installRules replaces the daemon's table in one transaction, so a

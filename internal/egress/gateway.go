@@ -69,6 +69,9 @@ type Config struct {
 	// placeholders (nil: no injection).
 	Secrets *secrets.Store
 	Lookup  Lookup
+	// EgressAddrs lists the sandboxes whose policy allows any egress; the
+	// firewall drops every other sandbox's TCP (see Refresh).
+	EgressAddrs func() []netip.Addr
 }
 
 // Gateway is one daemon's egress gateway.
@@ -82,6 +85,7 @@ type Gateway struct {
 	resolver *resolver
 	ca       *authority
 	wg       sync.WaitGroup
+	setMu    sync.Mutex
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
@@ -89,8 +93,8 @@ type Gateway struct {
 // Start listens, installs the daemon's firewall table pointing at the
 // listeners, and serves until Close.
 func Start(cfg Config) (*Gateway, error) {
-	if !cfg.CIDR.IsValid() || cfg.Lookup == nil || cfg.Upstream == "" || cfg.IfPrefix == "" || cfg.Dir == "" {
-		return nil, errors.New("egress gateway: CIDR, IfPrefix, Upstream, Dir and Lookup are required")
+	if !cfg.CIDR.IsValid() || cfg.Lookup == nil || cfg.EgressAddrs == nil || cfg.Upstream == "" || cfg.IfPrefix == "" || cfg.Dir == "" {
+		return nil, errors.New("egress gateway: CIDR, IfPrefix, Upstream, Dir, Lookup and EgressAddrs are required")
 	}
 	ca, err := loadCA(cfg.Dir)
 	if err != nil {
@@ -141,6 +145,17 @@ func Start(cfg Config) (*Gateway, error) {
 	g.wg.Go(g.acceptLoop)
 	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", TableName(cfg.CIDR))
 	return g, nil
+}
+
+// Refresh makes the firewall's egress set the sandboxes that may reach
+// anything now. The gateway decides every connection anyway; the set only
+// keeps sandboxes with no egress away from the gateway altogether.
+func (g *Gateway) Refresh() {
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	if err := installRules(egressSet(TableName(g.cfg.CIDR), g.cfg.EgressAddrs())); err != nil {
+		slog.Error("egress: refresh the egress set", "err", err)
+	}
 }
 
 // CAPEM is the interception CA's certificate, for sandboxes to trust.

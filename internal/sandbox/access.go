@@ -72,6 +72,7 @@ func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) e
 		rec.Network = cloneNetwork(p)
 		return true
 	})
+	s.egressChanged()
 	return err
 }
 

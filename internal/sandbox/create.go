@@ -195,6 +195,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: &rec, agent: newAgentConn(b.ep.SandboxIP, token), ep: b.ep}
 	s.mu.Unlock()
+	s.egressChanged()
 	b.agent.Close() // the boot token's connection is of no more use
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	slog.Debug("sandbox claimed", "sandbox", rec.ID, "init_ms", tInit.Sub(start).Milliseconds(), "record_ms", time.Since(tInit).Milliseconds())

@@ -57,6 +57,38 @@ type EgressConfig struct {
 	CAPEM []byte
 	// SecretExists reports whether a secret may be attached (nil: none).
 	SecretExists func(name string) bool
+	// Changed is called when a sandbox's egress may have changed
+	// (created, policy replaced, ended), so the gateway can refresh which
+	// sandboxes it takes traffic from.
+	Changed func()
+}
+
+func (s *Service) egressChanged() {
+	if s.cfg.Egress.Changed != nil {
+		s.cfg.Egress.Changed()
+	}
+}
+
+// EgressAddrs returns the addresses of the running sandboxes whose policy
+// allows any egress at all. Packets of the others never reach the
+// gateway: the firewall drops them.
+func (s *Service) EgressAddrs() []netip.Addr {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	var out []netip.Addr
+	for _, e := range entries {
+		e.mu.Lock()
+		running, network := e.rec.State == store.StateRunning, e.rec.Network
+		e.mu.Unlock()
+		if p, err := policy.FromStore(network); running && err == nil && (p.Internet || len(p.Allow) > 0) {
+			out = append(out, e.ep.SandboxIP)
+		}
+	}
+	return out
 }
 
 // caEnv points the usual TLS stacks at the trust store that holds the

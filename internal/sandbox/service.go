@@ -361,6 +361,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	s.mu.Lock()
 	delete(s.live, id)
 	s.mu.Unlock()
+	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	s.metrics.ended(state, reason)
 	slog.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
