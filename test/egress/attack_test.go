@@ -185,7 +185,7 @@ func startServer(t *testing.T, id string) {
 	for i := 0; ; i++ {
 		if out := probe(t, id, spec{Kind: "tcp", Host: "127.0.0.1", Port: 8000, Send: httpGet("127.0.0.1", "/")}); strings.Contains(out, "M-SANDBOX-B") {
 			return
-		} else if i == 20 {
+		} else if i == 60 {
 			t.Fatalf("control: the other sandbox's server does not answer: %s", out)
 		}
 		time.Sleep(250 * time.Millisecond)
