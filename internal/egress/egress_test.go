@@ -128,3 +128,22 @@ func TestPlaceholderPattern(t *testing.T) {
 		t.Errorf("found %q in a header holding %q", got, p)
 	}
 }
+
+func TestConnCount(t *testing.T) {
+	var c connCount
+	for range maxConnsPerSandbox {
+		if !c.acquire("a") {
+			t.Fatal("refused below the limit")
+		}
+	}
+	if c.acquire("a") {
+		t.Error("accepted above the limit")
+	}
+	if !c.acquire("b") {
+		t.Error("one sandbox's connections count against another")
+	}
+	c.release("a")
+	if !c.acquire("a") {
+		t.Error("a released slot is not reusable")
+	}
+}

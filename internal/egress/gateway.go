@@ -84,6 +84,7 @@ type Gateway struct {
 	dnsTCP   *dns.Server
 	resolver *resolver
 	ca       *authority
+	conns    connCount
 	wg       sync.WaitGroup
 	setMu    sync.Mutex
 	ctx      context.Context

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,9 @@ const (
 	// address alone; server-speaks-first protocols pay it once.
 	sniffTimeout = 2 * time.Second
 	dialTimeout  = 10 * time.Second
+	// maxConnsPerSandbox bounds one sandbox's open connections through
+	// the gateway, so that one sandbox cannot exhaust spaced.
+	maxConnsPerSandbox = 512
 )
 
 // conn is one sandbox TCP connection through the gateway.
@@ -43,6 +47,11 @@ func (g *Gateway) handle(client *net.TCPConn) {
 	if !ok {
 		return // not a sandbox of this daemon
 	}
+	if !g.conns.acquire(sb.ID) {
+		audit(sb, "tcp", policy.Dest{}, "", fmt.Sprintf("more than %d open connections", maxConnsPerSandbox))
+		return
+	}
+	defer g.conns.release(sb.ID)
 	orig, err := originalDst(client)
 	if err != nil {
 		audit(sb, "tcp", policy.Dest{}, "", "no original destination: "+err.Error())
@@ -156,6 +165,33 @@ func (g *Gateway) intercept(c *conn, up net.Conn, name string) {
 		return
 	}
 	g.proxyHTTP(c, cl, us, req, name)
+}
+
+// connCount counts open connections per sandbox.
+type connCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *connCount) acquire(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[id] >= maxConnsPerSandbox {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[id]++
+	return true
+}
+
+func (c *connCount) release(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[id]--; c.n[id] <= 0 {
+		delete(c.n, id)
+	}
 }
 
 // side is the sandbox's end of a proxied stream: where its bytes are read
