@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/egress"
 )
 
 // sandboxCIDR is this package's range (10.243.0.0/16 is reserved for it).
@@ -194,7 +196,7 @@ func teardown() {
 		for syscall.Unmount(filepath.Join(env.tmp, "data", "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
 		}
 	}
-	exec.Command("nft", "delete", "table", "inet", "space_egress_10_243_0_0_24").Run()
+	egress.RemoveRules(netip.MustParsePrefix(sandboxCIDR))
 	if env.net != nil {
 		env.net.close()
 	}
