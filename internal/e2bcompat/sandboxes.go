@@ -320,6 +320,29 @@ func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, er
 	if n.AllowPublicTraffic != nil {
 		p.AllowPublicTraffic = n.AllowPublicTraffic
 	}
+	if len(n.Rules) > 0 {
+		var rules map[string][]struct {
+			Transform struct {
+				Headers map[string]string `json:"headers"`
+			} `json:"transform"`
+		}
+		if err := json.Unmarshal(n.Rules, &rules); err != nil {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "network.rules must map domains to [{\"transform\":{\"headers\":{...}}}]")
+		}
+		for domain, list := range rules {
+			for _, r := range list {
+				for k, v := range r.Transform.Headers {
+					if p.Headers == nil {
+						p.Headers = map[string]map[string]string{}
+					}
+					if p.Headers[domain] == nil {
+						p.Headers[domain] = map[string]string{}
+					}
+					p.Headers[domain][k] = v
+				}
+			}
+		}
+	}
 	extra := networkExtra{
 		DNSServers: n.DNSServers, EgressProxy: n.EgressProxy, MaskRequestHost: n.MaskRequestHost,
 		HTTPSPorts: n.HTTPSPorts, Rules: n.Rules,

@@ -24,8 +24,9 @@ const maxScannedBody = 1 << 20
 // maxScannedBody is replaced by its value, and configured headers are
 // added, but only when the destination is the secret's binding. A
 // placeholder bound elsewhere (or unknown) refuses the whole request.
+// Then the policy's header rules for host are applied.
 func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
-	if g.cfg.Secrets == nil {
+	if g.cfg.Secrets == nil && len(c.pol.Headers) == 0 {
 		return nil
 	}
 	var body []byte
@@ -50,6 +51,9 @@ func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
 		for _, p := range ps {
 			found[p] = true
 		}
+	}
+	if len(found) > 0 && g.cfg.Secrets == nil {
+		return fmt.Errorf("secret placeholder, and no secrets here")
 	}
 	values := map[string]string{}
 	for p := range found {
@@ -81,6 +85,9 @@ func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
 		injected[c.sb.Secrets[p]] = true
 	}
 	for _, name := range c.sb.secretNames() {
+		if g.cfg.Secrets == nil {
+			break
+		}
 		meta, ok := g.cfg.Secrets.Get(name)
 		if !ok || meta.Header == "" || !bound(meta, host, c.orig.Port(), req) {
 			continue
@@ -94,6 +101,14 @@ func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
 	}
 	for name := range injected {
 		slog.Info("egress injected", "sandbox", c.sb.ID, "secret", name, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
+	}
+	if hs := c.pol.Headers[host]; host != "" && len(hs) > 0 {
+		names := make([]string, 0, len(hs))
+		for k, v := range hs {
+			req.Header.Set(k, v)
+			names = append(names, k)
+		}
+		slog.Info("egress injected", "sandbox", c.sb.ID, "headers", names, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
 	}
 	return nil
 }

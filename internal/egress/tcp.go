@@ -128,7 +128,7 @@ func (g *Gateway) byName(c *conn, hello hello) {
 	switch {
 	case hello.http != nil:
 		g.proxyHTTP(c, c.side(), up, hello.http, hello.name)
-	case hello.tls && len(c.sb.Secrets) > 0:
+	case hello.tls && (len(c.sb.Secrets) > 0 || len(c.pol.Headers[hello.name]) > 0):
 		g.intercept(c, up, hello.name)
 	default:
 		splice(c.side(), up)
@@ -139,7 +139,8 @@ func (g *Gateway) byName(c *conn, hello hello) {
 // deployment CA, re-originates TLS to the real server (verified against
 // the configured roots) and proxies HTTP request by request, so that
 // credentials can be put in and placeholders bound elsewhere stopped.
-// Only sandboxes holding placeholders are intercepted.
+// Only sandboxes holding placeholders, and hosts with header rules, are
+// intercepted.
 func (g *Gateway) intercept(c *conn, up net.Conn, name string) {
 	cert, err := g.ca.certFor(name)
 	if err != nil {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -100,6 +101,12 @@ func cloneNetwork(p *NetworkPolicy) *NetworkPolicy {
 	c.AllowOut = slices.Clone(p.AllowOut)
 	c.DenyOut = slices.Clone(p.DenyOut)
 	c.Extra = slices.Clone(p.Extra)
+	if p.Headers != nil {
+		c.Headers = make(map[string]map[string]string, len(p.Headers))
+		for host, hs := range p.Headers {
+			c.Headers[host] = maps.Clone(hs)
+		}
+	}
 	if p.AllowInternet != nil {
 		v := *p.AllowInternet
 		c.AllowInternet = &v

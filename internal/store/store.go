@@ -59,6 +59,9 @@ type NetworkPolicy struct {
 	// AllowFirst: an allow entry that matches wins over a deny entry
 	// (E2B's precedence); otherwise deny entries win.
 	AllowFirst bool `json:"allow_first,omitempty"`
+	// Headers are set by the egress gateway on every HTTP(S) request to
+	// a host (host -> header -> value; E2B's network.rules transforms).
+	Headers map[string]map[string]string `json:"headers,omitempty"`
 	// Extra holds front-end specific settings as sent (E2B rules, egress
 	// proxy, masked host), kept so they can be reported back.
 	Extra json.RawMessage `json:"extra,omitempty"`

@@ -3,7 +3,9 @@ package egress
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -227,5 +229,47 @@ func putSecret(t *testing.T, name, body string) {
 	resp, data := api(t, "PUT", "/v1/secrets/"+name, body)
 	if resp.StatusCode != 200 || strings.Contains(string(data), "sk-") {
 		t.Fatalf("put secret %s: %d %s", name, resp.StatusCode, data)
+	}
+}
+
+// TestHeaderRules: E2B's network.rules header transforms are set by the
+// gateway on requests to that host, over HTTPS too, and nowhere else.
+func TestHeaderRules(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const value = "rule-value-0123"
+	req, _ := http.NewRequest("POST", "http://"+env.addr+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","allow_internet_access":false,
+		"network":{"allowOut":["allowed.test","evil.test"],"rules":{"allowed.test":[{"transform":{"headers":{"X-Api-Key":"`+value+`"}}}]}}}`))
+	req.Header.Set("X-API-KEY", env.apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&sb)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || err != nil {
+		t.Fatalf("E2B create: %d %v", resp.StatusCode, err)
+	}
+	t.Cleanup(func() { env.c.KillSandbox(context.Background(), sb.SandboxID) })
+	prepare(t, sb.SandboxID)
+	const bundle = "/etc/ssl/certs/ca-certificates.crt"
+	for _, tc := range []struct {
+		name string
+		spec spec
+		want string
+	}{
+		{"HTTP to the rule's host", spec{Kind: "tcp", Host: allowedIP, Port: 80, Send: httpGet("allowed.test", "/")}, "xkey=" + digest(value)},
+		{"HTTPS to the rule's host", spec{Kind: "tls", Host: "allowed.test", Port: 443, SNI: "allowed.test", CA: bundle, Send: httpGet("allowed.test", "/")}, "xkey=" + digest(value)},
+		{"another host", spec{Kind: "tcp", Host: evilIP, Port: 80, Send: httpGet("evil.test", "/")}, "xkey=-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if out := probe(t, sb.SandboxID, tc.spec); !strings.Contains(out, tc.want) {
+				t.Errorf("answer %q lacks %q", out, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"net/netip"
+	"net/textproto"
+	"regexp"
 	"strings"
 
 	"github.com/spacesandbox/space/internal/store"
@@ -21,6 +23,9 @@ type Policy struct {
 	AllowFirst bool
 	Allow      []Rule
 	Deny       []Rule
+	// Headers are added to HTTP(S) requests for a host (normalised name
+	// -> canonical header name -> value).
+	Headers map[string]map[string]string
 }
 
 // FromStore parses a stored policy. A nil policy denies everything (the
@@ -37,6 +42,39 @@ func FromStore(p *store.NetworkPolicy) (Policy, error) {
 	}
 	if out.Deny, err = parseList("deny", p.DenyOut); err != nil {
 		return Policy{}, err
+	}
+	if out.Headers, err = parseHeaders(p.Headers); err != nil {
+		return Policy{}, err
+	}
+	return out, nil
+}
+
+var headerName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_|~-]{1,64}$`)
+
+// parseHeaders checks header rules: hosts are names, header names
+// tokens, values free of CR, LF and NUL.
+func parseHeaders(in map[string]map[string]string) (map[string]map[string]string, error) {
+	if len(in) > MaxRules {
+		return nil, invalid("at most %d header rules", MaxRules)
+	}
+	var out map[string]map[string]string
+	for host, hs := range in {
+		name, err := NormalizeName(host)
+		if err != nil {
+			return nil, invalid("header rule host %q: %s", host, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+		}
+		for k, v := range hs {
+			if !headerName.MatchString(k) || len(v) > 8<<10 || strings.ContainsAny(v, "\r\n\x00") {
+				return nil, invalid("header rule for %s: bad header %q or value", name, k)
+			}
+			if out == nil {
+				out = map[string]map[string]string{}
+			}
+			if out[name] == nil {
+				out[name] = map[string]string{}
+			}
+			out[name][textproto.CanonicalMIMEHeaderKey(k)] = v
+		}
 	}
 	return out, nil
 }

@@ -199,3 +199,19 @@ func TestParseHost(t *testing.T) {
 		}
 	}
 }
+
+func TestHeaders(t *testing.T) {
+	p, err := FromStore(&store.NetworkPolicy{Headers: map[string]map[string]string{"API.Example.": {"x-api-key": "v"}}})
+	if err != nil || p.Headers["api.example"]["X-Api-Key"] != "v" {
+		t.Fatalf("headers %+v %v", p.Headers, err)
+	}
+	for _, bad := range []map[string]map[string]string{
+		{"a..example": {"X": "v"}},
+		{"a.example": {"Bad Header": "v"}},
+		{"a.example": {"X": "v\r\nInjected: 1"}},
+	} {
+		if _, err := FromStore(&store.NetworkPolicy{Headers: bad}); err == nil {
+			t.Errorf("header rules %v accepted", bad)
+		}
+	}
+}
