@@ -3,8 +3,10 @@ package egress
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/spacesandbox/space/internal/egress/policy"
 )
@@ -31,12 +33,18 @@ func (g *Gateway) proxyHTTP(c *conn, cl side, up net.Conn, req *http.Request, wa
 		if _, ok := req.Header["User-Agent"]; !ok {
 			req.Header["User-Agent"] = nil // Write would add Go's
 		}
+		if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+			// The body is needed before anything goes upstream (it is
+			// searched for placeholders): ask for it now.
+			req.Header.Del("Expect")
+			io.WriteString(cl, "HTTP/1.1 100 Continue\r\n\r\n")
+		}
 		err = req.Write(up)
 		req.Body.Close()
 		if err != nil {
 			return
 		}
-		resp, err := http.ReadResponse(upBr, req)
+		resp, err := readFinalResponse(upBr, req)
 		if err != nil {
 			return
 		}
@@ -52,6 +60,17 @@ func (g *Gateway) proxyHTTP(c *conn, cl side, up net.Conn, req *http.Request, wa
 		}
 		if req, err = http.ReadRequest(cl.br); err != nil {
 			return
+		}
+	}
+}
+
+// readFinalResponse skips informational answers (100, 102, 103), which
+// the client, whose Expect was answered by the gateway, does not wait for.
+func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, err
 		}
 	}
 }

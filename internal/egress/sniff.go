@@ -46,13 +46,24 @@ func (c *conn) sniff() (hello, error) {
 	if first[0] == 0x16 {
 		return c.sniffTLS()
 	}
-	buffered, _ := c.br.Peek(c.br.Buffered())
-	for _, m := range httpMethods {
-		if bytes.HasPrefix(buffered, []byte(m)) {
-			return c.sniffHTTP()
+	// A method may arrive a byte at a time; read on while what came so
+	// far could still start one, so splitting "GET" cannot hide a Host.
+	for {
+		buffered, _ := c.br.Peek(c.br.Buffered())
+		partial := false
+		for _, m := range httpMethods {
+			if bytes.HasPrefix(buffered, []byte(m)) {
+				return c.sniffHTTP()
+			}
+			partial = partial || bytes.HasPrefix([]byte(m), buffered)
+		}
+		if !partial {
+			return hello{}, nil
+		}
+		if _, err := c.br.Peek(len(buffered) + 1); err != nil {
+			return hello{}, fmt.Errorf("read: %w", err)
 		}
 	}
-	return hello{}, nil
 }
 
 // sniffTLS reads the SNI of a ClientHello that fits in the first TLS

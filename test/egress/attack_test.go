@@ -16,8 +16,11 @@ import (
 // probe's output must contain none of forbid (the markers the target
 // servers answer with). check, when set, adds a test of its own.
 type attack struct {
-	name    string
-	open    bool // run in the sandbox with internet access (else the strict one)
+	name string
+	open bool // run in the sandbox with internet access (else the strict one)
+	// names runs it in a sandbox with internet access that denies
+	// evil.test by name only, so only the name can stop it.
+	names   bool
 	spec    spec
 	forbid  []string
 	check   func(t *testing.T, out string)
@@ -36,6 +39,7 @@ func TestAttacks(t *testing.T) {
 	t.Parallel()
 	open := newSandbox(t, &client.Network{Internet: true, Deny: []string{"evil.test", "*.evil.test", evilIP}})
 	strict := newSandbox(t, &strictPolicy)
+	names := newSandbox(t, &client.Network{Internet: true, Deny: []string{"evil.test"}})
 	other := newSandbox(t, nil)
 	startServer(t, other.ID)
 	vethHost, _ := vethAddrs(t, open.ID)
@@ -134,6 +138,11 @@ func TestAttacks(t *testing.T) {
 		{name: "redirect to a denied address", spec: spec{Kind: "url", URL: "http://allowed.test/?redirect=http://" + evilIP + "/"}, forbid: []string{evilM}},
 		{name: "redirect to cloud metadata", spec: spec{Kind: "url", URL: "http://allowed.test/?redirect=http://" + metaIP + "/"}, forbid: []string{meta}},
 		{name: "UDP to an allowed TCP address:port", spec: spec{Kind: "udp", Host: allowedIP, Port: 8080}, forbid: []string{"M-UDP"}},
+
+		// Name-only denies, from a sandbox that may reach evil.test's address.
+		{name: "Host of a name-denied host at its address", names: true, spec: spec{Kind: "tcp", Host: evilIP, Port: 80, Send: get("evil.test")}, forbid: []string{"host=evil.test"}},
+		{name: "HTTP split into one-byte segments to hide the Host", names: true, spec: spec{Kind: "tcp", Host: evilIP, Port: 80, Send: get("evil.test"), Split: true}, forbid: []string{"host=evil.test"}},
+		{name: "SNI of a name-denied host at its address", names: true, spec: spec{Kind: "tls", Host: evilIP, Port: 443, SNI: "evil.test", Send: get("evil.test")}, forbid: []string{"host=evil.test"}},
 	}
 	for _, ip := range otherHostAddrs(t) {
 		attacks = append(attacks, attack{name: "host address " + ip, open: true, spec: spec{Kind: "tcp", Host: ip, Port: hp, Send: get(ip)}, forbid: []string{hostM}})
@@ -147,13 +156,19 @@ func TestAttacks(t *testing.T) {
 	if out := probe(t, open.ID, spec{Kind: "tcp", Host: allowedIP, Port: 80, Send: get(allowedIP)}); !strings.Contains(out, m(allowedIP)) {
 		t.Fatalf("control: the open sandbox cannot reach %s: %s", allowedIP, out)
 	}
+	if out := probe(t, names.ID, spec{Kind: "tcp", Host: evilIP, Port: 80, Send: get(evilIP), Split: true}); !strings.Contains(out, m(evilIP)) {
+		t.Fatalf("control: the name-deny sandbox cannot reach %s by address: %s", evilIP, out)
+	}
 
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
 			id := strict.ID
-			if a.open {
+			switch {
+			case a.open:
 				id = open.ID
+			case a.names:
+				id = names.ID
 			}
 			if a.prepare != nil {
 				a.prepare(t, id)

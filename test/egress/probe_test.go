@@ -17,7 +17,7 @@ import (
 // through getaddrinfo as a client would give them, so odd spellings
 // ("0xa9fea9fe") are read by libc exactly as an attacker's program would.
 const probePy = `
-import base64, json, socket, ssl, struct, sys, urllib.request
+import base64, json, socket, ssl, struct, sys, time, urllib.request
 
 def connect(host, port, family=0):
     af, st, pr, _, sa = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0]
@@ -40,8 +40,16 @@ def drain(s):
 
 def do_tcp(sp):
     s = connect(sp["host"], sp["port"], socket.AF_INET6 if sp.get("v6") else 0)
-    if sp.get("send"):
-        s.sendall(sp["send"].encode("latin1"))
+    data = sp.get("send", "").encode("latin1")
+    if sp.get("split"):
+        # one byte at a time, as separate segments
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(min(len(data), 4)):
+            s.sendall(data[i:i+1])
+            time.sleep(0.2)
+        data = data[4:]
+    if data:
+        s.sendall(data)
     return drain(s)
 
 def do_tls(sp):
@@ -108,6 +116,7 @@ type spec struct {
 	V6        bool   `json:"v6,omitempty"`
 	Broadcast bool   `json:"broadcast,omitempty"`
 	Dgram     bool   `json:"dgram,omitempty"`
+	Split     bool   `json:"split,omitempty"`
 	// User runs the probe as that user (root for raw sockets).
 	User string `json:"-"`
 }
