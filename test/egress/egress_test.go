@@ -34,6 +34,10 @@ func TestAllowed(t *testing.T) {
 		{"HTTPS to an allowed name, verified end to end", spec{Kind: "url", URL: "https://allowed.test/", CA: caPath}, "M-" + allowedIP + ":443 host=allowed.test"},
 		{"HTTPS to a wildcard subdomain", spec{Kind: "url", URL: "https://api.sfx.test/", CA: caPath}, "M-" + allowedIP + ":443 host=api.sfx.test"},
 		{"TCP to an allowed address:port (server speaks first)", spec{Kind: "tcp", Host: allowedIP, Port: 8080}, "M-" + allowedIP + ":8080 banner"},
+		{"HTTP POST with Expect: 100-continue", spec{Kind: "tcp", Host: allowedIP, Port: 80,
+			Send: "POST / HTTP/1.1\r\nHost: allowed.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"}, "M-" + allowedIP + ":80 host=allowed.test"},
+		{"two requests on one kept-alive connection", spec{Kind: "tcp", Host: allowedIP, Port: 80,
+			Send: "GET /1 HTTP/1.1\r\nHost: allowed.test\r\n\r\n" + httpGet("allowed.test", "/2")}, "host=allowed.test auth=- xkey=-\nHTTP/1.1 200 OK"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := probe(t, sb.ID, tc.spec); !strings.Contains(got, tc.want) {
