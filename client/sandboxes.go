@@ -100,6 +100,14 @@ func (c *Client) KillSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
+// SetNetwork replaces a running sandbox's egress policy.
+func (c *Client) SetNetwork(ctx context.Context, id string, n Network) error {
+	if err := c.call(ctx, http.MethodPut, nil, n, nil, "v1", "sandboxes", id, "network"); err != nil {
+		return fmt.Errorf("set network of sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetTimeout makes the sandbox expire seconds from now and returns it with its
 // new ExpiresAt.
 func (c *Client) SetTimeout(ctx context.Context, id string, seconds int) (*Sandbox, error) {

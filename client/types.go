@@ -34,6 +34,24 @@ type CreateSandboxRequest struct {
 	AutoResume bool `json:"auto_resume,omitempty"`
 	// KeyID names a customer key (PutKey) to encrypt checkpoints under.
 	KeyID string `json:"key_id,omitempty"`
+	// Network is the egress policy; nil means no egress at all.
+	Network *Network `json:"network,omitempty"`
+	// Secrets maps env var names to secret names: the sandbox gets a
+	// placeholder, which the egress gateway replaces on requests to the
+	// secret's binding.
+	Secrets map[string]string `json:"secrets,omitempty"`
+}
+
+// Network is a sandbox's egress policy: entries are host names,
+// "*.suffix", addresses and CIDRs, each with an optional ":port". Deny
+// entries win over allow entries.
+type Network struct {
+	Internet bool     `json:"internet"`
+	Allow    []string `json:"allow,omitempty"`
+	Deny     []string `json:"deny,omitempty"`
+	// PublicPorts (create only) opens the sandbox's ports through the
+	// <port>-<id> proxy without a token.
+	PublicPorts bool `json:"public_ports,omitempty"`
 }
 
 // Sandbox is the daemon's view of one sandbox.
@@ -53,11 +71,14 @@ type Sandbox struct {
 	// Reason says why a sandbox is lost, paused or was killed.
 	Reason               string      `json:"reason,omitempty"`
 	AutoPause            bool        `json:"auto_pause,omitempty"`
+	AutoResume           bool        `json:"auto_resume,omitempty"`
 	KeyID                string      `json:"key_id,omitempty"`
 	SnapshotEverySeconds int         `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         int         `json:"snapshot_keep,omitempty"`
 	PausedAt             *time.Time  `json:"paused_at,omitempty"`
 	Checkpoint           *Checkpoint `json:"checkpoint,omitempty"`
+	// Network is the sandbox's egress policy (nil: no egress).
+	Network *Network `json:"network,omitempty"`
 }
 
 // Checkpoint is a sandbox's latest complete checkpoint and its cost.

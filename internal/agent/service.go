@@ -37,6 +37,18 @@ func (a *agentService) Init(ctx context.Context, req *connect.Request[agentv1.In
 	if m.GetDefaultWorkdir() != "" {
 		next.DefaultWorkdir = m.GetDefaultWorkdir()
 	}
+	if m.GetNameserver() != "" {
+		if err := writeResolvConf(m.GetNameserver()); err != nil {
+			a.s.log.Error("resolver", "err", err)
+			return nil, connect.NewError(connect.CodeInternal, errors.New("cannot write resolv.conf"))
+		}
+	}
+	if m.GetCaPem() != "" {
+		if err := installCA(m.GetCaPem()); err != nil {
+			a.s.log.Error("egress CA", "err", err)
+			return nil, connect.NewError(connect.CodeInternal, errors.New("cannot install the egress CA"))
+		}
+	}
 	if err := a.s.state.set(next); err != nil {
 		a.s.log.Error("persist init state", "err", err)
 		return nil, connect.NewError(connect.CodeInternal, errors.New("cannot persist state"))

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
 )
 
 // Config is everything spaced needs to start.
@@ -67,6 +69,15 @@ type Config struct {
 	CustomerKeysFile string
 	// PausedRetention is how long a paused sandbox is kept.
 	PausedRetention time.Duration
+	// EgressDNS is the resolver ("host:port") the egress gateway asks for
+	// sandboxes; empty means the host's first nameserver in /etc/resolv.conf.
+	EgressDNS string
+	// EgressFloor are the operator's additions to the addresses no sandbox
+	// policy can open (SPACE_EGRESS_FLOOR, comma-separated CIDRs).
+	EgressFloor []netip.Prefix
+	// EgressUpstreamCA is a PEM file of extra roots the gateway trusts
+	// when it re-originates TLS (added to the host's roots).
+	EgressUpstreamCA string
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -163,6 +174,8 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_S3_SECRET_KEY":      &c.S3SecretKey,
 		"SPACE_PLATFORM_KEY_FILE":  &c.PlatformKeyFile,
 		"SPACE_CUSTOMER_KEYS_FILE": &c.CustomerKeysFile,
+		"SPACE_EGRESS_DNS":         &c.EgressDNS,
+		"SPACE_EGRESS_UPSTREAM_CA": &c.EgressUpstreamCA,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
@@ -210,6 +223,13 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 			return fmt.Errorf("SPACE_PAUSED_RETENTION: %w", err)
 		}
 		c.PausedRetention = d
+	}
+	if v := getenv("SPACE_EGRESS_FLOOR"); v != "" {
+		p, err := policy.ParsePrefixes(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_EGRESS_FLOOR: %w", err)
+		}
+		c.EgressFloor = p
 	}
 	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)

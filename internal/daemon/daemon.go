@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -13,11 +14,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +29,8 @@ import (
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/e2bcompat"
+	"github.com/spacesandbox/space/internal/egress"
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/httpapi"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -54,9 +59,6 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := network.InstallFirewall(); err != nil {
-		return err
-	}
 	if err := network.PrepareNetnsDir(); err != nil {
 		return err
 	}
@@ -78,6 +80,18 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
 	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.PoolSizes() })
+	egressDir := filepath.Join(cfg.DataDir, "egress")
+	sec, err := secrets.Open(egressDir)
+	if err != nil {
+		return err
+	}
+	caPEM, err := egress.LoadCA(egressDir)
+	if err != nil {
+		return err
+	}
+	// The gateway starts after the service it asks about; nothing calls
+	// Changed before it is set (Recover and the API come later).
+	var gw *egress.Gateway
 	svc = sandbox.New(sandbox.Config{
 		TemplatesDir:   cfg.TemplatesDir,
 		DefaultTimeout: cfg.DefaultTimeout,
@@ -93,10 +107,21 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Keys:             keys,
 		ImagesDir:        imagesDir,
 		PausedRetention:  cfg.PausedRetention,
+		Egress: sandbox.EgressConfig{
+			CAPEM:        caPEM,
+			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
+			Changed:      func() { gw.Refresh() },
+		},
 	}, st, rt, metrics)
+	gw, err = startEgress(cfg, svc, sec, egressDir)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	gw.Refresh()
 	svc.StartPools(ctx)
 	defer svc.Close()
 
@@ -108,7 +133,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			APIKey:    apiKey,
-			Next:      httpapi.New(svc, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+			Next:      httpapi.New(svc, sec, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -228,6 +253,40 @@ func openKeyring(cfg config.Config) (*seal.Keyring, error) {
 		}
 	}
 	return keys, nil
+}
+
+// startEgress starts the egress gateway, which installs the firewall that
+// steers every sandbox packet to it, before any sandbox is re-attached.
+func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, dir string) (*egress.Gateway, error) {
+	upstream := cfg.EgressDNS
+	if upstream == "" {
+		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+		if err != nil || len(rc.Servers) == 0 {
+			return nil, fmt.Errorf("egress: no upstream resolver (set SPACE_EGRESS_DNS): %v", err)
+		}
+		upstream = net.JoinHostPort(rc.Servers[0], rc.Port)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, fmt.Errorf("egress: system roots: %w", err)
+	}
+	if cfg.EgressUpstreamCA != "" {
+		data, err := os.ReadFile(cfg.EgressUpstreamCA)
+		if err != nil {
+			return nil, fmt.Errorf("egress: upstream CA: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("egress: upstream CA %s holds no PEM certificate", cfg.EgressUpstreamCA)
+		}
+	}
+	return egress.Start(egress.Config{
+		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
+		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: svc.EgressAddrs,
+		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
+			v, ok := svc.ByAddr(ip)
+			return egress.Sandbox{ID: v.ID, Network: v.Network, Secrets: v.Secrets}, ok
+		},
+	})
 }
 
 func pools(in []config.PoolConfig) []sandbox.PoolConfig {

@@ -47,9 +47,6 @@ func TestCreate(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("create: %d %s", resp.StatusCode, readAll(resp))
 	}
-	if w := resp.Header.Get("Warning"); !strings.Contains(w, "no egress") {
-		t.Errorf("internet access is E2B's default, so the answer must warn; Warning: %q", w)
-	}
 	var sb sandboxJSON
 	decode(t, resp, &sb)
 	host := strings.TrimPrefix(h.srv.URL, "http://127.0.0.1")
@@ -66,9 +63,6 @@ func TestCreate(t *testing.T) {
 	resp = h.api("POST", "/sandboxes", map[string]any{"templateID": "base", "secure": false, "allow_internet_access": false})
 	if resp.StatusCode != 201 {
 		t.Fatalf("v1 create: %d", resp.StatusCode)
-	}
-	if w := resp.Header.Get("Warning"); w != "" {
-		t.Errorf("no internet asked, yet Warning: %q", w)
 	}
 	var open sandboxJSON
 	decode(t, resp, &open)
@@ -133,7 +127,7 @@ func TestLifecycle(t *testing.T) {
 	decode(t, h.api("GET", "/sandboxes/"+id, nil), &d)
 	if d.SandboxID != id || d.State != "running" || d.ClientID == "" || d.EnvdVersion != EnvdVersion ||
 		d.CPUCount != 1 || d.MemoryMB != 512 || d.DiskSizeMB != 1024 || d.StartedAt.IsZero() || d.EndAt.IsZero() ||
-		d.EnvdAccessToken != "token-1" || d.Metadata["m"] != "1" || d.AllowInternetAccess || d.Lifecycle.OnTimeout != "kill" {
+		d.EnvdAccessToken != "token-1" || d.Metadata["m"] != "1" || !d.AllowInternetAccess || d.Lifecycle.OnTimeout != "kill" {
 		t.Fatalf("detail: %+v", d)
 	}
 	if d.Network == nil || d.Network.AllowOut[0] != "1.1.1.1" || d.Network.DenyOut[0] != "0.0.0.0/0" ||
@@ -146,8 +140,8 @@ func TestLifecycle(t *testing.T) {
 	}
 	wantError(t, h.api("POST", "/sandboxes/"+id+"/timeout", map[string]int{"timeout": -1}), 400)
 
-	if resp := h.api("PUT", "/sandboxes/"+id+"/network", map[string]any{"allowOut": []string{"8.8.8.8"}, "allow_internet_access": true}); resp.StatusCode != 204 || !strings.Contains(resp.Header.Get("Warning"), "no egress") {
-		t.Fatalf("network update: %d %q", resp.StatusCode, resp.Header.Get("Warning"))
+	if resp := h.api("PUT", "/sandboxes/"+id+"/network", map[string]any{"allowOut": []string{"8.8.8.8"}, "allow_internet_access": true}); resp.StatusCode != 204 {
+		t.Fatalf("network update: %d", resp.StatusCode)
 	}
 	var updated sandboxDetailJSON
 	decode(t, h.api("GET", "/sandboxes/"+id, nil), &updated)

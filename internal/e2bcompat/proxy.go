@@ -252,11 +252,13 @@ func envdAccess(r *http.Request, t sandbox.Target) (string, int, string) {
 	return "", http.StatusUnauthorized, "missing X-Access-Token"
 }
 
-// portAccess checks a request to a user's port. As in E2B, ports are open
-// unless the sandbox was made with network.allowPublicTraffic=false; then
-// the traffic access token (or the envd token) is required.
+// portAccess checks a request to a user's port. Ports are private unless
+// the sandbox was made public (allowPublicTraffic, which an E2B create
+// sets unless it says false, as E2B does; the native API's
+// network.public_ports): a private port needs the traffic access token
+// or the sandbox's own access token.
 func portAccess(r *http.Request, t sandbox.Target) (int, string) {
-	if t.Network == nil || t.Network.AllowPublicTraffic == nil || *t.Network.AllowPublicTraffic {
+	if t.Network != nil && t.Network.AllowPublicTraffic != nil && *t.Network.AllowPublicTraffic {
 		return 0, ""
 	}
 	if tok := r.Header.Get(headerTraffic); tok != "" && equal(tok, trafficToken(t.AccessToken)) {

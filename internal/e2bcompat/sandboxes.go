@@ -2,7 +2,6 @@ package e2bcompat
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -17,10 +16,6 @@ const (
 	defaultTimeoutV2      = 300 * time.Second
 	defaultConnectTimeout = 300 * time.Second
 )
-
-// noEgressWarning goes with every create that asks for internet access:
-// until the egress gateway exists no sandbox has any.
-const noEgressWarning = `299 spaced "internet access requested but not available yet: sandboxes have no egress (deny-all); the policy is stored and will be enforced by the egress gateway"`
 
 func (s *Server) create(v2 bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -61,10 +56,6 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 		if err != nil {
 			writeError(w, r, err)
 			return
-		}
-		if asksForEgress(policy) {
-			w.Header().Set("Warning", noEgressWarning)
-			slog.InfoContext(r.Context(), "e2b create asked for internet access; sandboxes have no egress yet", "sandbox", sb.ID)
 		}
 		writeJSON(w, http.StatusCreated, s.sandboxJSON(r, sb, sb.AccessToken))
 	}
@@ -159,9 +150,8 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out := sandboxDetailJSON{
-		listedSandboxJSON: listedJSON(sb),
-		// What the sandbox really has, not what it asked for: no egress yet.
-		AllowInternetAccess: false,
+		listedSandboxJSON:   listedJSON(sb),
+		AllowInternetAccess: sb.Network != nil && (sb.Network.AllowInternet == nil || *sb.Network.AllowInternet),
 		Domain:              s.domain(r),
 		Network:             fromPolicy(sb.Network),
 		Lifecycle:           lifecycleJSON{AutoResume: sb.AutoResume, OnTimeout: onTimeout(sb)},
@@ -415,9 +405,6 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if asksForEgress(policy) {
-		w.Header().Set("Warning", noEgressWarning)
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -425,7 +412,10 @@ const maxNetworkEntries = 256
 
 // toPolicy turns E2B's network fields into the stored policy.
 func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, error) {
-	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet}
+	// E2B lets an allowOut entry win over a denyOut entry (its documented
+	// pattern is denyOut 0.0.0.0/0 plus an allow-list).
+	public := true // E2B's default: ports open unless allowPublicTraffic is false
+	p := &sandbox.NetworkPolicy{AllowInternet: allowInternet, AllowFirst: true, AllowPublicTraffic: &public}
 	if n == nil {
 		return p, nil
 	}
@@ -442,7 +432,33 @@ func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, er
 			}
 		}
 	}
-	p.AllowOut, p.DenyOut, p.AllowPublicTraffic = n.AllowOut, n.DenyOut, n.AllowPublicTraffic
+	p.AllowOut, p.DenyOut = n.AllowOut, n.DenyOut
+	if n.AllowPublicTraffic != nil {
+		p.AllowPublicTraffic = n.AllowPublicTraffic
+	}
+	if len(n.Rules) > 0 {
+		var rules map[string][]struct {
+			Transform struct {
+				Headers map[string]string `json:"headers"`
+			} `json:"transform"`
+		}
+		if err := json.Unmarshal(n.Rules, &rules); err != nil {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "network.rules must map domains to [{\"transform\":{\"headers\":{...}}}]")
+		}
+		for domain, list := range rules {
+			for _, r := range list {
+				for k, v := range r.Transform.Headers {
+					if p.Headers == nil {
+						p.Headers = map[string]map[string]string{}
+					}
+					if p.Headers[domain] == nil {
+						p.Headers[domain] = map[string]string{}
+					}
+					p.Headers[domain][k] = v
+				}
+			}
+		}
+	}
 	extra := networkExtra{
 		DNSServers: n.DNSServers, EgressProxy: n.EgressProxy, MaskRequestHost: n.MaskRequestHost,
 		HTTPSPorts: n.HTTPSPorts, Rules: n.Rules,
@@ -467,15 +483,6 @@ func fromPolicy(p *sandbox.NetworkPolicy) *networkConfig {
 		}
 	}
 	return n
-}
-
-// asksForEgress: E2B's default is internet access, so unless the request
-// turned it off and allows nothing else, it asked for some egress.
-func asksForEgress(p *sandbox.NetworkPolicy) bool {
-	if p == nil {
-		return true
-	}
-	return p.AllowInternet == nil || *p.AllowInternet || len(p.AllowOut) > 0
 }
 
 func privatePorts(p *sandbox.NetworkPolicy) bool {

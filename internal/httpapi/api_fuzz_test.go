@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
@@ -53,7 +54,11 @@ func fuzzServer(f *testing.F) http.Handler {
 		TemplatesDir: f.TempDir(), DefaultTimeout: 5 * time.Minute, MaxTimeout: fuzzMaxTimeout,
 		Defaults: runtime.Limits{CPUs: 1, MemoryMB: 512, DiskMB: 1024, MaxProcs: 1024},
 	}, st, nil, nil)
-	return New(svc, fuzzKey, http.NotFoundHandler())
+	sec, err := secrets.Open(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	return New(svc, sec, fuzzKey, http.NotFoundHandler())
 }
 
 // serve runs one request through h; the request must not panic out of

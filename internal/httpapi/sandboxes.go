@@ -23,12 +23,15 @@ type createSandboxRequest struct {
 	MaxProcesses   int               `json:"max_processes"`
 	Pool           *bool             `json:"pool"`
 	// Snapshot starts the disk from a disk snapshot.
-	Snapshot             string `json:"snapshot"`
-	SnapshotEverySeconds int    `json:"snapshot_every_seconds"`
-	SnapshotKeep         int    `json:"snapshot_keep"`
-	AutoPause            bool   `json:"auto_pause"`
-	AutoResume           bool   `json:"auto_resume"`
-	KeyID                string `json:"key_id"`
+	Snapshot             string       `json:"snapshot"`
+	SnapshotEverySeconds int          `json:"snapshot_every_seconds"`
+	SnapshotKeep         int          `json:"snapshot_keep"`
+	AutoPause            bool         `json:"auto_pause"`
+	AutoResume           bool         `json:"auto_resume"`
+	KeyID                string       `json:"key_id"`
+	Network              *networkJSON `json:"network"`
+	// Secrets maps env var names to secret names (PUT /v1/secrets).
+	Secrets map[string]string `json:"secrets"`
 }
 
 type sandboxJSON struct {
@@ -52,6 +55,7 @@ type sandboxJSON struct {
 	SnapshotKeep         int             `json:"snapshot_keep,omitempty"`
 	PausedAt             *time.Time      `json:"paused_at,omitempty"`
 	Checkpoint           *checkpointJSON `json:"checkpoint,omitempty"`
+	Network              *networkJSON    `json:"network,omitempty"`
 }
 
 // checkpointJSON is what a sandbox shows of its latest checkpoint.
@@ -70,7 +74,7 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 	out := sandboxJSON{
 		ID: s.ID, State: s.State, Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
 		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
-		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason,
+		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason, Network: networkOf(s.Network),
 		AutoPause: s.AutoPause, AutoResume: s.AutoResume, KeyID: s.KeyID,
 		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep,
 	}
@@ -97,9 +101,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: req.Template, Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
-		NoPool:   req.Pool != nil && !*req.Pool,
 		Snapshot: req.Snapshot, SnapshotEvery: time.Duration(req.SnapshotEverySeconds) * time.Second, SnapshotKeep: req.SnapshotKeep,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
+		NoPool: req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
+		Secrets: req.Secrets,
 	})
 	if err != nil {
 		writeError(w, r, err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
 )
@@ -21,13 +22,14 @@ import (
 // Server serves the API.
 type Server struct {
 	sandboxes *sandbox.Service
+	secrets   *secrets.Store
 	apiKey    string
 	metrics   http.Handler
 }
 
 // New returns the API's handler.
-func New(sandboxes *sandbox.Service, apiKey string, metrics http.Handler) http.Handler {
-	s := &Server{sandboxes: sandboxes, apiKey: apiKey, metrics: metrics}
+func New(sandboxes *sandbox.Service, sec *secrets.Store, apiKey string, metrics http.Handler) http.Handler {
+	s := &Server{sandboxes: sandboxes, secrets: sec, apiKey: apiKey, metrics: metrics}
 	return s.routes()
 }
 
@@ -48,6 +50,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox},
 		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox},
 		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout},
+		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork},
 		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand},
 		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands},
 		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},
@@ -73,6 +76,9 @@ func (s *Server) table() []route {
 		{"PUT", "/v1/keys/{key}", false, s.putKey},
 		{"POST", "/v1/keys/{key}/rotate", false, s.rotateKey},
 		{"DELETE", "/v1/keys/{key}", false, s.deleteKey},
+		{"GET", "/v1/secrets", false, s.listSecrets},
+		{"PUT", "/v1/secrets/{name}", false, s.putSecret},
+		{"DELETE", "/v1/secrets/{name}", false, s.deleteSecret},
 	}
 }
 

@@ -1,9 +1,8 @@
 // Package network gives each sandbox its own network namespace joined to the
-// host by a veth pair on a private /30, and installs the host firewall that
-// keeps sandboxes from reaching anything: the host's own addresses and ports,
-// other sandboxes, and every other network. spaced reaches a sandbox's agent
-// by dialling out to the sandbox's address; replies are let back in by
-// connection tracking only.
+// host by a veth pair on a private /30. spaced reaches a sandbox's agent by
+// dialling out to the sandbox's address. What a sandbox may reach is the
+// egress gateway's business (internal/egress), whose firewall matches the
+// host-side veth names made here.
 package network
 
 import (
@@ -36,9 +35,13 @@ const (
 	// Host interface names are global on the host, so they come from the
 	// (random, unique) sandbox id rather than the slot: two daemons, or a
 	// daemon and a test, never collide. 3 + 12 characters fits IFNAMSIZ.
-	hostIfPrefix = "vsp"
+	hostIfPrefix = HostIfPrefix
 	slotBits     = 2 // a /30 per sandbox: network, host, sandbox, broadcast
 )
+
+// HostIfPrefix starts the name of every sandbox's host-side veth; the
+// egress gateway's firewall matches on it.
+const HostIfPrefix = "vse"
 
 // Plan maps slots to addresses within the sandbox range.
 type Plan struct {

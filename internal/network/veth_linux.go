@@ -46,6 +46,12 @@ func Attach(ep Endpoint) (err error) {
 	// No IPv6 on the host side: the sandbox must not get a link-local route
 	// to the host through it.
 	_ = os.WriteFile(fmt.Sprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", ep.HostIf), []byte("1"), 0o644)
+	// Strict reverse-path filtering: a packet from this veth must come from
+	// this sandbox's /30, so a sandbox cannot speak with another's address
+	// (the egress gateway tells sandboxes apart by source address).
+	if err := os.WriteFile(fmt.Sprintf("/proc/sys/net/ipv4/conf/%s/rp_filter", ep.HostIf), []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("rp_filter on %s: %w", ep.HostIf, err)
+	}
 	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(ep.HostIP.AsSlice(), ep.PrefixLen)}); err != nil {
 		return fmt.Errorf("address host veth: %w", err)
 	}

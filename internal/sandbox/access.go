@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -76,12 +77,17 @@ func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
 	return "", false
 }
 
-// SetNetwork records a new requested egress policy for a running sandbox.
+// SetNetwork replaces a running sandbox's egress policy; the gateway
+// applies it to the next connection and DNS question.
 func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
+	if err := checkNetwork(p); err != nil {
+		return err
+	}
 	_, err := s.updateRunning(ctx, id, "network policy", func(rec *store.Sandbox) bool {
 		rec.Network = cloneNetwork(p)
 		return true
 	})
+	s.egressChanged()
 	return err
 }
 
@@ -109,6 +115,12 @@ func cloneNetwork(p *NetworkPolicy) *NetworkPolicy {
 	c.AllowOut = slices.Clone(p.AllowOut)
 	c.DenyOut = slices.Clone(p.DenyOut)
 	c.Extra = slices.Clone(p.Extra)
+	if p.Headers != nil {
+		c.Headers = make(map[string]map[string]string, len(p.Headers))
+		for host, hs := range p.Headers {
+			c.Headers[host] = maps.Clone(hs)
+		}
+	}
 	if p.AllowInternet != nil {
 		v := *p.AllowInternet
 		c.AllowInternet = &v

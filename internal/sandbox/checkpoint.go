@@ -39,6 +39,8 @@ type sealedState struct {
 	OpenAccess  bool              `json:"open_access,omitempty"`
 	AutoPause   bool              `json:"auto_pause,omitempty"`
 	AutoResume  bool              `json:"auto_resume,omitempty"`
+	// Secrets maps placeholders to secret names (never values).
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // manifest meta keys.
@@ -153,6 +155,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err
 	s.mu.Lock()
 	delete(s.live, rec.ID)
 	s.mu.Unlock()
+	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	if err := s.teardown(ctx, rec.ID, e.ep); err != nil {
 		log.Warn("tear down paused sandbox", "err", err)
@@ -182,6 +185,7 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 	secret, err := json.Marshal(sealedState{
 		AccessToken: rec.AccessToken, Env: rec.Env, Metadata: rec.Metadata,
 		OpenAccess: rec.OpenAccess, AutoPause: rec.AutoPause, AutoResume: rec.AutoResume,
+		Secrets: rec.Secrets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode sandbox state: %w", err)
@@ -306,6 +310,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
 			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
 			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, AutoResume: st.AutoResume, KeyID: m.KeyID,
+			Secrets:    st.Secrets,
 			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes},
 		}
 		if len(m.Network) > 0 && string(m.Network) != "null" {
@@ -351,6 +356,11 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	if err != nil {
 		return nil, err
 	}
+	// The sandbox has a new address: point its resolver at its gateway.
+	if err := s.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
+		agent.Close()
+		return nil, err
+	}
 	now := time.Now().UTC()
 	rec.State, rec.ExpiresAt, rec.PausedAt = store.StateRunning, now.Add(timeout), time.Time{}
 	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
@@ -360,6 +370,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	s.mu.Lock()
 	s.live[id] = &entry{rec: &rec, agent: agent, ep: ep}
 	s.mu.Unlock()
+	s.egressChanged()
 	s.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
 	return fromRecord(&rec), nil
@@ -409,6 +420,21 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent did not answer")
 	}
 	return agent, nil
+}
+
+// initRestored sends a restored agent Init: token becomes its token (the
+// one it has, for a resume), env its env, and its resolver and trust store
+// point at this node's egress gateway on the sandbox's new address.
+func (s *Service) initRestored(ctx context.Context, agent *AgentConn, token string, env map[string]string, ep network.Endpoint) error {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: token, EnvVars: env, DefaultUser: "user",
+		Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+	})); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent init failed")
+	}
+	return nil
 }
 
 // ForkRequest asks for Count new sandboxes from a running one.
@@ -505,20 +531,17 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs str
 		return nil, err
 	}
 	defer agent.Close()
-	// The fork's agent still answers to the parent's token: give it its own.
+	// The fork's agent still answers to the parent's token: give it its
+	// own, and point its resolver at its own gateway address.
 	token := newToken()
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: token, EnvVars: parent.Env, DefaultUser: "user",
-	})); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "forked sandbox agent init failed")
+	if err := s.initRestored(ctx, agent, token, parent.Env, ep); err != nil {
+		return nil, err
 	}
 	now := time.Now().UTC()
 	rec.State, rec.AccessToken = store.StateRunning, token
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
 	rec.Env, rec.Metadata = maps.Clone(parent.Env), maps.Clone(metadata)
-	rec.OpenAccess, rec.Network = parent.OpenAccess, cloneNetwork(parent.Network)
+	rec.OpenAccess, rec.Network, rec.Secrets = parent.OpenAccess, cloneNetwork(parent.Network), maps.Clone(parent.Secrets)
 	rec.AutoPause, rec.AutoResume = parent.AutoPause, parent.AutoResume
 	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
 		return nil, fmt.Errorf("record forked sandbox: %w", err)
@@ -526,6 +549,7 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs str
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: rec, agent: newAgentConn(ep.SandboxIP, token), ep: ep}
 	s.mu.Unlock()
+	s.egressChanged()
 	log.Info("sandbox forked")
 	out := fromRecord(rec)
 	out.AccessToken = token

@@ -140,9 +140,11 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	}
 	// One cheap RPC while booting: the agent's first Connect call pays
 	// one-time costs (codecs, descriptors) that would otherwise land on
-	// the claim, the part of a create that callers wait for.
+	// the claim, the part of a create that callers wait for. It also
+	// points the sandbox's resolver at the gateway and installs the
+	// gateway's CA.
 	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: rec.AccessToken, DefaultUser: "user",
+		AccessToken: rec.AccessToken, DefaultUser: "user", Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
 	})); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
@@ -203,12 +205,14 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.OpenAccess, rec.Network = req.OpenAccess, cloneNetwork(req.Network)
 	rec.AutoPause, rec.AutoResume, rec.KeyID = req.AutoPause, req.AutoResume, req.KeyID
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
+	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
 	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", err)
 	}
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: &rec, agent: newAgentConn(b.ep.SandboxIP, token), ep: b.ep}
 	s.mu.Unlock()
+	s.egressChanged()
 	b.agent.Close() // the boot token's connection is of no more use
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	slog.Debug("sandbox claimed", "sandbox", rec.ID, "init_ms", tInit.Sub(start).Milliseconds(), "record_ms", time.Since(tInit).Milliseconds())

@@ -84,6 +84,12 @@ type CreateRequest struct {
 	AutoResume bool
 	// KeyID names the customer key its checkpoints are encrypted under.
 	KeyID string
+	// Secrets maps env var names to secret names: the sandbox gets a
+	// placeholder in each, which the egress gateway replaces.
+	Secrets map[string]string
+
+	// placeholders (placeholder -> secret name) is filled by validate.
+	placeholders map[string]string
 }
 
 // ListFilter selects sandboxes. Empty fields match everything.

@@ -47,6 +47,8 @@ type Config struct {
 	// PausedRetention is how long a paused sandbox is kept before it and
 	// its checkpoint are deleted.
 	PausedRetention time.Duration
+	// Egress is what sandboxes need of the egress gateway.
+	Egress EgressConfig
 }
 
 // Service owns the sandboxes of this node.
@@ -196,6 +198,12 @@ func (s *Service) validate(req *CreateRequest) error {
 		if *l.v < l.min || *l.v > l.max {
 			return errdefs.New(errdefs.ErrInvalidArgument, "%s must be between %d and %d", l.name, l.min, l.max)
 		}
+	}
+	if err := checkNetwork(req.Network); err != nil {
+		return err
+	}
+	if err := s.attachSecrets(req); err != nil {
+		return err
 	}
 	if len(req.Env) > maxEnvEntries {
 		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d env vars", maxEnvEntries)
@@ -413,6 +421,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	s.mu.Lock()
 	delete(s.live, id)
 	s.mu.Unlock()
+	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	s.metrics.ended(state, reason)
 	slog.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)

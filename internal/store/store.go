@@ -50,8 +50,8 @@ type Sandbox struct {
 	// OpenAccess marks a sandbox created with E2B's secure=false: requests
 	// through the E2B proxy need no access token (spaced adds it).
 	OpenAccess bool `json:"open_access,omitempty"`
-	// Network is the egress policy the sandbox asked for. It is stored and
-	// reported, not yet enforced: today no sandbox has any egress.
+	// Network is the sandbox's egress policy, enforced by the egress
+	// gateway (internal/egress); nil denies all egress.
 	Network *NetworkPolicy `json:"network,omitempty"`
 	// Checkpoint is the sandbox's latest complete checkpoint (set while it
 	// is paused, and kept after a resume until the next pause replaces it).
@@ -69,6 +69,9 @@ type Sandbox struct {
 	SnapshotKeep  int           `json:"snapshot_keep,omitempty"`
 	// Paused is when the sandbox was last paused (for retention).
 	PausedAt time.Time `json:"paused_at,omitzero"`
+	// Secrets maps the placeholders in Env to the names of the secrets
+	// the egress gateway puts in their place (never the values).
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // CheckpointRef is what a record keeps of a checkpoint: the manifest in
@@ -86,6 +89,12 @@ type NetworkPolicy struct {
 	AllowOut           []string `json:"allow_out,omitempty"`
 	DenyOut            []string `json:"deny_out,omitempty"`
 	AllowPublicTraffic *bool    `json:"allow_public_traffic,omitempty"`
+	// AllowFirst: an allow entry that matches wins over a deny entry
+	// (E2B's precedence); otherwise deny entries win.
+	AllowFirst bool `json:"allow_first,omitempty"`
+	// Headers are set by the egress gateway on every HTTP(S) request to
+	// a host (host -> header -> value; E2B's network.rules transforms).
+	Headers map[string]map[string]string `json:"headers,omitempty"`
 	// Extra holds front-end specific settings as sent (E2B rules, egress
 	// proxy, masked host), kept so they can be reported back.
 	Extra json.RawMessage `json:"extra,omitempty"`

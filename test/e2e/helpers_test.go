@@ -277,7 +277,7 @@ func hostLeftovers(d *daemon, id string) []string {
 	return left
 }
 
-func hostIf(id string) string { return "vsp" + id[:min(12, len(id))] }
+func hostIf(id string) string { return "vse" + id[:min(12, len(id))] }
 
 // waitFor polls cond until it is true or the timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {

@@ -188,7 +188,7 @@ func hostAddrs(t *testing.T) []string {
 	var ips []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 4 || f[2] != "inet" || f[1] == "lo" || strings.HasPrefix(f[1], "vsp") || strings.HasPrefix(f[1], "e2e") {
+		if len(f) < 4 || f[2] != "inet" || f[1] == "lo" || strings.HasPrefix(f[1], "vse") || strings.HasPrefix(f[1], "e2e") {
 			continue
 		}
 		ips = append(ips, strings.Split(f[3], "/")[0])

@@ -134,7 +134,7 @@ func dirEntries(dir string) []string {
 	return names
 }
 
-// hostNetNames lists the space-* namespaces and vsp* links on the host.
+// hostNetNames lists the space-* namespaces and vse* links on the host.
 func hostNetNames() (netns, links map[string]bool) {
 	netns, links = map[string]bool{}, map[string]bool{}
 	for _, n := range dirEntries("/var/run/netns") {
@@ -143,14 +143,14 @@ func hostNetNames() (netns, links map[string]bool) {
 		}
 	}
 	for _, n := range dirEntries("/sys/class/net") {
-		if strings.HasPrefix(n, "vsp") {
+		if strings.HasPrefix(n, "vse") {
 			links[n] = true
 		}
 	}
 	return netns, links
 }
 
-// liveAnywhere reports whether an id (or a vsp link name) is a live
+// liveAnywhere reports whether an id (or a vse link name) is a live
 // sandbox of any daemon this package started.
 func liveAnywhere(t *testing.T, idOrLink string) bool {
 	daemonsMu.Lock()

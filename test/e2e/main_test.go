@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/egress"
 )
 
 // env is what TestMain prepared for every test.
@@ -297,6 +299,11 @@ func (d *daemon) shutdown() {
 	// runsc mounts a namespace at <root>/null-netns (sometimes twice); it
 	// outlives spaced and would keep the data dir from being removed.
 	for syscall.Unmount(filepath.Join(d.dataDir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
+	}
+	// spaced keeps its egress firewall table when it stops (its sandboxes
+	// may outlive it); this daemon is gone for good.
+	if p, err := netip.ParsePrefix(d.opts.cidr); err == nil {
+		egress.RemoveRules(p)
 	}
 }
 

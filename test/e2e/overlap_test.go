@@ -13,7 +13,7 @@ import (
 // share it — it would be talking to somebody else's sandbox — but skip it.
 func TestAddressRangeInUse(t *testing.T) {
 	need(t)
-	const link = "vspe2eoverlap"
+	const link = "vsee2eoverlap"
 	exec.Command("ip", "link", "del", link).Run()
 	hostCmd(t, "ip", "link", "add", link, "type", "veth", "peer", "name", "vsqe2eoverlap")
 	t.Cleanup(func() { exec.Command("ip", "link", "del", link).Run() })

@@ -31,8 +31,13 @@ type InitRequest struct {
 	EnvVars        map[string]string      `protobuf:"bytes,2,rep,name=env_vars,json=envVars,proto3" json:"env_vars,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	DefaultUser    string                 `protobuf:"bytes,3,opt,name=default_user,json=defaultUser,proto3" json:"default_user,omitempty"`
 	DefaultWorkdir string                 `protobuf:"bytes,4,opt,name=default_workdir,json=defaultWorkdir,proto3" json:"default_workdir,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The sandbox's resolver (the egress gateway's DNS, reached through the
+	// sandbox's veth): written to /etc/resolv.conf when set.
+	Nameserver string `protobuf:"bytes,5,opt,name=nameserver,proto3" json:"nameserver,omitempty"`
+	// The egress gateway's CA (PEM): added to the sandbox's trust store.
+	CaPem         string `protobuf:"bytes,6,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InitRequest) Reset() {
@@ -89,6 +94,20 @@ func (x *InitRequest) GetDefaultUser() string {
 func (x *InitRequest) GetDefaultWorkdir() string {
 	if x != nil {
 		return x.DefaultWorkdir
+	}
+	return ""
+}
+
+func (x *InitRequest) GetNameserver() string {
+	if x != nil {
+		return x.Nameserver
+	}
+	return ""
+}
+
+func (x *InitRequest) GetCaPem() string {
+	if x != nil {
+		return x.CaPem
 	}
 	return ""
 }
@@ -317,12 +336,16 @@ var File_api_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_api_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x18api/agent/v1/agent.proto\x12\rspaceagent.v1\x1a\x1eapi/envd/process/process.proto\"\xfc\x01\n" +
+	"\x18api/agent/v1/agent.proto\x12\rspaceagent.v1\x1a\x1eapi/envd/process/process.proto\"\xb3\x02\n" +
 	"\vInitRequest\x12!\n" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12B\n" +
 	"\benv_vars\x18\x02 \x03(\v2'.spaceagent.v1.InitRequest.EnvVarsEntryR\aenvVars\x12!\n" +
 	"\fdefault_user\x18\x03 \x01(\tR\vdefaultUser\x12'\n" +
-	"\x0fdefault_workdir\x18\x04 \x01(\tR\x0edefaultWorkdir\x1a:\n" +
+	"\x0fdefault_workdir\x18\x04 \x01(\tR\x0edefaultWorkdir\x12\x1e\n" +
+	"\n" +
+	"nameserver\x18\x05 \x01(\tR\n" +
+	"nameserver\x12\x15\n" +
+	"\x06ca_pem\x18\x06 \x01(\tR\x05caPem\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +

@@ -1,0 +1,247 @@
+// Package egress is the sandboxes' only way out: a gateway inside spaced
+// that every TCP connection and DNS question from a sandbox is steered to
+// by the daemon's nftables table. It tells sandboxes apart by source
+// address, decides on the sandbox's policy (package policy) and the
+// platform floor, dials allowed destinations itself, and logs every
+// refusal.
+package egress
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/egress/secrets"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Sandbox is what the gateway needs to know of the sandbox behind a source
+// address.
+type Sandbox struct {
+	ID      string
+	Network *store.NetworkPolicy
+	// Secrets maps the sandbox's placeholders to secret names.
+	Secrets map[string]string
+}
+
+func (s Sandbox) secretNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range s.Secrets {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Lookup finds the running sandbox whose address is ip.
+type Lookup func(ip netip.Addr) (Sandbox, bool)
+
+// Config of a gateway.
+type Config struct {
+	// CIDR is the daemon's sandbox range: it keys the firewall table and
+	// is part of the floor.
+	CIDR netip.Prefix
+	// IfPrefix starts every sandbox's host-side veth name.
+	IfPrefix string
+	// Upstream is the resolver ("host:port") the gateway asks, for the
+	// sandboxes and for itself.
+	Upstream string
+	// Floor holds the operator's additions to the platform floor.
+	Floor []netip.Prefix
+	// RootCAs verify upstream servers when the gateway re-originates TLS
+	// (nil: the host's roots).
+	RootCAs *x509.CertPool
+	// Dir holds the interception CA (ca.pem, ca.key 0600).
+	Dir string
+	// Secrets are injected into requests of sandboxes that hold their
+	// placeholders (nil: no injection).
+	Secrets *secrets.Store
+	Lookup  Lookup
+	// EgressAddrs lists the sandboxes whose policy allows any egress; the
+	// firewall drops every other sandbox's TCP (see Refresh).
+	EgressAddrs func() []netip.Addr
+}
+
+// Gateway is one daemon's egress gateway.
+type Gateway struct {
+	cfg      Config
+	floor    policy.Floor
+	hostAddr *hostAddrs
+	tcp      net.Listener
+	dnsUDP   *dns.Server
+	dnsTCP   *dns.Server
+	resolver *resolver
+	ca       *authority
+	conns    connCount
+	wg       sync.WaitGroup
+	setMu    sync.Mutex
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+// Start listens, installs the daemon's firewall table pointing at the
+// listeners, and serves until Close.
+func Start(cfg Config) (*Gateway, error) {
+	if !cfg.CIDR.IsValid() || cfg.Lookup == nil || cfg.EgressAddrs == nil || cfg.Upstream == "" || cfg.IfPrefix == "" || cfg.Dir == "" {
+		return nil, errors.New("egress gateway: CIDR, IfPrefix, Upstream, Dir, Lookup and EgressAddrs are required")
+	}
+	ca, err := loadCA(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		ca:       ca,
+		cfg:      cfg,
+		floor:    policy.NewFloor(append([]netip.Prefix{cfg.CIDR}, cfg.Floor...)...),
+		hostAddr: &hostAddrs{},
+		resolver: &resolver{upstream: cfg.Upstream},
+	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	// The listeners take any local address: the redirect rewrites the
+	// destination to the address of the veth the packet came in on.
+	if g.tcp, err = net.Listen("tcp4", "0.0.0.0:0"); err != nil {
+		return nil, fmt.Errorf("egress listen: %w", err)
+	}
+	pc, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		g.tcp.Close()
+		return nil, fmt.Errorf("egress dns listen: %w", err)
+	}
+	dnsPort := pc.LocalAddr().(*net.UDPAddr).Port
+	dnsTCP, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", dnsPort))
+	if err != nil {
+		g.tcp.Close()
+		pc.Close()
+		return nil, fmt.Errorf("egress dns listen: %w", err)
+	}
+	handler := dns.HandlerFunc(g.serveDNS)
+	g.dnsUDP = &dns.Server{PacketConn: pc, Handler: handler}
+	g.dnsTCP = &dns.Server{Listener: dnsTCP, Handler: handler}
+	tcpPort := g.tcp.Addr().(*net.TCPAddr).Port
+	if err := installRules(ruleset(TableName(cfg.CIDR), cfg.IfPrefix, cfg.CIDR, tcpPort, dnsPort)); err != nil {
+		g.tcp.Close()
+		pc.Close()
+		dnsTCP.Close()
+		return nil, err
+	}
+	for _, srv := range []*dns.Server{g.dnsUDP, g.dnsTCP} {
+		g.wg.Go(func() {
+			if err := srv.ActivateAndServe(); err != nil {
+				slog.Error("egress dns server", "err", err)
+			}
+		})
+	}
+	g.wg.Go(g.acceptLoop)
+	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", TableName(cfg.CIDR))
+	return g, nil
+}
+
+// Refresh makes the firewall's egress set the sandboxes that may reach
+// anything now. The gateway decides every connection anyway; the set only
+// keeps sandboxes with no egress away from the gateway altogether.
+func (g *Gateway) Refresh() {
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	if err := installRules(egressSet(TableName(g.cfg.CIDR), g.cfg.EgressAddrs())); err != nil {
+		slog.Error("egress: refresh the egress set", "err", err)
+	}
+}
+
+// CAPEM is the interception CA's certificate, for sandboxes to trust.
+func (g *Gateway) CAPEM() []byte { return g.ca.pem }
+
+// Close stops the listeners and cuts open connections. The firewall table
+// stays: sandboxes outlive spaced, and must stay filtered while it is away.
+func (g *Gateway) Close() {
+	g.cancel()
+	g.tcp.Close()
+	g.dnsUDP.Shutdown()
+	g.dnsTCP.Shutdown()
+	g.wg.Wait()
+}
+
+func (g *Gateway) acceptLoop() {
+	for {
+		c, err := g.tcp.Accept()
+		if err != nil {
+			if g.ctx.Err() == nil {
+				slog.Error("egress accept", "err", err)
+			}
+			return
+		}
+		g.wg.Go(func() { g.handle(c.(*net.TCPConn)) })
+	}
+}
+
+// sandboxFor identifies the sandbox behind a connection's source address.
+func (g *Gateway) sandboxFor(addr net.Addr) (Sandbox, policy.Policy, bool) {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return Sandbox{}, policy.Policy{}, false
+	}
+	sb, ok := g.cfg.Lookup(ap.Addr().Unmap())
+	if !ok {
+		return Sandbox{}, policy.Policy{}, false
+	}
+	p, err := policy.FromStore(sb.Network)
+	if err != nil {
+		// Stored policies were checked when set; deny all if one is not.
+		slog.Error("egress: unreadable sandbox policy; denying all", "sandbox", sb.ID, "err", err)
+		return sb, policy.Policy{}, true
+	}
+	return sb, p, true
+}
+
+// inFloor: the platform floor, plus every address of this host (looked
+// up afresh every few seconds).
+func (g *Gateway) inFloor(ip netip.Addr) bool {
+	return g.floor.Contains(ip) || g.hostAddr.has(ip)
+}
+
+// hostAddrs caches the host's own interface addresses.
+type hostAddrs struct {
+	mu  sync.Mutex
+	at  time.Time
+	set map[netip.Addr]bool
+}
+
+func (h *hostAddrs) has(ip netip.Addr) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.at) > 2*time.Second {
+		set := map[netip.Addr]bool{}
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if p, err := netip.ParsePrefix(a.String()); err == nil {
+					set[p.Addr().Unmap()] = true
+				}
+			}
+		}
+		h.set, h.at = set, time.Now()
+	}
+	return h.set[ip.Unmap()]
+}
+
+// audit logs a refusal with what it was and why, never a secret.
+func audit(sb Sandbox, what string, d policy.Dest, rule, reason string) {
+	slog.Warn("egress denied", "sandbox", sb.ID, "what", what, "name", d.Name, "ip", addrString(d.IP), "port", d.Port, "rule", rule, "reason", reason)
+}
+
+func addrString(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return ""
+	}
+	return ip.String()
+}

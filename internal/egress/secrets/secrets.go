@@ -1,0 +1,278 @@
+// Package secrets keeps the credentials the egress gateway injects into
+// sandbox requests. Values are sealed with a Tink AEAD (AES-256-GCM) whose
+// keyset lives in its own 0600 file; the sealed store is a 0600 JSON file.
+// A value leaves this package only to the gateway, at the moment it is
+// put into a request; it is never logged or returned by the API.
+package secrets
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tink-crypto/tink-go/v2/aead"
+	"github.com/tink-crypto/tink-go/v2/insecurecleartextkeyset"
+	"github.com/tink-crypto/tink-go/v2/keyset"
+	"github.com/tink-crypto/tink-go/v2/tink"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
+)
+
+// Binding says where a secret may go, and how it is put in.
+type Binding struct {
+	// Host is the exact host name (normalised) requests must be for.
+	Host string `json:"host"`
+	// Port, when set, is the only destination port.
+	Port uint16 `json:"port,omitempty"`
+	// PathPrefix, when set, must start the request path.
+	PathPrefix string `json:"path_prefix,omitempty"`
+	// Header, when set, is added to every request to the binding, with
+	// HeaderFormat's "{secret}" replaced by the value.
+	Header       string `json:"header,omitempty"`
+	HeaderFormat string `json:"header_format,omitempty"`
+}
+
+// Meta is what may be shown of a secret.
+type Meta struct {
+	Name string `json:"name"`
+	Binding
+	Version   int       `json:"version"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+type sealed struct {
+	Meta
+	Ciphertext []byte `json:"ciphertext"`
+}
+
+// ErrInvalid and ErrNotFound class this package's errors.
+var (
+	ErrInvalid  = errors.New("invalid secret")
+	ErrNotFound = errors.New("secret not found")
+)
+
+var (
+	nameRe   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	headerRe = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+)
+
+// MaxValueLen bounds a secret's value.
+const MaxValueLen = 16 << 10
+
+// Store is the sealed secret store of one daemon.
+type Store struct {
+	path string
+	aead tink.AEAD
+
+	mu      sync.Mutex
+	secrets map[string]sealed
+}
+
+// Open loads (or creates) the keyset and the store in dir.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("secrets dir: %w", err)
+	}
+	h, err := loadKeyset(filepath.Join(dir, "secrets.keyset.json"))
+	if err != nil {
+		return nil, err
+	}
+	a, err := aead.New(h)
+	if err != nil {
+		return nil, fmt.Errorf("secrets AEAD: %w", err)
+	}
+	s := &Store{path: filepath.Join(dir, "secrets.json"), aead: a, secrets: map[string]sealed{}}
+	data, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read secrets: %w", err)
+	default:
+		if err := json.Unmarshal(data, &s.secrets); err != nil {
+			return nil, fmt.Errorf("decode secrets: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// loadKeyset reads the platform keyset, or makes one (AES-256-GCM) and
+// writes it 0600. It is the one key that opens every secret: whoever can
+// read it and the store can read the secrets, as with any key file.
+func loadKeyset(path string) (*keyset.Handle, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		h, err := insecurecleartextkeyset.Read(keyset.NewJSONReader(bytes.NewReader(data)))
+		if err != nil {
+			return nil, fmt.Errorf("read keyset %s: %w", path, err)
+		}
+		return h, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read keyset: %w", err)
+	}
+	h, err := keyset.NewHandle(aead.AES256GCMKeyTemplate())
+	if err != nil {
+		return nil, fmt.Errorf("new keyset: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := insecurecleartextkeyset.Write(h, keyset.NewJSONWriter(&buf)); err != nil {
+		return nil, fmt.Errorf("encode keyset: %w", err)
+	}
+	if err := writeFile(path, buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func writeFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("install %s: %w", path, err)
+	}
+	return nil
+}
+
+// CheckName refuses names that could not be a secret's.
+func CheckName(name string) error {
+	if !nameRe.MatchString(name) {
+		return fmt.Errorf("%w: name %q must be 1-63 of a-z, 0-9, '-' and '_'", ErrInvalid, name)
+	}
+	return nil
+}
+
+// Put creates or rotates a secret. Running sandboxes get the new value on
+// their next request.
+func (s *Store) Put(name, value string, b Binding) (Meta, error) {
+	if err := CheckName(name); err != nil {
+		return Meta{}, err
+	}
+	if value == "" || len(value) > MaxValueLen || strings.ContainsAny(value, "\r\n\x00") {
+		return Meta{}, fmt.Errorf("%w: value must be 1-%d bytes without CR, LF or NUL", ErrInvalid, MaxValueLen)
+	}
+	host, err := policy.NormalizeName(b.Host)
+	if err != nil {
+		return Meta{}, fmt.Errorf("%w: host: %v", ErrInvalid, err)
+	}
+	b.Host = host
+	if b.PathPrefix != "" && !strings.HasPrefix(b.PathPrefix, "/") {
+		return Meta{}, fmt.Errorf("%w: path_prefix must start with /", ErrInvalid)
+	}
+	if b.Header != "" && !headerRe.MatchString(b.Header) {
+		return Meta{}, fmt.Errorf("%w: header %q is not a header name", ErrInvalid, b.Header)
+	}
+	if b.Header == "" && b.HeaderFormat != "" {
+		return Meta{}, fmt.Errorf("%w: header_format needs header", ErrInvalid)
+	}
+	if b.Header != "" && b.HeaderFormat == "" {
+		b.HeaderFormat = "{secret}"
+	}
+	if b.HeaderFormat != "" && (!strings.Contains(b.HeaderFormat, "{secret}") || strings.ContainsAny(b.HeaderFormat, "\r\n\x00")) {
+		return Meta{}, fmt.Errorf("%w: header_format must contain {secret} and no CR, LF or NUL", ErrInvalid)
+	}
+	ct, err := s.aead.Encrypt([]byte(value), []byte(name))
+	if err != nil {
+		return Meta{}, fmt.Errorf("seal secret: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := Meta{Name: name, Binding: b, Version: s.secrets[name].Version + 1, UpdatedAt: time.Now().UTC()}
+	next := maps(s.secrets)
+	next[name] = sealed{Meta: m, Ciphertext: ct}
+	if err := s.save(next); err != nil {
+		return Meta{}, err
+	}
+	s.secrets = next
+	return m, nil
+}
+
+// Delete removes a secret; placeholders of it stop working at once.
+func (s *Store) Delete(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.secrets[name]; !ok {
+		return fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	next := maps(s.secrets)
+	delete(next, name)
+	if err := s.save(next); err != nil {
+		return err
+	}
+	s.secrets = next
+	return nil
+}
+
+// List returns every secret's metadata, by name.
+func (s *Store) List() []Meta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Meta, 0, len(s.secrets))
+	for _, v := range s.secrets {
+		out = append(out, v.Meta)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Get returns a secret's metadata.
+func (s *Store) Get(name string) (Meta, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.secrets[name]
+	return v.Meta, ok
+}
+
+// Open returns a secret's binding and value, for the gateway only.
+func (s *Store) Open(name string) (Meta, string, error) {
+	s.mu.Lock()
+	v, ok := s.secrets[name]
+	s.mu.Unlock()
+	if !ok {
+		return Meta{}, "", fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	pt, err := s.aead.Decrypt(v.Ciphertext, []byte(name))
+	if err != nil {
+		return Meta{}, "", fmt.Errorf("open secret %s: %w", name, err)
+	}
+	return v.Meta, string(pt), nil
+}
+
+func (s *Store) save(m map[string]sealed) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode secrets: %w", err)
+	}
+	return writeFile(s.path, data)
+}
+
+func maps(in map[string]sealed) map[string]sealed {
+	out := make(map[string]sealed, len(in)+1)
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// PlaceholderPrefix starts every placeholder.
+const PlaceholderPrefix = "space-secret-"
+
+// NewPlaceholder returns a fresh placeholder for secret name: what a
+// sandbox sees instead of the value. It is random per sandbox, so one
+// sandbox's placeholder is worth nothing in another.
+func NewPlaceholder(name string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return PlaceholderPrefix + name + "-" + hex.EncodeToString(b)
+}

@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/spacesandbox/space/internal/egress/secrets"
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// secretRequest is the body of PUT /v1/secrets/{name}.
+type secretRequest struct {
+	Value        string `json:"value"`
+	Host         string `json:"host"`
+	Port         int    `json:"port"`
+	PathPrefix   string `json:"path_prefix"`
+	Header       string `json:"header"`
+	HeaderFormat string `json:"header_format"`
+}
+
+// putSecret creates or rotates a secret. The answer, like every other,
+// holds its binding and version, never its value.
+func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
+	var req secretRequest
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.Port < 0 || req.Port > 65535 {
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "port must be from 1 to 65535 (0: any)"))
+		return
+	}
+	m, err := s.secrets.Put(r.PathValue("name"), req.Value, secrets.Binding{
+		Host: req.Host, Port: uint16(req.Port), PathPrefix: req.PathPrefix, Header: req.Header, HeaderFormat: req.HeaderFormat,
+	})
+	if err != nil {
+		writeError(w, r, secretError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string][]secrets.Meta{"secrets": s.secrets.List()})
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	if err := s.secrets.Delete(r.PathValue("name")); err != nil {
+		writeError(w, r, secretError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// secretError classes the store's errors; their messages never hold a value.
+func secretError(err error) error {
+	switch {
+	case errors.Is(err, secrets.ErrInvalid):
+		return errdefs.New(errdefs.ErrInvalidArgument, "%v", err)
+	case errors.Is(err, secrets.ErrNotFound):
+		return errdefs.New(errdefs.ErrNotFound, "%v", err)
+	}
+	return err
+}

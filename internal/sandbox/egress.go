@@ -1,0 +1,136 @@
+package sandbox
+
+import (
+	"maps"
+	"net/netip"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/egress/secrets"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// checkNetwork refuses a policy the egress gateway could not read, with
+// the parser's message (it names the entry).
+func checkNetwork(p *NetworkPolicy) error {
+	if _, err := policy.FromStore(p); err != nil {
+		return errdefs.New(errdefs.ErrInvalidArgument, "network: %v", err)
+	}
+	return nil
+}
+
+// EgressView is what the egress gateway needs of a sandbox.
+type EgressView struct {
+	ID      string
+	Network *NetworkPolicy
+	// Secrets maps placeholders to secret names.
+	Secrets map[string]string
+}
+
+// ByAddr returns the running sandbox whose veth address is ip: how the
+// egress gateway knows whose a connection is. A pooled or booting sandbox
+// is not found, so it has no egress at all.
+func (s *Service) ByAddr(ip netip.Addr) (EgressView, bool) {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	for _, e := range entries {
+		if e.ep.SandboxIP != ip {
+			continue
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.rec.State != store.StateRunning {
+			return EgressView{}, false
+		}
+		return EgressView{ID: e.rec.ID, Network: cloneNetwork(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
+	}
+	return EgressView{}, false
+}
+
+// EgressConfig is what sandboxes need of the egress gateway.
+type EgressConfig struct {
+	// CAPEM is the gateway's CA, installed in every sandbox's trust store.
+	CAPEM []byte
+	// SecretExists reports whether a secret may be attached (nil: none).
+	SecretExists func(name string) bool
+	// Changed is called when a sandbox's egress may have changed
+	// (created, policy replaced, ended), so the gateway can refresh which
+	// sandboxes it takes traffic from.
+	Changed func()
+}
+
+func (s *Service) egressChanged() {
+	if s.cfg.Egress.Changed != nil {
+		s.cfg.Egress.Changed()
+	}
+}
+
+// EgressAddrs returns the addresses of the running sandboxes whose policy
+// allows any egress at all. Packets of the others never reach the
+// gateway: the firewall drops them.
+func (s *Service) EgressAddrs() []netip.Addr {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	var out []netip.Addr
+	for _, e := range entries {
+		e.mu.Lock()
+		running, network := e.rec.State == store.StateRunning, e.rec.Network
+		e.mu.Unlock()
+		if p, err := policy.FromStore(network); running && err == nil && (p.Internet || len(p.Allow) > 0) {
+			out = append(out, e.ep.SandboxIP)
+		}
+	}
+	return out
+}
+
+// caEnv points the usual TLS stacks at the trust store that holds the
+// gateway's CA (Node reads only its own bundle plus this file).
+var caEnv = map[string]string{
+	"SSL_CERT_FILE":       "/etc/ssl/certs/ca-certificates.crt",
+	"REQUESTS_CA_BUNDLE":  "/etc/ssl/certs/ca-certificates.crt",
+	"NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/space-egress-ca.pem",
+}
+
+// attachSecrets gives each requested env var a fresh placeholder of its
+// secret, and adds the CA variables the caller did not set.
+func (s *Service) attachSecrets(req *CreateRequest) error {
+	env := maps.Clone(req.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if len(req.Secrets) > 0 {
+		req.placeholders = map[string]string{}
+	}
+	for k, name := range req.Secrets {
+		if !envName.MatchString(k) {
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: env var name %q is not valid", k)
+		}
+		if _, ok := req.Env[k]; ok {
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: env var %q is also in env", k)
+		}
+		if s.cfg.Egress.SecretExists == nil || !s.cfg.Egress.SecretExists(name) {
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: no secret named %q", name)
+		}
+		p := secrets.NewPlaceholder(name)
+		env[k], req.placeholders[p] = p, name
+	}
+	if len(s.cfg.Egress.CAPEM) > 0 {
+		for k, v := range caEnv {
+			if _, ok := env[k]; !ok {
+				env[k] = v
+			}
+		}
+	}
+	if len(env) > 0 {
+		req.Env = env
+	}
+	return nil
+}
