@@ -51,6 +51,10 @@ func TestSSEHeartbeatAfterClose(t *testing.T) {
 	w.returned.Store(true)
 	s.mu.Unlock()
 	time.Sleep(3 * HeartbeatInterval)
+	// The heartbeat took the lock after us and has returned: locking once
+	// more orders its reads of HeartbeatInterval before the deferred reset.
+	s.mu.Lock()
+	s.mu.Unlock()
 	if n := w.late.Load(); n != 0 {
 		t.Errorf("the heartbeat wrote %d times after the stream was closed", n)
 	}
