@@ -14,3 +14,25 @@ echo "test: go vet" >&2
 go vet ./...
 echo "test: go test" >&2
 go test -race -count=1 -timeout 30m "${@:-./...}"
+
+# A short fuzz run of every target, each package's instrumented test binary
+# built once (go test -fuzz itself takes one target of one package at a time
+# and relinks for each). FUZZTIME sets the time per target (5s by default, 0
+# skips the step); a targeted run (arguments given) skips it too. A failing
+# input is written to the package's testdata/fuzz: commit it with the fix.
+fuzztime="${FUZZTIME:-5s}"
+if [[ $# -eq 0 && "$fuzztime" != "0" ]]; then
+	echo "test: fuzz ($fuzztime per target)" >&2
+	fuzzbin="$(mktemp -d)"
+	trap 'rm -rf "$fuzzbin"' EXIT
+	module="$(go list -m)"
+	for dir in $(grep -l '^func Fuzz' -r --include='*_test.go' internal cmd | xargs -n1 dirname | sort -u); do
+		bin="$fuzzbin/$(echo "$dir" | tr / _).test"
+		go test -c -fuzz=. -o "$bin" "./$dir"
+		for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/func //' | sort); do
+			echo "test: fuzz ./$dir $target" >&2
+			(cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzztime" \
+				-test.fuzzcachedir="$(go env GOCACHE)/fuzz/$module/$dir")
+		done
+	done
+fi

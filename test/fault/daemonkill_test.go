@@ -250,3 +250,68 @@ func TestKillDaemonMidExec(t *testing.T) {
 		t.Errorf("after the restart the sandbox is %v", stateOf(got, err))
 	}
 }
+
+// TestKillDaemonMidKillBurst kills spaced with SIGKILL while a burst of
+// kills is in flight. After a restart every kill acknowledged before the
+// daemon died has left nothing on the host, and every other sandbox is
+// either still running (and works) or gone entirely: a kill cut off half
+// way is finished by the restart, never left half-done.
+func TestKillDaemonMidKillBurst(t *testing.T) {
+	d := ownDaemon(t, daemonOptions{name: "killburst", cidr: "10.246.96.0/20"})
+	const n = 6
+	var sbs []*client.Sandbox
+	for range n {
+		sb, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sbs = append(sbs, sb)
+	}
+	type outcome struct {
+		id  string
+		err error
+	}
+	results := make(chan outcome, n)
+	ctx := ctxT(t, time.Minute)
+	for _, sb := range sbs {
+		go func() { results <- outcome{sb.ID, d.c.KillSandbox(ctx, sb.ID)} }()
+	}
+	acked := map[string]bool{}
+	received := 0
+	for ; received < n && len(acked) < 2; received++ {
+		o := <-results
+		if o.err != nil {
+			t.Fatalf("kill before the daemon died: %v", o.err)
+		}
+		acked[o.id] = true
+	}
+	d.kill9()
+	for ; received < n; received++ {
+		if o := <-results; o.err == nil {
+			acked[o.id] = true
+		}
+	}
+	t.Logf("%d kills acknowledged before the daemon died", len(acked))
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs {
+		got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), sb.ID)
+		t.Logf("sandbox %s (kill acknowledged %v) after the restart: %s", sb.ID, acked[sb.ID], stateOf(got, err))
+		if err == nil && got.State == client.StateRunning {
+			if acked[sb.ID] {
+				t.Errorf("sandbox %s whose kill was acknowledged is running after the restart", sb.ID)
+				continue
+			}
+			if out := run(t, d, sb.ID, "echo alive"); out != "alive\n" {
+				t.Errorf("sandbox %s runs but echo printed %q", sb.ID, out)
+			}
+			continue
+		}
+		var left []string
+		if !waitFor(10*time.Second, func() bool { left = hostLeftovers(d, sb.ID); return len(left) == 0 }) {
+			t.Errorf("sandbox %s (kill acknowledged %v, now %s) left on the host: %v", sb.ID, acked[sb.ID], stateOf(got, err), left)
+		}
+	}
+	checkNoOrphans(t, d)
+}

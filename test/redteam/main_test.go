@@ -55,44 +55,58 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "redteam: skipping:", env.skip)
 		return m.Run()
 	}
+	// spaced starts with the first test that needs it (need), so that
+	// TestSecurityDoc alone builds and starts nothing.
+	code := m.Run()
+	if env.d != nil {
+		env.d.shutdown()
+	}
+	if env.canary != nil {
+		if err := env.canary.check(); err != nil {
+			fmt.Fprintln(os.Stderr, "redteam: host canaries after the run:", err)
+			code = 1
+		}
+		env.canary.remove()
+	}
+	if env.tmp != "" {
+		if code == 0 {
+			os.RemoveAll(env.tmp)
+		} else {
+			fmt.Fprintln(os.Stderr, "redteam: logs kept in", env.tmp)
+		}
+	}
+	return code
+}
+
+var (
+	startOnce sync.Once
+	startErr  error
+)
+
+// start builds the binaries, starts spaced and lays the host canaries.
+func start() error {
 	tmp, err := os.MkdirTemp("", "space-redteam-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "redteam:", err)
-		return 1
+		return err
 	}
 	env.tmp = tmp
 	if err := build(); err != nil {
-		fmt.Fprintln(os.Stderr, "redteam: build:", err)
-		return 1
+		return fmt.Errorf("build: %w", err)
 	}
 	d, err := startDaemon("main", "10.245.0.0/20")
+	if d != nil {
+		env.d = d
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "redteam: start spaced:", err)
 		if d != nil {
-			fmt.Fprintln(os.Stderr, d.logTail(40))
-			d.shutdown()
+			return fmt.Errorf("start spaced: %w\n%s", err, d.logTail(40))
 		}
-		return 1
+		return fmt.Errorf("start spaced: %w", err)
 	}
-	env.d = d
 	if env.canary, err = newCanary(d); err != nil {
-		fmt.Fprintln(os.Stderr, "redteam: canary:", err)
-		d.shutdown()
-		return 1
+		return fmt.Errorf("canary: %w", err)
 	}
-	code := m.Run()
-	d.shutdown()
-	if err := env.canary.check(); err != nil {
-		fmt.Fprintln(os.Stderr, "redteam: host canaries after the run:", err)
-		code = 1
-	}
-	env.canary.remove()
-	if code == 0 {
-		os.RemoveAll(tmp)
-	} else {
-		fmt.Fprintln(os.Stderr, "redteam: logs kept in", tmp)
-	}
-	return code
+	return nil
 }
 
 // build compiles spaced and the agent and installs the fresh agent into the
@@ -128,6 +142,10 @@ func need(t *testing.T) *daemon {
 	t.Helper()
 	if env.skip != "" {
 		t.Skip(env.skip)
+	}
+	startOnce.Do(func() { startErr = start() })
+	if startErr != nil {
+		t.Fatalf("redteam: %v", startErr)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
