@@ -69,6 +69,9 @@ type Sandbox struct {
 	SnapshotKeep  int           `json:"snapshot_keep,omitempty"`
 	// Paused is when the sandbox was last paused (for retention).
 	PausedAt time.Time `json:"paused_at,omitzero"`
+	// Ending is the state (killed, lost) of an end whose teardown is in
+	// progress: a restart finishes it as that, with Reason.
+	Ending string `json:"ending,omitempty"`
 }
 
 // CheckpointRef is what a record keeps of a checkpoint: the manifest in
