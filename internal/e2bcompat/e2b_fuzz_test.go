@@ -64,7 +64,7 @@ var fuzzE2BRoutes = []struct{ method, path string }{
 // and set-timeout (sandboxes.go) refuse seconds that overflow a
 // time.Duration: a timeout of 18446744075 s reaches the service as 1.29 s
 // (docs/fuzzing.md, findings). Turn it on with the fix.
-const checkTimeoutRoundTrip = false
+const checkTimeoutRoundTrip = true
 
 func FuzzE2BRequestBodies(f *testing.F) {
 	for i, seed := range []string{

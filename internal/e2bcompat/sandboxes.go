@@ -2,6 +2,7 @@ package e2bcompat
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"time"
 
@@ -33,7 +34,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			timeout = defaultTimeoutV2
 		}
 		if req.Timeout != nil {
-			if *req.Timeout <= 0 {
+			if !validSeconds(*req.Timeout) {
 				writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 				return
 			}
@@ -181,7 +182,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if req.Timeout == nil || *req.Timeout <= 0 {
+	if req.Timeout == nil || !validSeconds(*req.Timeout) {
 		writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 		return
 	}
@@ -243,7 +244,7 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 		}
 		d := defaultConnectTimeout
 		if req.Timeout != nil {
-			if *req.Timeout <= 0 {
+			if !validSeconds(*req.Timeout) {
 				writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 				return
 			}
@@ -313,7 +314,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	}
 	d := defaultTimeoutV1
 	if req.Timeout != nil {
-		if *req.Timeout <= 0 {
+		if !validSeconds(*req.Timeout) {
 			writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 			return
 		}
@@ -350,7 +351,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		count = *req.Count
 	}
 	if req.Timeout != nil {
-		if *req.Timeout <= 0 {
+		if !validSeconds(*req.Timeout) {
 			writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
 			return
 		}
@@ -487,4 +488,10 @@ func fromPolicy(p *sandbox.NetworkPolicy) *networkConfig {
 
 func privatePorts(p *sandbox.NetworkPolicy) bool {
 	return p != nil && p.AllowPublicTraffic != nil && !*p.AllowPublicTraffic
+}
+
+// validSeconds accepts a positive count of seconds that a time.Duration
+// holds (a larger one would wrap round to a small or negative duration).
+func validSeconds(n int) bool {
+	return n > 0 && int64(n) <= math.MaxInt64/int64(time.Second)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,7 +35,7 @@ const fuzzMaxTimeout = 24 * time.Hour
 // It is off until createSandbox and setTimeout (sandboxes.go) refuse
 // seconds that overflow a time.Duration: 18446744075 s becomes 1.29 s and
 // passes validation (docs/fuzzing.md, findings). Turn it on with the fix.
-const checkTimeoutRange = false
+const checkTimeoutRange = true
 
 // codeNames are the error codes each client-error status may carry.
 var codeNames = map[int]string{
@@ -181,6 +182,7 @@ func FuzzPathAndQuery(f *testing.F) {
 		{"x y", "1e3", "state=bogus&limit=0&page_token=" + tok(3), "1"},
 		{"abc", "7", "page_token=" + tok(-1) + "&metadata=nokey", ""},
 		{"abc", "7", "page_token=" + tok(1<<62) + "&limit=1000", ""},
+		{"abc", "7", "page_token=" + tok(math.MaxInt64) + "&limit=5", ""},
 		{"abc", "7", "page_token=%%%&after=3&recursive=maybe&depth=65", ""},
 	} {
 		f.Add(s.id, s.pid, s.query, s.lastID)

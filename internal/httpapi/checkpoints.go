@@ -32,7 +32,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must not be negative"))
 		return
 	}
-	sb, err := s.sandboxes.Resume(r.Context(), r.PathValue("id"), time.Duration(req.TimeoutSeconds)*time.Second)
+	sb, err := s.sandboxes.Resume(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -55,7 +55,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	forks, err := s.sandboxes.Fork(r.Context(), r.PathValue("id"), sandbox.ForkRequest{
-		Count: req.Count, Timeout: time.Duration(req.TimeoutSeconds) * time.Second, Metadata: req.Metadata,
+		Count: req.Count, Timeout: seconds(req.TimeoutSeconds), Metadata: req.Metadata,
 	})
 	if err != nil && len(forks) == 0 {
 		writeError(w, r, err)

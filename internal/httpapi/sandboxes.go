@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -98,10 +99,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := s.sandboxes.Create(r.Context(), sandbox.CreateRequest{
-		Template: req.Template, Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
+		Template: req.Template, Timeout: seconds(req.TimeoutSeconds),
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
-		Snapshot: req.Snapshot, SnapshotEvery: time.Duration(req.SnapshotEverySeconds) * time.Second, SnapshotKeep: req.SnapshotKeep,
+		Snapshot: req.Snapshot, SnapshotEvery: seconds(req.SnapshotEverySeconds), SnapshotKeep: req.SnapshotKeep,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
 		NoPool: req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
 		Secrets: req.Secrets,
@@ -168,6 +169,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	// A token past the end (or forged) is an empty last page; clamping
+	// first keeps offset+limit from wrapping.
+	offset = min(offset, len(all))
 	resp := struct {
 		Sandboxes     []sandboxJSON `json:"sandboxes"`
 		NextPageToken string        `json:"next_page_token,omitempty"`
@@ -207,10 +211,20 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sb, err := s.sandboxes.SetTimeout(r.Context(), r.PathValue("id"), time.Duration(req.TimeoutSeconds)*time.Second)
+	sb, err := s.sandboxes.SetTimeout(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toJSON(sb))
+}
+
+// seconds converts a count of seconds from a request. A count too large
+// for a time.Duration becomes the largest one, which every range check
+// refuses, instead of wrapping round to a small or negative duration.
+func seconds(n int) time.Duration {
+	if int64(n) > math.MaxInt64/int64(time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Second
 }

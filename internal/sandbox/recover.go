@@ -51,6 +51,16 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		}
 		return s.store.DeleteSandbox(ctx, rec.ID)
 	}
+	if rec.Ending != "" {
+		// An end (kill, timeout, lost) cut off by a crash: finish it.
+		log.Info("finishing an end cut off by a restart", "state", rec.Ending, "reason", rec.Reason)
+		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+			return err
+		}
+		rec.State, rec.EndedAt, rec.Ending = rec.Ending, time.Now().UTC(), ""
+		s.metrics.ended(rec.State, rec.Reason)
+		return s.store.UpdateSandbox(ctx, rec)
+	}
 	if rec.State == store.StateResuming {
 		// A resume that never answered: its checkpoint is intact, so the
 		// sandbox goes back to paused (a resume on another node made this

@@ -409,11 +409,19 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	if !e.rec.Live() {
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
 	}
+	// The intent first: a crash during the teardown leaves a record that
+	// Recover finishes as this end, not one it must report lost.
+	intent := *e.rec
+	intent.Ending, intent.Reason = state, reason
+	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &intent); err != nil {
+		return fmt.Errorf("record end of sandbox: %w", err)
+	}
+	e.rec = &intent
 	if err := s.teardown(context.WithoutCancel(ctx), e.rec.ID, e.ep); err != nil {
 		return err
 	}
 	updated := *e.rec
-	updated.State, updated.Reason, updated.EndedAt = state, reason, time.Now().UTC()
+	updated.State, updated.Reason, updated.EndedAt, updated.Ending = state, reason, time.Now().UTC(), ""
 	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}

@@ -72,6 +72,9 @@ type Sandbox struct {
 	// Secrets maps the placeholders in Env to the names of the secrets
 	// the egress gateway puts in their place (never the values).
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Ending is the state (killed, lost) of an end whose teardown is in
+	// progress: a restart finishes it as that, with Reason.
+	Ending string `json:"ending,omitempty"`
 }
 
 // CheckpointRef is what a record keeps of a checkpoint: the manifest in
