@@ -33,7 +33,7 @@ func m(ipPort string) string { return "M-" + ipPort }
 // egress"). "open" attempts come from a sandbox whose policy allows the
 // whole internet except evil.test, so only the platform floor stands in
 // their way; the others from a sandbox allowed only allowed.test,
-// *.sfx.test and 198.51.100.10:8080.
+// *.sfx.test and 198.51.100.140:8080.
 func TestAttacks(t *testing.T) {
 	need(t)
 	t.Parallel()

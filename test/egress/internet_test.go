@@ -27,12 +27,14 @@ import (
 )
 
 // The stand-in internet's addresses. allowedIP and evilIP are public
-// (TEST-NET-2); the others sit in floor ranges and are reachable from the
-// host, so only the gateway's floor keeps sandboxes from them.
+// (the upper half of TEST-NET-2: other packages' stand-ins use
+// 198.51.100.0/24 and 203.0.113.0/24 with the host at .1, and may run at
+// the same time); the others sit in floor ranges and are reachable from
+// the host, so only the gateway's floor keeps sandboxes from them.
 const (
-	hostSideIP = "198.51.100.1" // the host's own address on the test link
-	allowedIP  = "198.51.100.10"
-	evilIP     = "198.51.100.66"
+	hostSideIP = "198.51.100.129" // the host's own address on the test link
+	allowedIP  = "198.51.100.140"
+	evilIP     = "198.51.100.166"
 	metaIP     = "169.254.169.254"
 	cgnatIP    = "100.64.0.10"
 	privIP     = "172.16.99.10"
@@ -113,9 +115,9 @@ func newInternet() (_ *internet, err error) {
 	steps := [][]string{
 		{"ip", "link", "add", n.hostLink, "type", "veth", "peer", "name", nsLink},
 		{"ip", "link", "set", nsLink, "netns", pid},
-		{"ip", "addr", "add", hostSideIP + "/24", "dev", n.hostLink},
+		{"ip", "addr", "add", hostSideIP + "/25", "dev", n.hostLink},
 		{"ip", "link", "set", n.hostLink, "up"},
-		in("addr", "add", allowedIP+"/24", "dev", nsLink),
+		in("addr", "add", allowedIP+"/25", "dev", nsLink),
 		in("link", "set", nsLink, "up"),
 		in("link", "set", "lo", "up"),
 		in("route", "add", "default", "via", hostSideIP),
@@ -129,10 +131,11 @@ func newInternet() (_ *internet, err error) {
 		}
 	}
 	// Host routes to the floor addresses, so that the host (and a gateway
-	// that forgot its floor) could reach them. Another test may hold the
-	// same route; then that address is simply not reachable from here.
+	// that forgot its floor) could reach them. A metric of our own lets
+	// another test add its own route to the same address (169.254.169.254
+	// is everybody's metadata stand-in) without a clash.
 	for _, ip := range []string{metaIP, cgnatIP, privIP, priv2IP} {
-		exec.Command("ip", "route", "add", ip+"/32", "dev", n.hostLink).Run()
+		exec.Command("ip", "route", "add", ip+"/32", "dev", n.hostLink, "metric", "4243").Run()
 	}
 
 	ca, caKey, caPEM, err := newCA()

@@ -1,7 +1,7 @@
 // Package egress tests the egress gateway end to end: a real spaced with
 // real gVisor sandboxes, and a stand-in internet the tests build
 // themselves: a network namespace holding TEST-NET addresses
-// (198.51.100.0/24) and a few addresses in ranges of the platform floor,
+// (198.51.100.128/25) and a few addresses in ranges of the platform floor,
 // with HTTP, HTTPS, TCP and UDP servers, and a DNS server on loopback
 // that the gateway uses as its upstream. No packet leaves this machine.
 package egress
