@@ -13,8 +13,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/spacesandbox/space/internal/egress"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +27,9 @@ import (
 )
 
 const suiteTimeout = 4 * time.Minute
+
+// e2bCIDR is the sandbox range of the suite's spaced.
+const e2bCIDR = "10.242.0.0/20"
 
 func TestE2BSDKs(t *testing.T) {
 	runsc := envOr("SPACE_RUNSC", "/usr/local/lib/space/bin/runsc")
@@ -139,7 +144,7 @@ func startSpaced(t *testing.T, tmp, runsc, templates string) *spaced {
 		"SPACE_RUNSC="+runsc,
 		"SPACE_API_KEY="+d.apiKey,
 		"SPACE_ADDR="+d.addr,
-		"SPACE_SANDBOX_CIDR=10.242.0.0/20",
+		"SPACE_SANDBOX_CIDR="+e2bCIDR,
 		"SPACE_LOG_LEVEL=debug",
 	)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
@@ -196,6 +201,9 @@ func (d *spaced) stop(t *testing.T) {
 		<-d.done
 		t.Errorf("spaced did not exit within 20s of SIGTERM")
 	}
+	// spaced keeps its egress firewall table when it stops (its sandboxes
+	// may outlive it); this daemon is gone for good.
+	egress.RemoveRules(netip.MustParsePrefix(e2bCIDR))
 }
 
 func (d *spaced) logTail(n int) string {

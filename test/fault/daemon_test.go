@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spacesandbox/space/internal/egress"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,6 +192,11 @@ func (d *daemon) shutdown() {
 	// outlives spaced and would keep the data dir from being removed.
 	for syscall.Unmount(filepath.Join(d.dataDir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
 	}
+	// spaced keeps its egress firewall table when it stops (its sandboxes
+	// may outlive it); this daemon is gone for good.
+	if p, err := netip.ParsePrefix(d.opts.cidr); err == nil {
+		egress.RemoveRules(p)
+	}
 }
 
 func (d *daemon) logTail(n int) string {
@@ -231,7 +238,7 @@ func hostLeftovers(d *daemon, id string) []string {
 	}
 	check("bundle dir", filepath.Join(d.dataDir, "sandboxes", id))
 	check("netns", "/var/run/netns/space-"+id)
-	check("veth", "/sys/class/net/vsp"+id[:min(12, len(id))])
+	check("veth", "/sys/class/net/vse"+id[:min(12, len(id))])
 	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "space", id))
 	for _, c := range cg {
 		left = append(left, "cgroup "+c)

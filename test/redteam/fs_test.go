@@ -210,7 +210,7 @@ else:
     os.makedirs('/tmp/rtus', exist_ok=True)
     R['err'] = mount('sysfs', '/tmp/rtus', 'sysfs')
     if not R['err']: R['ifs'] = ' '.join(os.listdir('/tmp/rtus/class/net'))
-`, check: lacks("ifs", "vsp", "docker", "ens", "enp", "wlan")},
+`, check: lacks("ifs", "vse", "vsp", "docker", "ens", "enp", "wlan")},
 		{id: "fs-userns-bind-root", desc: "in a new user+mount namespace, bind-mount / and look for the host canaries", stops: gvisorFS,
 			py: `
 e = userns(0x20000)

@@ -364,7 +364,7 @@ func hostLeftovers(d *daemon, id string) []string {
 	for _, p := range []string{
 		filepath.Join(d.dataDir, "sandboxes", id),
 		"/var/run/netns/space-" + id,
-		"/sys/class/net/vsp" + id[:min(12, len(id))],
+		"/sys/class/net/vse" + id[:min(12, len(id))],
 	} {
 		if exists(p) {
 			left = append(left, p)

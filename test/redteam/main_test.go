@@ -12,8 +12,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/spacesandbox/space/internal/egress"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,6 +159,7 @@ func need(t *testing.T) *daemon {
 
 // daemon is the spaced under attack.
 type daemon struct {
+	cidr    string
 	dataDir string
 	addr    string
 	apiKey  string
@@ -176,6 +179,7 @@ func startDaemon(name, cidr string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{
+		cidr:    cidr,
 		dataDir: filepath.Join(dir, "data"),
 		addr:    fmt.Sprintf("127.0.0.1:%d", port),
 		apiKey:  "rt_" + randHex(16),
@@ -260,6 +264,11 @@ func (d *daemon) shutdown() {
 		<-d.done
 	}
 	for syscall.Unmount(filepath.Join(d.dataDir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
+	}
+	// spaced keeps its egress firewall table when it stops (its sandboxes
+	// may outlive it); this daemon is gone for good.
+	if p, err := netip.ParsePrefix(d.cidr); err == nil {
+		egress.RemoveRules(p)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 )
 
 const (
-	nft      = "nftables (table inet space): nothing from a vsp* interface reaches the host unless the host opened the connection, and nothing is forwarded to or from vsp*"
+	nft      = "nftables (the daemon's table space_egress_<range>): from a vse* interface only DNS and, for sandboxes whose policy allows egress, TCP redirected to the egress gateway reach the host, besides replies to connections the host opened; nothing is forwarded to or from vse*"
 	netstack = "gVisor netstack: the sandbox's only interface is its veth; no raw sockets"
 )
 
@@ -122,7 +122,7 @@ func hostAddrs(t *testing.T, family string) []string {
 	var ips []string
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 4 || f[1] == "lo" || strings.HasPrefix(f[1], "vsp") || strings.HasPrefix(f[1], "e2e") || strings.HasPrefix(f[1], "rt") {
+		if len(f) < 4 || f[1] == "lo" || strings.HasPrefix(f[1], "vse") || strings.HasPrefix(f[1], "e2e") || strings.HasPrefix(f[1], "rt") {
 			continue
 		}
 		ip := strings.Split(f[3], "/")[0]
@@ -296,7 +296,7 @@ func TestNetwork(t *testing.T) {
 	_, bIP := vethAddrs(t, n.sb.ID)
 	_, spacedPort, _ := net.SplitHostPort(d.addr)
 	var v6 []string
-	if out, err := exec.Command("ip", "-o", "-6", "addr", "show", "dev", "vsp"+a.ID[:12]).Output(); err == nil {
+	if out, err := exec.Command("ip", "-o", "-6", "addr", "show", "dev", "vse"+a.ID[:12]).Output(); err == nil {
 		if m := regexp.MustCompile(`inet6 (fe80::[0-9a-f:]+)/`).FindStringSubmatch(string(out)); m != nil {
 			v6 = append(v6, m[1]+"%eth0")
 		}
@@ -329,7 +329,7 @@ func TestNetwork(t *testing.T) {
 
 // vethAddrs returns the host (.1) and sandbox (.2) addresses of id's /30.
 func vethAddrs(t *testing.T, id string) (host, sandbox string) {
-	out, err := exec.Command("ip", "-4", "-o", "addr", "show", "dev", "vsp"+id[:min(12, len(id))]).Output()
+	out, err := exec.Command("ip", "-4", "-o", "addr", "show", "dev", "vse"+id[:min(12, len(id))]).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
