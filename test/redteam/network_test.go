@@ -55,12 +55,50 @@ func hostUnreached(r res) error {
 	if err := noneConnected(r); err != nil {
 		return err
 	}
+	return listenersQuiet()
+}
+
+// listenersQuiet: none of the host-side listeners counted anything.
+func listenersQuiet() error {
 	for name, n := range map[string]*atomic.Int64{"host TCP": netFix.tcpHits, "host UDP": netFix.udpHits, "test namespace TCP": netFix.nsTCPHits, "test namespace UDP": netFix.nsUDPHits} {
 		if v := n.Load() - netFix.base[n]; v != 0 {
 			return fmt.Errorf("the %s listener received %d connections or packets from the sandbox", name, v)
 		}
 	}
 	return nil
+}
+
+// dnsProbe asks for example.com at port 53 of three addresses, over UDP
+// and TCP, and records each answer's rcode and answer count.
+const dnsProbe = `q = struct.pack('!HHHHHH', 1, 0x100, 1, 0, 0, 0) + b'\x07example\x03com\x00\x00\x01\x00\x01'
+R['res'] = {}
+for a in (NET['host'], '169.254.169.254', '198.51.100.10'):
+    for proto in ('udp', 'tcp'):
+        k = proto + ':' + a
+        try:
+            if proto == 'udp':
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1); s.sendto(q, (a, 53)); resp = s.recvfrom(512)[0]
+            else:
+                s = socket.create_connection((a, 53), timeout=1); s.sendall(struct.pack('!H', len(q)) + q); resp = s.recv(514)[2:]
+            s.close()
+            R['res'][k] = 'rcode=%d an=%d' % (resp[3] & 15, struct.unpack('!H', resp[6:8])[0])
+        except OSError as e:
+            R['res'][k] = 'error:' + en(e.errno or 0)
+`
+
+// dnsRefused: no DNS query got an answer record, and no listener behind
+// the host or in the test namespace saw a packet.
+func dnsRefused(r res) error {
+	m, ok := r["res"].(map[string]any)
+	if !ok || len(m) == 0 {
+		return fmt.Errorf("no probe results: %v", r)
+	}
+	for target, v := range m {
+		if s, _ := v.(string); strings.Contains(s, "an=") && !strings.HasSuffix(s, "an=0") {
+			return fmt.Errorf("%s answered a name the policy does not allow (%s)", target, s)
+		}
+	}
+	return listenersQuiet()
 }
 
 func tcpTo(expr string) string { return "R['res'] = probe_tcp(" + expr + ")" }
@@ -71,8 +109,8 @@ func networkAttempts() []attempt {
 			py: tcpTo("[NET['host'] + ':' + NET['spaced']]"), check: hostUnreached},
 		{id: "net-host-listener", desc: "TCP to a host listener on 0.0.0.0 through the veth's host address", stops: nft,
 			py: tcpTo("[NET['host'] + ':' + NET['tcp']]"), check: hostUnreached},
-		{id: "net-host-ports", desc: "TCP to well-known host ports (ssh, dns, http, docker, etcd, kubelet, the agent's port) on the veth's host address", stops: nft,
-			py: tcpTo("[NET['host'] + ':' + str(p) for p in (22, 53, 80, 111, 443, 2375, 2379, 6443, 10250, 49983)]"), check: hostUnreached},
+		{id: "net-host-ports", desc: "TCP to well-known host ports (ssh, http, docker, etcd, kubelet, the agent's port) on the veth's host address (53 is the egress gateway's DNS: net-udp-dns)", stops: nft,
+			py: tcpTo("[NET['host'] + ':' + str(p) for p in (22, 80, 111, 443, 2375, 2379, 6443, 10250, 49983)]"), check: hostUnreached},
 		{id: "net-host-other-ifaces", desc: "TCP to the host's other interface addresses (spaced's port and a listener)", stops: nft,
 			py: tcpTo("[a + ':' + p for a in NET['hostAddrs'] for p in (NET['spaced'], NET['tcp'])]"), check: hostUnreached},
 		{id: "net-host-loopback", desc: "127.0.0.1 and localhost at spaced's port (the host's loopback)", stops: netstack + ": 127.0.0.1 is the sandbox's own loopback",
@@ -96,8 +134,8 @@ func networkAttempts() []attempt {
 			py: "R['res'] = ping([NET['host'], NET['neighbour'], '169.254.169.254', '198.51.100.10'] + NET['hostAddrs'])", check: noneConnected},
 		{id: "net-udp-host", desc: "UDP to a host listener through the veth address and every host address, and broadcast", stops: nft,
 			py: "R['res'] = send_udp([a + ':' + NET['udp'] for a in [NET['host']] + NET['hostAddrs']] + ['255.255.255.255:' + NET['udp'], NET['bcast'] + ':' + NET['udp']])", check: hostUnreached},
-		{id: "net-udp-dns", desc: "DNS queries over UDP to the host and to 169.254.169.254", stops: nft + " (no resolver is offered yet)",
-			py: "q = struct.pack('!HHHHHH', 1, 0x100, 1, 0, 0, 0) + b'\\x07example\\x03com\\x00\\x00\\x01\\x00\\x01'\nR['res'] = send_udp([NET['host'] + ':53', '169.254.169.254:53', '198.51.100.10:53'], q)", check: hostUnreached},
+		{id: "net-udp-dns", desc: "DNS queries over UDP and TCP to the host, 169.254.169.254 and the internet stand-in, from a sandbox whose policy allows nothing", stops: nft + "; the egress gateway's DNS server takes every query to port 53 and answers only names the policy allows",
+			py: dnsProbe, check: dnsRefused},
 		{id: "net-udp-namespace", desc: "UDP to listeners on 169.254.169.254, 100.64.0.1 and the internet stand-in", stops: nft,
 			py: "R['res'] = send_udp([a + ':' + NET['nsudp'] for a in ('169.254.169.254', '100.64.0.1', '198.51.100.10')])", check: hostUnreached},
 		{id: "net-udp-neighbour", desc: "UDP to the neighbour's address", stops: nft,
