@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ type Gateway struct {
 	conns    connCount
 	wg       sync.WaitGroup
 	setMu    sync.Mutex
+	lastSet  string // the egress set as last installed ("" before the first)
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
@@ -154,9 +156,19 @@ func Start(cfg Config) (*Gateway, error) {
 func (g *Gateway) Refresh() {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
-	if err := installRules(egressSet(TableName(g.cfg.CIDR), g.cfg.EgressAddrs())); err != nil {
-		slog.Error("egress: refresh the egress set", "err", err)
+	addrs := g.cfg.EgressAddrs()
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	set := egressSet(TableName(g.cfg.CIDR), addrs)
+	// Most changes (a sandbox with no egress created or ended) leave the
+	// set as it is: then there is no nft to run on the create's path.
+	if set == g.lastSet {
+		return
 	}
+	if err := installRules(set); err != nil {
+		slog.Error("egress: refresh the egress set", "err", err)
+		return
+	}
+	g.lastSet = set
 }
 
 // CAPEM is the interception CA's certificate, for sandboxes to trust.
