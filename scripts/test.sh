@@ -15,6 +15,13 @@ go vet ./...
 echo "test: go test" >&2
 go test -race -count=1 -timeout 30m "${@:-./...}"
 
+# The clock-jump fault steps the host's wall clock, so it runs alone, after
+# everything else that could mind (a targeted run skips it).
+if [[ $# -eq 0 ]]; then
+	echo "test: clock jump (steps the host clock, alone)" >&2
+	SPACE_TEST_CLOCK_JUMP=1 go test -count=1 -timeout 5m -run '^TestClockJump$' ./test/fault/
+fi
+
 # A short fuzz run of every target, each package's instrumented test binary
 # built once (go test -fuzz itself takes one target of one package at a time
 # and relinks for each). FUZZTIME sets the time per target (5s by default, 0

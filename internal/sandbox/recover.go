@@ -143,7 +143,19 @@ func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var pruned time.Time
+	last := time.Now()
 	for {
+		// Timeouts are wall-clock times (they must survive a restart). A
+		// step of the wall clock (an NTP correction, a suspended VM, an
+		// operator's date -s) would expire every sandbox at once or keep
+		// them long past their time: the reaper sees the step as the wall
+		// clock moving apart from the monotonic one, and moves every live
+		// sandbox's expiry with it, so each keeps the lifetime it had left.
+		now := time.Now()
+		if step := now.Round(0).Sub(last.Round(0)) - now.Sub(last); step > clockStep || step < -clockStep {
+			s.followClockStep(ctx, step)
+		}
+		last = now
 		s.reap(ctx)
 		if time.Since(pruned) >= pruneEvery {
 			s.prune(ctx)
@@ -202,6 +214,30 @@ func (s *Service) reap(ctx context.Context) {
 		}
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
 			slog.Error("reap sandbox", "sandbox", id, "err", err)
+		}
+	}
+}
+
+// clockStep is the smallest difference between wall and monotonic time
+// between two reaper ticks that counts as the wall clock being stepped.
+const clockStep = 2 * time.Second
+
+// followClockStep moves the expiry of every live sandbox by step.
+func (s *Service) followClockStep(ctx context.Context, step time.Duration) {
+	slog.Warn("the wall clock was stepped; moving sandbox expiries with it", "step", step.String())
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.live))
+	for id := range s.live {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		_, err := s.updateRunning(ctx, id, "expiry after a clock step", func(rec *store.Sandbox) bool {
+			rec.ExpiresAt = rec.ExpiresAt.Add(step)
+			return true
+		})
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			slog.Error("move expiry after a clock step", "sandbox", id, "err", err)
 		}
 	}
 }
