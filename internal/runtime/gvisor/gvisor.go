@@ -202,6 +202,11 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if !idPattern.MatchString(id) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
+	// A runsc command for id may still be running, started by a spaced
+	// that was killed in the middle of a create (runsc runs in its own
+	// process group and outlives it): let it finish first, or the
+	// sandbox it makes would appear after this teardown, owned by nobody.
+	r.waitCommands(ctx, id, 30*time.Second)
 	var errs []error
 	// runsc holds a container exactly when its state file exists; a failed
 	// delete matters only if the container is still there afterwards.
@@ -386,4 +391,36 @@ func (r *Runtime) run(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("runsc %s: %w: %s", args[len(args)-2], err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// waitCommands waits (up to timeout) until no runsc command for sandbox id
+// under this driver's root is running: a command line with our --root and
+// id as its last argument (the sandbox and gofer processes, named
+// runsc-sandbox and runsc-gofer, are not commands).
+func (r *Runtime) waitCommands(ctx context.Context, id string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for r.commandRunning(id) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *Runtime) commandRunning(id string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	root := r.cfg.rootDir()
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if len(args) < 3 || args[len(args)-1] != id || filepath.Base(args[0]) != filepath.Base(r.cfg.Runsc) {
+			continue
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "--root" && args[i+1] == root {
+				return true
+			}
+		}
+	}
+	return false
 }
