@@ -75,7 +75,7 @@ func TestPauseFaultStoreGoesAway(t *testing.T) {
 	n := count(t, d, sb.ID)
 	startBigState(t, d, sb.ID)
 
-	whenImageGrows(d, 150<<20, time.Minute, s3.stop)
+	whenImageGrows(d, 150<<20, time.Minute, s3.Stop)
 	resp, body := do(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/pause", nil, nil)
 	e := wantError(t, resp, body, 503, "unavailable")
 	t.Logf("pause with the store gone: %d %s", resp.StatusCode, e.Error.Message)
@@ -84,7 +84,7 @@ func TestPauseFaultStoreGoesAway(t *testing.T) {
 	}
 	stillRunning(t, d, sb.ID, n+1)
 
-	s3.start(t)
+	s3.Start(t)
 	if _, err := d.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID); err != nil {
 		t.Fatalf("pause once the store is back: %v", err)
 	}

@@ -6,101 +6,40 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/blobstore/blobstoretest"
 )
 
 // Pause, resume (here and on a second spaced sharing the object store),
 // fork, disk snapshots, customer keys and the faults around them, against
 // real runsc and a real S3 server (versitygw).
 
-const (
-	s3Access = "spacee2e"
-	s3Secret = "spacee2e-secret"
-	s3Bucket = "space"
-)
-
-// s3Server is versitygw over a local directory: the bucket is a directory,
-// so a test can read the bytes at rest.
-type s3Server struct {
-	bin, dir, addr string
-	mu             sync.Mutex
-	cmd            *exec.Cmd
-}
-
-func startS3(t *testing.T) *s3Server {
-	t.Helper()
-	bin := envOr("SPACE_VERSITYGW", "/usr/local/lib/space/bin/versitygw")
-	if !exists(bin) {
-		t.Skipf("versitygw not found at %s (run scripts/install-versitygw.sh)", bin)
-	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &s3Server{bin: bin, dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", port)}
-	if err := os.Mkdir(filepath.Join(s.dir, s3Bucket), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s.start(t)
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *s3Server) start(t *testing.T) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cmd = exec.Command(s.bin, "--access", s3Access, "--secret", s3Secret, "--port", s.addr, "posix", s.dir)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitFor(10*time.Second, func() bool {
-		c, err := net.Dial("tcp", s.addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}) {
-		t.Fatalf("versitygw did not listen on %s", s.addr)
-	}
-}
-
-func (s *s3Server) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd = nil
-	}
-}
-
-// env is the daemon environment that points spaced at this server, with
-// the platform key in keyFile (nodes sharing a store share the key).
-func (s *s3Server) env(keyFile string) []string {
+// s3Env is the daemon environment that points spaced at v, with the
+// platform key in keyFile (nodes sharing a store share the key).
+func s3Env(v *blobstoretest.Versity, keyFile string) []string {
+	o := v.Options()
 	return []string{
-		"SPACE_OBJECT_STORE=s3://" + s3Bucket,
-		"SPACE_S3_ENDPOINT=http://" + s.addr,
-		"SPACE_S3_ACCESS_KEY=" + s3Access,
-		"SPACE_S3_SECRET_KEY=" + s3Secret,
+		"SPACE_OBJECT_STORE=s3://" + o.Bucket,
+		"SPACE_S3_ENDPOINT=" + o.Endpoint,
+		"SPACE_S3_ACCESS_KEY=" + o.AccessKey,
+		"SPACE_S3_SECRET_KEY=" + o.SecretKey,
 		"SPACE_PLATFORM_KEY_FILE=" + keyFile,
 	}
 }
 
-// contains reports whether any stored object holds marker.
-func (s *s3Server) contains(t *testing.T, marker []byte) []string {
+// atRest lists the stored objects of v (its bucket is a directory) that
+// hold marker.
+func atRest(v *blobstoretest.Versity, marker []byte) []string {
 	var hits []string
-	filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(v.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, marker) {
 				hits = append(hits, p)
@@ -112,16 +51,16 @@ func (s *s3Server) contains(t *testing.T, marker []byte) []string {
 }
 
 // checkpointNodes starts an S3 server and spaced daemons sharing it.
-func checkpointNodes(t *testing.T, cidrs ...string) (*s3Server, []*daemon) {
+func checkpointNodes(t *testing.T, cidrs ...string) (*blobstoretest.Versity, []*daemon) {
 	t.Helper()
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	s3 := startS3(t)
+	s3 := blobstoretest.StartVersity(t)
 	keyFile := filepath.Join(t.TempDir(), "platform.json")
 	var ds []*daemon
 	for i, cidr := range cidrs {
-		d, err := startDaemon(daemonOptions{name: "ckpt" + strconv.Itoa(i), cidr: cidr, noPool: true, env: s3.env(keyFile)})
+		d, err := startDaemon(daemonOptions{name: "ckpt" + strconv.Itoa(i), cidr: cidr, noPool: true, env: s3Env(s3, keyFile)})
 		if err != nil {
 			if d != nil {
 				t.Log(d.logTail(40))
@@ -202,7 +141,7 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 		if left := hostLeftovers(a, sb.ID); len(left) > 0 {
 			t.Errorf("cycle %d: a paused sandbox holds host resources: %v", cycle, left)
 		}
-		if hits := s3.contains(t, []byte(marker)); len(hits) > 0 {
+		if hits := atRest(s3, []byte(marker)); len(hits) > 0 {
 			t.Errorf("cycle %d: plaintext marker found at rest in %v", cycle, hits)
 		}
 		if _, err := a.c.ResumeSandbox(ctxT(t, 2*time.Minute), sb.ID, 600); err != nil {
@@ -386,7 +325,7 @@ func TestCustomerKey(t *testing.T) {
 	if _, err := d.c.PauseSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if hits := s3.contains(t, []byte(marker)); len(hits) > 0 {
+	if hits := atRest(s3, []byte(marker)); len(hits) > 0 {
 		t.Fatalf("plaintext marker at rest: %v", hits)
 	}
 

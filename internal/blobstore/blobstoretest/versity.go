@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,15 +17,20 @@ import (
 // is not installed (scripts/install-versitygw.sh).
 type Versity struct {
 	Addr string
-	bin  string
-	dir  string
-	cmd  *exec.Cmd
+	// Dir holds the bucket as a directory: tests read the bytes at rest.
+	Dir string
+	bin string
+
+	mu  sync.Mutex // Start and Stop may run on different goroutines
+	cmd *exec.Cmd
 }
+
+// VersityBucket is the bucket StartVersity makes.
+const VersityBucket = "space"
 
 const (
 	versityAccess = "spacetest"
 	versitySecret = "spacetest-secret"
-	versityBucket = "space"
 )
 
 // StartVersity starts a server with an empty bucket; it stops at cleanup.
@@ -45,8 +51,8 @@ func StartVersity(t *testing.T) *Versity {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	v := &Versity{Addr: addr, bin: bin, dir: t.TempDir()}
-	if err := os.Mkdir(v.dir+"/"+versityBucket, 0o755); err != nil { // a bucket is a directory
+	v := &Versity{Addr: addr, bin: bin, Dir: t.TempDir()}
+	if err := os.Mkdir(v.Dir+"/"+VersityBucket, 0o755); err != nil { // a bucket is a directory
 		t.Fatal(err)
 	}
 	v.Start(t)
@@ -57,7 +63,9 @@ func StartVersity(t *testing.T) *Versity {
 // Start (re)starts the server on the same address and directory.
 func (v *Versity) Start(t *testing.T) {
 	t.Helper()
-	v.cmd = exec.Command(v.bin, "--access", versityAccess, "--secret", versitySecret, "--port", v.Addr, "posix", v.dir)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.cmd = exec.Command(v.bin, "--access", versityAccess, "--secret", versitySecret, "--port", v.Addr, "posix", v.Dir)
 	v.cmd.Stdout, v.cmd.Stderr = io.Discard, io.Discard
 	if err := v.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -73,6 +81,8 @@ func (v *Versity) Start(t *testing.T) {
 
 // Stop kills the server; it is safe to call twice.
 func (v *Versity) Stop() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.cmd != nil && v.cmd.Process != nil {
 		v.cmd.Process.Kill()
 		v.cmd.Wait()
@@ -80,14 +90,19 @@ func (v *Versity) Stop() {
 	}
 }
 
-// Store returns a client of the server with short backoffs, so that tests
-// of an unreachable server fail fast.
+// Options are the server's endpoint, bucket and credentials, with short
+// backoffs so that tests of an unreachable server fail fast.
+func (v *Versity) Options() blobstore.S3Options {
+	return blobstore.S3Options{
+		Endpoint: "http://" + v.Addr, Bucket: VersityBucket, AccessKey: versityAccess, SecretKey: versitySecret,
+		MaxBackoff: 200 * time.Millisecond,
+	}
+}
+
+// Store returns a client of the server with Options.
 func (v *Versity) Store(t *testing.T) *blobstore.S3 {
 	t.Helper()
-	s, err := blobstore.NewS3(blobstore.S3Options{
-		Endpoint: "http://" + v.Addr, Bucket: versityBucket, AccessKey: versityAccess, SecretKey: versitySecret,
-		MaxBackoff: 200 * time.Millisecond,
-	})
+	s, err := blobstore.NewS3(v.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
