@@ -33,12 +33,10 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 		if v2 {
 			timeout = defaultTimeoutV2
 		}
-		if req.Timeout != nil {
-			if !validSeconds(*req.Timeout) {
-				writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
-				return
-			}
-			timeout = time.Duration(*req.Timeout) * time.Second
+		var ok bool
+		if timeout, ok = timeoutOr(req.Timeout, timeout); !ok {
+			writeStatus(w, http.StatusBadRequest, badTimeout)
+			return
 		}
 		// v2 is always secured; v1 only when secure is not explicitly false.
 		secure := v2 || req.Secure == nil || *req.Secure
@@ -182,15 +180,16 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if req.Timeout == nil || !validSeconds(*req.Timeout) {
-		writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+	d, ok := timeoutOr(req.Timeout, 0)
+	if req.Timeout == nil || !ok {
+		writeStatus(w, http.StatusBadRequest, badTimeout)
 		return
 	}
 	if _, err := s.running(r, id); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := s.opts.Sandboxes.SetTimeout(r.Context(), id, time.Duration(*req.Timeout)*time.Second); err != nil {
+	if _, err := s.opts.Sandboxes.SetTimeout(r.Context(), id, d); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -243,12 +242,10 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			return
 		}
 		d := defaultConnectTimeout
-		if req.Timeout != nil {
-			if !validSeconds(*req.Timeout) {
-				writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
-				return
-			}
-			d = time.Duration(*req.Timeout) * time.Second
+		var ok bool
+		if d, ok = timeoutOr(req.Timeout, d); !ok {
+			writeStatus(w, http.StatusBadRequest, badTimeout)
+			return
 		}
 		status := http.StatusOK
 		if _, err := s.running(r, id); err != nil {
@@ -313,12 +310,10 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := defaultTimeoutV1
-	if req.Timeout != nil {
-		if !validSeconds(*req.Timeout) {
-			writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
-			return
-		}
-		d = time.Duration(*req.Timeout) * time.Second
+	var ok bool
+	if d, ok = timeoutOr(req.Timeout, d); !ok {
+		writeStatus(w, http.StatusBadRequest, badTimeout)
+		return
 	}
 	if _, err := s.running(r, id); err == nil {
 		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already running")
@@ -350,12 +345,10 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	if req.Count != nil {
 		count = *req.Count
 	}
-	if req.Timeout != nil {
-		if !validSeconds(*req.Timeout) {
-			writeStatus(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
-			return
-		}
-		d = time.Duration(*req.Timeout) * time.Second
+	var ok bool
+	if d, ok = timeoutOr(req.Timeout, d); !ok {
+		writeStatus(w, http.StatusBadRequest, badTimeout)
+		return
 	}
 	if _, err := s.running(r, id); err != nil {
 		writeError(w, r, err)
@@ -490,8 +483,20 @@ func privatePorts(p *sandbox.NetworkPolicy) bool {
 	return p != nil && p.AllowPublicTraffic != nil && !*p.AllowPublicTraffic
 }
 
-// validSeconds accepts a positive count of seconds that a time.Duration
-// holds (a larger one would wrap round to a small or negative duration).
-func validSeconds(n int) bool {
-	return n > 0 && int64(n) <= math.MaxInt64/int64(time.Second)
+// badTimeout answers a timeout that is not a usable count of seconds.
+const badTimeout = "timeout must be a positive number of seconds"
+
+// timeoutOr is the timeout a request asks for in seconds, or def when it
+// names none. ok is false for a count that is not positive or that a
+// time.Duration cannot hold (it would wrap round to a short or negative
+// duration).
+func timeoutOr(seconds *int, def time.Duration) (d time.Duration, ok bool) {
+	if seconds == nil {
+		return def, true
+	}
+	n := *seconds
+	if n <= 0 || int64(n) > math.MaxInt64/int64(time.Second) {
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
 }
