@@ -54,7 +54,14 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("runtime dir: %w", err)
 		}
 	}
-	return &Runtime{cfg: cfg}, nil
+	r := &Runtime{cfg: cfg}
+	// A runsc command may still be running under this root, started by a
+	// spaced killed in the middle of a create (runsc runs in its own
+	// process group and outlives it). Let it finish before anything looks
+	// at the root, or the sandbox it makes would appear after the
+	// restart's teardown, owned by nobody.
+	r.waitCommands(30 * time.Second)
+	return r, nil
 }
 
 func (c Config) rootDir() string      { return filepath.Join(c.Dir, "runsc") }
@@ -202,11 +209,6 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if !idPattern.MatchString(id) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
-	// A runsc command for id may still be running, started by a spaced
-	// that was killed in the middle of a create (runsc runs in its own
-	// process group and outlives it): let it finish first, or the
-	// sandbox it makes would appear after this teardown, owned by nobody.
-	r.waitCommands(ctx, id, 30*time.Second)
 	var errs []error
 	// runsc holds a container exactly when its state file exists; a failed
 	// delete matters only if the container is still there afterwards.
@@ -393,18 +395,18 @@ func (r *Runtime) run(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// waitCommands waits (up to timeout) until no runsc command for sandbox id
-// under this driver's root is running: a command line with our --root and
-// id as its last argument (the sandbox and gofer processes, named
-// runsc-sandbox and runsc-gofer, are not commands).
-func (r *Runtime) waitCommands(ctx context.Context, id string, timeout time.Duration) {
+// waitCommands waits (up to timeout) until no runsc command under this
+// driver's root is running: a command line of our runsc with our --root
+// (the sandbox and gofer processes, named runsc-sandbox and runsc-gofer,
+// are not commands).
+func (r *Runtime) waitCommands(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
-	for r.commandRunning(id) && time.Now().Before(deadline) && ctx.Err() == nil {
+	for r.commandRunning() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func (r *Runtime) commandRunning(id string) bool {
+func (r *Runtime) commandRunning() bool {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	root := r.cfg.rootDir()
 	for _, p := range procs {
@@ -413,7 +415,7 @@ func (r *Runtime) commandRunning(id string) bool {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if len(args) < 3 || args[len(args)-1] != id || filepath.Base(args[0]) != filepath.Base(r.cfg.Runsc) {
+		if filepath.Base(args[0]) != filepath.Base(r.cfg.Runsc) {
 			continue
 		}
 		for i := 0; i+1 < len(args); i++ {
