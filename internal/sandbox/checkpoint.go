@@ -352,7 +352,8 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
 	}
 	undo.add("detach network", func() error { return network.Detach(ep) })
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, m, dir, st.AccessToken, &undo)
+	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, st.AccessToken, &undo)
 	if err != nil {
 		return nil, err
 	}
@@ -390,13 +391,13 @@ func (s *Service) checkRestorable(m *checkpoint.Manifest) (string, error) {
 
 // restoreInto restores the image in dir as sandbox id on ep and waits for
 // its agent, which still holds token. It pushes its undo steps.
-func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, m *checkpoint.Manifest, dir, token string, undo *cleanup) (*AgentConn, error) {
+func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, dir, token string, undo *cleanup) (*AgentConn, error) {
 	cp, _ := s.rt.(runtime.Checkpointer)
 	spec := runtime.Spec{
 		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
 		Args:   []string{"/usr/local/bin/space-agent"},
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Limits: runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses},
+		Limits: limits,
 	}
 	if err := cp.Restore(ctx, spec, dir); err != nil {
 		return nil, err
@@ -489,14 +490,13 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if err != nil {
 		return nil, err
 	}
-	m := &checkpoint.Manifest{Limits: checkpoint.Limits{CPU: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcesses: parent.MaxProcs}}
 	metadata := parent.Metadata
 	if req.Metadata != nil {
 		metadata = req.Metadata
 	}
 	var out []*Sandbox
 	for range req.Count {
-		sb, err := s.forkOne(ctx, &parent, rootfs, m, dir, metadata, req.Timeout)
+		sb, err := s.forkOne(ctx, &parent, rootfs, dir, metadata, req.Timeout)
 		if err != nil {
 			// The forks made so far are the caller's; say how many.
 			return out, fmt.Errorf("fork %d of %d: %w", len(out)+1, req.Count, err)
@@ -506,7 +506,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	return out, nil
 }
 
-func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs string, m *checkpoint.Manifest, dir string, metadata map[string]string, timeout time.Duration) (_ *Sandbox, err error) {
+func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, dir string, metadata map[string]string, timeout time.Duration) (_ *Sandbox, err error) {
 	ctx = context.WithoutCancel(ctx)
 	rec := &store.Sandbox{
 		ID: newID(), Template: parent.Template, Image: parent.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
@@ -526,7 +526,8 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs str
 	}
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
 	undo.add("detach network", func() error { return network.Detach(ep) })
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, m, dir, parent.AccessToken, &undo)
+	limits := runtime.Limits{CPUs: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcs: parent.MaxProcs}
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, parent.AccessToken, &undo)
 	if err != nil {
 		return nil, err
 	}
