@@ -269,6 +269,10 @@ else
   log "agent: made image $NAME with $AGENT (sha256 ${AGENT_SHA:0:12})"
 fi
 
+# cp -a keeps the recipe rootfs's mtime: stamp the image so "newest first" below means the
+# images used most recently, and never the one just made or chosen.
+touch -c -- "$IMAGE"
+
 # ---- 3. current symlink ------------------------------------------------------------
 if [ "$(readlink "$BASE/current" 2>/dev/null || true)" != "$NAME" ]; then
   ln -sfn "$NAME" "$BASE/.current.tmp.$$"
@@ -298,6 +302,7 @@ KEEP=$(ls -1dt "$BASE/rootfs-$H12"-a* 2>/dev/null | head -n "$KEEP_IMAGES" || tr
 for d in "$BASE"/rootfs-* "$BASE"/.tmp-*; do
   [ -d "$d" ] && [ ! -L "$d" ] || continue
   [ "$d" = "$ROOTFS" ] && continue
+  [ "$d" = "$IMAGE" ] && continue
   printf '%s\n' "$KEEP" | grep -qxF -- "$d" && continue
   case "$d" in "$BASE"/rootfs-*) [ "$KEEP_OLD" -eq 1 ] && continue ;; esac
   if dir_in_use "$d"; then
