@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spacesandbox/space/internal/agent"
 )
 
@@ -35,6 +37,15 @@ func main() {
 	// Read the boot token once and drop it so no child ever inherits it.
 	token := os.Getenv(agent.TokenEnv)
 	_ = os.Unsetenv(agent.TokenEnv)
+	// The boot token also stays in the environment the agent was started
+	// with (/proc/1/environ). Not dumpable, the agent's environ, memory and
+	// fds are closed even to root inside, which lacks CAP_SYS_PTRACE. (A
+	// child started as another user would make it so anyway: until its
+	// exec it shares the agent's mm, and its setuid clears the mm's
+	// dumpable flag; this makes it so from the start.)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("could not make the agent non-dumpable", "err", err)
+	}
 
 	cfg.BootToken = token
 	// As a sandbox's init, the agent inherits every orphan and reaps them

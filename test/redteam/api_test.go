@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,7 +30,7 @@ type cpFixture struct {
 	d       *daemon
 	a, b    *client.Sandbox
 	killed  string // id of a sandbox that was killed
-	bootTok string // the boot token read from /proc/1/environ in a
+	bootTok string // a's boot token, read from its OCI spec on the host
 }
 
 // noRedirect is a client that reports redirects instead of following them.
@@ -220,11 +221,15 @@ func tokenAttempts(f *cpFixture) []attempt {
 				}
 				return refused(401)(f.envd(n.ID, c.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil))
 			}},
-		attempt{id: "cp-boot-token", category: "control-plane", stops: "Init replaces the boot token with the access token; the agent accepts only the current one",
-			desc: "read the boot token from the agent's /proc/1/environ inside and use it through the proxy and directly at 127.0.0.1:49983",
+		attempt{id: "cp-boot-token", category: "control-plane", stops: "the agent is not dumpable (its environ is closed to root without CAP_SYS_PTRACE); boot's Init replaced the boot token, and the agent accepts only the current one",
+			desc: "as root, read the boot token from the agent's /proc/1/environ; then use it (taken from the host) through the proxy and directly at 127.0.0.1:49983",
 			run: func(t *testing.T) error {
 				if f.bootTok == "" {
-					return fmt.Errorf("no boot token found in /proc/1/environ (the attempt could not run)")
+					return fmt.Errorf("no boot token in the sandbox's OCI spec (the attempt could not run)")
+				}
+				r := run(t, f.d, f.a.ID, client.CommandRequest{Cmd: "cat /proc/1/environ", User: "root"})
+				if r.Exit.Code() == 0 || strings.Contains(r.Stdout, f.bootTok) {
+					return fmt.Errorf("root inside read the agent's environment: %q", r.Stdout)
 				}
 				if err := denied(f.envd(f.a.ID, f.bootTok, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
 					return fmt.Errorf("through the proxy: %w", err)
@@ -498,9 +503,23 @@ func newCPFixture(t *testing.T, d *daemon) *cpFixture {
 		t.Fatal(err)
 	}
 	f.killed = k.ID
-	env := sh(t, d, f.a.ID, "root", "tr '\\0' '\\n' < /proc/1/environ")
-	for _, l := range strings.Split(env, "\n") {
-		if v, ok := strings.CutPrefix(l, "SPACE_AGENT_TOKEN="); ok {
+	// The agent is not dumpable, so even root inside cannot read the boot
+	// token from /proc/1/environ (cp-boot-token checks that); the test
+	// reads it where spaced wrote it, the sandbox's OCI spec on the host.
+	data, err := os.ReadFile(filepath.Join(d.dataDir, "sandboxes", f.a.ID, "bundle", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Process struct {
+			Env []string `json:"env"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range spec.Process.Env {
+		if v, ok := strings.CutPrefix(kv, "SPACE_AGENT_TOKEN="); ok {
 			f.bootTok = v
 		}
 	}
