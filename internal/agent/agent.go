@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,6 +60,9 @@ type Server struct {
 	procs   *process.Service
 	fs      *files.Service
 	handler http.Handler
+	// warm starts the process warm-up once, after the first Init: not
+	// while the sandbox boots, when it would only slow the boot down.
+	warm sync.Once
 }
 
 // New builds the agent from cfg.

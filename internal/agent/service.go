@@ -54,6 +54,7 @@ func (a *agentService) Init(ctx context.Context, req *connect.Request[agentv1.In
 		return nil, connect.NewError(connect.CodeInternal, errors.New("cannot persist state"))
 	}
 	a.s.log.Info("initialised", "default_user", next.DefaultUser, "default_workdir", next.DefaultWorkdir, "env_vars", len(next.EnvVars))
+	a.s.warm.Do(func() { go a.s.procs.WarmUp(a.s.log) })
 	return connect.NewResponse(&agentv1.InitResponse{Version: Version}), nil
 }
 

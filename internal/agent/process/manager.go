@@ -75,6 +75,9 @@ type Spec struct {
 	Dir string
 	// Timeout kills the process group after this long; 0 means never.
 	Timeout time.Duration
+	// Hidden keeps the process out of the registry: no caller can find,
+	// list, signal or attach to it (the agent's own warm-up).
+	Hidden bool
 }
 
 // Start starts a process; its start event is buffered before Start returns.
@@ -97,7 +100,7 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 	}
 	cmd.SysProcAttr = attr
 
-	p := &Proc{tag: spec.Tag, config: spec.Config, cmd: cmd, buf: newBuffer(m.opts.BufferBytes), done: make(chan struct{})}
+	p := &Proc{tag: spec.Tag, config: spec.Config, cmd: cmd, buf: newBuffer(m.opts.BufferBytes), done: make(chan struct{}), hidden: spec.Hidden}
 	var readers []*os.File
 	var pumps sync.WaitGroup
 	// Between the fork and the registration the child is not yet known as
@@ -142,6 +145,9 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 func (p *Proc) register(m *Manager) {
 	p.pid = uint32(p.cmd.Process.Pid)
 	p.buf.add(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: p.pid}}}, 0)
+	if p.hidden {
+		return
+	}
 	m.mu.Lock()
 	m.procs[p.pid] = p
 	m.mu.Unlock()
@@ -221,6 +227,9 @@ func ptyData(b []byte) *process.ProcessEvent_DataEvent {
 // exitedProc records p as exited and evicts what is too old or too many.
 func (m *Manager) exitedProc(p *Proc) {
 	m.log.Info("process ended", "pid", p.pid)
+	if p.hidden {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.exited = append(m.exited, p)

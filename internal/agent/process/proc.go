@@ -43,6 +43,7 @@ type Proc struct {
 	endedAt time.Time
 	kill    *time.Timer
 	done    chan struct{}
+	hidden  bool // not in the registry (see Spec.Hidden)
 }
 
 // Pid is the process id.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/api/envd/process/processconnect"
@@ -292,4 +293,30 @@ func trimKind(err error) error {
 		}
 	}
 	return err
+}
+
+// WarmUp runs the shell once the way a caller's command runs, kept out of
+// the registry. Inside gVisor a sandbox's first process pays one-time costs
+// (the agent's exec and streaming code and the shell's and libc's pages
+// faulted in for the first time in this sandbox); a warm-up once the
+// sandbox has booted keeps them off its first real command.
+func (s *Service) WarmUp(log interface{ Warn(string, ...any) }) {
+	d := s.defaults()
+	u, err := users.Resolve("", http.Header{}, d)
+	if err != nil {
+		log.Warn("warm-up command", "err", err)
+		return
+	}
+	p, err := s.m.Start(Spec{
+		Config: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "true"}},
+		User:   u, Env: buildEnv(u, d.Env, nil), Dir: "/", Timeout: 10 * time.Second, Hidden: true,
+	})
+	if err != nil {
+		log.Warn("warm-up command", "err", err)
+		return
+	}
+	_ = p.Follow(context.Background(), 0, 0, func(e Event) error {
+		_, err := protojson.Marshal(e.Event)
+		return err
+	})
 }
