@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ type Config struct {
 	Pools []PoolConfig
 	// PoolBoots bounds how many pool sandboxes boot at the same time.
 	PoolBoots int
+	// MaxBoots bounds how many sandboxes creates boot at the same time
+	// (cold creates, when no pool serves them); more wait their turn.
+	MaxBoots int
 	// DebugAddr, when set, serves net/http/pprof there (keep it on loopback).
 	DebugAddr string
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
@@ -129,6 +133,7 @@ func Default() Config {
 		AgentBootTimeout:    15 * time.Second,
 		Pools:               []PoolConfig{{Template: "base", Min: 2, Max: 8}},
 		PoolBoots:           1,
+		MaxBoots:            max(4, 2*goruntime.NumCPU()),
 		PausedRetention:     30 * 24 * time.Hour,
 	}
 }
@@ -217,6 +222,13 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		}
 		c.PoolBoots = n
 	}
+	if v := getenv("SPACE_MAX_BOOTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			return fmt.Errorf("SPACE_MAX_BOOTS must be an integer from 1 to 1024")
+		}
+		c.MaxBoots = n
+	}
 	if v := getenv("SPACE_PAUSED_RETENTION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -278,6 +290,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("default timeout %s must be in (0, %s]", c.DefaultTimeout, c.MaxTimeout)
 	case c.AgentBootTimeout <= 0:
 		return fmt.Errorf("agent boot timeout must be positive")
+	case c.MaxBoots < 1:
+		return fmt.Errorf("max boots must be at least 1")
 	case c.DefaultCPU < 1 || c.DefaultMemoryMB < 64 || c.DefaultDiskMB < 16 || c.DefaultMaxProcesses < 16:
 		return fmt.Errorf("default limits are too small")
 	case c.PausedRetention < time.Hour:

@@ -103,6 +103,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		AgentBootTimeout: cfg.AgentBootTimeout,
 		Pools:            pools(cfg.Pools),
 		PoolBoots:        cfg.PoolBoots,
+		MaxBoots:         cfg.MaxBoots,
 		Checkpoints:      checkpoint.NewRepo(objects, keys),
 		Keys:             keys,
 		ImagesDir:        imagesDir,

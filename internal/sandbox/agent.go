@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -25,7 +26,7 @@ const AgentPort = 49983
 type AgentConn struct {
 	// BaseURL is http://<sandbox address>:49983.
 	BaseURL    string
-	token      string
+	token      *atomic.Pointer[string]
 	HTTP       *http.Client
 	Agent      agentv1connect.AgentClient
 	Process    processconnect.ProcessClient
@@ -91,6 +92,8 @@ func (a *AgentConn) Close() { a.conns.closeAll() }
 
 func newAgentConn(addr netip.Addr, token string) *AgentConn {
 	base := fmt.Sprintf("http://%s", netip.AddrPortFrom(addr, AgentPort))
+	tok := &atomic.Pointer[string]{}
+	tok.Store(&token)
 	conns := &connSet{conns: map[net.Conn]struct{}{}}
 	// One transport per sandbox: no overall timeout, because streams are
 	// long; dials are bounded.
@@ -100,11 +103,11 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	hc := &http.Client{Transport: tokenTransport{token: token, next: transport}}
+	hc := &http.Client{Transport: tokenTransport{token: tok, next: transport}}
 	opts := []connect.ClientOption{connect.WithProtoJSON()}
 	return &AgentConn{
 		BaseURL:    base,
-		token:      token,
+		token:      tok,
 		HTTP:       hc,
 		Agent:      agentv1connect.NewAgentClient(hc, base, opts...),
 		Process:    processconnect.NewProcessClient(hc, base, opts...),
@@ -113,15 +116,20 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 	}
 }
 
+// setToken makes later requests send token, over the same connections:
+// after boot's Init replaced the boot token, the sandbox's first command
+// finds a warm connection instead of dialling through its netstack.
+func (a *AgentConn) setToken(token string) { a.token.Store(&token) }
+
 // tokenTransport adds the access token to every request to the agent.
 type tokenTransport struct {
-	token string
+	token *atomic.Pointer[string]
 	next  http.RoundTripper
 }
 
 func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("X-Access-Token", t.token)
+	r.Header.Set("X-Access-Token", *t.token.Load())
 	return t.next.RoundTrip(r)
 }
 

@@ -531,13 +531,14 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, di
 	if err != nil {
 		return nil, err
 	}
-	defer agent.Close()
 	// The fork's agent still answers to the parent's token: give it its
 	// own, and point its resolver at its own gateway address.
 	token := newToken()
 	if err := s.initRestored(ctx, agent, token, parent.Env, ep); err != nil {
+		agent.Close()
 		return nil, err
 	}
+	agent.setToken(token)
 	now := time.Now().UTC()
 	rec.State, rec.AccessToken = store.StateRunning, token
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
@@ -545,10 +546,11 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, di
 	rec.OpenAccess, rec.Network, rec.Secrets = parent.OpenAccess, cloneNetwork(parent.Network), maps.Clone(parent.Secrets)
 	rec.AutoPause, rec.AutoResume = parent.AutoPause, parent.AutoResume
 	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
+		agent.Close()
 		return nil, fmt.Errorf("record forked sandbox: %w", err)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: rec, agent: newAgentConn(ep.SandboxIP, token), ep: ep}
+	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
 	s.mu.Unlock()
 	s.egressChanged()
 	log.Info("sandbox forked")

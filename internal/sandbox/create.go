@@ -62,7 +62,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			b.undo()
 		}
 	}
+	// Boots beyond MaxBoots wait: on a busy machine, many boots at once
+	// each take longer than they would one after another, and all of them
+	// run into the agent's boot timeout.
+	select {
+	case s.boots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to boot a sandbox")
+	}
 	b, err := s.boot(ctx, req.Template, image, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, diskImage, store.StateCreating)
+	<-s.boots
 	if err != nil {
 		s.metrics.createFailed()
 		return nil, err
@@ -90,9 +99,15 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	rec := &store.Sandbox{
 		ID: newID(), Template: template, Image: filepath.Base(rootfs), State: state, CreatedAt: time.Now().UTC(),
 		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB, MaxProcs: limits.MaxProcs,
-		// The boot token opens the agent until claim replaces it.
+		// The sandbox's own access token, given to the agent by boot's
+		// Init and to the one caller that claims the sandbox.
 		AccessToken: newToken(),
 	}
+	// The boot token opens the agent only until boot's Init: it is in the
+	// agent's environment (readable inside the sandbox as /proc/1/environ),
+	// so it must never be the token a caller is given. A crash before the
+	// Init leaves a record Recover tears down, so it is never stored.
+	bootToken := newToken()
 	log := slog.With("sandbox", rec.ID)
 	var undo cleanup
 	defer func() {
@@ -113,7 +128,7 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	spec := runtime.Spec{
 		ID: rec.ID, RootFS: rootfs, Netns: ep.NetnsPath,
 		Args:      []string{"/usr/local/bin/space-agent"},
-		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + rec.AccessToken},
+		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + bootToken},
 		Limits:    limits,
 		DiskImage: diskImage,
 	}
@@ -128,7 +143,12 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	}
 
 	tStart := time.Now()
-	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
+	agent := newAgentConn(ep.SandboxIP, bootToken)
+	defer func() {
+		if err != nil {
+			agent.Close()
+		}
+	}()
 	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
 	defer cancel()
 	alive := func() bool {
@@ -138,23 +158,24 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	if err := agent.waitHealthy(bootCtx, alive); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
 	}
-	// One cheap RPC while booting: the agent's first Connect call pays
-	// one-time costs (codecs, descriptors) that would otherwise land on
-	// the claim, the part of a create that callers wait for. It also
-	// points the sandbox's resolver at the gateway and installs the
-	// gateway's CA.
+	tHealthy := time.Now()
+	// Everything that does not depend on the caller is set while booting,
+	// off the claim's path: the sandbox's own access token (the boot token
+	// stops working), the default user, the resolver pointed at the
+	// gateway and the gateway's CA installed.
 	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
 		AccessToken: rec.AccessToken, DefaultUser: "user", Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
 	})); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
+	agent.setToken(rec.AccessToken)
 	log.Debug("sandbox booted", "state", state, "prepare_ms", tNet.Sub(start).Milliseconds(),
 		"runsc_create_ms", tCreate.Sub(tNet).Milliseconds(), "runsc_start_ms", tStart.Sub(tCreate).Milliseconds(),
-		"agent_ms", time.Since(tStart).Milliseconds())
+		"agent_health_ms", tHealthy.Sub(tStart).Milliseconds(), "agent_init_ms", time.Since(tHealthy).Milliseconds())
 
 	steps := undo
 	undo = cleanup{} // handed to the caller
-	return &booted{rec: rec, ep: ep, agent: agent, undo: func() { steps.run(log) }}, nil
+	return &booted{rec: rec, ep: ep, agent: agent, undo: func() { agent.Close(); steps.run(log) }}, nil
 }
 
 // recordAndAttach writes the record with a free slot and sets up the
@@ -183,40 +204,55 @@ func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *
 	}
 }
 
-// claim makes a booted sandbox the caller's: a fresh access token (the boot
-// token stops working), the caller's env vars, metadata and timeout, then
-// the record says running and the sandbox is live.
+// claim makes a booted sandbox the caller's: its env vars, metadata, timeout
+// and policy, then the record says running and the sandbox is live. The
+// sandbox's access token was made for it at boot and is given to this
+// caller only (a pooled sandbox is claimed once). The agent is told only
+// what depends on the caller, its env vars, and that runs while the record
+// is written; a create without env vars talks to the agent not at all.
 func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*Sandbox, error) {
 	start := time.Now()
-	token := newToken()
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := b.agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: token, EnvVars: req.Env, DefaultUser: "user",
-	})); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
+	// A pooled sandbox may have died while it waited (its sandbox
+	// process killed, out of memory): never hand it out.
+	if st, err := s.rt.State(ctx, b.rec.ID); err != nil || st != runtime.StateRunning {
+		return nil, errdefs.New(errdefs.ErrUnavailable, "sandbox %s is not running (state %v, %v)", b.rec.ID, st, err)
 	}
-	tInit := time.Now()
+	initDone := make(chan error, 1)
+	if len(req.Env) > 0 {
+		go func() {
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := b.agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+				AccessToken: b.rec.AccessToken, EnvVars: req.Env, DefaultUser: "user",
+			}))
+			initDone <- err
+		}()
+	} else {
+		initDone <- nil
+	}
 	now := time.Now().UTC()
 	rec := *b.rec
 	rec.State = store.StateRunning
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
-	rec.Env, rec.Metadata, rec.AccessToken = req.Env, req.Metadata, token
-	rec.OpenAccess, rec.Network = req.OpenAccess, cloneNetwork(req.Network)
+	rec.Env, rec.Metadata = req.Env, req.Metadata
 	rec.AutoPause, rec.AutoResume, rec.KeyID = req.AutoPause, req.AutoResume, req.KeyID
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
 	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
-	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
-		return nil, fmt.Errorf("record running sandbox: %w", err)
+	storeErr := s.store.UpdateSandbox(ctx, &rec)
+	tRecord := time.Now()
+	if err := <-initDone; err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
+	}
+	if storeErr != nil {
+		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: &rec, agent: newAgentConn(b.ep.SandboxIP, token), ep: b.ep}
+	s.live[rec.ID] = &entry{rec: &rec, agent: b.agent, ep: b.ep}
 	s.mu.Unlock()
 	s.egressChanged()
-	b.agent.Close() // the boot token's connection is of no more use
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
-	slog.Debug("sandbox claimed", "sandbox", rec.ID, "init_ms", tInit.Sub(start).Milliseconds(), "record_ms", time.Since(tInit).Milliseconds())
+	slog.Debug("sandbox claimed", "sandbox", rec.ID, "record_ms", tRecord.Sub(start).Milliseconds(), "total_ms", time.Since(start).Milliseconds())
 	out := fromRecord(&rec)
-	out.AccessToken = token
+	out.AccessToken = rec.AccessToken
 	return out, nil
 }

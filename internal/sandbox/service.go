@@ -37,6 +37,9 @@ type Config struct {
 	Pools []PoolConfig
 	// PoolBoots bounds how many pool sandboxes boot at once, across pools.
 	PoolBoots int
+	// MaxBoots bounds how many sandboxes creates boot at once; more wait
+	// their turn (a boot that waits does not spend its boot timeout).
+	MaxBoots int
 	// Checkpoints is where checkpoints and disk snapshots are stored; nil
 	// turns pause, resume, fork and snapshots off.
 	Checkpoints *checkpoint.Repo
@@ -69,6 +72,9 @@ type Service struct {
 	// pausedLocks serialise resume and delete of paused sandboxes.
 	pausedLocks keyedMutex
 
+	// boots holds a token per create booting a sandbox (MaxBoots).
+	boots chan struct{}
+
 	pools     map[string]*pool
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
@@ -98,10 +104,13 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.PoolBoots == 0 {
 		cfg.PoolBoots = 1
 	}
+	if cfg.MaxBoots == 0 {
+		cfg.MaxBoots = 4
+	}
 	if cfg.PausedRetention == 0 {
 		cfg.PausedRetention = 30 * 24 * time.Hour
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}, quarantine: map[int]time.Time{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc, cfg.Defaults)

@@ -122,9 +122,13 @@ func TestPoolCorrectness(t *testing.T) {
 		t.Fatalf("second caller sees the first one's state: %q", out)
 	}
 	// The first caller's token does not open the second's sandbox: every
-	// sandbox gets its own token at claim, never the boot token.
+	// sandbox has its own token, made for it at boot, and it is never the
+	// boot token (which stays in the agent's environment).
 	if b.AccessToken == a.AccessToken {
 		t.Fatal("two callers got the same access token")
+	}
+	if boot := bootToken(t, d, b.ID); boot == "" || boot == b.AccessToken {
+		t.Fatalf("the caller's access token is the boot token (or there is none: %q)", boot)
 	}
 }
 
@@ -223,4 +227,28 @@ func TestBenchQuick(t *testing.T) {
 	if _, ok := res["idle_mib_per_sandbox"]; !ok {
 		t.Error("figure idle_mib_per_sandbox missing")
 	}
+}
+
+// bootToken reads the boot token spaced gave sandbox id's agent from the
+// sandbox's OCI spec on the host.
+func bootToken(t *testing.T, d *daemon, id string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(d.dataDir, "sandboxes", id, "bundle", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Process struct {
+			Env []string `json:"env"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range spec.Process.Env {
+		if v, ok := strings.CutPrefix(kv, "SPACE_AGENT_TOKEN="); ok {
+			return v
+		}
+	}
+	return ""
 }
