@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -122,26 +123,39 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	}
 	r.BurstP50, r.BurstP95 = burst.Percentile(50), burst.Percentile(95)
 
-	logf("%d cold creates", cfg.Cold)
-	var cold Sample
+	// Cold creates boot while nothing else does: the burst above set the
+	// pool refilling, so wait until it stops growing (it is full). Raw
+	// runsc runs alternate with them, so both see the same machine.
+	waitPoolAtLeast(ctx, c, math.MaxInt32, 3*time.Minute)
+	var raw *rawRunsc
+	if cfg.Runsc != "" && cfg.RootFS != "" {
+		if raw, err = newRawRunsc(ctx, cfg.Runsc, cfg.RootFS); err != nil {
+			return nil, fmt.Errorf("raw runsc: %w", err)
+		}
+		defer raw.close()
+		logf("%d cold creates, each followed by a raw runsc create+start", cfg.Cold)
+	} else {
+		logf("%d cold creates", cfg.Cold)
+	}
+	var cold, rawRuns Sample
 	for range cfg.Cold {
 		d, err := createKill(ctx, c, false)
 		if err != nil {
 			return nil, fmt.Errorf("cold create: %w", err)
 		}
 		cold = append(cold, d)
+		if raw != nil {
+			d, err := raw.once(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("raw runsc: %w", err)
+			}
+			rawRuns = append(rawRuns, d)
+		}
 	}
 	r.ColdCreateP50 = cold.Percentile(50)
-	if cfg.Runsc != "" && cfg.RootFS != "" {
-		logf("%d raw runsc create+start", cfg.Cold)
-		raw, err := rawRunsc(ctx, cfg.Runsc, cfg.RootFS, cfg.Cold)
-		if err != nil {
-			return nil, fmt.Errorf("raw runsc: %w", err)
-		}
-		r.RawRunscP50 = raw.Percentile(50)
-		if r.RawRunscP50 > 0 {
-			r.ColdOverheadRatio = float64(int(r.ColdCreateP50/r.RawRunscP50*100)) / 100
-		}
+	if len(rawRuns) > 0 {
+		r.RawRunscP50 = rawRuns.Percentile(50)
+		r.ColdOverheadRatio = float64(int(r.ColdCreateP50/r.RawRunscP50*100)) / 100
 	}
 
 	logf("memory of %d idle sandboxes", cfg.Idle)

@@ -11,53 +11,68 @@ import (
 	"time"
 )
 
-// rawRunsc times a bare `runsc create` + `runsc start` of the template's
+// rawRunsc times bare `runsc create` + `runsc start` runs of the template's
 // root filesystem, with runsc's own default spec (sleep as init, no
 // network), the same platform and the same overlay as spaced uses: the
 // floor that spaced's cold create is compared against.
-func rawRunsc(ctx context.Context, runsc, rootfs string, n int) (Sample, error) {
+type rawRunsc struct {
+	runsc, dir, root, bundle string
+	runs                     int
+}
+
+func newRawRunsc(ctx context.Context, runsc, rootfs string) (_ *rawRunsc, err error) {
 	dir, err := os.MkdirTemp("", "space-bench-runsc-")
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(dir, "root")
+	r := &rawRunsc{runsc: runsc, dir: dir, root: filepath.Join(dir, "root"), bundle: filepath.Join(dir, "bundle")}
 	defer func() {
-		for syscall.Unmount(filepath.Join(root, "null-netns"), syscall.MNT_DETACH) == nil {
+		if err != nil {
+			r.close()
 		}
-		os.RemoveAll(dir)
 	}()
-	bundle := filepath.Join(dir, "bundle")
-	if err := os.MkdirAll(bundle, 0o700); err != nil {
+	if err := os.MkdirAll(r.bundle, 0o700); err != nil {
 		return nil, err
 	}
-	if out, err := exec.CommandContext(ctx, runsc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, runsc, "spec", "--bundle", r.bundle).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("runsc spec: %w: %s", err, out)
 	}
-	if err := patchSpec(filepath.Join(bundle, "config.json"), rootfs); err != nil {
+	if err := patchSpec(filepath.Join(r.bundle, "config.json"), rootfs); err != nil {
 		return nil, err
 	}
-	var s Sample
-	for i := range n + 1 {
-		id := fmt.Sprintf("spacebench%04d%d", i, time.Now().UnixNano()%100000)
-		flags := []string{"--root", root, "--platform", "systrap", "--network", "none",
-			"--overlay2", fmt.Sprintf("root:dir=%s,size=1024m", dir)}
-		// The sandbox inherits runsc's stdio: no pipes (they would never
-		// close), so errors are read from runsc's log instead.
-		flags = append(flags, "--log", filepath.Join(dir, "runsc.log"))
-		start := time.Now()
-		if err := exec.CommandContext(ctx, runsc, append(flags, "create", "--bundle", bundle, id)...).Run(); err != nil {
-			return nil, fmt.Errorf("runsc create: %w (see %s)", err, filepath.Join(dir, "runsc.log"))
-		}
-		if err := exec.CommandContext(ctx, runsc, append(flags, "start", id)...).Run(); err != nil {
-			return nil, fmt.Errorf("runsc start: %w", err)
-		}
-		d := time.Since(start)
-		exec.CommandContext(ctx, runsc, append(flags, "delete", "--force", id)...).Run()
-		if i > 0 { // the first run warms the page cache
-			s = append(s, d)
-		}
+	// The first run warms the page cache and is not counted.
+	if _, err := r.once(ctx); err != nil {
+		return nil, err
 	}
-	return s, nil
+	return r, nil
+}
+
+// once times one create+start, then deletes the sandbox.
+func (r *rawRunsc) once(ctx context.Context) (time.Duration, error) {
+	r.runs++
+	id := fmt.Sprintf("spacebench%04d%d", r.runs, time.Now().UnixNano()%100000)
+	flags := []string{"--root", r.root, "--platform", "systrap", "--network", "none",
+		"--overlay2", fmt.Sprintf("root:dir=%s,size=1024m", r.dir)}
+	// The sandbox inherits runsc's stdio: no pipes (they would never
+	// close), so errors are read from runsc's log instead.
+	logPath := filepath.Join(r.dir, "runsc.log")
+	flags = append(flags, "--log", logPath)
+	start := time.Now()
+	if err := exec.CommandContext(ctx, r.runsc, append(flags, "create", "--bundle", r.bundle, id)...).Run(); err != nil {
+		return 0, fmt.Errorf("runsc create: %w (see %s)", err, logPath)
+	}
+	if err := exec.CommandContext(ctx, r.runsc, append(flags, "start", id)...).Run(); err != nil {
+		return 0, fmt.Errorf("runsc start: %w", err)
+	}
+	d := time.Since(start)
+	exec.CommandContext(ctx, r.runsc, append(flags, "delete", "--force", id)...).Run()
+	return d, nil
+}
+
+func (r *rawRunsc) close() {
+	for syscall.Unmount(filepath.Join(r.root, "null-netns"), syscall.MNT_DETACH) == nil {
+	}
+	os.RemoveAll(r.dir)
 }
 
 func patchSpec(path, rootfs string) error {
