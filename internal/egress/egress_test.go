@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,9 +117,40 @@ func TestRuleset(t *testing.T) {
 			t.Errorf("ruleset lacks %q:\n%s", want, r)
 		}
 	}
-	set := egressSet("t", []netip.Addr{netip.MustParseAddr("10.243.0.2"), netip.MustParseAddr("10.243.0.6")})
-	if set != "flush set inet t egress\nadd element inet t egress { 10.243.0.2, 10.243.0.6 }\n" {
-		t.Errorf("egress set script %q", set)
+}
+
+func TestSetDiff(t *testing.T) {
+	set := func(s ...string) map[netip.Addr]bool {
+		m := map[netip.Addr]bool{}
+		for _, a := range s {
+			m[netip.MustParseAddr(a)] = true
+		}
+		return m
+	}
+	list := func(s ...string) []netip.Addr {
+		var l []netip.Addr
+		for _, a := range s {
+			l = append(l, netip.MustParseAddr(a))
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name       string
+		have, want map[netip.Addr]bool
+		add, del   []netip.Addr
+	}{
+		{"unknown, empty", nil, set(), nil, nil},
+		{"unknown: add all", nil, set("10.0.0.6", "10.0.0.2"), list("10.0.0.2", "10.0.0.6"), nil},
+		{"same", set("10.0.0.2"), set("10.0.0.2"), nil, nil},
+		{"one new", set("10.0.0.2"), set("10.0.0.2", "10.0.0.10"), list("10.0.0.10"), nil},
+		{"one gone", set("10.0.0.2", "10.0.0.10"), set("10.0.0.10"), nil, list("10.0.0.2")},
+		{"all gone", set("10.0.0.2", "10.0.0.3"), set(), nil, list("10.0.0.2", "10.0.0.3")},
+		{"both", set("10.0.0.2", "10.0.0.3"), set("10.0.0.3", "10.0.0.9", "10.0.0.4"), list("10.0.0.4", "10.0.0.9"), list("10.0.0.2")},
+	} {
+		add, del := setDiff(tc.have, tc.want)
+		if !slices.Equal(add, tc.add) || !slices.Equal(del, tc.del) {
+			t.Errorf("%s: add %v del %v, want add %v del %v", tc.name, add, del, tc.add, tc.del)
+		}
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -87,8 +86,9 @@ type Gateway struct {
 	ca       *authority
 	conns    connCount
 	wg       sync.WaitGroup
+	table    string // the daemon's nftables table (TableName)
 	setMu    sync.Mutex
-	lastSet  string // the egress set as last installed ("" before the first)
+	inSet    map[netip.Addr]bool // the kernel's egress set; nil: unknown, so replaced whole
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
@@ -106,6 +106,7 @@ func Start(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		ca:       ca,
 		cfg:      cfg,
+		table:    TableName(cfg.CIDR),
 		floor:    policy.NewFloor(append([]netip.Prefix{cfg.CIDR}, cfg.Floor...)...),
 		hostAddr: &hostAddrs{},
 		resolver: &resolver{upstream: cfg.Upstream},
@@ -132,7 +133,7 @@ func Start(cfg Config) (*Gateway, error) {
 	g.dnsUDP = &dns.Server{PacketConn: pc, Handler: handler}
 	g.dnsTCP = &dns.Server{Listener: dnsTCP, Handler: handler}
 	tcpPort := g.tcp.Addr().(*net.TCPAddr).Port
-	if err := installRules(ruleset(TableName(cfg.CIDR), cfg.IfPrefix, cfg.CIDR, tcpPort, dnsPort)); err != nil {
+	if err := installRules(ruleset(g.table, cfg.IfPrefix, cfg.CIDR, tcpPort, dnsPort)); err != nil {
 		g.tcp.Close()
 		pc.Close()
 		dnsTCP.Close()
@@ -146,7 +147,7 @@ func Start(cfg Config) (*Gateway, error) {
 		})
 	}
 	g.wg.Go(g.acceptLoop)
-	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", TableName(cfg.CIDR))
+	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", g.table)
 	return g, nil
 }
 
@@ -156,19 +157,31 @@ func Start(cfg Config) (*Gateway, error) {
 func (g *Gateway) Refresh() {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
-	addrs := g.cfg.EgressAddrs()
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	set := egressSet(TableName(g.cfg.CIDR), addrs)
+	want := map[netip.Addr]bool{}
+	for _, a := range g.cfg.EgressAddrs() {
+		want[a.Unmap()] = true
+	}
+	add, del := setDiff(g.inSet, want)
 	// Most changes (a sandbox with no egress created or ended) leave the
-	// set as it is: then there is no nft to run on the create's path.
-	if set == g.lastSet {
+	// set as it is: then there is nothing to write on the create's path.
+	if g.inSet != nil && len(add)+len(del) == 0 {
 		return
 	}
-	if err := installRules(set); err != nil {
+	err := writeEgressSet(g.table, g.inSet == nil, add, del)
+	if err != nil && g.inSet != nil {
+		// A failed batch changes nothing, but the kernel's set may not be
+		// what we think (a delete of an element it lacks fails the batch):
+		// replace it whole.
+		slog.Warn("egress: update the egress set; replacing it whole", "err", err)
+		add, _ = setDiff(nil, want)
+		err = writeEgressSet(g.table, true, add, nil)
+	}
+	if err != nil {
 		slog.Error("egress: refresh the egress set", "err", err)
+		g.inSet = nil
 		return
 	}
-	g.lastSet = set
+	g.inSet = want
 }
 
 // CAPEM is the interception CA's certificate, for sandboxes to trust.
