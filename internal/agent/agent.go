@@ -92,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 	s.fs = files.NewService(st.defaults, log)
 
 	mux := http.NewServeMux()
-	opts := []connect.HandlerOption{}
+	opts := []connect.HandlerOption{connect.WithCompressMinBytes(1024)}
 	mux.Handle(processconnect.NewProcessHandler(s.procs, opts...))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs, opts...))
 	mux.Handle(agentv1connect.NewAgentHandler(&agentService{s: s}, opts...))

@@ -136,7 +136,7 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 		p.kill = time.AfterFunc(spec.Timeout, func() { _ = p.Signal(syscall.SIGKILL) })
 		p.mu.Unlock()
 	}
-	m.log.Info("process started", "pid", p.pid, "cmd", spec.Config.GetCmd(), "user", userName(spec.User), "pty", spec.PTY != nil)
+	m.log.Debug("process started", "pid", p.pid, "cmd", spec.Config.GetCmd(), "user", userName(spec.User), "pty", spec.PTY != nil)
 	go p.wait(readers, &pumps, m.exitedProc)
 	return p, nil
 }
@@ -226,7 +226,7 @@ func ptyData(b []byte) *process.ProcessEvent_DataEvent {
 
 // exitedProc records p as exited and evicts what is too old or too many.
 func (m *Manager) exitedProc(p *Proc) {
-	m.log.Info("process ended", "pid", p.pid)
+	m.log.Debug("process ended", "pid", p.pid)
 	if p.hidden {
 		return
 	}
