@@ -125,7 +125,7 @@ func Default() Config {
 		SandboxCIDR:         netip.MustParsePrefix("10.240.0.0/16"),
 		DefaultTimeout:      300 * time.Second,
 		MaxTimeout:          24 * time.Hour,
-		DefaultCPU:          1,
+		DefaultCPU:          2,
 		DefaultMemoryMB:     512,
 		DefaultDiskMB:       1024,
 		DefaultMaxProcesses: 1024,
