@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/internal/agent/users"
@@ -155,11 +156,11 @@ func (p *Proc) register(m *Manager) {
 
 func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
 	cmd.SysProcAttr.Setpgid = true
-	outR, outW, err := os.Pipe()
+	outR, outW, err := pipe(true)
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := pipe(true)
 	if err != nil {
 		closeAll(outR, outW)
 		return nil, fmt.Errorf("stderr pipe: %w", err)
@@ -167,11 +168,14 @@ func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var inR, inW *os.File
 	if spec.Stdin {
-		if inR, inW, err = os.Pipe(); err != nil {
+		if inW, inR, err = pipe(false); err != nil {
 			closeAll(outR, outW, errR, errW)
 			return nil, fmt.Errorf("stdin pipe: %w", err)
 		}
 		cmd.Stdin = inR
+	} else if cmd.Stdin, err = devNull(); err != nil {
+		closeAll(outR, outW, errR, errW)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW, inR, inW)
@@ -182,6 +186,46 @@ func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
 		p.stdin = inW
 	}
 	return []*os.File{outR, errR}, nil
+}
+
+// pipe makes a pipe whose end in the agent (the read end when parentReads)
+// is non-blocking and served by Go's poller, and whose end for the child is
+// a plain blocking file. os.Pipe registers both ends with the poller and
+// exec then makes the child's end blocking again: about twice the
+// syscalls, and inside gVisor each one is a round trip to the sentry.
+func pipe(parentReads bool) (parent, child *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("pipe: %w", err)
+	}
+	mine, theirs := fds[0], fds[1]
+	if !parentReads {
+		mine, theirs = fds[1], fds[0]
+	}
+	if err := unix.SetNonblock(mine, true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("pipe: %w", err)
+	}
+	return os.NewFile(uintptr(mine), "|0"), os.NewFile(uintptr(theirs), "|1"), nil
+}
+
+var devNullFile struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+// devNull is the stdin of processes started without one, opened once
+// (os/exec would open it for every process).
+func devNull() (*os.File, error) {
+	devNullFile.once.Do(func() {
+		devNullFile.f, devNullFile.err = os.Open(os.DevNull)
+	})
+	if devNullFile.err != nil {
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, devNullFile.err)
+	}
+	return devNullFile.f, nil
 }
 
 func startPTY(cmd *exec.Cmd, spec Spec) (*os.File, error) {

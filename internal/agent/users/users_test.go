@@ -48,3 +48,22 @@ func TestResolve(t *testing.T) {
 		})
 	}
 }
+
+// Cached lookups answer like the first one, and callers own what they get.
+func TestLookupCached(t *testing.T) {
+	first, err := Lookup("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Groups = append(first.Groups[:0], 4242)
+	second, err := Lookup("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.UID != 0 || second.Home == "" || len(second.Groups) == 0 || second.Groups[0] == 4242 {
+		t.Fatalf("second lookup of root: %+v (a caller's change leaked into the cache?)", second)
+	}
+	if _, err := Lookup("no-such-user-here"); err == nil {
+		t.Fatal("lookup of a missing user succeeded")
+	}
+}
