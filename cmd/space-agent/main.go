@@ -59,7 +59,14 @@ func main() {
 		// Linux drops signals to an init that has no handler for them, but
 		// the Go runtime handles all of them and exits on SIGHUP, SIGQUIT
 		// and SIGABRT: `kill -HUP 1` inside would end the whole sandbox.
-		signal.Ignore(syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGABRT)
+		// They are caught and dropped, not ignored: an ignored signal
+		// stays ignored in every process the agent starts.
+		dropped := make(chan os.Signal, 8)
+		signal.Notify(dropped, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGABRT)
+		go func() {
+			for range dropped {
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -318,3 +318,24 @@ func TestReconnect(t *testing.T) {
 		t.Errorf("full replay of an ended command differs:\n%q", all.String())
 	}
 }
+
+// TestCommandSignalDefaults: commands start with every signal at its default
+// disposition (the agent, as init, drops SIGHUP, SIGQUIT and SIGABRT sent
+// to itself; its children must not inherit that), and SIGHUP ends a shell.
+func TestCommandSignalDefaults(t *testing.T) {
+	d := need(t)
+	t.Parallel()
+	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	for _, user := range []string{"", "root"} {
+		out := shAs(t, d, sb.ID, user, `python3 -c 'import signal; print([s for s in range(1, 32) if s not in (9, 19) and signal.getsignal(s) == signal.SIG_IGN and s not in (13, 25)])'`)
+		if strings.TrimSpace(out) != "[]" {
+			t.Errorf("as %q, signals ignored in a command: %s", user, out)
+		}
+	}
+	if out := sh(t, d, sb.ID, `sh -c 'kill -HUP $$; echo survived' ; echo "status $?"`); strings.Contains(out, "survived") || !strings.Contains(out, "status 129") {
+		t.Fatalf("a shell sent SIGHUP did not end with it: %q", out)
+	}
+	if out := shAs(t, d, sb.ID, "root", `kill -HUP 1; kill -QUIT 1; kill -ABRT 1; sleep 0.2; echo alive`); strings.TrimSpace(out) != "alive" {
+		t.Fatalf("the agent did not survive SIGHUP/SIGQUIT/SIGABRT: %q", out)
+	}
+}
