@@ -21,7 +21,8 @@ var (
 // because it is pure Go (spaced stays a static binary), has one writer at a
 // time (slot allocation cannot race) and fsyncs every commit.
 type Bolt struct {
-	db *bolt.DB
+	db     *bolt.DB
+	writes *groupCommit
 }
 
 // OpenBolt opens (creating if needed) the store file at path, mode 0600.
@@ -30,8 +31,6 @@ func OpenBolt(path string) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	// A lone write commits at once; concurrent ones coalesce.
-	db.MaxBatchDelay = time.Millisecond
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketSandboxes, bucketSlots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -44,7 +43,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("init store: %w", err)
 	}
-	return &Bolt{db: db}, nil
+	return &Bolt{db: db, writes: &groupCommit{db: db}}, nil
 }
 
 func (b *Bolt) Close() error { return b.db.Close() }
@@ -55,12 +54,12 @@ func slotKey(slot int) []byte {
 	return k
 }
 
-// Writes go through bbolt's Batch: concurrent writers (a burst of creates)
+// Writes go through groupCommit: concurrent writers (a burst of creates)
 // share one transaction and one fsync instead of queueing for one each.
-// Batch may run a function more than once, so each is idempotent.
+// A write function may run more than once, so each is idempotent.
 
 func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
-	return b.db.Batch(func(tx *bolt.Tx) error {
+	return b.writes.do(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
 		if sb.Get([]byte(s.ID)) != nil {
 			return errdefs.New(errdefs.ErrAlreadyExists, "sandbox %q already exists", s.ID)
@@ -81,7 +80,7 @@ func (b *Bolt) ReviveSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid 
 	if !s.Live() {
 		return fmt.Errorf("revive sandbox %s: state %s is not live", s.ID, s.State)
 	}
-	return b.db.Batch(func(tx *bolt.Tx) error {
+	return b.writes.do(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
 		data := sb.Get([]byte(s.ID))
 		if data == nil {
@@ -143,7 +142,7 @@ func putSandbox(sb *bolt.Bucket, s *Sandbox) error {
 
 func (b *Bolt) UpdateSandbox(_ context.Context, s *Sandbox) error {
 	rec := *s
-	err := b.db.Batch(func(tx *bolt.Tx) error {
+	err := b.writes.do(func(tx *bolt.Tx) error {
 		rec = *s
 		sb := tx.Bucket(bucketSandboxes)
 		if sb.Get([]byte(rec.ID)) == nil {
@@ -200,7 +199,7 @@ func (b *Bolt) ListSandboxes(_ context.Context) ([]*Sandbox, error) {
 }
 
 func (b *Bolt) DeleteSandbox(_ context.Context, id string) error {
-	return b.db.Batch(func(tx *bolt.Tx) error {
+	return b.writes.do(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
 		data := sb.Get([]byte(id))
 		if data == nil {
