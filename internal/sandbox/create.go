@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,6 +29,8 @@ type booted struct {
 	rec   *store.Sandbox
 	ep    network.Endpoint
 	agent *AgentConn
+	// env is what boot's Init gave the agent (the platform's env).
+	env map[string]string
 	// undo tears the sandbox down and removes its record.
 	undo func()
 }
@@ -161,10 +164,11 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	tHealthy := time.Now()
 	// Everything that does not depend on the caller is set while booting,
 	// off the claim's path: the sandbox's own access token (the boot token
-	// stops working), the default user, the resolver pointed at the
-	// gateway and the gateway's CA installed.
+	// stops working), the platform's env, the default user, the resolver
+	// pointed at the gateway and the gateway's CA installed.
+	env := s.platformEnv()
 	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: rec.AccessToken, DefaultUser: "user", Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+		AccessToken: rec.AccessToken, EnvVars: env, DefaultUser: "user", Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
 	})); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
@@ -175,7 +179,7 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 
 	steps := undo
 	undo = cleanup{} // handed to the caller
-	return &booted{rec: rec, ep: ep, agent: agent, undo: func() { agent.Close(); steps.run(log) }}, nil
+	return &booted{rec: rec, ep: ep, agent: agent, env: env, undo: func() { agent.Close(); steps.run(log) }}, nil
 }
 
 // recordAndAttach writes the record with a free slot and sets up the
@@ -209,7 +213,8 @@ func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *
 // sandbox's access token was made for it at boot and is given to this
 // caller only (a pooled sandbox is claimed once). The agent is told only
 // what depends on the caller, its env vars, and that runs while the record
-// is written; a create without env vars talks to the agent not at all.
+// is written; a create without env vars of its own talks to the agent not
+// at all.
 func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*Sandbox, error) {
 	start := time.Now()
 	// A pooled sandbox may have died while it waited (its sandbox
@@ -218,7 +223,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 		return nil, errdefs.New(errdefs.ErrUnavailable, "sandbox %s is not running (state %v, %v)", b.rec.ID, st, err)
 	}
 	initDone := make(chan error, 1)
-	if len(req.Env) > 0 {
+	if !maps.Equal(req.Env, b.env) {
 		go func() {
 			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()

@@ -122,15 +122,23 @@ func (s *Service) attachSecrets(req *CreateRequest) error {
 		p := secrets.NewPlaceholder(name)
 		env[k], req.placeholders[p] = p, name
 	}
-	if len(s.cfg.Egress.CAPEM) > 0 {
-		for k, v := range caEnv {
-			if _, ok := env[k]; !ok {
-				env[k] = v
-			}
+	for k, v := range s.platformEnv() {
+		if _, ok := env[k]; !ok {
+			env[k] = v
 		}
 	}
 	if len(env) > 0 {
 		req.Env = env
 	}
 	return nil
+}
+
+// platformEnv is the env every sandbox gets unless its caller sets the
+// same names: the CA variables when the gateway has a CA. Boot gives it to
+// the agent, so a claim whose env is just this does not call the agent.
+func (s *Service) platformEnv() map[string]string {
+	if len(s.cfg.Egress.CAPEM) == 0 {
+		return nil
+	}
+	return maps.Clone(caEnv)
 }
