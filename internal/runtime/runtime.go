@@ -22,6 +22,17 @@ type Spec struct {
 	// DiskImage, when set, is a disk snapshot (see Checkpointer.SnapshotDisk)
 	// the sandbox's writable layer starts from.
 	DiskImage string
+	// Background boots the sandbox at the lowest CPU priority (a warm-pool
+	// sandbox nobody waits for) until Prioritizer.Foreground; runtimes that
+	// cannot ignore it.
+	Background bool
+}
+
+// Prioritizer is implemented by runtimes that can run a sandbox made with
+// Spec.Background at a low CPU priority and raise it later.
+type Prioritizer interface {
+	// Foreground gives sandbox id the CPU priority of any other.
+	Foreground(ctx context.Context, id string) error
 }
 
 // Limits per sandbox.

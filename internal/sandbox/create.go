@@ -134,6 +134,9 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + bootToken},
 		Limits:    limits,
 		DiskImage: diskImage,
+		// Nobody waits for a pool sandbox: it boots on the CPU that claimed
+		// sandboxes leave idle, until its claim raises it.
+		Background: state == store.StatePooled,
 	}
 	tNet := time.Now()
 	if err := s.rt.Create(ctx, spec); err != nil {
@@ -221,6 +224,11 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	// process killed, out of memory): never hand it out.
 	if st, err := s.rt.State(ctx, b.rec.ID); err != nil || st != runtime.StateRunning {
 		return nil, errdefs.New(errdefs.ErrUnavailable, "sandbox %s is not running (state %v, %v)", b.rec.ID, st, err)
+	}
+	if p, ok := s.rt.(runtime.Prioritizer); ok && b.rec.State == store.StatePooled {
+		if err := p.Foreground(ctx, b.rec.ID); err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not raise the pooled sandbox's CPU priority")
+		}
 	}
 	initDone := make(chan error, 1)
 	if !maps.Equal(req.Env, b.env) {

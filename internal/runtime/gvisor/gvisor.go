@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -241,6 +242,42 @@ func (r *Runtime) ExitReason(ctx context.Context, id string) string {
 		}
 	}
 	return ""
+}
+
+var _ runtime.Prioritizer = (*Runtime)(nil)
+
+// Foreground gives a sandbox made with Spec.Background the CPU share of
+// every other sandbox: cpu.shares on cgroup v1, cpu.weight on v2.
+func (r *Runtime) Foreground(_ context.Context, id string) error {
+	if !idPattern.MatchString(id) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
+	}
+	for _, dir := range CgroupDirs(id) {
+		for file, value := range map[string]int{"cpu.shares": defaultShares, "cpu.weight": 100} {
+			path := filepath.Join(dir, file)
+			if !exists(path) {
+				continue
+			}
+			if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
+				return fmt.Errorf("raise CPU priority of %s: %w", id, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("raise CPU priority of %s: no cpu cgroup", id)
+}
+
+// CPUShares reads a sandbox's cpu.shares (cgroup v1) or cpu.weight (v2).
+func CPUShares(id string) (int, error) {
+	for _, dir := range CgroupDirs(id) {
+		for _, file := range []string{"cpu.shares", "cpu.weight"} {
+			data, err := os.ReadFile(filepath.Join(dir, file))
+			if err == nil {
+				return strconv.Atoi(strings.TrimSpace(string(data)))
+			}
+		}
+	}
+	return 0, fmt.Errorf("no cpu cgroup for %s", id)
 }
 
 // cgroupParent is where sandbox cgroups live in every hierarchy.

@@ -63,6 +63,13 @@ func TestConformance(t *testing.T) {
 				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
 			}
 		},
+		CPUPriority: func(t *testing.T, id string) int {
+			n, err := CPUShares(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
 		Leftovers: func(t *testing.T, id string) []string {
 			var left []string
 			if out, _ := exec.Command("pgrep", "-f", "runsc.*"+id).Output(); strings.TrimSpace(string(out)) != "" {

@@ -75,9 +75,19 @@ type ociMemory struct {
 }
 
 type ociCPU struct {
+	Shares uint64 `json:"shares,omitempty"`
 	Quota  int64  `json:"quota"`
 	Period uint64 `json:"period"`
 }
+
+// CPU shares (cgroup v1 cpu.shares; runsc maps them to cpu.weight on v2)
+// of a sandbox booting in the background, and of every other sandbox. A
+// pool refill at 2 against 1024 takes the CPU only when claimed sandboxes
+// leave it idle.
+const (
+	backgroundShares = 2
+	defaultShares    = 1024
+)
 
 type ociPids struct {
 	Limit int64 `json:"limit"`
@@ -132,7 +142,7 @@ func ociSpec(s runtime.Spec) ociConfig {
 			},
 			Resources: ociResources{
 				Memory: ociMemory{Limit: memory},
-				CPU:    ociCPU{Quota: int64(s.Limits.CPUs) * 100000, Period: 100000},
+				CPU:    ociCPU{Shares: shares(s.Background), Quota: int64(s.Limits.CPUs) * 100000, Period: 100000},
 				// A backstop far above RLIMIT_NPROC: each guest process costs
 				// about two host pids (sentry threads and systrap stubs).
 				Pids: ociPids{Limit: int64(s.Limits.MaxProcs)*4 + 256},
@@ -140,4 +150,11 @@ func ociSpec(s runtime.Spec) ociConfig {
 			CgroupsPath: "/" + cgroupParent + "/" + s.ID,
 		},
 	}
+}
+
+func shares(background bool) uint64 {
+	if background {
+		return backgroundShares
+	}
+	return defaultShares
 }

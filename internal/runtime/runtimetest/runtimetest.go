@@ -28,6 +28,9 @@ type Harness struct {
 	// Leftovers lists what the driver left on the host for sandbox id
 	// (processes, cgroups, directories, mounts); empty after Destroy.
 	Leftovers func(t *testing.T, id string) []string
+	// CPUPriority reads sandbox id's CPU priority (any scale, higher is
+	// more), for drivers that implement runtime.Prioritizer.
+	CPUPriority func(t *testing.T, id string) int
 }
 
 // NewID returns a fresh sandbox id in the platform's format.
@@ -47,6 +50,53 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReattachAfterNewInstance", func(t *testing.T) { testReattach(t, h) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { runCheckpoint(t, h) })
+	t.Run("BackgroundThenForeground", func(t *testing.T) { testBackground(t, h) })
+}
+
+// testBackground: a sandbox made with Spec.Background runs at a lower CPU
+// priority than one made without, until Foreground raises it.
+func testBackground(t *testing.T, h Harness) {
+	r := h.New(t)
+	p, ok := r.(runtime.Prioritizer)
+	if !ok {
+		t.Skip("the runtime has no CPU priorities")
+	}
+	ctx := ctxT(t)
+	ids := map[bool]string{true: NewID(), false: NewID()}
+	for background, id := range ids {
+		spec := h.Spec(t, id)
+		spec.Background = background
+		if err := r.Create(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Destroy(context.Background(), id) })
+		if err := r.Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Foreground(ctx, ids[true]); err != nil {
+		t.Fatal(err)
+	}
+	mustState(t, r, ids[true], runtime.StateRunning)
+	if err := p.Foreground(ctx, "no-such-sandbox"); err == nil {
+		t.Error("Foreground of a sandbox that does not exist succeeded")
+	}
+	if h.CPUPriority == nil {
+		return
+	}
+	// Foreground again changes nothing; compare both against a sandbox
+	// that never was in the background.
+	bg := NewID()
+	spec := h.Spec(t, bg)
+	spec.Background = true
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Destroy(context.Background(), bg) })
+	low, raised, normal := h.CPUPriority(t, bg), h.CPUPriority(t, ids[true]), h.CPUPriority(t, ids[false])
+	if low >= normal || raised != normal {
+		t.Fatalf("CPU priority: background %d, raised %d, never background %d", low, raised, normal)
+	}
 }
 
 func ctxT(t *testing.T) context.Context {
