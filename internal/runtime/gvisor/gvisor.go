@@ -280,6 +280,23 @@ func CPUShares(id string) (int, error) {
 	return 0, fmt.Errorf("no cpu cgroup for %s", id)
 }
 
+// processAlive reports whether pid exists and has not exited. A killed
+// sandbox process is a zombie until its parent (the host's init, since runsc
+// create exits) reaps it, which can take seconds; kill(pid, 0) still
+// succeeds on a zombie.
+func processAlive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	return i < 0 || i+2 >= len(data) || (data[i+2] != 'Z' && data[i+2] != 'X')
+}
+
 // cgroupParent is where sandbox cgroups live in every hierarchy.
 const cgroupParent = "space"
 
@@ -347,12 +364,12 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	case "running":
 		// The file says running until runsc is told otherwise; the sandbox
 		// process may have died under it (killed, out of memory).
-		if st.Sandbox.Pid <= 0 || syscall.Kill(st.Sandbox.Pid, 0) != nil {
+		if !processAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
 		return runtime.StateRunning, nil
 	case "paused":
-		if st.Sandbox.Pid <= 0 || syscall.Kill(st.Sandbox.Pid, 0) != nil {
+		if !processAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
 		return runtime.StatePaused, nil

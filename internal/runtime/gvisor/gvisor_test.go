@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -89,4 +90,30 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// A zombie is not alive: kill(pid, 0) succeeds on it until it is reaped.
+func TestProcessAliveZombie(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(5 * time.Second)
+	for processAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // exited but not waited for: a zombie
+	}
+	if processAlive(pid) {
+		t.Fatal("an exited, unreaped child is reported alive")
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatal("the child was reaped already; the test did not see a zombie")
+	}
+	cmd.Wait()
+	if !processAlive(os.Getpid()) {
+		t.Fatal("this process is reported dead")
+	}
+	if processAlive(0) || processAlive(-1) {
+		t.Fatal("pid 0 or -1 reported alive")
+	}
 }
