@@ -2,6 +2,7 @@ package redteam
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -313,6 +314,21 @@ func all(checks ...func(res) error) func(res) error {
 			}
 		}
 		return nil
+	}
+}
+
+// anyOf passes when one of checks does.
+func anyOf(checks ...func(res) error) func(res) error {
+	return func(r res) error {
+		var errs []error
+		for _, c := range checks {
+			err := c(r)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
 	}
 }
 
