@@ -117,18 +117,12 @@ func Start(cfg Config) (*Gateway, error) {
 	if g.tcp, err = net.Listen("tcp4", "0.0.0.0:0"); err != nil {
 		return nil, fmt.Errorf("egress listen: %w", err)
 	}
-	pc, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	pc, dnsTCP, err := listenDNS()
 	if err != nil {
 		g.tcp.Close()
-		return nil, fmt.Errorf("egress dns listen: %w", err)
+		return nil, err
 	}
 	dnsPort := pc.LocalAddr().(*net.UDPAddr).Port
-	dnsTCP, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", dnsPort))
-	if err != nil {
-		g.tcp.Close()
-		pc.Close()
-		return nil, fmt.Errorf("egress dns listen: %w", err)
-	}
 	handler := dns.HandlerFunc(g.serveDNS)
 	g.dnsUDP = &dns.Server{PacketConn: pc, Handler: handler}
 	g.dnsTCP = &dns.Server{Listener: dnsTCP, Handler: handler}
@@ -149,6 +143,26 @@ func Start(cfg Config) (*Gateway, error) {
 	g.wg.Go(g.acceptLoop)
 	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", g.table)
 	return g, nil
+}
+
+// listenDNS binds the DNS server's UDP and TCP listeners to one port: a
+// free UDP port, then TCP on the same number, which another socket may
+// hold (an outgoing connection's ephemeral port); then it tries another.
+func listenDNS() (net.PacketConn, net.Listener, error) {
+	var last error
+	for range 20 {
+		pc, err := net.ListenPacket("udp4", "0.0.0.0:0")
+		if err != nil {
+			return nil, nil, fmt.Errorf("egress dns listen: %w", err)
+		}
+		ln, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", pc.LocalAddr().(*net.UDPAddr).Port))
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		last = err
+	}
+	return nil, nil, fmt.Errorf("egress dns listen: no port free for both UDP and TCP: %w", last)
 }
 
 // Refresh makes the firewall's egress set the sandboxes that may reach
