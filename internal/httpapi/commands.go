@@ -151,6 +151,7 @@ func streamEvents(sse *sseWriter, stream execStream) {
 			return
 		}
 		if ev.GetEvent().GetEnd() != nil {
+			drainStream(stream)
 			return
 		}
 	}
@@ -160,6 +161,18 @@ func streamEvents(sse *sseWriter, stream execStream) {
 	}
 	data, _ := json.Marshal(map[string]string{"message": msg})
 	sse.Event(0, "error", data)
+}
+
+// drainStream reads what follows a command's end event, the stream's own
+// end, so the response body is read to EOF: connect-go closes a body that
+// was not, and net/http then drops the connection to the agent with it, so
+// every command dialled a new TCP connection through the sandbox's netstack.
+func drainStream(stream execStream) {
+	for range 4 {
+		if !stream.Receive() {
+			return
+		}
+	}
 }
 
 type dataJSON struct {
