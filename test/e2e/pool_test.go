@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +145,14 @@ func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
 			t.Fatalf("no sandbox process for pooled %s", id)
 		}
 		syscall.Kill(pid, syscall.SIGKILL)
+		// The property is that a dead pool sandbox is never handed out: wait
+		// until this one is dead (a zombie or gone; a many-threaded process
+		// takes a moment to die). One dying during the claim is a race no
+		// check closes; the reaper reports it lost.
+		deadline := time.Now().Add(10 * time.Second)
+		for processRunning(pid) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	for range 3 {
 		sb := newSandbox(t, d, client.CreateSandboxRequest{})
@@ -251,4 +261,14 @@ func bootToken(t *testing.T, d *daemon, id string) string {
 		}
 	}
 	return ""
+}
+
+// processRunning: pid exists and is not a zombie.
+func processRunning(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	return i < 0 || i+2 >= len(data) || (data[i+2] != 'Z' && data[i+2] != 'X')
 }
