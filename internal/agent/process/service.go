@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -300,7 +301,7 @@ func trimKind(err error) error {
 // (the agent's exec and streaming code and the shell's and libc's pages
 // faulted in for the first time in this sandbox); a warm-up once the
 // sandbox has booted keeps them off its first real command.
-func (s *Service) WarmUp(log interface{ Warn(string, ...any) }) {
+func (s *Service) WarmUp(log *slog.Logger) {
 	d := s.defaults()
 	u, err := users.Resolve("", http.Header{}, d)
 	if err != nil {
