@@ -182,6 +182,14 @@ func TestWatchDir(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			_ = os.WriteFile(filepath.Join(dir, "nd/h.txt"), []byte("x"), 0o644)
 		}, want: "EVENT_TYPE_CREATE nd/h.txt"},
+		// A tree made elsewhere and moved in: its contents never had a
+		// watch when they were made, and are reported as created.
+		{name: "recursive tree moved in", recursive: true, act: func() {
+			out := t.TempDir()
+			_ = os.MkdirAll(filepath.Join(out, "tree/deep"), 0o755)
+			_ = os.WriteFile(filepath.Join(out, "tree/deep/i.txt"), []byte("x"), 0o644)
+			_ = os.Rename(filepath.Join(out, "tree"), filepath.Join(dir, "tree"))
+		}, want: "EVENT_TYPE_CREATE tree/deep/i.txt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -96,21 +96,44 @@ func (w *watcher) handle(ev fsnotify.Event) {
 	if err != nil || rel == "." {
 		return
 	}
-	if w.recursive && ev.Has(fsnotify.Create) {
+	created := w.recursive && ev.Has(fsnotify.Create)
+	if created {
 		_ = w.add(ev.Name) // only directories are added; files fail quietly
 	}
 	for _, ot := range opTypes {
-		if !ev.Has(ot.op) {
-			continue
+		if ev.Has(ot.op) {
+			w.emitEvent(ev.Name, rel, ot.op, ot.t)
 		}
-		fe := &filesystem.FilesystemEvent{Name: rel, Type: ot.t}
-		if w.includeEntry && (ot.op == fsnotify.Create || ot.op == fsnotify.Write || ot.op == fsnotify.Chmod) {
-			if e, err := entryInfo(ev.Name, filepath.Join(w.shown, rel)); err == nil {
-				fe.Entry = e
-			}
-		}
-		w.emit(fe)
 	}
+	if created {
+		w.emitExisting(ev.Name)
+	}
+}
+
+// emitExisting reports what a new directory already holds once its watch
+// is in place: entries made in it before (a file written right after its
+// directory was made, a tree moved in) have no events of their own. An
+// entry made just after the watch may be reported twice; none is missed.
+func (w *watcher) emitExisting(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		if rel, err := filepath.Rel(w.root, p); err == nil {
+			w.emitEvent(p, rel, fsnotify.Create, filesystem.EventType_EVENT_TYPE_CREATE)
+		}
+		return nil
+	})
+}
+
+func (w *watcher) emitEvent(path, rel string, op fsnotify.Op, t filesystem.EventType) {
+	fe := &filesystem.FilesystemEvent{Name: rel, Type: t}
+	if w.includeEntry && (op == fsnotify.Create || op == fsnotify.Write || op == fsnotify.Chmod) {
+		if e, err := entryInfo(path, filepath.Join(w.shown, rel)); err == nil {
+			fe.Entry = e
+		}
+	}
+	w.emit(fe)
 }
 
 func (w *watcher) Close() {
