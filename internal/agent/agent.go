@@ -126,7 +126,9 @@ func Run(ctx context.Context, cfg Config) error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       5 * time.Minute,
+		// spaced keeps one connection per sandbox for as long (a pool
+		// sandbox can wait long for its first command).
+		IdleTimeout: time.Hour,
 		// No write timeout: process and watch streams last as long as they must.
 	}
 	if cfg.ReapOrphans {

@@ -96,11 +96,13 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 	tok.Store(&token)
 	conns := &connSet{conns: map[net.Conn]struct{}{}}
 	// One transport per sandbox: no overall timeout, because streams are
-	// long; dials are bounded.
+	// long; dials are bounded. Idle connections are kept as long as the
+	// agent keeps them (an hour): a pool sandbox's first command uses the
+	// connection its boot opened instead of dialling through its netstack.
 	transport := &http.Transport{
 		DialContext:         conns.dial,
 		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     time.Hour,
 		DisableCompression:  true,
 	}
 	hc := &http.Client{Transport: tokenTransport{token: tok, next: transport}}
