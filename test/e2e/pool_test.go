@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/runtime/gvisor"
 )
 
 // pooledIDs returns the ids of sandboxes the daemon holds but the API does
@@ -150,7 +149,7 @@ func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
 		// takes a moment to die). One dying during the claim is a race no
 		// check closes; the reaper reports it lost.
 		deadline := time.Now().Add(10 * time.Second)
-		for processRunning(pid) && time.Now().Before(deadline) {
+		for gvisor.ProcessAlive(pid) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
@@ -261,14 +260,4 @@ func bootToken(t *testing.T, d *daemon, id string) string {
 		}
 	}
 	return ""
-}
-
-// processRunning: pid exists and is not a zombie.
-func processRunning(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	return i < 0 || i+2 >= len(data) || (data[i+2] != 'Z' && data[i+2] != 'X')
 }

@@ -267,24 +267,11 @@ func (r *Runtime) Foreground(_ context.Context, id string) error {
 	return fmt.Errorf("raise CPU priority of %s: no cpu cgroup", id)
 }
 
-// CPUShares reads a sandbox's cpu.shares (cgroup v1) or cpu.weight (v2).
-func CPUShares(id string) (int, error) {
-	for _, dir := range CgroupDirs(id) {
-		for _, file := range []string{"cpu.shares", "cpu.weight"} {
-			data, err := os.ReadFile(filepath.Join(dir, file))
-			if err == nil {
-				return strconv.Atoi(strings.TrimSpace(string(data)))
-			}
-		}
-	}
-	return 0, fmt.Errorf("no cpu cgroup for %s", id)
-}
-
-// processAlive reports whether pid exists and has not exited. A killed
+// ProcessAlive reports whether pid exists and has not exited. A killed
 // sandbox process is a zombie until its parent (the host's init, since runsc
 // create exits) reaps it, which can take seconds; kill(pid, 0) still
 // succeeds on a zombie.
-func processAlive(pid int) bool {
+func ProcessAlive(pid int) bool {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
 		return false
 	}
@@ -364,12 +351,12 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	case "running":
 		// The file says running until runsc is told otherwise; the sandbox
 		// process may have died under it (killed, out of memory).
-		if !processAlive(st.Sandbox.Pid) {
+		if !ProcessAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
 		return runtime.StateRunning, nil
 	case "paused":
-		if !processAlive(st.Sandbox.Pid) {
+		if !ProcessAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
 		return runtime.StatePaused, nil

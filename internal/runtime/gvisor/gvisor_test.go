@@ -1,10 +1,12 @@
 package gvisor
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,7 +67,7 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		CPUPriority: func(t *testing.T, id string) int {
-			n, err := CPUShares(id)
+			n, err := cpuShares(id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,20 +102,33 @@ func TestProcessAliveZombie(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	deadline := time.Now().Add(5 * time.Second)
-	for processAlive(pid) && time.Now().Before(deadline) {
+	for ProcessAlive(pid) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // exited but not waited for: a zombie
 	}
-	if processAlive(pid) {
+	if ProcessAlive(pid) {
 		t.Fatal("an exited, unreaped child is reported alive")
 	}
 	if syscall.Kill(pid, 0) != nil {
 		t.Fatal("the child was reaped already; the test did not see a zombie")
 	}
 	cmd.Wait()
-	if !processAlive(os.Getpid()) {
+	if !ProcessAlive(os.Getpid()) {
 		t.Fatal("this process is reported dead")
 	}
-	if processAlive(0) || processAlive(-1) {
+	if ProcessAlive(0) || ProcessAlive(-1) {
 		t.Fatal("pid 0 or -1 reported alive")
 	}
+}
+
+// cpuShares reads a sandbox's cpu.shares (cgroup v1) or cpu.weight (v2).
+func cpuShares(id string) (int, error) {
+	for _, dir := range CgroupDirs(id) {
+		for _, file := range []string{"cpu.shares", "cpu.weight"} {
+			data, err := os.ReadFile(filepath.Join(dir, file))
+			if err == nil {
+				return strconv.Atoi(strings.TrimSpace(string(data)))
+			}
+		}
+	}
+	return 0, fmt.Errorf("no cpu cgroup for %s", id)
 }
