@@ -107,7 +107,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 
 	// The loops above left the pool refilling; exec is measured on a
 	// machine that is not also booting sandboxes.
-	waitPoolAtLeast(ctx, c, math.MaxInt32, 3*time.Minute)
+	waitPoolSettled(ctx, c)
 	logf("%d execs of true", cfg.N)
 	execs, err := execLatency(ctx, c, cfg.N)
 	if err != nil {
@@ -127,9 +127,9 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	r.BurstP50, r.BurstP95 = burst.Percentile(50), burst.Percentile(95)
 
 	// Cold creates boot while nothing else does: the burst above set the
-	// pool refilling, so wait until it stops growing (it is full). Raw
-	// runsc runs alternate with them, so both see the same machine.
-	waitPoolAtLeast(ctx, c, math.MaxInt32, 3*time.Minute)
+	// pool refilling. Raw runsc runs alternate with them, so both see the
+	// same machine.
+	waitPoolSettled(ctx, c)
 	var raw *rawRunsc
 	if cfg.Runsc != "" && cfg.RootFS != "" {
 		if raw, err = newRawRunsc(ctx, cfg.Runsc, cfg.RootFS); err != nil {
@@ -172,6 +172,12 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 // for at most 5 s. Without pooling it returns at once.
 func waitPoolReady(ctx context.Context, c *client.Client) {
 	waitPoolAtLeast(ctx, c, 1, 5*time.Second)
+}
+
+// waitPoolSettled waits (for at most 3 minutes) until the pool stops
+// growing for 5 s: it is full and boots nothing.
+func waitPoolSettled(ctx context.Context, c *client.Client) {
+	waitPoolAtLeast(ctx, c, math.MaxInt32, 3*time.Minute)
 }
 
 // waitPoolAtLeast waits until the base pool has n sandboxes ready (read from
