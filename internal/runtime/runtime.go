@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -113,4 +114,17 @@ type Checkpointer interface {
 // stopped on its own (for example "out of memory").
 type ExitReasoner interface {
 	ExitReason(ctx context.Context, id string) string
+}
+
+// LayerExporter is implemented by runtimes that can write what a sandbox
+// changed in its filesystem (its writable layer) as an OCI image layer: a
+// tar changeset whose deletions are ".wh." whiteout entries and whose
+// directories that replaced a lower one carry a ".wh..wh..opq" marker. A
+// template build turns each step into one such layer.
+type LayerExporter interface {
+	// ExportLayer writes sandbox id's writable layer to w. The sandbox
+	// may be running; the layer is what it holds at that instant. Files
+	// the runtime itself manages (the resolver configuration) are left
+	// out, as a container build leaves them out of its layers.
+	ExportLayer(ctx context.Context, id string, w io.Writer) error
 }
