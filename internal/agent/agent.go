@@ -100,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /files", s.fs.Download)
 	mux.HandleFunc("POST /files", s.fs.Upload)
 	mux.HandleFunc("POST /files/compose", s.fs.Compose)
+	mux.HandleFunc("POST /files/extract", s.fs.Extract)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /envs", s.envs)
 	s.handler = requireToken(st, mux)
