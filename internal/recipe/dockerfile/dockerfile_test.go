@@ -90,7 +90,7 @@ func TestParseStartCommand(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name, df, want string
-		ctx        string
+		ctx            string
 	}{
 		{"empty", "", "no instructions", ctx},
 		{"multi-stage", "FROM golang AS build\nRUN go build\nFROM debian\nCOPY --from=build /app /app\n", "line 3: multi-stage", ctx},

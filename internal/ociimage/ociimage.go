@@ -1,0 +1,323 @@
+// Package ociimage reads the images a template can start from: an image in
+// any registry that speaks the distribution protocol (with credentials),
+// or an uploaded `docker save` or OCI layout archive. It uses
+// go-containerregistry, which handles manifests, indexes, platforms,
+// media types, compression and whiteouts. spaced pulls on the host, so
+// every address the puller dials is checked against the platform floor
+// (no registry on loopback, private or metadata addresses unless the
+// operator allowed it), as the egress gateway checks sandboxes' traffic.
+package ociimage
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/recipe"
+)
+
+// Auth is a registry credential.
+type Auth struct {
+	Username string
+	Password string
+}
+
+// Image is a resolved source image.
+type Image struct {
+	// Digest is the manifest's digest ("sha256:..."): the image's identity.
+	Digest string
+	// Config is what the image's config says of env, workdir and user.
+	Config recipe.Config
+	img    v1.Image
+}
+
+// Puller pulls from registries.
+type Puller struct {
+	floor policy.Floor
+	allow []netip.Prefix
+}
+
+// NewPuller returns a puller that dials no address in the platform floor
+// except those in allow (a trusted private registry, a test's own).
+func NewPuller(allow []netip.Prefix) *Puller {
+	return &Puller{floor: policy.NewFloor(), allow: allow}
+}
+
+var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
+
+// Resolve reads an image's manifest and config from its registry (not its
+// layers): a missing image, a refused credential or an unreachable
+// registry is found here, before a build is accepted.
+func (p *Puller) Resolve(ctx context.Context, ref string, auth *Auth) (*Image, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %q is not a valid reference: %v", ref, err)
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform), remote.WithTransport(p.transport()),
+		remote.WithUserAgent("spaced"), remote.WithRetryBackoff(remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 3})}
+	if auth != nil && (auth.Username != "" || auth.Password != "") {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: auth.Username, Password: auth.Password}))
+	}
+	img, err := remote.Image(r, opts...)
+	if err != nil {
+		return nil, registryError(ref, auth, err)
+	}
+	return newImage(img, ref)
+}
+
+func newImage(img v1.Image, what string) (*Image, error) {
+	d, err := img.Digest()
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s: cannot read its manifest", what)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s: cannot read its config", what)
+	}
+	if cf.OS != "" && cf.OS != "linux" || cf.Architecture != "" && cf.Architecture != "amd64" {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %s is for %s/%s; templates run linux/amd64", what, cf.OS, cf.Architecture)
+	}
+	out := &Image{Digest: d.String(), img: img}
+	out.Config.Workdir = cf.Config.WorkingDir
+	out.Config.User = cf.Config.User
+	for _, kv := range cf.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		out.Config = out.Config.Apply(recipe.Step{Env: []recipe.EnvVar{{Name: k, Value: v}}})
+	}
+	return out, nil
+}
+
+// registryError says what to fix.
+func registryError(ref string, auth *Auth, err error) error {
+	var terr *transport.Error
+	if errors.As(err, &terr) {
+		switch terr.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			if auth == nil {
+				return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry refused to serve %s without credentials: give a registry username and password", ref)
+			}
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry refused the credentials given for %s", ref)
+		case http.StatusNotFound:
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s not found in its registry", ref)
+		}
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry answered %d for %s", terr.StatusCode, ref)
+	}
+	var floor *floorError
+	if errors.As(err, &floor) {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry of %s is at %s, an address spaced does not pull from (set SPACE_REGISTRY_ALLOW to trust it)", ref, floor.addr)
+	}
+	if strings.Contains(err.Error(), "no child with platform") {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s has no linux/amd64 variant", ref)
+	}
+	return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "cannot pull %s: %v", ref, err)
+}
+
+type floorError struct{ addr netip.Addr }
+
+func (e *floorError) Error() string {
+	return fmt.Sprintf("address %s is not allowed for pulls", e.addr)
+}
+
+// transport dials only addresses outside the floor (or allowed).
+func (p *Puller) transport() http.RoundTripper {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return err
+			}
+			ip := ap.Addr().Unmap()
+			for _, a := range p.allow {
+				if a.Contains(ip) {
+					return nil
+				}
+			}
+			if p.floor.Contains(ip) {
+				return &floorError{addr: ip}
+			}
+			return nil
+		}}
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = d.DialContext
+	t.Proxy = nil
+	return t
+}
+
+// FromArchive reads an uploaded `docker save` tar or OCI layout tar (not
+// compressed). A layout is unpacked into scratch, which the caller
+// removes after the image is no longer read.
+func FromArchive(file, scratch string) (*Image, error) {
+	kind, err := archiveKind(file)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "docker":
+		img, err := tarball.ImageFromPath(file, nil)
+		if err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the archive is not a readable docker save tar: %v", err)
+		}
+		return newImage(img, "from the archive")
+	case "oci":
+		if err := unpackLayout(file, scratch); err != nil {
+			return nil, err
+		}
+		idx, err := layout.ImageIndexFromPath(scratch)
+		if err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the archive is not a readable OCI layout: %v", err)
+		}
+		img, err := pickImage(idx)
+		if err != nil {
+			return nil, err
+		}
+		return newImage(img, "from the archive")
+	}
+	return nil, errdefs.New(errdefs.ErrInvalidArgument, "the archive is neither a docker save tar (manifest.json) nor an OCI layout (oci-layout, index.json)")
+}
+
+// archiveKind looks at the names at the archive's root.
+func archiveKind(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("open archive: %w", err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	var hasLayout, hasIndex bool
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the archive is not a tar (gzip is not accepted here): %v", err)
+		}
+		switch path.Clean(h.Name) {
+		case "manifest.json":
+			return "docker", nil
+		case "oci-layout":
+			hasLayout = true
+		case "index.json":
+			hasIndex = true
+		}
+	}
+	if hasLayout && hasIndex {
+		return "oci", nil
+	}
+	return "", nil
+}
+
+// unpackLayout writes the archive's regular files and directories under
+// dir, through os.Root so that no name leaves it (links are not needed
+// by a layout and are skipped).
+func unpackLayout(file, dir string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("open archive: %w", err)
+	}
+	defer f.Close()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "read the OCI layout archive: %v", err)
+		}
+		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		if name == "" {
+			continue
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = root.MkdirAll(name, 0o700)
+		case tar.TypeReg:
+			if d := path.Dir(name); d != "." {
+				if err = root.MkdirAll(d, 0o700); err != nil {
+					break
+				}
+			}
+			var out *os.File
+			if out, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+				_, err = io.Copy(out, tr)
+				if cerr := out.Close(); err == nil {
+					err = cerr
+				}
+			}
+		}
+		if err != nil {
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "unpack the OCI layout archive at %s: %v", name, err)
+		}
+	}
+}
+
+// pickImage is the linux/amd64 image of an index (descending into nested
+// indexes), or its only image.
+func pickImage(idx v1.ImageIndex) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "read the layout's index: %v", err)
+	}
+	var images []v1.Descriptor
+	for _, d := range m.Manifests {
+		switch {
+		case d.MediaType.IsIndex():
+			child, err := idx.ImageIndex(d.Digest)
+			if err == nil {
+				if img, err := pickImage(child); err == nil {
+					return img, nil
+				}
+			}
+		case d.MediaType.IsImage():
+			if d.Platform == nil || d.Platform.Satisfies(platform) {
+				images = append(images, d)
+			}
+		}
+	}
+	if len(images) == 0 {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "the archive holds no linux/amd64 image")
+	}
+	return idx.Image(images[0].Digest)
+}
+
+// Flatten writes the image's whole filesystem as one tar (what its layers
+// leave, whiteouts applied): a template keeps its source as this one
+// layer, so no node needs the registry again.
+func (i *Image) Flatten(w io.Writer) error {
+	rc := mutate.Extract(i.img)
+	defer rc.Close()
+	if _, err := io.Copy(w, rc); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "download the image's layers: %v", err)
+	}
+	return nil
+}

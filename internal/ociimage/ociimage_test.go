@@ -1,0 +1,201 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/ociimage/ocitest"
+	"github.com/spacesandbox/space/internal/rootfs"
+)
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
+// testImage has two layers; the second deletes a file of the first.
+func testImage(t *testing.T) v1.Image {
+	return ocitest.Image(t, []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, "/srv", "app",
+		ocitest.Layer(t, ocitest.File{Name: "etc/", Dir: true}, ocitest.File{Name: "etc/os-release", Body: "ID=test\n"},
+			ocitest.File{Name: "tmp/old", Body: "old"}),
+		ocitest.Layer(t, ocitest.File{Name: "srv/", Dir: true}, ocitest.File{Name: "srv/app.py", Body: "print(1)\n"},
+			ocitest.File{Name: "tmp/.wh.old"}),
+	)
+}
+
+// unpack flattens img into a fresh directory.
+func unpack(t *testing.T, img *Image) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := img.Flatten(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := rootfs.Apply(context.Background(), dir, &buf, rootfs.ApplyOptions{Private: true}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func checkImage(t *testing.T, img *Image, dir string) {
+	t.Helper()
+	if img.Config.Workdir != "/srv" || img.Config.User != "app" || len(img.Config.Env) != 2 || img.Config.Env[1].Value != "C.UTF-8" {
+		t.Errorf("config = %+v", img.Config)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "srv/app.py")); string(got) != "print(1)\n" {
+		t.Errorf("srv/app.py = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "tmp/old")); !os.IsNotExist(err) {
+		t.Errorf("a file the top layer deleted is there: %v", err)
+	}
+}
+
+func TestPullFromRegistry(t *testing.T) {
+	reg := ocitest.NewRegistry(t, "", "")
+	ref := reg.Push(t, "team/app", "v1", testImage(t))
+	ctx := context.Background()
+
+	img, err := NewPuller(loopback).Resolve(ctx, ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(img.Digest, "sha256:") {
+		t.Errorf("digest %q", img.Digest)
+	}
+	checkImage(t, img, unpack(t, img))
+
+	// The same image by digest has the same identity.
+	byDigest, err := NewPuller(loopback).Resolve(ctx, reg.Host+"/team/app@"+img.Digest, nil)
+	if err != nil || byDigest.Digest != img.Digest {
+		t.Errorf("by digest: %v, %v", byDigest, err)
+	}
+}
+
+func TestPullRefusals(t *testing.T) {
+	open := ocitest.NewRegistry(t, "", "")
+	ref := open.Push(t, "app", "v1", testImage(t))
+	locked := ocitest.NewRegistry(t, "alice", "s3cret")
+	lockedRef := locked.Push(t, "app", "v1", testImage(t))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		p     *Puller
+		ref   string
+		auth  *Auth
+		want  string
+		works bool
+	}{
+		{"loopback is in the floor", NewPuller(nil), ref, nil, "an address spaced does not pull from", false},
+		{"missing image", NewPuller(loopback), open.Host + "/nope:v1", nil, "not found", false},
+		{"bad reference", NewPuller(loopback), "UPPER CASE", nil, "not a valid reference", false},
+		{"credentials needed", NewPuller(loopback), lockedRef, nil, "without credentials", false},
+		{"wrong credentials", NewPuller(loopback), lockedRef, &Auth{"alice", "wrong"}, "refused the credentials", false},
+		{"right credentials", NewPuller(loopback), lockedRef, &Auth{"alice", "s3cret"}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.p.Resolve(ctx, tc.ref, tc.auth)
+			if tc.works {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || errdefs.Class(err) != errdefs.ErrInvalidArgument || !strings.Contains(errdefs.PublicMessage(err), tc.want) {
+				t.Fatalf("err = %v (%q), want invalid argument saying %q", err, errdefs.PublicMessage(err), tc.want)
+			}
+			if tc.auth != nil && strings.Contains(errdefs.PublicMessage(err), tc.auth.Password) {
+				t.Error("the message shows the password")
+			}
+		})
+	}
+}
+
+func TestArchives(t *testing.T) {
+	img := testImage(t)
+	dir := t.TempDir()
+
+	// docker save
+	docker := filepath.Join(dir, "docker.tar")
+	tag, _ := name.NewTag("app:v1")
+	if err := tarball.WriteToFile(docker, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	got, err := FromArchive(docker, filepath.Join(dir, "scratch1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, got, unpack(t, got))
+
+	// OCI layout, tarred
+	lp, err := layout.Write(filepath.Join(dir, "layout"), emptyIndex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	oci := filepath.Join(dir, "oci.tar")
+	tarDir(t, filepath.Join(dir, "layout"), oci)
+	got, err = FromArchive(oci, filepath.Join(dir, "scratch2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, got, unpack(t, got))
+
+	// Neither
+	junk := filepath.Join(dir, "junk.tar")
+	tarDir(t, filepath.Join(dir, "scratch2", "blobs"), junk)
+	if _, err := FromArchive(junk, filepath.Join(dir, "scratch3")); err == nil || !strings.Contains(errdefs.PublicMessage(err), "neither") {
+		t.Errorf("junk archive: %v", err)
+	}
+	// Not a tar at all
+	os.WriteFile(junk, []byte("\x1f\x8bnot a tar"), 0o600)
+	if _, err := FromArchive(junk, filepath.Join(dir, "scratch4")); err == nil || errdefs.Class(err) != errdefs.ErrInvalidArgument {
+		t.Errorf("gzip junk: %v", err)
+	}
+}
+
+// tarDir writes the tree at src as a tar.
+func tarDir(t *testing.T, src, dst string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "." {
+			return nil
+		}
+		h, _ := tar.FileInfoHeader(fi, "")
+		h.Name = rel
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		tw.WriteHeader(h)
+		if fi.Mode().IsRegular() {
+			f, _ := os.Open(p)
+			io.Copy(tw, f)
+			f.Close()
+		}
+		return nil
+	})
+	tw.Close()
+	if err := os.WriteFile(dst, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func emptyIndex() v1.ImageIndex { return empty.Index }
