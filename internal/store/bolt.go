@@ -15,6 +15,8 @@ import (
 var (
 	bucketSandboxes = []byte("sandboxes")
 	bucketSlots     = []byte("slots")
+	bucketTemplates = []byte("templates")
+	bucketBuilds    = []byte("builds")
 )
 
 // Bolt is the embedded store, one bbolt file. bbolt was chosen over SQLite
@@ -32,7 +34,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketSlots} {
+		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

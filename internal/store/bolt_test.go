@@ -205,3 +205,46 @@ func TestReviveSandbox(t *testing.T) {
 		})
 	}
 }
+
+func TestTemplatesAndBuilds(t *testing.T) {
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.GetTemplate(ctx, "app"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("missing template: %v", err)
+	}
+	bd := &Build{ID: "b1", Template: "app", State: BuildQueued, Tags: []string{"default"}}
+	if err := b.PutBuild(ctx, bd, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetTemplate(ctx, "app"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("a build alone made its template: %v", err)
+	}
+	bd.State = BuildReady
+	tpl := &Template{Name: "app", Tags: map[string]TemplateTag{"default": {Build: "b1"}}}
+	if err := b.PutBuild(ctx, bd, tpl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.GetTemplate(ctx, "app")
+	if err != nil || got.Tags["default"].Build != "b1" {
+		t.Fatalf("template = %+v, %v", got, err)
+	}
+	gb, err := b.GetBuild(ctx, "b1")
+	if err != nil || gb.State != BuildReady || !gb.Final() {
+		t.Fatalf("build = %+v, %v", gb, err)
+	}
+	ts, _ := b.ListTemplates(ctx)
+	bs, _ := b.ListBuilds(ctx)
+	if len(ts) != 1 || len(bs) != 1 {
+		t.Fatalf("lists: %d templates, %d builds", len(ts), len(bs))
+	}
+	if err := b.DeleteTemplate(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetTemplate(ctx, "app"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("deleted template: %v", err)
+	}
+}

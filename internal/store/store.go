@@ -126,5 +126,15 @@ type Store interface {
 	ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error
 	// DeleteSandbox removes a record and frees its slot.
 	DeleteSandbox(ctx context.Context, id string) error
+
+	// GetTemplate returns a template (ErrNotFound when there is none).
+	GetTemplate(ctx context.Context, name string) (*Template, error)
+	ListTemplates(ctx context.Context) ([]*Template, error)
+	DeleteTemplate(ctx context.Context, name string) error
+	GetBuild(ctx context.Context, id string) (*Build, error)
+	ListBuilds(ctx context.Context) ([]*Build, error)
+	// PutBuild writes a build and, when t is not nil, its template, in one
+	// transaction (a ready build and the tags that now point at it).
+	PutBuild(ctx context.Context, b *Build, t *Template) error
 	Close() error
 }

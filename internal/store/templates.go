@@ -1,0 +1,92 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Build states.
+const (
+	// BuildWaiting: requested, its steps not given yet (E2B's two-call
+	// build: request, then trigger).
+	BuildWaiting  = "waiting"
+	BuildQueued   = "queued"
+	BuildBuilding = "building"
+	BuildReady    = "ready"
+	BuildError    = "error"
+	// BuildCanceled: stopped by request or superseded.
+	BuildCanceled = "canceled"
+)
+
+// Template is a name sandboxes are created from; its tags point at builds.
+type Template struct {
+	Name      string                 `json:"name"`
+	Tags      map[string]TemplateTag `json:"tags"`
+	CreatedAt time.Time              `json:"created_at"`
+	UpdatedAt time.Time              `json:"updated_at"`
+}
+
+// TemplateTag points a tag at a ready build.
+type TemplateTag struct {
+	Build string    `json:"build"`
+	At    time.Time `json:"at"`
+}
+
+// Build is one build of a template: its recipe, progress and result.
+type Build struct {
+	ID       string `json:"id"`
+	Template string `json:"template"`
+	// Tags are set to this build when it is ready.
+	Tags  []string `json:"tags"`
+	State string   `json:"state"`
+	// Recipe is the build's input (recipe.Recipe), stored as JSON so the
+	// store needs no import of it. Registry credentials are never in it.
+	Recipe json.RawMessage `json:"recipe,omitempty"`
+	// Limits of the build's sandboxes and of the sandboxes made from it
+	// (0: the node's defaults).
+	CPU      int `json:"cpu,omitempty"`
+	MemoryMB int `json:"memory_mb,omitempty"`
+	DiskMB   int `json:"disk_mb,omitempty"`
+	// Network is the egress policy of the build's steps.
+	Network *NetworkPolicy `json:"network,omitempty"`
+	// Origin is "e2b" for builds requested through the E2B API.
+	Origin     string      `json:"origin,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	StartedAt  time.Time   `json:"started_at,omitzero"`
+	FinishedAt time.Time   `json:"finished_at,omitzero"`
+	Step       int         `json:"step,omitempty"`  // the step running (1-based), or the last one
+	Steps      int         `json:"steps,omitempty"` // how many
+	Cached     int         `json:"cached,omitempty"`
+	Error      *BuildErr   `json:"error,omitempty"`
+	Result     *BuildImage `json:"result,omitempty"`
+}
+
+// BuildErr says why a build failed.
+type BuildErr struct {
+	// Step is the step that failed (1-based), 0 before the first one
+	// (the source) and Steps+1 for the start command.
+	Step     int      `json:"step"`
+	Message  string   `json:"message"`
+	ExitCode *int     `json:"exit_code,omitempty"`
+	LogTail  []string `json:"log_tail,omitempty"`
+}
+
+// BuildImage is what a ready build made.
+type BuildImage struct {
+	// Image is the image directory sandboxes run on.
+	Image string `json:"image"`
+	// Key is the cache key of the last step's image.
+	Key string `json:"key"`
+	// Config is the env, workdir and user of the template (recipe.Config).
+	Config json.RawMessage `json:"config"`
+	// Start names the started template's checkpoint, when the recipe has a
+	// start command.
+	Start string `json:"start,omitempty"`
+	// Bytes is the size of the layers the build made or reused.
+	Bytes int64 `json:"bytes"`
+}
+
+// Final reports whether the build will not change any more.
+func (b *Build) Final() bool {
+	return b.State == BuildReady || b.State == BuildError || b.State == BuildCanceled
+}
