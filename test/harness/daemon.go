@@ -171,8 +171,9 @@ func (d *Daemon) start(spaced string) error {
 	cmd := exec.Command(spaced)
 	cmd.Env = append(os.Environ(), d.env()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group: a signal to the test's group (^C) does not
-	// take spaced down before the test's cleanup kills its sandboxes.
+	// Its own process group: a signal meant for the test (^C at the
+	// terminal) does not reach spaced, which is stopped only by Stop,
+	// Kill9 or Shutdown, the way the tests mean to stop it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return err
