@@ -22,7 +22,8 @@ run:
 test:
 	scripts/test.sh
 
-# Unit tests only: no root, runsc or template needed (those tests skip).
+# Unit tests only: no root, runsc or template needed. Tests that need them
+# skip, unless SPACE_TEST_STRICT=1 is set (scripts/test.sh sets it).
 unit:
 	$(GO) test -race ./internal/... ./client/... ./cmd/...
 

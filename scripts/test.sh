@@ -6,6 +6,12 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
+# Strict mode (internal/testenv): this script has just installed everything
+# the system tests need, so a test that finds root, runsc, the base
+# template, versitygw or a tool missing fails instead of skipping, and a run
+# that tested nothing cannot pass.
+export SPACE_TEST_STRICT=1
+
 "$ROOT/scripts/install-deps.sh"
 use_go
 build_all

@@ -19,15 +19,14 @@ import (
 	"github.com/spacesandbox/space/api/agent/v1/agentv1connect"
 	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/api/envd/process/processconnect"
+	"github.com/spacesandbox/space/internal/testenv"
 )
 
 // TestPID1 runs the agent as PID 1 of a new PID namespace: it must reap
 // orphans without breaking the exit statuses of its own processes, keep
 // working after Init rotates the token, and exit on SIGTERM.
 func TestPID1(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root for a PID namespace")
-	}
+	testenv.NeedRoot(t, "a new PID namespace")
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -50,7 +49,7 @@ func TestPID1(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot create a PID namespace: %v", err)
+		testenv.Skipf(t, "cannot create a PID namespace: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/spacesandbox/space/api/envd/filesystem"
+	"github.com/spacesandbox/space/internal/testenv"
 )
 
 func (ta *testAgent) filesURL(path string, extra ...string) string {
@@ -160,9 +161,7 @@ func TestUpload(t *testing.T) {
 	}
 
 	t.Run("owned by the user", func(t *testing.T) {
-		if os.Getuid() != 0 {
-			t.Skip("needs root")
-		}
+		testenv.NeedRoot(t, "creates files owned by another user")
 		p := filepath.Join(dir, "nobody/new/f.txt")
 		req := newRequest(t, "POST", ta.filesURL(p, "username", "nobody"), strings.NewReader("n"))
 		req.Header.Set("Content-Type", "application/octet-stream")

@@ -14,6 +14,7 @@ import (
 
 	agentv1 "github.com/spacesandbox/space/api/agent/v1"
 	"github.com/spacesandbox/space/api/envd/process"
+	"github.com/spacesandbox/space/internal/testenv"
 )
 
 func TestStartEnds(t *testing.T) {
@@ -83,9 +84,7 @@ func TestStartErrors(t *testing.T) {
 }
 
 func TestUserSwitch(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to switch users")
-	}
+	testenv.NeedRoot(t, "switches users")
 	ta := newTestAgent(t, agentOpts{})
 	req := connect.NewRequest(&process.StartRequest{Process: shell("id -un; echo $HOME $USER $LOGNAME; env | cut -d= -f1 | sort | tr '\\n' ' '")})
 	req.Header().Set("Authorization", basicUser("nobody"))

@@ -3,13 +3,14 @@ package egress
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/nftables"
+
+	"github.com/spacesandbox/space/internal/testenv"
 )
 
 // kernelGateway is a gateway with only what Refresh needs, writing to a
@@ -17,12 +18,8 @@ import (
 // when tb ends.
 func kernelGateway(tb testing.TB, table string, addrs *[]netip.Addr) *Gateway {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root (writes an nftables table)")
-	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		tb.Skip("nft not found")
-	}
+	testenv.NeedRoot(tb, "writes an nftables table")
+	testenv.NeedCommand(tb, "nft")
 	if err := installRules(fmt.Sprintf("table inet %[1]s\ndelete table inet %[1]s\ntable inet %[1]s { set egress { type ipv4_addr; }; }\n", table)); err != nil {
 		tb.Fatal(err)
 	}

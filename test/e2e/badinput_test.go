@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestBadInput: requests that cannot be served get the right status and a
@@ -65,10 +66,10 @@ func TestBadInput(t *testing.T) {
 			{"no key", map[string]string{"Authorization": ""}, 401},
 			{"wrong bearer", map[string]string{"Authorization": "Bearer nope"}, 401},
 			{"wrong X-API-Key", map[string]string{"Authorization": "", "X-API-Key": "nope"}, 401},
-			{"basic auth", map[string]string{"Authorization": "Basic " + d.apiKey}, 401},
-			{"key with a suffix", map[string]string{"Authorization": "Bearer " + d.apiKey + "x"}, 401},
+			{"basic auth", map[string]string{"Authorization": "Basic " + d.APIKey}, 401},
+			{"key with a suffix", map[string]string{"Authorization": "Bearer " + d.APIKey + "x"}, 401},
 			{"right bearer", nil, 200},
-			{"right X-API-Key", map[string]string{"Authorization": "", "X-API-Key": d.apiKey}, 200},
+			{"right X-API-Key", map[string]string{"Authorization": "", "X-API-Key": d.APIKey}, 200},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				resp, body := do(t, d, "GET", "/v1/sandboxes", nil, tc.hdr)
@@ -88,7 +89,7 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("files", func(t *testing.T) {
-		sb := newSandbox(t, d, client.CreateSandboxRequest{})
+		sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 		files := "/v1/sandboxes/" + sb.ID + "/files"
 		resp, body := do(t, d, "GET", files+"?path=/home/user/missing", nil, nil)
 		wantError(t, resp, body, 404, "not_found")
@@ -115,7 +116,7 @@ func TestBadInput(t *testing.T) {
 		case got.status == 200 && got.body == string(host):
 			t.Fatalf("the files API followed a sandbox symlink to the HOST's /etc/shadow")
 		case got.status == 200 && got.body != inside:
-			t.Errorf("download via symlink gave %q, want the sandbox's /etc/shadow %q", clip(got.body), clip(inside))
+			t.Errorf("download via symlink gave %q, want the sandbox's /etc/shadow %q", harness.Clip(got.body), harness.Clip(inside))
 		case got.status == 200:
 		case got.status == 403:
 			t.Logf("download via symlink refused (403): the files API runs as the user, who may not read /etc/shadow")
@@ -144,11 +145,11 @@ type downloaded struct {
 	body   string
 }
 
-func download(t *testing.T, d *daemon, id, path string) downloaded {
+func download(t *testing.T, d *harness.Daemon, id, path string) downloaded {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctxT(t, 30*time.Second), "GET",
-		"http://"+d.addr+"/v1/sandboxes/"+id+"/files?path="+url.QueryEscape(path), nil)
-	req.Header.Set("X-API-Key", d.apiKey)
+	req, _ := http.NewRequestWithContext(harness.Ctx(t, 30*time.Second), "GET",
+		"http://"+d.Addr+"/v1/sandboxes/"+id+"/files?path="+url.QueryEscape(path), nil)
+	req.Header.Set("X-API-Key", d.APIKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

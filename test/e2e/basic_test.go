@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestBasicFlow walks one sandbox through its life: commands, files, kill,
@@ -21,7 +22,7 @@ import (
 func TestBasicFlow(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{Metadata: map[string]string{"test": "basic"}})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{Metadata: map[string]string{"test": "basic"}})
 	if sb.ID == "" || sb.State != client.StateRunning || sb.AccessToken == "" {
 		t.Fatalf("create answered %+v; want an id, state running and an access token", sb)
 	}
@@ -94,15 +95,15 @@ func TestBasicFlow(t *testing.T) {
 	t.Run("files", func(t *testing.T) { testFiles(t, d, sb.ID) })
 
 	// Kill, then nothing may be left.
-	ctx := ctxT(t, time.Minute)
+	ctx := harness.Ctx(t, time.Minute)
 	resp, body := do(t, d, "DELETE", "/v1/sandboxes/"+sb.ID, nil, nil)
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("kill: status %d: %s", resp.StatusCode, body)
 	}
-	if left := hostLeftovers(d, sb.ID); len(left) > 0 {
+	if left := d.Leftovers(sb.ID); len(left) > 0 {
 		t.Errorf("after kill, left on the host: %v", left)
 	}
-	got, err := d.c.GetSandbox(ctx, sb.ID)
+	got, err := d.Client.GetSandbox(ctx, sb.ID)
 	if err != nil || got.State != client.StateKilled {
 		t.Errorf("GET after kill: %+v %v; want state killed", got, err)
 	}
@@ -116,8 +117,8 @@ func TestBasicFlow(t *testing.T) {
 	}
 }
 
-func testFiles(t *testing.T, d *daemon, id string) {
-	ctx := ctxT(t, 2*time.Minute)
+func testFiles(t *testing.T, d *harness.Daemon, id string) {
+	ctx := harness.Ctx(t, 2*time.Minute)
 	binary := []byte("a\x00b\xff\xfe\r\n\x1b[0m\x80end")
 	big := make([]byte, 5<<20+123)
 	rand.Read(big)
@@ -130,14 +131,14 @@ func testFiles(t *testing.T, d *daemon, id string) {
 		{"/home/user/dir/big.bin", big},
 		{"/home/user/empty", nil},
 	} {
-		e, err := d.c.Upload(ctx, id, f.path, bytes.NewReader(f.data))
+		e, err := d.Client.Upload(ctx, id, f.path, bytes.NewReader(f.data))
 		if err != nil {
 			t.Fatalf("upload %s: %v", f.path, err)
 		}
 		if e.Type != client.EntryFile || e.Size != int64(len(f.data)) {
 			t.Errorf("upload %s answered %+v; want a file of %d bytes", f.path, e, len(f.data))
 		}
-		rc, err := d.c.Download(ctx, id, f.path)
+		rc, err := d.Client.Download(ctx, id, f.path)
 		if err != nil {
 			t.Fatalf("download %s: %v", f.path, err)
 		}
@@ -152,7 +153,7 @@ func testFiles(t *testing.T, d *daemon, id string) {
 		t.Errorf("inside the sandbox: %q; want the file owned by user", got)
 	}
 
-	entries, err := d.c.ListFiles(ctx, id, "/home/user/dir", 2)
+	entries, err := d.Client.ListFiles(ctx, id, "/home/user/dir", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func testFiles(t *testing.T, d *daemon, id string) {
 			t.Errorf("list depth 2: %s is %q, want %s (all: %v)", p, paths[p], typ, paths)
 		}
 	}
-	if entries, err := d.c.ListFiles(ctx, id, "/home/user/dir", 1); err != nil {
+	if entries, err := d.Client.ListFiles(ctx, id, "/home/user/dir", 1); err != nil {
 		t.Error(err)
 	} else {
 		for _, e := range entries {
@@ -178,29 +179,29 @@ func testFiles(t *testing.T, d *daemon, id string) {
 		}
 	}
 
-	st, err := d.c.Stat(ctx, id, "/home/user/dir/big.bin")
+	st, err := d.Client.Stat(ctx, id, "/home/user/dir/big.bin")
 	if err != nil || st.Size != int64(len(big)) || st.Type != client.EntryFile || st.Name != "big.bin" || st.Owner != "user" {
 		t.Errorf("stat big.bin: %+v %v", st, err)
 	}
-	if _, err := d.c.MakeDir(ctx, id, "/home/user/made/a/b"); err != nil {
+	if _, err := d.Client.MakeDir(ctx, id, "/home/user/made/a/b"); err != nil {
 		t.Errorf("mkdir: %v", err)
 	}
-	if st, err := d.c.Stat(ctx, id, "/home/user/made/a/b"); err != nil || st.Type != client.EntryDir {
+	if st, err := d.Client.Stat(ctx, id, "/home/user/made/a/b"); err != nil || st.Type != client.EntryDir {
 		t.Errorf("stat made dir: %+v %v", st, err)
 	}
-	if _, err := d.c.Move(ctx, id, "/home/user/dir/sub/small.txt", "/home/user/made/a/b/moved.txt"); err != nil {
+	if _, err := d.Client.Move(ctx, id, "/home/user/dir/sub/small.txt", "/home/user/made/a/b/moved.txt"); err != nil {
 		t.Errorf("move: %v", err)
 	}
-	if _, err := d.c.Stat(ctx, id, "/home/user/dir/sub/small.txt"); !client.IsNotFound(err) {
+	if _, err := d.Client.Stat(ctx, id, "/home/user/dir/sub/small.txt"); !client.IsNotFound(err) {
 		t.Errorf("stat of the moved source: %v, want not found", err)
 	}
 	if got := sh(t, d, id, "cat /home/user/made/a/b/moved.txt"); got != "hello\n" {
 		t.Errorf("moved file holds %q", got)
 	}
-	if err := d.c.Remove(ctx, id, "/home/user/dir"); err != nil {
+	if err := d.Client.Remove(ctx, id, "/home/user/dir"); err != nil {
 		t.Errorf("remove tree: %v", err)
 	}
-	if err := d.c.Remove(ctx, id, "/home/user/dir"); err != nil {
+	if err := d.Client.Remove(ctx, id, "/home/user/dir"); err != nil {
 		t.Errorf("remove of a missing path must not be an error: %v", err)
 	}
 	if got := sh(t, d, id, "test -e /home/user/dir && echo present || echo gone"); got != "gone\n" {
@@ -229,7 +230,7 @@ func parseAll(t *testing.T, body []byte) []rawEvent {
 func TestReconnect(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	var want strings.Builder
 	for i := 1; i <= 200; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
@@ -270,7 +271,7 @@ func TestReconnect(t *testing.T) {
 	}
 	t.Logf("dropped after event %d with %d lines", lastID, strings.Count(out.String(), "\n"))
 
-	resp = openStream(ctxT(t, time.Minute), t, d, "GET",
+	resp = openStream(harness.Ctx(t, time.Minute), t, d, "GET",
 		"/v1/sandboxes/"+sb.ID+"/commands/"+strconv.Itoa(pid)+"/events", nil,
 		map[string]string{"Last-Event-ID": strconv.FormatUint(lastID, 10)})
 	defer resp.Body.Close()
@@ -325,7 +326,7 @@ func TestReconnect(t *testing.T) {
 func TestCommandSignalDefaults(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	for _, user := range []string{"", "root"} {
 		out := shAs(t, d, sb.ID, user, `python3 -c 'import signal; print([s for s in range(1, 32) if s not in (9, 19) and signal.getsignal(s) == signal.SIG_IGN and s not in (13, 25)])'`)
 		if strings.TrimSpace(out) != "[]" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // Faults in the middle of a pause: the object store going away, spaced
@@ -26,9 +27,9 @@ while True:
     time.sleep(1)
 `
 
-func startBigState(t *testing.T, d *daemon, id string) {
+func startBigState(t *testing.T, d *harness.Daemon, id string) {
 	t.Helper()
-	if _, err := d.c.Upload(ctxT(t, 30*time.Second), id, "/home/user/big.py", strings.NewReader(bigState)); err != nil {
+	if _, err := d.Client.Upload(harness.Ctx(t, 30*time.Second), id, "/home/user/big.py", strings.NewReader(bigState)); err != nil {
 		t.Fatal(err)
 	}
 	sh(t, d, id, "nohup python3 /home/user/big.py >/dev/null 2>&1 & for i in $(seq 300); do [ -e /home/user/big.ready ] && break; sleep 0.1; done; cat /home/user/big.ready")
@@ -36,11 +37,11 @@ func startBigState(t *testing.T, d *daemon, id string) {
 
 // whenImageGrows calls fn once the checkpoint image being written for the
 // pause has passed minBytes, or after timeout.
-func whenImageGrows(d *daemon, minBytes int64, timeout time.Duration, fn func()) {
+func whenImageGrows(d *harness.Daemon, minBytes int64, timeout time.Duration, fn func()) {
 	go func() {
-		waitFor(timeout, func() bool {
+		harness.WaitFor(timeout, func() bool {
 			var total int64
-			filepath.Walk(filepath.Join(d.dataDir, "images"), func(_ string, fi os.FileInfo, err error) error {
+			filepath.Walk(filepath.Join(d.DataDir, "images"), func(_ string, fi os.FileInfo, err error) error {
 				if err == nil && fi.Mode().IsRegular() {
 					total += fi.Size()
 				}
@@ -53,9 +54,9 @@ func whenImageGrows(d *daemon, minBytes int64, timeout time.Duration, fn func())
 }
 
 // stillRunning checks that a sandbox whose pause failed goes on as before.
-func stillRunning(t *testing.T, d *daemon, id string, wantCount int) {
+func stillRunning(t *testing.T, d *harness.Daemon, id string, wantCount int) {
 	t.Helper()
-	sb, err := d.c.GetSandbox(ctxT(t, 30*time.Second), id)
+	sb, err := d.Client.GetSandbox(harness.Ctx(t, 30*time.Second), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func stillRunning(t *testing.T, d *daemon, id string, wantCount int) {
 func TestPauseFaultStoreGoesAway(t *testing.T) {
 	s3, ds := checkpointNodes(t, "10.241.240.0/22")
 	d := ds[0]
-	sb := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	startCounter(t, d, sb.ID, randMarker())
 	n := count(t, d, sb.ID)
 	startBigState(t, d, sb.ID)
@@ -85,10 +86,10 @@ func TestPauseFaultStoreGoesAway(t *testing.T) {
 	stillRunning(t, d, sb.ID, n+1)
 
 	s3.Start(t)
-	if _, err := d.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID); err != nil {
+	if _, err := d.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID); err != nil {
 		t.Fatalf("pause once the store is back: %v", err)
 	}
-	if _, err := d.c.ResumeSandbox(ctxT(t, 2*time.Minute), sb.ID, 600); err != nil {
+	if _, err := d.Client.ResumeSandbox(harness.Ctx(t, 2*time.Minute), sb.ID, 600); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	if got := count(t, d, sb.ID); got != n+2 {
@@ -99,24 +100,24 @@ func TestPauseFaultStoreGoesAway(t *testing.T) {
 func TestPauseFaultDaemonKilled(t *testing.T) {
 	_, ds := checkpointNodes(t, "10.241.244.0/22")
 	d := ds[0]
-	sb := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	startCounter(t, d, sb.ID, randMarker())
 	n := count(t, d, sb.ID)
 	startBigState(t, d, sb.ID)
 
-	whenImageGrows(d, 50<<20, time.Minute, d.kill9)
-	if _, err := d.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID); err == nil {
+	whenImageGrows(d, 50<<20, time.Minute, d.Kill9)
+	if _, err := d.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID); err == nil {
 		t.Fatal("pause answered although spaced was killed during it")
 	}
-	if err := d.start(); err != nil {
+	if err := d.Restart(); err != nil {
 		t.Fatalf("restart spaced: %v", err)
 	}
 	// Recover thaws the sandbox the pause had frozen: it was never paused.
 	stillRunning(t, d, sb.ID, n+1)
-	if _, err := d.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID); err != nil {
+	if _, err := d.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID); err != nil {
 		t.Fatalf("pause after the restart: %v", err)
 	}
-	if _, err := d.c.ResumeSandbox(ctxT(t, 2*time.Minute), sb.ID, 600); err != nil {
+	if _, err := d.Client.ResumeSandbox(harness.Ctx(t, 2*time.Minute), sb.ID, 600); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	if got := count(t, d, sb.ID); got != n+2 {
@@ -125,30 +126,21 @@ func TestPauseFaultDaemonKilled(t *testing.T) {
 }
 
 func TestPauseFaultDiskFull(t *testing.T) {
-	if env.skip != "" {
-		t.Skip(env.skip)
-	}
 	// spaced's images dir, where checkpoints are written before upload, on
-	// a filesystem that a 200 MiB checkpoint cannot fit on.
+	// a filesystem that a 200 MiB checkpoint cannot fit on. It is
+	// unmounted after the daemon's shutdown (cleanups run last first).
 	var images string
-	d, err := startDaemon(daemonOptions{name: "diskfull", cidr: "10.241.248.0/22", noPool: true,
-		prepare: func(dataDir string) error {
+	d := ownDaemon(t, harness.Options{Name: "diskfull", CIDR: "10.241.248.0/22", NoPool: true,
+		Prepare: func(dataDir string) error {
 			images = filepath.Join(dataDir, "images")
 			if err := os.MkdirAll(images, 0o700); err != nil {
 				return err
 			}
+			t.Cleanup(func() { syscall.Unmount(images, syscall.MNT_DETACH) })
 			return syscall.Mount("tmpfs", images, "tmpfs", 0, "size=120m")
 		}})
-	if images != "" {
-		t.Cleanup(func() { syscall.Unmount(images, syscall.MNT_DETACH) })
-	}
-	if err != nil {
-		t.Fatalf("start spaced: %v", err)
-	}
-	d.dumpOnFailure(t)
-	t.Cleanup(d.shutdown)
 
-	sb := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	startCounter(t, d, sb.ID, randMarker())
 	n := count(t, d, sb.ID)
 	startBigState(t, d, sb.ID)
@@ -163,10 +155,10 @@ func TestPauseFaultDiskFull(t *testing.T) {
 	if err := syscall.Mount("tmpfs", images, "tmpfs", syscall.MS_REMOUNT, "size=1g"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID); err != nil {
+	if _, err := d.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID); err != nil {
 		t.Fatalf("pause with room: %v", err)
 	}
-	if _, err := d.c.ResumeSandbox(ctxT(t, 2*time.Minute), sb.ID, 600); err != nil {
+	if _, err := d.Client.ResumeSandbox(harness.Ctx(t, 2*time.Minute), sb.ID, 600); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	if got := count(t, d, sb.ID); got != n+2 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spacesandbox/space/client"
 	"github.com/spacesandbox/space/internal/blobstore/blobstoretest"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // Pause, resume (here and on a second spaced sharing the object store),
@@ -51,25 +52,14 @@ func atRest(v *blobstoretest.Versity, marker []byte) []string {
 }
 
 // checkpointNodes starts an S3 server and spaced daemons sharing it.
-func checkpointNodes(t *testing.T, cidrs ...string) (*blobstoretest.Versity, []*daemon) {
+func checkpointNodes(t *testing.T, cidrs ...string) (*blobstoretest.Versity, []*harness.Daemon) {
 	t.Helper()
-	if env.skip != "" {
-		t.Skip(env.skip)
-	}
+	harness.Need(t)
 	s3 := blobstoretest.StartVersity(t)
 	keyFile := filepath.Join(t.TempDir(), "platform.json")
-	var ds []*daemon
+	var ds []*harness.Daemon
 	for i, cidr := range cidrs {
-		d, err := startDaemon(daemonOptions{name: "ckpt" + strconv.Itoa(i), cidr: cidr, noPool: true, env: s3Env(s3, keyFile)})
-		if err != nil {
-			if d != nil {
-				t.Log(d.logTail(40))
-			}
-			t.Fatalf("start spaced: %v", err)
-		}
-		d.dumpOnFailure(t)
-		t.Cleanup(d.shutdown)
-		ds = append(ds, d)
+		ds = append(ds, ownDaemon(t, harness.Options{Name: "ckpt" + strconv.Itoa(i), CIDR: cidr, NoPool: true, Env: s3Env(s3, keyFile)}))
 	}
 	return s3, ds
 }
@@ -93,16 +83,16 @@ while True:
 
 const askCounter = `python3 -c 'import socket; s=socket.create_connection(("127.0.0.1",8000),timeout=5); print(s.recv(64).decode())'`
 
-func startCounter(t *testing.T, d *daemon, id, marker string) {
+func startCounter(t *testing.T, d *harness.Daemon, id, marker string) {
 	t.Helper()
 	sh(t, d, id, "printf %s "+marker+" > /home/user/marker")
-	if _, err := d.c.Upload(ctxT(t, 30*time.Second), id, "/home/user/counter.py", strings.NewReader(counterServer)); err != nil {
+	if _, err := d.Client.Upload(harness.Ctx(t, 30*time.Second), id, "/home/user/counter.py", strings.NewReader(counterServer)); err != nil {
 		t.Fatal(err)
 	}
 	sh(t, d, id, "nohup python3 /home/user/counter.py >/dev/null 2>&1 & for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\",8000)).close()' 2>/dev/null && break; sleep 0.1; done")
 }
 
-func count(t *testing.T, d *daemon, id string) int {
+func count(t *testing.T, d *harness.Daemon, id string) int {
 	t.Helper()
 	out := strings.TrimSpace(sh(t, d, id, askCounter))
 	n, err := strconv.Atoi(out)
@@ -121,7 +111,7 @@ func randMarker() string {
 func TestPauseResumeAcrossNodes(t *testing.T) {
 	s3, ds := checkpointNodes(t, "10.241.160.0/20", "10.241.176.0/20")
 	a, b := ds[0], ds[1]
-	sb, err := a.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
+	sb, err := a.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,20 +121,20 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 
 	for cycle := 1; cycle <= 3; cycle++ {
 		sh(t, a, sb.ID, fmt.Sprintf("echo cycle%d > /home/user/file%d", cycle, cycle))
-		p, err := a.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID)
+		p, err := a.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID)
 		if err != nil {
 			t.Fatalf("cycle %d: pause: %v", cycle, err)
 		}
 		if p.State != "paused" || p.Checkpoint == nil || p.Checkpoint.Bytes == 0 {
 			t.Fatalf("cycle %d: paused sandbox %+v, want state paused with a checkpoint", cycle, p)
 		}
-		if left := hostLeftovers(a, sb.ID); len(left) > 0 {
+		if left := a.Leftovers(sb.ID); len(left) > 0 {
 			t.Errorf("cycle %d: a paused sandbox holds host resources: %v", cycle, left)
 		}
 		if hits := atRest(s3, []byte(marker)); len(hits) > 0 {
 			t.Errorf("cycle %d: plaintext marker found at rest in %v", cycle, hits)
 		}
-		if _, err := a.c.ResumeSandbox(ctxT(t, 2*time.Minute), sb.ID, 600); err != nil {
+		if _, err := a.Client.ResumeSandbox(harness.Ctx(t, 2*time.Minute), sb.ID, 600); err != nil {
 			t.Fatalf("cycle %d: resume: %v", cycle, err)
 		}
 		if got := count(t, a, sb.ID); got != next {
@@ -159,10 +149,10 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 	}
 
 	// Pause on a, resume on b: b has never heard of the sandbox.
-	if _, err := a.c.PauseSandbox(ctxT(t, 2*time.Minute), sb.ID); err != nil {
+	if _, err := a.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.c.ResumeSandbox(ctxT(t, 2*time.Minute), sb.ID, 600)
+	got, err := b.Client.ResumeSandbox(harness.Ctx(t, 2*time.Minute), sb.ID, 600)
 	if err != nil {
 		t.Fatalf("resume on the second node: %v", err)
 	}
@@ -175,12 +165,12 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 	if got := strings.TrimSpace(sh(t, b, sb.ID, "cat /home/user/file1 /home/user/file3 /home/user/marker")); got != "cycle1\ncycle3\n"+marker {
 		t.Fatalf("files on the second node: %q", got)
 	}
-	if err := b.c.KillSandbox(ctxT(t, time.Minute), sb.ID); err != nil {
+	if err := b.Client.KillSandbox(harness.Ctx(t, time.Minute), sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	// a still has its paused record: killing it deletes it (the checkpoint
 	// is already superseded by b's run).
-	if err := a.c.KillSandbox(ctxT(t, time.Minute), sb.ID); err != nil && !client.IsNotFound(err) {
+	if err := a.Client.KillSandbox(harness.Ctx(t, time.Minute), sb.ID); err != nil && !client.IsNotFound(err) {
 		t.Fatal(err)
 	}
 }
@@ -188,10 +178,10 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 func TestForkThree(t *testing.T) {
 	_, ds := checkpointNodes(t, "10.241.192.0/20")
 	d := ds[0]
-	parent := newSandbox(t, d, client.CreateSandboxRequest{Env: map[string]string{"FROM": "parent"}})
+	parent := d.NewSandbox(t, client.CreateSandboxRequest{Env: map[string]string{"FROM": "parent"}})
 	startCounter(t, d, parent.ID, randMarker())
 	base := count(t, d, parent.ID)
-	forks, err := d.c.ForkSandbox(ctxT(t, 3*time.Minute), parent.ID, 3)
+	forks, err := d.Client.ForkSandbox(harness.Ctx(t, 3*time.Minute), parent.ID, 3)
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}
@@ -200,7 +190,7 @@ func TestForkThree(t *testing.T) {
 	}
 	seen := map[string]bool{parent.ID: true}
 	for i, f := range forks {
-		t.Cleanup(func() { d.c.KillSandbox(ctxT(t, time.Minute), f.ID) })
+		t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, time.Minute), f.ID) })
 		if seen[f.ID] || f.AccessToken == "" || f.AccessToken == parent.AccessToken {
 			t.Fatalf("fork %d: id %s token %q: want a new id and its own token", i, f.ID, f.AccessToken)
 		}
@@ -229,7 +219,7 @@ func TestForkThree(t *testing.T) {
 func TestDiskSnapshotWhileWriting(t *testing.T) {
 	_, ds := checkpointNodes(t, "10.241.208.0/20")
 	d := ds[0]
-	sb := newSandbox(t, d, client.CreateSandboxRequest{Env: map[string]string{"PARENT_SECRET": "s3cr3t"}})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{Env: map[string]string{"PARENT_SECRET": "s3cr3t"}})
 	// A write loop: one line per 10 ms with a monotonic timestamp.
 	writer := `import time
 f = open("/home/user/log", "a", buffering=1)
@@ -237,13 +227,13 @@ while True:
     f.write("%.6f\n" % time.monotonic())
     time.sleep(0.01)
 `
-	if _, err := d.c.Upload(ctxT(t, 30*time.Second), sb.ID, "/home/user/writer.py", strings.NewReader(writer)); err != nil {
+	if _, err := d.Client.Upload(harness.Ctx(t, 30*time.Second), sb.ID, "/home/user/writer.py", strings.NewReader(writer)); err != nil {
 		t.Fatal(err)
 	}
 	sh(t, d, sb.ID, "nohup python3 /home/user/writer.py >/dev/null 2>&1 & echo $! > /home/user/writer.pid; sleep 1")
 	var snaps []*client.Snapshot
 	for range 3 {
-		sn, err := d.c.TakeSnapshot(ctxT(t, time.Minute), sb.ID)
+		sn, err := d.Client.TakeSnapshot(harness.Ctx(t, time.Minute), sb.ID)
 		if err != nil {
 			t.Fatalf("snapshot: %v", err)
 		}
@@ -266,12 +256,12 @@ while True:
 		t.Errorf("the write loop stopped for %.0f ms during a snapshot; the documented bound is 1000 ms", maxGap*1000)
 	}
 
-	list, err := d.c.ListSnapshots(ctxT(t, 30*time.Second), sb.ID)
+	list, err := d.Client.ListSnapshots(harness.Ctx(t, 30*time.Second), sb.ID)
 	if err != nil || len(list) != 3 {
 		t.Fatalf("list snapshots: %d, %v; want 3", len(list), err)
 	}
 	last := snaps[len(snaps)-1]
-	restored := newSandbox(t, d, client.CreateSandboxRequest{Snapshot: last.ID})
+	restored := d.NewSandbox(t, client.CreateSandboxRequest{Snapshot: last.ID})
 	got := strings.Fields(sh(t, d, restored.ID, "cat /home/user/log; cat /home/user/writer.py >/dev/null"))
 	if len(got) == 0 || len(got) > len(log) {
 		t.Fatalf("restored log has %d lines, the original %d", len(got), len(log))
@@ -288,7 +278,7 @@ while True:
 			t.Fatalf("restored log line %d = %q, original %q", i, got[i], log[i])
 		}
 	}
-	if err := d.c.DeleteSnapshot(ctxT(t, 30*time.Second), snaps[0].ID); err != nil {
+	if err := d.Client.DeleteSnapshot(harness.Ctx(t, 30*time.Second), snaps[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	resp, body := do(t, d, "GET", "/v1/snapshots/"+snaps[0].ID, nil, nil)
@@ -300,7 +290,7 @@ while True:
 func TestCustomerKey(t *testing.T) {
 	s3, ds := checkpointNodes(t, "10.241.224.0/20")
 	d := ds[0]
-	ctx := ctxT(t, 5*time.Minute)
+	ctx := harness.Ctx(t, 5*time.Minute)
 	key1, key2, wrong := make([]byte, 32), make([]byte, 32), make([]byte, 32)
 	rand.Read(key1)
 	rand.Read(key2)
@@ -312,17 +302,17 @@ func TestCustomerKey(t *testing.T) {
 	resp, body = do(t, d, "POST", "/v1/sandboxes", map[string]any{"key_id": "acme"}, nil)
 	wantError(t, resp, body, 409, "failed_precondition")
 
-	if err := d.c.PutKey(ctx, "acme", key1); err != nil {
+	if err := d.Client.PutKey(ctx, "acme", key1); err != nil {
 		t.Fatal(err)
 	}
-	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{KeyID: "acme", TimeoutSeconds: 600})
+	sb, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{KeyID: "acme", TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.c.KillSandbox(ctxT(t, time.Minute), sb.ID) })
+	t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, time.Minute), sb.ID) })
 	marker := randMarker()
 	startCounter(t, d, sb.ID, marker)
-	if _, err := d.c.PauseSandbox(ctx, sb.ID); err != nil {
+	if _, err := d.Client.PauseSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	if hits := atRest(s3, []byte(marker)); len(hits) > 0 {
@@ -330,36 +320,36 @@ func TestCustomerKey(t *testing.T) {
 	}
 
 	// Without the key, or with the wrong one, the resume fails and says why.
-	if err := d.c.DeleteKey(ctx, "acme"); err != nil {
+	if err := d.Client.DeleteKey(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	resp, body = do(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/resume", nil, nil)
 	if e := wantError(t, resp, body, 409, "failed_precondition"); !strings.Contains(e.Error.Message, "acme") {
 		t.Errorf("resume without the key: message %q does not name the key", e.Error.Message)
 	}
-	if err := d.c.PutKey(ctx, "acme", wrong); err != nil {
+	if err := d.Client.PutKey(ctx, "acme", wrong); err != nil {
 		t.Fatal(err)
 	}
 	resp, body = do(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/resume", nil, nil)
 	wantError(t, resp, body, 409, "failed_precondition")
-	if got, _ := d.c.GetSandbox(ctx, sb.ID); got == nil || got.State != "paused" {
+	if got, _ := d.Client.GetSandbox(ctx, sb.ID); got == nil || got.State != "paused" {
 		t.Fatalf("a failed resume changed the sandbox: %+v", got)
 	}
 
 	// Rotation: the old checkpoint stays restorable with only the new key.
-	if err := d.c.PutKey(ctx, "acme", key1); err != nil {
+	if err := d.Client.PutKey(ctx, "acme", key1); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := d.c.RotateKey(ctx, "acme", key2); err != nil || n < 1 {
+	if n, err := d.Client.RotateKey(ctx, "acme", key2); err != nil || n < 1 {
 		t.Fatalf("rotate: %d manifests, %v", n, err)
 	}
-	if err := d.c.DeleteKey(ctx, "acme"); err != nil {
+	if err := d.Client.DeleteKey(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.c.PutKey(ctx, "acme", key2); err != nil {
+	if err := d.Client.PutKey(ctx, "acme", key2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.ResumeSandbox(ctx, sb.ID, 600); err != nil {
+	if _, err := d.Client.ResumeSandbox(ctx, sb.ID, 600); err != nil {
 		t.Fatalf("resume after rotation: %v", err)
 	}
 	if got := strings.TrimSpace(sh(t, d, sb.ID, "cat /home/user/marker")); got != marker {
@@ -370,24 +360,24 @@ func TestCustomerKey(t *testing.T) {
 func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 	_, ds := checkpointNodes(t, "10.241.232.0/22")
 	d := ds[0]
-	ctx := ctxT(t, 3*time.Minute)
+	ctx := harness.Ctx(t, 3*time.Minute)
 
 	// At its timeout an auto-pause sandbox is paused, not killed.
-	ap, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3, AutoPause: true})
+	ap, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3, AutoPause: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.c.KillSandbox(ctxT(t, time.Minute), ap.ID) })
+	t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, time.Minute), ap.ID) })
 	startCounter(t, d, ap.ID, randMarker())
 	n := count(t, d, ap.ID)
-	if !waitFor(30*time.Second, func() bool {
-		sb, err := d.c.GetSandbox(ctx, ap.ID)
+	if !harness.WaitFor(30*time.Second, func() bool {
+		sb, err := d.Client.GetSandbox(ctx, ap.ID)
 		return err == nil && sb.State == "paused"
 	}) {
-		sb, _ := d.c.GetSandbox(ctx, ap.ID)
+		sb, _ := d.Client.GetSandbox(ctx, ap.ID)
 		t.Fatalf("auto-pause sandbox at its timeout: %+v, want paused", sb)
 	}
-	if _, err := d.c.ResumeSandbox(ctx, ap.ID, 60); err != nil {
+	if _, err := d.Client.ResumeSandbox(ctx, ap.ID, 60); err != nil {
 		t.Fatal(err)
 	}
 	if got := count(t, d, ap.ID); got != n+1 {
@@ -395,12 +385,12 @@ func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 	}
 
 	// A schedule takes a snapshot every 5 s and keeps the newest 2.
-	sc := newSandbox(t, d, client.CreateSandboxRequest{SnapshotEverySeconds: 5, SnapshotKeep: 2})
+	sc := d.NewSandbox(t, client.CreateSandboxRequest{SnapshotEverySeconds: 5, SnapshotKeep: 2})
 	resp, body := do(t, d, "POST", "/v1/sandboxes", map[string]any{"snapshot_every_seconds": 1}, nil)
 	wantError(t, resp, body, 400, "invalid_argument")
 	var ids map[string]bool
-	if !waitFor(40*time.Second, func() bool {
-		list, err := d.c.ListSnapshots(ctx, sc.ID)
+	if !harness.WaitFor(40*time.Second, func() bool {
+		list, err := d.Client.ListSnapshots(ctx, sc.ID)
 		ids = map[string]bool{}
 		for _, s := range list {
 			ids[s.ID] = true
@@ -410,8 +400,8 @@ func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 		t.Fatalf("scheduled snapshots: %v, want 2", ids)
 	}
 	first := ids
-	if !waitFor(30*time.Second, func() bool {
-		list, err := d.c.ListSnapshots(ctx, sc.ID)
+	if !harness.WaitFor(30*time.Second, func() bool {
+		list, err := d.Client.ListSnapshots(ctx, sc.ID)
 		if err != nil || len(list) > 2 {
 			return false
 		}
@@ -424,15 +414,15 @@ func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 	}) {
 		t.Fatal("the schedule did not take a newer snapshot and trim to 2")
 	}
-	if list, _ := d.c.ListSnapshots(ctx, sc.ID); len(list) > 2 {
+	if list, _ := d.Client.ListSnapshots(ctx, sc.ID); len(list) > 2 {
 		t.Fatalf("%d snapshots kept, want at most 2", len(list))
 	}
 }
 
 func TestBenchCheckpointQuick(t *testing.T) {
 	d := need(t) // its object store is the default local directory
-	cmd := exec.Command(filepath.Join(env.bin, "space"), "bench", "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--json")
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.addr, "SPACE_API_KEY="+d.apiKey)
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--json")
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

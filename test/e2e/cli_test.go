@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestCLI drives the space CLI against the real daemon.
@@ -16,8 +18,8 @@ func TestCLI(t *testing.T) {
 	t.Parallel()
 	space := func(stdin string, args ...string) (stdout, stderr string, code int) {
 		t.Helper()
-		cmd := exec.CommandContext(ctxT(t, time.Minute), filepath.Join(env.bin, "space"), args...)
-		cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.addr, "SPACE_API_KEY="+d.apiKey)
+		cmd := exec.CommandContext(harness.Ctx(t, time.Minute), harness.Bin(t, "space"), args...)
+		cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 		cmd.Stdin = strings.NewReader(stdin)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
@@ -33,7 +35,7 @@ func TestCLI(t *testing.T) {
 	if code != 0 || id == "" {
 		t.Fatalf("space create: %d %q %q", code, out, errOut)
 	}
-	t.Cleanup(func() { d.c.KillSandbox(ctxT(t, 30*time.Second), id) })
+	t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, 30*time.Second), id) })
 
 	out, errOut, code = space("", "exec", id, "--", "sh -c 'echo out; echo err >&2; exit 3'")
 	if out != "out\n" || errOut != "err\n" || code != 3 {

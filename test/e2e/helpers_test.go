@@ -11,100 +11,39 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// newSandbox creates a sandbox and kills it when the test ends.
-func newSandbox(t *testing.T, d *daemon, req client.CreateSandboxRequest) *client.Sandbox {
+// run runs a command through the client and fails the test unless it
+// ends (with any exit code).
+func run(t *testing.T, d *harness.Daemon, id string, req client.CommandRequest) harness.Result {
 	t.Helper()
-	sb, err := d.c.CreateSandbox(ctxT(t, 60*time.Second), req)
-	if err != nil {
-		t.Fatalf("create sandbox %+v: %v", req, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := d.c.KillSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) && d.healthy() {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return sb
-}
-
-// result is how a command ended and what it wrote.
-type result struct {
-	Stdout, Stderr string
-	Exit           *client.ExitInfo
-}
-
-// run runs a command through the client and collects its output.
-func run(t *testing.T, d *daemon, id string, req client.CommandRequest) result {
-	t.Helper()
-	r, err := tryRun(ctxT(t, 2*time.Minute), d, id, req)
+	r, err := d.Exec(harness.Ctx(t, 2*time.Minute), id, req)
 	if err != nil {
 		t.Fatalf("run %q%q in %s: %v", req.Cmd, req.Argv, id, err)
 	}
 	return r
 }
 
-func tryRun(ctx context.Context, d *daemon, id string, req client.CommandRequest) (result, error) {
-	var r result
-	s, err := d.c.RunCommand(ctx, id, req)
-	if err != nil {
-		return r, err
-	}
-	defer s.Close()
-	var out, errb bytes.Buffer
-	for {
-		ev, err := s.Next()
-		if err != nil {
-			r.Stdout, r.Stderr = out.String(), errb.String()
-			return r, fmt.Errorf("%w (stdout %q, stderr %q)", err, clip(r.Stdout), clip(r.Stderr))
-		}
-		switch ev.Type {
-		case client.EventStdout:
-			out.Write(ev.Data)
-		case client.EventStderr:
-			errb.Write(ev.Data)
-		case client.EventEnd:
-			r.Stdout, r.Stderr, r.Exit = out.String(), errb.String(), ev.Exit
-			return r, nil
-		}
-	}
-}
-
 // sh runs cmd as the default user and fails the test unless it exits 0.
-func sh(t *testing.T, d *daemon, id, cmd string) string {
+func sh(t *testing.T, d *harness.Daemon, id, cmd string) string {
 	t.Helper()
 	return shAs(t, d, id, "", cmd)
 }
 
-func shAs(t *testing.T, d *daemon, id, user, cmd string) string {
+func shAs(t *testing.T, d *harness.Daemon, id, user, cmd string) string {
 	t.Helper()
 	r := run(t, d, id, client.CommandRequest{Cmd: cmd, User: user})
 	if r.Exit.Code() != 0 {
-		t.Fatalf("%q in %s: exit %+v\nstdout: %s\nstderr: %s", cmd, id, *r.Exit, clip(r.Stdout), clip(r.Stderr))
+		t.Fatalf("%q in %s: exit %+v\nstdout: %s\nstderr: %s", cmd, id, *r.Exit, harness.Clip(r.Stdout), harness.Clip(r.Stderr))
 	}
 	return r.Stdout
-}
-
-func clip(s string) string {
-	if len(s) > 2000 {
-		return s[:1000] + "\n...\n" + s[len(s)-1000:]
-	}
-	return s
 }
 
 // rawEvent is one server-sent event exactly as the daemon wrote it.
@@ -186,7 +125,7 @@ func outputText(t *testing.T, ev rawEvent) string {
 
 // do sends a raw API request. body may be a string, []byte or nil; hdr
 // holds extra headers (an "Authorization" of "" removes the default one).
-func do(t *testing.T, d *daemon, method, path string, body any, hdr map[string]string) (*http.Response, []byte) {
+func do(t *testing.T, d *harness.Daemon, method, path string, body any, hdr map[string]string) (*http.Response, []byte) {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -199,11 +138,11 @@ func do(t *testing.T, d *daemon, method, path string, body any, hdr map[string]s
 		j, _ := json.Marshal(b)
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(ctxT(t, 2*time.Minute), method, "http://"+d.addr+path, rd)
+	req, err := http.NewRequestWithContext(harness.Ctx(t, 2*time.Minute), method, "http://"+d.Addr+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+d.apiKey)
+	req.Header.Set("Authorization", "Bearer "+d.APIKey)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -254,45 +193,6 @@ func wantError(t *testing.T, resp *http.Response, body []byte, status int, code 
 	return e
 }
 
-// hostLeftovers lists what sandbox id still has on the host.
-func hostLeftovers(d *daemon, id string) []string {
-	var left []string
-	check := func(what, p string) {
-		if exists(p) {
-			left = append(left, what+" "+p)
-		}
-	}
-	states, _ := filepath.Glob(filepath.Join(d.dataDir, "runsc", id+"*"))
-	for _, s := range states {
-		left = append(left, "runsc state "+s)
-	}
-	check("bundle dir", filepath.Join(d.dataDir, "sandboxes", id))
-	check("netns", "/var/run/netns/space-"+id)
-	check("veth", "/sys/class/net/"+hostIf(id))
-	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "space", id))
-	for _, c := range cg {
-		left = append(left, "cgroup "+c)
-	}
-	check("cgroup", filepath.Join("/sys/fs/cgroup", "space", id))
-	return left
-}
-
-func hostIf(id string) string { return "vse" + id[:min(12, len(id))] }
-
-// waitFor polls cond until it is true or the timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // hostCmd runs a command on the host and fails the test if it fails.
 func hostCmd(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -313,18 +213,18 @@ func readFileOr(p string) string {
 
 // openStream starts a raw streaming request and returns the response, whose
 // body the caller reads and closes (cancel ctx to drop the connection).
-func openStream(ctx context.Context, t *testing.T, d *daemon, method, path string, body any, hdr map[string]string) *http.Response {
+func openStream(ctx context.Context, t *testing.T, d *harness.Daemon, method, path string, body any, hdr map[string]string) *http.Response {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		j, _ := json.Marshal(body)
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.addr+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.Addr+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+d.apiKey)
+	req.Header.Set("Authorization", "Bearer "+d.APIKey)
 	req.Header.Set("Accept", "text/event-stream")
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")

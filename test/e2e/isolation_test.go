@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // probeScript tries TCP connections in parallel from inside a sandbox and
@@ -42,7 +43,7 @@ for a in sys.argv[1:]: print(a, res[a])
 `
 
 // probe runs probeScript in sandbox id and returns target -> result.
-func probe(t *testing.T, d *daemon, id string, targets ...string) map[string]string {
+func probe(t *testing.T, d *harness.Daemon, id string, targets ...string) map[string]string {
 	t.Helper()
 	out := sh(t, d, id, "python3 -c '"+probeScript+"' self "+strings.Join(targets, " "))
 	res := map[string]string{}
@@ -61,10 +62,10 @@ func probe(t *testing.T, d *daemon, id string, targets ...string) map[string]str
 // read from the host side of its veth pair.
 func sandboxAddrs(t *testing.T, id string) (host, sandbox string) {
 	t.Helper()
-	out := hostCmd(t, "ip", "-4", "-o", "addr", "show", "dev", hostIf(id))
+	out := hostCmd(t, "ip", "-4", "-o", "addr", "show", "dev", harness.HostIf(id))
 	m := regexp.MustCompile(`inet (\d+\.\d+\.\d+)\.(\d+)/30`).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("no /30 on %s: %s", hostIf(id), out)
+		t.Fatalf("no /30 on %s: %s", harness.HostIf(id), out)
 	}
 	last, _ := strconv.Atoi(m[2])
 	return fmt.Sprintf("%s.%d", m[1], last), fmt.Sprintf("%s.%d", m[1], last+1)
@@ -90,11 +91,11 @@ func countingListener(t *testing.T, ln net.Listener) *atomic.Int64 {
 func TestIsolation(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	a := newSandbox(t, d, client.CreateSandboxRequest{})
-	b := newSandbox(t, d, client.CreateSandboxRequest{})
+	a := d.NewSandbox(t, client.CreateSandboxRequest{})
+	b := d.NewSandbox(t, client.CreateSandboxRequest{})
 
 	t.Run("host files", func(t *testing.T) {
-		marker := "/tmp/e2e-marker-" + randHex(8)
+		marker := "/tmp/e2e-marker-" + harness.RandHex(8)
 		if err := os.WriteFile(marker, []byte("host secret"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +103,7 @@ func TestIsolation(t *testing.T) {
 		if got := sh(t, d, a.ID, "test -e "+marker+" && echo visible || echo hidden"); got != "hidden\n" {
 			t.Errorf("host file %s is %s inside the sandbox", marker, got)
 		}
-		if _, err := d.c.Stat(ctxT(t, 10*time.Second), a.ID, marker); !client.IsNotFound(err) {
+		if _, err := d.Client.Stat(harness.Ctx(t, 10*time.Second), a.ID, marker); !client.IsNotFound(err) {
 			t.Errorf("files API stat of the host marker: %v, want not found", err)
 		}
 	})
@@ -121,12 +122,12 @@ func TestIsolation(t *testing.T) {
 	})
 
 	t.Run("other sandbox files", func(t *testing.T) {
-		name := "/home/user/only-in-a-" + randHex(6)
+		name := "/home/user/only-in-a-" + harness.RandHex(6)
 		sh(t, d, a.ID, "echo a > "+name)
 		if got := sh(t, d, b.ID, "test -e "+name+" && echo visible || echo hidden"); got != "hidden\n" {
 			t.Errorf("sandbox A's file is %s in sandbox B", got)
 		}
-		if _, err := d.c.Stat(ctxT(t, 10*time.Second), b.ID, name); !client.IsNotFound(err) {
+		if _, err := d.Client.Stat(harness.Ctx(t, 10*time.Second), b.ID, name); !client.IsNotFound(err) {
 			t.Errorf("stat of A's file through B: %v", err)
 		}
 	})
@@ -134,7 +135,7 @@ func TestIsolation(t *testing.T) {
 	t.Run("network to host and neighbours", func(t *testing.T) {
 		hostIP, _ := sandboxAddrs(t, a.ID)
 		_, bIP := sandboxAddrs(t, b.ID)
-		_, spacedPort, _ := net.SplitHostPort(d.addr)
+		_, spacedPort, _ := net.SplitHostPort(d.Addr)
 
 		ln, err := net.Listen("tcp4", "0.0.0.0:0")
 		if err != nil {
@@ -200,12 +201,12 @@ func hostAddrs(t *testing.T) []string {
 // metadata service): a network namespace of the test's own at 203.0.113.10
 // and 169.254.169.254 with a listener, reachable from the host, with IP
 // forwarding on. The sandbox must still reach neither.
-func testNoInternet(t *testing.T, d *daemon, id string) {
+func testNoInternet(t *testing.T, d *harness.Daemon, id string) {
 	// The namespace is held by a process of its own rather than made with
 	// `ip netns add`, which would bind-mount /var/run/netns over itself and
 	// make spaced's existing netns mounts impossible to remove (see the
 	// report of TestIsolation).
-	suffix := randHex(3)
+	suffix := harness.RandHex(3)
 	hostEnd, nsEnd := "e2eh"+suffix, "e2en"+suffix
 	holder := exec.Command("unshare", "--net", "sleep", "600")
 	if err := holder.Start(); err != nil {
@@ -214,7 +215,7 @@ func testNoInternet(t *testing.T, d *daemon, id string) {
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
 	pid := strconv.Itoa(holder.Process.Pid)
 	nsPath := "/proc/" + pid + "/ns/net"
-	if !waitFor(5*time.Second, func() bool {
+	if !harness.WaitFor(5*time.Second, func() bool {
 		self, _ := os.Readlink("/proc/self/ns/net")
 		other, _ := os.Readlink(nsPath)
 		return other != "" && other != self

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestLeftovers: many concurrent create/kill cycles, then failed creates,
@@ -18,7 +20,7 @@ import (
 func TestLeftovers(t *testing.T) {
 	need(t)
 	t.Parallel()
-	d := ownDaemon(t, daemonOptions{name: "cycles", cidr: "10.241.32.0/20", noPool: true})
+	d := ownDaemon(t, harness.Options{Name: "cycles", CIDR: "10.241.32.0/20", NoPool: true})
 
 	t.Run("20 cycles, 5 at a time", func(t *testing.T) {
 		var wg sync.WaitGroup
@@ -31,8 +33,8 @@ func TestLeftovers(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				ctx := ctxT(t, time.Minute)
-				sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{})
+				ctx := harness.Ctx(t, time.Minute)
+				sb, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{})
 				if err != nil {
 					t.Errorf("cycle %d: %v", i, err)
 					return
@@ -40,18 +42,18 @@ func TestLeftovers(t *testing.T) {
 				mu.Lock()
 				made = append(made, sb.ID)
 				mu.Unlock()
-				if err := d.c.KillSandbox(ctx, sb.ID); err != nil {
+				if err := d.Client.KillSandbox(ctx, sb.ID); err != nil {
 					t.Errorf("cycle %d: %v", i, err)
 				}
 			}()
 		}
 		wg.Wait()
 		for _, id := range made {
-			if left := hostLeftovers(d, id); len(left) > 0 {
+			if left := d.Leftovers(id); len(left) > 0 {
 				t.Errorf("%s left: %v", id, left)
 			}
 		}
-		if n := len(dirEntries(filepath.Join(d.dataDir, "sandboxes"))); n != 0 {
+		if n := len(harness.DirEntries(filepath.Join(d.DataDir, "sandboxes"))); n != 0 {
 			t.Errorf("%d bundle dirs left", n)
 		}
 	})
@@ -60,7 +62,7 @@ func TestLeftovers(t *testing.T) {
 		// A template whose agent can never start: /bin/true is a dynamic
 		// binary, so it cannot even be loaded there.
 		tdir := t.TempDir()
-		real, err := filepath.EvalSymlinks(filepath.Join(env.templatesDir, "base", "current"))
+		real, err := filepath.EvalSymlinks(testenv.BaseRootfs())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +79,8 @@ func TestLeftovers(t *testing.T) {
 		if err := os.WriteFile(agent, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		bd := ownDaemon(t, daemonOptions{name: "broken", cidr: "10.241.64.0/20", templatesDir: tdir, bootTimeout: 3 * time.Second, noPool: true})
-		netnsBefore, linksBefore := hostNetNames()
+		bd := ownDaemon(t, harness.Options{Name: "broken", CIDR: "10.241.64.0/20", TemplatesDir: tdir, BootTimeout: 3 * time.Second, NoPool: true})
+		netnsBefore, linksBefore := harness.HostNetNames()
 
 		start := time.Now()
 		resp, body := do(t, bd, "POST", "/v1/sandboxes", `{"template":"broken"}`, nil)
@@ -87,87 +89,42 @@ func TestLeftovers(t *testing.T) {
 		resp, body = do(t, bd, "POST", "/v1/sandboxes", `{"template":"nope"}`, nil)
 		wantError(t, resp, body, 404, "not_found")
 
-		list, err := bd.c.ListAllSandboxes(ctxT(t, 5*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
+		list, err := bd.Client.ListAllSandboxes(harness.Ctx(t, 5*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
 		if err != nil || len(list) != 0 {
 			t.Errorf("after failed creates the daemon lists %s %v, want nothing", ids(list), err)
 		}
-		if n := dirEntries(filepath.Join(bd.dataDir, "sandboxes")); len(n) != 0 {
+		if n := harness.DirEntries(filepath.Join(bd.DataDir, "sandboxes")); len(n) != 0 {
 			t.Errorf("bundle dirs left: %v", n)
 		}
-		for _, e := range dirEntries(filepath.Join(bd.dataDir, "runsc")) {
+		for _, e := range harness.DirEntries(filepath.Join(bd.DataDir, "runsc")) {
 			if strings.HasSuffix(e, ".state") || !strings.Contains(e, "null-netns") {
 				t.Errorf("runsc state left: %s", e)
 			}
 		}
 		// The failed sandbox's id is only in the daemon's log.
-		log, _ := os.ReadFile(bd.logPath)
+		log, _ := os.ReadFile(bd.LogPath)
 		for _, m := range regexp.MustCompile(`sandbox=([a-z0-9]{8,64})`).FindAllStringSubmatch(string(log), -1) {
-			if left := hostLeftovers(bd, m[1]); len(left) > 0 {
+			if left := bd.Leftovers(m[1]); len(left) > 0 {
 				t.Errorf("failed sandbox %s left: %v", m[1], left)
 			}
 		}
 		// Anything new since the failed create must belong to a live sandbox
 		// of another daemon (other tests run concurrently).
-		netnsAfter, linksAfter := hostNetNames()
+		netnsAfter, linksAfter := harness.HostNetNames()
 		for name := range netnsAfter {
-			if !netnsBefore[name] && !liveAnywhere(t, strings.TrimPrefix(name, "space-")) {
+			if !netnsBefore[name] && !harness.LiveAnywhere(t, strings.TrimPrefix(name, "space-")) {
 				// Possibly another process's (other spaced instances may run on this host).
 				t.Logf("netns %s appeared and belongs to no live sandbox of ours", name)
 			}
 		}
 		for name := range linksAfter {
-			if !linksBefore[name] && !liveAnywhere(t, name) && inRange(name, "10.241.64.") {
+			if !linksBefore[name] && !harness.LiveAnywhere(t, name) && inRange(name, "10.241.64.") {
 				t.Errorf("link %s of the broken daemon's range is left", name)
-			} else if !linksBefore[name] && !liveAnywhere(t, name) {
+			} else if !linksBefore[name] && !harness.LiveAnywhere(t, name) {
 				t.Logf("link %s appeared and belongs to no live sandbox of ours", name)
 			}
 		}
 	})
-}
-
-func dirEntries(dir string) []string {
-	es, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range es {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
-// hostNetNames lists the space-* namespaces and vse* links on the host.
-func hostNetNames() (netns, links map[string]bool) {
-	netns, links = map[string]bool{}, map[string]bool{}
-	for _, n := range dirEntries("/var/run/netns") {
-		if strings.HasPrefix(n, "space-") {
-			netns[n] = true
-		}
-	}
-	for _, n := range dirEntries("/sys/class/net") {
-		if strings.HasPrefix(n, "vse") {
-			links[n] = true
-		}
-	}
-	return netns, links
-}
-
-// liveAnywhere reports whether an id (or a vse link name) is a live
-// sandbox of any daemon this package started.
-func liveAnywhere(t *testing.T, idOrLink string) bool {
-	daemonsMu.Lock()
-	ds := append([]*daemon(nil), daemons...)
-	daemonsMu.Unlock()
-	for _, d := range ds {
-		list, err := d.c.ListAllSandboxes(ctxT(t, 5*time.Second), client.ListOptions{States: []string{"creating", "running"}})
-		if err != nil {
-			continue
-		}
-		for _, sb := range list {
-			if sb.ID == idOrLink || hostIf(sb.ID) == idOrLink {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // inRange reports whether link has an IPv4 address starting with prefix.

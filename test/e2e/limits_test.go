@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // stillFine checks that spaced answers and sandbox id runs a command.
-func stillFine(t *testing.T, d *daemon, id string) {
+func stillFine(t *testing.T, d *harness.Daemon, id string) {
 	t.Helper()
-	if !d.healthy() {
+	if !d.Healthy() {
 		t.Fatal("spaced does not answer /healthz")
 	}
 	if got := sh(t, d, id, "echo ok"); got != "ok\n" {
@@ -23,11 +24,11 @@ func stillFine(t *testing.T, d *daemon, id string) {
 func TestLimitMemory(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	neighbour := newSandbox(t, d, client.CreateSandboxRequest{})
-	sb := newSandbox(t, d, client.CreateSandboxRequest{MemoryMB: 256})
+	neighbour := d.NewSandbox(t, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{MemoryMB: 256})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := tryRun(ctx, d, sb.ID, client.CommandRequest{Cmd: `python3 -c '
+	r, err := d.Exec(ctx, sb.ID, client.CommandRequest{Cmd: `python3 -c '
 import sys
 held = []
 for i in range(20):
@@ -41,12 +42,12 @@ print("allocated 1 GiB")
 		// spaced must say so rather than keep calling it running.
 		t.Logf("the command stream broke or hung: %v", err)
 		var got *client.Sandbox
-		ok := waitFor(10*time.Second, func() bool {
-			got, err = d.c.GetSandbox(ctxT(t, 5*time.Second), sb.ID)
+		ok := harness.WaitFor(10*time.Second, func() bool {
+			got, err = d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), sb.ID)
 			return err == nil && got.State != client.StateRunning
 		})
 		if !ok {
-			_, rerr := tryRun(ctxT(t, 10*time.Second), d, sb.ID, client.CommandRequest{Cmd: "echo ok"})
+			_, rerr := d.Exec(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: "echo ok"})
 			t.Errorf("the sandbox died of its memory limit (a command stream hung for 30s; echo ok now gives %v) "+
 				"but spaced still reports it %q: nothing notices a sandbox that exits while spaced runs", rerr, got.State)
 		}
@@ -66,9 +67,9 @@ func lastLine(s string) string {
 func TestLimitForkBomb(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{MaxProcesses: 64})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{MaxProcesses: 64})
 	start := time.Now()
-	r, err := tryRun(ctxT(t, 60*time.Second), d, sb.ID, client.CommandRequest{
+	r, err := d.Exec(harness.Ctx(t, 60*time.Second), sb.ID, client.CommandRequest{
 		Cmd: `bomb() { bomb | bomb & }; bomb; sleep 30`, TimeoutSeconds: 10,
 	})
 	if err != nil {
@@ -78,17 +79,17 @@ func TestLimitForkBomb(t *testing.T) {
 	if time.Since(start) > 30*time.Second {
 		t.Errorf("timeout_seconds 10 took %s", time.Since(start))
 	}
-	if got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), sb.ID); err != nil || got.State != client.StateRunning {
+	if got, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), sb.ID); err != nil || got.State != client.StateRunning {
 		t.Fatalf("after the fork bomb the sandbox is %+v (%v)", got, err)
 	}
 	// Leftover bomb processes may hold the limit for a moment.
-	var out result
-	ok := waitFor(20*time.Second, func() bool {
-		out, err = tryRun(ctxT(t, 10*time.Second), d, sb.ID, client.CommandRequest{Cmd: "echo ok"})
+	var out harness.Result
+	ok := harness.WaitFor(20*time.Second, func() bool {
+		out, err = d.Exec(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: "echo ok"})
 		return err == nil && out.Exit.Code() == 0 && out.Stdout == "ok\n"
 	})
 	if !ok {
-		ps, _ := tryRun(ctxT(t, 10*time.Second), d, sb.ID, client.CommandRequest{Cmd: "ps -e | wc -l", User: "root"})
+		ps, _ := d.Exec(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: "ps -e | wc -l", User: "root"})
 		t.Fatalf("the sandbox cannot run echo ok after the fork bomb: %+v %v %q (processes as seen by root: %q)", out.Exit, err, out.Stderr, ps.Stdout)
 	}
 	stillFine(t, d, sb.ID)
@@ -97,7 +98,7 @@ func TestLimitForkBomb(t *testing.T) {
 func TestLimitDisk(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{DiskMB: 64})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{DiskMB: 64})
 	r := run(t, d, sb.ID, client.CommandRequest{Cmd: "dd if=/dev/zero of=/home/user/big bs=1M count=200"})
 	if r.Exit.Code() == 0 || !strings.Contains(r.Stderr, "No space left") {
 		t.Errorf("writing 200 MB into 64 MB: exit %+v, stderr %q", *r.Exit, r.Stderr)
@@ -111,7 +112,7 @@ func TestLimitDisk(t *testing.T) {
 func TestLimitCPU(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{CPU: 1})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{CPU: 1})
 	got := strings.TrimSpace(sh(t, d, sb.ID, "nproc"))
 	t.Logf("nproc in a cpu:1 sandbox: %s (runsc reports the host's CPUs; the quota is a cgroup limit)", got)
 	if sb.CPU != 1 {

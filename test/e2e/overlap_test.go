@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestAddressRangeInUse: when a sandbox's /30 already has an address on the
@@ -19,8 +20,8 @@ func TestAddressRangeInUse(t *testing.T) {
 	t.Cleanup(func() { exec.Command("ip", "link", "del", link).Run() })
 	hostCmd(t, "ip", "addr", "add", "10.241.128.1/30", "dev", link) // slot 0 of the daemon below
 
-	d := ownDaemon(t, daemonOptions{name: "overlap", cidr: "10.241.128.0/20", noPool: true})
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	d := ownDaemon(t, harness.Options{Name: "overlap", CIDR: "10.241.128.0/20", NoPool: true})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	if out := sh(t, d, sb.ID, "echo ok"); strings.TrimSpace(out) != "ok" {
 		t.Fatalf("sandbox on the next slot does not work: %q", out)
 	}
@@ -29,7 +30,7 @@ func TestAddressRangeInUse(t *testing.T) {
 		t.Fatal("sandbox got the range that is in use on the host")
 	}
 	// The slot stays quarantined for a while: a second create skips it too.
-	sb2 := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb2 := d.NewSandbox(t, client.CreateSandboxRequest{})
 	if host2, _ := sandboxAddrs(t, sb2.ID); host2 == "10.241.128.1" {
 		t.Fatal("second sandbox got the range that is in use on the host")
 	}

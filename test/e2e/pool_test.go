@@ -14,21 +14,23 @@ import (
 
 	"github.com/spacesandbox/space/client"
 	"github.com/spacesandbox/space/internal/runtime/gvisor"
+	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // pooledIDs returns the ids of sandboxes the daemon holds but the API does
 // not list: its warm pool.
-func pooledIDs(t *testing.T, d *daemon) []string {
+func pooledIDs(t *testing.T, d *harness.Daemon) []string {
 	t.Helper()
 	listed := map[string]bool{}
-	all, err := d.c.ListAllSandboxes(ctxT(t, 10*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
+	all, err := d.Client.ListAllSandboxes(harness.Ctx(t, 10*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range all {
 		listed[s.ID] = true
 	}
-	entries, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
+	entries, _ := os.ReadDir(filepath.Join(d.DataDir, "sandboxes"))
 	var ids []string
 	for _, e := range entries {
 		if !listed[e.Name()] {
@@ -38,10 +40,10 @@ func pooledIDs(t *testing.T, d *daemon) []string {
 	return ids
 }
 
-func waitPool(t *testing.T, d *daemon, n int) []string {
+func waitPool(t *testing.T, d *harness.Daemon, n int) []string {
 	t.Helper()
 	var ids []string
-	if !waitFor(60*time.Second, func() bool {
+	if !harness.WaitFor(60*time.Second, func() bool {
 		ids = pooledIDs(t, d)
 		// A pool sandbox is ready once its agent answered; give the last a moment.
 		return len(ids) >= n
@@ -56,7 +58,7 @@ func waitPool(t *testing.T, d *daemon, n int) []string {
 // own sandbox, token, env and metadata, and nothing of one caller reaches
 // the next.
 func TestPoolCorrectness(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "pool", cidr: "10.241.80.0/20", pool: "base=4:8"})
+	d := ownDaemon(t, harness.Options{Name: "pool", CIDR: "10.241.80.0/20", Pool: "base=4:8"})
 	waitPool(t, d, 4)
 
 	const n = 50
@@ -69,7 +71,7 @@ func TestPoolCorrectness(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sb, err := d.c.CreateSandbox(ctxT(t, 2*time.Minute), client.CreateSandboxRequest{
+			sb, err := d.Client.CreateSandbox(harness.Ctx(t, 2*time.Minute), client.CreateSandboxRequest{
 				Env:      map[string]string{"WHO": "caller" + strings.Repeat("x", i%3) + string(rune('a'+i%26))},
 				Metadata: map[string]string{"caller": string(rune('a' + i%26)), "n": strings.Repeat("i", i+1)},
 			})
@@ -85,7 +87,7 @@ func TestPoolCorrectness(t *testing.T) {
 	wg.Wait()
 	t.Cleanup(func() {
 		for _, sb := range got {
-			d.c.KillSandbox(ctxT(t, 30*time.Second), sb.ID)
+			d.Client.KillSandbox(harness.Ctx(t, 30*time.Second), sb.ID)
 		}
 	})
 	if len(got) != n {
@@ -100,7 +102,7 @@ func TestPoolCorrectness(t *testing.T) {
 	}
 	// Each sandbox has its own env and metadata (a sample, to keep it quick).
 	for _, sb := range got[:8] {
-		info, err := d.c.GetSandbox(ctxT(t, 10*time.Second), sb.ID)
+		info, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), sb.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,15 +112,15 @@ func TestPoolCorrectness(t *testing.T) {
 	}
 
 	// Nothing written by one caller is visible to the next.
-	a, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{Env: map[string]string{"SECRET": "from-a"}})
+	a, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{Env: map[string]string{"SECRET": "from-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sh(t, d, a.ID, "echo a-was-here > /tmp/mark; echo a > /home/user/mark")
-	if err := d.c.KillSandbox(ctxT(t, 30*time.Second), a.ID); err != nil {
+	if err := d.Client.KillSandbox(harness.Ctx(t, 30*time.Second), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	b := newSandbox(t, d, client.CreateSandboxRequest{})
+	b := d.NewSandbox(t, client.CreateSandboxRequest{})
 	if out := sh(t, d, b.ID, `ls /tmp/mark /home/user/mark 2>/dev/null; echo "secret=[$SECRET]"`); strings.Contains(out, "mark") || !strings.Contains(out, "secret=[]") {
 		t.Fatalf("second caller sees the first one's state: %q", out)
 	}
@@ -128,7 +130,7 @@ func TestPoolCorrectness(t *testing.T) {
 	if b.AccessToken == a.AccessToken {
 		t.Fatal("two callers got the same access token")
 	}
-	if boot := bootToken(t, d, b.ID); boot == "" || boot == b.AccessToken {
+	if boot := d.BootToken(t, b.ID); boot == "" || boot == b.AccessToken {
 		t.Fatalf("the caller's access token is the boot token (or there is none: %q)", boot)
 	}
 }
@@ -136,10 +138,10 @@ func TestPoolCorrectness(t *testing.T) {
 // TestPoolNeverHandsOutDeadSandbox kills the agents of every pooled sandbox
 // and checks that creates still answer with sandboxes that work.
 func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "pooldead", cidr: "10.241.96.0/20", pool: "base=3:3"})
+	d := ownDaemon(t, harness.Options{Name: "pooldead", CIDR: "10.241.96.0/20", Pool: "base=3:3"})
 	pooled := waitPool(t, d, 3)
 	for _, id := range pooled {
-		pid := sandboxPid(t, d, id)
+		pid := d.SandboxPid(t, id)
 		if pid <= 0 {
 			t.Fatalf("no sandbox process for pooled %s", id)
 		}
@@ -154,7 +156,7 @@ func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
 		}
 	}
 	for range 3 {
-		sb := newSandbox(t, d, client.CreateSandboxRequest{})
+		sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 		if slices.Contains(pooled, sb.ID) {
 			t.Fatalf("got %s, a pooled sandbox whose sandbox process was killed", sb.ID)
 		}
@@ -163,7 +165,7 @@ func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
 		}
 	}
 	for _, id := range pooled {
-		if left := hostLeftovers(d, id); len(left) > 0 {
+		if left := d.Leftovers(id); len(left) > 0 {
 			t.Errorf("discarded pool sandbox %s left %v", id, left)
 		}
 	}
@@ -172,15 +174,15 @@ func TestPoolNeverHandsOutDeadSandbox(t *testing.T) {
 // TestPoolKillDaemonLeavesNothing: kill -9 with a full pool; after a restart
 // without pooling, nothing of the pool is left.
 func TestPoolKillDaemonLeavesNothing(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "poolkill", cidr: "10.241.112.0/20", pool: "base=3:3"})
+	d := ownDaemon(t, harness.Options{Name: "poolkill", CIDR: "10.241.112.0/20", Pool: "base=3:3"})
 	pooled := waitPool(t, d, 3)
-	d.kill9()
-	d.opts.pool, d.opts.noPool = "", true
-	if err := d.start(); err != nil {
+	d.Kill9()
+	d.Opts.Pool, d.Opts.NoPool = "", true
+	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range pooled {
-		if left := hostLeftovers(d, id); len(left) > 0 {
+		if left := d.Leftovers(id); len(left) > 0 {
 			t.Errorf("pool sandbox %s left after restart: %v", id, left)
 		}
 	}
@@ -189,30 +191,12 @@ func TestPoolKillDaemonLeavesNothing(t *testing.T) {
 	}
 }
 
-// sandboxPid reads the sandbox process's pid from runsc's state file.
-func sandboxPid(t *testing.T, d *daemon, id string) int {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(d.dataDir, "runsc", id+"_sandbox:"+id+".state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Sandbox struct {
-			Pid int `json:"pid"`
-		} `json:"sandbox"`
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Sandbox.Pid
-}
-
 // TestBenchQuick runs `space bench --quick --json` against the main daemon:
 // the benchmark must work in CI and print every figure.
 func TestBenchQuick(t *testing.T) {
 	d := need(t)
-	cmd := exec.Command(filepath.Join(env.bin, "space"), "bench", "--quick", "--json", "--runsc", env.runsc, "--templates-dir", env.templatesDir)
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.addr, "SPACE_API_KEY="+d.apiKey)
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--quick", "--json", "--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -236,28 +220,4 @@ func TestBenchQuick(t *testing.T) {
 	if _, ok := res["idle_mib_per_sandbox"]; !ok {
 		t.Error("figure idle_mib_per_sandbox missing")
 	}
-}
-
-// bootToken reads the boot token spaced gave sandbox id's agent from the
-// sandbox's OCI spec on the host.
-func bootToken(t *testing.T, d *daemon, id string) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(d.dataDir, "sandboxes", id, "bundle", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec struct {
-		Process struct {
-			Env []string `json:"env"`
-		} `json:"process"`
-	}
-	if err := json.Unmarshal(data, &spec); err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range spec.Process.Env {
-		if v, ok := strings.CutPrefix(kv, "SPACE_AGENT_TOKEN="); ok {
-			return v
-		}
-	}
-	return ""
 }

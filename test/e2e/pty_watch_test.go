@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestPTY drives an interactive shell over the WebSocket terminal: typed
@@ -14,9 +15,9 @@ import (
 // comes back.
 func TestPTY(t *testing.T) {
 	d := need(t)
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
-	ctx := ctxT(t, time.Minute)
-	p, err := d.c.OpenPTY(ctx, sb.ID, client.PTYOptions{Cols: 100, Rows: 30})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
+	ctx := harness.Ctx(t, time.Minute)
+	p, err := d.Client.OpenPTY(ctx, sb.ID, client.PTYOptions{Cols: 100, Rows: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +73,10 @@ func TestPTY(t *testing.T) {
 // watched directory, named relative to it.
 func TestWatch(t *testing.T) {
 	d := need(t)
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	sh(t, d, sb.ID, "mkdir -p /home/user/w/sub")
-	ctx := ctxT(t, time.Minute)
-	w, err := d.c.Watch(ctx, sb.ID, "/home/user/w", true)
+	ctx := harness.Ctx(t, time.Minute)
+	w, err := d.Client.Watch(ctx, sb.ID, "/home/user/w", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,75 +7,53 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
-
-// ownDaemon starts a daemon of the test's own (on its own address range),
-// for tests that kill or restart it. It is stopped when the test ends.
-func ownDaemon(t *testing.T, o daemonOptions) *daemon {
-	t.Helper()
-	if env.skip != "" {
-		t.Skip(env.skip)
-	}
-	d, err := startDaemon(o)
-	if d != nil {
-		d.dumpOnFailure(t)
-	}
-	if err != nil {
-		t.Fatalf("start spaced %s: %v", o.name, err)
-	}
-	t.Cleanup(func() {
-		if !d.healthy() {
-			d.start() // so the sandboxes it left can be killed
-		}
-		d.shutdown()
-	})
-	return d
-}
 
 func TestRestart(t *testing.T) {
 	need(t)
 	t.Parallel()
-	d := ownDaemon(t, daemonOptions{name: "restart", cidr: "10.241.16.0/20"})
+	d := ownDaemon(t, harness.Options{Name: "restart", CIDR: "10.241.16.0/20"})
 	var keep []*client.Sandbox
 	for i := range 3 {
-		sb := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 600})
+		sb := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 600})
 		sh(t, d, sb.ID, fmt.Sprintf("echo data-%d > /home/user/keep", i))
 		keep = append(keep, sb)
 	}
-	short := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 3})
+	short := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 3})
 	sh(t, d, short.ID, "echo x > /home/user/keep")
 
-	d.kill9()
+	d.Kill9()
 	time.Sleep(5 * time.Second) // the short one expires while spaced is down
-	if err := d.start(); err != nil {
+	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	for i, sb := range keep {
 		if got := sh(t, d, sb.ID, "cat /home/user/keep"); got != fmt.Sprintf("data-%d\n", i) {
 			t.Errorf("after kill -9 and restart, %s holds %q", sb.ID, got)
 		}
-		if got, err := d.c.GetSandbox(ctxT(t, 5*time.Second), sb.ID); err != nil || got.State != client.StateRunning {
+		if got, err := d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), sb.ID); err != nil || got.State != client.StateRunning {
 			t.Errorf("after restart %s is %+v %v", sb.ID, got, err)
 		}
 	}
 	var got *client.Sandbox
-	if !waitFor(5*time.Second, func() bool {
-		got, _ = d.c.GetSandbox(ctxT(t, 5*time.Second), short.ID)
+	if !harness.WaitFor(5*time.Second, func() bool {
+		got, _ = d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), short.ID)
 		return got != nil && got.State == client.StateKilled
 	}) {
 		t.Errorf("the sandbox that expired while spaced was down is %+v, want killed", got)
 	} else if got.Reason != "timeout" {
 		t.Errorf("expired sandbox reason %q, want timeout", got.Reason)
 	}
-	if left := hostLeftovers(d, short.ID); len(left) > 0 {
+	if left := d.Leftovers(short.ID); len(left) > 0 {
 		t.Errorf("expired sandbox left on the host: %v", left)
 	}
 
 	// A clean stop and start keeps them too.
-	if err := d.stop(); err != nil {
+	if err := d.Stop(); err != nil {
 		t.Error(err)
 	}
-	if err := d.start(); err != nil {
+	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	for i, sb := range keep {
@@ -83,7 +61,7 @@ func TestRestart(t *testing.T) {
 			t.Errorf("after SIGTERM and restart, %s holds %q", sb.ID, got)
 		}
 	}
-	list, err := d.c.ListAllSandboxes(ctxT(t, 5*time.Second), client.ListOptions{})
+	list, err := d.Client.ListAllSandboxes(harness.Ctx(t, 5*time.Second), client.ListOptions{})
 	if err != nil || len(list) != 3 {
 		t.Errorf("running sandboxes after restarts: %v %v, want the 3", ids(list), err)
 	}
@@ -100,9 +78,9 @@ func ids(sbs []client.Sandbox) string {
 func TestTimeout(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	reaped := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 2})
-	extended := newSandbox(t, d, client.CreateSandboxRequest{TimeoutSeconds: 2})
-	updated, err := d.c.SetTimeout(ctxT(t, 5*time.Second), extended.ID, 30)
+	reaped := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 2})
+	extended := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 2})
+	updated, err := d.Client.SetTimeout(harness.Ctx(t, 5*time.Second), extended.ID, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +88,8 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("expires_at %s after extending, was %s", updated.ExpiresAt, extended.ExpiresAt)
 	}
 	var got *client.Sandbox
-	if !waitFor(time.Until(reaped.CreatedAt.Add(4*time.Second))+time.Second, func() bool {
-		got, _ = d.c.GetSandbox(ctxT(t, 5*time.Second), reaped.ID)
+	if !harness.WaitFor(time.Until(reaped.CreatedAt.Add(4*time.Second))+time.Second, func() bool {
+		got, _ = d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), reaped.ID)
 		return got != nil && got.State == client.StateKilled
 	}) {
 		t.Fatalf("a 2 s sandbox is %+v ~4 s after its creation", got)
@@ -119,7 +97,7 @@ func TestTimeout(t *testing.T) {
 	if got.Reason != "timeout" {
 		t.Errorf("reason %q, want timeout", got.Reason)
 	}
-	if left := hostLeftovers(d, reaped.ID); len(left) > 0 {
+	if left := d.Leftovers(reaped.ID); len(left) > 0 {
 		t.Errorf("reaped sandbox left on the host: %v", left)
 	}
 	time.Sleep(time.Until(extended.ExpiresAt.Add(2 * time.Second)))

@@ -194,7 +194,7 @@ func startServer(t *testing.T, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := env.c.StartBackground(ctx, id, client.CommandRequest{Cmd: "mkdir -p /tmp/www && echo M-SANDBOX-B > /tmp/www/index.html && cd /tmp/www && exec python3 -m http.server 8000"}); err != nil {
+	if _, err := env.d.Client.StartBackground(ctx, id, client.CommandRequest{Cmd: "mkdir -p /tmp/www && echo M-SANDBOX-B > /tmp/www/index.html && cd /tmp/www && exec python3 -m http.server 8000"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {

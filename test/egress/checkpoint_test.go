@@ -32,12 +32,12 @@ func TestPolicyFollowsPauseResumeAndFork(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := env.c.PauseSandbox(ctx, sb.ID); err != nil {
+	if _, err := env.d.Client.PauseSandbox(ctx, sb.ID); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
 	// Another sandbox takes the freed address, so the resume gets a new one.
 	other := newSandbox(t, nil)
-	if _, err := env.c.ResumeSandbox(ctx, sb.ID, 300); err != nil {
+	if _, err := env.d.Client.ResumeSandbox(ctx, sb.ID, 300); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	check(t, sb.ID, "after resume")
@@ -45,10 +45,10 @@ func TestPolicyFollowsPauseResumeAndFork(t *testing.T) {
 		t.Errorf("the sandbox on the old address got the resumed one's egress: %q", got)
 	}
 
-	forks, err := env.c.ForkSandbox(ctx, sb.ID, 1)
+	forks, err := env.d.Client.ForkSandbox(ctx, sb.ID, 1)
 	if err != nil || len(forks) != 1 {
 		t.Fatalf("fork: %v", err)
 	}
-	t.Cleanup(func() { env.c.KillSandbox(context.Background(), forks[0].ID) })
+	t.Cleanup(func() { env.d.Client.KillSandbox(context.Background(), forks[0].ID) })
 	check(t, forks[0].ID, "in a fork")
 }

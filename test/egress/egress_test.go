@@ -50,7 +50,7 @@ func TestAllowed(t *testing.T) {
 		url := spec{Kind: "url", URL: "http://allowed.test/"}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := env.c.SetNetwork(ctx, sb.ID, client.Network{Allow: []string{allowedIP + ":8080"}}); err != nil {
+		if err := env.d.Client.SetNetwork(ctx, sb.ID, client.Network{Allow: []string{allowedIP + ":8080"}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := probe(t, sb.ID, url); strings.Contains(got, "M-") {
@@ -59,13 +59,13 @@ func TestAllowed(t *testing.T) {
 		if got := probe(t, sb.ID, spec{Kind: "tcp", Host: allowedIP, Port: 8080}); !strings.Contains(got, "banner") {
 			t.Errorf("the address rule that stayed stopped working: %q", got)
 		}
-		if err := env.c.SetNetwork(ctx, sb.ID, strictPolicy); err != nil {
+		if err := env.d.Client.SetNetwork(ctx, sb.ID, strictPolicy); err != nil {
 			t.Fatal(err)
 		}
 		if got := probe(t, sb.ID, url); !strings.Contains(got, "host=allowed.test") {
 			t.Errorf("allowed.test not reachable after it was allowed again: %q", got)
 		}
-		got, err := env.c.GetSandbox(ctx, sb.ID)
+		got, err := env.d.Client.GetSandbox(ctx, sb.ID)
 		if err != nil || got.Network == nil || len(got.Network.Allow) != 3 || got.Network.Internet {
 			t.Errorf("reported network %+v (%v)", got.Network, err)
 		}
@@ -104,7 +104,7 @@ func TestBadPolicy(t *testing.T) {
 	checkError(t, "PUT", resp, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := env.c.GetSandbox(ctx, sb.ID)
+	got, err := env.d.Client.GetSandbox(ctx, sb.ID)
 	if err != nil || got.Network == nil || len(got.Network.Allow) != 3 {
 		t.Errorf("a refused PUT changed the policy: %+v (%v)", got.Network, err)
 	}
@@ -112,8 +112,8 @@ func TestBadPolicy(t *testing.T) {
 
 func api(t *testing.T, method, path, body string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+env.addr+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+env.apiKey)
+	req, _ := http.NewRequest(method, "http://"+env.d.Addr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+env.d.APIKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -21,7 +21,7 @@ func TestInbound(t *testing.T) {
 	startServer(t, private.ID)
 	startServer(t, public.ID)
 	get := func(id, token string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+env.addr+"/", nil)
+		req, _ := http.NewRequest("GET", "http://"+env.d.Addr+"/", nil)
 		req.Host = "8000-" + id + ".localhost"
 		if token != "" {
 			req.Header.Set("X-Access-Token", token)

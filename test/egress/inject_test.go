@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // scanPy looks for a secret everywhere a process in the sandbox can look:
@@ -93,21 +94,21 @@ time.sleep(300)
 func TestInjection(t *testing.T) {
 	need(t)
 	t.Parallel()
-	secret := "sk-test-" + randHex(16)
-	rotated := "sk-rotated-" + randHex(16)
+	secret := "sk-test-" + harness.RandHex(16)
+	rotated := "sk-rotated-" + harness.RandHex(16)
 	putSecret(t, "apikey", `{"value":"`+secret+`","host":"allowed.test"}`)
 	putSecret(t, "hdr", `{"value":"`+secret+`","host":"allowed.test","path_prefix":"/auth","header":"X-Api-Key","header_format":"Key {secret}"}`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, err := env.c.CreateSandbox(ctx, client.CreateSandboxRequest{
+	sb, err := env.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{
 		Network: &client.Network{Allow: []string{"allowed.test", "evil.test"}},
 		Secrets: map[string]string{"API_KEY": "apikey", "HDR_KEY": "hdr"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { env.c.KillSandbox(context.Background(), sb.ID) })
+	t.Cleanup(func() { env.d.Client.KillSandbox(context.Background(), sb.ID) })
 	prepare(t, sb.ID)
 	placeholder := strings.TrimSpace(run(t, sb.ID, "", []string{"printenv", "API_KEY"}))
 	if !strings.HasPrefix(placeholder, "space-secret-apikey-") {
@@ -168,7 +169,7 @@ func TestInjection(t *testing.T) {
 
 	t.Run("secret absent from the sandbox", func(t *testing.T) {
 		for name, text := range map[string]string{"/tmp/scan.py": scanPy, "/tmp/hold.py": holdPy} {
-			if _, err := env.c.Upload(ctx, sb.ID, name, strings.NewReader(text)); err != nil {
+			if _, err := env.d.Client.Upload(ctx, sb.ID, name, strings.NewReader(text)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -214,7 +215,7 @@ func TestInjection(t *testing.T) {
 		if env.net.serversSaw(placeholder) {
 			t.Error("a server got the placeholder")
 		}
-		log, _ := os.ReadFile(env.logPath)
+		log, _ := os.ReadFile(env.d.LogPath)
 		if strings.Contains(string(log), secret) || strings.Contains(string(log), rotated) {
 			t.Error("spaced logged a secret value")
 		}
@@ -238,9 +239,9 @@ func TestHeaderRules(t *testing.T) {
 	need(t)
 	t.Parallel()
 	const value = "rule-value-0123"
-	req, _ := http.NewRequest("POST", "http://"+env.addr+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","allow_internet_access":false,
+	req, _ := http.NewRequest("POST", "http://"+env.d.Addr+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","allow_internet_access":false,
 		"network":{"allowOut":["allowed.test","evil.test"],"rules":{"allowed.test":[{"transform":{"headers":{"X-Api-Key":"`+value+`"}}}]}}}`))
-	req.Header.Set("X-API-KEY", env.apiKey)
+	req.Header.Set("X-API-KEY", env.d.APIKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -254,7 +255,7 @@ func TestHeaderRules(t *testing.T) {
 	if resp.StatusCode != 201 || err != nil {
 		t.Fatalf("E2B create: %d %v", resp.StatusCode, err)
 	}
-	t.Cleanup(func() { env.c.KillSandbox(context.Background(), sb.SandboxID) })
+	t.Cleanup(func() { env.d.Client.KillSandbox(context.Background(), sb.SandboxID) })
 	prepare(t, sb.SandboxID)
 	const bundle = "/etc/ssl/certs/ca-certificates.crt"
 	for _, tc := range []struct {

@@ -24,6 +24,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // The stand-in internet's addresses. allowedIP and evilIP are public
@@ -108,7 +110,7 @@ func newInternet() (_ *internet, err error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	suffix := randHex(3)
+	suffix := harness.RandHex(3)
 	n.hostLink = "egh" + suffix
 	nsLink := "egn" + suffix
 	in := func(args ...string) []string { return append([]string{"nsenter", "-t", pid, "-n", "ip"}, args...) }

@@ -128,10 +128,10 @@ func prepare(t *testing.T, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := env.c.Upload(ctx, id, "/tmp/probe.py", strings.NewReader(probePy)); err != nil {
+	if _, err := env.d.Client.Upload(ctx, id, "/tmp/probe.py", strings.NewReader(probePy)); err != nil {
 		t.Fatalf("upload probe: %v", err)
 	}
-	if _, err := env.c.Upload(ctx, id, caPath, bytes.NewReader(env.net.caPEM)); err != nil {
+	if _, err := env.d.Client.Upload(ctx, id, caPath, bytes.NewReader(env.net.caPEM)); err != nil {
 		t.Fatalf("upload CA: %v", err)
 	}
 }
@@ -149,7 +149,7 @@ func run(t *testing.T, id, user string, argv []string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	s, err := env.c.RunCommand(ctx, id, client.CommandRequest{Argv: argv, User: user, TimeoutSeconds: 60})
+	s, err := env.d.Client.RunCommand(ctx, id, client.CommandRequest{Argv: argv, User: user, TimeoutSeconds: 60})
 	if err != nil {
 		t.Fatalf("run %q: %v", argv, err)
 	}
@@ -180,14 +180,14 @@ func newSandbox(t *testing.T, n *client.Network) *client.Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	sb, err := env.c.CreateSandbox(ctx, client.CreateSandboxRequest{Network: n})
+	sb, err := env.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Network: n})
 	if err != nil {
 		t.Fatalf("create sandbox: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		env.c.KillSandbox(ctx, sb.ID)
+		env.d.Client.KillSandbox(ctx, sb.ID)
 	})
 	prepare(t, sb.ID)
 	return sb

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestClockJump steps the host's wall clock forward and back while spaced
@@ -22,13 +23,13 @@ func TestClockJump(t *testing.T) {
 	if os.Getenv("SPACE_TEST_CLOCK_JUMP") != "1" {
 		t.Skip("steps the host clock: runs alone with SPACE_TEST_CLOCK_JUMP=1 (scripts/test.sh does)")
 	}
-	d := ownDaemon(t, daemonOptions{name: "clock", cidr: "10.246.112.0/20"})
-	ctx := ctxT(t, 3*time.Minute)
-	long, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	d := ownDaemon(t, harness.Options{Name: "clock", CIDR: "10.246.112.0/20"})
+	ctx := harness.Ctx(t, 3*time.Minute)
+	long, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 20})
+	short, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestClockJump(t *testing.T) {
 	})
 	leftOf := func(id string) time.Duration {
 		t.Helper()
-		sb, err := d.c.GetSandbox(ctx, id)
+		sb, err := d.Client.GetSandbox(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +77,8 @@ func TestClockJump(t *testing.T) {
 		t.Logf("step %s: %s left (had %s)", step, left.Round(time.Second), before.Round(time.Second))
 	}
 	// The short sandbox ends at its own time, not at a stepped one.
-	if !waitFor(40*time.Second, func() bool {
-		sb, err := d.c.GetSandbox(ctx, short.ID)
+	if !harness.WaitFor(40*time.Second, func() bool {
+		sb, err := d.Client.GetSandbox(ctx, short.ID)
 		return err == nil && sb.State == client.StateKilled
 	}) {
 		t.Error("the 20 s sandbox did not end at its timeout")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestKillDaemonMidCreateBurst kills spaced with SIGKILL while a burst of
@@ -20,17 +21,17 @@ import (
 // (its reply was lost with the daemon) or gone from the host entirely;
 // clients whose creates were cut off got an error, never a sandbox.
 func TestKillDaemonMidCreateBurst(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "burst", cidr: "10.246.16.0/20"})
+	d := ownDaemon(t, harness.Options{Name: "burst", CIDR: "10.246.16.0/20"})
 	const n = 8
 	type outcome struct {
 		sb  *client.Sandbox
 		err error
 	}
 	results := make(chan outcome, n)
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := harness.Ctx(t, 2*time.Minute)
 	for range n {
 		go func() {
-			sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
+			sb, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
 			results <- outcome{sb, err}
 		}()
 	}
@@ -44,7 +45,7 @@ func TestKillDaemonMidCreateBurst(t *testing.T) {
 		}
 		acked = append(acked, o.sb)
 	}
-	d.kill9()
+	d.Kill9()
 	for ; received < n; received++ {
 		o := <-results
 		if o.err == nil {
@@ -60,20 +61,20 @@ func TestKillDaemonMidCreateBurst(t *testing.T) {
 			t.Errorf("a create cut off by the kill answered %d %s: a dead daemon cannot answer", apiErr.Status, apiErr.Code)
 		}
 	}
-	begun := d.records(t)
+	begun := records(t, d)
 	states := map[string]int{}
 	for _, rec := range begun {
 		states[rec.State]++
 	}
 	t.Logf("the store held %d records at the kill: %v", len(begun), states)
 
-	if err := d.start(); err != nil {
+	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	ackedIDs := map[string]bool{}
 	for _, sb := range acked {
 		ackedIDs[sb.ID] = true
-		got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), sb.ID)
+		got, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), sb.ID)
 		switch {
 		case err != nil:
 			t.Errorf("acknowledged sandbox %s after the restart: %v", sb.ID, err)
@@ -91,19 +92,19 @@ func TestKillDaemonMidCreateBurst(t *testing.T) {
 		if ackedIDs[rec.ID] {
 			continue
 		}
-		got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), rec.ID)
+		got, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), rec.ID)
 		if err == nil && got.State == client.StateRunning {
 			t.Logf("sandbox %s (state %s at the kill) is running and listed: its reply died with the daemon", rec.ID, rec.State)
 			continue
 		}
 		var left []string
-		if !waitFor(10*time.Second, func() bool { left = hostLeftovers(d, rec.ID); return len(left) == 0 }) {
+		if !harness.WaitFor(10*time.Second, func() bool { left = d.Leftovers(rec.ID); return len(left) == 0 }) {
 			t.Errorf("sandbox %s (state %s at the kill, %v now) left on the host: %v", rec.ID, rec.State, stateOf(got, err), left)
 		}
 	}
 	checkNoOrphans(t, d)
 	// The daemon works again: a create and a command.
-	sb, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{})
+	sb, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{})
 	if err != nil {
 		t.Fatalf("create after the restart: %v", err)
 	}
@@ -121,9 +122,9 @@ func stateOf(sb *client.Sandbox, err error) string {
 
 // checkNoOrphans: everything runsc and the data dir hold belongs to a
 // sandbox the API lists as running.
-func checkNoOrphans(t *testing.T, d *daemon) {
+func checkNoOrphans(t *testing.T, d *harness.Daemon) {
 	t.Helper()
-	list, err := d.c.ListAllSandboxes(ctxT(t, 10*time.Second), client.ListOptions{})
+	list, err := d.Client.ListAllSandboxes(harness.Ctx(t, 10*time.Second), client.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +132,11 @@ func checkNoOrphans(t *testing.T, d *daemon) {
 	for _, sb := range list {
 		running[sb.ID] = true
 	}
-	if d.opts.pool != "" {
+	if d.Opts.Pool != "" {
 		t.Fatal("checkNoOrphans needs a daemon without a pool (pooled sandboxes are not listed)")
 	}
-	states, _ := filepath.Glob(filepath.Join(d.dataDir, "runsc", "*.state"))
-	dirs, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
+	states, _ := filepath.Glob(filepath.Join(d.DataDir, "runsc", "*.state"))
+	dirs, _ := os.ReadDir(filepath.Join(d.DataDir, "sandboxes"))
 	var orphans []string
 	for _, s := range states {
 		id, _, _ := strings.Cut(filepath.Base(s), "_")
@@ -158,18 +159,18 @@ func checkNoOrphans(t *testing.T, d *daemon) {
 // restart it resumes from its last event id and gets the rest exactly once,
 // and a file uploaded before the kill is intact.
 func TestKillDaemonMidExec(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "exec", cidr: "10.246.32.0/20"})
-	ctx := ctxT(t, 2*time.Minute)
-	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	d := ownDaemon(t, harness.Options{Name: "exec", CIDR: "10.246.32.0/20"})
+	ctx := harness.Ctx(t, 2*time.Minute)
+	sb, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	acked := strings.Repeat("acknowledged data\n", 1000)
-	if _, err := d.c.Upload(ctx, sb.ID, "/home/user/acked.txt", strings.NewReader(acked)); err != nil {
+	if _, err := d.Client.Upload(ctx, sb.ID, "/home/user/acked.txt", strings.NewReader(acked)); err != nil {
 		t.Fatal(err)
 	}
 	const lines = 40
-	stream, err := d.c.RunCommand(ctx, sb.ID, client.CommandRequest{
+	stream, err := d.Client.RunCommand(ctx, sb.ID, client.CommandRequest{
 		Cmd: fmt.Sprintf("for i in $(seq 1 %d); do echo line-$i; sleep 0.05; done", lines),
 	})
 	if err != nil {
@@ -185,7 +186,7 @@ func TestKillDaemonMidExec(t *testing.T) {
 			out.Write(ev.Data)
 		}
 	}
-	d.kill9()
+	d.Kill9()
 	for {
 		ev, err := stream.Next()
 		if err != nil {
@@ -204,10 +205,10 @@ func TestKillDaemonMidExec(t *testing.T) {
 	stream.Close()
 	pid, last := stream.PID(), stream.LastEventID()
 
-	if err := d.start(); err != nil {
+	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	resumed, err := d.c.CommandEvents(ctx, sb.ID, pid, last)
+	resumed, err := d.Client.CommandEvents(ctx, sb.ID, pid, last)
 	if err != nil {
 		t.Fatalf("resume pid %d after event %d: %v", pid, last, err)
 	}
@@ -237,7 +238,7 @@ func TestKillDaemonMidExec(t *testing.T) {
 	if out.String() != want.String() {
 		t.Errorf("output across the kill and resume:\n%s\nwant every line once", out.String())
 	}
-	rc, err := d.c.Download(ctx, sb.ID, "/home/user/acked.txt")
+	rc, err := d.Client.Download(ctx, sb.ID, "/home/user/acked.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestKillDaemonMidExec(t *testing.T) {
 	if string(got) != acked {
 		t.Errorf("file uploaded before the kill: %d bytes, want %d", len(got), len(acked))
 	}
-	if got, err := d.c.GetSandbox(ctx, sb.ID); err != nil || got.State != client.StateRunning {
+	if got, err := d.Client.GetSandbox(ctx, sb.ID); err != nil || got.State != client.StateRunning {
 		t.Errorf("after the restart the sandbox is %v", stateOf(got, err))
 	}
 }
@@ -257,11 +258,11 @@ func TestKillDaemonMidExec(t *testing.T) {
 // either still running (and works) or gone entirely: a kill cut off half
 // way is finished by the restart, never left half-done.
 func TestKillDaemonMidKillBurst(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "killburst", cidr: "10.246.96.0/20"})
+	d := ownDaemon(t, harness.Options{Name: "killburst", CIDR: "10.246.96.0/20"})
 	const n = 6
 	var sbs []*client.Sandbox
 	for range n {
-		sb, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
+		sb, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,9 +273,9 @@ func TestKillDaemonMidKillBurst(t *testing.T) {
 		err error
 	}
 	results := make(chan outcome, n)
-	ctx := ctxT(t, time.Minute)
+	ctx := harness.Ctx(t, time.Minute)
 	for _, sb := range sbs {
-		go func() { results <- outcome{sb.ID, d.c.KillSandbox(ctx, sb.ID)} }()
+		go func() { results <- outcome{sb.ID, d.Client.KillSandbox(ctx, sb.ID)} }()
 	}
 	acked := map[string]bool{}
 	received := 0
@@ -285,18 +286,18 @@ func TestKillDaemonMidKillBurst(t *testing.T) {
 		}
 		acked[o.id] = true
 	}
-	d.kill9()
+	d.Kill9()
 	for ; received < n; received++ {
 		if o := <-results; o.err == nil {
 			acked[o.id] = true
 		}
 	}
 	t.Logf("%d kills acknowledged before the daemon died", len(acked))
-	if err := d.start(); err != nil {
+	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	for _, sb := range sbs {
-		got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), sb.ID)
+		got, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), sb.ID)
 		t.Logf("sandbox %s (kill acknowledged %v) after the restart: %s", sb.ID, acked[sb.ID], stateOf(got, err))
 		if err == nil && got.State == client.StateRunning {
 			if acked[sb.ID] {
@@ -309,7 +310,7 @@ func TestKillDaemonMidKillBurst(t *testing.T) {
 			continue
 		}
 		var left []string
-		if !waitFor(10*time.Second, func() bool { left = hostLeftovers(d, sb.ID); return len(left) == 0 }) {
+		if !harness.WaitFor(10*time.Second, func() bool { left = d.Leftovers(sb.ID); return len(left) == 0 }) {
 			t.Errorf("sandbox %s (kill acknowledged %v, now %s) left on the host: %v", sb.ID, acked[sb.ID], stateOf(got, err), left)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestDataDiskFull puts spaced's data dir on a small tmpfs of the test's
@@ -17,8 +18,8 @@ import (
 // nothing behind, a running sandbox keeps working, and creates succeed
 // again once space is freed.
 func TestDataDiskFull(t *testing.T) {
-	need(t)
-	mnt, err := os.MkdirTemp(env.tmp, "disk-")
+	harness.Need(t)
+	mnt, err := os.MkdirTemp(harness.Tmp(), "disk-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +31,9 @@ func TestDataDiskFull(t *testing.T) {
 			t.Errorf("unmount %s: %v", mnt, err)
 		}
 	})
-	d := ownDaemon(t, daemonOptions{name: "disk", cidr: "10.246.64.0/20", dataDir: filepath.Join(mnt, "data")})
-	ctx := ctxT(t, 2*time.Minute)
-	before, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	d := ownDaemon(t, harness.Options{Name: "disk", CIDR: "10.246.64.0/20", DataDir: filepath.Join(mnt, "data")})
+	ctx := harness.Ctx(t, 2*time.Minute)
+	before, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestDataDiskFull(t *testing.T) {
 	if err := fill(filler); err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	_, err = d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	wantAPIError(t, "create with the data disk full", err, 507)
 	checkNoOrphans(t, d)
 	if out, err := tryRun(ctx, d, before.ID, "echo still"); err != nil || out != "still\n" {
@@ -51,7 +52,7 @@ func TestDataDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	after, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
+	after, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatalf("create once space is free again: %v", err)
 	}

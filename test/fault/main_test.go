@@ -2,113 +2,35 @@
 // (kill -9 of spaced mid-create and mid-exec, of a sandbox's runsc
 // processes, a full data disk) and checks what clients see and what is
 // left on the host; it also runs the shortened soak. Each test starts its
-// own spaced on its own address range inside 10.246.0.0/16. The package
-// skips itself where it cannot run (not root, no runsc, no base template).
+// own spaced (test/harness) on its own address range inside 10.246.0.0/16.
+// The package skips itself where it cannot run (not root, no runsc, no base
+// template), or fails under SPACE_TEST_STRICT=1.
 package fault
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/test/harness"
 )
 
-// env is what TestMain prepared for every test.
-var env struct {
-	skip         string // why the package cannot run, or ""
-	repo         string
-	bin          string // dir with spaced, space-agent, space
-	templatesDir string
-	runsc        string
-	tmp          string
-}
-
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
+	os.Exit(harness.Main(m, harness.Suite{
+		Name: "fault",
+		Root: "they run spaced, runsc, netns and nftables, and mount a small filesystem",
+	}))
 }
 
-func testMain(m *testing.M) int {
-	env.runsc = envOr("SPACE_RUNSC", "/usr/local/lib/space/bin/runsc")
-	env.templatesDir = envOr("SPACE_TEMPLATES_DIR", "/var/lib/space/templates")
-	switch {
-	case os.Geteuid() != 0:
-		env.skip = "fault tests need root (they run spaced, runsc, netns and nftables, and mount a small filesystem)"
-	case !exists(env.runsc):
-		env.skip = fmt.Sprintf("runsc not found at %s (run scripts/install-deps.sh or set SPACE_RUNSC)", env.runsc)
-	case !exists(filepath.Join(env.templatesDir, "base", "current")):
-		env.skip = fmt.Sprintf("base template not found at %s/base/current (run scripts/build-template.sh or set SPACE_TEMPLATES_DIR)", env.templatesDir)
-	}
-	if env.skip != "" {
-		fmt.Fprintln(os.Stderr, "fault: skipping:", env.skip)
-		return m.Run() // every test skips with the reason
-	}
-	tmp, err := os.MkdirTemp("", "space-fault-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fault:", err)
-		return 1
-	}
-	env.tmp = tmp
-	if err := build(); err != nil {
-		fmt.Fprintln(os.Stderr, "fault: build:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		os.RemoveAll(tmp)
-	} else {
-		fmt.Fprintln(os.Stderr, "fault: logs kept in", tmp)
-	}
-	return code
-}
-
-// build compiles the binaries under test and installs the fresh agent into
-// the base template (a quick no-op when the rootfs is cached), as test/e2e
-// does.
-func build() error {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return err
-	}
-	env.repo = filepath.Dir(strings.TrimSpace(string(out)))
-	env.bin = filepath.Join(env.tmp, "bin")
-	steps := [][]string{
-		{"go", "build", "-o", filepath.Join(env.bin, "spaced"), "./cmd/spaced"},
-		{"go", "build", "-o", filepath.Join(env.bin, "space"), "./cmd/space"},
-		{"go", "build", "-o", filepath.Join(env.bin, "space-agent"), "./cmd/space-agent"},
-		{"scripts/build-template.sh", "--out", env.templatesDir, "--agent", filepath.Join(env.bin, "space-agent")},
-	}
-	for _, s := range steps {
-		cmd := exec.Command(s[0], s[1:]...)
-		cmd.Dir = env.repo
-		cmd.Env = os.Environ()
-		if strings.HasSuffix(s[len(s)-1], "space-agent") {
-			cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)
-		}
-	}
-	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
-// need skips t when the package cannot run.
-func need(t *testing.T) {
+// ownDaemon starts a spaced for the test with this suite's settings: no
+// warm pool unless o.Pool asks for one, agents that must boot within 10 s,
+// two pool boots at a time, and a minute to answer /healthz, since a
+// restart after kill -9 first recovers every sandbox the daemon had.
+func ownDaemon(t *testing.T, o harness.Options) *harness.Daemon {
 	t.Helper()
-	if env.skip != "" {
-		t.Skip(env.skip)
-	}
+	o.NoPool = o.Pool == ""
+	o.BootTimeout = 10 * time.Second
+	o.StartTimeout = time.Minute
+	o.Env = append(o.Env, "SPACE_POOL_BOOTS=2")
+	return harness.Own(t, o)
 }

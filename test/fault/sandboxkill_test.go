@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestKillSandboxProcesses kills a sandbox's runsc processes from the host
@@ -14,32 +15,32 @@ import (
 // resources are removed, calls to it get a clear error, and a neighbour
 // sandbox is unaffected.
 func TestKillSandboxProcesses(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "procs", cidr: "10.246.48.0/20"})
-	neighbour, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
+	d := ownDaemon(t, harness.Options{Name: "procs", CIDR: "10.246.48.0/20"})
+	neighbour, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name  string
-		which func(p runscProc) bool
+		which func(p harness.Proc) bool
 	}{
-		{"sentry", func(p runscProc) bool { return p.name == "runsc-sandbox" }},
-		{"gofer", func(p runscProc) bool { return p.name == "runsc-gofer" }},
-		{"every runsc process", func(runscProc) bool { return true }},
+		{"sentry", func(p harness.Proc) bool { return p.Name == "runsc-sandbox" }},
+		{"gofer", func(p harness.Proc) bool { return p.Name == "runsc-gofer" }},
+		{"every runsc process", func(harness.Proc) bool { return true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
+			sb, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{TimeoutSeconds: 600})
 			if err != nil {
 				t.Fatal(err)
 			}
 			run(t, d, sb.ID, "echo before > /home/user/f")
-			procs := runscProcs(sb.ID)
+			procs := harness.RunscProcs(sb.ID)
 			killed := 0
 			for _, p := range procs {
 				if tt.which(p) {
-					if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
-						t.Fatalf("kill %d %s: %v", p.pid, p.name, err)
+					if err := syscall.Kill(p.Pid, syscall.SIGKILL); err != nil {
+						t.Fatalf("kill %d %s: %v", p.Pid, p.Name, err)
 					}
 					killed++
 				}
@@ -48,8 +49,8 @@ func TestKillSandboxProcesses(t *testing.T) {
 				t.Fatalf("no %s process among %+v", tt.name, procs)
 			}
 			var got *client.Sandbox
-			if !waitFor(20*time.Second, func() bool {
-				got, err = d.c.GetSandbox(ctxT(t, 5*time.Second), sb.ID)
+			if !harness.WaitFor(20*time.Second, func() bool {
+				got, err = d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), sb.ID)
 				return err == nil && got.State == "lost"
 			}) {
 				t.Fatalf("after killing the %s the sandbox is %v, want lost", tt.name, stateOf(got, err))
@@ -58,12 +59,12 @@ func TestKillSandboxProcesses(t *testing.T) {
 				t.Errorf("lost without a reason")
 			}
 			t.Logf("killing the %s: lost, reason %q", tt.name, got.Reason)
-			_, err = tryRun(ctxT(t, 10*time.Second), d, sb.ID, "true")
+			_, err = tryRun(harness.Ctx(t, 10*time.Second), d, sb.ID, "true")
 			wantAPIError(t, "exec in the lost sandbox", err, 404, 409)
-			_, err = d.c.Stat(ctxT(t, 10*time.Second), sb.ID, "/home/user/f")
+			_, err = d.Client.Stat(harness.Ctx(t, 10*time.Second), sb.ID, "/home/user/f")
 			wantAPIError(t, "stat in the lost sandbox", err, 404, 409)
 			var left []string
-			if !waitFor(10*time.Second, func() bool { left = hostLeftovers(d, sb.ID); return len(left) == 0 }) {
+			if !harness.WaitFor(10*time.Second, func() bool { left = d.Leftovers(sb.ID); return len(left) == 0 }) {
 				t.Errorf("lost sandbox left on the host: %v", left)
 			}
 			if out := run(t, d, neighbour.ID, "echo fine"); out != "fine\n" {

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spacesandbox/space/internal/bench"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // TestSoakShort is the CI form of the soak (`space bench --soak`): 100
@@ -18,9 +18,9 @@ import (
 // Its RSS figure is logged but not asserted: over 100 cycles it is mostly
 // the Go heap's pacing (the full 1,000-cycle run is in docs/benchmarks.md).
 func TestSoakShort(t *testing.T) {
-	d := ownDaemon(t, daemonOptions{name: "soak", cidr: "10.246.80.0/20", pool: "base=8:16"})
-	cmd := exec.Command(filepath.Join(env.bin, "space"), "bench", "--soak", "--cycles", "100", "--concurrency", "8", "--json")
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.addr, "SPACE_API_KEY="+d.apiKey)
+	d := ownDaemon(t, harness.Options{Name: "soak", CIDR: "10.246.80.0/20", Pool: "base=8:16"})
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--soak", "--cycles", "100", "--concurrency", "8", "--json")
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()

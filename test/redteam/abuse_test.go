@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 const serverLimits = "spaced's http.Server: MaxHeaderBytes 64 KiB, ReadHeaderTimeout 10 s; JSON bodies capped at 1 MiB (httpapi.decodeJSON)"
 
 // rawExchange writes req on a fresh connection and returns the status line.
-func rawExchange(d *daemon, req string, body io.Reader) (string, error) {
-	c, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+func rawExchange(d *harness.Daemon, req string, body io.Reader) (string, error) {
+	c, err := net.DialTimeout("tcp", d.Addr, 5*time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -54,12 +55,12 @@ func checkStatus(line string, err error, codes []string) error {
 
 // openConns opens n connections that each call write on their conn, and
 // returns a function that closes them all.
-func openConns(d *daemon, n int, write func(c net.Conn)) (func(), error) {
+func openConns(d *harness.Daemon, n int, write func(c net.Conn)) (func(), error) {
 	var mu sync.Mutex
 	var conns []net.Conn
 	stop := make(chan struct{})
 	for i := 0; i < n; i++ {
-		c, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", d.Addr, 5*time.Second)
 		if err != nil {
 			close(stop)
 			for _, c := range conns {
@@ -99,8 +100,8 @@ func dribble(c net.Conn, s string, interval time.Duration) {
 }
 
 func abuseAttempts(sb func() *client.Sandbox) []attempt {
-	d := func() *daemon { return env.d }
-	auth := func() string { return "Authorization: Bearer " + env.d.apiKey + "\r\n" }
+	d := func() *harness.Daemon { return env.d }
+	auth := func() string { return "Authorization: Bearer " + env.d.APIKey + "\r\n" }
 	return []attempt{
 		{id: "cp-oversized-header", category: "control-plane", desc: "one 200 KiB header", stops: serverLimits,
 			run: func(t *testing.T) error {
@@ -134,7 +135,7 @@ func abuseAttempts(sb func() *client.Sandbox) []attempt {
 			run: func(t *testing.T) error {
 				for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/sandboxes/" + sb().ID + "/timeout"} {
 					body := io.MultiReader(strings.NewReader(`{"templateID":"`), io.LimitReader(repeatReader('a'), 64<<20), strings.NewReader(`"}`))
-					line, err := rawExchange(d(), fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", p, env.d.apiKey, 64<<20+17), body)
+					line, err := rawExchange(d(), fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", p, env.d.APIKey, 64<<20+17), body)
 					if err := wantStatus("400", "413")(line, err); err != nil {
 						return fmt.Errorf("%s: %w", p, err)
 					}
@@ -156,7 +157,7 @@ func abuseAttempts(sb func() *client.Sandbox) []attempt {
 				body2 := "0\r\n\r\n" + hidden2
 				rawExchange(d(), fmt.Sprintf("POST /process.Process/List HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: %s\r\nX-Access-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s", id, sb().AccessToken, len(body2), body2), nil)
 				time.Sleep(300 * time.Millisecond)
-				if got, gerr := env.d.c.GetSandbox(ctxT(t, 10*time.Second), id); gerr != nil || got.State != client.StateRunning {
+				if got, gerr := env.d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), id); gerr != nil || got.State != client.StateRunning {
 					return fmt.Errorf("the hidden DELETE went through: %+v %v (first answer %q)", got, gerr, line)
 				}
 				return wantStatus("400", "200")(line, err) // guard checks the neighbour's marker
@@ -220,7 +221,7 @@ func abuseAttempts(sb func() *client.Sandbox) []attempt {
 						return err
 					}
 					defer c.Close()
-					_, err = tryRun(ctxT(t, time.Minute), env.d, id, client.CommandRequest{Cmd: `python3 -c "
+					_, err = env.d.Exec(harness.Ctx(t, time.Minute), id, client.CommandRequest{Cmd: `python3 -c "
 import os
 for i in range(5000): open('/home/user/w/%d' % i, 'w').close()"`})
 					return err
@@ -260,13 +261,13 @@ func (r repeatReader) Read(p []byte) (int, error) {
 }
 
 // stalledSSEGet opens a GET SSE stream and never reads it.
-func stalledSSEGet(d *daemon, path string) (net.Conn, error) {
-	c, err := net.Dial("tcp", d.addr)
+func stalledSSEGet(d *harness.Daemon, path string) (net.Conn, error) {
+	c, err := net.Dial("tcp", d.Addr)
 	if err != nil {
 		return nil, err
 	}
 	c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", path, d.apiKey)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", path, d.APIKey)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 512), nil)
 	if err != nil {
@@ -284,7 +285,7 @@ func TestHTTPAbuse(t *testing.T) {
 	d := need(t)
 	t.Parallel()
 	getNeighbour(t, d)
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	sh(t, d, sb.ID, "user", "mkdir -p /home/user/w")
 	for _, a := range abuseAttempts(func() *client.Sandbox { return sb }) {
 		t.Run(a.id, func(t *testing.T) {

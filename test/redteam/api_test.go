@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,13 +20,14 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // cpFixture is what control-plane attempts work on: a, the attacker's own
 // sandbox (its access token is known), and b, the victim (the shared
 // neighbour, whose token is not).
 type cpFixture struct {
-	d       *daemon
+	d       *harness.Daemon
 	a, b    *client.Sandbox
 	killed  string // id of a sandbox that was killed
 	bootTok string // a's boot token, read from its OCI spec on the host
@@ -48,11 +48,11 @@ func (f *cpFixture) req(method, path string, body []byte, hdr map[string]string)
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	r, err := http.NewRequestWithContext(ctx, method, "http://"+f.d.addr+path, rd)
+	r, err := http.NewRequestWithContext(ctx, method, "http://"+f.d.Addr+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
-	r.Header.Set("Authorization", "Bearer "+f.d.apiKey)
+	r.Header.Set("Authorization", "Bearer "+f.d.APIKey)
 	if body != nil {
 		r.Header.Set("Content-Type", "application/json")
 	}
@@ -170,7 +170,7 @@ func tokenAttempts(f *cpFixture) []attempt {
 				tok := f.b.AccessToken
 				switch v.name {
 				case "random":
-					tok = randHex(32)
+					tok = harness.RandHex(32)
 				case "upper":
 					tok = strings.ToUpper(tok)
 				case "prefix":
@@ -208,14 +208,14 @@ func tokenAttempts(f *cpFixture) []attempt {
 			desc: "replay the token of a killed sandbox against its id and against a new sandbox that may have its address",
 			run: func(t *testing.T) error {
 				d := f.d
-				c, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{})
+				c, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{})
 				if err != nil {
 					return err
 				}
-				if err := d.c.KillSandbox(ctxT(t, time.Minute), c.ID); err != nil {
+				if err := d.Client.KillSandbox(harness.Ctx(t, time.Minute), c.ID); err != nil {
 					return err
 				}
-				n := newSandbox(t, d, client.CreateSandboxRequest{})
+				n := d.NewSandbox(t, client.CreateSandboxRequest{})
 				if err := refused(502, 503, 404)(f.envd(c.ID, c.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
 					return fmt.Errorf("old id: %w", err)
 				}
@@ -264,7 +264,7 @@ func tokenAttempts(f *cpFixture) []attempt {
 			desc: "reach a pooled (unclaimed) sandbox, whose id an attacker learned, through the native API with the key and through the proxy without a token",
 			run: func(t *testing.T) error {
 				var id string
-				if !waitFor(20*time.Second, func() bool { id = pooledID(t, f.d); return id != "" }) {
+				if !harness.WaitFor(20*time.Second, func() bool { id = pooledID(t, f.d); return id != "" }) {
 					return fmt.Errorf("no pooled sandbox appeared (the attempt could not run)")
 				}
 				err := refused(404)(f.req("POST", "/v1/sandboxes/"+id+"/commands", []byte(`{"cmd":"id"}`), nil))
@@ -317,7 +317,7 @@ func tokenAttempts(f *cpFixture) []attempt {
 				case "cross-sandbox":
 					return denied(f.envd(f.b.ID, "", "GET", q(neighbourMarkerPath, "read", "user", f.a.AccessToken, exp), nil, nil))
 				default:
-					return denied(f.req("GET", q(neighbourMarkerPath, "read", "user", randHex(32), exp), nil, hdr))
+					return denied(f.req("GET", q(neighbourMarkerPath, "read", "user", harness.RandHex(32), exp), nil, hdr))
 				}
 			}})
 	}
@@ -390,11 +390,11 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 	badKeys := func(key string) []map[string]string {
 		return []map[string]string{
 			{"Authorization": ""},
-			{"Authorization": "Bearer " + randHex(16)},
+			{"Authorization": "Bearer " + harness.RandHex(16)},
 			{"Authorization": "Bearer "},
 			{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))},
 			{"Authorization": "Bearer " + key[:len(key)-1]},
-			{"Authorization": "", "X-API-Key": "rt_" + randHex(16)},
+			{"Authorization": "", "X-API-Key": "rt_" + harness.RandHex(16)},
 			{"Authorization": "", "X-API-Key": key + "x"},
 		}
 	}
@@ -405,7 +405,7 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 		out = append(out, attempt{id: "cp-nokey-" + r.op, category: "control-plane", stops: "httpapi.authenticate: constant-time API key check before any handler",
 			desc: "call " + r.method + " " + r.path + " without the API key, with a wrong one, a truncated one, Basic auth, or the key in the query",
 			run: func(t *testing.T) error {
-				for _, h := range badKeys(f.d.apiKey) {
+				for _, h := range badKeys(f.d.APIKey) {
 					st, b, err := f.req(r.method, r.url(f.a.ID), r.body(), h)
 					if err := refused(401)(st, b, err); err != nil {
 						return fmt.Errorf("headers %v: %w", h, err)
@@ -416,7 +416,7 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 				if strings.Contains(u, "?") {
 					sep = "&"
 				}
-				return refused(401)(f.req(r.method, u+sep+"api_key="+f.d.apiKey+"&key="+f.d.apiKey, r.body(), map[string]string{"Authorization": ""}))
+				return refused(401)(f.req(r.method, u+sep+"api_key="+f.d.APIKey+"&key="+f.d.APIKey, r.body(), map[string]string{"Authorization": ""}))
 			}})
 		if !strings.Contains(strings.ReplaceAll(r.path, "{pid}", ""), "{") {
 			continue
@@ -457,7 +457,7 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 				if m != "GET" && m != "DELETE" {
 					body = []byte(`{"templateID":"base","timeout":60}`)
 				}
-				for _, h := range badKeys(f.d.apiKey) {
+				for _, h := range badKeys(f.d.APIKey) {
 					if err := denied(f.req(m, u, body, h)); err != nil {
 						return fmt.Errorf("headers %v: %w", h, err)
 					}
@@ -470,13 +470,13 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 
 // pooledID finds a sandbox spaced booted for its pool and has not handed
 // out: a directory under sandboxes/ that no listing shows.
-func pooledID(t *testing.T, d *daemon) string {
+func pooledID(t *testing.T, d *harness.Daemon) string {
 	listed := map[string]bool{}
-	all, _ := d.c.ListAllSandboxes(ctxT(t, 10*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
+	all, _ := d.Client.ListAllSandboxes(harness.Ctx(t, 10*time.Second), client.ListOptions{States: []string{"creating", "running", "killed", "lost"}})
 	for _, s := range all {
 		listed[s.ID] = true
 	}
-	dirs, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
+	dirs, _ := os.ReadDir(filepath.Join(d.DataDir, "sandboxes"))
 	for _, e := range dirs {
 		if !listed[e.Name()] {
 			return e.Name()
@@ -486,43 +486,27 @@ func pooledID(t *testing.T, d *daemon) string {
 }
 
 // listedNow: id has been claimed since (another test's create took it).
-func listedNow(t *testing.T, d *daemon, id string) bool {
-	_, err := d.c.GetSandbox(ctxT(t, 10*time.Second), id)
+func listedNow(t *testing.T, d *harness.Daemon, id string) bool {
+	_, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), id)
 	return err == nil
 }
 
 // newCPFixture makes the attacker's sandbox and finds a killed and a pooled id.
-func newCPFixture(t *testing.T, d *daemon) *cpFixture {
+func newCPFixture(t *testing.T, d *harness.Daemon) *cpFixture {
 	f := &cpFixture{d: d, b: getNeighbour(t, d).sb}
-	f.a = newSandbox(t, d, client.CreateSandboxRequest{Metadata: map[string]string{"role": "attacker"}})
-	k, err := d.c.CreateSandbox(ctxT(t, time.Minute), client.CreateSandboxRequest{})
+	f.a = d.NewSandbox(t, client.CreateSandboxRequest{Metadata: map[string]string{"role": "attacker"}})
+	k, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.c.KillSandbox(ctxT(t, time.Minute), k.ID); err != nil {
+	if err := d.Client.KillSandbox(harness.Ctx(t, time.Minute), k.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.killed = k.ID
 	// The agent is not dumpable, so even root inside cannot read the boot
 	// token from /proc/1/environ (cp-boot-token checks that); the test
 	// reads it where spaced wrote it, the sandbox's OCI spec on the host.
-	data, err := os.ReadFile(filepath.Join(d.dataDir, "sandboxes", f.a.ID, "bundle", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec struct {
-		Process struct {
-			Env []string `json:"env"`
-		} `json:"process"`
-	}
-	if err := json.Unmarshal(data, &spec); err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range spec.Process.Env {
-		if v, ok := strings.CutPrefix(kv, "SPACE_AGENT_TOKEN="); ok {
-			f.bootTok = v
-		}
-	}
+	f.bootTok = d.BootToken(t, f.a.ID)
 	return f
 }
 
@@ -539,7 +523,7 @@ func TestControlPlane(t *testing.T) {
 		})
 	}
 	// Nothing above may have harmed either sandbox.
-	if got, err := d.c.GetSandbox(ctxT(t, 10*time.Second), f.a.ID); err != nil || got.State != client.StateRunning {
+	if got, err := d.Client.GetSandbox(harness.Ctx(t, 10*time.Second), f.a.ID); err != nil || got.State != client.StateRunning {
 		t.Errorf("the attacker's own sandbox is %+v (%v) after the unauthenticated calls", got, err)
 	}
 	guard(t, d)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // attempt is one escape or abuse attempt. In-sandbox attempts carry py, a
@@ -189,15 +190,15 @@ for a in attempts:
 
 // runGroup runs the in-sandbox attempts of group in sandbox id as user,
 // one subtest per attempt, then checks that nothing outside was disturbed.
-func runGroup(t *testing.T, d *daemon, id, user string, group []attempt) {
+func runGroup(t *testing.T, d *harness.Daemon, id, user string, group []attempt) {
 	t.Helper()
 	runGroupEnv(t, d, id, user, group, nil)
 }
 
 // runGroupEnv is runGroup with extra environment for the snippets.
-func runGroupEnv(t *testing.T, d *daemon, id, user string, group []attempt, extra map[string]string) {
+func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) {
 	t.Helper()
-	dir := "/tmp/rt-" + randHex(4)
+	dir := "/tmp/rt-" + harness.RandHex(4)
 	type spec struct {
 		ID   string `json:"id"`
 		Code string `json:"code"`
@@ -207,11 +208,11 @@ func runGroupEnv(t *testing.T, d *daemon, id, user string, group []attempt, extr
 		specs = append(specs, spec{a.id, a.py})
 	}
 	b, _ := json.Marshal(specs)
-	ctx := ctxT(t, 30*time.Second)
-	if _, err := d.c.Upload(ctx, id, dir+"/harness.py", strings.NewReader(harnessPy)); err != nil {
+	ctx := harness.Ctx(t, 30*time.Second)
+	if _, err := d.Client.Upload(ctx, id, dir+"/harness.py", strings.NewReader(harnessPy)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.Upload(ctx, id, dir+"/group.json", strings.NewReader(string(b))); err != nil {
+	if _, err := d.Client.Upload(ctx, id, dir+"/group.json", strings.NewReader(string(b))); err != nil {
 		t.Fatal(err)
 	}
 	sh(t, d, id, "root", "chmod -R a+rX "+dir)
@@ -250,7 +251,7 @@ func runGroupEnv(t *testing.T, d *daemon, id, user string, group []attempt, extr
 		t.Run(a.id, func(t *testing.T) {
 			r, ok := got[a.id]
 			if !ok {
-				t.Fatalf("no result (harness exit %+v, stderr %s)", *out.Exit, clip(out.Stderr))
+				t.Fatalf("no result (harness exit %+v, stderr %s)", *out.Exit, harness.Clip(out.Stderr))
 			}
 			t.Logf("result: %s", rawLine[a.id])
 			if err := noLeak(rawLine[a.id], leaks); err != nil {

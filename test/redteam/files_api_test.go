@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 const agentFS = "space-agent resolves every path inside the sandbox's own file tree (gVisor); spaced never opens a sandbox's files by host path"
@@ -40,11 +41,12 @@ func traversals(p string) []string {
 
 // hostHas reports the places on the host where a file named name turned
 // up: where a write that escaped would land.
-func hostHas(d *daemon, id, name string) []string {
+func hostHas(d *harness.Daemon, id, name string) []string {
 	var found []string
-	for _, dir := range []string{"/", "/tmp", "/root", "/home/user", filepath.Dir(d.dataDir), d.dataDir,
-		filepath.Join(d.dataDir, "sandboxes", id), env.repo, filepath.Join(env.repo, "test", "redteam")} {
-		if exists(filepath.Join(dir, name)) {
+	repo, _ := harness.Repo() // known: the binaries were built from it
+	for _, dir := range []string{"/", "/tmp", "/root", "/home/user", filepath.Dir(d.DataDir), d.DataDir,
+		filepath.Join(d.DataDir, "sandboxes", id), repo, filepath.Join(repo, "test", "redteam")} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			found = append(found, filepath.Join(dir, name))
 		}
 	}
@@ -54,7 +56,7 @@ func hostHas(d *daemon, id, name string) []string {
 // fileFixture is a sandbox prepared with symlinks and a hard link that
 // point out of the user's home.
 type fileFixture struct {
-	d      *daemon
+	d      *harness.Daemon
 	sb     *client.Sandbox
 	root   string // `ls -A /` inside, sorted
 	leaks  []string
@@ -157,7 +159,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 	})
 	add("fs-trav-native-upload", "PUT /v1/.../files?path=../../../tmp/<new> (a write that escaped would land on the host)", func(t *testing.T) error {
 		for _, pre := range []string{strings.Repeat("../", 12) + "tmp/", "/proc/1/root/tmp/", "/home/user/" + strings.Repeat("..%2f", 12) + "tmp/"} {
-			name := "rt-w-" + randHex(6)
+			name := "rt-w-" + harness.RandHex(6)
 			if err := f.noHostLeak(f.native("PUT", "/files", url.Values{"path": {pre + name}}, []byte("escaped"))); err != nil {
 				return err
 			}
@@ -174,7 +176,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		return env.canary.check()
 	})
 	add("fs-trav-native-mkdir", "POST /v1/.../files/mkdir {path: ../../../tmp/<new>}", func(t *testing.T) error {
-		name := "rt-d-" + randHex(6)
+		name := "rt-d-" + harness.RandHex(6)
 		if err := f.noHostLeak(f.native("POST", "/files/mkdir", nil, []byte(`{"path":"`+strings.Repeat("../", 12)+"tmp/"+name+`"}`))); err != nil {
 			return err
 		}
@@ -186,7 +188,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		}); err != nil {
 			return err
 		}
-		name := "rt-m-" + randHex(6)
+		name := "rt-m-" + harness.RandHex(6)
 		f.native("PUT", "/files", url.Values{"path": {"/home/user/src"}}, []byte("x"))
 		if err := f.noHostLeak(f.native("POST", "/files/move", nil, []byte(`{"source":"/home/user/src","destination":"`+strings.Repeat("../", 12)+"tmp/"+name+`"}`))); err != nil {
 			return err
@@ -196,12 +198,12 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 	add("fs-trav-native-watch", "GET /v1/.../files/watch?path=../../../tmp (watch the host's /tmp)", func(t *testing.T) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		w, err := f.d.c.Watch(ctx, f.sb.ID, strings.Repeat("../", 12)+"tmp", false)
+		w, err := f.d.Client.Watch(ctx, f.sb.ID, strings.Repeat("../", 12)+"tmp", false)
 		if err != nil {
 			return nil // refused
 		}
 		defer w.Close()
-		name := "rt-canary-watch-" + randHex(4)
+		name := "rt-canary-watch-" + harness.RandHex(4)
 		os.WriteFile("/tmp/"+name, nil, 0o644)
 		defer os.Remove("/tmp/" + name)
 		for {
@@ -216,7 +218,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 	})
 	add("fs-trav-native-cwd", "run a command with cwd ../../../../ and /proc/1/root/.. and list it", func(t *testing.T) error {
 		for _, cwd := range []string{strings.Repeat("../", 12), "/proc/1/root/..", "/proc/self/cwd/../../.."} {
-			r, err := tryRun(ctxT(t, 20*time.Second), f.d, f.sb.ID, client.CommandRequest{Cmd: "pwd; ls -A", Cwd: cwd})
+			r, err := f.d.Exec(harness.Ctx(t, 20*time.Second), f.sb.ID, client.CommandRequest{Cmd: "pwd; ls -A", Cwd: cwd})
 			if err != nil {
 				continue
 			}
@@ -236,7 +238,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		})
 	})
 	add("fs-trav-envd-upload", "envd POST /files?path=../../../tmp/<new> (multipart)", func(t *testing.T) error {
-		name := "rt-w-" + randHex(6)
+		name := "rt-w-" + harness.RandHex(6)
 		body, ct := multipartBody("escaped")
 		if err := f.noHostLeak(f.e2b("POST", "/files?"+url.Values{"path": {strings.Repeat("../", 12) + "tmp/" + name}, "username": {"root"}}.Encode(), body, map[string]string{"Content-Type": ct})); err != nil {
 			return err
@@ -244,7 +246,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		return f.wroteNowhere(name)
 	})
 	add("fs-trav-envd-compose", "envd POST /files/compose from host canaries to ../../../tmp/<new>", func(t *testing.T) error {
-		name := "rt-c-" + randHex(6)
+		name := "rt-c-" + harness.RandHex(6)
 		var srcs []string
 		for _, c := range env.canary.paths() {
 			srcs = append(srcs, strings.Repeat("../", 12)+strings.TrimPrefix(c, "/"))
@@ -272,12 +274,12 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 	})
 	add("fs-trav-envd-watcher", "Connect filesystem.CreateWatcher on traversal spellings", connect("CreateWatcher", "path"))
 	add("fs-trav-envd-makedir-move", "Connect filesystem.MakeDir and Move to ../../../tmp/<new>", func(t *testing.T) error {
-		name := "rt-d-" + randHex(6)
+		name := "rt-d-" + harness.RandHex(6)
 		ct := map[string]string{"Content-Type": "application/json"}
 		if err := f.noHostLeak(f.e2b("POST", "/filesystem.Filesystem/MakeDir", []byte(`{"path":"`+strings.Repeat("../", 12)+"tmp/"+name+`"}`), ct)); err != nil {
 			return err
 		}
-		name2 := "rt-m-" + randHex(6)
+		name2 := "rt-m-" + harness.RandHex(6)
 		if err := f.noHostLeak(f.e2b("POST", "/filesystem.Filesystem/Move", []byte(`{"source":"/home/user/src2","destination":"`+strings.Repeat("../", 12)+"tmp/"+name2+`"}`), ct)); err != nil {
 			return err
 		}
@@ -308,7 +310,7 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 					return fmt.Errorf("listing %s shows a host canary", l)
 				}
 			}
-			w := "rt-sl-" + randHex(6)
+			w := "rt-sl-" + harness.RandHex(6)
 			f.native("PUT", "/files", url.Values{"path": {l + "/tmp/" + w}}, []byte("through-link"))
 			body, ct := multipartBody("through-link")
 			f.e2b("POST", "/files?"+url.Values{"path": {l + "/tmp/" + w + "e"}, "username": {"root"}}.Encode(), body, map[string]string{"Content-Type": ct})
@@ -337,10 +339,10 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 	add("fs-symlink-race", "swap /home/user/race between a directory and a symlink to / and /proc/1/root 1000s of times while the API reads and writes through it", func(t *testing.T) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if _, err := f.d.c.StartBackground(ctx, f.sb.ID, client.CommandRequest{User: "root", Tag: "race", Cmd: `mkdir -p /home/user/real/tmp; end=$(($(date +%s)+6)); while [ $(date +%s) -lt $end ]; do ln -sfn / /home/user/race; ln -sfn /proc/1/root /home/user/race; rm -f /home/user/race; ln -sfn /home/user/real /home/user/race; done`}); err != nil {
+		if _, err := f.d.Client.StartBackground(ctx, f.sb.ID, client.CommandRequest{User: "root", Tag: "race", Cmd: `mkdir -p /home/user/real/tmp; end=$(($(date +%s)+6)); while [ $(date +%s) -lt $end ]; do ln -sfn / /home/user/race; ln -sfn /proc/1/root /home/user/race; rm -f /home/user/race; ln -sfn /home/user/real /home/user/race; done`}); err != nil {
 			return err
 		}
-		name := "rt-race-" + randHex(6)
+		name := "rt-race-" + harness.RandHex(6)
 		deadline := time.Now().Add(5 * time.Second)
 		var wg sync.WaitGroup
 		errs := make(chan error, 4)
@@ -372,11 +374,11 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 func TestFileAPI(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	// The error messages echo the requested paths, which name the canaries
 	// and the data directory; what must never come back is their content.
 	n := getNeighbour(t, d)
-	leaks := append(env.canary.contents(), d.apiKey, n.marker, n.sb.AccessToken)
+	leaks := append(env.canary.contents(), d.APIKey, n.marker, n.sb.AccessToken)
 	f := &fileFixture{d: d, sb: sb, leaks: leaks, cp: &cpFixture{d: d}}
 	var cmd strings.Builder
 	for name, target := range links {

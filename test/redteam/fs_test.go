@@ -91,7 +91,7 @@ func fsAttempts() []attempt {
 		{id: "fs-host-canary-search", desc: "search the sandbox's whole tree for the canaries' names", stops: gvisorFS,
 			py: "R['found'] = find_names(['/tmp', '/var', '/root', '/home', '/run', '/mnt', '/opt', '/srv', '/etc', '/dev', '/usr/local'], CANARY_NAMES)", check: emptyStr("found")},
 		{id: "fs-proc1-root", desc: "reach the host through /proc/1/root (the agent's root)", stops: "the agent is not dumpable, so /proc/1/root is closed even to root; and in gVisor /proc/1 is the sandbox's own init, whose root is the sandbox root",
-			py: canarySeen("/proc/1/root") + "\ntry:\n    R['same'] = sorted(os.listdir('/proc/1/root')) == sorted(os.listdir('/'))\nexcept PermissionError:\n    R['denied'] = True",
+			py:    canarySeen("/proc/1/root") + "\ntry:\n    R['same'] = sorted(os.listdir('/proc/1/root')) == sorted(os.listdir('/'))\nexcept PermissionError:\n    R['denied'] = True",
 			check: all(emptyList("seen"), anyOf(isTrue("same"), isTrue("denied")))},
 		{id: "fs-proc-self-root-dotdot", desc: "climb out through /proc/self/root/../../..", stops: gvisorFS,
 			py: canarySeen("/proc/self/root/../../.."), check: emptyList("seen")},
@@ -322,7 +322,7 @@ R['changed'] = readf('/etc/passwd') != before
 func TestFilesystem(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	runGroup(t, d, sb.ID, "root", fsAttempts())
 	runGroup(t, d, sb.ID, "user", fsUserAttempts())
 }

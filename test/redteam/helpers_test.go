@@ -17,97 +17,39 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// newSandbox creates a sandbox and kills it when the test ends.
-func newSandbox(t *testing.T, d *daemon, req client.CreateSandboxRequest) *client.Sandbox {
+// run runs a command and fails the test unless it ends (with any exit
+// code); attacks get 3 minutes.
+func run(t *testing.T, d *harness.Daemon, id string, req client.CommandRequest) harness.Result {
 	t.Helper()
-	sb, err := d.c.CreateSandbox(ctxT(t, 60*time.Second), req)
-	if err != nil {
-		t.Fatalf("create sandbox %+v: %v", req, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := d.c.KillSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) && d.healthy() {
-			t.Errorf("cleanup: kill %s: %v", sb.ID, err)
-		}
-	})
-	return sb
-}
-
-// result is how a command ended and what it wrote.
-type result struct {
-	Stdout, Stderr string
-	Exit           *client.ExitInfo
-}
-
-func run(t *testing.T, d *daemon, id string, req client.CommandRequest) result {
-	t.Helper()
-	r, err := tryRun(ctxT(t, 3*time.Minute), d, id, req)
+	r, err := d.Exec(harness.Ctx(t, 3*time.Minute), id, req)
 	if err != nil {
 		t.Fatalf("run %q%q in %s: %v", req.Cmd, req.Argv, id, err)
 	}
 	return r
 }
 
-func tryRun(ctx context.Context, d *daemon, id string, req client.CommandRequest) (result, error) {
-	var r result
-	s, err := d.c.RunCommand(ctx, id, req)
-	if err != nil {
-		return r, err
-	}
-	defer s.Close()
-	var out, errb bytes.Buffer
-	for {
-		ev, err := s.Next()
-		if err != nil {
-			r.Stdout, r.Stderr = out.String(), errb.String()
-			return r, fmt.Errorf("%w (stdout %q, stderr %q)", err, clip(r.Stdout), clip(r.Stderr))
-		}
-		switch ev.Type {
-		case client.EventStdout:
-			out.Write(ev.Data)
-		case client.EventStderr:
-			errb.Write(ev.Data)
-		case client.EventEnd:
-			r.Stdout, r.Stderr, r.Exit = out.String(), errb.String(), ev.Exit
-			return r, nil
-		}
-	}
-}
-
 // sh runs cmd as user and fails the test unless it exits 0.
-func sh(t *testing.T, d *daemon, id, user, cmd string) string {
+func sh(t *testing.T, d *harness.Daemon, id, user, cmd string) string {
 	t.Helper()
 	r := run(t, d, id, client.CommandRequest{Cmd: cmd, User: user})
 	if r.Exit.Code() != 0 {
-		t.Fatalf("%q in %s: exit %+v\nstdout: %s\nstderr: %s", cmd, id, *r.Exit, clip(r.Stdout), clip(r.Stderr))
+		t.Fatalf("%q in %s: exit %+v\nstdout: %s\nstderr: %s", cmd, id, *r.Exit, harness.Clip(r.Stdout), harness.Clip(r.Stderr))
 	}
 	return r.Stdout
 }
 
-func clip(s string) string {
-	if len(s) > 2000 {
-		return s[:1000] + "\n...\n" + s[len(s)-1000:]
-	}
-	return s
-}
-
 // raw sends one request to spaced and returns status, headers and body.
 // hdr values of "" delete a header; the API key is sent unless deleted.
-func raw(ctx context.Context, d *daemon, method, path string, body io.Reader, hdr map[string]string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.addr+path, body)
+func raw(ctx context.Context, d *harness.Daemon, method, path string, body io.Reader, hdr map[string]string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.Addr+path, body)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.apiKey)
+	req.Header.Set("Authorization", "Bearer "+d.APIKey)
 	for k, v := range hdr {
 		if v == "" {
 			req.Header.Del(k)
@@ -132,20 +74,6 @@ func jsonBody(v any) io.Reader {
 	return bytes.NewReader(b)
 }
 
-// waitFor polls cond until it is true or the timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // canary is what the host holds that no sandbox may see or change: files
 // with random names and contents, and kernel settings a sandbox might try
 // to change through an escape.
@@ -168,11 +96,11 @@ var hostSettings = []string{
 	"/proc/sys/fs/file-max",
 }
 
-func newCanary(d *daemon) (*canary, error) {
+func newCanary(d *harness.Daemon) (*canary, error) {
 	c := &canary{files: map[string]string{}, settings: map[string]string{}, start: time.Now()}
-	for _, dir := range []string{"/tmp", "/var/tmp", "/root", filepath.Dir(d.dataDir)} {
-		p := filepath.Join(dir, "rt-canary-"+randHex(8))
-		content := "RTCANARY-" + randHex(16)
+	for _, dir := range []string{"/tmp", "/var/tmp", "/root", filepath.Dir(d.DataDir)} {
+		p := filepath.Join(dir, "rt-canary-"+harness.RandHex(8))
+		content := "RTCANARY-" + harness.RandHex(16)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return nil, err
 		}
@@ -180,7 +108,7 @@ func newCanary(d *daemon) (*canary, error) {
 	}
 	c.template = map[string]string{}
 	for _, f := range templateFiles {
-		p := filepath.Join(env.templatesDir, "base", "current", f)
+		p := filepath.Join(testenv.BaseRootfs(), f)
 		sum, err := fileSum(p)
 		if err != nil {
 			return nil, err
@@ -292,18 +220,18 @@ var (
 const neighbourMarkerPath = "/home/user/neighbour-marker"
 
 // getNeighbour makes the shared neighbour once; TestMain's shutdown kills it.
-func getNeighbour(t *testing.T, d *daemon) *neighbourSB {
+func getNeighbour(t *testing.T, d *harness.Daemon) *neighbourSB {
 	t.Helper()
 	neighbourOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Metadata: map[string]string{"role": "neighbour"}, TimeoutSeconds: 3600})
+		sb, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Metadata: map[string]string{"role": "neighbour"}, TimeoutSeconds: 3600})
 		if err != nil {
 			neighbour.err = err
 			return
 		}
-		neighbour.sb, neighbour.marker = sb, "NEIGHBOUR-"+randHex(16)
-		_, neighbour.err = d.c.Upload(ctx, sb.ID, neighbourMarkerPath, strings.NewReader(neighbour.marker))
+		neighbour.sb, neighbour.marker = sb, "NEIGHBOUR-"+harness.RandHex(16)
+		_, neighbour.err = d.Client.Upload(ctx, sb.ID, neighbourMarkerPath, strings.NewReader(neighbour.marker))
 	})
 	if neighbour.err != nil {
 		t.Fatalf("neighbour sandbox: %v", neighbour.err)
@@ -314,9 +242,9 @@ func getNeighbour(t *testing.T, d *daemon) *neighbourSB {
 // secrets are strings no attempt's output may contain: the host canaries,
 // spaced's API key and data directory, and the neighbour's marker and
 // access token.
-func secrets(t *testing.T, d *daemon) []string {
+func secrets(t *testing.T, d *harness.Daemon) []string {
 	n := getNeighbour(t, d)
-	s := append(env.canary.contents(), d.apiKey, d.dataDir, env.tmp, n.marker, n.sb.AccessToken)
+	s := append(env.canary.contents(), d.APIKey, d.DataDir, harness.Tmp(), n.marker, n.sb.AccessToken)
 	return s
 }
 
@@ -324,13 +252,13 @@ func secrets(t *testing.T, d *daemon) []string {
 // neighbour are unaffected: /healthz answers within 5 s, the neighbour
 // runs a command and its marker is intact, and the host canaries are
 // unchanged.
-func guard(t *testing.T, d *daemon) {
+func guard(t *testing.T, d *harness.Daemon) {
 	t.Helper()
-	if err := d.healthyWithin(5 * time.Second); err != nil {
+	if err := d.HealthyWithin(5 * time.Second); err != nil {
 		t.Fatalf("spaced is not healthy: %v", err)
 	}
 	n := getNeighbour(t, d)
-	out, err := tryRun(ctxT(t, 30*time.Second), d, n.sb.ID, client.CommandRequest{
+	out, err := d.Exec(harness.Ctx(t, 30*time.Second), n.sb.ID, client.CommandRequest{
 		Cmd: "cat " + neighbourMarkerPath + "; ! grep -l RTPWNED /etc/passwd /usr/bin/python3.11 /bin/dash /usr/local/bin/space-agent", User: "root"})
 	if err != nil || out.Exit.Code() != 0 || out.Stdout != n.marker {
 		t.Fatalf("the neighbour sandbox is disturbed: %v, exit %+v, marker %q (want %q), stderr %q", err, out.Exit, out.Stdout, n.marker, out.Stderr)
@@ -341,9 +269,9 @@ func guard(t *testing.T, d *daemon) {
 }
 
 // spacedRSS is spaced's resident memory in KiB (VmRSS).
-func spacedRSS(t *testing.T, d *daemon) int {
+func spacedRSS(t *testing.T, d *harness.Daemon) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid()))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,21 +284,4 @@ func spacedRSS(t *testing.T, d *daemon) int {
 	}
 	t.Fatal("no VmRSS in spaced's status")
 	return 0
-}
-
-// hostLeftovers lists what sandbox id still holds on the host.
-func hostLeftovers(d *daemon, id string) []string {
-	var left []string
-	for _, p := range []string{
-		filepath.Join(d.dataDir, "sandboxes", id),
-		"/var/run/netns/space-" + id,
-		"/sys/class/net/vse" + id[:min(12, len(id))],
-	} {
-		if exists(p) {
-			left = append(left, p)
-		}
-	}
-	states, _ := filepath.Glob(filepath.Join(d.dataDir, "runsc", id+"*"))
-	cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "space", id))
-	return append(append(left, states...), cg...)
 }

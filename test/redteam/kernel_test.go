@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 const (
@@ -226,9 +227,9 @@ R['survived'] = True
 func TestKernel(t *testing.T) {
 	d := need(t)
 	t.Parallel()
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
 	for user, cmd := range map[string]string{"user": "sleep 7777", "root": "sleep 7778"} {
-		if _, err := d.c.StartBackground(ctxT(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: cmd, User: user}); err != nil {
+		if _, err := d.Client.StartBackground(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: cmd, User: user}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,9 +295,9 @@ func agentHarmAttempts() []attempt {
 // sandbox ended and left nothing on the host.
 func harmAgent(t *testing.T, cmd string, mustSurvive bool) error {
 	d := env.d
-	sb := newSandbox(t, d, client.CreateSandboxRequest{})
-	tryRun(ctxT(t, 15*time.Second), d, sb.ID, client.CommandRequest{Cmd: cmd, User: "root"})
-	r, err := tryRun(ctxT(t, 10*time.Second), d, sb.ID, client.CommandRequest{Cmd: "echo alive"})
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
+	d.Exec(harness.Ctx(t, 15*time.Second), sb.ID, client.CommandRequest{Cmd: cmd, User: "root"})
+	r, err := d.Exec(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: "echo alive"})
 	if err == nil && r.Stdout == "alive\n" {
 		return nil
 	}
@@ -305,13 +306,13 @@ func harmAgent(t *testing.T, cmd string, mustSurvive bool) error {
 	}
 	t.Logf("the agent did not survive (%v): checking that spaced noticed", err)
 	var got *client.Sandbox
-	if !waitFor(15*time.Second, func() bool {
-		got, err = d.c.GetSandbox(ctxT(t, 5*time.Second), sb.ID)
+	if !harness.WaitFor(15*time.Second, func() bool {
+		got, err = d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), sb.ID)
 		return err == nil && got.State != client.StateRunning
 	}) {
 		return fmt.Errorf("the agent is dead but spaced still reports the sandbox %+v (%v)", got, err)
 	}
-	if left := hostLeftovers(d, sb.ID); !waitFor(15*time.Second, func() bool { left = hostLeftovers(d, sb.ID); return len(left) == 0 }) {
+	if left := d.Leftovers(sb.ID); !harness.WaitFor(15*time.Second, func() bool { left = d.Leftovers(sb.ID); return len(left) == 0 }) {
 		return fmt.Errorf("the dead sandbox left %v on the host", left)
 	}
 	t.Logf("the sandbox ended: state %s, reason %q", got.State, got.Reason)

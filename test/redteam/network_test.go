@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 const (
@@ -211,7 +212,7 @@ func countUDP(t *testing.T, pc net.PacketConn) *atomic.Int64 {
 // stand-in), 169.254.169.254, 100.64.0.1 and 2001:db8:245::10. It returns
 // the namespace's path.
 func testNamespace(t *testing.T) string {
-	suffix := randHex(3)
+	suffix := harness.RandHex(3)
 	hostEnd, nsEnd := "rth"+suffix, "rtn"+suffix
 	holder := exec.Command("unshare", "--net", "sleep", "600")
 	if err := holder.Start(); err != nil {
@@ -220,7 +221,7 @@ func testNamespace(t *testing.T) string {
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
 	pid := strconv.Itoa(holder.Process.Pid)
 	nsPath := "/proc/" + pid + "/ns/net"
-	if !waitFor(5*time.Second, func() bool {
+	if !harness.WaitFor(5*time.Second, func() bool {
 		self, _ := os.Readlink("/proc/self/ns/net")
 		other, _ := os.Readlink(nsPath)
 		return other != "" && other != self
@@ -253,7 +254,7 @@ func testNamespace(t *testing.T) string {
 	// Another test (test/e2e) may hold a route to one of these for a while.
 	for _, dst := range []string{"169.254.169.254/32", "100.64.0.1/32"} {
 		var out []byte
-		if !waitFor(60*time.Second, func() bool {
+		if !harness.WaitFor(60*time.Second, func() bool {
 			var err error
 			out, err = exec.Command("ip", "route", "add", dst, "dev", hostEnd).CombinedOutput()
 			return err == nil
@@ -291,8 +292,8 @@ func TestNetwork(t *testing.T) {
 	d := need(t)
 	t.Parallel()
 	n := getNeighbour(t, d)
-	a := newSandbox(t, d, client.CreateSandboxRequest{})
-	if _, err := d.c.StartBackground(ctxT(t, 10*time.Second), n.sb.ID, client.CommandRequest{Cmd: "python3 -m http.server 8000", Tag: "rt-http", TimeoutSeconds: 300}); err != nil {
+	a := d.NewSandbox(t, client.CreateSandboxRequest{})
+	if _, err := d.Client.StartBackground(harness.Ctx(t, 10*time.Second), n.sb.ID, client.CommandRequest{Cmd: "python3 -m http.server 8000", Tag: "rt-http", TimeoutSeconds: 300}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -332,7 +333,7 @@ func TestNetwork(t *testing.T) {
 
 	hostIP, selfIP := vethAddrs(t, a.ID)
 	_, bIP := vethAddrs(t, n.sb.ID)
-	_, spacedPort, _ := net.SplitHostPort(d.addr)
+	_, spacedPort, _ := net.SplitHostPort(d.Addr)
 	var v6 []string
 	if out, err := exec.Command("ip", "-o", "-6", "addr", "show", "dev", "vse"+a.ID[:12]).Output(); err == nil {
 		if m := regexp.MustCompile(`inet6 (fe80::[0-9a-f:]+)/`).FindStringSubmatch(string(out)); m != nil {
@@ -348,7 +349,7 @@ func TestNetwork(t *testing.T) {
 	})
 	// The controls: from the host the neighbour's server answers, so a
 	// refusal seen from the sandbox is the firewall's doing.
-	if !waitFor(10*time.Second, func() bool {
+	if !harness.WaitFor(10*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(bIP, "8000"), time.Second)
 		if err == nil {
 			c.Close()

@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // responsive checks, while an attack runs, that spaced's /healthz and a
 // command in the neighbour answer within generous bounds, every 500 ms
 // until stop is closed. It returns the slowest answer seen.
-func responsive(t *testing.T, d *daemon, stop <-chan struct{}) func() (time.Duration, error) {
+func responsive(t *testing.T, d *harness.Daemon, stop <-chan struct{}) func() (time.Duration, error) {
 	n := getNeighbour(t, d)
 	var mu sync.Mutex
 	var worst time.Duration
@@ -34,11 +35,11 @@ func responsive(t *testing.T, d *daemon, stop <-chan struct{}) func() (time.Dura
 			case <-time.After(500 * time.Millisecond):
 			}
 			start := time.Now()
-			err := d.healthyWithin(5 * time.Second)
+			err := d.HealthyWithin(5 * time.Second)
 			if err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				var r result
-				r, err = tryRun(ctx, d, n.sb.ID, client.CommandRequest{Cmd: "cat " + neighbourMarkerPath})
+				var r harness.Result
+				r, err = d.Exec(ctx, n.sb.ID, client.CommandRequest{Cmd: "cat " + neighbourMarkerPath})
 				cancel()
 				if err == nil && r.Stdout != n.marker {
 					err = fmt.Errorf("neighbour marker reads %q", r.Stdout)
@@ -65,7 +66,7 @@ func responsive(t *testing.T, d *daemon, stop <-chan struct{}) func() (time.Dura
 // underAttack runs attack while checking responsiveness and spaced's RSS.
 // A neighbour command and /healthz must answer within 10 s each time, and
 // spaced may grow by at most 200 MiB.
-func underAttack(t *testing.T, d *daemon, attack func() error) error {
+func underAttack(t *testing.T, d *harness.Daemon, attack func() error) error {
 	before := spacedRSS(t, d)
 	stop := make(chan struct{})
 	wait := responsive(t, d, stop)
@@ -88,25 +89,25 @@ func underAttack(t *testing.T, d *daemon, attack func() error) error {
 }
 
 // diskFree is the free space of the file system holding spaced's data.
-func diskFree(d *daemon) uint64 {
+func diskFree(d *harness.Daemon) uint64 {
 	var st syscall.Statfs_t
-	syscall.Statfs(d.dataDir, &st)
+	syscall.Statfs(d.DataDir, &st)
 	return st.Bavail * uint64(st.Bsize)
 }
 
 // stillServes: after the attack the sandbox runs a command (or, if it died
 // of it, spaced says so), and the neighbour is fine.
-func stillServes(t *testing.T, d *daemon, id string) error {
-	var r result
+func stillServes(t *testing.T, d *harness.Daemon, id string) error {
+	var r harness.Result
 	var err error
 	var got *client.Sandbox
 	ended := false
-	if waitFor(20*time.Second, func() bool {
-		if g, gerr := d.c.GetSandbox(ctxT(t, 5*time.Second), id); gerr == nil && g.State != client.StateRunning {
+	if harness.WaitFor(20*time.Second, func() bool {
+		if g, gerr := d.Client.GetSandbox(harness.Ctx(t, 5*time.Second), id); gerr == nil && g.State != client.StateRunning {
 			got, ended = g, true
 			return true
 		}
-		r, err = tryRun(ctxT(t, 10*time.Second), d, id, client.CommandRequest{Cmd: "echo ok"})
+		r, err = d.Exec(harness.Ctx(t, 10*time.Second), id, client.CommandRequest{Cmd: "echo ok"})
 		return err == nil && r.Stdout == "ok\n"
 	}) {
 		if ended {
@@ -129,9 +130,9 @@ for i in range(%d): sys.stdout.buffer.write(b)"`, n*16)
 }
 
 func resourceAttempts() []attempt {
-	sandbox := func(t *testing.T, req client.CreateSandboxRequest) *client.Sandbox { return newSandbox(t, env.d, req) }
-	runFor := func(t *testing.T, id, user, cmd string, secs int) (result, error) {
-		return tryRun(ctxT(t, time.Duration(secs+60)*time.Second), env.d, id, client.CommandRequest{Cmd: cmd, User: user, TimeoutSeconds: secs})
+	sandbox := func(t *testing.T, req client.CreateSandboxRequest) *client.Sandbox { return env.d.NewSandbox(t, req) }
+	runFor := func(t *testing.T, id, user, cmd string, secs int) (harness.Result, error) {
+		return env.d.Exec(harness.Ctx(t, time.Duration(secs+60)*time.Second), id, client.CommandRequest{Cmd: cmd, User: user, TimeoutSeconds: secs})
 	}
 	return []attempt{
 		{id: "res-fork-bomb", category: "resources", desc: "shell fork bomb in a sandbox with max_processes 64", stops: "RLIMIT_NPROC enforced by the sentry (EAGAIN inside); host pids cgroup as a backstop",
@@ -240,7 +241,7 @@ print(n, err); ev.set()"`, 30)
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{DiskMB: 64})
 				return underAttack(t, env.d, func() error {
-					_, err := env.d.c.Upload(ctxT(t, time.Minute), sb.ID, "/home/user/upload", io.LimitReader(zeroReader{}, 1<<30))
+					_, err := env.d.Client.Upload(harness.Ctx(t, time.Minute), sb.ID, "/home/user/upload", io.LimitReader(zeroReader{}, 1<<30))
 					if err == nil {
 						return fmt.Errorf("1 GiB fitted into a 64 MB disk")
 					}
@@ -255,7 +256,7 @@ print(n, err); ev.set()"`, 30)
 				return underAttack(t, env.d, func() error {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
-					rc, err := env.d.c.Download(ctx, sb.ID, "/home/user/sparse")
+					rc, err := env.d.Client.Download(ctx, sb.ID, "/home/user/sparse")
 					if err != nil {
 						return err
 					}
@@ -291,12 +292,12 @@ print(n, err); ev.set()"`, 30)
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {
-					c, err := env.d.c.StartBackground(ctxT(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: floodPy, TimeoutSeconds: 8})
+					c, err := env.d.Client.StartBackground(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: floodPy, TimeoutSeconds: 8})
 					if err != nil {
 						return err
 					}
 					time.Sleep(9 * time.Second)
-					s, err := env.d.c.CommandEvents(ctxT(t, 30*time.Second), sb.ID, c.PID, 0)
+					s, err := env.d.Client.CommandEvents(harness.Ctx(t, 30*time.Second), sb.ID, c.PID, 0)
 					if err != nil {
 						return err
 					}
@@ -345,13 +346,13 @@ func quoteJSON(s string) string {
 
 // stalledSSE opens an SSE request with a tiny receive buffer, reads the
 // response head, and then never reads again.
-func stalledSSE(d *daemon, path, body string) (net.Conn, error) {
-	c, err := net.Dial("tcp", d.addr)
+func stalledSSE(d *harness.Daemon, path, body string) (net.Conn, error) {
+	c, err := net.Dial("tcp", d.Addr)
 	if err != nil {
 		return nil, err
 	}
 	c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, d.apiKey, len(body), body)
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, d.APIKey, len(body), body)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 512), nil)
 	if err != nil {

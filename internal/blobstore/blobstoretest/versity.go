@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/blobstore"
+	"github.com/spacesandbox/space/internal/testenv"
 )
 
 // Versity is a real S3 server (versitygw over a local directory) for tests
 // of packages built on blobstore. StartVersity skips the test when versitygw
-// is not installed (scripts/install-versitygw.sh).
+// is not installed (scripts/install-versitygw.sh), or fails it under strict
+// mode (internal/testenv).
 type Versity struct {
 	Addr string
 	// Dir holds the bucket as a directory: tests read the bytes at rest.
@@ -36,15 +38,7 @@ const (
 // StartVersity starts a server with an empty bucket; it stops at cleanup.
 func StartVersity(t *testing.T) *Versity {
 	t.Helper()
-	bin := os.Getenv("SPACE_VERSITYGW")
-	if bin == "" {
-		bin = "/usr/local/lib/space/bin/versitygw"
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if bin, err = exec.LookPath("versitygw"); err != nil {
-			t.Skip("versitygw not installed: run scripts/install-versitygw.sh")
-		}
-	}
+	bin := testenv.NeedVersitygw(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,21 +15,15 @@ import (
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/runtime/runtimetest"
+	"github.com/spacesandbox/space/internal/testenv"
 )
 
 // The conformance suite against real runsc. It needs root, runsc and the
 // base template (scripts/install-deps.sh and scripts/build-template.sh).
 func TestConformance(t *testing.T) {
-	runsc := envOr("SPACE_RUNSC", "/usr/local/lib/space/bin/runsc")
-	rootfs := filepath.Join(envOr("SPACE_TEMPLATES_DIR", "/var/lib/space/templates"), "base", "current")
-	switch {
-	case os.Geteuid() != 0:
-		t.Skip("skipping: the gVisor runtime needs root")
-	case !exists(runsc):
-		t.Skipf("skipping: no runsc at %s (run scripts/install-deps.sh)", runsc)
-	case !exists(filepath.Join(rootfs, "bin/sleep")):
-		t.Skipf("skipping: no base template at %s (run scripts/build-template.sh)", rootfs)
-	}
+	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
+	runsc := testenv.NeedRunsc(t)
+	rootfs := testenv.NeedTemplate(t)
 	dir := t.TempDir()
 	// runsc pins one shared "null" network namespace for gofers under its
 	// root; it is per node, not per sandbox, and must go before the dir.
@@ -85,13 +79,6 @@ func TestConformance(t *testing.T) {
 			return left
 		},
 	})
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // A zombie is not alive: kill(pid, 0) succeeds on it until it is reaped.

@@ -1,0 +1,161 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/internal/runtime/gvisor"
+)
+
+// What spaced leaves on the host, seen from outside as a user of the
+// machine would see it. Cgroup paths come from the gVisor driver, which
+// knows both hierarchies (v1 and v2); nothing here guesses them.
+
+// Leftovers lists what sandbox id of d still holds on the host: runsc
+// state, its bundle dir, its network namespace and host link, cgroups and
+// runsc processes.
+func (d *Daemon) Leftovers(id string) []string {
+	var left []string
+	check := func(what, p string) {
+		if _, err := os.Lstat(p); err == nil {
+			left = append(left, what+" "+p)
+		}
+	}
+	states, _ := filepath.Glob(filepath.Join(d.DataDir, "runsc", id+"*"))
+	for _, s := range states {
+		left = append(left, "runsc state "+s)
+	}
+	check("bundle dir", filepath.Join(d.DataDir, "sandboxes", id))
+	check("netns", "/var/run/netns/space-"+id)
+	check("veth", "/sys/class/net/"+HostIf(id))
+	for _, c := range gvisor.CgroupDirs(id) {
+		left = append(left, "cgroup "+c)
+	}
+	for _, p := range RunscProcs(id) {
+		left = append(left, fmt.Sprintf("process %d %s", p.Pid, p.Name))
+	}
+	return left
+}
+
+// HostIf is the name of sandbox id's link on the host.
+func HostIf(id string) string { return "vse" + id[:min(12, len(id))] }
+
+// Proc is a host process of one sandbox (runsc-sandbox, runsc-gofer).
+type Proc struct {
+	Pid  int
+	Name string
+}
+
+// RunscProcs finds the runsc processes whose command line ends with the
+// sandbox id (runsc's container id is the sandbox id).
+func RunscProcs(id string) []Proc {
+	var out []Proc
+	for _, e := range DirEntries("/proc") {
+		pid, err := strconv.Atoi(e)
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e, "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) < 2 || !strings.HasPrefix(args[0], "runsc") || args[len(args)-1] != id {
+			continue
+		}
+		out = append(out, Proc{Pid: pid, Name: args[0]})
+	}
+	return out
+}
+
+// SandboxPid reads the sandbox process's pid from runsc's state file.
+func (d *Daemon) SandboxPid(t testing.TB, id string) int {
+	t.Helper()
+	var st struct {
+		Sandbox struct {
+			Pid int `json:"pid"`
+		} `json:"sandbox"`
+	}
+	readJSON(t, filepath.Join(d.DataDir, "runsc", id+"_sandbox:"+id+".state"), &st)
+	return st.Sandbox.Pid
+}
+
+// BootToken reads the boot token spaced gave sandbox id's agent from the
+// sandbox's OCI spec on the host (inside, the agent is not dumpable, so
+// not even root there can read it from /proc/1/environ); "" if it has none.
+func (d *Daemon) BootToken(t testing.TB, id string) string {
+	t.Helper()
+	var spec struct {
+		Process struct {
+			Env []string `json:"env"`
+		} `json:"process"`
+	}
+	readJSON(t, filepath.Join(d.DataDir, "sandboxes", id, "bundle", "config.json"), &spec)
+	for _, kv := range spec.Process.Env {
+		if v, ok := strings.CutPrefix(kv, "SPACE_AGENT_TOKEN="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func readJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// HostNetNames lists the space-* namespaces and vse* links on the host.
+func HostNetNames() (netns, links map[string]bool) {
+	netns, links = map[string]bool{}, map[string]bool{}
+	for _, n := range DirEntries("/var/run/netns") {
+		if strings.HasPrefix(n, "space-") {
+			netns[n] = true
+		}
+	}
+	for _, n := range DirEntries("/sys/class/net") {
+		if strings.HasPrefix(n, "vse") {
+			links[n] = true
+		}
+	}
+	return netns, links
+}
+
+// LiveAnywhere reports whether an id (or a vse link name) is a live
+// sandbox of any daemon this test binary started.
+func LiveAnywhere(t testing.TB, idOrLink string) bool {
+	for _, d := range Daemons() {
+		list, err := d.Client.ListAllSandboxes(Ctx(t, 5*time.Second), client.ListOptions{States: []string{"creating", "running"}})
+		if err != nil {
+			continue
+		}
+		for _, sb := range list {
+			if sb.ID == idOrLink || HostIf(sb.ID) == idOrLink {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// DirEntries lists the names in dir (none if it cannot be read).
+func DirEntries(dir string) []string {
+	es, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
