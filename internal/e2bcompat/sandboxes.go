@@ -365,7 +365,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		out = append(out, forkResultJSON{Sandbox: &sbj})
 	}
 	if err != nil {
-		code := statusOf(err)
+		code, _ := errdefs.HTTPStatus(err)
 		for range count - len(forks) {
 			out = append(out, forkResultJSON{Error: &errorJSON{Code: code, Message: errdefs.PublicMessage(err)}})
 		}

@@ -19,6 +19,7 @@ var (
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrNoSpace            = errors.New("no space left")
+	ErrTooLarge           = errors.New("too large")
 )
 
 // classified is an error whose client-facing message is separate from the
@@ -60,10 +61,20 @@ func PublicMessage(err error) string {
 	return "internal error"
 }
 
-// Class returns the class of err, or nil for an internal error.
+var classes = []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
+	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge}
+
+// Class returns the class of err, or nil for an internal error. The
+// outermost classified error decides: the code that wrapped last knew best
+// what the failure means for the caller (a damaged checkpoint whose cause
+// is a missing object is a failed precondition, not a not-found). A bare
+// sentinel wrapped with %w counts where no classified error does.
 func Class(err error) error {
-	for _, c := range []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
-		ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace} {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.class
+	}
+	for _, c := range classes {
 		if errors.Is(err, c) {
 			return c
 		}

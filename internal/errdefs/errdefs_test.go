@@ -3,6 +3,7 @@ package errdefs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 )
 
@@ -18,6 +19,10 @@ func TestClassAndMessage(t *testing.T) {
 		{"wrap hides cause", Wrap(ErrUnavailable, cause, "sandbox engine failed"), ErrUnavailable, "sandbox engine failed"},
 		{"wrapped with %w", fmt.Errorf("create: %w", New(ErrInvalidArgument, "bad cpu")), ErrInvalidArgument, "bad cpu"},
 		{"internal", cause, nil, "internal error"},
+		// A damaged checkpoint whose cause is a missing object is the
+		// outer class: 409, not 404.
+		{"outermost wins", Wrap(ErrFailedPrecondition, New(ErrNotFound, "object missing"), "checkpoint is damaged"), ErrFailedPrecondition, "checkpoint is damaged"},
+		{"bare sentinel", fmt.Errorf("lookup: %w", ErrNotFound), ErrNotFound, "internal error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,5 +36,31 @@ func TestClassAndMessage(t *testing.T) {
 	}
 	if !errors.Is(Wrap(ErrUnavailable, cause, "x"), cause) {
 		t.Error("cause not reachable through errors.Is")
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{New(ErrNotFound, "x"), 404, "not_found"},
+		{New(ErrAlreadyExists, "x"), 409, "already_exists"},
+		{New(ErrInvalidArgument, "x"), 400, "invalid_argument"},
+		{New(ErrFailedPrecondition, "x"), 409, "failed_precondition"},
+		{Wrap(ErrFailedPrecondition, New(ErrNotFound, "gone"), "damaged"), 409, "failed_precondition"},
+		{New(ErrResourceExhausted, "x"), 429, "resource_exhausted"},
+		{New(ErrNoSpace, "x"), 507, "resource_exhausted"},
+		{fmt.Errorf("write: %w", syscall.ENOSPC), 507, "resource_exhausted"},
+		{New(ErrTooLarge, "x"), 413, "too_large"},
+		{New(ErrUnavailable, "x"), 503, "unavailable"},
+		{New(ErrUnauthenticated, "x"), 401, "unauthenticated"},
+		{New(ErrPermissionDenied, "x"), 403, "permission_denied"},
+		{errors.New("boom"), 500, "internal"},
+	} {
+		if status, code := HTTPStatus(tc.err); status != tc.status || code != tc.code {
+			t.Errorf("%v: %d %s, want %d %s", tc.err, status, code, tc.status, tc.code)
+		}
 	}
 }

@@ -70,7 +70,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// Some forks were made: they are the caller's, so say which.
-		_, code := status(err)
+		_, code := errdefs.HTTPStatus(err)
 		resp.Error = &errorDetail{Code: code, Message: errdefs.PublicMessage(err)}
 	}
 	writeJSON(w, http.StatusCreated, resp)

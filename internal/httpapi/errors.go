@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -22,36 +21,11 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-// status maps an error class to an HTTP status and an error code.
-func status(err error) (int, string) {
-	switch errdefs.Class(err) {
-	case errdefs.ErrNotFound:
-		return http.StatusNotFound, "not_found"
-	case errdefs.ErrAlreadyExists:
-		return http.StatusConflict, "already_exists"
-	case errdefs.ErrInvalidArgument:
-		return http.StatusBadRequest, "invalid_argument"
-	case errdefs.ErrFailedPrecondition:
-		return http.StatusConflict, "failed_precondition"
-	case errdefs.ErrResourceExhausted:
-		return http.StatusTooManyRequests, "resource_exhausted"
-	case errdefs.ErrNoSpace:
-		return http.StatusInsufficientStorage, "resource_exhausted"
-	case errdefs.ErrUnavailable:
-		return http.StatusServiceUnavailable, "unavailable"
-	case errdefs.ErrUnauthenticated:
-		return http.StatusUnauthorized, "unauthenticated"
-	case errdefs.ErrPermissionDenied:
-		return http.StatusForbidden, "permission_denied"
-	}
-	return http.StatusInternalServerError, "internal"
-}
-
 // writeError answers with the JSON error body. Internal causes are logged,
 // never shown.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	err = noSpace(err)
-	code, name := status(err)
+	err = errdefs.NodeCondition(err)
+	code, name := errdefs.HTTPStatus(err)
 	msg := errdefs.PublicMessage(err)
 	if code >= 500 {
 		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
@@ -104,14 +78,4 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// noSpace classes an unclassified error caused by a full disk on the node
-// (ENOSPC or EDQUOT from any layer below) as ErrNoSpace: a full disk is the
-// node's condition, answered 507, never an "internal error".
-func noSpace(err error) error {
-	if errdefs.Class(err) == nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
-		return errdefs.Wrap(errdefs.ErrNoSpace, err, "no space left on the node")
-	}
-	return err
 }
