@@ -82,6 +82,22 @@ type Config struct {
 	// EgressUpstreamCA is a PEM file of extra roots the gateway trusts
 	// when it re-originates TLS (added to the host's roots).
 	EgressUpstreamCA string
+	// AgentBinary is the agent put into every template image; empty means
+	// the one in the base template (<templates>/base/current).
+	AgentBinary string
+	// RegistryAllow are addresses in the platform floor that template
+	// builds may still pull images from (a private registry).
+	RegistryAllow []netip.Prefix
+	// TemplateBuilds bounds template builds running at once.
+	TemplateBuilds int
+	// TemplateBuildTimeout bounds one template build.
+	TemplateBuildTimeout time.Duration
+	// TemplateCacheTTL is how long unused template images, layers and
+	// uploads are kept; TemplateGCInterval how often they are collected.
+	TemplateCacheTTL   time.Duration
+	TemplateGCInterval time.Duration
+	// TemplateMaxUpload bounds one upload (a build context, an image archive).
+	TemplateMaxUpload int64
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -119,22 +135,27 @@ func ParsePools(v string) ([]PoolConfig, error) {
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
-		DataDir:             "/var/lib/space",
-		Addr:                "127.0.0.1:7070",
-		RunscPath:           "/usr/local/lib/space/bin/runsc",
-		SandboxCIDR:         netip.MustParsePrefix("10.240.0.0/16"),
-		DefaultTimeout:      300 * time.Second,
-		MaxTimeout:          24 * time.Hour,
-		DefaultCPU:          2,
-		DefaultMemoryMB:     512,
-		DefaultDiskMB:       1024,
-		DefaultMaxProcesses: 1024,
-		LogLevel:            "info",
-		AgentBootTimeout:    15 * time.Second,
-		Pools:               []PoolConfig{{Template: "base", Min: 2, Max: 8}},
-		PoolBoots:           1,
-		MaxBoots:            max(4, 2*goruntime.NumCPU()),
-		PausedRetention:     30 * 24 * time.Hour,
+		DataDir:              "/var/lib/space",
+		Addr:                 "127.0.0.1:7070",
+		RunscPath:            "/usr/local/lib/space/bin/runsc",
+		SandboxCIDR:          netip.MustParsePrefix("10.240.0.0/16"),
+		DefaultTimeout:       300 * time.Second,
+		MaxTimeout:           24 * time.Hour,
+		DefaultCPU:           2,
+		DefaultMemoryMB:      512,
+		DefaultDiskMB:        1024,
+		DefaultMaxProcesses:  1024,
+		LogLevel:             "info",
+		AgentBootTimeout:     15 * time.Second,
+		Pools:                []PoolConfig{{Template: "base", Min: 2, Max: 8}},
+		PoolBoots:            1,
+		MaxBoots:             max(4, 2*goruntime.NumCPU()),
+		PausedRetention:      30 * 24 * time.Hour,
+		TemplateBuilds:       2,
+		TemplateBuildTimeout: 30 * time.Minute,
+		TemplateCacheTTL:     7 * 24 * time.Hour,
+		TemplateGCInterval:   time.Hour,
+		TemplateMaxUpload:    4 << 30,
 	}
 }
 
@@ -181,6 +202,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_CUSTOMER_KEYS_FILE": &c.CustomerKeysFile,
 		"SPACE_EGRESS_DNS":         &c.EgressDNS,
 		"SPACE_EGRESS_UPSTREAM_CA": &c.EgressUpstreamCA,
+		"SPACE_AGENT_BINARY":       &c.AgentBinary,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
@@ -194,12 +216,49 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		}
 		c.SandboxCIDR = p
 	}
-	if v := getenv("SPACE_DEFAULT_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_DEFAULT_TIMEOUT: %w", err)
+	for k, p := range map[string]*time.Duration{
+		"SPACE_DEFAULT_TIMEOUT":        &c.DefaultTimeout,
+		"SPACE_MAX_TIMEOUT":            &c.MaxTimeout,
+		"SPACE_TEMPLATE_BUILD_TIMEOUT": &c.TemplateBuildTimeout,
+		"SPACE_TEMPLATE_CACHE_TTL":     &c.TemplateCacheTTL,
+		"SPACE_TEMPLATE_GC_INTERVAL":   &c.TemplateGCInterval,
+	} {
+		if v := getenv(k); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			*p = d
 		}
-		c.DefaultTimeout = d
+	}
+	for k, p := range map[string]*int{
+		"SPACE_DEFAULT_CPU":           &c.DefaultCPU,
+		"SPACE_DEFAULT_MEMORY_MB":     &c.DefaultMemoryMB,
+		"SPACE_DEFAULT_DISK_MB":       &c.DefaultDiskMB,
+		"SPACE_DEFAULT_MAX_PROCESSES": &c.DefaultMaxProcesses,
+		"SPACE_TEMPLATE_BUILDS":       &c.TemplateBuilds,
+	} {
+		if v := getenv(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s must be an integer", k)
+			}
+			*p = n
+		}
+	}
+	if v := getenv("SPACE_TEMPLATE_MAX_UPLOAD"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return fmt.Errorf("SPACE_TEMPLATE_MAX_UPLOAD must be a positive number of bytes")
+		}
+		c.TemplateMaxUpload = n
+	}
+	if v := getenv("SPACE_REGISTRY_ALLOW"); v != "" {
+		p, err := policy.ParsePrefixes(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_REGISTRY_ALLOW: %w", err)
+		}
+		c.RegistryAllow = p
 	}
 	if v := getenv("SPACE_AGENT_BOOT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -293,7 +352,17 @@ func (c Config) Validate() error {
 	case c.MaxBoots < 1:
 		return fmt.Errorf("max boots must be at least 1")
 	case c.DefaultCPU < 1 || c.DefaultMemoryMB < 64 || c.DefaultDiskMB < 16 || c.DefaultMaxProcesses < 16:
-		return fmt.Errorf("default limits are too small")
+		return fmt.Errorf("default limits are too small (cpu >= 1, memory >= 64 MB, disk >= 16 MB, processes >= 16)")
+	case c.DefaultCPU > 64 || c.DefaultMemoryMB > 65536 || c.DefaultDiskMB > 1<<20 || c.DefaultMaxProcesses > 65536:
+		return fmt.Errorf("default limits are too large (cpu <= 64, memory <= 65536 MB, disk <= 1048576 MB, processes <= 65536)")
+	case c.MaxTimeout < time.Second || c.MaxTimeout > 30*24*time.Hour:
+		return fmt.Errorf("max timeout %s must be between 1s and 720h", c.MaxTimeout)
+	case c.TemplateBuilds < 1 || c.TemplateBuilds > 64:
+		return fmt.Errorf("template builds at once must be between 1 and 64")
+	case c.TemplateBuildTimeout < time.Minute:
+		return fmt.Errorf("template build timeout %s must be at least 1m", c.TemplateBuildTimeout)
+	case c.TemplateCacheTTL < time.Second || c.TemplateGCInterval < time.Second:
+		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
 	case c.PausedRetention < time.Hour:
 		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
 	case !filepath.IsAbs(c.PlatformKeyFile):
