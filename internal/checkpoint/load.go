@@ -84,7 +84,7 @@ func (r *Repo) downloadAll(ctx context.Context, m *Manifest, dir string) error {
 // download writes one artifact to a temp file in dir and renames it into
 // place once every byte is verified.
 func (r *Repo) download(ctx context.Context, m *Manifest, a Artifact, dir string) error {
-	rc, info, err := r.store.Get(ctx, artifactKey(m.ID, a.Name))
+	rc, info, err := r.store.Get(ctx, r.artifactKey(m.ID, a.Name))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return errdefs.Wrap(errdefs.ErrFailedPrecondition, err, "checkpoint %s is damaged: artifact %s is missing from the store", m.ID, a.Name)
 	}

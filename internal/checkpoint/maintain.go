@@ -82,7 +82,7 @@ func (r *Repo) rewrapOne(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode manifest of checkpoint %s: %w", id, err)
 	}
-	if _, err := r.store.Put(ctx, manifestKey(id), bytes.NewReader(b), int64(len(b))); err != nil {
+	if _, err := r.store.Put(ctx, r.manifestKey(id), bytes.NewReader(b), int64(len(b))); err != nil {
 		return false, storeErr(err, "rewrite manifest of checkpoint %s", id)
 	}
 	return true, nil
@@ -95,7 +95,7 @@ func (r *Repo) rewrapOne(ctx context.Context, id string) (bool, error) {
 // (Saves in progress on this node are always left alone). It returns how
 // many incomplete checkpoints it removed.
 func (r *Repo) SweepIncomplete(ctx context.Context, olderThan time.Duration) (int, error) {
-	infos, err := r.store.List(ctx, prefix)
+	infos, err := r.store.List(ctx, r.prefix)
 	if err != nil {
 		return 0, storeErr(err, "list checkpoints")
 	}
@@ -106,7 +106,7 @@ func (r *Repo) SweepIncomplete(ctx context.Context, olderThan time.Duration) (in
 	groups := map[string]*group{}
 	var ids []string
 	for _, info := range infos {
-		id, _, ok := strings.Cut(strings.TrimPrefix(info.Key, prefix), "/")
+		id, _, ok := strings.Cut(strings.TrimPrefix(info.Key, r.prefix), "/")
 		if !ok {
 			continue
 		}
@@ -116,7 +116,7 @@ func (r *Repo) SweepIncomplete(ctx context.Context, olderThan time.Duration) (in
 			groups[id] = g
 			ids = append(ids, id)
 		}
-		if _, isManifest := manifestID(info.Key); isManifest {
+		if _, isManifest := r.manifestID(info.Key); isManifest {
 			g.manifest = true
 		}
 		if info.Modified.After(g.newest) {

@@ -18,14 +18,21 @@ const ManifestVersion = 1
 const (
 	KindCheckpoint = "checkpoint" // memory, processes and disk of a paused sandbox
 	KindSnapshot   = "snapshot"   // a sandbox's writable disk layer
+	// A template build's artifacts: one step's layer, an uploaded file set
+	// (build context), and a started template's checkpoint.
+	KindLayer = "layer"
+	KindFiles = "files"
+	KindStart = "start"
 )
+
+var kinds = map[string]bool{KindCheckpoint: true, KindSnapshot: true, KindLayer: true, KindFiles: true, KindStart: true}
 
 // Manifest describes a stored checkpoint or snapshot. It is stored in plain
 // JSON (listing needs no key); everything secret goes into Sealed.
 type Manifest struct {
 	Version        int               `json:"version"` // ManifestVersion; set by Save
 	ID             string            `json:"id"`
-	Kind           string            `json:"kind"` // KindCheckpoint or KindSnapshot
+	Kind           string            `json:"kind"` // one of the Kind constants
 	SandboxID      string            `json:"sandbox_id"`
 	Template       string            `json:"template,omitempty"`
 	CreatedAt      time.Time         `json:"created_at"` // Save sets it to now if zero
@@ -121,8 +128,8 @@ func (m *Manifest) check() error {
 	if err := validName("checkpoint id", m.ID, maxIDLen); err != nil {
 		return damaged("%s", errdefs.PublicMessage(err))
 	}
-	if m.Kind != KindCheckpoint && m.Kind != KindSnapshot {
-		return damaged("kind %q is neither %q nor %q", m.Kind, KindCheckpoint, KindSnapshot)
+	if !kinds[m.Kind] {
+		return damaged("kind %q is not known", m.Kind)
 	}
 	if m.Sealed == nil || m.Sealed.WrappedKey.KeyID != m.KeyID {
 		return damaged("its sealed section is missing or under another key")

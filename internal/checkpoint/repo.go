@@ -27,7 +27,8 @@ import (
 )
 
 const (
-	prefix       = "checkpoints/"
+	// Prefix is where NewRepo keeps checkpoints and snapshots.
+	Prefix       = "checkpoints/"
 	manifestName = "manifest.json"
 	// parallel bounds the artifacts in transfer at once per Save or Load;
 	// each S3 transfer has its own part concurrency on top.
@@ -47,8 +48,9 @@ var errBadManifest = errors.New("bad manifest")
 
 // Repo is the checkpoint repository. It is safe for concurrent use.
 type Repo struct {
-	store blobstore.Store
-	keys  *seal.Keyring
+	store  blobstore.Store
+	keys   *seal.Keyring
+	prefix string
 
 	mu       sync.Mutex
 	inflight map[string]int // ids being saved: SweepIncomplete leaves them alone
@@ -56,11 +58,17 @@ type Repo struct {
 
 // NewRepo returns a repository storing in store with keys from keys.
 func NewRepo(store blobstore.Store, keys *seal.Keyring) *Repo {
-	return &Repo{store: store, keys: keys, inflight: map[string]int{}}
+	return NewRepoAt(store, keys, Prefix)
 }
 
-func manifestKey(id string) string       { return prefix + id + "/" + manifestName }
-func artifactKey(id, name string) string { return prefix + id + "/data/" + name }
+// NewRepoAt returns a repository under another key prefix ("dir/"): the
+// same manifest-last, encrypted storage for other artifact sets.
+func NewRepoAt(store blobstore.Store, keys *seal.Keyring, prefix string) *Repo {
+	return &Repo{store: store, keys: keys, prefix: prefix, inflight: map[string]int{}}
+}
+
+func (r *Repo) manifestKey(id string) string       { return r.prefix + id + "/" + manifestName }
+func (r *Repo) artifactKey(id, name string) string { return r.prefix + id + "/data/" + name }
 
 // Get returns the manifest of checkpoint id without downloading or
 // verifying its artifacts (Load does that).
@@ -72,7 +80,7 @@ func (r *Repo) Get(ctx context.Context, id string) (*Manifest, error) {
 }
 
 func (r *Repo) get(ctx context.Context, id string) (*Manifest, error) {
-	rc, _, err := r.store.Get(ctx, manifestKey(id))
+	rc, _, err := r.store.Get(ctx, r.manifestKey(id))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, r.notFound(ctx, id)
 	}
@@ -97,7 +105,7 @@ func (r *Repo) get(ctx context.Context, id string) (*Manifest, error) {
 // notFound tells a checkpoint that never existed (or was deleted) from one
 // whose upload never finished.
 func (r *Repo) notFound(ctx context.Context, id string) error {
-	infos, err := r.store.List(ctx, prefix+id+"/")
+	infos, err := r.store.List(ctx, r.prefix+id+"/")
 	if err != nil {
 		return storeErr(err, "look for checkpoint %s", id)
 	}
@@ -113,13 +121,13 @@ func (r *Repo) notFound(ctx context.Context, id string) error {
 // warning in the log) manifests that do not decode: one damaged object
 // must not hide the rest.
 func (r *Repo) List(ctx context.Context) ([]*Manifest, error) {
-	infos, err := r.store.List(ctx, prefix)
+	infos, err := r.store.List(ctx, r.prefix)
 	if err != nil {
 		return nil, storeErr(err, "list checkpoints")
 	}
 	var ids []string
 	for _, info := range infos {
-		if id, ok := manifestID(info.Key); ok {
+		if id, ok := r.manifestID(info.Key); ok {
 			ids = append(ids, id)
 		}
 	}
@@ -152,8 +160,8 @@ func (r *Repo) List(ctx context.Context) ([]*Manifest, error) {
 }
 
 // manifestID is the id of the checkpoint whose manifest key is key.
-func manifestID(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, prefix)
+func (r *Repo) manifestID(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, r.prefix)
 	if !ok {
 		return "", false
 	}
@@ -169,7 +177,7 @@ func (r *Repo) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	r.mu.Lock() // not while Rewrap rewrites this manifest
-	err := r.store.Delete(ctx, manifestKey(id))
+	err := r.store.Delete(ctx, r.manifestKey(id))
 	r.mu.Unlock()
 	if err != nil {
 		return storeErr(err, "delete manifest of checkpoint %s", id)
@@ -178,7 +186,7 @@ func (r *Repo) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Repo) deleteObjects(ctx context.Context, id string) error {
-	infos, err := r.store.List(ctx, prefix+id+"/")
+	infos, err := r.store.List(ctx, r.prefix+id+"/")
 	if err != nil {
 		return storeErr(err, "list artifacts of checkpoint %s", id)
 	}

@@ -28,8 +28,8 @@ func (r *Repo) Save(ctx context.Context, m *Manifest, dir string, secret []byte)
 	if err := validName("checkpoint id", m.ID, maxIDLen); err != nil {
 		return err
 	}
-	if m.Kind != KindCheckpoint && m.Kind != KindSnapshot {
-		return errdefs.New(errdefs.ErrInvalidArgument, "checkpoint kind %q: want %q or %q", m.Kind, KindCheckpoint, KindSnapshot)
+	if !kinds[m.Kind] {
+		return errdefs.New(errdefs.ErrInvalidArgument, "checkpoint kind %q is not known", m.Kind)
 	}
 	if err := r.keys.Require(m.KeyID); err != nil { // before any upload starts
 		return fmt.Errorf("save checkpoint %s: %w", m.ID, err)
@@ -50,7 +50,7 @@ func (r *Repo) Save(ctx context.Context, m *Manifest, dir string, secret []byte)
 		r.mu.Unlock()
 	}()
 
-	if _, err := r.store.Stat(ctx, manifestKey(m.ID)); err == nil {
+	if _, err := r.store.Stat(ctx, r.manifestKey(m.ID)); err == nil {
 		return errdefs.New(errdefs.ErrAlreadyExists, "checkpoint %s already exists", m.ID)
 	} else if errdefs.Class(err) != errdefs.ErrNotFound {
 		return storeErr(err, "save checkpoint %s", m.ID)
@@ -61,7 +61,7 @@ func (r *Repo) Save(ctx context.Context, m *Manifest, dir string, secret []byte)
 			// have landed.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
-			if r.store.Delete(cctx, manifestKey(m.ID)) == nil {
+			if r.store.Delete(cctx, r.manifestKey(m.ID)) == nil {
 				r.deleteObjects(cctx, m.ID)
 			}
 		}
@@ -88,7 +88,7 @@ func (r *Repo) Save(ctx context.Context, m *Manifest, dir string, secret []byte)
 	if err != nil {
 		return fmt.Errorf("encode manifest of checkpoint %s: %w", m.ID, err)
 	}
-	if _, err := r.store.Put(ctx, manifestKey(m.ID), bytes.NewReader(b), int64(len(b))); err != nil {
+	if _, err := r.store.Put(ctx, r.manifestKey(m.ID), bytes.NewReader(b), int64(len(b))); err != nil {
 		return storeErr(err, "write manifest of checkpoint %s", m.ID)
 	}
 	return nil
@@ -179,7 +179,7 @@ func (r *Repo) upload(ctx context.Context, id, keyID, path string) (Artifact, er
 			res.err = w.Close()
 		}
 	}()
-	info, err := r.store.Put(ctx, artifactKey(id, name), pr, -1)
+	info, err := r.store.Put(ctx, r.artifactKey(id, name), pr, -1)
 	pr.CloseWithError(io.ErrClosedPipe) // stops the copy if Put gave up early
 	res := <-done
 	if err != nil {
