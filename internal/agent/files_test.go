@@ -200,6 +200,8 @@ func TestDownload(t *testing.T) {
 		{name: "relative to home", url: ta.filesURL(strings.TrimPrefix(path, "/root/")), status: 200, body: content},
 		{name: "missing", url: ta.filesURL(filepath.Join(dir, "nope")), status: 404},
 		{name: "directory", url: ta.filesURL(dir), status: 400},
+		// procfs files report size 0 and cannot seek to their end.
+		{name: "proc file", url: ta.filesURL("/proc/self/status"), status: 200},
 	}
 	if !strings.HasPrefix(path, "/root/") {
 		tests[3].url = ta.filesURL(path)
@@ -239,6 +241,12 @@ func TestDownload(t *testing.T) {
 				}
 				if json.Unmarshal(b, &e) != nil || e.Code != tt.status {
 					t.Errorf("error body %s", b)
+				}
+				return
+			}
+			if tt.name == "proc file" {
+				if !strings.Contains(string(b), "Pid:") {
+					t.Errorf("proc file body %q", b)
 				}
 				return
 			}

@@ -125,6 +125,18 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) error {
 		_ = zw.Close()
 		return nil
 	}
+	if st.Size() == 0 {
+		// procfs and sysfs files say 0 and cannot seek to their end, which
+		// ServeContent needs for its length: stream them as they read.
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			if _, err := io.Copy(w, f); err != nil {
+				s.log.Warn("download interrupted", "path", path, "err", err)
+			}
+		}
+		return nil
+	}
 	http.ServeContent(w, r, filepath.Base(path), st.ModTime(), f)
 	return nil
 }
