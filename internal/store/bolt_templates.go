@@ -23,6 +23,16 @@ func (b *Bolt) ListTemplates(_ context.Context) ([]*Template, error) {
 	return list[Template](b, bucketTemplates)
 }
 
+func (b *Bolt) PutTemplate(_ context.Context, t *Template) error {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode template %s: %w", t.Name, err)
+	}
+	return b.writes.do(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTemplates).Put([]byte(t.Name), data)
+	})
+}
+
 func (b *Bolt) DeleteTemplate(_ context.Context, name string) error {
 	return b.writes.do(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketTemplates).Delete([]byte(name))

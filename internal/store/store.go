@@ -75,6 +75,9 @@ type Sandbox struct {
 	// Ending is the state (killed, lost) of an end whose teardown is in
 	// progress: a restart finishes it as that, with Reason.
 	Ending string `json:"ending,omitempty"`
+	// Build is the template build this sandbox runs a step of: such a
+	// sandbox is the build's, never listed, and torn down at a restart.
+	Build string `json:"build,omitempty"`
 }
 
 // CheckpointRef is what a record keeps of a checkpoint: the manifest in
@@ -130,6 +133,7 @@ type Store interface {
 	// GetTemplate returns a template (ErrNotFound when there is none).
 	GetTemplate(ctx context.Context, name string) (*Template, error)
 	ListTemplates(ctx context.Context) ([]*Template, error)
+	PutTemplate(ctx context.Context, t *Template) error
 	DeleteTemplate(ctx context.Context, name string) error
 	GetBuild(ctx context.Context, id string) (*Build, error)
 	ListBuilds(ctx context.Context) ([]*Build, error)

@@ -79,8 +79,13 @@ type BuildImage struct {
 	Key string `json:"key"`
 	// Config is the env, workdir and user of the template (recipe.Config).
 	Config json.RawMessage `json:"config"`
-	// Start names the started template's checkpoint, when the recipe has a
-	// start command.
+	// Base and Layers say how to make the image again on a node that
+	// lacks it: the layers (cache keys, in the object store) applied in
+	// order on the base image directory ("" for an empty one).
+	Base   string   `json:"base,omitempty"`
+	Layers []string `json:"layers,omitempty"`
+	// Start is the key of the started template's checkpoint, when the
+	// recipe has a start command.
 	Start string `json:"start,omitempty"`
 	// Bytes is the size of the layers the build made or reused.
 	Bytes int64 `json:"bytes"`
