@@ -222,7 +222,7 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	}
 	// One resume or delete of a paused sandbox at a time; a second resume
 	// waits and then finds it running.
-	unlock := s.pausedLocks.lock(id)
+	unlock := s.pausedLocks.Lock(id)
 	defer unlock()
 	if e, ok := s.entry(id); ok {
 		e.mu.Lock()
@@ -430,7 +430,8 @@ func (s *Service) initRestored(ctx context.Context, agent *AgentConn, token stri
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: token, EnvVars: env, DefaultUser: "user",
+		// No default user or workdir: the restored agent keeps its own.
+		AccessToken: token, EnvVars: env,
 		Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
 	})); err != nil {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent init failed")
@@ -562,7 +563,7 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, di
 // deletePausedLocked ends paused sandbox id under its paused lock: its
 // record says killed and its checkpoint is deleted.
 func (s *Service) deletePausedLocked(ctx context.Context, id, reason string) error {
-	unlock := s.pausedLocks.lock(id)
+	unlock := s.pausedLocks.Lock(id)
 	defer unlock()
 	rec, err := s.store.GetSandbox(ctx, id)
 	if err != nil {

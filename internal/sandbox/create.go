@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"time"
 
 	"connectrpc.com/connect"
@@ -40,20 +39,29 @@ type booted struct {
 // else it boots one. On any failure every step done so far is undone.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
 	start := time.Now()
-	if err := s.validate(&req); err != nil {
+	img, err := s.validate(ctx, &req)
+	if err != nil {
 		return nil, err
 	}
-	var diskImage, image string
+	var diskImage string
 	if req.Snapshot != "" {
-		dir, img, err := s.loadSnapshot(ctx, req.Snapshot, &req)
+		dir, snapImage, err := s.loadSnapshot(ctx, req.Snapshot, &req)
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		diskImage, image = dir, img
+		// The snapshot's files go onto the image it was taken on, and its
+		// processes start afresh (no start checkpoint).
+		root, err := s.imageRoot(req.Template, snapImage)
+		if err != nil {
+			return nil, err
+		}
+		onSnap := *img
+		onSnap.ID, onSnap.Root, onSnap.Start = snapImage, root, nil
+		img, diskImage = &onSnap, dir
 	}
-	if p := s.poolFor(req); p != nil {
-		for b := p.take(); b != nil; b = p.take() {
+	if p := s.poolFor(req, img); p != nil {
+		for b := p.take(img.ID); b != nil; b = p.take(img.ID) {
 			sb, err := s.claim(ctx, b, req)
 			if err == nil {
 				s.metrics.created(time.Since(start), true)
@@ -65,16 +73,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			b.undo()
 		}
 	}
-	// Boots beyond MaxBoots wait: on a busy machine, many boots at once
-	// each take longer than they would one after another, and all of them
-	// run into the agent's boot timeout.
-	select {
-	case s.boots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to boot a sandbox")
-	}
-	b, err := s.boot(ctx, req.Template, image, runtime.Limits{CPUs: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcs}, diskImage, store.StateCreating)
-	<-s.boots
+	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: req.limits(), diskImage: diskImage, state: store.StateCreating})
 	if err != nil {
 		s.metrics.createFailed()
 		return nil, err
@@ -89,28 +88,49 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	return sb, nil
 }
 
-// boot makes a sandbox of template with limits, recorded in state (creating
-// for a cold create, pooled for the pool), and waits for its agent. A
-// non-empty diskImage is a disk snapshot its writable layer starts from,
-// and a non-empty image the template image to use instead of the current.
-func (s *Service) boot(ctx context.Context, template, image string, limits runtime.Limits, diskImage, state string) (_ *booted, err error) {
-	start := time.Now()
-	rootfs, err := s.imageRoot(template, image)
-	if err != nil {
-		return nil, err
+// bootTurn boots spec once one of MaxBoots turns is free. Boots beyond it
+// wait: on a busy machine, many boots at once each take longer than they
+// would one after another, and all of them run into the agent's boot
+// timeout.
+func (s *Service) bootTurn(ctx context.Context, spec bootSpec) (*booted, error) {
+	select {
+	case s.boots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to boot a sandbox")
 	}
+	defer func() { <-s.boots }()
+	return s.boot(ctx, spec)
+}
+
+// bootSpec is what boot makes.
+type bootSpec struct {
+	img    *Image
+	limits runtime.Limits
+	// diskImage, when set, is a disk snapshot the writable layer starts
+	// from.
+	diskImage string
+	// state is the record's state while it boots: creating for a cold
+	// create, pooled for the pool.
+	state string
+	// build marks a template build's sandbox: no egress CA in its trust
+	// store (it would end up in the template's layers).
+	build string
+}
+
+// boot makes a sandbox of spec and waits for its agent: it boots the
+// image, or restores the template's start checkpoint when it has one.
+func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error) {
+	start := time.Now()
+	img := spec.img
+	limits := spec.limits
 	rec := &store.Sandbox{
-		ID: newID(), Template: template, Image: filepath.Base(rootfs), State: state, CreatedAt: time.Now().UTC(),
+		ID: newID(), Template: img.Template, Image: img.ID, State: spec.state, CreatedAt: time.Now().UTC(),
 		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB, MaxProcs: limits.MaxProcs,
 		// The sandbox's own access token, given to the agent by boot's
 		// Init and to the one caller that claims the sandbox.
 		AccessToken: newToken(),
+		Build:       spec.build,
 	}
-	// The boot token opens the agent only until boot's Init: it is in the
-	// agent's environment (readable inside the sandbox as /proc/1/environ),
-	// so it must never be the token a caller is given. A crash before the
-	// Init leaves a record Recover tears down, so it is never stored.
-	bootToken := newToken()
 	log := slog.With("sandbox", rec.ID)
 	var undo cleanup
 	defer func() {
@@ -128,69 +148,111 @@ func (s *Service) boot(ctx context.Context, template, image string, limits runti
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
 	undo.add("detach network", func() error { return network.Detach(ep) })
 
-	spec := runtime.Spec{
-		ID: rec.ID, RootFS: rootfs, Netns: ep.NetnsPath,
-		Args:      []string{"/usr/local/bin/space-agent"},
-		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + bootToken},
-		Limits:    limits,
-		DiskImage: diskImage,
-		// Nobody waits for a pool sandbox: it boots on the CPU that claimed
-		// sandboxes leave idle.
-		Background: state == store.StatePooled,
-	}
 	tNet := time.Now()
-	if err := s.rt.Create(ctx, spec); err != nil {
+	var agent *AgentConn
+	if img.Start != nil {
+		agent, err = s.restoreInto(ctx, rec.ID, img.Root, ep, limits, img.Start.Dir, img.Start.Token, &undo)
+	} else {
+		agent, err = s.bootAgent(ctx, rec.ID, img.Root, ep, spec, &undo)
+	}
+	if err != nil {
 		return nil, err
 	}
-	tCreate := time.Now()
-	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), rec.ID) })
-	if err := s.rt.Start(ctx, rec.ID); err != nil {
-		return nil, err
-	}
-
-	tStart := time.Now()
-	agent := newAgentConn(ep.SandboxIP, bootToken)
 	defer func() {
 		if err != nil {
 			agent.Close()
 		}
 	}()
-	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
-	defer cancel()
-	alive := func() bool {
-		st, err := s.rt.State(ctx, rec.ID)
-		return err != nil || st == runtime.StateRunning
-	}
-	if err := agent.waitHealthy(bootCtx, alive); err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
-	}
 	tHealthy := time.Now()
 	// Everything that does not depend on the caller is set while booting,
 	// off the claim's path: the sandbox's own access token (the boot token
-	// stops working), the platform's env, the default user, the resolver
-	// pointed at the gateway and the gateway's CA installed.
-	env := s.platformEnv()
-	if _, err := agent.Agent.Init(bootCtx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: rec.AccessToken, EnvVars: env, DefaultUser: "user", Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
-	})); err != nil {
+	// stops working), the template's and the platform's env, the default
+	// user and workdir, the resolver pointed at the gateway and the
+	// gateway's CA installed.
+	env := maps.Clone(img.Env)
+	if spec.build == "" {
+		if env == nil {
+			env = map[string]string{}
+		}
+		for k, v := range s.platformEnv() {
+			env[k] = v
+		}
+	}
+	init := &agentv1.InitRequest{
+		AccessToken: rec.AccessToken, EnvVars: env, DefaultUser: defaultUser(img), DefaultWorkdir: img.Workdir,
+		Nameserver: ep.HostIP.String(),
+	}
+	if spec.build == "" {
+		init.CaPem = string(s.cfg.Egress.CAPEM)
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(init)); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
 	agent.setToken(rec.AccessToken)
 	// Booted, it idles until claimed: give it the CPU share of any other
 	// sandbox now, off the claim's path (writes to cpu.shares serialise in
 	// the kernel: a burst of claims each writing one queued for ~150 ms).
-	if p, ok := s.rt.(runtime.Prioritizer); ok && spec.Background {
+	if p, ok := s.rt.(runtime.Prioritizer); ok && spec.state == store.StatePooled && img.Start == nil {
 		if err := p.Foreground(ctx, rec.ID); err != nil {
 			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not raise the booted sandbox's CPU priority")
 		}
 	}
-	log.Debug("sandbox booted", "state", state, "prepare_ms", tNet.Sub(start).Milliseconds(),
-		"runsc_create_ms", tCreate.Sub(tNet).Milliseconds(), "runsc_start_ms", tStart.Sub(tCreate).Milliseconds(),
-		"agent_health_ms", tHealthy.Sub(tStart).Milliseconds(), "agent_init_ms", time.Since(tHealthy).Milliseconds())
+	log.Debug("sandbox booted", "state", spec.state, "restored", img.Start != nil, "prepare_ms", tNet.Sub(start).Milliseconds(),
+		"agent_ms", tHealthy.Sub(tNet).Milliseconds(), "agent_init_ms", time.Since(tHealthy).Milliseconds())
 
 	steps := undo
 	undo = cleanup{} // handed to the caller
 	return &booted{rec: rec, ep: ep, agent: agent, env: env, undo: func() { agent.Close(); steps.run(log) }}, nil
+}
+
+// defaultUser is who runs a sandbox's commands unless they say: the
+// template's USER, else "user" (the account every E2B-style image has).
+func defaultUser(img *Image) string {
+	if img.User != "" {
+		return img.User
+	}
+	return "user"
+}
+
+// bootAgent creates and starts the sandbox with the agent as init (holding
+// a one-time boot token) and waits for it to answer.
+func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.Endpoint, spec bootSpec, undo *cleanup) (*AgentConn, error) {
+	// The boot token opens the agent only until boot's Init: it is in the
+	// agent's environment (readable inside the sandbox as /proc/1/environ),
+	// so it must never be the token a caller is given. A crash before the
+	// Init leaves a record Recover tears down, so it is never stored.
+	bootToken := newToken()
+	rspec := runtime.Spec{
+		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
+		Args:      []string{"/usr/local/bin/space-agent"},
+		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + bootToken},
+		Limits:    spec.limits,
+		DiskImage: spec.diskImage,
+		// Nobody waits for a pool sandbox: it boots on the CPU that claimed
+		// sandboxes leave idle.
+		Background: spec.state == store.StatePooled,
+	}
+	if err := s.rt.Create(ctx, rspec); err != nil {
+		return nil, err
+	}
+	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), id) })
+	if err := s.rt.Start(ctx, id); err != nil {
+		return nil, err
+	}
+	agent := newAgentConn(ep.SandboxIP, bootToken)
+	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	alive := func() bool {
+		st, err := s.rt.State(ctx, id)
+		return err != nil || st == runtime.StateRunning
+	}
+	if err := agent.waitHealthy(bootCtx, alive); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
+	}
+	return agent, nil
 }
 
 // recordAndAttach writes the record with a free slot and sets up the
@@ -240,7 +302,8 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			_, err := b.agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
-				AccessToken: b.rec.AccessToken, EnvVars: req.Env, DefaultUser: "user",
+				// No default user: the one boot set (the template's) stays.
+				AccessToken: b.rec.AccessToken, EnvVars: req.Env,
 			}))
 			initDone <- err
 		}()

@@ -2,11 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -24,9 +25,8 @@ type PoolConfig struct {
 // demand: a miss (a create that found it empty) raises the target, a quiet
 // minute lowers it, always within [Min, Max].
 type pool struct {
-	cfg    PoolConfig
-	limits runtime.Limits
-	svc    *Service
+	cfg PoolConfig
+	svc *Service
 
 	mu       sync.Mutex
 	ready    []*booted
@@ -38,26 +38,31 @@ type pool struct {
 	fills    sync.WaitGroup
 }
 
-func newPool(svc *Service, cfg PoolConfig, limits runtime.Limits) *pool {
-	return &pool{cfg: cfg, limits: limits, svc: svc, target: cfg.Min, wake: make(chan struct{}, 1)}
+func newPool(svc *Service, cfg PoolConfig) *pool {
+	return &pool{cfg: cfg, svc: svc, target: cfg.Min, wake: make(chan struct{}, 1)}
 }
 
-// take returns a ready sandbox, or nil when the pool is empty.
-func (p *pool) take() *booted {
+// take returns a ready sandbox of image, or nil when the pool has none.
+// Sandboxes of another image (booted before the template was rebuilt)
+// are torn down.
+func (p *pool) take(image string) *booted {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.kick()
-	if len(p.ready) == 0 {
-		p.lastMiss = time.Now()
-		if p.target < p.cfg.Max {
-			p.target = min(p.cfg.Max, p.target+max(1, p.target/2))
+	for len(p.ready) > 0 {
+		b := p.ready[0]
+		p.ready = p.ready[1:]
+		if b.rec.Image == image {
+			return b
 		}
-		p.svc.metrics.poolMiss(p.cfg.Template)
-		return nil
+		go b.undo()
 	}
-	b := p.ready[0]
-	p.ready = p.ready[1:]
-	return b
+	p.lastMiss = time.Now()
+	if p.target < p.cfg.Max {
+		p.target = min(p.cfg.Max, p.target+max(1, p.target/2))
+	}
+	p.svc.metrics.poolMiss(p.cfg.Template)
+	return nil
 }
 
 func (p *pool) kick() {
@@ -113,15 +118,26 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 func (p *pool) fill(ctx context.Context) {
 	// A boot is not cut short by shutdown (a half-killed runsc leaves
 	// more to clean up than a finished one); drain tears it down after.
-	b, err := p.svc.boot(context.WithoutCancel(ctx), p.cfg.Template, "", p.limits, "", store.StatePooled)
+	img, err := p.svc.cfg.Templates.Resolve(ctx, p.cfg.Template)
+	var b *booted
+	if err == nil {
+		b, err = p.svc.boot(context.WithoutCancel(ctx), bootSpec{img: img, limits: p.svc.limitsOf(img), state: store.StatePooled})
+	}
 	p.mu.Lock()
 	p.booting--
 	if err != nil {
 		p.mu.Unlock()
-		slog.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
+		backoff := 2 * time.Second
+		if errors.Is(err, errdefs.ErrNotFound) {
+			// A pool for a template not built yet: look again now and then.
+			backoff = 30 * time.Second
+			slog.Debug("pool template not found", "template", p.cfg.Template)
+		} else {
+			slog.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
+		}
 		select { // back off before the next try
 		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
+		case <-time.After(backoff):
 		}
 		return
 	}

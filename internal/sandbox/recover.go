@@ -43,8 +43,9 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	if rec.State == store.StateCreating || rec.State == store.StatePooled {
-		// A create that never answered, or a pool sandbox: nobody holds it.
+	if rec.State == store.StateCreating || rec.State == store.StatePooled || rec.Build != "" {
+		// A create that never answered, a pool sandbox, or a template
+		// build's (the build failed with the restart): nobody holds it.
 		log.Info("removing unclaimed sandbox", "state", rec.State)
 		if err := s.teardown(ctx, rec.ID, ep); err != nil {
 			return err

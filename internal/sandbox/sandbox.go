@@ -9,6 +9,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -90,6 +91,10 @@ type CreateRequest struct {
 
 	// placeholders (placeholder -> secret name) is filled by validate.
 	placeholders map[string]string
+}
+
+func (r CreateRequest) limits() runtime.Limits {
+	return runtime.Limits{CPUs: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs}
 }
 
 // ListFilter selects sandboxes. Empty fields match everything.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -15,7 +13,9 @@ import (
 
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/keylock"
 	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
@@ -23,7 +23,8 @@ import (
 
 // Config of the service.
 type Config struct {
-	TemplatesDir   string
+	// Templates resolves template names to images.
+	Templates      Templates
 	DefaultTimeout time.Duration
 	MaxTimeout     time.Duration
 	Defaults       runtime.Limits
@@ -70,7 +71,7 @@ type Service struct {
 	quarantine   map[int]time.Time
 
 	// pausedLocks serialise resume and delete of paused sandboxes.
-	pausedLocks keyedMutex
+	pausedLocks keylock.Map
 
 	// boots holds a token per create booting a sandbox (MaxBoots).
 	boots chan struct{}
@@ -91,6 +92,8 @@ type entry struct {
 	// being taken.
 	lastSnapshot time.Time
 	snapshotting bool
+	// build is the template build whose sandbox this is (never changes).
+	build string
 }
 
 // New returns a service; call Recover before serving requests.
@@ -113,7 +116,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
-			s.pools[pc.Template] = newPool(s, pc, cfg.Defaults)
+			s.pools[pc.Template] = newPool(s, pc)
 		}
 	}
 	return s
@@ -145,14 +148,28 @@ func (s *Service) Close() {
 }
 
 // poolFor returns the pool that can serve req, if any: pool sandboxes have
-// the default limits, so a request for other limits boots its own.
-func (s *Service) poolFor(req CreateRequest) *pool {
+// their template's limits, so a request for other limits boots its own.
+func (s *Service) poolFor(req CreateRequest, img *Image) *pool {
 	p := s.pools[req.Template]
-	d := s.cfg.Defaults
-	if p == nil || req.NoPool || req.Snapshot != "" || req.CPU != d.CPUs || req.MemoryMB != d.MemoryMB || req.DiskMB != d.DiskMB || req.MaxProcs != d.MaxProcs {
+	if p == nil || req.NoPool || req.Snapshot != "" || req.limits() != s.limitsOf(img) {
 		return nil
 	}
 	return p
+}
+
+// limitsOf is what a sandbox of img gets when the request names no limits:
+// the template's own, else the node's defaults.
+func (s *Service) limitsOf(img *Image) runtime.Limits {
+	l, d := img.Limits, s.cfg.Defaults
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{{&l.CPUs, d.CPUs}, {&l.MemoryMB, d.MemoryMB}, {&l.DiskMB, d.DiskMB}, {&l.MaxProcs, d.MaxProcs}} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return l
 }
 
 // PoolSizes returns the number of ready sandboxes per template.
@@ -164,10 +181,7 @@ func (s *Service) PoolSizes() map[string]int {
 	return out
 }
 
-var (
-	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 const (
 	maxMetadataEntries = 64
@@ -176,20 +190,41 @@ const (
 	maxEnvValueLen     = 32 << 10
 )
 
-func (s *Service) validate(req *CreateRequest) error {
+// validate checks req, fills in its defaults (the template's, then the
+// node's) and returns the template's image.
+func (s *Service) validate(ctx context.Context, req *CreateRequest) (*Image, error) {
 	if req.Template == "" {
 		req.Template = "base"
 	}
-	if !templateName.MatchString(req.Template) {
-		return errdefs.New(errdefs.ErrInvalidArgument, "template name %q is not valid", req.Template)
+	if !recipe.TemplateRef.MatchString(req.Template) {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "template %q is not a valid name[:tag]", req.Template)
 	}
+	img, err := s.cfg.Templates.Resolve(ctx, req.Template)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRequest(req, img); err != nil {
+		return nil, err
+	}
+	for k, v := range img.Env {
+		if _, ok := req.Env[k]; !ok {
+			if req.Env == nil {
+				req.Env = map[string]string{}
+			}
+			req.Env[k] = v
+		}
+	}
+	return img, nil
+}
+
+func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
 	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
 		return errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
 	}
-	d := s.cfg.Defaults
+	d := s.limitsOf(img)
 	for _, l := range []struct {
 		name     string
 		v        *int
@@ -207,6 +242,10 @@ func (s *Service) validate(req *CreateRequest) error {
 		if *l.v < l.min || *l.v > l.max {
 			return errdefs.New(errdefs.ErrInvalidArgument, "%s must be between %d and %d", l.name, l.min, l.max)
 		}
+	}
+	if st := img.Start; st != nil && req.limits() != st.Limits {
+		return errdefs.New(errdefs.ErrInvalidArgument, "template %s starts from a checkpoint of its start command taken with cpu %d, memory_mb %d, disk_mb %d, max_processes %d: create its sandboxes with those limits (or leave them out)",
+			req.Template, st.Limits.CPUs, st.Limits.MemoryMB, st.Limits.DiskMB, st.Limits.MaxProcs)
 	}
 	if err := checkNetwork(req.Network); err != nil {
 		return err
@@ -254,36 +293,23 @@ func (s *Service) validate(req *CreateRequest) error {
 	return nil
 }
 
-// templateRoot is the image of a built template.
-func (s *Service) templateRoot(name string) (string, error) {
-	root := filepath.Join(s.cfg.TemplatesDir, name, "current")
-	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/space-agent")); err != nil {
-		return "", errdefs.New(errdefs.ErrNotFound, "template %q not found", name)
-	}
-	resolved, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", fmt.Errorf("resolve template %s: %w", name, err)
-	}
-	return resolved, nil
-}
-
-// imageRoot is image of template: a directory next to the template's
-// current one that a sandbox was made from (empty: the current image).
+// imageRoot is the directory of image of template.
 func (s *Service) imageRoot(template, image string) (string, error) {
-	if image == "" {
-		return s.templateRoot(template)
-	}
-	if !templateName.MatchString(image) {
-		return "", errdefs.New(errdefs.ErrInvalidArgument, "template image name %q is not valid", image)
-	}
-	root := filepath.Join(s.cfg.TemplatesDir, template, image)
-	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/space-agent")); err != nil {
-		return "", errdefs.New(errdefs.ErrFailedPrecondition, "image %s of template %q is no longer on this node", image, template)
-	}
-	return root, nil
+	return s.cfg.Templates.ImageRoot(template, image)
 }
 
+// entry is a live sandbox that callers may reach; a template build's
+// sandbox is the build's alone.
 func (s *Service) entry(id string) (*entry, bool) {
+	e, ok := s.liveEntry(id)
+	if !ok || e.build != "" {
+		return nil, false
+	}
+	return e, true
+}
+
+// liveEntry is any live sandbox.
+func (s *Service) liveEntry(id string) (*entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.live[id]
@@ -301,7 +327,7 @@ func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == store.StatePooled || rec.State == store.StateCreating {
+	if rec.State == store.StatePooled || rec.State == store.StateCreating || rec.Build != "" {
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 	}
 	return fromRecord(rec), nil
@@ -315,7 +341,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
 	}
 	var out []*Sandbox
 	for _, r := range recs {
-		if r.State == store.StatePooled {
+		if r.State == store.StatePooled || r.Build != "" {
 			continue
 		}
 		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
@@ -395,6 +421,9 @@ func (s *Service) updateRunning(ctx context.Context, id, what string, change fun
 
 // Kill destroys a sandbox and everything it had on the host.
 func (s *Service) Kill(ctx context.Context, id string) error {
+	if e, ok := s.liveEntry(id); ok && e.build != "" {
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
 	return s.end(ctx, id, store.StateKilled, "killed by request")
 }
 
@@ -402,7 +431,7 @@ func (s *Service) Kill(ctx context.Context, id string) error {
 // after the host resources are gone, so a crash in between is found again
 // by Recover.
 func (s *Service) end(ctx context.Context, id, state, reason string) error {
-	e, ok := s.entry(id)
+	e, ok := s.liveEntry(id)
 	if !ok {
 		rec, err := s.store.GetSandbox(ctx, id)
 		if err != nil {
