@@ -33,11 +33,13 @@ import (
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/httpapi"
 	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/runtime/gvisor"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/template"
 )
 
 // Run starts spaced and blocks until ctx ends, then shuts down. Sandboxes
@@ -92,8 +94,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// The gateway starts after the service it asks about; nothing calls
 	// Changed before it is set (Recover and the API come later).
 	var gw *egress.Gateway
+	templates := &lateTemplates{}
 	svc = sandbox.New(sandbox.Config{
-		TemplatesDir:   cfg.TemplatesDir,
+		Templates:      templates,
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,
 		Defaults: runtime.Limits{
@@ -119,6 +122,12 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer gw.Close()
+	tpl, err := openTemplates(ctx, cfg, st, objects, keys, svc, rt)
+	if err != nil {
+		return err
+	}
+	templates.t = tpl
+	defer tpl.Close()
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
@@ -134,7 +143,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			APIKey:    apiKey,
-			Next:      httpapi.New(svc, sec, apiKey, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+			Next:      httpapi.New(svc, tpl, sec, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -143,6 +152,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go svc.RunReaper(reaperCtx, time.Second)
+	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
 
 	if cfg.DebugAddr != "" {
 		go serveDebug(cfg.DebugAddr)
@@ -288,6 +298,49 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 			return egress.Sandbox{ID: v.ID, Network: v.Network, Secrets: v.Secrets}, ok
 		},
 	})
+}
+
+// openTemplates starts the template service: builds run in sandboxes of
+// svc, their artifacts go to the object store under templates/.
+func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objects blobstore.Store, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime) (*template.Service, error) {
+	agent := cfg.AgentBinary
+	if agent == "" {
+		agent = filepath.Join(cfg.TemplatesDir, template.BaseName, "current", "usr/local/bin/space-agent")
+	}
+	engine := "none"
+	if cp, ok := rt.(runtime.Checkpointer); ok {
+		engine = cp.Version()
+	}
+	internet := true
+	return template.New(ctx, template.Config{
+		Dir:          cfg.TemplatesDir,
+		LogDir:       filepath.Join(cfg.DataDir, "builds"),
+		Store:        st,
+		Repo:         checkpoint.NewRepoAt(objects, keys, "templates/"),
+		Boxes:        svc,
+		Puller:       ociimage.NewPuller(cfg.RegistryAllow),
+		Agent:        agent,
+		Engine:       engine,
+		Defaults:     runtime.Limits{CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses},
+		MaxBuilds:    cfg.TemplateBuilds,
+		BuildTimeout: cfg.TemplateBuildTimeout,
+		// Builds reach the internet through the egress gateway (a
+		// Dockerfile installs packages), within the platform floor.
+		Network:  &store.NetworkPolicy{AllowInternet: &internet},
+		CacheTTL: cfg.TemplateCacheTTL,
+	})
+}
+
+// lateTemplates lets the sandbox service, made first, ask the template
+// service, which needs it to run builds.
+type lateTemplates struct{ t *template.Service }
+
+func (l *lateTemplates) Resolve(ctx context.Context, ref string) (*sandbox.Image, error) {
+	return l.t.Resolve(ctx, ref)
+}
+
+func (l *lateTemplates) ImageRoot(template, image string) (string, error) {
+	return l.t.ImageRoot(template, image)
 }
 
 func pools(in []config.PoolConfig) []sandbox.PoolConfig {

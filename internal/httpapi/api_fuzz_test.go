@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/egress/secrets"
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
@@ -52,14 +54,14 @@ func fuzzServer(f *testing.F) http.Handler {
 	}
 	f.Cleanup(func() { st.Close() })
 	svc := sandbox.New(sandbox.Config{
-		TemplatesDir: f.TempDir(), DefaultTimeout: 5 * time.Minute, MaxTimeout: fuzzMaxTimeout,
+		Templates: noTemplates{}, DefaultTimeout: 5 * time.Minute, MaxTimeout: fuzzMaxTimeout,
 		Defaults: runtime.Limits{CPUs: 1, MemoryMB: 512, DiskMB: 1024, MaxProcs: 1024},
 	}, st, nil, nil)
 	sec, err := secrets.Open(f.TempDir())
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(svc, sec, fuzzKey, http.NotFoundHandler())
+	return New(svc, nil, sec, fuzzKey, 1<<20, http.NotFoundHandler())
 }
 
 // serve runs one request through h; the request must not panic out of
@@ -223,4 +225,15 @@ func FuzzPathAndQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+// noTemplates knows no template: the fuzzed requests never reach a boot.
+type noTemplates struct{}
+
+func (noTemplates) Resolve(_ context.Context, ref string) (*sandbox.Image, error) {
+	return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found", ref)
+}
+
+func (noTemplates) ImageRoot(template, _ string) (string, error) {
+	return "", errdefs.New(errdefs.ErrNotFound, "template %q not found", template)
 }

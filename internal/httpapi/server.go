@@ -17,19 +17,22 @@ import (
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/template"
 )
 
 // Server serves the API.
 type Server struct {
 	sandboxes *sandbox.Service
+	templates *template.Service
 	secrets   *secrets.Store
 	apiKey    string
+	maxUpload int64
 	metrics   http.Handler
 }
 
-// New returns the API's handler.
-func New(sandboxes *sandbox.Service, sec *secrets.Store, apiKey string, metrics http.Handler) http.Handler {
-	s := &Server{sandboxes: sandboxes, secrets: sec, apiKey: apiKey, metrics: metrics}
+// New returns the API's handler; maxUpload bounds one file set upload.
+func New(sandboxes *sandbox.Service, templates *template.Service, sec *secrets.Store, apiKey string, maxUpload int64, metrics http.Handler) http.Handler {
+	s := &Server{sandboxes: sandboxes, templates: templates, secrets: sec, apiKey: apiKey, maxUpload: maxUpload, metrics: metrics}
 	return s.routes()
 }
 
@@ -79,6 +82,18 @@ func (s *Server) table() []route {
 		{"GET", "/v1/secrets", false, s.listSecrets},
 		{"PUT", "/v1/secrets/{name}", false, s.putSecret},
 		{"DELETE", "/v1/secrets/{name}", false, s.deleteSecret},
+		{"PUT", "/v1/files/{hash}", false, s.putFiles},
+		{"GET", "/v1/files/{hash}", false, s.getFiles},
+		{"POST", "/v1/builds", false, s.startBuild},
+		{"GET", "/v1/builds", false, s.listBuilds},
+		{"GET", "/v1/builds/{id}", false, s.getBuild},
+		{"GET", "/v1/builds/{id}/logs", false, s.buildLogs},
+		{"POST", "/v1/builds/{id}/cancel", false, s.cancelBuild},
+		{"GET", "/v1/templates", false, s.listTemplates},
+		{"GET", "/v1/templates/{name}", false, s.getTemplate},
+		{"DELETE", "/v1/templates/{name}", false, s.deleteTemplate},
+		{"PUT", "/v1/templates/{name}/tags/{tag}", false, s.setTag},
+		{"DELETE", "/v1/templates/{name}/tags/{tag}", false, s.deleteTag},
 	}
 }
 

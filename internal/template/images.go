@@ -1,0 +1,217 @@
+package template
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/keylock"
+	"github.com/spacesandbox/space/internal/rootfs"
+)
+
+// images is this node's cache of template images, one directory per cache
+// key under <templates>/_images: what a step's layer made of its parent's
+// image, with the agent added. An image is made in a temporary directory
+// and renamed into place when complete, so a crash never leaves a half-made
+// image under a final name; once there it never changes (sandboxes and
+// checkpoints run on it). Each has a small record next to it (<id>.json).
+type images struct {
+	dir   string
+	agent agentFile
+	log   *slog.Logger
+
+	locks keylock.Map
+}
+
+// agentFile is the agent binary every image gets, and its digest (part of
+// an image's id: a new agent makes new images from the same layers).
+type agentFile struct {
+	path   string
+	digest string
+}
+
+func loadAgent(path string) (agentFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return agentFile{}, fmt.Errorf("agent binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return agentFile{}, fmt.Errorf("agent binary: %w", err)
+	}
+	return agentFile{path: path, digest: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// imageRecord is what the cache keeps beside an image.
+type imageRecord struct {
+	ID      string    `json:"id"`
+	Key     string    `json:"key"`
+	Parent  string    `json:"parent,omitempty"`
+	Agent   string    `json:"agent"`
+	Created time.Time `json:"created"`
+	// Bytes is the uncompressed size of the layer that made it.
+	Bytes int64 `json:"bytes"`
+}
+
+const imagePrefix = "i-"
+
+func newImages(dir string, agent agentFile, log *slog.Logger) (*images, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("images dir: %w", err)
+	}
+	// What a crash left half-made is of no use.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("images dir: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			if err := rootfs.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &images{dir: dir, agent: agent, log: log}, nil
+}
+
+// id is the image of cache key with this node's agent.
+func (im *images) id(key string) string {
+	sum := sha256.Sum256([]byte(key + "\x00" + im.agent.digest))
+	return imagePrefix + hex.EncodeToString(sum[:16])
+}
+
+func (im *images) path(id string) string { return filepath.Join(im.dir, id) }
+
+func (im *images) has(id string) bool {
+	_, err := os.Stat(filepath.Join(im.dir, id, "usr/local/bin/space-agent"))
+	return err == nil
+}
+
+func (im *images) record(id string) (*imageRecord, error) {
+	data, err := os.ReadFile(filepath.Join(im.dir, id+".json"))
+	if err != nil {
+		return nil, err
+	}
+	rec := new(imageRecord)
+	return rec, json.Unmarshal(data, rec)
+}
+
+// derive makes the image of key: the parent image (a directory; "" for an
+// empty one) with the layer applied and the agent added. layer is opened
+// only if the image is not already here.
+func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, layer func() (io.ReadCloser, error)) (string, error) {
+	id := im.id(key)
+	unlock := im.locks.Lock(id)
+	defer unlock()
+	if im.has(id) {
+		return id, nil
+	}
+	start := time.Now()
+	tmp := filepath.Join(im.dir, ".tmp-"+id+"-"+randHex(4))
+	ok := false
+	defer func() {
+		if !ok {
+			rootfs.Remove(tmp)
+		}
+	}()
+	if parentRoot != "" {
+		if err := rootfs.Clone(parentRoot, tmp); err != nil {
+			return "", fmt.Errorf("image %s: %w", id, err)
+		}
+	} else if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("image %s: %w", id, err)
+	}
+	rc, err := layer()
+	if err != nil {
+		return "", err
+	}
+	n, err := rootfs.Apply(ctx, tmp, rc, rootfs.ApplyOptions{Private: parentRoot == "", Logger: im.log})
+	rc.Close()
+	if err != nil {
+		return "", err
+	}
+	if err := im.addAgent(ctx, tmp); err != nil {
+		return "", err
+	}
+	rec, _ := json.Marshal(imageRecord{ID: id, Key: key, Parent: parentID, Agent: im.agent.digest, Created: time.Now().UTC(), Bytes: n})
+	if err := os.WriteFile(filepath.Join(im.dir, id+".json"), rec, 0o600); err != nil {
+		return "", fmt.Errorf("image %s: %w", id, err)
+	}
+	if err := os.Rename(tmp, im.path(id)); err != nil {
+		return "", fmt.Errorf("image %s: %w", id, err)
+	}
+	ok = true
+	im.log.Debug("image made", "image", id, "parent", parentID, "layer_bytes", n, "ms", time.Since(start).Milliseconds())
+	return id, nil
+}
+
+// addAgent puts this node's agent into the image at root, replacing (never
+// writing through) whatever is there.
+func (im *images) addAgent(ctx context.Context, root string) error {
+	f, err := os.Open(im.agent.path)
+	if err != nil {
+		return fmt.Errorf("agent binary: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("agent binary: %w", err)
+	}
+	if err := rootfs.AddFile(ctx, root, "/usr/local/bin/space-agent", 0o755, 0, 0, f, st.Size()); err != nil {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the image has no room for the agent at /usr/local/bin/space-agent: %s", errdefs.PublicMessage(err))
+	}
+	return nil
+}
+
+// remove deletes an image and its record.
+func (im *images) remove(id string) error {
+	if !strings.HasPrefix(id, imagePrefix) {
+		return fmt.Errorf("not a cached image: %q", id)
+	}
+	if err := rootfs.Remove(im.path(id)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(im.dir, id+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// list names the cached images with their records.
+func (im *images) list() []*imageRecord {
+	entries, _ := os.ReadDir(im.dir)
+	var out []*imageRecord
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), imagePrefix) {
+			continue
+		}
+		rec, err := im.record(e.Name())
+		if err != nil {
+			rec = &imageRecord{ID: e.Name()}
+		}
+		if info, err := e.Info(); err == nil && rec.Created.IsZero() {
+			rec.Created = info.ModTime()
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
