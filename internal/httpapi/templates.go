@@ -162,6 +162,7 @@ type buildJSON struct {
 	State      string        `json:"state"`
 	Step       int           `json:"step"`
 	Steps      int           `json:"steps"`
+	Layered    int           `json:"layered"`
 	Cached     int           `json:"cached"`
 	CPU        int           `json:"cpu"`
 	MemoryMB   int           `json:"memory_mb"`
@@ -183,7 +184,7 @@ type buildErrJSON struct {
 }
 
 func toBuildJSON(b *store.Build) buildJSON {
-	out := buildJSON{ID: b.ID, Template: b.Template, Tags: b.Tags, State: b.State, Step: b.Step, Steps: b.Steps, Cached: b.Cached,
+	out := buildJSON{ID: b.ID, Template: b.Template, Tags: b.Tags, State: b.State, Step: b.Step, Steps: b.Steps, Layered: b.Layered, Cached: b.Cached,
 		CPU: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, CreatedAt: b.CreatedAt}
 	if !b.StartedAt.IsZero() {
 		out.StartedAt = &b.StartedAt

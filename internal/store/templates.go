@@ -50,15 +50,18 @@ type Build struct {
 	// Network is the egress policy of the build's steps.
 	Network *NetworkPolicy `json:"network,omitempty"`
 	// Origin is "e2b" for builds requested through the E2B API.
-	Origin     string      `json:"origin,omitempty"`
-	CreatedAt  time.Time   `json:"created_at"`
-	StartedAt  time.Time   `json:"started_at,omitzero"`
-	FinishedAt time.Time   `json:"finished_at,omitzero"`
-	Step       int         `json:"step,omitempty"`  // the step running (1-based), or the last one
-	Steps      int         `json:"steps,omitempty"` // how many
-	Cached     int         `json:"cached,omitempty"`
-	Error      *BuildErr   `json:"error,omitempty"`
-	Result     *BuildImage `json:"result,omitempty"`
+	Origin     string    `json:"origin,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Step       int       `json:"step,omitempty"`  // the step running (1-based), or the last one
+	Steps      int       `json:"steps,omitempty"` // how many
+	// Layered counts the RUN and COPY steps, Cached those of them whose
+	// layer was cached.
+	Layered int         `json:"layered,omitempty"`
+	Cached  int         `json:"cached,omitempty"`
+	Error   *BuildErr   `json:"error,omitempty"`
+	Result  *BuildImage `json:"result,omitempty"`
 }
 
 // BuildErr says why a build failed.

@@ -192,6 +192,11 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 		return fail(err)
 	}
 	b.Recipe, b.Steps, b.State = raw, len(r.Steps), store.BuildQueued
+	for _, st := range r.Steps {
+		if st.Layered() {
+			b.Layered++
+		}
+	}
 	if err := s.store.PutBuild(ctx, b, nil); err != nil {
 		return err
 	}
@@ -383,7 +388,7 @@ func (s *Service) finish(ctx context.Context, b *store.Build, err error, log *sl
 		}
 		t.UpdatedAt = b.FinishedAt
 		tpl = t
-		l.add("info", b.Steps+1, "build ready in %s (%d of %d steps cached); tags %s", took, b.Cached, b.Steps, strings.Join(b.Tags, ", "))
+		l.add("info", b.Steps+1, "build ready in %s (%d of %d RUN/COPY steps cached); tags %s", took, b.Cached, b.Layered, strings.Join(b.Tags, ", "))
 	case errors.Is(err, errCanceled) || errors.Is(context.Cause(ctx), errCanceled):
 		b.State = store.BuildCanceled
 		b.Error = &store.BuildErr{Step: b.Step, Message: "canceled by request"}

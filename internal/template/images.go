@@ -42,17 +42,33 @@ type agentFile struct {
 	digest string
 }
 
-func loadAgent(path string) (agentFile, error) {
-	f, err := os.Open(path)
+// loadAgent copies the agent binary at path into dir under its digest:
+// path may change under us (the base template's current image is
+// replaced when the agent is rebuilt), and every image must get exactly
+// the agent its id names.
+func loadAgent(path, dir string) (agentFile, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return agentFile{}, fmt.Errorf("agent binary: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sum := sha256.Sum256(data)
+	a := agentFile{digest: hex.EncodeToString(sum[:])}
+	a.path = filepath.Join(dir, "space-agent-"+a.digest[:16])
+	if _, err := os.Stat(a.path); err == nil {
+		return a, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return agentFile{}, fmt.Errorf("agent binary: %w", err)
 	}
-	return agentFile{path: path, digest: hex.EncodeToString(h.Sum(nil))}, nil
+	tmp := a.path + ".tmp-" + randHex(4)
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		return agentFile{}, fmt.Errorf("agent binary: %w", err)
+	}
+	if err := os.Rename(tmp, a.path); err != nil {
+		os.Remove(tmp)
+		return agentFile{}, fmt.Errorf("agent binary: %w", err)
+	}
+	return a, nil
 }
 
 // imageRecord is what the cache keeps beside an image.

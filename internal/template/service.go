@@ -122,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	agent, err := loadAgent(cfg.Agent)
+	agent, err := loadAgent(cfg.Agent, filepath.Join(cfg.Dir, "_agents"))
 	if err != nil {
 		return nil, err
 	}
