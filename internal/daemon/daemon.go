@@ -142,6 +142,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 	srv := &http.Server{
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
+			Templates: tpl,
+			MaxUpload: cfg.TemplateMaxUpload,
 			APIKey:    apiKey,
 			Next:      httpapi.New(svc, tpl, sec, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
 		}),

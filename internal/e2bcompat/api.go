@@ -19,7 +19,7 @@ type apiRoute struct {
 // table lists every E2B control-plane route spaced answers. docs/e2b.md has
 // the same list with what each does here.
 func (s *Server) table() []apiRoute {
-	return []apiRoute{
+	routes := []apiRoute{
 		{"GET /health", true, s.health},
 		{"POST /sandboxes", false, s.create(false)},
 		{"POST /v2/sandboxes", false, s.create(true)},
@@ -42,6 +42,24 @@ func (s *Server) table() []apiRoute {
 		{"GET /sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
 		{"GET /v2/sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
 	}
+	if s.opts.Templates != nil {
+		routes = append(routes,
+			apiRoute{"POST /v3/templates", false, s.requestTemplateBuild},
+			apiRoute{"POST /v2/templates", false, s.requestTemplateBuild},
+			apiRoute{"GET /templates", false, s.listTemplates},
+			apiRoute{"GET /templates/{id}/files/{hash}", false, s.filesLink},
+			// The upload link: signed, and the SDKs send no API key with it.
+			apiRoute{"PUT /templates/{id}/files/{hash}/upload", true, s.uploadFiles},
+			apiRoute{"POST /v2/templates/{id}/builds/{build}", false, s.startTemplateBuild},
+			apiRoute{"GET /templates/{id}/builds/{build}/status", false, s.buildStatus},
+			// /templates/aliases/{alias} and /templates/{id}/tags overlap.
+			apiRoute{"GET /templates/{a}/{b}", false, s.aliasOrTags},
+			apiRoute{"POST /templates/tags", false, s.assignTags},
+			apiRoute{"DELETE /templates/tags", false, s.removeTags},
+			apiRoute{"DELETE /templates/{id}", false, s.deleteTemplate},
+		)
+	}
+	return routes
 }
 
 func (s *Server) routes() http.Handler {

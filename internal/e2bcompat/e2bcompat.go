@@ -52,6 +52,10 @@ type Sandboxes interface {
 // Options configure the E2B layer.
 type Options struct {
 	Sandboxes Sandboxes
+	// Templates serves E2B's template builds (nil: they answer 501).
+	Templates Templates
+	// MaxUpload bounds one uploaded file set.
+	MaxUpload int64
 	// APIKey is spaced's API key; E2B clients send it in X-API-KEY.
 	APIKey string
 	// Domain is reported as the sandboxes' domain, so the SDKs' get_host(port)
@@ -70,6 +74,9 @@ type Server struct {
 	opts  Options
 	api   http.Handler
 	proxy *proxy
+	// uploadKey signs template upload links (made at start: a link lives
+	// an hour, and a restart only makes clients ask again).
+	uploadKey []byte
 }
 
 // New returns the E2B layer, ready to be spaced's top-level handler.
@@ -80,7 +87,7 @@ func New(opts Options) *Server {
 	if opts.Dial == nil {
 		opts.Dial = defaultDialer.DialContext
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
 	s.proxy = newProxy(opts.Sandboxes, newTransport(opts.Sandboxes, opts.Dial))
 	return s
@@ -109,7 +116,7 @@ func IsControlPlanePath(path string) bool {
 	if path == "/health" {
 		return true
 	}
-	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots"} {
+	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates"} {
 		if path == prefix || strings.HasPrefix(path, prefix+"/") {
 			return true
 		}

@@ -60,6 +60,20 @@ type Run struct {
 	User string `json:"user,omitempty"`
 	// Env are variables only this command sees (a Dockerfile's ARGs).
 	Env []EnvVar `json:"env,omitempty"`
+	// Bash runs Shell with /bin/bash where the image has it (E2B's
+	// commands are bash), else with /bin/sh.
+	Bash bool `json:"bash,omitempty"`
+}
+
+// Command is how the command runs.
+func (r *Run) Command() []string {
+	switch {
+	case r.Shell == "":
+		return r.Argv
+	case r.Bash:
+		return []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; else exec /bin/sh -c "$0"; fi`, r.Shell}
+	}
+	return []string{"/bin/sh", "-c", r.Shell}
 }
 
 // Copy copies files of an uploaded file set into the image.

@@ -158,7 +158,7 @@ func (r *run) storeSource(ctx context.Context) error {
 
 func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 	n := len(r.rec.Steps)
-	label := fmt.Sprintf("[%d/%d] %s", i+1, n, s)
+	label := fmt.Sprintf("[%d/%d] %s", i+1, n, firstLine(s.String(), 200))
 	if !s.Layered() {
 		r.config = r.config.Apply(s)
 		r.key = recipe.StepKey(r.key, s, "")
@@ -252,10 +252,7 @@ func (r *run) ensureWorkdir(ctx context.Context, box *sandbox.BuildBox) error {
 var emptyTar = string(make([]byte, 1024))
 
 func (r *run) runCommand(ctx context.Context, box *sandbox.BuildBox, step int, s recipe.Step) error {
-	argv := s.Run.Argv
-	if s.Run.Shell != "" {
-		argv = []string{"/bin/sh", "-c", s.Run.Shell}
-	}
+	argv := s.Run.Command()
 	env := r.config.EnvMap()
 	for _, e := range s.Run.Env {
 		env[e.Name] = e.Value
@@ -333,6 +330,18 @@ func (r *run) smoke(ctx context.Context, img imageRef) error {
 		return r.fail(n+1, err, "the finished template cannot run a command as %q in %q (exit %d): %s", r.config.User, r.config.Workdir, code, errdefs.PublicMessage(err))
 	}
 	return nil
+}
+
+// firstLine shortens a step's text for its log line.
+func firstLine(s string, max int) string {
+	line, _, more := strings.Cut(s, "\n")
+	if more || len(line) > max {
+		if len(line) > max {
+			line = line[:max]
+		}
+		return line + " ..."
+	}
+	return line
 }
 
 func size(n int64) string {

@@ -51,13 +51,13 @@ func (s *Service) resolve(ctx context.Context, ref string) (*sandbox.Image, erro
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found", name)
 	}
-	tt, ok := t.Tags[tag]
-	if !ok {
-		return nil, errdefs.New(errdefs.ErrNotFound, "template %q has no ready build tagged %q", name, tag)
+	buildID := tag // "name:<build id>" pins a build, as in E2B
+	if tt, ok := t.Tags[tag]; ok {
+		buildID = tt.Build
 	}
-	b, err := s.store.GetBuild(ctx, tt.Build)
-	if err != nil {
-		return nil, err
+	b, err := s.store.GetBuild(ctx, buildID)
+	if err != nil || b.Template != name || b.State != store.BuildReady {
+		return nil, errdefs.New(errdefs.ErrNotFound, "template %q has no ready build tagged %q", name, tag)
 	}
 	res := b.Result
 	if res == nil {
