@@ -80,7 +80,14 @@ EOF
          "$r"/var/lib/dpkg/*-old "$r"/tmp/* "$r"/var/tmp/* "$r"/root/.cache
   mkdir -p "$r/var/lib/apt/lists/partial"
   find "$r/var/log" -type f -delete
+
+  # gVisor mounts a tmpfs over an empty /tmp: keep it non-empty so /tmp is
+  # on the sandbox's disk like the rest (in its limit, its snapshots and
+  # the layers of template builds, as in a container build).
+  printf '%s\n' "$TMP_KEEP_TEXT" > "$r/tmp/.space-keep"
+  chmod 0644 "$r/tmp/.space-keep"
 }
+TMP_KEEP_TEXT="Keeps /tmp on the sandbox's disk: gVisor mounts a tmpfs over an empty /tmp."
 # <<< recipe ------------------------------------------------------------------------
 
 OUT=/var/lib/space/templates

@@ -34,6 +34,7 @@ DEB_PACKAGES=(
   python3 python3-venv                  # tests
   util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
   file                                  # static-binary check below
+  busybox-static                        # tests build small OCI images from it
 )
 
 FORCE_RUNSC=0

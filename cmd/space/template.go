@@ -1,22 +1,16 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/moby/patternmatcher"
-	"github.com/moby/patternmatcher/ignorefile"
 	"github.com/spf13/cobra"
 
 	"github.com/spacesandbox/space/client"
@@ -99,114 +93,18 @@ func (a *app) templateBuildCmd() *cobra.Command {
 	return cmd
 }
 
-// uploadContext tars dir (minus .dockerignore) into a temporary file,
-// hashes it and uploads it unless the daemon has it.
+// uploadContext uploads the context directory unless the daemon has it.
 func (a *app) uploadContext(ctx context.Context, c *client.Client, dir string) (string, error) {
-	tmp, err := os.CreateTemp("", "space-context-*.tar")
+	up, err := c.UploadContext(ctx, dir)
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	h := sha256.New()
-	n, err := writeContext(dir, io.MultiWriter(tmp, h))
-	if err != nil {
-		return "", err
+	if up.Uploaded {
+		fmt.Fprintf(a.stderr, "uploaded context: %d files, %s\n", up.Files, humanBytes(up.Bytes))
+	} else {
+		fmt.Fprintf(a.stderr, "context %s already uploaded\n", up.Hash[:12])
 	}
-	hash := hex.EncodeToString(h.Sum(nil))
-	if ok, err := c.HasFiles(ctx, hash); err != nil {
-		return "", err
-	} else if ok {
-		fmt.Fprintf(a.stderr, "context %s already uploaded\n", hash[:12])
-		return hash, nil
-	}
-	size, err := tmp.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return "", err
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	fmt.Fprintf(a.stderr, "uploading context: %d files, %s\n", n, humanBytes(size))
-	return hash, c.PutFiles(ctx, hash, tmp, size)
-}
-
-// writeContext writes the files of dir that .dockerignore keeps as a tar
-// (names relative to dir, ids and times zeroed so equal trees hash equal)
-// and returns how many entries it wrote.
-func writeContext(dir string, w io.Writer) (int, error) {
-	var pm *patternmatcher.PatternMatcher
-	if f, err := os.Open(filepath.Join(dir, ".dockerignore")); err == nil {
-		patterns, err := ignorefile.ReadAll(f)
-		f.Close()
-		if err != nil {
-			return 0, fmt.Errorf(".dockerignore: %w", err)
-		}
-		if pm, err = patternmatcher.New(patterns); err != nil {
-			return 0, fmt.Errorf(".dockerignore: %w", err)
-		}
-	}
-	tw := tar.NewWriter(w)
-	n := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if pm != nil {
-			if skip, _ := pm.MatchesOrParentMatches(rel); skip {
-				if d.IsDir() && !pm.Exclusions() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		} else if !info.Mode().IsRegular() && !info.IsDir() {
-			return nil // sockets, devices: not part of a context
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = rel
-		if info.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
-		hdr.Format = tar.FormatPAX
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		n++
-		if info.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			f.Close()
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return n, fmt.Errorf("context %s: %w", dir, err)
-	}
-	return n, tw.Close()
+	return up.Hash, nil
 }
 
 // followBuild prints a build's log as it runs, each step's header line

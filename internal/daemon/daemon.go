@@ -316,6 +316,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 	internet := true
 	return template.New(ctx, template.Config{
 		Dir:          cfg.TemplatesDir,
+		WorkDir:      filepath.Join(cfg.DataDir, "template-work"),
 		LogDir:       filepath.Join(cfg.DataDir, "builds"),
 		Store:        st,
 		Repo:         checkpoint.NewRepoAt(objects, keys, "templates/"),

@@ -162,6 +162,9 @@ func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, 
 	if err := im.addAgent(ctx, tmp); err != nil {
 		return "", err
 	}
+	if err := keepTmp(ctx, tmp); err != nil {
+		return "", err
+	}
 	rec, _ := json.Marshal(imageRecord{ID: id, Key: key, Parent: parentID, Agent: im.agent.digest, Created: time.Now().UTC(), Bytes: n})
 	if err := os.WriteFile(filepath.Join(im.dir, id+".json"), rec, 0o600); err != nil {
 		return "", fmt.Errorf("image %s: %w", id, err)
@@ -190,6 +193,25 @@ func (im *images) addAgent(ctx context.Context, root string) error {
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the image has no room for the agent at /usr/local/bin/space-agent: %s", errdefs.PublicMessage(err))
 	}
 	return nil
+}
+
+// tmpKeep is what keeps an image's /tmp from being empty: gVisor mounts
+// a tmpfs over an empty /tmp, and what a build step leaves there would not
+// be in its layer (a container build keeps it), nor /tmp in a sandbox's
+// disk limit and snapshots.
+const tmpKeep = "Keeps /tmp on the sandbox's disk: gVisor mounts a tmpfs over an empty /tmp.\n"
+
+// keepTmp puts the marker into an empty /tmp of the image at root.
+func keepTmp(ctx context.Context, root string) error {
+	dir := filepath.Join(root, "tmp")
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		return nil // no /tmp, or a link (never followed on the host)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) > 0 {
+		return nil
+	}
+	return rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
 }
 
 // remove deletes an image and its record.

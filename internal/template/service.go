@@ -42,8 +42,11 @@ type Boxes interface {
 type Config struct {
 	// Dir is the templates directory: base/ (made by the install script),
 	// _images/ (the node's image cache), _starts/ (started templates'
-	// checkpoints), _work/ (scratch).
+	// checkpoints), _agents/ (the agents images got).
 	Dir string
+	// WorkDir is scratch space (emptied at start): uploads, layers in
+	// transit, copies of file sets. It belongs to one spaced.
+	WorkDir string
 	// LogDir holds build logs.
 	LogDir string
 	Store  store.Store
@@ -130,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	work := filepath.Join(cfg.Dir, "_work")
+	work := cfg.WorkDir
 	if err := os.RemoveAll(work); err != nil {
 		return nil, fmt.Errorf("template work dir: %w", err)
 	}
