@@ -359,8 +359,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max timeout %s must be between 1s and 720h", c.MaxTimeout)
 	case c.TemplateBuilds < 1 || c.TemplateBuilds > 64:
 		return fmt.Errorf("template builds at once must be between 1 and 64")
-	case c.TemplateBuildTimeout < time.Minute:
-		return fmt.Errorf("template build timeout %s must be at least 1m", c.TemplateBuildTimeout)
+	case c.TemplateBuildTimeout < time.Second:
+		return fmt.Errorf("template build timeout %s must be at least 1s", c.TemplateBuildTimeout)
 	case c.TemplateCacheTTL < time.Second || c.TemplateGCInterval < time.Second:
 		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
 	case c.PausedRetention < time.Hour:

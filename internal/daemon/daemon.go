@@ -331,6 +331,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 		// Dockerfile installs packages), within the platform floor.
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
+		Changed:  svc.TemplateChanged,
 	})
 }
 

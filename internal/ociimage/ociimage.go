@@ -49,7 +49,9 @@ type Image struct {
 	Digest string
 	// Config is what the image's config says of env, workdir and user.
 	Config recipe.Config
-	img    v1.Image
+	// open gives the image for reading its layers, within ctx (a pull
+	// outlives the request that resolved it).
+	open func(ctx context.Context) (v1.Image, error)
 }
 
 // Puller pulls from registries.
@@ -74,16 +76,33 @@ func (p *Puller) Resolve(ctx context.Context, ref string, auth *Auth) (*Image, e
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %q is not a valid reference: %v", ref, err)
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform), remote.WithTransport(p.transport()),
-		remote.WithUserAgent("spaced"), remote.WithRetryBackoff(remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 3})}
-	if auth != nil && (auth.Username != "" || auth.Password != "") {
-		opts = append(opts, remote.WithAuth(&authn.Basic{Username: auth.Username, Password: auth.Password}))
+	opts := func(ctx context.Context) []remote.Option {
+		o := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform), remote.WithTransport(p.transport()),
+			remote.WithUserAgent("spaced"), remote.WithRetryBackoff(remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 3})}
+		if auth != nil && (auth.Username != "" || auth.Password != "") {
+			o = append(o, remote.WithAuth(&authn.Basic{Username: auth.Username, Password: auth.Password}))
+		}
+		return o
 	}
-	img, err := remote.Image(r, opts...)
+	img, err := remote.Image(r, opts(ctx)...)
 	if err != nil {
 		return nil, registryError(ref, auth, err)
 	}
-	return newImage(img, ref)
+	out, err := newImage(img, ref)
+	if err != nil {
+		return nil, err
+	}
+	// Later reads pin the digest resolved now: a tag moved meanwhile does
+	// not change what the build gets.
+	pinned := r.Context().Digest(out.Digest)
+	out.open = func(ctx context.Context) (v1.Image, error) {
+		img, err := remote.Image(pinned, opts(ctx)...)
+		if err != nil {
+			return nil, registryError(ref, auth, err)
+		}
+		return img, nil
+	}
+	return out, nil
 }
 
 func newImage(img v1.Image, what string) (*Image, error) {
@@ -98,7 +117,7 @@ func newImage(img v1.Image, what string) (*Image, error) {
 	if cf.OS != "" && cf.OS != "linux" || cf.Architecture != "" && cf.Architecture != "amd64" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %s is for %s/%s; templates run linux/amd64", what, cf.OS, cf.Architecture)
 	}
-	out := &Image{Digest: d.String(), img: img}
+	out := &Image{Digest: d.String(), open: func(context.Context) (v1.Image, error) { return img, nil }}
 	out.Config.Workdir = cf.Config.WorkingDir
 	out.Config.User = cf.Config.User
 	for _, kv := range cf.Config.Env {
@@ -313,8 +332,12 @@ func pickImage(idx v1.ImageIndex) (v1.Image, error) {
 // Flatten writes the image's whole filesystem as one tar (what its layers
 // leave, whiteouts applied): a template keeps its source as this one
 // layer, so no node needs the registry again.
-func (i *Image) Flatten(w io.Writer) error {
-	rc := mutate.Extract(i.img)
+func (i *Image) Flatten(ctx context.Context, w io.Writer) error {
+	img, err := i.open(ctx)
+	if err != nil {
+		return err
+	}
+	rc := mutate.Extract(img)
 	defer rc.Close()
 	if _, err := io.Copy(w, rc); err != nil {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "download the image's layers: %v", err)

@@ -38,7 +38,7 @@ func testImage(t *testing.T) v1.Image {
 func unpack(t *testing.T, img *Image) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := img.Flatten(&buf); err != nil {
+	if err := img.Flatten(context.Background(), &buf); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()

@@ -188,6 +188,10 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
 	defer cancel()
 	if _, err := agent.Agent.Init(ictx, connect.NewRequest(init)); err != nil {
+		if connect.CodeOf(err) == connect.CodeInvalidArgument {
+			// The image's own config (a USER it does not have).
+			return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the template's config does not work in its image: %s", connectMessage(err))
+		}
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent does not answer RPCs")
 	}
 	agent.setToken(rec.AccessToken)
@@ -205,6 +209,14 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 	steps := undo
 	undo = cleanup{} // handed to the caller
 	return &booted{rec: rec, ep: ep, agent: agent, env: env, undo: func() { agent.Close(); steps.run(log) }}, nil
+}
+
+func connectMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
 }
 
 // defaultUser is who runs a sandbox's commands unless they say: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,9 @@ type pool struct {
 	booting  int
 	target   int
 	lastMiss time.Time
-	closed   bool
+	// retryAt: a refill failed; none before then (unless woken).
+	retryAt time.Time
+	closed  bool
 	wake     chan struct{}
 	fills    sync.WaitGroup
 }
@@ -90,6 +93,9 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 			p.lastMiss = time.Now() // one step per quiet minute
 		}
 		need := p.target - len(p.ready) - p.booting
+		if time.Now().Before(p.retryAt) {
+			need = 0
+		}
 		p.mu.Unlock()
 		for ; need > 0; need-- {
 			select {
@@ -129,16 +135,16 @@ func (p *pool) fill(ctx context.Context) {
 		p.mu.Unlock()
 		backoff := 2 * time.Second
 		if errors.Is(err, errdefs.ErrNotFound) {
-			// A pool for a template not built yet: look again now and then.
+			// A pool for a template not built yet: look again now and
+			// then, or when the template changes.
 			backoff = 30 * time.Second
 			slog.Debug("pool template not found", "template", p.cfg.Template)
 		} else {
 			slog.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
 		}
-		select { // back off before the next try
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
+		p.mu.Lock()
+		p.retryAt = time.Now().Add(backoff)
+		p.mu.Unlock()
 		return
 	}
 	if p.closed {
@@ -161,5 +167,19 @@ func (p *pool) drain() {
 	p.mu.Unlock()
 	for _, b := range ready {
 		b.undo()
+	}
+}
+
+// TemplateChanged wakes the pools of template name (any of its tags): a
+// build finished or a tag moved, so a pool that found no image, or has
+// sandboxes of an older one, refills now rather than at its next retry.
+func (s *Service) TemplateChanged(name string) {
+	for ref, p := range s.pools {
+		if n, _, _ := strings.Cut(ref, ":"); n == name {
+			p.mu.Lock()
+			p.retryAt = time.Time{}
+			p.mu.Unlock()
+			p.kick()
+		}
 	}
 }

@@ -139,7 +139,7 @@ func (r *run) storeSource(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = r.src.oci.Flatten(f)
+	err = r.src.oci.Flatten(ctx, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -404,7 +404,7 @@ func (s *Service) finish(ctx context.Context, b *store.Build, err error, log *sl
 	if perr := s.store.PutBuild(context.Background(), b, tpl); perr != nil {
 		log.Warn("record build end", "err", perr)
 	}
-	s.cache.invalidate()
+	s.changed(b.Template)
 	log.Info("build ended", "state", b.State, "took_ms", took.Milliseconds(), "cached", b.Cached, "steps", b.Steps)
 }
 

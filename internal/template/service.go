@@ -69,7 +69,10 @@ type Config struct {
 	// CacheTTL is how long an image no template or sandbox uses is kept
 	// on this node, and a layer no build refers to in the object store.
 	CacheTTL time.Duration
-	Logger   *slog.Logger
+	// Changed is told when a template's tags move (a build is ready, a tag
+	// is set or removed, the template is deleted): warm pools refill.
+	Changed func(name string)
+	Logger  *slog.Logger
 }
 
 // Service builds templates and resolves them for sandboxes.
@@ -341,6 +344,14 @@ func (s *Service) materialize(ctx context.Context, c chain) (imageRef, error) {
 	return cur, nil
 }
 
+// changed drops resolved images and tells the pools.
+func (s *Service) changed(name string) {
+	s.cache.invalidate()
+	if s.cfg.Changed != nil {
+		s.cfg.Changed(name)
+	}
+}
+
 // Build and template listings.
 
 // TemplateInfo is a template as the API shows it.
@@ -508,7 +519,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, name string) error {
 	if err := s.store.DeleteTemplate(ctx, name); err != nil {
 		return err
 	}
-	s.cache.invalidate()
+	s.changed(name)
 	s.log.Info("template deleted", "template", name)
 	return nil
 }
@@ -537,7 +548,7 @@ func (s *Service) SetTags(ctx context.Context, target string, tags []string) (*s
 	if err := s.store.PutTemplate(ctx, t); err != nil {
 		return nil, err
 	}
-	s.cache.invalidate()
+	s.changed(b.Template)
 	return b, nil
 }
 
@@ -559,7 +570,7 @@ func (s *Service) RemoveTags(ctx context.Context, name string, tags []string) er
 	if err := s.store.PutTemplate(ctx, t); err != nil {
 		return err
 	}
-	s.cache.invalidate()
+	s.changed(name)
 	return nil
 }
 

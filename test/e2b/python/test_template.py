@@ -1,0 +1,92 @@
+"""Template builds with the SDK's Template API, then sandboxes from them."""
+
+import os
+import uuid
+
+import pytest
+
+from e2b import BuildException, Sandbox, Template, TemplateException, wait_for_file, wait_for_port
+
+CTX = os.path.join(os.path.dirname(__file__), "tpl_ctx")
+
+
+def name():
+    return f"py-tpl-{uuid.uuid4().hex[:8]}"
+
+
+def test_build_and_create_with_start_command():
+    n = name()
+    logs = []
+    t = (
+        Template(file_context_path=CTX)
+        .from_template("base")
+        .run_cmd("echo building-output-$((6*7))")
+        .copy("hello.txt", "/home/user/hello.txt")
+        .copy("app", "/app/", user="root", mode=0o755)
+        .set_envs({"FOO": "bar", "REF": "$FOO-x"})
+        .set_workdir("/app")
+        .set_user("user")
+        .set_start_cmd("python3 -m http.server 8000", wait_for_port(8000))
+    )
+    info = Template.build(t, f"{n}:v1", cpu_count=2, memory_mb=1024, on_build_logs=logs.append)
+    assert info.template_id == n
+    assert info.tags == ["v1"]
+    messages = "\n".join(str(entry) for entry in logs)
+    assert "building-output-42" in messages
+
+    assert Template.exists(n)
+    assert not Template.exists(name())
+
+    sbx = Sandbox.create(f"{n}:v1")
+    try:
+        r = sbx.commands.run(
+            "id -un; pwd; echo $FOO $REF; cat /home/user/hello.txt; stat -c '%a' /app/main.py; "
+            "curl -s -o /dev/null -w '%{http_code}' http://localhost:8000/"
+        )
+        assert r.stdout == "user\n/app\nbar bar-x\nhello from a template\n755\n200", r.stdout
+    finally:
+        sbx.kill()
+
+    # A second build of the same template: every step cached.
+    logs.clear()
+    Template.build(t, f"{n}:v1", on_build_logs=logs.append)
+    assert "building-output-42" not in "\n".join(str(e) for e in logs)
+
+    # Tags: assign, list, remove.
+    Template.assign_tags(f"{n}:v1", ["prod"])
+    tags = {tag.tag for tag in Template.get_tags(n)}
+    assert {"v1", "prod"} <= tags
+    Template.remove_tags(n, ["prod"])
+    assert "prod" not in {tag.tag for tag in Template.get_tags(n)}
+    with Sandbox.create(f"{n}:v1") as s2:
+        assert s2.commands.run("cat /home/user/hello.txt").stdout == "hello from a template\n"
+
+
+def test_build_from_image_and_failure():
+    n = name()
+    # An image the registry does not have: the build is refused.
+    with pytest.raises(BuildException) as e:
+        Template.build(Template().from_image("127.0.0.1:9/nope:latest").run_cmd("true"), n)
+    assert "does not pull from" in str(e.value) or "cannot pull" in str(e.value)
+
+    # A failing step: the exception says which, with the exit code.
+    bad = Template().from_template("base").run_cmd("echo fine").run_cmd("echo broken >&2; exit 7")
+    with pytest.raises(BuildException) as e:
+        Template.build(bad, name())
+    assert "exit code 7" in str(e.value)
+
+
+def test_ready_file_and_default_tag():
+    n = name()
+    t = (
+        Template()
+        .from_template("base")
+        .set_start_cmd("sleep 1; touch /tmp/ready; sleep infinity", wait_for_file("/tmp/ready"))
+    )
+    Template.build(t, n)
+    sbx = Sandbox.create(n)
+    try:
+        assert sbx.commands.run("test -f /tmp/ready && echo ready").stdout == "ready\n"
+        assert sbx.get_info().template_id == n
+    finally:
+        sbx.kill()

@@ -1,0 +1,175 @@
+package templates
+
+import (
+	"bufio"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
+)
+
+// TestVersions: tags point at ready builds; a build id pins one; a
+// sandbox keeps the image it was made from through new builds and the
+// template's deletion; deleting a template in use frees its name at once
+// and its images once its sandboxes end (collected), and every layer goes
+// from the object store once no template needs it.
+func TestVersions(t *testing.T) {
+	t.Parallel()
+	d := ownDaemon(t, harness.Options{Name: "versions", CIDR: "10.247.28.0/22",
+		Env: []string{"SPACE_TEMPLATE_CACHE_TTL=1s", "SPACE_TEMPLATE_GC_INTERVAL=1s"}})
+	ctx := harness.Ctx(t, 5*time.Minute)
+	step := func(v string) client.BuildRequest {
+		return client.BuildRequest{Name: "ver:" + v, From: &client.BuildFrom{Template: "base"},
+			Steps: []client.BuildStep{{Run: "echo " + v + " > /home/user/version"}}}
+	}
+	v1 := mustBuild(t, d, "", step("v1"))
+	a := d.NewSandbox(t, client.CreateSandboxRequest{Template: "ver:v1"})
+	v2 := mustBuild(t, d, "", step("v2"))
+	if v1.Image == v2.Image {
+		t.Fatal("two different builds made the same image")
+	}
+	version := func(id string) string { return strings.TrimSpace(sh(t, d, id, "", "cat /home/user/version")) }
+
+	// Only named tags: "ver" alone (ver:default) does not exist yet.
+	if _, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Template: "ver"}); !client.IsNotFound(err) {
+		t.Errorf("create of ver with no default tag: %v, want 404", err)
+	}
+	if _, err := d.Client.SetTag(ctx, "ver", "default", "", "ver:v2"); err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]string{"ver": "v2", "ver:v2": "v2", "ver:" + v1.ID: "v1"} {
+		sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: ref})
+		if got := version(sb.ID); got != want {
+			t.Errorf("a sandbox of %s has %s, want %s", ref, got, want)
+		}
+	}
+	tpl, err := d.Client.GetTemplate(ctx, "ver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tpl.Tags) != 3 || tpl.Bytes <= 0 || tpl.Sandboxes < 4 {
+		t.Errorf("template ver: %d tags, %d bytes, %d sandboxes", len(tpl.Tags), tpl.Bytes, tpl.Sandboxes)
+	}
+	if err := d.Client.DeleteTag(ctx, "ver", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Template: "ver:v2"}); !client.IsNotFound(err) {
+		t.Errorf("create of a removed tag: %v, want 404", err)
+	}
+
+	// Deleted while sandboxes run: the name is gone, they run on.
+	if err := d.Client.DeleteTemplate(ctx, "ver"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Template: "ver:v1"}); !client.IsNotFound(err) {
+		t.Errorf("create of a deleted template: %v, want 404", err)
+	}
+	time.Sleep(3 * time.Second) // collections run every second
+	if got := version(a.ID); got != "v1" {
+		t.Errorf("after the delete the old sandbox has %q", got)
+	}
+	images := filepath.Join(d.Opts.TemplatesDir, "_images")
+	if _, err := os.Stat(filepath.Join(images, v1.Image)); err != nil {
+		t.Errorf("the image of a running sandbox was collected: %v", err)
+	}
+	// Once no sandbox runs on them, the images and layers go.
+	list, err := d.Client.ListAllSandboxes(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range list {
+		if err := d.Client.KillSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(dir string, keep func(string) bool) bool {
+		for _, e := range harness.DirEntries(dir) {
+			if !keep(e) {
+				return false
+			}
+		}
+		return true
+	}
+	if !harness.WaitFor(30*time.Second, func() bool {
+		return gone(images, func(string) bool { return false })
+	}) {
+		t.Errorf("images left after their template and sandboxes went: %v", harness.DirEntries(images))
+	}
+	// (The local object store keeps a deleted set's empty directory.)
+	layers := filepath.Join(d.DataDir, "objects", "templates")
+	stored := func() []string {
+		var out []string
+		for _, e := range harness.DirEntries(layers) {
+			if _, err := os.Stat(filepath.Join(layers, e, "manifest.json")); err == nil && !strings.HasPrefix(e, "files-") {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	if !harness.WaitFor(30*time.Second, func() bool { return len(stored()) == 0 }) {
+		t.Errorf("layers left in the object store: %v", stored())
+	}
+}
+
+// TestPoolPerTemplate: a warm pool of a started template fills once the
+// template is built, creates are served from it (its sandboxes restored
+// from the template's checkpoint, the server answering), and after a new
+// build the pool hands out only sandboxes of the new image.
+func TestPoolPerTemplate(t *testing.T) {
+	t.Parallel()
+	d := ownDaemon(t, harness.Options{Name: "pool", CIDR: "10.247.32.0/22", Pool: "served=2:2"})
+	req := func(v string) client.BuildRequest {
+		return client.BuildRequest{Name: "served", From: &client.BuildFrom{Template: "base"},
+			Steps: []client.BuildStep{{Run: "mkdir -p /home/user/www && echo " + v + " > /home/user/www/index.html"}},
+			Start: &client.BuildStart{Cmd: "python3 -m http.server 8000 --directory /home/user/www", Ready: client.BuildReady{Port: 8000}}}
+	}
+	mustBuild(t, d, "", req("one"))
+	if !harness.WaitFor(time.Minute, func() bool { return poolReady(t, d, "served") == 2 }) {
+		t.Fatalf("the pool of served did not fill (%d ready)", poolReady(t, d, "served"))
+	}
+	misses := metric(t, d, `space_pool_misses_total{template="served"}`)
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: "served"})
+	if got := metric(t, d, `space_pool_misses_total{template="served"}`); got != misses {
+		t.Errorf("the create missed the pool (%v misses, was %v)", got, misses)
+	}
+	if got := sh(t, d, sb.ID, "", "curl -s http://localhost:8000/index.html"); got != "one\n" {
+		t.Errorf("pooled sandbox answers %q", got)
+	}
+
+	mustBuild(t, d, "", req("two"))
+	for i := 0; i < 3; i++ {
+		sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: "served"})
+		if got := sh(t, d, sb.ID, "", "curl -s http://localhost:8000/index.html"); got != "two\n" {
+			t.Errorf("after the rebuild create %d got a sandbox answering %q", i, got)
+		}
+	}
+}
+
+// poolReady reads space_pool_ready for template.
+func poolReady(t *testing.T, d *harness.Daemon, template string) int {
+	return int(metric(t, d, `space_pool_ready{template="`+template+`"}`))
+}
+
+// metric reads one sample of spaced's /metrics (0 when absent).
+func metric(t *testing.T, d *harness.Daemon, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + d.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
