@@ -19,6 +19,7 @@ require (
 	github.com/klauspost/compress v1.20.2
 	github.com/miekg/dns v1.1.73
 	github.com/moby/buildkit v0.34.2
+	github.com/moby/patternmatcher v0.6.1
 	github.com/prometheus/client_golang v1.24.1
 	github.com/spf13/cobra v1.10.2
 	github.com/tink-crypto/tink-go/v2 v2.9.0

@@ -37,8 +37,8 @@ type pool struct {
 	// retryAt: a refill failed; none before then (unless woken).
 	retryAt time.Time
 	closed  bool
-	wake     chan struct{}
-	fills    sync.WaitGroup
+	wake    chan struct{}
+	fills   sync.WaitGroup
 }
 
 func newPool(svc *Service, cfg PoolConfig) *pool {
