@@ -295,5 +295,3 @@ func checkDir(path string) error {
 	}
 	return nil
 }
-
-
