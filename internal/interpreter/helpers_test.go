@@ -101,7 +101,7 @@ func testLogger() *slog.Logger {
 // line is one decoded NDJSON line.
 type line map[string]any
 
-func (l line) typ() string        { s, _ := l["type"].(string); return s }
+func (l line) typ() string         { s, _ := l["type"].(string); return s }
 func (l line) str(k string) string { s, _ := l[k].(string); return s }
 
 // lines is an execution's output.
