@@ -64,7 +64,7 @@ func sharedServer(t *testing.T) *testServer {
 
 // startServer starts a server of the test's own with cfg (Python and a
 // logger filled in), stopped at the test's end.
-func startServer(t *testing.T, cfg Config) *testServer {
+func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	cfg.Python = interpretertest.Python(t)
 	if cfg.Logger == nil {
@@ -150,7 +150,7 @@ func (ls lines) last() string {
 
 // execute runs body through POST /execute and returns its lines; it fails
 // t on a status other than 200.
-func (s *testServer) execute(t *testing.T, body map[string]any) lines {
+func (s *testServer) execute(t testing.TB, body map[string]any) lines {
 	t.Helper()
 	ls, status, msg := s.tryExecute(context.Background(), body, nil)
 	if status != http.StatusOK {
@@ -209,7 +209,7 @@ func (s *testServer) do(ctx context.Context, method, path string, body any, head
 
 // call makes a JSON request and decodes a 200's body into out (if not
 // nil); it returns the status and body text.
-func (s *testServer) call(t *testing.T, method, path string, body, out any) (int, string) {
+func (s *testServer) call(t testing.TB, method, path string, body, out any) (int, string) {
 	t.Helper()
 	resp, err := s.do(context.Background(), method, path, body, nil)
 	if err != nil {
@@ -226,7 +226,7 @@ func (s *testServer) call(t *testing.T, method, path string, body, out any) (int
 }
 
 // newContext creates a context and removes it when the test ends.
-func (s *testServer) newContext(t *testing.T, cwd string) string {
+func (s *testServer) newContext(t testing.TB, cwd string) string {
 	t.Helper()
 	var c struct{ ID, Language, Cwd string }
 	body := map[string]any{"language": "python"}

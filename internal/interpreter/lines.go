@@ -1,6 +1,7 @@
 package interpreter
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -123,11 +124,10 @@ func (lw *lineWriter) write(v any) {
 	if lw.gone {
 		return
 	}
-	b, err := json.Marshal(v)
+	b, err := encodeLine(v)
 	if err != nil {
-		b, _ = json.Marshal(errorLine{Type: "error", Name: "SerializationError", Value: err.Error()})
+		b, _ = encodeLine(errorLine{Type: "error", Name: "SerializationError", Value: err.Error()})
 	}
-	b = append(b, '\n')
 	_ = lw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := lw.w.Write(b); err != nil {
 		lw.gone = true
@@ -136,6 +136,18 @@ func (lw *lineWriter) write(v any) {
 	if err := lw.rc.Flush(); err != nil {
 		lw.gone = true
 	}
+}
+
+// encodeLine is v as one JSON line. HTML stays as it is (no \u003c):
+// results carry whole HTML tables.
+func encodeLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends the line with \n
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // joinTraceback joins a traceback's frames with newlines (E2B joins with
