@@ -13,7 +13,6 @@ var allowed = []string{
 	"github.com/go-zeromq/zmq4",
 	"golang.org/x/sync/",
 	"golang.org/x/text/",
-	"golang.org/x/sys/unix",
 	"github.com/spacesandbox/space/internal/interpreter",
 	"github.com/spacesandbox/space/cmd/space-interpreter",
 }

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/spacesandbox/space/internal/interpreter/jupyter"
 )
 
@@ -30,6 +28,14 @@ type launcher struct {
 	startLimit time.Duration
 	log        *slog.Logger
 }
+
+// rlimitBootstrap starts ipykernel as `python -m ipykernel_launcher` would,
+// after setting RLIMIT_AS (soft and hard: the kernel's user cannot raise
+// it again) to its first argument.
+const rlimitBootstrap = `import resource, runpy, sys
+n = int(sys.argv.pop(1))
+resource.setrlimit(resource.RLIMIT_AS, (n, n))
+runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)`
 
 // kernel is one running ipykernel process and our connection to it.
 type kernel struct {
@@ -66,13 +72,22 @@ func (l *launcher) start(ctx context.Context, id, cwd string) (_ *kernel, err er
 		return k, err
 	}
 
-	k.cmd = exec.Command(l.python, "-m", "ipykernel_launcher", "-f", connFile,
+	args := []string{"-f", connFile,
 		// Plain tracebacks, as E2B's kernels give (no ANSI colours).
 		"--InteractiveShell.colors=NoColor",
 		// History in memory: In[] works, and no sqlite file is written
 		// (or locked) in a home directory.
 		"--HistoryManager.hist_file=:memory:",
-	)
+	}
+	if l.addrSpace > 0 {
+		// The limit is set by the kernel's Python itself, before it loads
+		// anything: Go cannot give one child an rlimit, and prlimit(2) on a
+		// child that runs as another user needs CAP_SYS_RESOURCE.
+		args = append([]string{"-c", rlimitBootstrap, strconv.FormatUint(l.addrSpace, 10)}, args...)
+	} else {
+		args = append([]string{"-m", "ipykernel_launcher"}, args...)
+	}
+	k.cmd = exec.Command(l.python, args...)
 	k.cmd.Dir = cwd
 	k.cmd.Env = append(l.env, "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	// Its own process group: an interrupt reaches the processes the cell
@@ -83,21 +98,11 @@ func (l *launcher) start(ctx context.Context, id, cwd string) (_ *kernel, err er
 	if err := k.cmd.Start(); err != nil {
 		return k, fmt.Errorf("start %s: %w", l.python, err)
 	}
-	if l.addrSpace > 0 {
-		// Set from outside, right after the start: Go cannot set an rlimit
-		// for a child alone, and the limit only needs to be in place before
-		// the kernel runs user code.
-		lim := unix.Rlimit{Cur: l.addrSpace, Max: l.addrSpace}
-		if err := unix.Prlimit(k.cmd.Process.Pid, unix.RLIMIT_AS, &lim, nil); err != nil {
-			return k, fmt.Errorf("limit kernel address space: %w", err)
-		}
-	}
 	go func() {
 		_ = k.cmd.Wait()
 		k.state = k.cmd.ProcessState
 		close(k.exited)
 	}()
-
 	if err := waitForSockets(ctx, info.SocketPaths(), k.exited); err != nil {
 		return k, err
 	}
