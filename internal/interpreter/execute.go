@@ -3,7 +3,6 @@ package interpreter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -46,7 +45,7 @@ type executeContent struct {
 // when it ends (the client left) the cell is interrupted, and run returns
 // only once the kernel is free again, so the next cell finds it idle.
 func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out *lineWriter) {
-	if err := c.acquire(ctx); err != nil {
+	if !waitTurn(ctx, c, out) {
 		return // the client left while waiting for its turn
 	}
 	defer c.release()
@@ -84,6 +83,25 @@ func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out *l
 		}()
 	}
 	s.cell(ctx, c, k, ex, out)
+}
+
+// waitTurn waits for the context's turn, with keepalives meanwhile (a
+// failed one is a client gone). It reports whether it got the turn.
+func waitTurn(ctx context.Context, c *kernelContext, out *lineWriter) bool {
+	t := time.NewTicker(keepaliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case c.turn <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			if out.write(markerLine{Type: "keepalive"}); out.gone {
+				return false
+			}
+		}
+	}
 }
 
 // cell runs the user's code and streams its output.
@@ -334,5 +352,3 @@ func envCall(fn string, vars map[string]string) string {
 	lit, _ := json.Marshal(string(inner))
 	return fmt.Sprintf("__import__('_space_interpreter').%s(%s)", fn, lit)
 }
-
-var errUnknownContext = errors.New("context not found")

@@ -58,14 +58,17 @@ func Dial(info ConnInfo, logger *slog.Logger) (*Client, error) {
 		routes: map[string]*Route{},
 		done:   make(chan struct{}),
 	}
-	zlog := log.New(slogWriter{logger}, "", 0)
-	opts := []zmq.Option{
-		zmq.WithID(zmq.SocketIdentity(c.session)), zmq.WithLogger(zlog),
+	common := []zmq.Option{
+		zmq.WithLogger(log.New(slogWriter{logger}, "", 0)),
+		// The kernel listens already; a retry only covers a slow accept.
 		zmq.WithDialerRetry(20 * time.Millisecond), zmq.WithDialerMaxRetries(50),
 	}
-	c.socks[Shell] = zmq.NewDealer(ctx, opts...)
-	c.socks[Control] = zmq.NewDealer(ctx, opts...)
-	c.socks[IOPub] = zmq.NewSub(ctx, opts[1:]...)
+	// Shell and control carry our session as their identity, as
+	// jupyter_client's do.
+	dealer := append([]zmq.Option{zmq.WithID(zmq.SocketIdentity(c.session))}, common...)
+	c.socks[Shell] = zmq.NewDealer(ctx, dealer...)
+	c.socks[Control] = zmq.NewDealer(ctx, dealer...)
+	c.socks[IOPub] = zmq.NewSub(ctx, common...)
 	ports := map[string]int{Shell: info.ShellPort, Control: info.ControlPort, IOPub: info.IOPubPort}
 	for name, s := range c.socks {
 		if err := s.Dial(info.Endpoint(ports[name])); err != nil {
