@@ -25,12 +25,21 @@ fi
 
 mkdir -p "$dir"
 rm -f "$dir/.pins"
+# Debian's python3 has no pip without python3-pip; a throwaway venv
+# (python3-venv) brings its own.
+pip=("$PYTHON" -m pip)
+if ! "${pip[@]}" --version >/dev/null 2>&1; then
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  "$PYTHON" -m venv "$tmp/venv"
+  pip=("$tmp/venv/bin/python" -m pip)
+fi
 # pip matches --platform exactly (it does not widen manylinux_2_28 to the
 # older tags or the other way round), so every tag a pinned wheel may carry
 # is listed; without the 2_27/2_28 ones pip would look for older releases.
 # glibc 2.36 (Debian 12) runs all of them.
 echo "fetch-wheels: downloading into $dir" >&2
-"$PYTHON" -m pip download --quiet --disable-pip-version-check --no-input \
+"${pip[@]}" download --quiet --disable-pip-version-check --no-input \
   --only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux_2_24_x86_64 --platform manylinux_2_26_x86_64 \
