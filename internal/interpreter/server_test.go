@@ -498,3 +498,24 @@ func TestAuth(t *testing.T) {
 		t.Errorf("sandbox env after the state changed: %s %v", body, ls)
 	}
 }
+
+// A cell that ignores the interrupt gets its kernel restarted once the
+// grace passes; the context goes on with a new kernel.
+func TestUninterruptibleCell(t *testing.T) {
+	s := sharedServer(t)
+	id := s.newContext(t, "")
+	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
+	interruptGrace = time.Second
+	start := time.Now()
+	ls := s.execute(t, map[string]any{"code": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)",
+		"context_id": id, "timeout": 1})
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("took %v", took)
+	}
+	if ls.errorName() != "ContextRestarting" || ls.last() != "end_of_execution" {
+		t.Errorf("lines %v", ls)
+	}
+	if ls := s.execute(t, map[string]any{"code": "1+1", "context_id": id}); ls.mainText() != "2" {
+		t.Errorf("after the restart: %v", ls)
+	}
+}
