@@ -12,6 +12,7 @@ build:
 	$(GO) build -o bin/spaced ./cmd/spaced
 	$(GO) build -o bin/space ./cmd/space
 	CGO_ENABLED=0 $(GO) build -o bin/space-agent ./cmd/space-agent
+	CGO_ENABLED=0 $(GO) build -o bin/space-interpreter ./cmd/space-interpreter
 
 template: build
 	scripts/build-template.sh --agent bin/space-agent

@@ -17,10 +17,11 @@ use_go() {
 
 build_all() {
   cd "$ROOT"
-  echo "build: spaced, space, space-agent" >&2
+  echo "build: spaced, space, space-agent, space-interpreter" >&2
   mkdir -p bin
   go build -o bin/spaced ./cmd/spaced
   go build -o bin/space ./cmd/space
   CGO_ENABLED=0 go build -o bin/space-agent ./cmd/space-agent
+  CGO_ENABLED=0 go build -o bin/space-interpreter ./cmd/space-interpreter
   "$ROOT/scripts/build-template.sh" --out "$SPACE_TEMPLATES_DIR" --agent "$ROOT/bin/space-agent"
 }

@@ -1,0 +1,39 @@
+// Command space-interpreter is the code interpreter inside a sandbox: E2B's
+// code-interpreter API on port 49999, running cells on Jupyter kernels it
+// starts and owns (see internal/interpreter).
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spacesandbox/space/internal/interpreter"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg := interpreter.Config{Logger: log}
+	fs := flag.NewFlagSet("space-interpreter", flag.ExitOnError)
+	fs.StringVar(&cfg.Addr, "addr", interpreter.DefaultAddr, "listen address")
+	fs.StringVar(&cfg.Python, "python", "python3", "Python with ipykernel installed")
+	fs.StringVar(&cfg.RuntimeDir, "runtime-dir", "/run/space-interpreter", "directory for kernel sockets and the IPython profile")
+	fs.StringVar(&cfg.Cwd, "cwd", "", "default context's working directory (default: the kernel user's home)")
+	fs.StringVar(&cfg.StatePath, "state", "/run/space-agent/state.json", "the agent's state file (access token, env vars); empty: no auth")
+	fs.BoolVar(&cfg.RequireContextToken, "require-context-token", false, "refuse /contexts requests without X-Access-Token (the E2B SDKs send none there)")
+	fs.StringVar(&cfg.KernelUser, "kernel-user", "", "run kernels as this user (default: the server's user)")
+	fs.Int64Var(&cfg.KernelAddressSpace, "kernel-address-space", -1, "RLIMIT_AS per kernel in bytes; -1: from the sandbox's memory, 0: none")
+	fs.Int64Var(&cfg.MaxOutputBytes, "max-output-bytes", 32<<20, "output kept per execution; -1: no limit")
+	fs.DurationVar(&cfg.DefaultTimeout, "timeout", 0, "interrupt a cell after this long unless the request says (0: never)")
+	_ = fs.Parse(os.Args[1:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := interpreter.Run(ctx, cfg); err != nil {
+		log.Error("space-interpreter failed", "err", err)
+		os.Exit(1)
+	}
+}

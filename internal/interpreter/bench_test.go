@@ -1,0 +1,60 @@
+package interpreter
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkExecuteWarm is a run_code("1+1") round trip over HTTP on a warm
+// context: request, execute on the kernel, NDJSON back to the last line.
+// It reports the median and 99th percentile besides the mean.
+func BenchmarkExecuteWarm(b *testing.B) {
+	s := startServer(b, Config{})
+	body := map[string]any{"code": "1+1"}
+	s.execute(b, body) // the first cell pays one-time costs
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		ls, status, msg := s.tryExecute(b.Context(), body, nil)
+		samples = append(samples, time.Since(start))
+		if status != http.StatusOK || ls.mainText() != "2" {
+			b.Fatalf("%d %s %v", status, msg, ls)
+		}
+	}
+	reportPercentiles(b, samples)
+}
+
+// BenchmarkContextStart is POST /contexts (a new kernel, ready for its
+// first cell) for comparison; the context is deleted outside the timing.
+func BenchmarkContextStart(b *testing.B) {
+	s := startServer(b, Config{})
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var c struct{ ID string }
+		if status, msg := s.call(b, "POST", "/contexts", map[string]any{}, &c); status != http.StatusOK {
+			b.Fatalf("create: %d %s", status, msg)
+		}
+		samples = append(samples, time.Since(start))
+		b.StopTimer()
+		s.call(b, "DELETE", "/contexts/"+c.ID, nil, nil)
+		b.StartTimer()
+	}
+	reportPercentiles(b, samples)
+}
+
+func reportPercentiles(b *testing.B, samples []time.Duration) {
+	if len(samples) == 0 {
+		return
+	}
+	slices.Sort(samples)
+	at := func(p float64) float64 {
+		return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.50), "p50-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
+}

@@ -1,0 +1,112 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// kernelContext is one E2B code context: a language, a working directory
+// and the kernel that runs its cells, one at a time.
+type kernelContext struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+
+	launch *launcher
+	// turn is the right to use the kernel (capacity 1): executions, the
+	// env sync and restarts take it in arrival order, and a waiting
+	// request whose client leaves gives up its place.
+	turn chan struct{}
+
+	mu      sync.Mutex
+	k       *kernel // nil: not started, or killed for a restart
+	removed bool
+
+	envVersion uint64 // the agent state version whose env vars the kernel has; held with turn
+}
+
+// endReason says why a kernel was killed on purpose, for the execution
+// that was running on it.
+type endReason int32
+
+const (
+	endNone endReason = iota
+	endRestart
+	endDelete
+)
+
+var errRemoved = errors.New("context was deleted")
+
+func newKernelContext(id, language, cwd string, l *launcher) *kernelContext {
+	return &kernelContext{ID: id, Language: language, Cwd: cwd, launch: l, turn: make(chan struct{}, 1)}
+}
+
+// acquire waits for the context's turn, or for ctx.
+func (c *kernelContext) acquire(ctx context.Context) error {
+	select {
+	case c.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *kernelContext) release() { <-c.turn }
+
+// kernel returns a running kernel, starting one if there is none or the
+// last one died. The caller holds the turn.
+func (c *kernelContext) kernel(ctx context.Context) (*kernel, error) {
+	c.mu.Lock()
+	k, removed := c.k, c.removed
+	c.mu.Unlock()
+	if removed {
+		return nil, errRemoved
+	}
+	if k != nil && k.alive() {
+		return k, nil
+	}
+	if k != nil {
+		c.launch.log.Warn("kernel died; starting a new one", "context", c.ID, "status", k.exitStatus())
+		k.kill()
+	}
+	k, err := c.launch.start(ctx, c.ID, c.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.removed {
+		k.kill()
+		return nil, errRemoved
+	}
+	c.k = k
+	c.envVersion = 0 // a new process has only its launch environment
+	return k, nil
+}
+
+// stop kills the kernel at once (a running cell sees why), and forgets it.
+func (c *kernelContext) stop(why endReason) {
+	c.mu.Lock()
+	k := c.k
+	c.k = nil
+	if why == endDelete {
+		c.removed = true
+	}
+	c.mu.Unlock()
+	if k != nil {
+		k.ended.Store(int32(why))
+		k.kill()
+	}
+}
+
+// restart replaces the kernel with a new one in the same directory.
+func (c *kernelContext) restart(ctx context.Context) error {
+	c.stop(endRestart)
+	if err := c.acquire(ctx); err != nil {
+		return err
+	}
+	defer c.release()
+	_, err := c.kernel(ctx)
+	return err
+}

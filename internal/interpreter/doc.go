@@ -1,0 +1,92 @@
+// Package interpreter is the code interpreter that runs inside a sandbox
+// (cmd/space-interpreter): E2B's code-interpreter HTTP API, as the
+// unmodified e2b-code-interpreter (PyPI) and @e2b/code-interpreter (npm)
+// SDKs call it on port 49999, over Jupyter kernels (ipykernel) that it
+// starts and owns.
+//
+// # API
+//
+//	GET    /health                 200 "OK" once the default kernel is up (503 before)
+//	POST   /execute                200 + NDJSON, one line per event, each flushed
+//	POST   /contexts               {"language","cwd"} -> {"id","language","cwd"}
+//	GET    /contexts               [{"id","language","cwd"}, ...]
+//	POST   /contexts/{id}/restart  a new kernel, same id and directory
+//	DELETE /contexts/{id}
+//
+// /execute takes {"code", "context_id" | "language", "env_vars",
+// "timeout"} (timeout, in seconds, is ours: the SDKs time out by closing
+// the connection). Its lines: number_of_executions, stdout and stderr (with
+// the kernel's timestamp), result (E2B's keys only: text, html, markdown,
+// svg, png, jpeg, pdf, latex, json, javascript, data, chart, extra,
+// is_main_result), error (name, value, traceback as text), keepalive after
+// 5 s of quiet, and end_of_execution, or unexpected_end_of_execution when
+// the kernel died (with an error line first, since the SDKs ignore that
+// type). Both context_id and language is a 400, an unknown context a 404
+// with a plain-text body (the SDKs' NotFound), a language without a kernel
+// here (all but python) a 400.
+//
+// # Kernels
+//
+// One ipykernel process per context, started with the context's directory
+// as its working directory, in its own process group, with RLIMIT_AS below
+// the sandbox's memory (memlimit.go says why), reached over ZeroMQ on unix
+// sockets in a 0700 directory (internal/interpreter/jupyter). A default
+// Python context is started at Start, so a sandbox restored from a
+// template's checkpoint has a warm kernel. A context runs one execution
+// at a time, in arrival order; contexts run in parallel.
+//
+// An execution ends when the kernel is idle and has replied. A client
+// that leaves (the request's context ends, or a write fails) and a timeout
+// both interrupt the cell with SIGINT to the kernel's process group; the
+// execution then still waits for the kernel to finish the cell (a cell
+// that ignores the interrupt for 10 s gets its kernel restarted), so the
+// next cell always finds the kernel idle. A kernel that dies is reported
+// and replaced on the next request. Output past MaxOutputBytes is dropped
+// where it is read from the kernel, with one marker line, so a cell that
+// prints without end never grows the server.
+//
+// Env vars: the sandbox's own (the agent's state file) are set in a kernel
+// by a silent execution whenever they change, and an execution's env_vars
+// by silent executions before and after the cell that set and restore
+// them: the user's code is sent untouched, so tracebacks keep its line
+// numbers, and the values travel as JSON text, never spliced into code.
+// The startup file (startup/00-space.py, embedded and written into the
+// kernels' IPython profile) defines the functions those executions call,
+// and the e2b/data (pandas DataFrame), e2b/chart (matplotlib Figure
+// through e2b-charts) and application/json formatters the SDKs read as
+// data, chart and json.
+//
+// # Auth
+//
+// The token is the sandbox's access token, which the agent keeps in its
+// state file (/run/space-agent/state.json, root-only); it changes every
+// time a sandbox restored from a checkpoint is handed to a caller, so it
+// is read per request (a stat; the file again only when it changed).
+//
+// /execute requires X-Access-Token: it runs code, and the sandbox's ports
+// are public by default (E2B's allowPublicTraffic), so whoever knows a
+// sandbox's address could otherwise run code in it. The SDKs send the
+// token there (envdAccessToken) whenever the sandbox has one.
+//
+// /contexts* accept a request without a token, and refuse a wrong one. The
+// published SDKs (e2b-code-interpreter 2.11.5, @e2b/code-interpreter 2.8.0)
+// never send X-Access-Token on these routes, so requiring it would break
+// create_code_context and the rest; E2B's own newest server requires it
+// everywhere, which only newer SDKs will satisfy. What an anonymous caller
+// can do there is bounded: start and list kernels (ids, languages and
+// directories), restart or delete them (losing a user's variables). It
+// cannot run code, read output or files: running code in a context needs
+// /execute and so the token. RequireContextToken
+// (-require-context-token) closes these routes too once the SDKs send the
+// token. A sandbox made private (allowPublicTraffic false) is covered by
+// the proxy's traffic token on every route.
+//
+// Without the state file (-state "") there is no auth at all: that is for
+// running the server outside a sandbox (tests, E2B_DEBUG); an unreadable
+// state file fails closed (503).
+//
+// Processes inside the sandbox reach the port on loopback without going
+// through the proxy. They gain nothing by it when kernels run as the
+// sandbox's unprivileged user (-kernel-user): a cell runs with that user's
+// rights, which such a process already has.
+package interpreter

@@ -1,0 +1,354 @@
+package interpreter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter/jupyter"
+)
+
+// execution is one POST /execute: a cell on a context's kernel, its output
+// turned into NDJSON lines as it comes.
+type execution struct {
+	code      string
+	env       map[string]string
+	timeout   time.Duration // 0: none
+	globalEnv map[string]string
+	globalVer uint64 // agent state version of globalEnv (0: none known)
+}
+
+// Timing of an execution. Variables so a test can shorten them.
+var (
+	keepaliveEvery = 5 * time.Second
+	// interruptGrace is how long an interrupted cell has to stop before
+	// its kernel is restarted (a C extension may ignore SIGINT).
+	interruptGrace = 10 * time.Second
+	// replyGrace is how long to wait for execute_reply after the kernel
+	// went idle (the reply may come on shell just after).
+	replyGrace = 2 * time.Second
+	// silentLimit bounds the executions we add around a cell.
+	silentLimit = 30 * time.Second
+)
+
+type executeContent struct {
+	Code            string         `json:"code"`
+	Silent          bool           `json:"silent"`
+	StoreHistory    bool           `json:"store_history"`
+	UserExpressions map[string]any `json:"user_expressions"`
+	AllowStdin      bool           `json:"allow_stdin"`
+	StopOnError     bool           `json:"stop_on_error"`
+}
+
+// run runs ex on c and writes its lines to out. ctx is the request's:
+// when it ends (the client left) the cell is interrupted, and run returns
+// only once the kernel is free again, so the next cell finds it idle.
+func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out *lineWriter) {
+	if !waitTurn(ctx, c, out) {
+		return // the client left while waiting for its turn
+	}
+	defer c.release()
+	// The kernel's life is not the request's: a start or a clean-up goes
+	// on when the client leaves.
+	bg := context.WithoutCancel(ctx)
+	k, err := c.kernel(bg)
+	if err != nil {
+		s.log.Error("no kernel for execution", "context", c.ID, "err", err)
+		out.write(errorLine{Type: "error", Name: "KernelError", Value: "could not start the context's kernel: " + err.Error()})
+		out.write(markerLine{Type: "end_of_execution"})
+		return
+	}
+	if ex.globalVer != 0 && ex.globalVer != c.envVersion {
+		if err := runSilent(bg, k, envCall("set_global_env", ex.globalEnv)); err != nil {
+			s.log.Warn("could not set the sandbox's env vars in the kernel", "context", c.ID, "err", err)
+		} else {
+			c.envVersion = ex.globalVer
+		}
+	}
+	if len(ex.env) > 0 {
+		if err := runSilent(bg, k, envCall("set_env", ex.env)); err != nil {
+			out.write(errorLine{Type: "error", Name: "EnvVarsError", Value: "could not set env_vars: " + err.Error()})
+			out.write(markerLine{Type: "end_of_execution"})
+			return
+		}
+		// Restored whatever happens to the cell, unless the kernel died
+		// (a new one starts with the sandbox's env only).
+		defer func() {
+			if k.alive() {
+				if err := runSilent(bg, k, "__import__('_space_interpreter').restore_env()"); err != nil {
+					s.log.Warn("could not restore env vars", "context", c.ID, "err", err)
+				}
+			}
+		}()
+	}
+	s.cell(ctx, c, k, ex, out)
+}
+
+// waitTurn waits for the context's turn, with keepalives meanwhile (a
+// failed one is a client gone). It reports whether it got the turn.
+func waitTurn(ctx context.Context, c *kernelContext, out *lineWriter) bool {
+	t := time.NewTicker(keepaliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case c.turn <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			if out.write(markerLine{Type: "keepalive"}); out.gone {
+				return false
+			}
+		}
+	}
+}
+
+// cell runs the user's code and streams its output.
+func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execution, out *lineWriter) {
+	lim := &outputLimit{max: s.cfg.MaxOutputBytes}
+	r, err := k.client.Request(jupyter.Shell, "execute_request", executeContent{
+		Code: ex.code, StoreHistory: true, UserExpressions: map[string]any{}, StopOnError: true,
+	}, lim.filter)
+	if err != nil {
+		out.write(errorLine{Type: "error", Name: "UnexpectedEndOfExecution", Value: "could not send the code to the kernel: " + err.Error()})
+		out.write(markerLine{Type: "unexpected_end_of_execution"})
+		return
+	}
+	defer r.Close()
+
+	// wait ends when the cell must be interrupted: the client left (ctx)
+	// or the timeout passed. After the interrupt it becomes the grace the
+	// cell has to stop.
+	wait, cancelWait := ctx, context.CancelFunc(func() {})
+	if ex.timeout > 0 {
+		wait, cancelWait = context.WithTimeout(ctx, ex.timeout)
+	}
+	defer func() { cancelWait() }()
+	st := cellState{out: out, maxOutput: s.cfg.MaxOutputBytes}
+	interrupted := false
+	interrupt := func() {
+		interrupted = true
+		st.timedOut = ctx.Err() == nil && !out.gone
+		s.log.Info("interrupting a cell", "context", c.ID, "timed_out", st.timedOut)
+		if err := k.interrupt(); err != nil {
+			s.log.Warn("interrupt failed", "context", c.ID, "err", err)
+		}
+		cancelWait()
+		wait, cancelWait = context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+	}
+
+	for !st.done() {
+		if out.gone && !interrupted {
+			interrupt() // a failed write is the other sign of a client gone
+		}
+		d := keepaliveEvery
+		if !st.idleAt.IsZero() {
+			if d = min(d, time.Until(st.idleAt.Add(replyGrace))); d <= 0 {
+				break // idle long enough: the reply is not coming
+			}
+		}
+		m, err := r.Recv(wait, d)
+		switch {
+		case err != nil && wait.Err() != nil && !interrupted:
+			interrupt()
+		case err != nil && wait.Err() != nil:
+			s.log.Warn("interrupted cell did not stop; restarting the kernel", "context", c.ID, "grace", interruptGrace)
+			c.stop(endRestart)
+			st.sendError(errorLine{Type: "error", Name: "ContextRestarting",
+				Value: "the cell did not stop when interrupted, so the context's kernel was restarted"})
+			out.write(markerLine{Type: "end_of_execution"})
+			return
+		case err != nil:
+			st.kernelGone(k)
+			return
+		case m == nil:
+			if st.idleAt.IsZero() {
+				out.write(markerLine{Type: "keepalive"})
+			}
+		default:
+			st.handle(m)
+		}
+	}
+	st.finish(ex.timeout)
+}
+
+// cellState follows one cell's messages.
+type cellState struct {
+	out       *lineWriter
+	maxOutput int64
+	timedOut  bool
+	errSent   bool
+	pending   *errorLine // a KeyboardInterrupt held back while timedOut
+	replied   bool
+	idleAt    time.Time
+}
+
+// done reports whether the kernel is done with the cell: it went idle
+// (after which it publishes nothing more for it) and replied.
+func (st *cellState) done() bool { return st.replied && !st.idleAt.IsZero() }
+
+// handle writes what m means.
+func (st *cellState) handle(m *jupyter.Message) {
+	switch m.Type() {
+	case "status":
+		var c struct {
+			State string `json:"execution_state"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil && c.State == "idle" && m.Channel == jupyter.IOPub {
+			st.idleAt = time.Now()
+		}
+	case "execute_input":
+		var c struct {
+			Count int `json:"execution_count"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			st.out.write(countLine{Type: "number_of_executions", ExecutionCount: c.Count})
+		}
+	case "stream":
+		var c streamContent
+		if json.Unmarshal(m.Content, &c) == nil && (c.Name == "stdout" || c.Name == "stderr") {
+			st.out.write(streamLine{Type: c.Name, Text: c.Text, Timestamp: m.Header.Date})
+		}
+	case "execute_result", "display_data":
+		var c struct {
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			st.out.write(newResult(c.Data, m.Type() == "execute_result"))
+		}
+	case "error":
+		st.error(m.Content)
+	case "execute_reply":
+		if m.Channel != jupyter.Shell {
+			return
+		}
+		st.replied = true
+		var c struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			switch c.Status {
+			case "error":
+				st.error(m.Content)
+			case "abort", "aborted":
+				st.sendError(errorLine{Type: "error", Name: "ExecutionAborted", Value: "Execution was aborted"})
+			}
+		}
+	case truncatedType:
+		st.out.write(streamLine{Type: "stderr", Timestamp: time.Now().UTC().Format(time.RFC3339Nano),
+			Text: fmt.Sprintf("\n[output truncated: this execution's output passed %d bytes; the rest was dropped]\n", st.maxOutput)})
+	}
+}
+
+// error sends the cell's error once (iopub's error and execute_reply's
+// carry the same one).
+func (st *cellState) error(content json.RawMessage) {
+	var c struct {
+		Name      string   `json:"ename"`
+		Value     string   `json:"evalue"`
+		Traceback []string `json:"traceback"`
+	}
+	if json.Unmarshal(content, &c) != nil {
+		return
+	}
+	line := errorLine{Type: "error", Name: c.Name, Value: c.Value, Traceback: joinTraceback(c.Traceback)}
+	if st.timedOut && c.Name == "KeyboardInterrupt" {
+		// Our interrupt, not the user's: say it was the timeout, keeping
+		// the traceback that shows where the cell was.
+		st.pending = &line
+		return
+	}
+	st.sendError(line)
+}
+
+func (st *cellState) sendError(line errorLine) {
+	if st.errSent {
+		return
+	}
+	st.errSent = true
+	st.out.write(line)
+}
+
+func (st *cellState) finish(timeout time.Duration) {
+	if st.timedOut {
+		line := errorLine{Type: "error", Name: "TimeoutError",
+			Value: fmt.Sprintf("Execution timed out after %s and was interrupted", timeout)}
+		if st.pending != nil {
+			line.Traceback = st.pending.Traceback
+		}
+		st.sendError(line)
+	}
+	st.out.write(markerLine{Type: "end_of_execution"})
+}
+
+// kernelGone reports a kernel that went away during the cell.
+func (st *cellState) kernelGone(k *kernel) {
+	var value string
+	switch endReason(k.ended.Load()) {
+	case endRestart:
+		st.sendError(errorLine{Type: "error", Name: "ContextRestarting", Value: "Context was restarted"})
+		st.out.write(markerLine{Type: "end_of_execution"})
+		return
+	case endDelete:
+		value = "the context was deleted during the execution"
+	default:
+		<-k.exited
+		value = fmt.Sprintf("the kernel exited (%s) before the execution finished; a new one starts with the next execution", k.exitStatus())
+	}
+	st.sendError(errorLine{Type: "error", Name: "UnexpectedEndOfExecution", Value: value})
+	st.out.write(markerLine{Type: "unexpected_end_of_execution"})
+}
+
+// runSilent runs code the user does not see (no output, no execution
+// count, no history) and returns its error, if any.
+func runSilent(ctx context.Context, k *kernel, code string) error {
+	ctx, cancel := context.WithTimeout(ctx, silentLimit)
+	defer cancel()
+	r, err := k.client.Request(jupyter.Shell, "execute_request", executeContent{
+		Code: code, Silent: true, UserExpressions: map[string]any{},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var replied, idle bool
+	var failure error
+	for !(replied && idle) {
+		m, err := r.Recv(ctx, 0)
+		if err != nil {
+			return fmt.Errorf("silent execution: %w", err)
+		}
+		switch {
+		case m.Type() == "execute_reply" && m.Channel == jupyter.Shell:
+			replied = true
+			var c struct {
+				Status string `json:"status"`
+				Name   string `json:"ename"`
+				Value  string `json:"evalue"`
+			}
+			if json.Unmarshal(m.Content, &c) == nil && c.Status != "ok" {
+				failure = fmt.Errorf("%s: %s: %s", c.Status, c.Name, c.Value)
+			}
+		case m.Type() == "status" && m.Channel == jupyter.IOPub:
+			var c struct {
+				State string `json:"execution_state"`
+			}
+			idle = idle || json.Unmarshal(m.Content, &c) == nil && c.State == "idle"
+		}
+	}
+	return failure
+}
+
+// envCall is the silent code that calls one of the startup file's env
+// functions with vars as JSON text. The JSON text is itself written as a
+// JSON string, which is also a valid Python string literal: no value can
+// break out of it.
+func envCall(fn string, vars map[string]string) string {
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	inner, _ := json.Marshal(vars)
+	lit, _ := json.Marshal(string(inner))
+	return fmt.Sprintf("__import__('_space_interpreter').%s(%s)", fn, lit)
+}

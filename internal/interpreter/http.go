@@ -1,0 +1,297 @@
+package interpreter
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter/jupyter"
+)
+
+// maxRequestBody bounds a request body (the code of a cell, mostly).
+const maxRequestBody = 16 << 20
+
+// Handler serves E2B's code-interpreter API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("POST /execute", s.execute)
+	mux.HandleFunc("POST /contexts", s.authContexts(s.createContext))
+	mux.HandleFunc("GET /contexts", s.authContexts(s.listContexts))
+	mux.HandleFunc("POST /contexts/{id}/restart", s.authContexts(s.restartContext))
+	mux.HandleFunc("DELETE /contexts/{id}", s.authContexts(s.deleteContext))
+	return mux
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.ready:
+		if s.readyErr != nil {
+			http.Error(w, "the default kernel did not start: "+s.readyErr.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, "OK")
+	default:
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}
+}
+
+type executeRequest struct {
+	Code      string            `json:"code"`
+	ContextID *string           `json:"context_id"`
+	Language  *string           `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+	// Timeout (seconds) is ours, not E2B's: the SDKs time out on their
+	// side by closing the connection, which interrupts the cell too.
+	Timeout *float64 `json:"timeout"`
+}
+
+func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	st, version, err := s.checkToken(r, true)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	var req executeRequest
+	if err := decodeBody(r, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctxID, lang := deref(req.ContextID), deref(req.Language)
+	if ctxID != "" && lang != "" {
+		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
+		return
+	}
+	var c *kernelContext
+	if ctxID != "" {
+		if c = s.context(ctxID); c == nil {
+			http.Error(w, fmt.Sprintf("Context %s not found!", ctxID), http.StatusNotFound)
+			return
+		}
+	} else {
+		lang, err := normalizeLanguage(lang)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		c = s.defaults[lang]
+		s.mu.Unlock()
+		if c == nil {
+			// The default context was deleted: a new one takes its place.
+			if c, err = s.newContext(r, lang, s.cfg.Cwd, true); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+	}
+	ex := execution{code: req.Code, env: req.EnvVars, timeout: s.cfg.DefaultTimeout,
+		globalEnv: st.EnvVars, globalVer: version}
+	if req.Timeout != nil && *req.Timeout > 0 {
+		ex.timeout = time.Duration(*req.Timeout * float64(time.Second))
+	}
+	start := time.Now()
+	s.run(r.Context(), c, ex, newLineWriter(w))
+	s.log.Debug("execution done", "context", c.ID, "took", time.Since(start))
+}
+
+type contextRequest struct {
+	Language *string `json:"language"`
+	Cwd      *string `json:"cwd"`
+}
+
+func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
+	var req contextRequest
+	if err := decodeBody(r, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	lang, err := normalizeLanguage(deref(req.Language))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	cwd := deref(req.Cwd)
+	if cwd == "" {
+		cwd = s.cfg.Cwd
+	}
+	if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(s.cfg.Cwd, cwd)
+	}
+	if err := checkDir(cwd); err != nil {
+		http.Error(w, "cwd: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, err := s.newContext(r, lang, cwd, false)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, c)
+}
+
+// newContext starts a context's kernel and adds it (as the language's
+// default if asDefault and there is none).
+func (s *Server) newContext(r *http.Request, lang, cwd string, asDefault bool) (*kernelContext, error) {
+	c := newKernelContext(jupyter.NewID(), lang, cwd, s.launch)
+	if err := c.acquire(r.Context()); err != nil {
+		return nil, err
+	}
+	_, err := c.kernel(r.Context())
+	c.release()
+	if err != nil {
+		s.log.Error("could not start a kernel", "err", err)
+		return nil, fmt.Errorf("could not start a %s kernel: %w", lang, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.contexts[c.ID] = c
+	if asDefault {
+		if d := s.defaults[lang]; d != nil {
+			// Another request made one meanwhile: keep one default.
+			delete(s.contexts, c.ID)
+			go c.stop(endDelete)
+			return d, nil
+		}
+		s.defaults[lang] = c
+	}
+	return c, nil
+}
+
+func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, s.list())
+}
+
+func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
+	c := s.context(r.PathValue("id"))
+	if c == nil {
+		http.Error(w, fmt.Sprintf("Context %s not found!", r.PathValue("id")), http.StatusNotFound)
+		return
+	}
+	if err := c.restart(r.Context()); err != nil {
+		s.log.Error("restart failed", "context", c.ID, "err", err)
+		http.Error(w, fmt.Sprintf("Failed to restart context %s: %v", c.ID, err), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, nil)
+}
+
+func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	c := s.contexts[id]
+	delete(s.contexts, id)
+	for lang, d := range s.defaults {
+		if d == c {
+			delete(s.defaults, lang)
+		}
+	}
+	s.mu.Unlock()
+	if c == nil {
+		http.Error(w, fmt.Sprintf("Context %s not found!", id), http.StatusNotFound)
+		return
+	}
+	c.stop(endDelete)
+	writeJSON(w, nil)
+}
+
+// normalizeLanguage maps a request's language the way E2B's server does
+// (trimmed, lower case, js/ts spelled out, empty meaning python) and
+// refuses the ones this server has no kernel for.
+func normalizeLanguage(lang string) (string, error) {
+	lang = strings.ToLower(strings.TrimSpace(lang))
+	switch lang {
+	case "", "python":
+		return "python", nil
+	case "js":
+		lang = "javascript"
+	case "ts":
+		lang = "typescript"
+	}
+	return "", fmt.Errorf("language %q is not supported here: this sandbox runs python only", lang)
+}
+
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	if err != nil {
+		return fmt.Errorf("read request: %w", err)
+	}
+	if len(b) > maxRequestBody {
+		return fmt.Errorf("request body over %d bytes", maxRequestBody)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil // restart and delete send none; create may send {}
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// Token checks (see the package doc for why they differ by route).
+
+var (
+	errMissingToken = errors.New("missing X-Access-Token")
+	errBadToken     = errors.New("invalid X-Access-Token")
+)
+
+// checkToken checks r's X-Access-Token against the sandbox's current
+// token; required says whether a request without one is refused. It also
+// returns the agent state it read, and its version (0 without a state
+// file).
+func (s *Server) checkToken(r *http.Request, required bool) (agentState, uint64, error) {
+	if s.state == nil {
+		return agentState{}, 0, nil
+	}
+	st, version, err := s.state.get()
+	if err != nil {
+		return agentState{}, 0, err
+	}
+	got := r.Header.Get("X-Access-Token")
+	switch {
+	case got == "" && !required:
+	case got == "":
+		return agentState{}, 0, errMissingToken
+	case st.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(st.Token)) != 1:
+		return agentState{}, 0, errBadToken
+	}
+	return st, version, nil
+}
+
+func (s *Server) authContexts(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := s.checkToken(r, s.cfg.RequireContextToken); err != nil {
+			s.refuse(w, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNoState) {
+		// Fail closed: without the state file there is no token to check.
+		s.log.Error("cannot check access token", "err", err)
+		http.Error(w, "the sandbox's access token is not available", http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusUnauthorized)
+}

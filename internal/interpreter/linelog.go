@@ -1,0 +1,46 @@
+package interpreter
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+)
+
+// lineLogger logs what a kernel process writes to its stdout and stderr
+// (ipykernel's own warnings; user output goes over iopub), a line at a
+// time, each cut to maxLogLine.
+type lineLogger struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+const maxLogLine = 2048
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > maxLogLine {
+		w.emit(w.buf)
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (w *lineLogger) emit(line []byte) {
+	if len(line) > maxLogLine {
+		line = line[:maxLogLine]
+	}
+	if len(bytes.TrimSpace(line)) > 0 {
+		w.log.Info("kernel output", "line", string(line))
+	}
+}

@@ -1,0 +1,144 @@
+# Written by space-interpreter into the IPython profile of every kernel it
+# starts; IPython runs it before the first cell. It must stay cheap: it
+# imports nothing heavy (pandas, matplotlib and orjson are looked up only
+# when a value of theirs is displayed), so a kernel starts fast.
+#
+# It adds:
+#   - the module _space_interpreter, whose functions the server calls in
+#     silent executions around a cell to set and restore environment
+#     variables (values travel as JSON text, never spliced into code);
+#   - the e2b/data formatter: a pandas DataFrame as {column: [values]};
+#   - the e2b/chart formatter: a matplotlib Figure through e2b-charts;
+#   - application/json for plain lists and dicts (numpy values included).
+# Names defined here are hidden from the user's namespace by IPython.
+
+
+def _space_setup():
+    import json
+    import math
+    import os
+    import sys
+    import types
+
+    ip = get_ipython()  # noqa: F821 (IPython provides it to startup files)
+
+    # --- environment variables -------------------------------------------
+    mod = types.ModuleType("_space_interpreter")
+    state = {"global": {}, "saved": None}
+
+    def set_global_env(text):
+        # The sandbox's own env vars (they change when a sandbox restored
+        # from a checkpoint is given to a caller): set the new ones, drop
+        # the ones it no longer has.
+        new = json.loads(text)
+        for k in state["global"]:
+            if k not in new:
+                os.environ.pop(k, None)
+        os.environ.update(new)
+        state["global"] = new
+
+    def set_env(text):
+        values = json.loads(text)
+        state["saved"] = {k: os.environ.get(k) for k in values}
+        os.environ.update(values)
+
+    def restore_env():
+        saved, state["saved"] = state["saved"] or {}, None
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    mod.set_global_env, mod.set_env, mod.restore_env = set_global_env, set_env, restore_env
+    sys.modules[mod.__name__] = mod
+
+    # --- display formatters ----------------------------------------------
+    from IPython.core.formatters import BaseFormatter
+    from traitlets import ObjectName, Unicode
+
+    def clean(v):
+        # JSON has no NaN or infinity (Jupyter's packer refuses them), and
+        # no timestamps: None and ISO text instead, str() for the unknown.
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if hasattr(v, "isoformat"):
+            try:
+                return v.isoformat()
+            except Exception:
+                pass
+        if hasattr(v, "item"):  # numpy scalars
+            try:
+                return clean(v.item())
+            except Exception:
+                pass
+        return str(v)
+
+    def dataframe(obj):
+        pd = sys.modules.get("pandas")
+        if pd is None or not isinstance(obj, pd.DataFrame):
+            return None
+        return clean(obj.to_dict(orient="list"))
+
+    def figure(obj):
+        mpl = sys.modules.get("matplotlib.figure")
+        if mpl is None or not isinstance(obj, mpl.Figure):
+            return None
+        try:
+            from e2b_charts import chart_figure_to_dict
+
+            chart = chart_figure_to_dict(obj)
+        except Exception:
+            return None  # a figure e2b-charts cannot read still shows as PNG
+        return clean(chart) if chart else None
+
+    # The type is checked in __call__, not registered with for_type:
+    # matplotlib-inline removes Figure from every formatter's registry when
+    # it selects its figure formats. Nothing is imported to check it.
+    class TypeFormatter(BaseFormatter):
+        _return_type = (dict,)
+        convert = None
+
+        def __call__(self, obj):
+            if not self.enabled:
+                return None
+            try:
+                return type(self).convert(obj)
+            except Exception:
+                return None  # a value we cannot convert keeps its other formats
+
+    class DataFormatter(TypeFormatter):
+        format_type = Unicode("e2b/data")
+        print_method = ObjectName("_repr_e2b_data_")
+        convert = staticmethod(dataframe)
+
+    class ChartFormatter(TypeFormatter):
+        format_type = Unicode("e2b/chart")
+        print_method = ObjectName("_repr_e2b_chart_")
+        convert = staticmethod(figure)
+
+    formatters = ip.display_formatter.formatters
+    formatters["e2b/data"] = DataFormatter(parent=ip.display_formatter)
+    formatters["e2b/chart"] = ChartFormatter(parent=ip.display_formatter)
+
+    def json_container(obj):
+        try:
+            import orjson
+
+            opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+            return orjson.loads(orjson.dumps(obj, option=opts)), {"expanded": True}
+        except Exception:
+            return None
+
+    formatters["application/json"].for_type(list, json_container)
+    formatters["application/json"].for_type(dict, json_container)
+
+
+_space_setup()
+del _space_setup

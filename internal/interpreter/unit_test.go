@@ -1,0 +1,170 @@
+package interpreter
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter/jupyter"
+)
+
+func TestNewResult(t *testing.T) {
+	data := map[string]json.RawMessage{
+		"text/plain": json.RawMessage(`"'quoted'"`), "text/html": json.RawMessage(`"<b>"`),
+		"image/png": json.RawMessage(`"iVBO"`), "e2b/data": json.RawMessage(`{"a":[1]}`),
+		"application/json": json.RawMessage(`[1,2]`), "application/vnd.x+json": json.RawMessage(`{"k":1}`),
+	}
+	b, err := encodeLine(newResult(data, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	_ = json.Unmarshal(b, &got)
+	want := `{"data":{"a":[1]},"extra":{"application/vnd.x+json":{"k":1}},"html":"<b>","is_main_result":true,"json":[1,2],"png":"iVBO","text":"quoted","type":"result"}`
+	if b, _ := encodeLine(got); strings.TrimSpace(string(b)) != want {
+		t.Errorf("result\n got %s\nwant %s", b, want)
+	}
+}
+
+func TestStripQuotes(t *testing.T) {
+	for in, want := range map[string]string{
+		"'abc'": "abc", `"it's"`: "it's", "'": "'", "''": "", "abc": "abc", "'a\"": "'a\"", "42": "42",
+	} {
+		if got := stripQuotes(in); got != want {
+			t.Errorf("stripQuotes(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func stream(text string) *jupyter.Message {
+	c, _ := json.Marshal(streamContent{Name: "stdout", Text: text})
+	return &jupyter.Message{Header: jupyter.Header{MsgType: "stream"}, Content: c, Channel: jupyter.IOPub}
+}
+
+func TestOutputLimit(t *testing.T) {
+	l := &outputLimit{max: 60}
+	var kept []*jupyter.Message
+	push := func(m *jupyter.Message) { kept = append(kept, m) }
+	status := &jupyter.Message{Header: jupyter.Header{MsgType: "status"}, Channel: jupyter.IOPub}
+	l.filter(stream("hello"), push) // 35 bytes of content
+	l.filter(stream("ééééééééééé"), push)
+	l.filter(stream("dropped"), push)
+	l.filter(status, push)
+	var types, texts []string
+	for _, m := range kept {
+		types = append(types, m.Type())
+		if m.Type() == "stream" {
+			var c streamContent
+			_ = json.Unmarshal(m.Content, &c)
+			texts = append(texts, c.Text)
+		}
+	}
+	if got := strings.Join(types, " "); got != "stream stream "+truncatedType+" status" {
+		t.Errorf("kept %s", got)
+	}
+	if len(texts) != 2 || texts[0] != "hello" || !strings.HasPrefix("ééééééééééé", texts[1]) || texts[1] == "" {
+		t.Errorf("texts %q (cut on a rune boundary)", texts)
+	}
+}
+
+func TestKernelAddressSpace(t *testing.T) {
+	for _, tc := range []struct{ total, want uint64 }{
+		{0, 0},
+		{512 << 20, minKernelAS},
+		{1 << 30, 1<<30 - 128<<20},
+		{8 << 30, 7 << 30},
+	} {
+		if got := KernelAddressSpace(tc.total); got != tc.want {
+			t.Errorf("KernelAddressSpace(%d MiB) = %d MiB, want %d MiB", tc.total>>20, got>>20, tc.want>>20)
+		}
+	}
+}
+
+func TestReadLimits(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if got := readLimit(write("v2", "max\n")); got != 0 {
+		t.Errorf("max: %d", got)
+	}
+	if got := readLimit(write("v2b", "536870912\n")); got != 512<<20 {
+		t.Errorf("limit: %d", got)
+	}
+	if got := readLimit(write("v1", "9223372036854771712\n")); got != 0 {
+		t.Errorf("v1 unlimited: %d", got)
+	}
+	if got := memTotal(write("meminfo", "MemTotal:        1048576 kB\nMemFree: 1 kB\n")); got != 1<<30 {
+		t.Errorf("MemTotal: %d", got)
+	}
+	if SandboxMemory() == 0 {
+		t.Error("no memory size found on this machine")
+	}
+}
+
+func TestStateFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state.json")
+	f := &stateFile{path: p}
+	if _, _, err := f.get(); err == nil {
+		t.Fatal("missing file read")
+	}
+	write := func(s string) {
+		tmp := p + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"token":"a","env_vars":{"K":"1"},"default_user":"user"}`)
+	s1, v1, err := f.get()
+	if err != nil || s1.Token != "a" || s1.EnvVars["K"] != "1" {
+		t.Fatalf("%+v %v", s1, err)
+	}
+	if _, v, _ := f.get(); v != v1 {
+		t.Error("version changed without a change")
+	}
+	write(`{"token":"b","env_vars":{"K":"1"}}`)
+	s2, v2, _ := f.get()
+	if s2.Token != "b" || v2 == v1 {
+		t.Errorf("replaced file not seen: %+v v%d", s2, v2)
+	}
+	// Same contents written again (a new Init with the same values): the
+	// version, which tells the kernels to resync their env, stays.
+	time.Sleep(10 * time.Millisecond)
+	write(`{"token":"b","env_vars":{"K":"1"}}`)
+	if _, v3, _ := f.get(); v3 != v2 {
+		t.Errorf("version %d after an identical rewrite, want %d", v3, v2)
+	}
+}
+
+func TestEnvCall(t *testing.T) {
+	got := envCall("set_env", map[string]string{"A": `x'"\` + "\n"})
+	want := `__import__('_space_interpreter').set_env("{\"A\":\"x'\\\"\\\\\\n\"}")`
+	if got != want {
+		t.Errorf("envCall\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestKernelEnv(t *testing.T) {
+	env := kernelEnv([]string{"PATH=/bin", "HOME=/root", "IPYTHONDIR=/x", "A=b"}, "/run/ip", "/home/user")
+	got := strings.Join(env, " ")
+	for _, want := range []string{"PATH=/bin", "A=b", "IPYTHONDIR=/run/ip", "HOME=/home/user", "MALLOC_ARENA_MAX=2", "LANG=C.UTF-8"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("env %q lacks %s", got, want)
+		}
+	}
+	for _, bad := range []string{"HOME=/root", "IPYTHONDIR=/x"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("env %q keeps %s", got, bad)
+		}
+	}
+}

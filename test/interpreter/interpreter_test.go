@@ -1,0 +1,142 @@
+// Package interpreter_test runs the unmodified E2B code-interpreter SDKs
+// (Python from PyPI, JS from npm, both pinned) against space-interpreter
+// started on this host, with real ipykernel kernels from the wheelhouse.
+// The SDKs run in E2B_DEBUG mode, where they create no sandbox and talk to
+// http://localhost:49999 directly; so the server listens there, and a lock
+// keeps two runs of this test on one machine from meeting. No python3 3.11,
+// node or npm, or no wheelhouse, skips (strict mode: fails). The SDKs are
+// installed by install-sdks.sh (a no-op when its markers match the pins).
+package interpreter_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter"
+	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
+	"github.com/spacesandbox/space/internal/testenv"
+)
+
+// addr is where the SDKs' debug mode looks.
+const addr = "127.0.0.1:49999"
+
+const suiteTimeout = 4 * time.Minute
+
+func TestSDKs(t *testing.T) {
+	testenv.NeedCommand(t, "python3", "node", "npm")
+	python := interpretertest.Python(t)
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, here, "./install-sdks.sh")
+
+	unlock := lockPort(t)
+	defer unlock()
+	var logs bytes.Buffer
+	s, err := interpreter.New(interpreter.Config{
+		Python: python, Cwd: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s (the SDKs' debug address): %v", addr, err)
+	}
+	srv := &http.Server{Handler: s.Handler()}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	s.Start()
+	if err := s.Err(); err != nil {
+		t.Fatalf("default kernel: %v\n%s", err, logs.String())
+	}
+
+	env := append(withoutE2B(os.Environ()), "E2B_DEBUG=true")
+	t.Run("python", func(t *testing.T) {
+		suite(t, &logs, filepath.Join(here, "python"), env,
+			filepath.Join(here, ".venv", "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", ".")
+	})
+	t.Run("js", func(t *testing.T) {
+		tests, _ := filepath.Glob(filepath.Join(here, "js", "*.test.mjs"))
+		if len(tests) == 0 {
+			t.Fatal("no JS tests found")
+		}
+		suite(t, &logs, filepath.Join(here, "js"), env,
+			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
+	})
+}
+
+// suite runs one SDK's test suite as a subprocess and fails t (with its
+// output and the server's log) when it fails.
+func suite(t *testing.T, logs *bytes.Buffer, dir string, env []string, name string, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s (%s):\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Errorf("%s failed: %v", filepath.Base(name), err)
+		t.Logf("server log:\n%s", logs.String())
+	}
+}
+
+// lockPort keeps other runs of this test on the machine off the SDKs'
+// fixed port while this one uses it.
+func lockPort(t *testing.T) func() {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "space-interpreter-49999.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	return func() { f.Close() }
+}
+
+// withoutE2B drops the caller's E2B_* settings (a real key, a domain) so
+// that only debug mode applies.
+func withoutE2B(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "E2B_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func run(t *testing.T, dir, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		testenv.Skipf(t, "%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+}

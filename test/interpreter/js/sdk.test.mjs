@@ -1,0 +1,104 @@
+// The unmodified @e2b/code-interpreter SDK in E2B_DEBUG mode: Sandbox.create()
+// calls no API and the code interpreter is http://localhost:49999, where
+// interpreter_test.go serves space-interpreter.
+import { test, before } from 'node:test'
+import assert from 'node:assert/strict'
+import os from 'node:os'
+import fs from 'node:fs'
+import path from 'node:path'
+import { Sandbox } from '@e2b/code-interpreter'
+
+let sandbox
+before(async () => {
+  assert.equal(process.env.E2B_DEBUG, 'true', 'run through interpreter_test.go')
+  sandbox = await Sandbox.create()
+})
+
+test('value', async () => {
+  const execution = await sandbox.runCode('1 + 1')
+  assert.equal(execution.text, '2')
+  assert.equal(execution.error, undefined)
+  assert.ok(execution.executionCount >= 1)
+})
+
+test('print', async () => {
+  const execution = await sandbox.runCode("print('hello')\nimport sys; print('warn', file=sys.stderr)")
+  assert.deepEqual(execution.logs.stdout, ['hello\n'])
+  assert.deepEqual(execution.logs.stderr, ['warn\n'])
+})
+
+test('error', async () => {
+  const execution = await sandbox.runCode("raise KeyError('k')")
+  assert.equal(execution.error.name, 'KeyError')
+  assert.equal(execution.error.value, "'k'")
+  assert.match(execution.error.traceback, /KeyError/)
+})
+
+test('dataframe', async () => {
+  const execution = await sandbox.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+  const [result] = execution.results
+  assert.ok(result.isMainResult)
+  assert.deepEqual(result.data, { a: [1, 2], b: ['x', 'y'] })
+  assert.match(result.html, /<table/)
+  // Exactly E2B's keys: nothing leaks into extra.
+  assert.deepEqual(result.extra, {})
+  assert.deepEqual(result.formats().sort(), ['data', 'html'])
+})
+
+test('chart', async () => {
+  const execution = await sandbox.runCode(
+    "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [4, 5, 6]); plt.title('line'); plt.show()")
+  const [result] = execution.results
+  assert.equal(result.isMainResult, false)
+  assert.ok(result.png.length > 1000)
+  assert.equal(result.chart.type, 'line')
+  assert.equal(result.chart.title, 'line')
+  assert.deepEqual(result.chart.elements[0].points, [[1, 4], [2, 5], [3, 6]])
+})
+
+test('callbacks in order', async () => {
+  const events = []
+  const execution = await sandbox.runCode(
+    "import sys, time\nprint('one', flush=True)\ntime.sleep(0.3)\ndisplay(5)\nprint('two', file=sys.stderr, flush=True)\n'end'",
+    {
+      onStdout: (m) => events.push(['stdout', m.line]),
+      onStderr: (m) => events.push(['stderr', m.line]),
+      onResult: (r) => events.push(['result', r.text]),
+    })
+  assert.deepEqual(events, [['stdout', 'one\n'], ['result', '5'], ['stderr', 'two\n'], ['result', 'end']])
+  assert.equal(execution.text, 'end')
+})
+
+test('contexts', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sdk-js-'))
+  const ctx = await sandbox.createCodeContext({ cwd: dir, language: 'python' })
+  assert.equal(ctx.cwd, dir)
+  assert.ok((await sandbox.listCodeContexts()).some((c) => c.id === ctx.id))
+  await sandbox.runCode('y = 7', { context: ctx })
+  assert.equal((await sandbox.runCode('y * 6', { context: ctx })).text, '42')
+  assert.equal((await sandbox.runCode('import os; os.getcwd()', { context: ctx })).text, dir)
+  await sandbox.restartCodeContext(ctx)
+  assert.equal((await sandbox.runCode('y', { context: ctx })).error.name, 'NameError')
+  await sandbox.removeCodeContext(ctx.id)
+  assert.ok(!(await sandbox.listCodeContexts()).some((c) => c.id === ctx.id))
+  await assert.rejects(sandbox.removeCodeContext(ctx.id), (err) => err.name === 'NotFoundError')
+})
+
+test('envs', async () => {
+  const execution = await sandbox.runCode("import os\nos.environ['SDK_VAR']", { envs: { SDK_VAR: 'from js' } })
+  assert.equal(execution.text, 'from js')
+  assert.equal((await sandbox.runCode("import os\nos.environ.get('SDK_VAR', 'unset')")).text, 'unset')
+})
+
+test('timeout, then the next cell runs', async () => {
+  const ctx = await sandbox.createCodeContext()
+  const start = Date.now()
+  await assert.rejects(
+    sandbox.runCode('import time\ntime.sleep(30)\nfinished = True', { context: ctx, timeoutMs: 2000 }),
+    (err) => err.name === 'TimeoutError')
+  assert.ok(Date.now() - start < 10000)
+  const next = Date.now()
+  assert.equal((await sandbox.runCode("'finished' in globals()", { context: ctx })).text, 'False')
+  assert.ok(Date.now() - next < 5000, 'the timed-out cell was not interrupted')
+  await sandbox.removeCodeContext(ctx)
+})

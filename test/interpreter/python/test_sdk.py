@@ -1,0 +1,102 @@
+import time
+
+import pytest
+from e2b_code_interpreter import Sandbox
+from e2b_code_interpreter.charts import BarChart, LineChart
+from e2b.exceptions import NotFoundException, TimeoutException
+
+
+def test_value(sandbox):
+    execution = sandbox.run_code("1 + 1")
+    assert execution.text == "2"
+    assert execution.error is None
+    assert execution.execution_count >= 1
+
+
+def test_print(sandbox):
+    execution = sandbox.run_code("print('hello')\nimport sys; print('warn', file=sys.stderr)")
+    assert execution.logs.stdout == ["hello\n"]
+    assert execution.logs.stderr == ["warn\n"]
+
+
+def test_error(sandbox):
+    execution = sandbox.run_code("def f():\n    raise ValueError('boom')\nf()")
+    assert execution.error is not None
+    assert execution.error.name == "ValueError"
+    assert execution.error.value == "boom"
+    assert "line 2" in execution.error.traceback
+
+
+def test_dataframe(sandbox):
+    execution = sandbox.run_code("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+    result = execution.results[0]
+    assert result.is_main_result
+    assert result.data == {"a": [1, 2], "b": ["x", "y"]}
+    assert "<table" in result.html
+    assert "data" in result.formats() and "html" in result.formats()
+
+
+def test_charts(sandbox):
+    execution = sandbox.run_code(
+        "import matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2, 3], [4, 5, 6]); plt.title('line'); plt.xlabel('x'); plt.show()\n"
+        "plt.bar(['a', 'b'], [3, 4]); plt.title('bars'); plt.show()"
+    )
+    assert execution.error is None
+    assert len(execution.results) == 2
+    line, bar = execution.results
+    assert line.png and bar.png
+    assert isinstance(line.chart, LineChart), type(line.chart)
+    assert line.chart.title == "line" and line.chart.x_label == "x"
+    assert [tuple(p) for p in line.chart.elements[0].points] == [(1, 4), (2, 5), (3, 6)]
+    assert isinstance(bar.chart, BarChart), type(bar.chart)
+    assert [(e.label, e.value) for e in bar.chart.elements] == [("a", 3), ("b", 4)]
+
+
+def test_callbacks_in_order(sandbox):
+    events = []
+    execution = sandbox.run_code(
+        "import sys, time\nprint('one', flush=True)\ntime.sleep(0.3)\ndisplay(5)\n"
+        "print('two', file=sys.stderr, flush=True)\n'end'",
+        on_stdout=lambda m: events.append(("stdout", m.line)),
+        on_stderr=lambda m: events.append(("stderr", m.line)),
+        on_result=lambda r: events.append(("result", r.text)),
+    )
+    assert events == [("stdout", "one\n"), ("result", "5"), ("stderr", "two\n"), ("result", "end")]
+    assert execution.text == "end"
+
+
+def test_contexts(sandbox, tmp_path):
+    ctx = sandbox.create_code_context(cwd=str(tmp_path))
+    assert ctx.language == "python" and ctx.cwd == str(tmp_path)
+    assert ctx.id in [c.id for c in sandbox.list_code_contexts()]
+    sandbox.run_code("x = 42", context=ctx)
+    assert sandbox.run_code("x", context=ctx).text == "42"
+    assert sandbox.run_code("import os; os.getcwd()", context=ctx).text == str(tmp_path)
+    # The default context does not share the state.
+    assert sandbox.run_code("'x' in globals()").text == "False"
+    sandbox.restart_code_context(ctx)
+    assert sandbox.run_code("x", context=ctx).error.name == "NameError"
+    sandbox.remove_code_context(ctx)
+    assert ctx.id not in [c.id for c in sandbox.list_code_contexts()]
+    with pytest.raises(NotFoundException):
+        sandbox.remove_code_context(ctx.id)
+
+
+def test_envs(sandbox):
+    execution = sandbox.run_code("import os\nos.environ['SDK_VAR']", envs={"SDK_VAR": "it's set"})
+    assert execution.text == "it's set"
+    assert sandbox.run_code("import os\nos.environ.get('SDK_VAR', 'unset')").text == "unset"
+
+
+def test_timeout_then_next_cell(sandbox):
+    ctx = sandbox.create_code_context()
+    start = time.monotonic()
+    with pytest.raises(TimeoutException):
+        sandbox.run_code("import time\ntime.sleep(30)\nfinished = True", context=ctx, timeout=2)
+    assert time.monotonic() - start < 10
+    # The server interrupted the cell when the SDK closed the connection.
+    start = time.monotonic()
+    assert sandbox.run_code("'finished' in globals()", context=ctx).text == "False"
+    assert time.monotonic() - start < 5
+    sandbox.remove_code_context(ctx)
