@@ -33,7 +33,7 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 # change anything here and the next run builds a fresh rootfs.
 SUITE=bookworm
 VARIANT=minbase
-PACKAGES=(bash coreutils python3 nodejs git curl ca-certificates procps sudo)
+PACKAGES=(bash coreutils python3 python3-pip python3-venv nodejs git curl ca-certificates procps sudo)
 SANDBOX_USER=user
 SANDBOX_UID=1000
 SANDBOX_GID=1000

@@ -83,6 +83,9 @@ type upstreamKey struct{}
 
 var connectErrors = connect.NewErrorWriter()
 
+// InterpreterPort is where E2B's code-interpreter SDKs find their server.
+const InterpreterPort = 49999
+
 // nativeAgentPrefix is the agent's native service, which only spaced uses.
 const nativeAgentPrefix = "/spaceagent.v1.Agent/"
 
@@ -97,7 +100,12 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 			h.Del(headerSandboxID)
 			h.Del(headerSandboxPort)
 			h.Del(headerTraffic)
-			h.Del(headerAccessToken)
+			if u.port != InterpreterPort {
+				// The code interpreter authenticates its callers with the
+				// sandbox's token (E2B's SDKs send it there); no other
+				// user port gets it.
+				h.Del(headerAccessToken)
+			}
 			if u.envd {
 				pr.Out.Host = u.addr
 				if u.token != "" {
