@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,7 +83,7 @@ func TestSDKs(t *testing.T) {
 
 // suite runs one SDK's test suite as a subprocess and fails t (with its
 // output and the server's log) when it fails.
-func suite(t *testing.T, logs *bytes.Buffer, dir string, env []string, name string, args ...string) {
+func suite(t *testing.T, logs fmt.Stringer, dir string, env []string, name string, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -132,8 +133,16 @@ func withoutE2B(env []string) []string {
 
 func run(t *testing.T, dir, name string, args ...string) {
 	t.Helper()
+	runEnv(t, dir, nil, name, args...)
+}
+
+// runEnv runs a command on the host with more environment; a failure
+// skips t (strict mode: fails it).
+func runEnv(t *testing.T, dir string, env []string, name string, args ...string) {
+	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

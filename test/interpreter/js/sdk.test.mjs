@@ -1,18 +1,31 @@
-// The unmodified @e2b/code-interpreter SDK in E2B_DEBUG mode: Sandbox.create()
+// The unmodified @e2b/code-interpreter SDK, in E2B_DEBUG mode (Sandbox.create()
 // calls no API and the code interpreter is http://localhost:49999, where
-// interpreter_test.go serves space-interpreter.
-import { test, before } from 'node:test'
+// interpreter_test.go serves space-interpreter) or through spaced (a real
+// sandbox of the code-interpreter-v1 template).
+import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import os from 'node:os'
 import fs from 'node:fs'
 import path from 'node:path'
 import { Sandbox } from '@e2b/code-interpreter'
 
+const debug = process.env.E2B_DEBUG === 'true'
 let sandbox
 before(async () => {
-  assert.equal(process.env.E2B_DEBUG, 'true', 'run through interpreter_test.go')
+  assert.ok(debug || process.env.E2B_API_URL, 'run through interpreter_test.go')
   sandbox = await Sandbox.create()
 })
+after(async () => {
+  if (!debug) await sandbox.kill()
+})
+
+// workdir is a directory for a context's cwd, where the kernels run.
+async function workdir() {
+  if (debug) return fs.mkdtempSync(path.join(os.tmpdir(), 'sdk-js-'))
+  const dir = `/home/user/ctx-${Math.random().toString(36).slice(2, 10)}`
+  await sandbox.files.makeDir(dir)
+  return dir
+}
 
 test('value', async () => {
   const execution = await sandbox.runCode('1 + 1')
@@ -70,7 +83,7 @@ test('callbacks in order', async () => {
 })
 
 test('contexts', async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sdk-js-'))
+  const dir = await workdir()
   const ctx = await sandbox.createCodeContext({ cwd: dir, language: 'python' })
   assert.equal(ctx.cwd, dir)
   assert.ok((await sandbox.listCodeContexts()).some((c) => c.id === ctx.id))

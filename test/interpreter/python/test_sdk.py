@@ -66,13 +66,13 @@ def test_callbacks_in_order(sandbox):
     assert execution.text == "end"
 
 
-def test_contexts(sandbox, tmp_path):
-    ctx = sandbox.create_code_context(cwd=str(tmp_path))
-    assert ctx.language == "python" and ctx.cwd == str(tmp_path)
+def test_contexts(sandbox, workdir):
+    ctx = sandbox.create_code_context(cwd=workdir)
+    assert ctx.language == "python" and ctx.cwd == workdir
     assert ctx.id in [c.id for c in sandbox.list_code_contexts()]
     sandbox.run_code("x = 42", context=ctx)
     assert sandbox.run_code("x", context=ctx).text == "42"
-    assert sandbox.run_code("import os; os.getcwd()", context=ctx).text == str(tmp_path)
+    assert sandbox.run_code("import os; os.getcwd()", context=ctx).text == workdir
     # The default context does not share the state.
     assert sandbox.run_code("'x' in globals()").text == "False"
     sandbox.restart_code_context(ctx)

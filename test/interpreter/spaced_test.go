@@ -1,0 +1,60 @@
+package interpreter_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
+	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(harness.Main(m, harness.Suite{
+		Name: "interpreter",
+		Root: "they run spaced, runsc, netns and nftables",
+	}))
+}
+
+// TestSDKsThroughSpaced runs the same SDK suites against a real spaced:
+// the code-interpreter-v1 template is built there the way a user builds
+// it (scripts/build-code-interpreter.sh, offline from the wheelhouse),
+// Sandbox.create() restores its kernel already running, and every call
+// goes through spaced's E2B proxy to port 49999 in the sandbox.
+func TestSDKsThroughSpaced(t *testing.T) {
+	testenv.NeedCommand(t, "python3", "node", "npm")
+	d := harness.Own(t, harness.Options{Name: "spaced", CIDR: "10.248.0.0/22", NoPool: true, BootTimeout: 10 * time.Second})
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, here, "./install-sdks.sh")
+	root := filepath.Join(here, "..", "..")
+	build := []string{
+		"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space"),
+		"SPACE_WHEELHOUSE=" + filepath.Join(interpretertest.CacheDir(), "wheels"),
+	}
+	start := time.Now()
+	runEnv(t, root, build, "scripts/build-code-interpreter.sh")
+	t.Logf("code-interpreter-v1 built in %s", time.Since(start).Round(time.Millisecond))
+
+	env := append(withoutE2B(os.Environ()),
+		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
+	logs := &daemonLog{d}
+	t.Run("python", func(t *testing.T) {
+		suite(t, logs, filepath.Join(here, "python"), env,
+			filepath.Join(here, ".venv", "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", ".")
+	})
+	t.Run("js", func(t *testing.T) {
+		tests, _ := filepath.Glob(filepath.Join(here, "js", "*.test.mjs"))
+		suite(t, logs, filepath.Join(here, "js"), env,
+			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
+	})
+}
+
+// daemonLog shows spaced's log where the debug-mode run shows the server's.
+type daemonLog struct{ d *harness.Daemon }
+
+func (l *daemonLog) String() string { return l.d.LogTail(80) }
