@@ -99,7 +99,8 @@ type groupSpec struct {
 
 // runScripts runs the attempts' functions in sandbox id as user through
 // harness.py and returns each one's R and raw result line.
-func runScripts(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) (map[string]res, map[string]string, harness.Result) {
+// A broken command stream (the sandbox died) is an error.
+func runScripts(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) (map[string]res, map[string]string, harness.Result, error) {
 	t.Helper()
 	dir := "/tmp/rt-" + harness.RandHex(4)
 	upload(t, d, id, dir)
@@ -118,12 +119,15 @@ func runScripts(t *testing.T, d *harness.Daemon, id, user string, group []attemp
 	for k, v := range extra {
 		cmdEnv[k] = v
 	}
-	out := run(t, d, id, client.CommandRequest{
+	out, err := d.Exec(harness.Ctx(t, 3*time.Minute), id, client.CommandRequest{
 		Argv: []string{"python3", dir + "/harness.py", dir + "/group.json"},
 		User: user,
 		Cwd:  "/tmp",
 		Env:  cmdEnv,
 	})
+	if err != nil {
+		return nil, nil, out, fmt.Errorf("harness.py in %s: %w", id, err)
+	}
 	got := map[string]res{}
 	rawLine := map[string]string{}
 	for _, line := range strings.Split(out.Stdout, "\n") {
@@ -141,7 +145,7 @@ func runScripts(t *testing.T, d *harness.Daemon, id, user string, group []attemp
 		}
 		got[v.ID], rawLine[v.ID] = v.R, j
 	}
-	return got, rawLine, out
+	return got, rawLine, out, nil
 }
 
 // runGroup runs the in-sandbox attempts of group in sandbox id as user,
@@ -155,7 +159,10 @@ func runGroup(t *testing.T, d *harness.Daemon, id, user string, group []attempt)
 func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) {
 	t.Helper()
 	start := time.Now()
-	got, rawLine, out := runScripts(t, d, id, user, group, extra)
+	got, rawLine, out, err := runScripts(t, d, id, user, group, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%d attempts as %s in %s (exit %+v)", len(group), user, time.Since(start).Round(time.Millisecond), *out.Exit)
 	leaks := secrets(t, d)
 	for _, a := range group {
@@ -224,8 +231,11 @@ func controlsOK(a attempt, r res) error {
 // outside any table, and returns what it recorded.
 func inside(t *testing.T, d *harness.Daemon, id, user, py string, args map[string]any, timeout time.Duration) (res, error) {
 	t.Helper()
-	got, raw, out := runScripts(t, d, id, user, []attempt{{id: "one", py: py, args: args}},
+	got, raw, out, err := runScripts(t, d, id, user, []attempt{{id: "one", py: py, args: args}},
 		map[string]string{"RT_TIMEOUT": fmt.Sprint(timeout.Seconds())})
+	if err != nil {
+		return nil, err
+	}
 	r, ok := got["one"]
 	if !ok {
 		return nil, fmt.Errorf("%s: no result (exit %+v, stderr %s)", py, *out.Exit, harness.Clip(out.Stderr))

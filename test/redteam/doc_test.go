@@ -72,7 +72,8 @@ var families = map[string]string{
 	"cp-nokey":               "the native API without a valid API key, one route each",
 	"cp-badid":               "the native API with bad or foreign sandbox ids, one route each",
 	"cp-e2b-nokey":           "the E2B control-plane API without a valid API key, one route each",
-	"cp-oversized":           "requests beyond the server's size limits",
+	"cp-oversized-head":      "request heads beyond the server's header limit",
+	"cp-oversized-body":      "request bodies beyond the JSON body limits",
 	"cp-slow-clients":        "slow and idle connections held open",
 	"cp-sse-unread":          "event streams that are never read",
 }

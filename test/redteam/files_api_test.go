@@ -3,6 +3,7 @@ package redteam
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"mime/multipart"
@@ -118,7 +119,13 @@ func (f *fileFixture) wroteNowhere(name string) error {
 func fileAPIAttempts(f *fileFixture) []attempt {
 	var out []attempt
 	add := func(id, desc string, run func(t *testing.T) error) {
-		out = append(out, attempt{id: id, category: "filesystem", desc: desc, stops: agentFS, run: run})
+		fam := ""
+		for _, p := range []string{"fs-trav-native", "fs-trav-envd", "fs-symlink-api"} {
+			if strings.HasPrefix(id, p+"-") {
+				fam = p
+			}
+		}
+		out = append(out, attempt{id: id, category: "filesystem", family: fam, desc: desc, stops: agentFS, run: run})
 	}
 	// Reads with every traversal spelling of every host canary.
 	each := func(fn func(p string) error) error {
@@ -196,25 +203,56 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		return f.wroteNowhere(name)
 	})
 	add("fs-trav-native-watch", "GET /v1/.../files/watch?path=../../../tmp (watch the host's /tmp)", func(t *testing.T) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		w, err := f.d.Client.Watch(ctx, f.sb.ID, strings.Repeat("../", 12)+"tmp", false)
-		if err != nil {
-			return nil // refused
-		}
-		defer w.Close()
-		name := "rt-canary-watch-" + harness.RandHex(4)
-		os.WriteFile("/tmp/"+name, nil, 0o644)
-		defer os.Remove("/tmp/" + name)
-		for {
-			ev, err := w.Next()
+		// watchSees opens a watch on path, makes the files in order (host
+		// ones on the host, the others inside) and reads events until
+		// want is seen; it returns the names seen before it.
+		watchSees := func(path, want string, makeFiles func()) ([]string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			w, err := f.d.Client.Watch(ctx, f.sb.ID, path, false)
 			if err != nil {
-				return nil // nothing seen before the deadline
+				return nil, err
 			}
-			if strings.Contains(ev.Name, name) {
-				return fmt.Errorf("the watch saw the host's /tmp/%s", name)
+			defer w.Close()
+			makeFiles()
+			var seen []string
+			for {
+				ev, err := w.Next()
+				if err != nil {
+					return seen, fmt.Errorf("no event for %s before %v (saw %v)", want, err, seen)
+				}
+				if strings.Contains(ev.Name, want) {
+					return seen, nil
+				}
+				seen = append(seen, ev.Name)
 			}
 		}
+		// Control: a watch on an allowed directory delivers the event.
+		own := "rt-own-" + harness.RandHex(4)
+		if _, err := watchSees("/home/user", own, func() { sh(t, f.d, f.sb.ID, "user", "touch /home/user/"+own) }); err != nil {
+			return fmt.Errorf("control: a watch on /home/user: %w", err)
+		}
+		host, inside := "rt-canary-watch-"+harness.RandHex(4), "rt-inside-watch-"+harness.RandHex(4)
+		defer os.Remove("/tmp/" + host)
+		seen, err := watchSees(strings.Repeat("../", 12)+"tmp", inside, func() {
+			os.WriteFile("/tmp/"+host, nil, 0o644)
+			sh(t, f.d, f.sb.ID, "root", "touch /tmp/"+inside)
+		})
+		var apiErr *client.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500:
+			t.Logf("refused: %v", err)
+			return nil
+		case err != nil:
+			return fmt.Errorf("the watch neither was refused by the server nor watched the sandbox's /tmp: %w", err)
+		}
+		for _, n := range seen {
+			if strings.Contains(n, host) {
+				return fmt.Errorf("the watch saw the host's /tmp/%s", host)
+			}
+		}
+		t.Logf("the watch is on the sandbox's own /tmp (it saw %s, made inside after the host's file)", inside)
+		return nil
 	})
 	add("fs-trav-native-cwd", "run a command with cwd ../../../../ and /proc/1/root/.. and list it", func(t *testing.T) error {
 		for _, cwd := range []string{strings.Repeat("../", 12), "/proc/1/root/..", "/proc/self/cwd/../../.."} {

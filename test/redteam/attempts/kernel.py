@@ -531,4 +531,4 @@ def user_fuzz(R):
             sc(random.choice(nrs), *[random.choice((0, 1, -1, 4096, random.getrandbits(64), random.getrandbits(16)))
                                      for _ in range(6)])
             counter[:8] = struct.pack("q", i + 1)
-    R.update(survives(fuzz, 15))
+    R.update(survives(fuzz, 8))
