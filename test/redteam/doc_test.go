@@ -146,10 +146,10 @@ func attemptTable(as []attempt) string {
 			fmt.Fprintf(&b, "| `%s` | 1 | %s | %s | %s |\n", a.id, esc.Replace(a.desc), esc.Replace(a.stops), esc.Replace(orDash(a.control)))
 			continue
 		}
-		var tries, stops, ctl []string
+		var ids, stops, ctl []string
 		sameStops, sameCtl := true, true
 		for _, x := range members {
-			tries = append(tries, fmt.Sprintf("`%s`: %s", x.id, x.desc))
+			ids = append(ids, "`"+x.id+"`")
 			sameStops = sameStops && x.stops == members[0].stops
 			sameCtl = sameCtl && x.control == members[0].control
 		}
@@ -168,8 +168,9 @@ func attemptTable(as []attempt) string {
 		if len(ctl) == 0 {
 			ctl = []string{"-"}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s: %s | %s | %s |\n", m, len(members), esc.Replace(families[m]),
-			esc.Replace(strings.Join(tries, "; ")), esc.Replace(strings.Join(stops, "; ")), esc.Replace(strings.Join(ctl, "; ")))
+		tries := fmt.Sprintf("%s; for example %s. Attempts: %s", families[m], members[0].desc, strings.Join(ids, ", "))
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", m, len(members), esc.Replace(tries),
+			esc.Replace(strings.Join(stops, "; ")), esc.Replace(strings.Join(ctl, "; ")))
 	}
 	return b.String()
 }
