@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -71,6 +72,9 @@ func (f *cpFixture) req(method, path string, body []byte, hdr map[string]string)
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp.StatusCode, nil, nil // a stream that may never end
+	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, b, nil
 }
@@ -113,21 +117,71 @@ func denied(status int, body []byte, err error) error {
 	return nil
 }
 
+// ok200: the request was answered 200.
+func ok200(status int, body []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	if status != 200 {
+		return fmt.Errorf("status %d, want 200; body %.300s", status, body)
+	}
+	return nil
+}
+
+// letThrough: the request got past authentication: neither a refusal nor
+// a proxy or server error (501, a handler's "not implemented", counts as
+// past it).
+func letThrough(status int, body []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	if status == 401 || status == 403 || (status >= 500 && status != 501) {
+		return fmt.Errorf("status %d; body %.300s", status, body)
+	}
+	return nil
+}
+
+// handled: a route's handler answered, past authentication: not 401, not
+// a server error, and not the router's "no route".
+func handled(status int, body []byte, err error) error {
+	if err := letThrough(status, body, err); err != nil {
+		return err
+	}
+	if bytes.Contains(body, []byte("no route for")) {
+		return fmt.Errorf("status %d: %.300s", status, body)
+	}
+	return nil
+}
+
+func bodyOf(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
+}
+
+// signedContent is what /home/user/signed.txt holds in the attacker's
+// sandbox, for the signed URL attempts' controls.
+const signedContent = "signed-url-control"
+
 // envdRoutes are the agent's routes an E2B client uses, with a body that
 // would do harm to the victim if it were let through.
-var envdRoutes = []struct{ name, method, path, body string }{
-	{"envs", "GET", "/envs", ""},
-	{"metrics", "GET", "/metrics", ""},
-	{"fs-stat", "POST", "/filesystem.Filesystem/Stat", `{"path":"` + neighbourMarkerPath + `"}`},
-	{"fs-listdir", "POST", "/filesystem.Filesystem/ListDir", `{"path":"/home/user","depth":1}`},
-	{"fs-remove", "POST", "/filesystem.Filesystem/Remove", `{"path":"` + neighbourMarkerPath + `"}`},
-	{"fs-move", "POST", "/filesystem.Filesystem/Move", `{"source":"` + neighbourMarkerPath + `","destination":"/tmp/stolen"}`},
-	{"fs-watcher", "POST", "/filesystem.Filesystem/CreateWatcher", `{"path":"/home/user"}`},
-	{"proc-list", "POST", "/process.Process/List", `{}`},
-	{"proc-signal", "POST", "/process.Process/SendSignal", `{"process":{"pid":1},"signal":"SIGNAL_SIGKILL"}`},
-	{"files-get", "GET", "/files?path=" + neighbourMarkerPath, ""},
-	{"files-post", "POST", "/files?path=" + neighbourMarkerPath, "overwritten"},
-	{"files-compose", "POST", "/files/compose", `{"source_paths":["` + neighbourMarkerPath + `"],"destination":"/tmp/x"}`},
+//
+// ctl, if set, is the body of the control (the attacker's own token on its
+// own sandbox) where body would harm the attacker's own agent.
+var envdRoutes = []struct{ name, method, path, body, ctl string }{
+	{"envs", "GET", "/envs", "", ""},
+	{"metrics", "GET", "/metrics", "", ""},
+	{"fs-stat", "POST", "/filesystem.Filesystem/Stat", `{"path":"` + neighbourMarkerPath + `"}`, ""},
+	{"fs-listdir", "POST", "/filesystem.Filesystem/ListDir", `{"path":"/home/user","depth":1}`, ""},
+	{"fs-remove", "POST", "/filesystem.Filesystem/Remove", `{"path":"` + neighbourMarkerPath + `"}`, ""},
+	{"fs-move", "POST", "/filesystem.Filesystem/Move", `{"source":"` + neighbourMarkerPath + `","destination":"/tmp/stolen"}`, ""},
+	{"fs-watcher", "POST", "/filesystem.Filesystem/CreateWatcher", `{"path":"/home/user"}`, ""},
+	{"proc-list", "POST", "/process.Process/List", `{}`, ""},
+	{"proc-signal", "POST", "/process.Process/SendSignal", `{"process":{"pid":1},"signal":"SIGNAL_SIGKILL"}`, `{"process":{"pid":999999},"signal":"SIGNAL_SIGKILL"}`},
+	{"files-get", "GET", "/files?path=" + neighbourMarkerPath, "", ""},
+	{"files-post", "POST", "/files?path=" + neighbourMarkerPath, "overwritten", ""},
+	{"files-compose", "POST", "/files/compose", `{"source_paths":["` + neighbourMarkerPath + `"],"destination":"/tmp/x"}`, ""},
 }
 
 // signature is envd's /files URL signature (as the SDKs compute it).
@@ -144,12 +198,16 @@ func tokenAttempts(f *cpFixture) []attempt {
 	const stops = "e2bcompat proxy: X-Access-Token must equal the target sandbox's token (constant-time); the agent checks it again"
 	var out []attempt
 	for _, r := range envdRoutes {
-		out = append(out, attempt{id: "cp-cross-token-" + r.name, category: "control-plane", stops: stops,
-			desc: "sandbox A's access token on sandbox B's envd " + r.method + " " + strings.Split(r.path, "?")[0] + " through the E2B proxy",
+		out = append(out, attempt{id: "cp-cross-token-" + r.name, category: "control-plane", family: "cp-cross-token", stops: stops,
+			desc:    "sandbox A's access token on sandbox B's envd " + r.method + " " + strings.Split(r.path, "?")[0] + " through the E2B proxy",
+			control: "A's token on A's own route is let through to the agent",
 			run: func(t *testing.T) error {
-				var body []byte
-				if r.body != "" {
-					body = []byte(r.body)
+				body, ctl := bodyOf(r.body), bodyOf(r.body)
+				if r.ctl != "" {
+					ctl = bodyOf(r.ctl)
+				}
+				if err := letThrough(f.envd(f.a.ID, f.a.AccessToken, r.method, r.path, ctl, nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
 				}
 				st, b, err := f.envd(f.b.ID, f.a.AccessToken, r.method, r.path, body, nil)
 				return refused(401)(st, b, err)
@@ -164,9 +222,13 @@ func tokenAttempts(f *cpFixture) []attempt {
 		{"empty", "an empty X-Access-Token header"},
 	}
 	for _, v := range forged {
-		out = append(out, attempt{id: "cp-forged-token-" + v.name, category: "control-plane", stops: stops,
-			desc: "a forged access token on envd /process.Process/List: " + v.desc,
+		out = append(out, attempt{id: "cp-forged-token-" + v.name, category: "control-plane", family: "cp-forged-token", stops: stops,
+			desc:    "a forged access token on envd /process.Process/List: " + v.desc,
+			control: "B's own token on the same route answers 200",
 			run: func(t *testing.T) error {
+				if err := ok200(f.envd(f.b.ID, f.b.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				tok := f.b.AccessToken
 				switch v.name {
 				case "random":
@@ -192,8 +254,12 @@ func tokenAttempts(f *cpFixture) []attempt {
 	}
 	out = append(out,
 		attempt{id: "cp-token-other-headers", category: "control-plane", stops: stops,
-			desc: "the victim's token where the proxy does not look: Authorization: Bearer, ?access_token=, E2b-Traffic-Access-Token",
+			desc:    "the victim's token where the proxy does not look: Authorization: Bearer, ?access_token=, E2b-Traffic-Access-Token",
+			control: "the same token in X-Access-Token answers 200",
 			run: func(t *testing.T) error {
+				if err := ok200(f.envd(f.b.ID, f.b.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				for _, h := range []map[string]string{
 					{"Authorization": "Bearer " + f.b.AccessToken},
 					{"E2b-Traffic-Access-Token": f.b.AccessToken},
@@ -205,12 +271,16 @@ func tokenAttempts(f *cpFixture) []attempt {
 				return denied(f.envd(f.b.ID, "", "POST", "/process.Process/List?access_token="+f.b.AccessToken, []byte("{}"), nil))
 			}},
 		attempt{id: "cp-token-replay-killed", category: "control-plane", stops: "a killed sandbox's record is gone from the proxy's lookup; tokens are per sandbox and never reused; connections are pooled per sandbox id, not per address",
-			desc: "replay the token of a killed sandbox against its id and against a new sandbox that may have its address",
+			desc:    "replay the token of a killed sandbox against its id and against a new sandbox that may have its address",
+			control: "the token opened its sandbox before the kill",
 			run: func(t *testing.T) error {
 				d := f.d
 				c, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{})
 				if err != nil {
 					return err
+				}
+				if err := ok200(f.envd(c.ID, c.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
 				}
 				if err := d.Client.KillSandbox(harness.Ctx(t, time.Minute), c.ID); err != nil {
 					return err
@@ -222,7 +292,8 @@ func tokenAttempts(f *cpFixture) []attempt {
 				return refused(401)(f.envd(n.ID, c.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil))
 			}},
 		attempt{id: "cp-boot-token", category: "control-plane", stops: "the agent is not dumpable (its environ is closed to root without CAP_SYS_PTRACE); boot's Init replaced the boot token, and the agent accepts only the current one",
-			desc: "as root, read the boot token from the agent's /proc/1/environ; then use it (taken from the host) through the proxy and directly at 127.0.0.1:49983",
+			desc:    "as root, read the boot token from the agent's /proc/1/environ; then use it (taken from the host) through the proxy and directly at 127.0.0.1:49983",
+			control: "inside, the sandbox's own access token answers 200 at 127.0.0.1:49983",
 			run: func(t *testing.T) error {
 				if f.bootTok == "" {
 					return fmt.Errorf("no boot token in the sandbox's OCI spec (the attempt could not run)")
@@ -234,25 +305,42 @@ func tokenAttempts(f *cpFixture) []attempt {
 				if err := denied(f.envd(f.a.ID, f.bootTok, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
 					return fmt.Errorf("through the proxy: %w", err)
 				}
-				out := sh(t, f.d, f.a.ID, "root", `curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -H "X-Access-Token: `+f.bootTok+`" -d '{}' http://127.0.0.1:49983/process.Process/List`)
-				if out != "401" {
+				curl := func(tok string) string {
+					return sh(t, f.d, f.a.ID, "root", `curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -H "X-Access-Token: `+tok+`" -d '{}' http://127.0.0.1:49983/process.Process/List`)
+				}
+				if out := curl(f.a.AccessToken); out != "200" {
+					return fmt.Errorf("control: inside, the sandbox's own token gave %s", out)
+				}
+				if out := curl(f.bootTok); out != "401" {
 					return fmt.Errorf("inside, the boot token gave %s", out)
 				}
 				return nil
 			}},
 		attempt{id: "cp-native-agent-service", category: "control-plane", stops: "e2bcompat proxy: /spaceagent.v1.Agent/ is spaced's own channel, refused whatever the token",
-			desc: "call the agent's native Init (re-key the agent) through the E2B proxy with the sandbox's own valid token",
+			desc:    "call the agent's native Init (re-key the agent) through the E2B proxy with the sandbox's own valid token",
+			control: "the same token on /process.Process/List answers 200",
 			run: func(t *testing.T) error {
+				if err := ok200(f.envd(f.a.ID, f.a.AccessToken, "POST", "/process.Process/List", []byte("{}"), nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				return refused(404)(f.envd(f.a.ID, f.a.AccessToken, "POST", "/spaceagent.v1.Agent/Init", []byte(`{"access_token":"mine"}`), nil))
 			}},
 		attempt{id: "cp-host-route-cross-token", category: "control-plane", stops: stops,
-			desc: "route by Host: 49983-<B>.example.com carrying A's token",
+			desc:    "route by Host: 49983-<B>.example.com carrying A's token",
+			control: "Host 49983-<A>.example.com with A's token answers 200",
 			run: func(t *testing.T) error {
+				if err := ok200(f.req("POST", "/process.Process/List", []byte("{}"), map[string]string{"Authorization": "", "Host": "49983-" + f.a.ID + ".example.com", "X-Access-Token": f.a.AccessToken})); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				return refused(401)(f.req("POST", "/process.Process/List", []byte("{}"), map[string]string{"Authorization": "", "Host": "49983-" + f.b.ID + ".example.com", "X-Access-Token": f.a.AccessToken}))
 			}},
 		attempt{id: "cp-port-spelling", category: "control-plane", stops: "e2bcompat: the port is parsed as a number, so every spelling of 49983 is the envd port and needs the token",
-			desc: "reach B's envd without a token by spelling its port differently (049983, +49983, ' 49983', in the Host label and in E2b-Sandbox-Port)",
+			desc:    "reach B's envd without a token by spelling its port differently (049983, +49983, ' 49983', in the Host label and in E2b-Sandbox-Port)",
+			control: "E2b-Sandbox-Port 49983 with B's token answers 200",
 			run: func(t *testing.T) error {
+				if err := ok200(f.envd(f.b.ID, f.b.AccessToken, "POST", "/process.Process/List", []byte("{}"), map[string]string{"E2b-Sandbox-Port": "49983"})); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				for _, p := range []string{"049983", "+49983", " 49983", "49983 "} {
 					if err := refused(401, 400)(f.envd(f.b.ID, "", "POST", "/process.Process/List", []byte("{}"), map[string]string{"E2b-Sandbox-Port": p})); err != nil {
 						return fmt.Errorf("port %q: %w", p, err)
@@ -261,8 +349,12 @@ func tokenAttempts(f *cpFixture) []attempt {
 				return refused(401, 400, 404)(f.req("POST", "/process.Process/List", []byte("{}"), map[string]string{"Authorization": "", "Host": "049983-" + f.b.ID + ".example.com"}))
 			}},
 		attempt{id: "cp-pooled-sandbox", category: "control-plane", stops: "sandbox.Service: a pooled sandbox is nobody's: no API route or proxy request reaches it until it is claimed",
-			desc: "reach a pooled (unclaimed) sandbox, whose id an attacker learned, through the native API with the key and through the proxy without a token",
+			desc:    "reach a pooled (unclaimed) sandbox, whose id an attacker learned, through the native API with the key and through the proxy without a token",
+			control: "the same command route answers 200 for a claimed sandbox",
 			run: func(t *testing.T) error {
+				if err := ok200(f.req("GET", "/v1/sandboxes/"+f.a.ID, nil, nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				var id string
 				if !harness.WaitFor(20*time.Second, func() bool { id = pooledID(t, f.d); return id != "" }) {
 					return fmt.Errorf("no pooled sandbox appeared (the attempt could not run)")
@@ -289,28 +381,40 @@ func tokenAttempts(f *cpFixture) []attempt {
 		{"forged", "a signature made with a guessed token"},
 	}
 	for _, v := range signed {
-		out = append(out, attempt{id: "cp-signed-url-" + v.name, category: "control-plane", stops: "envd URL signatures: sha256 over path, operation, user, expiry and the sandbox's token; checked by the proxy's lookup and again by the agent",
-			desc: "a signed /files URL abused: " + v.desc,
+		out = append(out, attempt{id: "cp-signed-url-" + v.name, category: "control-plane", family: "cp-signed-url", stops: "envd URL signatures: sha256 over path, operation, user, expiry and the sandbox's token; checked by the proxy's lookup and again by the agent",
+			desc:    "a signed /files URL abused: " + v.desc,
+			control: "the same URL, untampered, works (the read returns the file, the write succeeds)",
 			run: func(t *testing.T) error {
 				p := "/home/user/signed.txt"
 				q := func(path, op, user, tok, e string) string {
-					s := "/files?path=" + path + "&username=" + user + "&signature=" + signature(path, op, user, tok, e)
+					v := url.Values{"path": {path}, "username": {user}, "signature": {signature(path, op, user, tok, e)}}
 					if e != "" {
-						s += "&signature_expiration=" + e
+						v.Set("signature_expiration", e)
 					}
-					return s
+					return "/files?" + v.Encode()
 				}
 				hdr := map[string]string{"Authorization": ""}
+				st, b, err := f.req("GET", q(p, "read", "user", f.a.AccessToken, exp), nil, hdr)
+				if err != nil || st != 200 || string(b) != signedContent {
+					return fmt.Errorf("control: the untampered read URL gave %d %.200q (%v)", st, b, err)
+				}
+				if v.name == "write-with-read" {
+					body, ct := multipartBody("written")
+					if err := ok200(f.req("POST", q(p, "write", "user", f.a.AccessToken, exp), body, map[string]string{"Authorization": "", "Content-Type": ct})); err != nil {
+						return fmt.Errorf("control: the untampered write URL: %w", err)
+					}
+					f.d.Client.Upload(harness.Ctx(t, 10*time.Second), f.a.ID, p, strings.NewReader(signedContent))
+				}
 				switch v.name {
 				case "write-with-read":
-					url := q(p, "read", "user", f.a.AccessToken, exp)
-					return denied(f.req("POST", url, []byte("x"), hdr))
+					body, ct := multipartBody("x")
+					return denied(f.req("POST", q(p, "read", "user", f.a.AccessToken, exp), body, map[string]string{"Authorization": "", "Content-Type": ct}))
 				case "other-path":
-					url := strings.Replace(q(p, "read", "user", f.a.AccessToken, exp), "signed.txt", "other.txt", 1)
-					return denied(f.req("GET", url, nil, hdr))
+					u := strings.Replace(q(p, "read", "user", f.a.AccessToken, exp), "signed.txt", "other.txt", 1)
+					return denied(f.req("GET", u, nil, hdr))
 				case "other-user":
-					url := strings.Replace(q(p, "read", "user", f.a.AccessToken, exp), "username=user", "username=root", 1)
-					return denied(f.req("GET", url, nil, hdr))
+					u := strings.Replace(q(p, "read", "user", f.a.AccessToken, exp), "username=user", "username=root", 1)
+					return denied(f.req("GET", u, nil, hdr))
 				case "expired":
 					old := fmt.Sprint(time.Now().Add(-time.Minute).Unix())
 					return denied(f.req("GET", q(p, "read", "user", f.a.AccessToken, old), nil, hdr))
@@ -402,9 +506,17 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 		if r.public {
 			continue
 		}
-		out = append(out, attempt{id: "cp-nokey-" + r.op, category: "control-plane", stops: "httpapi.authenticate: constant-time API key check before any handler",
-			desc: "call " + r.method + " " + r.path + " without the API key, with a wrong one, a truncated one, Basic auth, or the key in the query",
+		out = append(out, attempt{id: "cp-nokey-" + r.op, category: "control-plane", family: "cp-nokey", stops: "httpapi.authenticate: constant-time API key check before any handler",
+			desc:    "call " + r.method + " " + r.path + " without the API key, with a wrong one, a truncated one, Basic auth, or the key in the query",
+			control: "with the key, the route's handler answers (not 401, not \"no route\"): the killed sandbox's id and a body with an unknown field keep it harmless",
 			run: func(t *testing.T) error {
+				ctl := r.body()
+				if ctl != nil {
+					ctl = []byte(`{"rt_unknown_field":1}`)
+				}
+				if err := handled(f.req(r.method, r.url(f.killed), ctl, nil)); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
 				for _, h := range badKeys(f.d.APIKey) {
 					st, b, err := f.req(r.method, r.url(f.a.ID), r.body(), h)
 					if err := refused(401)(st, b, err); err != nil {
@@ -421,9 +533,19 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 		if !strings.Contains(strings.ReplaceAll(r.path, "{pid}", ""), "{") {
 			continue
 		}
-		out = append(out, attempt{id: "cp-badid-" + r.op, category: "control-plane", stops: "sandbox.Service: ids are looked up in the store, never used as paths; unknown and killed ids are not found, and an ended sandbox refuses changes",
-			desc: "call " + r.method + " " + r.path + " with a killed sandbox's id (reads of its records are allowed) and ids shaped as paths, wildcards and 300 characters in every path parameter",
+		ctlText := ""
+		if r.method == "GET" {
+			ctlText = "the same read for the attacker's own id is answered by the route's handler (not 401, 5xx or \"no route\")"
+		}
+		out = append(out, attempt{id: "cp-badid-" + r.op, category: "control-plane", family: "cp-badid", stops: "sandbox.Service: ids are looked up in the store, never used as paths; unknown and killed ids are not found, and an ended sandbox refuses changes",
+			desc:    "call " + r.method + " " + r.path + " with a killed sandbox's id (reads of its records are allowed) and ids shaped as paths, wildcards and 300 characters in every path parameter",
+			control: ctlText,
 			run: func(t *testing.T) error {
+				if r.method == "GET" {
+					if err := handled(f.req(r.method, r.url(f.a.ID), nil, nil)); err != nil {
+						return fmt.Errorf("control: %w", err)
+					}
+				}
 				ids := []string{f.killed, "..", "..%2F..%2Fetc", "%2e%2e", "*", "%00", strings.Repeat("a", 300), f.a.ID + "%2F..%2F" + f.b.ID, "..%2F..%2F..%2F..%2Ftmp"}
 				for _, id := range ids {
 					u := regexp.MustCompile(`\{[a-z]+\}`).ReplaceAllStringFunc(r.url(id), func(p string) string { return id })
@@ -449,13 +571,21 @@ func keyAttempts(t testing.TB, f *cpFixture) []attempt {
 	for _, rt := range e2bRoutes {
 		m, p, _ := strings.Cut(rt, " ")
 		name := strings.NewReplacer("/", "-", "{id}", "id").Replace(strings.Trim(p, "/"))
-		out = append(out, attempt{id: "cp-e2b-nokey-" + strings.ToLower(m) + "-" + name, category: "control-plane", stops: "e2bcompat.authenticate: constant-time API key check",
-			desc: "call the E2B control-plane route " + rt + " without the API key or with a wrong one",
+		out = append(out, attempt{id: "cp-e2b-nokey-" + strings.ToLower(m) + "-" + name, category: "control-plane", family: "cp-e2b-nokey", stops: "e2bcompat.authenticate: constant-time API key check",
+			desc:    "call the E2B control-plane route " + rt + " without the API key or with a wrong one",
+			control: "with the key in X-API-Key, the route's handler answers (not 401): the killed sandbox's id and a malformed body keep it harmless",
 			run: func(t *testing.T) error {
 				u := strings.ReplaceAll(p, "{id}", f.a.ID)
 				var body []byte
 				if m != "GET" && m != "DELETE" {
 					body = []byte(`{"templateID":"base","timeout":60}`)
+				}
+				var ctl []byte
+				if body != nil {
+					ctl = []byte(`{`)
+				}
+				if err := handled(f.req(m, strings.ReplaceAll(p, "{id}", f.killed), ctl, map[string]string{"Authorization": "", "X-API-Key": f.d.APIKey})); err != nil {
+					return fmt.Errorf("control: %w", err)
 				}
 				for _, h := range badKeys(f.d.APIKey) {
 					if err := denied(f.req(m, u, body, h)); err != nil {
@@ -507,6 +637,10 @@ func newCPFixture(t *testing.T, d *harness.Daemon) *cpFixture {
 	// token from /proc/1/environ (cp-boot-token checks that); the test
 	// reads it where spaced wrote it, the sandbox's OCI spec on the host.
 	f.bootTok = d.BootToken(t, f.a.ID)
+	if _, err := d.Client.Upload(harness.Ctx(t, 30*time.Second), f.a.ID, "/home/user/signed.txt", strings.NewReader(signedContent)); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, d, f.a.ID, "root", "chown user /home/user/signed.txt")
 	return f
 }
 

@@ -1,10 +1,13 @@
 package redteam
 
 import (
+	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,19 +16,43 @@ import (
 	"github.com/spacesandbox/space/test/harness"
 )
 
-// attempt is one escape or abuse attempt. In-sandbox attempts carry py, a
-// Python snippet run by harnessPy that records what it saw in the dict R;
-// check then says whether the attack failed. Attempts driven from outside
+// attempt is one escape or abuse attempt. In-sandbox attempts name py, a
+// function of attempts/*.py ("module.function") that records what it saw
+// in the dict R; check then says whether the attack failed, and host, if
+// set, looks at the host after the group ran. Attempts driven from outside
 // (the API, the proxy, floods) carry run instead.
 type attempt struct {
 	id       string
 	category string // filesystem, kernel, resources, control-plane, network
-	desc     string // what it tries
-	stops    string // what stops it (docs/security.md)
-	py       string
-	check    func(r res) error
-	run      func(t *testing.T) error
+	// family groups attempts that are one mechanism tried against several
+	// targets (routes, signals, spellings); "" is a family of its own.
+	family string
+	desc   string // what it tries
+	stops  string // what stops it (docs/security.md)
+	// control says what positive control shows that the mechanism works
+	// where it is allowed (docs/security.md); an in-sandbox attempt with
+	// one must report it in R['ctl'], and every entry there must be "".
+	control string
+	py      string
+	args    map[string]any
+	check   func(r res) error
+	host    func(t *testing.T, sandboxID string) error
+	run     func(t *testing.T) error
 }
+
+// mechanism is the attempt's family, or its id.
+func (a attempt) mechanism() string {
+	if a.family != "" {
+		return a.family
+	}
+	return a.id
+}
+
+// scripts are the in-sandbox halves of the attempts: harness.py runs a
+// group of them, rt.py holds what they share.
+//
+//go:embed attempts/*.py
+var scripts embed.FS
 
 // res is what an in-sandbox attempt recorded.
 type res map[string]any
@@ -46,189 +73,61 @@ func (r res) b(k string) bool { v, _ := r[k].(bool); return v }
 
 func (r res) n(k string) float64 { v, _ := r[k].(float64); return v }
 
-// harnessPy runs each attempt of a group in a forked child of its own
-// session (so a crash, a hang or stray children stay contained), waits at
-// most RT_TIMEOUT seconds for it, and prints one line "RTRESULT {json}" per
-// attempt.
-const harnessPy = `
-import ctypes, os, sys, json, errno, socket, struct, signal, time, select, threading, stat
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-def en(e): return errno.errorcode.get(e, str(e))
-def sc(nr, *args):
-    ctypes.set_errno(0)
-    a = [ctypes.c_long(x - (1 << 64) if x >= (1 << 63) else x) if isinstance(x, int) else x for x in args]
-    r = libc.syscall(ctypes.c_long(nr), *a)
-    return r, (en(ctypes.get_errno()) if r == -1 else "")
-def tryio(f, *a, **k):
-    try: return f(*a, **k), ""
-    except OSError as e: return None, en(e.errno)
-def readf(p, n=1 << 20):
-    with open(p, "rb") as f: return f.read(n).decode("latin-1")
-def cstr(s): return ctypes.c_char_p(s.encode())
-CANARY_PATHS = json.loads(os.environ.get("RT_CANARY_PATHS", "[]"))
-CANARY_NAMES = [os.path.basename(p) for p in CANARY_PATHS]
-def find_names(roots, names, limit=200000):
-    seen = 0
-    for root in roots:
-        for dp, dn, fn in os.walk(root):
-            seen += len(fn)
-            for n in names:
-                if n in fn or n in dn: return os.path.join(dp, n)
-            if seen > limit: return ""
-    return ""
-def mount(src, tgt, fs, flags=0, data=None):
-    ctypes.set_errno(0)
-    r = libc.mount(cstr(src) if src else None, cstr(tgt), cstr(fs) if fs else None, ctypes.c_ulong(flags), cstr(data) if data else None)
-    return "" if r == 0 else en(ctypes.get_errno())
-def userns(extra=0):
-    r, e = sc(272, 0x10000000 | extra)
-    if e: return "unshare:" + e
-    for f, v in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", "0 0 1"), ("/proc/self/gid_map", "0 0 1")):
-        try:
-            with open(f, "w") as fh: fh.write(v)
-        except OSError as x:
-            if f != "/proc/self/setgroups": return "map:" + en(x.errno)
-    return ""
-def openerr(p, flags=os.O_RDONLY):
-    try:
-        fd = os.open(p, flags)
-    except OSError as e: return en(e.errno)
-    try: os.read(fd, 16) if flags == os.O_RDONLY else None
-    except OSError as e: return "read:" + en(e.errno)
-    finally: os.close(fd)
-    return ""
-def writeerr(p, data):
-    try:
-        with open(p, "w") as f: f.write(data)
-    except OSError as e: return en(e.errno)
-    return ""
-def probe_tcp(targets, timeout=1.0):
-    res = {}
-    def one(t):
-        h, p = t.rsplit(":", 1)
-        h = h.strip("[]")
-        fam = socket.AF_INET6 if ":" in h else socket.AF_INET
-        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(timeout)
-        try: s.connect((h, int(p))); res[t] = "connected"
-        except ConnectionRefusedError: res[t] = "refused"
-        except socket.timeout: res[t] = "timeout"
-        except OSError as e: res[t] = "error:" + en(e.errno)
-        finally: s.close()
-    ts = [threading.Thread(target=one, args=(t,)) for t in targets]
-    [x.start() for x in ts]; [x.join() for x in ts]
-    return res
-def send_udp(targets, payload=b"RTUDP"):
-    res = {}
-    for t in targets:
-        h, p = t.rsplit(":", 1)
-        h = h.strip("[]")
-        fam = socket.AF_INET6 if ":" in h else socket.AF_INET
-        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(0.5)
-        try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-            for i in range(3): s.sendto(payload, (h, int(p)))
-            try: s.recvfrom(512); res[t] = "answered"
-            except socket.timeout: res[t] = "no answer"
-        except OSError as e: res[t] = "error:" + en(e.errno)
-        finally: s.close()
-    return res
-def ping(hosts, timeout=0.7):
-    res = {}
-    for h in hosts:
-        try:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.settimeout(timeout)
-        except OSError as e: res[h] = "socket:" + en(e.errno); continue
-        try:
-            s.sendto(struct.pack("!BBHHH", 8, 0, 0, 0, 1) + b"rt", (h, 0))
-            s.recvfrom(512); res[h] = "reply"
-        except socket.timeout: res[h] = "no reply"
-        except OSError as e: res[h] = "error:" + en(e.errno)
-        finally: s.close()
-    return res
-NET = json.loads(os.environ.get("RT_NET", "{}"))
-def agent_alive():
-    try: return "space-agent" in readf("/proc/1/cmdline") and readf("/proc/1/stat").split(")")[1].split()[0] not in ("T", "Z", "X")
-    except OSError: return False
-G = dict(globals())
-def run_one(a, timeout):
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(rfd)
-        try: os.setsid()
-        except OSError: pass
-        R = {}
-        try: exec(a["code"], dict(G, R=R))
-        except BaseException as e: R["exc"] = "%s: %s" % (type(e).__name__, e)
-        with os.fdopen(wfd, "wb") as w: w.write(json.dumps(R, default=str).encode())
-        os._exit(0)
-    os.close(wfd)
-    buf, deadline, timed_out = b"", time.time() + timeout, False
-    while True:
-        left = deadline - time.time()
-        if left <= 0: timed_out = True; break
-        rd, _, _ = select.select([rfd], [], [], left)
-        if not rd: timed_out = True; break
-        chunk = os.read(rfd, 65536)
-        if not chunk: break
-        buf += chunk
-    os.close(rfd)
-    try: os.killpg(pid, signal.SIGKILL)
-    except OSError: pass
-    try: os.kill(pid, signal.SIGKILL)
-    except OSError: pass
-    _, st = os.waitpid(pid, 0)
-    try: R = json.loads(buf)
-    except Exception: R = {"harness": "no result", "status": st, "raw": buf[:300].decode("latin-1")}
-    if timed_out: R["timeout"] = True
-    return R
-attempts = json.load(open(sys.argv[1]))
-for a in attempts:
-    print("RTRESULT " + json.dumps({"id": a["id"], "r": run_one(a, float(os.environ.get("RT_TIMEOUT", "20")))}), flush=True)
-`
+func ctxFor(t *testing.T) context.Context { return harness.Ctx(t, 30*time.Second) }
 
-// runGroup runs the in-sandbox attempts of group in sandbox id as user,
-// one subtest per attempt, then checks that nothing outside was disturbed.
-func runGroup(t *testing.T, d *harness.Daemon, id, user string, group []attempt) {
+// upload puts every script into dir in sandbox id, readable by all.
+func upload(t *testing.T, d *harness.Daemon, id, dir string) {
 	t.Helper()
-	runGroupEnv(t, d, id, user, group, nil)
-}
-
-// runGroupEnv is runGroup with extra environment for the snippets.
-func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) {
-	t.Helper()
-	dir := "/tmp/rt-" + harness.RandHex(4)
-	type spec struct {
-		ID   string `json:"id"`
-		Code string `json:"code"`
-	}
-	var specs []spec
-	for _, a := range group {
-		specs = append(specs, spec{a.id, a.py})
-	}
-	b, _ := json.Marshal(specs)
-	ctx := harness.Ctx(t, 30*time.Second)
-	if _, err := d.Client.Upload(ctx, id, dir+"/harness.py", strings.NewReader(harnessPy)); err != nil {
+	entries, err := scripts.ReadDir("attempts")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Client.Upload(ctx, id, dir+"/group.json", strings.NewReader(string(b))); err != nil {
-		t.Fatal(err)
+	for _, e := range entries {
+		b, _ := scripts.ReadFile("attempts/" + e.Name())
+		if _, err := d.Client.Upload(ctxFor(t), id, dir+"/"+e.Name(), strings.NewReader(string(b))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sh(t, d, id, "root", "chmod -R a+rX "+dir)
+}
+
+type groupSpec struct {
+	ID   string         `json:"id"`
+	Py   string         `json:"py"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// runScripts runs the attempts' functions in sandbox id as user through
+// harness.py and returns each one's R and raw result line.
+// A broken command stream (the sandbox died) is an error.
+func runScripts(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) (map[string]res, map[string]string, harness.Result, error) {
+	t.Helper()
+	dir := "/tmp/rt-" + harness.RandHex(4)
+	upload(t, d, id, dir)
+	var specs []groupSpec
+	for _, a := range group {
+		specs = append(specs, groupSpec{a.id, a.py, a.args})
+	}
+	b, _ := json.Marshal(specs)
+	if _, err := d.Client.Upload(ctxFor(t), id, dir+"/group.json", strings.NewReader(string(b))); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, d, id, "root", "chmod a+r "+dir+"/group.json")
 	paths, _ := json.Marshal(env.canary.paths())
-	cmdEnv := map[string]string{"RT_CANARY_PATHS": string(paths)}
+	ifs, _ := json.Marshal(hostIfNames())
+	cmdEnv := map[string]string{"RT_CANARY_PATHS": string(paths), "RT_HOST_IFS": string(ifs)}
 	for k, v := range extra {
 		cmdEnv[k] = v
 	}
-	start := time.Now()
-	out := run(t, d, id, client.CommandRequest{
+	out, err := d.Exec(harness.Ctx(t, 3*time.Minute), id, client.CommandRequest{
 		Argv: []string{"python3", dir + "/harness.py", dir + "/group.json"},
 		User: user,
 		Cwd:  "/tmp",
 		Env:  cmdEnv,
 	})
-	t.Logf("%d attempts as %s in %s (exit %+v)", len(group), user, time.Since(start).Round(time.Millisecond), *out.Exit)
+	if err != nil {
+		return nil, nil, out, fmt.Errorf("harness.py in %s: %w", id, err)
+	}
 	got := map[string]res{}
 	rawLine := map[string]string{}
 	for _, line := range strings.Split(out.Stdout, "\n") {
@@ -246,6 +145,25 @@ func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attem
 		}
 		got[v.ID], rawLine[v.ID] = v.R, j
 	}
+	return got, rawLine, out, nil
+}
+
+// runGroup runs the in-sandbox attempts of group in sandbox id as user,
+// one subtest per attempt, then checks that nothing outside was disturbed.
+func runGroup(t *testing.T, d *harness.Daemon, id, user string, group []attempt) {
+	t.Helper()
+	runGroupEnv(t, d, id, user, group, nil)
+}
+
+// runGroupEnv is runGroup with extra environment for the scripts.
+func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attempt, extra map[string]string) {
+	t.Helper()
+	start := time.Now()
+	got, rawLine, out, err := runScripts(t, d, id, user, group, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d attempts as %s in %s (exit %+v)", len(group), user, time.Since(start).Round(time.Millisecond), *out.Exit)
 	leaks := secrets(t, d)
 	for _, a := range group {
 		t.Run(a.id, func(t *testing.T) {
@@ -257,12 +175,76 @@ func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attem
 			if err := noLeak(rawLine[a.id], leaks); err != nil {
 				t.Errorf("%s: %v; result %v", a.desc, err, r)
 			}
-			if err := a.check(r); err != nil {
-				t.Errorf("%s: the attack was not stopped: %v; result %v", a.desc, err, r)
+			if err := checkResult(a, r); err != nil {
+				t.Errorf("%s: %v; result %v", a.desc, err, r)
+			}
+			if a.host != nil {
+				if err := a.host(t, id); err != nil {
+					t.Errorf("%s: on the host: %v", a.desc, err)
+				}
 			}
 		})
 	}
 	guard(t, d)
+}
+
+// checkResult applies a's controls and check to r.
+func checkResult(a attempt, r res) error {
+	if r.s("harness") != "" || r.b("timeout") {
+		return fmt.Errorf("the attempt did not complete: harness %q, timeout %v", r.s("harness"), r.b("timeout"))
+	}
+	if err := controlsOK(a, r); err != nil {
+		return fmt.Errorf("positive control failed, so the result proves nothing: %w", err)
+	}
+	if err := a.check(r); err != nil {
+		return fmt.Errorf("the attack was not stopped: %w", err)
+	}
+	return nil
+}
+
+// controlsOK: an attempt that declares a control reported it, and every
+// control it reported worked.
+func controlsOK(a attempt, r res) error {
+	ctl, ok := r["ctl"].(map[string]any)
+	switch {
+	case a.control == "" && ok:
+		return fmt.Errorf("the script reports controls %v the table does not describe", ctl)
+	case a.control == "":
+		return nil
+	case !ok || len(ctl) == 0:
+		return fmt.Errorf("no control reported (exc %q)", r.s("exc"))
+	}
+	names := make([]string, 0, len(ctl))
+	for k := range ctl {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if s, _ := ctl[k].(string); s != "" || ctl[k] == nil {
+			return fmt.Errorf("%s: %v", k, ctl[k])
+		}
+	}
+	return nil
+}
+
+// inside runs one script function (py, with args) in sandbox id as user,
+// outside any table, and returns what it recorded.
+func inside(t *testing.T, d *harness.Daemon, id, user, py string, args map[string]any, timeout time.Duration) (res, error) {
+	t.Helper()
+	got, raw, out, err := runScripts(t, d, id, user, []attempt{{id: "one", py: py, args: args}},
+		map[string]string{"RT_TIMEOUT": fmt.Sprint(timeout.Seconds())})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := got["one"]
+	if !ok {
+		return nil, fmt.Errorf("%s: no result (exit %+v, stderr %s)", py, *out.Exit, harness.Clip(out.Stderr))
+	}
+	t.Logf("%s: %s", py, raw["one"])
+	if r.s("exc") != "" || r.b("timeout") {
+		return r, fmt.Errorf("%s did not complete: exc %q timeout %v", py, r.s("exc"), r.b("timeout"))
+	}
+	return r, nil
 }
 
 // noLeak fails when out contains a host or neighbour secret.
@@ -275,24 +257,57 @@ func noLeak(out string, leaks []string) error {
 	return nil
 }
 
-// Checks used by many attempts.
+// Errnos that mean a refusal. A call refused with EINVAL, EFAULT, EBADF or
+// ENOTTY proves nothing: it fails on any Linux because of its arguments.
+var (
+	// perm: the kernel checked a permission or a capability and said no.
+	perm = []string{"EPERM", "EACCES"}
+	// absent: the thing is not there (no file, device, family or call).
+	absent = []string{"ENOENT", "ENOSYS", "ENODEV", "ENXIO", "EOPNOTSUPP", "ENOTSUP", "EAFNOSUPPORT", "EPROTONOSUPPORT"}
+	// writeRefused: a write to a kernel setting that was not taken.
+	writeRefused = []string{"EPERM", "EACCES", "EROFS", "EIO", "ENOENT"}
+)
 
-// errnoIn: R["err"] is one of the errnos (the syscall was refused).
-func errnoIn(errs ...string) func(res) error {
+// refusedWith: R[k] is one of the errnos.
+func refusedWith(k string, errs ...string) func(res) error {
 	return func(r res) error {
-		if e := r.s("err"); slices.Contains(errs, e) {
+		if e := r.s(k); slices.Contains(errs, e) {
 			return nil
 		}
-		return fmt.Errorf("err %q, want one of %v", r.s("err"), errs)
+		if r.s(k) == "" {
+			return fmt.Errorf("%s: the call succeeded (exc %q)", k, r.s("exc"))
+		}
+		return fmt.Errorf("%s = %q, want a refusal: one of %v", k, r.s(k), errs)
 	}
 }
 
-// failed: R["err"] is set, whatever the errno.
-func failed(r res) error {
-	if r.s("err") == "" {
-		return fmt.Errorf("the call succeeded")
+// allRefusedWith: every value of the dict R[k] is one of the errnos.
+func allRefusedWith(k string, errs ...string) func(res) error {
+	return func(r res) error {
+		m, ok := r[k].(map[string]any)
+		if !ok || len(m) == 0 {
+			return fmt.Errorf("%s = %v, want a dict of errnos (exc %q)", k, r[k], r.s("exc"))
+		}
+		for _, name := range sortedKeys(m) {
+			s, _ := m[name].(string)
+			if !slices.Contains(errs, s) {
+				if s == "" {
+					return fmt.Errorf("%s: %s succeeded", k, name)
+				}
+				return fmt.Errorf("%s: %s = %q, want a refusal: one of %v", k, name, s, errs)
+			}
+		}
+		return nil
 	}
-	return nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 // isFalse: R[k] is false (and present).
@@ -303,6 +318,33 @@ func isFalse(k string) func(res) error {
 			return fmt.Errorf("%s is %v, want false", k, r[k])
 		}
 		return nil
+	}
+}
+
+// equals: R[k] is the string want.
+func equals(k, want string) func(res) error {
+	return func(r res) error {
+		if r.s(k) != want {
+			return fmt.Errorf("%s = %q, want %q", k, r.s(k), want)
+		}
+		return nil
+	}
+}
+
+// nonEmpty: R[k] is a non-empty list or string.
+func nonEmpty(k string) func(res) error {
+	return func(r res) error {
+		switch v := r[k].(type) {
+		case []any:
+			if len(v) > 0 {
+				return nil
+			}
+		case string:
+			if v != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s = %v, want something (exc %q)", k, r[k], r.s("exc"))
 	}
 }
 
@@ -333,22 +375,10 @@ func anyOf(checks ...func(res) error) func(res) error {
 	}
 }
 
-// noExc: the snippet ran to its end.
+// noExc: the script ran to its end.
 func noExc(r res) error {
-	if r.s("exc") != "" || r.b("timeout") || r.s("harness") != "" {
-		return fmt.Errorf("the attempt did not complete: exc %q timeout %v harness %q", r.s("exc"), r.b("timeout"), r.s("harness"))
+	if r.s("exc") != "" {
+		return fmt.Errorf("the attempt did not complete: exc %q", r.s("exc"))
 	}
 	return nil
-}
-
-// call builds a snippet that makes syscall nr with args and records err.
-func call(nr int, args ...string) string {
-	return fmt.Sprintf("R['ret'], R['err'] = sc(%d%s)", nr, joinArgs(args))
-}
-
-func joinArgs(args []string) string {
-	if len(args) == 0 {
-		return ""
-	}
-	return ", " + strings.Join(args, ", ")
 }

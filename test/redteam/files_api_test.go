@@ -3,6 +3,7 @@ package redteam
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"mime/multipart"
@@ -115,10 +116,137 @@ func (f *fileFixture) wroteNowhere(name string) error {
 	return nil
 }
 
+// fileControl is the positive control of a file API attempt: the same
+// route, with a path of the sandbox's own, does what it is for.
+type fileControl struct {
+	text string
+	run  func(t *testing.T) error
+}
+
+// want2xx: a 2xx answer, holding want if it is not "".
+func want2xx(want string) func(int, []byte, error) error {
+	return func(st int, b []byte, err error) error {
+		if err != nil {
+			return err
+		}
+		if st < 200 || st > 299 || !strings.Contains(string(b), want) {
+			return fmt.Errorf("status %d %.200q, want 2xx holding %q", st, b, want)
+		}
+		return nil
+	}
+}
+
+func fileAPIControls(f *fileFixture) map[string]fileControl {
+	ct := map[string]string{"Content-Type": "application/json"}
+	fresh := func() string { return "/home/user/rt-ctl-" + harness.RandHex(4) }
+	native := func(text, method, route string, q func() url.Values, body func() []byte, want string) fileControl {
+		return fileControl{text, func(t *testing.T) error {
+			var b []byte
+			if body != nil {
+				b = body()
+			}
+			return want2xx(want)(f.native(method, route, q(), b))
+		}}
+	}
+	connect := func(rpc, field string, path func() string) fileControl {
+		return fileControl{"Connect filesystem." + rpc + " of a path of the sandbox's own answers 200", func(t *testing.T) error {
+			return want2xx("")(f.e2b("POST", "/filesystem.Filesystem/"+rpc, []byte(fmt.Sprintf(`{%q:%q}`, field, path())), ct))
+		}}
+	}
+	src := func() url.Values { return url.Values{"path": {"/home/user/src2"}} }
+	own := "the sandbox's own link /home/user/l-own to /home/user/realdir is followed by both APIs"
+	ownLink := fileControl{own, func(t *testing.T) error {
+		if err := want2xx("own-file")(f.native("GET", "/files", url.Values{"path": {"/home/user/l-own/f"}}, nil)); err != nil {
+			return err
+		}
+		return want2xx("own-file")(f.e2b("GET", "/files?"+url.Values{"path": {"/home/user/l-own/f"}, "username": {"root"}}.Encode(), nil, nil))
+	}}
+	m := map[string]fileControl{
+		"fs-trav-native-download": native("a download of the sandbox's /home/user/src2 returns it", "GET", "/files", src, nil, "x"),
+		"fs-trav-native-stat":     native("a stat of /home/user/src2 answers 200", "GET", "/files/stat", src, nil, "src2"),
+		"fs-trav-native-list":     native("a listing of /home/user shows src2", "GET", "/files/list", func() url.Values { return url.Values{"path": {"/home/user"}} }, nil, "src2"),
+		"fs-trav-native-upload": {"an upload to a new file in /home/user is read back", func(t *testing.T) error {
+			p := fresh()
+			if err := want2xx("")(f.native("PUT", "/files", url.Values{"path": {p}}, []byte("uploaded"))); err != nil {
+				return err
+			}
+			return want2xx("uploaded")(f.native("GET", "/files", url.Values{"path": {p}}, nil))
+		}},
+		"fs-trav-native-delete": {"a file uploaded to /home/user is deleted and then not found", func(t *testing.T) error {
+			p := fresh()
+			f.native("PUT", "/files", url.Values{"path": {p}}, []byte("x"))
+			if err := want2xx("")(f.native("DELETE", "/files", url.Values{"path": {p}}, nil)); err != nil {
+				return err
+			}
+			if st, b, _ := f.native("GET", "/files/stat", url.Values{"path": {p}}, nil); st != 404 {
+				return fmt.Errorf("after the delete, stat answers %d %.200q", st, b)
+			}
+			return nil
+		}},
+		"fs-trav-native-mkdir": native("mkdir of a new directory in /home/user answers 2xx", "POST", "/files/mkdir", func() url.Values { return nil }, func() []byte { return []byte(`{"path":"` + fresh() + `"}`) }, ""),
+		"fs-trav-native-move": {"a file of /home/user moves within it", func(t *testing.T) error {
+			p := fresh()
+			f.native("PUT", "/files", url.Values{"path": {p}}, []byte("x"))
+			return want2xx("")(f.native("POST", "/files/move", nil, []byte(`{"source":"`+p+`","destination":"`+p+`-moved"}`)))
+		}},
+		"fs-trav-native-watch": {"a watch on /home/user delivers the event of a file made there", nil}, // in the attempt
+		"fs-trav-native-cwd": {"a command with cwd /home/user runs there", func(t *testing.T) error {
+			r, err := f.d.Exec(harness.Ctx(t, 20*time.Second), f.sb.ID, client.CommandRequest{Cmd: "pwd", Cwd: "/home/user"})
+			if err != nil || strings.TrimSpace(r.Stdout) != "/home/user" {
+				return fmt.Errorf("pwd gave %q (%v)", r.Stdout, err)
+			}
+			return nil
+		}},
+		"fs-trav-envd-download": {"an envd download of /home/user/src2 returns it", func(t *testing.T) error {
+			return want2xx("x")(f.e2b("GET", "/files?"+url.Values{"path": {"/home/user/src2"}, "username": {"root"}}.Encode(), nil, nil))
+		}},
+		"fs-trav-envd-upload": {"an envd upload to a new file in /home/user answers 200", func(t *testing.T) error {
+			body, ctype := multipartBody("uploaded")
+			return want2xx("")(f.e2b("POST", "/files?"+url.Values{"path": {fresh()}, "username": {"root"}}.Encode(), body, map[string]string{"Content-Type": ctype}))
+		}},
+		"fs-trav-envd-compose": {"compose of /home/user/src2 into a new file of /home/user answers 200", func(t *testing.T) error {
+			return want2xx("")(f.e2b("POST", "/files/compose", []byte(fmt.Sprintf(`{"source_paths":["/home/user/src2"],"destination":%q,"username":"root"}`, fresh())), ct))
+		}},
+		"fs-trav-envd-stat":    connect("Stat", "path", func() string { return "/home/user/src2" }),
+		"fs-trav-envd-listdir": connect("ListDir", "path", func() string { return "/home/user" }),
+		"fs-trav-envd-remove": {"Connect filesystem.Remove of a file uploaded to /home/user answers 200", func(t *testing.T) error {
+			p := fresh()
+			f.native("PUT", "/files", url.Values{"path": {p}}, []byte("x"))
+			return want2xx("")(f.e2b("POST", "/filesystem.Filesystem/Remove", []byte(`{"path":"`+p+`"}`), ct))
+		}},
+		"fs-trav-envd-watcher":      connect("CreateWatcher", "path", func() string { return "/home/user" }),
+		"fs-trav-envd-makedir-move": connect("MakeDir", "path", fresh),
+		"fs-symlink-race": {"the API reads a file of the sandbox's own through /home/user/real", func(t *testing.T) error {
+			return want2xx("own-file")(f.native("GET", "/files", url.Values{"path": {"/home/user/realdir/f"}}, nil))
+		}},
+	}
+	for name := range links {
+		m["fs-symlink-api-"+strings.TrimPrefix(name, "l-")] = ownLink
+	}
+	return m
+}
+
 func fileAPIAttempts(f *fileFixture) []attempt {
 	var out []attempt
+	ctls := fileAPIControls(f)
 	add := func(id, desc string, run func(t *testing.T) error) {
-		out = append(out, attempt{id: id, category: "filesystem", desc: desc, stops: agentFS, run: run})
+		ctl := ctls[id]
+		if ctl.run != nil {
+			inner := run
+			run = func(t *testing.T) error {
+				if err := ctl.run(t); err != nil {
+					return fmt.Errorf("control: %w", err)
+				}
+				return inner(t)
+			}
+		}
+		fam := ""
+		for _, p := range []string{"fs-trav-native", "fs-trav-envd", "fs-symlink-api"} {
+			if strings.HasPrefix(id, p+"-") {
+				fam = p
+			}
+		}
+		out = append(out, attempt{id: id, category: "filesystem", family: fam, desc: desc, stops: agentFS, control: ctl.text, run: run})
 	}
 	// Reads with every traversal spelling of every host canary.
 	each := func(fn func(p string) error) error {
@@ -196,25 +324,56 @@ func fileAPIAttempts(f *fileFixture) []attempt {
 		return f.wroteNowhere(name)
 	})
 	add("fs-trav-native-watch", "GET /v1/.../files/watch?path=../../../tmp (watch the host's /tmp)", func(t *testing.T) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		w, err := f.d.Client.Watch(ctx, f.sb.ID, strings.Repeat("../", 12)+"tmp", false)
-		if err != nil {
-			return nil // refused
-		}
-		defer w.Close()
-		name := "rt-canary-watch-" + harness.RandHex(4)
-		os.WriteFile("/tmp/"+name, nil, 0o644)
-		defer os.Remove("/tmp/" + name)
-		for {
-			ev, err := w.Next()
+		// watchSees opens a watch on path, makes the files in order (host
+		// ones on the host, the others inside) and reads events until
+		// want is seen; it returns the names seen before it.
+		watchSees := func(path, want string, makeFiles func()) ([]string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			w, err := f.d.Client.Watch(ctx, f.sb.ID, path, false)
 			if err != nil {
-				return nil // nothing seen before the deadline
+				return nil, err
 			}
-			if strings.Contains(ev.Name, name) {
-				return fmt.Errorf("the watch saw the host's /tmp/%s", name)
+			defer w.Close()
+			makeFiles()
+			var seen []string
+			for {
+				ev, err := w.Next()
+				if err != nil {
+					return seen, fmt.Errorf("no event for %s before %v (saw %v)", want, err, seen)
+				}
+				if strings.Contains(ev.Name, want) {
+					return seen, nil
+				}
+				seen = append(seen, ev.Name)
 			}
 		}
+		// Control: a watch on an allowed directory delivers the event.
+		own := "rt-own-" + harness.RandHex(4)
+		if _, err := watchSees("/home/user", own, func() { sh(t, f.d, f.sb.ID, "user", "touch /home/user/"+own) }); err != nil {
+			return fmt.Errorf("control: a watch on /home/user: %w", err)
+		}
+		host, inside := "rt-canary-watch-"+harness.RandHex(4), "rt-inside-watch-"+harness.RandHex(4)
+		defer os.Remove("/tmp/" + host)
+		seen, err := watchSees(strings.Repeat("../", 12)+"tmp", inside, func() {
+			os.WriteFile("/tmp/"+host, nil, 0o644)
+			sh(t, f.d, f.sb.ID, "root", "touch /tmp/"+inside)
+		})
+		var apiErr *client.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500:
+			t.Logf("refused: %v", err)
+			return nil
+		case err != nil:
+			return fmt.Errorf("the watch neither was refused by the server nor watched the sandbox's /tmp: %w", err)
+		}
+		for _, n := range seen {
+			if strings.Contains(n, host) {
+				return fmt.Errorf("the watch saw the host's /tmp/%s", host)
+			}
+		}
+		t.Logf("the watch is on the sandbox's own /tmp (it saw %s, made inside after the host's file)", inside)
+		return nil
 	})
 	add("fs-trav-native-cwd", "run a command with cwd ../../../../ and /proc/1/root/.. and list it", func(t *testing.T) error {
 		for _, cwd := range []string{strings.Repeat("../", 12), "/proc/1/root/..", "/proc/self/cwd/../../.."} {
@@ -384,7 +543,7 @@ func TestFileAPI(t *testing.T) {
 	for name, target := range links {
 		fmt.Fprintf(&cmd, "ln -s %s /home/user/%s; ", target, name)
 	}
-	sh(t, d, sb.ID, "root", cmd.String()+"echo x > /home/user/src2")
+	sh(t, d, sb.ID, "root", cmd.String()+"echo x > /home/user/src2; mkdir -p /home/user/realdir; echo own-file > /home/user/realdir/f; ln -s /home/user/realdir /home/user/l-own")
 	for _, a := range fileAPIAttempts(f) {
 		t.Run(a.id, func(t *testing.T) {
 			if err := a.run(t); err != nil {

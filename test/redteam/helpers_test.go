@@ -285,3 +285,15 @@ func spacedRSS(t *testing.T, d *harness.Daemon) int {
 	t.Fatal("no VmRSS in spaced's status")
 	return 0
 }
+
+// hostIfNames are the host's network interfaces whose names the sandbox's
+// own cannot share (lo and eth0 left out).
+func hostIfNames() []string {
+	var out []string
+	for _, n := range harness.DirEntries("/sys/class/net") {
+		if n != "lo" && n != "eth0" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,29 +37,6 @@ type netFixture struct {
 
 var netFix netFixture
 
-// noneConnected: no probe in R['res'] connected or was answered.
-func noneConnected(r res) error {
-	m, ok := r["res"].(map[string]any)
-	if !ok || len(m) == 0 {
-		return fmt.Errorf("no probe results: %v", r)
-	}
-	for target, v := range m {
-		if s, _ := v.(string); s == "connected" || s == "answered" || s == "reply" {
-			return fmt.Errorf("reached %s (%s)", target, s)
-		}
-	}
-	return nil
-}
-
-// hostUnreached: on top of noneConnected, none of the host-side listeners
-// counted anything.
-func hostUnreached(r res) error {
-	if err := noneConnected(r); err != nil {
-		return err
-	}
-	return listenersQuiet()
-}
-
 // listenersQuiet: none of the host-side listeners counted anything.
 func listenersQuiet() error {
 	for name, n := range map[string]*atomic.Int64{"host TCP": netFix.tcpHits, "host UDP": netFix.udpHits, "test namespace TCP": netFix.nsTCPHits, "test namespace UDP": netFix.nsUDPHits} {
@@ -68,24 +46,6 @@ func listenersQuiet() error {
 	}
 	return nil
 }
-
-// dnsProbe asks for example.com at port 53 of three addresses, over UDP
-// and TCP, and records each answer's rcode and answer count.
-const dnsProbe = `q = struct.pack('!HHHHHH', 1, 0x100, 1, 0, 0, 0) + b'\x07example\x03com\x00\x00\x01\x00\x01'
-R['res'] = {}
-for a in (NET['host'], '169.254.169.254', '198.51.100.10'):
-    for proto in ('udp', 'tcp'):
-        k = proto + ':' + a
-        try:
-            if proto == 'udp':
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1); s.sendto(q, (a, 53)); resp = s.recvfrom(512)[0]
-            else:
-                s = socket.create_connection((a, 53), timeout=1); s.sendall(struct.pack('!H', len(q)) + q); resp = s.recv(514)[2:]
-            s.close()
-            R['res'][k] = 'rcode=%d an=%d' % (resp[3] & 15, struct.unpack('!H', resp[6:8])[0])
-        except OSError as e:
-            R['res'][k] = 'error:' + en(e.errno or 0)
-`
 
 // dnsRefused: no DNS query got an answer record, and no listener behind
 // the host or in the test namespace saw a packet.
@@ -102,52 +62,81 @@ func dnsRefused(r res) error {
 	return listenersQuiet()
 }
 
-func tcpTo(expr string) string { return "R['res'] = probe_tcp(" + expr + ")" }
+// dropped: every probe in R['res'] was dropped on the way (a timeout, no
+// answer, or no route), except those whose target starts with one of
+// own, the sandbox's own loopback, which must not connect either. A
+// refusal (RST) from elsewhere means a packet got through to someone.
+func dropped(own ...string) func(res) error {
+	return func(r res) error {
+		m, ok := r["res"].(map[string]any)
+		if !ok || len(m) == 0 {
+			return fmt.Errorf("no probe results: %v", r)
+		}
+		for _, target := range sortedKeys(m) {
+			s, _ := m[target].(string)
+			isOwn := slices.ContainsFunc(own, func(p string) bool { return strings.HasPrefix(target, p) })
+			switch {
+			case s == "connected" || s == "answered" || s == "reply":
+				return fmt.Errorf("reached %s (%s)", target, s)
+			case isOwn:
+			case s == "timeout" || s == "no answer" || s == "no reply" || s == "error:ENETUNREACH" || s == "error:EHOSTUNREACH":
+			default:
+				return fmt.Errorf("%s: %s, want the packets dropped (a timeout or no route)", target, s)
+			}
+		}
+		return listenersQuiet()
+	}
+}
+
+const probesCtl = "the same probes reach a TCP listener, a UDP echo server and an ICMP echo on the sandbox's own loopback"
 
 func networkAttempts() []attempt {
 	return []attempt{
-		{id: "net-host-spaced", desc: "TCP to spaced's port on the host end of the sandbox's veth", stops: nft,
-			py: tcpTo("[NET['host'] + ':' + NET['spaced']]"), check: hostUnreached},
-		{id: "net-host-listener", desc: "TCP to a host listener on 0.0.0.0 through the veth's host address", stops: nft,
-			py: tcpTo("[NET['host'] + ':' + NET['tcp']]"), check: hostUnreached},
-		{id: "net-host-ports", desc: "TCP to well-known host ports (ssh, http, docker, etcd, kubelet, the agent's port) on the veth's host address (53 is the egress gateway's DNS: net-udp-dns)", stops: nft,
-			py: tcpTo("[NET['host'] + ':' + str(p) for p in (22, 80, 111, 443, 2375, 2379, 6443, 10250, 49983)]"), check: hostUnreached},
-		{id: "net-host-other-ifaces", desc: "TCP to the host's other interface addresses (spaced's port and a listener)", stops: nft,
-			py: tcpTo("[a + ':' + p for a in NET['hostAddrs'] for p in (NET['spaced'], NET['tcp'])]"), check: hostUnreached},
-		{id: "net-host-loopback", desc: "127.0.0.1 and localhost at spaced's port (the host's loopback)", stops: netstack + ": 127.0.0.1 is the sandbox's own loopback",
-			py:    tcpTo("['127.0.0.1:' + NET['spaced'], '127.0.0.2:' + NET['spaced'], 'localhost:' + NET['tcp']]") + "\nR['own'] = [v for v in R['res'].values()]",
-			check: hostUnreached},
-		{id: "net-neighbour-agent", desc: "TCP to the neighbour sandbox's agent port", stops: nft,
-			py: tcpTo("[NET['neighbour'] + ':49983']"), check: noneConnected},
-		{id: "net-neighbour-ports", desc: "TCP to a server the neighbour runs and to common ports of the neighbour", stops: nft,
-			py: tcpTo("[NET['neighbour'] + ':' + str(p) for p in (8000, 22, 80, 443, 8080)]"), check: noneConnected},
-		{id: "net-other-slots", desc: "TCP to the agent port of every address in the first sandbox slots (other sandboxes, present or future)", stops: nft,
-			py: tcpTo("['10.245.0.%d:49983' % i for i in range(1, 64) if '10.245.0.%d' % i != NET['self']]"), check: noneConnected},
-		{id: "net-metadata", desc: "TCP to 169.254.169.254 (cloud metadata), given to a host in a test namespace", stops: nft,
-			py: tcpTo("['169.254.169.254:' + NET['ns'], '169.254.169.254:80']"), check: hostUnreached},
-		{id: "net-cgnat", desc: "TCP to 100.64.0.1 (shared address space), given to a host in a test namespace", stops: nft,
-			py: tcpTo("['100.64.0.1:' + NET['ns']]"), check: hostUnreached},
-		{id: "net-internet", desc: "TCP to a stand-in for the internet (198.51.100.10) behind the host, with IP forwarding on", stops: nft,
-			py: tcpTo("['198.51.100.10:' + NET['ns'], '198.51.100.10:80']"), check: hostUnreached},
+		{id: "net-host-spaced", family: "net-host-tcp", desc: "TCP to spaced's port on the host end of the sandbox's veth", stops: nft,
+			control: probesCtl, py: "net.host_spaced", check: dropped()},
+		{id: "net-host-listener", family: "net-host-tcp", desc: "TCP to a host listener on 0.0.0.0 through the veth's host address (the host itself reaches it there)", stops: nft,
+			control: probesCtl, py: "net.host_listener", check: dropped()},
+		{id: "net-host-ports", family: "net-host-tcp", desc: "TCP to well-known host ports (ssh, http, docker, etcd, kubelet, the agent's port) on the veth's host address (53 is the egress gateway's DNS: net-udp-dns)", stops: nft,
+			control: probesCtl, py: "net.host_ports", check: dropped()},
+		{id: "net-host-other-ifaces", family: "net-host-tcp", desc: "TCP to the host's other interface addresses (spaced's port and a listener)", stops: nft,
+			control: probesCtl, py: "net.host_other_ifaces", check: dropped()},
+		{id: "net-host-loopback", desc: "127.0.0.1, 127.0.0.2 and localhost at spaced's port and a host listener's (the host's loopback)", stops: netstack + ": 127.0.0.1 is the sandbox's own loopback (a listener of the sandbox's own answers at spaced's port there)",
+			control: probesCtl, py: "net.host_loopback", check: all(dropped("127.", "localhost"), equals("own", "SANDBOX"))},
+		{id: "net-neighbour-agent", family: "net-neighbour", desc: "TCP to the neighbour sandbox's agent port", stops: nft,
+			control: probesCtl, py: "net.neighbour_agent", check: dropped()},
+		{id: "net-neighbour-ports", family: "net-neighbour", desc: "TCP to a server the neighbour runs (the host reaches it) and to common ports of the neighbour", stops: nft,
+			control: probesCtl, py: "net.neighbour_ports", check: dropped()},
+		{id: "net-other-slots", family: "net-neighbour", desc: "TCP to the agent port of every address in the first sandbox slots (other sandboxes, present or future)", stops: nft,
+			control: probesCtl, py: "net.other_slots", check: dropped()},
+		{id: "net-metadata", family: "net-namespace-tcp", desc: "TCP to 169.254.169.254 (cloud metadata), given to a host in a test namespace that answers the host", stops: nft,
+			control: probesCtl, py: "net.metadata", check: dropped()},
+		{id: "net-cgnat", family: "net-namespace-tcp", desc: "TCP to 100.64.0.1 (shared address space), given to a host in a test namespace that answers the host", stops: nft,
+			control: probesCtl, py: "net.cgnat", check: dropped()},
+		{id: "net-internet", family: "net-namespace-tcp", desc: "TCP to a stand-in for the internet (198.51.100.10) behind the host, with IP forwarding on", stops: nft,
+			control: probesCtl, py: "net.internet", check: dropped()},
 		{id: "net-ipv6", desc: "IPv6: the host's link-local and global addresses, the test namespace's 2001:db8:245::10, and ::1 at spaced's port", stops: netstack + " (no IPv6 route out); " + nft,
-			py: tcpTo("['[' + a + ']:' + NET['tcp'] for a in NET['hostAddrs6']] + ['[2001:db8:245::10]:' + NET['ns'], '[::1]:' + NET['spaced']]"), check: hostUnreached},
+			control: probesCtl, py: "net.ipv6", check: dropped("[::1]")},
 		{id: "net-icmp", desc: "ICMP echo (unprivileged ICMP sockets) to the host, the neighbour, the metadata address and the internet stand-in", stops: nft + "; " + netstack,
-			py: "R['res'] = ping([NET['host'], NET['neighbour'], '169.254.169.254', '198.51.100.10'] + NET['hostAddrs'])", check: noneConnected},
-		{id: "net-udp-host", desc: "UDP to a host listener through the veth address and every host address, and broadcast", stops: nft,
-			py: "R['res'] = send_udp([a + ':' + NET['udp'] for a in [NET['host']] + NET['hostAddrs']] + ['255.255.255.255:' + NET['udp'], NET['bcast'] + ':' + NET['udp']])", check: hostUnreached},
+			control: probesCtl, py: "net.icmp", check: dropped()},
+		{id: "net-udp-host", family: "net-udp", desc: "UDP to a host listener through the veth address and every host address, and broadcast", stops: nft,
+			control: probesCtl, py: "net.udp_host", check: dropped()},
 		{id: "net-udp-dns", desc: "DNS queries over UDP and TCP to the host, 169.254.169.254 and the internet stand-in, from a sandbox whose policy allows nothing", stops: nft + "; the egress gateway's DNS server takes every query to port 53 and answers only names the policy allows",
-			py: dnsProbe, check: dnsRefused},
-		{id: "net-udp-namespace", desc: "UDP to listeners on 169.254.169.254, 100.64.0.1 and the internet stand-in", stops: nft,
-			py: "R['res'] = send_udp([a + ':' + NET['nsudp'] for a in ('169.254.169.254', '100.64.0.1', '198.51.100.10')])", check: hostUnreached},
-		{id: "net-udp-neighbour", desc: "UDP to the neighbour's address", stops: nft,
-			py: "R['res'] = send_udp([NET['neighbour'] + ':' + p for p in ('53', '49983', '8000')])", check: noneConnected},
-		{id: "net-spoof-source", desc: "bind to the neighbour's address, the host's and 169.254.169.254 as a source (IP spoofing)", stops: netstack + ": only the sandbox's own address can be bound",
-			py: "R['errs'] = {}\nfor a in (NET['neighbour'], NET['host'], '169.254.169.254'):\n    s = socket.socket(); R['errs'][a] = tryio(s.bind, (a, 0))[1]; s.close()", check: allFailed("errs")},
-		{id: "net-ip-transparent", desc: "IP_TRANSPARENT and IP_FREEBIND, then bind to the neighbour's address; SO_BINDTODEVICE", stops: noCap + " (CAP_NET_ADMIN, CAP_NET_RAW)",
-			py: "R['errs'] = {}\nfor n, opt in (('transparent', 19), ('freebind', 15)):\n    s = socket.socket()\n    R['errs'][n] = tryio(s.setsockopt, socket.SOL_IP, opt, 1)[1] or tryio(s.bind, (NET['neighbour'], 0))[1]\n    s.close()\ns = socket.socket()\nR['errs']['bindtodevice-lo'] = tryio(s.setsockopt, socket.SOL_SOCKET, 25, b'lo') [1] or (probe_tcp([NET['host'] + ':' + NET['tcp']], 1).popitem()[1] != 'connected' and 'unreached') or ''", check: allFailed("errs")},
+			control: "the gateway's DNS server answers (REFUSED) at the host end of the veth", py: "net.udp_dns", check: dnsRefused},
+		{id: "net-udp-namespace", family: "net-udp", desc: "UDP to listeners on 169.254.169.254, 100.64.0.1 and the internet stand-in", stops: nft,
+			control: probesCtl, py: "net.udp_namespace", check: dropped()},
+		{id: "net-udp-neighbour", family: "net-udp", desc: "UDP to the neighbour's address", stops: nft,
+			control: probesCtl, py: "net.udp_neighbour", check: dropped()},
+		{id: "net-spoof-source", desc: "bind to the neighbour's address, the host's and 169.254.169.254 as a source (IP spoofing)", stops: netstack + ": only the sandbox's own address can be bound (EADDRNOTAVAIL)",
+			control: "binding the sandbox's own address works", py: "net.spoof_source", check: allRefusedWith("errs", "EADDRNOTAVAIL")},
+		{id: "net-ip-transparent", desc: "IP_TRANSPARENT and IP_FREEBIND, then bind to the neighbour's address; SO_BINDTODEVICE lo, then connect to a host listener", stops: netstack + ": the options are accepted but binding another address still fails (EADDRNOTAVAIL); through lo nothing of the host is reached",
+			control: "with IP_TRANSPARENT set, binding the sandbox's own address works", py: "net.ip_transparent", check: all(allRefusedWith("errs", "EADDRNOTAVAIL", "EPERM"), func(r res) error {
+				if r.s("bindtodevice") == "connected" {
+					return fmt.Errorf("a socket bound to lo reached the host listener")
+				}
+				return listenersQuiet()
+			})},
 		{id: "net-route-table", desc: "read the routing and neighbour tables for other sandboxes and host networks", stops: netstack + ": one interface, one default route",
-			py:    "R['routes'] = readf('/proc/net/route') + readf('/proc/net/arp')\nR['other'] = [l for l in R['routes'].splitlines()[1:] if l.split() and l.split()[0] not in ('eth0', 'lo', 'IP')]",
-			check: emptyList("other")},
+			control: "the routes through eth0 are read", py: "net.route_table", check: emptyList("other")},
 	}
 }
 
@@ -357,6 +346,23 @@ func TestNetwork(t *testing.T) {
 		return err == nil
 	}) {
 		t.Fatalf("control: the host cannot reach the neighbour's server at %s:8000", bIP)
+	}
+	// The listeners count: the host reaches them through the veth's host
+	// address, where the sandbox will try.
+	before := map[*atomic.Int64]int64{netFix.tcpHits: netFix.tcpHits.Load(), netFix.udpHits: netFix.udpHits.Load()}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(hostIP, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)), 2*time.Second); err != nil {
+		t.Fatalf("control: the host cannot reach its own listener at %s: %v", hostIP, err)
+	} else {
+		c.Close()
+	}
+	if c, err := net.Dial("udp", net.JoinHostPort(hostIP, strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port))); err == nil {
+		c.Write([]byte("control"))
+		c.Close()
+	}
+	if !harness.WaitFor(5*time.Second, func() bool {
+		return netFix.tcpHits.Load() > before[netFix.tcpHits] && netFix.udpHits.Load() > before[netFix.udpHits]
+	}) {
+		t.Fatalf("control: the host listeners did not count the host's own connection and datagram to %s", hostIP)
 	}
 	netFix.base = map[*atomic.Int64]int64{}
 	for _, c := range []*atomic.Int64{netFix.tcpHits, netFix.udpHits, netFix.nsTCPHits, netFix.nsUDPHits} {
