@@ -32,6 +32,7 @@ DEB_PACKAGES=(
   nftables iproute2                     # sandbox networking
   ca-certificates curl                  # downloads, health checks
   python3 python3-venv                  # tests
+  python3-pyflakes                      # lints the red-team suite's in-sandbox scripts
   util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
   file                                  # static-binary check below
   busybox-static                        # tests build small OCI images from it

@@ -20,6 +20,8 @@ func (a *app) benchCmd() *cobra.Command {
 		templates     string
 		soak          bool
 		checkpoints   bool
+		templatesRun  bool
+		interpreter   string
 		ckptCfg       = bench.CheckpointConfig{Runs: 10, SizesMiB: []int{0, 256}}
 		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
 	)
@@ -39,6 +41,15 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 			if soak {
 				soakCfg.Log = cmd.ErrOrStderr()
 				return runSoak(cmd, a, soakCfg, asJSON)
+			}
+			if templatesRun {
+				n := cfg.N
+				if quick {
+					n = 3
+				} else if !cmd.Flags().Changed("n") {
+					n = 20
+				}
+				return runTemplateBench(cmd, a, bench.TemplateConfig{N: n, Interpreter: interpreter, Log: cmd.ErrOrStderr()}, asJSON)
 			}
 			if checkpoints {
 				if quick {
@@ -100,5 +111,43 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.BoolVar(&checkpoints, "checkpoint", false, "measure pause (checkpoint to the object store) and resume instead, idle and holding 256 MiB")
 	f.IntVar(&ckptCfg.Runs, "checkpoint-runs", ckptCfg.Runs, "pause+resume cycles per memory size")
 	f.IntSliceVar(&ckptCfg.SizesMiB, "checkpoint-sizes", ckptCfg.SizesMiB, "memory held by the sandbox, MiB per size measured")
+	f.BoolVar(&templatesRun, "templates", false, "measure template figures instead: a fully cached 10-step rebuild, create to a started template's first answer (with and without its pool), the code interpreter's first result and round trip")
+	f.StringVar(&interpreter, "interpreter", "code-interpreter-v1", "code-interpreter template for --templates (\"\" skips it)")
 	return cmd
+}
+
+func runTemplateBench(cmd *cobra.Command, a *app, cfg bench.TemplateConfig, asJSON bool) error {
+	cfg.Addr, cfg.APIKey = a.addrAndKey()
+	res, err := bench.Templates(cmd.Context(), a.client(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "figure (%d runs)\tp50\tp90\n", res.N)
+	for _, row := range []struct {
+		name     string
+		p50, p90 float64
+	}{
+		{fmt.Sprintf("rebuild, %d steps all cached (ms)", res.RebuildSteps), res.RebuildP50, res.RebuildP90},
+		{"started HTTP template: create to first answer, no pool (ms)", res.HTTPFirstAnswerP50, res.HTTPFirstAnswerP90},
+		{"  of which the create (ms)", res.HTTPCreateP50, -1},
+		{"started HTTP template: create to first answer, pooled (ms)", res.HTTPPooledFirstAnswerP50, res.HTTPPooledFirstAnswerP90},
+		{fmt.Sprintf("code interpreter: create to first result, pooled %v (ms)", res.CodePooled), res.CodeFirstResultP50, res.CodeFirstResultP90},
+		{"code interpreter: run_code round trip, warm context (ms)", res.CodeRoundTripP50, res.CodeRoundTripP90},
+		{"code interpreter: new context to first result (ms)", res.CodeNewContextP50, -1},
+	} {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", row.name, figure(row.p50), figure(row.p90))
+	}
+	return w.Flush()
+}
+
+// figure prints a measurement, or "-" when it was not taken.
+func figure(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -87,18 +88,32 @@ func (a *app) newRoot() *cobra.Command {
 
 // client builds the API client from flags, then the environment.
 func (a *app) client() *client.Client {
-	addr := a.addr
+	addr, key := a.settings()
+	return client.New(addr, key, client.WithUserAgent("space-cli"))
+}
+
+// settings are the daemon's address and the API key: flags, then the
+// environment, then the default address.
+func (a *app) settings() (addr, key string) {
+	addr = a.addr
 	if addr == "" {
 		addr = a.getenv("SPACE_ADDR")
 	}
 	if addr == "" {
 		addr = defaultAddr
 	}
-	key := a.apiKey
+	key = a.apiKey
 	if key == "" {
 		key = a.getenv("SPACE_API_KEY")
 	}
-	return client.New(addr, key, client.WithUserAgent("space-cli"))
+	return addr, key
+}
+
+// addrAndKey is settings with the address as host:port.
+func (a *app) addrAndKey() (string, string) {
+	addr, key := a.settings()
+	addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
+	return strings.TrimSuffix(addr, "/"), key
 }
 
 // exactArgs is cobra.ExactArgs with a usage error.
