@@ -36,6 +36,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("control-plane", keyAttempts(t, nil))...)
 	out = append(out, tag("control-plane", abuseAttempts(func() *client.Sandbox { return nil }))...)
 	out = append(out, tag("network", networkAttempts())...)
+	out = append(out, tag("build", buildAttempts())...)
 	return out
 }
 
@@ -76,6 +77,7 @@ var families = map[string]string{
 	"cp-oversized-body":      "request bodies beyond the JSON body limits",
 	"cp-slow-clients":        "slow and idle connections held open",
 	"cp-sse-unread":          "event streams that are never read",
+	"build-net-host":         "a template build's step reaches the host",
 }
 
 const (
