@@ -11,5 +11,27 @@ source "$(dirname "$0")/lib.sh"
 use_go
 build_all
 install -m 0755 "$ROOT/bin/spaced" "$ROOT/bin/space" /usr/local/bin/
+# The code interpreter's template (code-interpreter-v1, what E2B's
+# code-interpreter SDKs ask for) is built once spaced answers, in the
+# background, unless SPACE_CODE_INTERPRETER=0 or it is built already (a
+# rebuild with nothing changed is all cached and takes under a second). Its
+# log goes to $SPACE_DATA_DIR/code-interpreter-build.log.
+if [[ "${SPACE_CODE_INTERPRETER:-1}" != "0" ]]; then
+  data="${SPACE_DATA_DIR:-/var/lib/space}"
+  log="$data/code-interpreter-build.log"
+  mkdir -p "$data"
+  (
+    addr="http://${SPACE_ADDR:-127.0.0.1:7070}"
+    for _ in $(seq 120); do curl -sf "$addr/healthz" >/dev/null && break; sleep 1; done
+    export SPACE_ADDR="$addr" SPACE_API_KEY="${SPACE_API_KEY:-$(cat "$data/api-key" 2>/dev/null)}"
+    if "$ROOT/scripts/build-code-interpreter.sh" >"$log" 2>&1; then
+      echo "run: template code-interpreter-v1 is ready" >&2
+    else
+      echo "run: building code-interpreter-v1 failed (see $log); spaced runs on without it" >&2
+    fi
+  ) &
+  echo "run: code-interpreter-v1 builds in the background once spaced answers (log: $log)" >&2
+fi
+
 echo "run: starting spaced (Ctrl-C stops it; sandboxes keep running and are re-attached on the next start)" >&2
 exec /usr/local/bin/spaced "$@"

@@ -135,19 +135,21 @@ func ParsePools(v string) ([]PoolConfig, error) {
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
-		DataDir:              "/var/lib/space",
-		Addr:                 "127.0.0.1:7070",
-		RunscPath:            "/usr/local/lib/space/bin/runsc",
-		SandboxCIDR:          netip.MustParsePrefix("10.240.0.0/16"),
-		DefaultTimeout:       300 * time.Second,
-		MaxTimeout:           24 * time.Hour,
-		DefaultCPU:           2,
-		DefaultMemoryMB:      512,
-		DefaultDiskMB:        1024,
-		DefaultMaxProcesses:  1024,
-		LogLevel:             "info",
-		AgentBootTimeout:     15 * time.Second,
-		Pools:                []PoolConfig{{Template: "base", Min: 2, Max: 8}},
+		DataDir:             "/var/lib/space",
+		Addr:                "127.0.0.1:7070",
+		RunscPath:           "/usr/local/lib/space/bin/runsc",
+		SandboxCIDR:         netip.MustParsePrefix("10.240.0.0/16"),
+		DefaultTimeout:      300 * time.Second,
+		MaxTimeout:          24 * time.Hour,
+		DefaultCPU:          2,
+		DefaultMemoryMB:     512,
+		DefaultDiskMB:       1024,
+		DefaultMaxProcesses: 1024,
+		LogLevel:            "info",
+		AgentBootTimeout:    15 * time.Second,
+		// code-interpreter-v1 is what E2B's code-interpreter SDKs ask for;
+		// its pool waits quietly until the template is built.
+		Pools:                []PoolConfig{{Template: "base", Min: 2, Max: 8}, {Template: "code-interpreter-v1", Min: 1, Max: 4}},
 		PoolBoots:            1,
 		MaxBoots:             max(4, 2*goruntime.NumCPU()),
 		PausedRetention:      30 * 24 * time.Hour,
@@ -324,7 +326,7 @@ func (c *Config) bindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", c.DefaultTimeout, "sandbox lifetime when a request names none")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (SPACE_LOG_LEVEL)")
-	fs.Func("pool", `warm pools, "base=2:8" (SPACE_POOL; "" turns pooling off)`, func(v string) error {
+	fs.Func("pool", `warm pools, "base=2:8,code-interpreter-v1=1:4" (SPACE_POOL; "" turns pooling off)`, func(v string) error {
 		p, err := ParsePools(v)
 		c.Pools = p
 		return err
