@@ -74,8 +74,10 @@ type upstream struct {
 	// addr is ip:port, the Host an agent sees.
 	addr string
 	envd bool
-	// token is the X-Access-Token sent to the agent; empty sends none (the
-	// agent then checks a /files signature).
+	// token is the X-Access-Token sent upstream (the agent, or the code
+	// interpreter of a sandbox with open access); empty sends what the
+	// client sent to the agent or the interpreter (the agent then checks a
+	// /files signature), and nothing to any other port.
 	token string
 }
 
@@ -106,11 +108,11 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 				// user port gets it.
 				h.Del(headerAccessToken)
 			}
+			if u.token != "" {
+				h.Set(headerAccessToken, u.token)
+			}
 			if u.envd {
 				pr.Out.Host = u.addr
-				if u.token != "" {
-					h.Set(headerAccessToken, u.token)
-				}
 			}
 			// A user's service keeps the Host the client used.
 			if pr.Out.Host == "" {
@@ -175,6 +177,11 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 		u = &upstream{id: t.ID, port: rt.port, addr: addr}
+		if rt.port == InterpreterPort && t.OpenAccess {
+			// A sandbox made with secure=false: its SDK sends no token,
+			// and the interpreter wants one, as envd would.
+			u.token = t.AccessToken
+		}
 	}
 	p.forward(w, r, u)
 }

@@ -83,6 +83,13 @@ func TestProxyOpenAccess(t *testing.T) {
 	if s.Token != h.fake.token(sb.SandboxID) {
 		t.Fatalf("an open sandbox's agent gets spaced's token; got %+v", s)
 	}
+	// Its code interpreter too (the SDK sends none); no other port.
+	for port, want := range map[string]string{"49999": h.fake.token(sb.SandboxID), "8080": ""} {
+		decode(t, h.do("POST", "/execute", `{}`, map[string]string{headerSandboxID: sb.SandboxID, headerSandboxPort: port}), &s)
+		if s.Token != want {
+			t.Fatalf("port %s of an open sandbox got token %q, want %q", port, s.Token, want)
+		}
+	}
 }
 
 func TestProxyUserPorts(t *testing.T) {

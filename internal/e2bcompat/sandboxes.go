@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -46,7 +47,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			return
 		}
 		sb, err := s.opts.Sandboxes.Create(r.Context(), sandbox.CreateRequest{
-			Template: req.TemplateID, Timeout: timeout,
+			Template: strings.ToLower(req.TemplateID), Timeout: timeout,
 			Env: req.EnvVars, Metadata: req.Metadata,
 			OpenAccess: !secure, Network: policy,
 			AutoPause:  req.AutoPause != nil && *req.AutoPause,

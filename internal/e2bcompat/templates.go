@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,6 +37,8 @@ import (
 type Templates interface {
 	RequestBuild(ctx context.Context, req template.BuildRequest) (*store.Build, error)
 	TriggerBuild(ctx context.Context, id string, req template.BuildRequest) (*store.Build, error)
+	RefuseBuild(ctx context.Context, id string, reason error) error
+	SourceEnv(ctx context.Context, from recipe.Source, auth *ociimage.Auth) (map[string]string, error)
 	Build(ctx context.Context, id string) (*store.Build, error)
 	Logs(ctx context.Context, id string, offset, limit int) ([]template.LogEntry, bool, <-chan struct{}, error)
 	Template(ctx context.Context, name string) (*template.TemplateInfo, error)
@@ -212,8 +215,14 @@ func (s *Server) startTemplateBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "build %s of template %s not found", r.PathValue("build"), r.PathValue("id")))
 		return
 	}
-	rec, auth, err := e2bRecipe(req)
+	rec, auth, err := e2bRecipe(req, func(from recipe.Source, auth *ociimage.Auth) (map[string]string, error) {
+		return s.opts.Templates.SourceEnv(r.Context(), from, auth)
+	})
 	if err != nil {
+		// The build ends refused (the SDK polls its status next).
+		if ferr := s.opts.Templates.RefuseBuild(r.Context(), b.ID, err); ferr != nil {
+			slog.WarnContext(r.Context(), "e2b: record a refused build", "build", b.ID, "err", ferr)
+		}
 		writeError(w, r, err)
 		return
 	}
@@ -240,20 +249,18 @@ fi
 if [ -d /etc/sudoers.d ]; then echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user && chmod 0440 /etc/sudoers.d/user; fi
 mkdir -p /home/user && chown user /home/user`
 
-// provisionSteps is how many steps provisioning an image adds.
-const provisionSteps = 3
-
 var (
 	waitForPort = regexp.MustCompile(`^\[ -n "\$\(ss -Htuln sport = :([0-9]{1,5})\)" \]$`)
 	waitForURL  = regexp.MustCompile(`^curl -s -o /dev/null -w "%\{http_code\}" (\S+) \| grep -q "200"$`)
 )
 
-// e2bRecipe translates E2B's build steps.
-func e2bRecipe(req buildStartJSON) (*recipe.Recipe, *ociimage.Auth, error) {
+// e2bRecipe translates E2B's build steps; sourceEnv gives the environment
+// of the image or template they start from, which set_envs values expand
+// against.
+func e2bRecipe(req buildStartJSON, sourceEnv func(recipe.Source, *ociimage.Auth) (map[string]string, error)) (*recipe.Recipe, *ociimage.Auth, error) {
 	rec := &recipe.Recipe{}
 	var auth *ociimage.Auth
 	user := "user"
-	env := map[string]string{}
 	switch {
 	case req.FromTemplate != "" && req.FromImage != "":
 		return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "give fromImage or fromTemplate, not both")
@@ -270,9 +277,13 @@ func e2bRecipe(req buildStartJSON) (*recipe.Recipe, *ociimage.Auth, error) {
 		rec.Steps = append(rec.Steps,
 			recipe.Step{Run: &recipe.Run{Shell: provision, User: "root"}},
 			recipe.Step{User: "user"}, recipe.Step{Workdir: "/home/user"})
-		// provisionSteps counts these.
+		rec.Prelude = len(rec.Steps)
 	default:
 		return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "give fromImage or fromTemplate")
+	}
+	env, err := sourceEnv(rec.From, auth)
+	if err != nil {
+		return nil, nil, err
 	}
 	for i, st := range req.Steps {
 		step, err := e2bStep(st, &user, env)
@@ -285,8 +296,13 @@ func e2bRecipe(req buildStartJSON) (*recipe.Recipe, *ociimage.Auth, error) {
 	if req.Force && len(rec.Steps) > 0 {
 		rec.Steps[0].Force = true
 	}
-	if req.StartCmd != "" {
+	switch {
+	case req.StartCmd != "":
 		rec.Start = &recipe.Start{Cmd: req.StartCmd, Ready: e2bReady(req.ReadyCmd)}
+	case req.ReadyCmd != "":
+		// A ready check with no start command: E2B waits for it at the end
+		// of the build, and so does a last step here.
+		rec.Steps = append(rec.Steps, recipe.Step{Run: &recipe.Run{Shell: readyLoop(req.ReadyCmd), Bash: true}})
 	}
 	return rec, auth, nil
 }
@@ -346,6 +362,15 @@ func e2bStep(st buildStepJSON, user *string, env map[string]string) (recipe.Step
 		return recipe.Step{User: args[0]}, nil
 	}
 	return recipe.Step{}, errdefs.New(errdefs.ErrInvalidArgument, "step type %q is not one of RUN, COPY, ENV, WORKDIR, USER", st.Type)
+}
+
+// readyWait bounds a ready check that ends a build without a start command.
+const readyWait = 120
+
+// readyLoop runs cmd every second until it succeeds, for up to readyWait
+// seconds.
+func readyLoop(cmd string) string {
+	return fmt.Sprintf("for i in $(seq %d); do if (\n%s\n); then exit 0; fi; sleep 1; done\necho 'the ready command did not succeed within %d s' >&2; exit 1", readyWait, cmd, readyWait)
 }
 
 // e2bReady turns the SDK's ready helpers that need tools an image may lack
@@ -446,8 +471,8 @@ type stepNumbers struct{ before, steps int }
 func stepsOf(b *store.Build) stepNumbers {
 	n := stepNumbers{steps: b.Steps}
 	var r recipe.Recipe
-	if b.Origin == "e2b" && json.Unmarshal(b.Recipe, &r) == nil && r.From.Image != "" {
-		n.before = provisionSteps
+	if json.Unmarshal(b.Recipe, &r) == nil {
+		n.before = r.Prelude
 	}
 	return n
 }

@@ -95,8 +95,9 @@ type startJSON struct {
 	Ready recipe.Ready `json:"ready"`
 }
 
-// recipe turns the request into a recipe.
-func (b *buildRequest) recipe() (*recipe.Recipe, *ociimage.Auth, error) {
+// recipe turns the request into a recipe; sourceEnv gives the environment
+// of the image a Dockerfile starts from.
+func (b *buildRequest) recipe(sourceEnv func(recipe.Source, *ociimage.Auth) (map[string]string, error)) (*recipe.Recipe, *ociimage.Auth, error) {
 	var auth *ociimage.Auth
 	if b.From != nil && b.From.Registry != nil {
 		auth = &ociimage.Auth{Username: b.From.Registry.Username, Password: b.From.Registry.Password}
@@ -105,7 +106,10 @@ func (b *buildRequest) recipe() (*recipe.Recipe, *ociimage.Auth, error) {
 		if b.From != nil && (b.From.Template != "" || b.From.Image != "" || b.From.Archive != "") || len(b.Steps) > 0 || b.Start != nil {
 			return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "give either a dockerfile or from/steps/start, not both")
 		}
-		r, err := dockerfile.Parse(strings.NewReader(b.Dockerfile), dockerfile.Options{Context: b.Context, Args: b.BuildArgs})
+		r, err := dockerfile.Parse(strings.NewReader(b.Dockerfile), dockerfile.Options{
+			Context: b.Context, Args: b.BuildArgs,
+			SourceEnv: func(from recipe.Source) (map[string]string, error) { return sourceEnv(from, auth) },
+		})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -211,7 +215,9 @@ func (s *Server) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "limits must not be negative"))
 		return
 	}
-	rec, auth, err := req.recipe()
+	rec, auth, err := req.recipe(func(from recipe.Source, auth *ociimage.Auth) (map[string]string, error) {
+		return s.templates.SourceEnv(r.Context(), from, auth)
+	})
 	if err != nil {
 		writeError(w, r, err)
 		return

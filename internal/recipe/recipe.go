@@ -24,6 +24,10 @@ type Recipe struct {
 	From  Source `json:"from"`
 	Steps []Step `json:"steps,omitempty"`
 	Start *Start `json:"start,omitempty"`
+	// Prelude counts the first steps that are the platform's, not the
+	// user's (what makes a registry image fit E2B's conventions): messages
+	// call them setup steps and number the user's from 1 after them.
+	Prelude int `json:"prelude,omitempty"`
 }
 
 // Source is what the first step builds on: exactly one field is set.
@@ -204,10 +208,12 @@ func (r *Recipe) Validate() error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "from: archive must be the sha256 (64 hex digits) of an uploaded file")
 	case len(r.Steps) > MaxSteps:
 		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d steps", MaxSteps)
+	case r.Prelude < 0 || r.Prelude > len(r.Steps):
+		return errdefs.New(errdefs.ErrInvalidArgument, "prelude must count some of the steps")
 	}
 	for i, s := range r.Steps {
 		if err := s.validate(); err != nil {
-			return errdefs.New(errdefs.ErrInvalidArgument, "%s: %s", StepName(i, s), errdefs.PublicMessage(err))
+			return errdefs.New(errdefs.ErrInvalidArgument, "%s: %s", r.StepName(i), errdefs.PublicMessage(err))
 		}
 	}
 	if r.Start != nil {
@@ -218,12 +224,17 @@ func (r *Recipe) Validate() error {
 	return nil
 }
 
-// StepName is how errors and logs name step i: "step 3 (line 7, RUN)".
-func StepName(i int, s Step) string {
-	if s.Line > 0 {
-		return fmt.Sprintf("step %d (line %d, %s)", i+1, s.Line, s.Kind())
+// StepName is how errors and logs name step i (from 0): "step 3 (line 7,
+// RUN)", counted from the first of the user's steps.
+func (r *Recipe) StepName(i int) string {
+	s := r.Steps[i]
+	switch {
+	case i < r.Prelude:
+		return fmt.Sprintf("setup step %d (%s)", i+1, s.Kind())
+	case s.Line > 0:
+		return fmt.Sprintf("step %d (line %d, %s)", i+1-r.Prelude, s.Line, s.Kind())
 	}
-	return fmt.Sprintf("step %d (%s)", i+1, s.Kind())
+	return fmt.Sprintf("step %d (%s)", i+1-r.Prelude, s.Kind())
 }
 
 func invalid(format string, args ...any) error {

@@ -199,6 +199,14 @@ func (s *Service) validate(ctx context.Context, req *CreateRequest) (*Image, err
 	if !recipe.TemplateRef.MatchString(req.Template) {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "template %q is not a valid name[:tag]", req.Template)
 	}
+	// What needs no template is checked first: bad input is a 400 even
+	// when the template does not exist.
+	if req.Timeout == 0 {
+		req.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
 	img, err := s.cfg.Templates.Resolve(ctx, req.Template)
 	if err != nil {
 		return nil, err
@@ -218,12 +226,6 @@ func (s *Service) validate(ctx context.Context, req *CreateRequest) (*Image, err
 }
 
 func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
-	if req.Timeout == 0 {
-		req.Timeout = s.cfg.DefaultTimeout
-	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
-	}
 	d := s.limitsOf(img)
 	for _, l := range []struct {
 		name     string

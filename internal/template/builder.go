@@ -95,7 +95,7 @@ func (r *run) execute(ctx context.Context) (*store.BuildImage, error) {
 			if errors.As(err, &se) {
 				return nil, err
 			}
-			return nil, r.fail(i+1, err, "%s failed: %s", recipe.StepName(i, s), errdefs.PublicMessage(err))
+			return nil, r.fail(i+1, err, "%s failed: %s", r.rec.StepName(i), errdefs.PublicMessage(err))
 		}
 	}
 	final, err := r.svc.materialize(ctx, r.chain)
@@ -273,7 +273,7 @@ func (r *run) runCommand(ctx context.Context, box *sandbox.BuildBox, step int, s
 		return fmt.Errorf("run: %w", err)
 	}
 	if code != 0 {
-		msg := fmt.Sprintf("%s failed: exit code %d", recipe.StepName(step-1, s), code)
+		msg := fmt.Sprintf("%s failed: exit code %d", r.rec.StepName(step-1), code)
 		if tail := strings.Join(r.log.tail(step, 20), "\n"); strings.Contains(strings.ToLower(tail), "no space left on device") {
 			msg += fmt.Sprintf(" (the step ran out of disk: the build's sandboxes have %d MB; give the build more disk)", r.limits.DiskMB)
 		}

@@ -156,14 +156,33 @@ func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) 
 	return b, nil
 }
 
+// RefuseBuild ends a waiting build whose steps could not be taken (E2B's
+// steps that do not translate), so that it does not wait forever.
+func (s *Service) RefuseBuild(ctx context.Context, id string, reason error) error {
+	b, err := s.store.GetBuild(ctx, id)
+	if err != nil {
+		return err
+	}
+	if b.State != store.BuildWaiting {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "build %s is %s, not waiting for its steps", id, b.State)
+	}
+	s.refuse(ctx, b, reason)
+	return nil
+}
+
+// refuse records b as failed before it ran, with reason's public message.
+func (s *Service) refuse(ctx context.Context, b *store.Build, reason error) {
+	b.State, b.FinishedAt = store.BuildError, time.Now().UTC()
+	b.Error = &store.BuildErr{Message: errdefs.PublicMessage(reason)}
+	if err := s.store.PutBuild(context.WithoutCancel(ctx), b, nil); err != nil {
+		s.log.Warn("record refused build", "build", b.ID, "err", err)
+	}
+}
+
 // submit validates the recipe, resolves its source and queues the build.
 func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) error {
 	fail := func(err error) error {
-		b.State, b.FinishedAt = store.BuildError, time.Now().UTC()
-		b.Error = &store.BuildErr{Message: errdefs.PublicMessage(err)}
-		if perr := s.store.PutBuild(context.WithoutCancel(ctx), b, nil); perr != nil {
-			s.log.Warn("record refused build", "build", b.ID, "err", perr)
-		}
+		s.refuse(ctx, b, err)
 		return err
 	}
 	r := req.Recipe
@@ -180,7 +199,7 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 		if ok, err := s.HasFiles(ctx, st.Copy.Files); err != nil {
 			return fail(err)
 		} else if !ok {
-			return fail(errdefs.New(errdefs.ErrInvalidArgument, "%s: no uploaded files with hash %s: upload them before the build", recipe.StepName(i, st), st.Copy.Files))
+			return fail(errdefs.New(errdefs.ErrInvalidArgument, "%s: no uploaded files with hash %s: upload them before the build", r.StepName(i), st.Copy.Files))
 		}
 	}
 	src, err := s.resolveSource(ctx, r.From, req.Auth, b.Template)
@@ -202,6 +221,30 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 	}
 	s.launch(b, r, src)
 	return nil
+}
+
+// DefaultPath is the PATH of a source that sets none: Docker's default,
+// and what the agent gives commands.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// SourceEnv is the environment a build that starts from from begins with:
+// the source image's ENV, with DefaultPath when it sets no PATH. Dockerfile
+// and E2B steps expand $NAME against it, as docker build does, so that
+// ENV PATH=/opt/venv/bin:$PATH keeps the rest of the PATH. An uploaded
+// archive is not unpacked for this: its steps see DefaultPath only.
+func (s *Service) SourceEnv(ctx context.Context, from recipe.Source, auth *ociimage.Auth) (map[string]string, error) {
+	env := map[string]string{}
+	if from.Archive == "" {
+		src, err := s.resolveSource(ctx, from, auth, "")
+		if err != nil {
+			return nil, err
+		}
+		env = src.config.EnvMap()
+	}
+	if _, ok := env["PATH"]; !ok {
+		env["PATH"] = DefaultPath
+	}
+	return env, nil
 }
 
 // resolveSource finds what the recipe starts from.

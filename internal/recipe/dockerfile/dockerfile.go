@@ -34,6 +34,10 @@ type Options struct {
 	Context string
 	// Args are build arguments (--build-arg), for ARG instructions.
 	Args map[string]string
+	// SourceEnv, if set, gives the environment of the image FROM names
+	// (with its PATH), which later instructions expand $NAME against as
+	// docker build does: ENV PATH=/x:$PATH keeps the image's PATH.
+	SourceEnv func(from recipe.Source) (map[string]string, error)
 }
 
 // Parse reads the Dockerfile in r.
@@ -85,6 +89,13 @@ func Parse(r io.Reader, o Options) (*recipe.Recipe, error) {
 		return nil, invalid(line(st.Location), "FROM --platform is not supported (templates are linux/amd64)")
 	}
 	c.rec.From = recipe.Source{Image: from}
+	if o.SourceEnv != nil {
+		env, err := o.SourceEnv(c.rec.From)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(c.env, env)
+	}
 	for _, cmd := range st.Commands {
 		if err := c.command(cmd); err != nil {
 			return nil, err

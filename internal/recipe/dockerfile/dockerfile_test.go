@@ -132,3 +132,37 @@ func TestShellRunsThroughShellInstruction(t *testing.T) {
 		t.Errorf("run = %+v, want argv %q", got.Steps[0].Run, want)
 	}
 }
+
+// The image FROM names has an environment: $PATH in ENV and $HOME in
+// WORKDIR expand against it, as in docker build; ENV wins over it.
+func TestSourceEnv(t *testing.T) {
+	var asked recipe.Source
+	got, err := Parse(strings.NewReader("FROM python:3.12\nENV PATH=/opt/venv/bin:$PATH\nWORKDIR $HOME/app\nENV HOME=/srv\nWORKDIR $HOME\n"), Options{
+		SourceEnv: func(from recipe.Source) (map[string]string, error) {
+			asked = from
+			return map[string]string{"PATH": "/usr/bin:/bin", "HOME": "/root"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked.Image != "python:3.12" {
+		t.Errorf("asked for the environment of %+v", asked)
+	}
+	if v := got.Steps[0].Env[0].Value; v != "/opt/venv/bin:/usr/bin:/bin" {
+		t.Errorf("PATH = %q", v)
+	}
+	if w := got.Steps[1].Workdir; w != "/root/app" {
+		t.Errorf("first WORKDIR = %q", w)
+	}
+	if w := got.Steps[3].Workdir; w != "/srv" {
+		t.Errorf("second WORKDIR = %q", w)
+	}
+
+	_, err = Parse(strings.NewReader("FROM nope\n"), Options{SourceEnv: func(recipe.Source) (map[string]string, error) {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "from: template %q not found", "nope")
+	}})
+	if errdefs.Class(err) != errdefs.ErrInvalidArgument {
+		t.Errorf("a source that does not resolve: %v", err)
+	}
+}
