@@ -33,7 +33,7 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 # change anything here and the next run builds a fresh rootfs.
 SUITE=bookworm
 VARIANT=minbase
-PACKAGES=(bash coreutils python3 python3-pip python3-venv nodejs git curl ca-certificates procps sudo)
+PACKAGES=(bash coreutils python3 python3-pip python3-venv nodejs npm git curl ca-certificates procps sudo)
 SANDBOX_USER=user
 SANDBOX_UID=1000
 SANDBOX_GID=1000
@@ -58,6 +58,10 @@ customize_rootfs() {
     "$SANDBOX_HOSTNAME" > "$r/etc/hosts"
   rm -f "$r/etc/resolv.conf"; : > "$r/etc/resolv.conf"; chmod 0644 "$r/etc/resolv.conf"
   if [ -e "$r/etc/machine-id" ]; then : > "$r/etc/machine-id"; fi
+
+  # pip installs system-wide as in E2B's base template (a template's
+  # "RUN pip install x" and the SDK's pip_install), not refused by PEP 668.
+  rm -f "$r"/usr/lib/python3*/EXTERNALLY-MANAGED
 
   # Keep docs, man pages and non-C locales out, now and for later apt installs.
   cat > "$r/etc/dpkg/dpkg.cfg.d/01-space-minimal" <<'EOF'

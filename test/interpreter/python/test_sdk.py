@@ -100,3 +100,17 @@ def test_timeout_then_next_cell(sandbox):
     assert sandbox.run_code("'finished' in globals()", context=ctx).text == "False"
     assert time.monotonic() - start < 5
     sandbox.remove_code_context(ctx)
+
+
+def test_insecure_sandbox(sandbox):
+    """secure=False: the SDK sends no token; spaced's proxy gives the
+    interpreter the sandbox's, as it does for envd. Through spaced only."""
+    import os
+
+    if os.environ.get("E2B_DEBUG") == "true":
+        pytest.skip("needs spaced's proxy: runs in TestSDKsThroughSpaced")
+    sbx = Sandbox.create(secure=False)
+    try:
+        assert sbx.run_code("6 * 7").text == "42"
+    finally:
+        sbx.kill()
