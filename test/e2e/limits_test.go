@@ -150,17 +150,30 @@ func TestLimitCPU(t *testing.T) {
 			t.Errorf("nproc in a cpu=%d sandbox on %d cores: %s, want %d", cpu, cores, nproc, want)
 		}
 
-		rate, host, throttled := measureCPU(t, d, sb.ID, cores+1)
-		t.Logf("cpu=%d: nproc %s, %d workers used %.2f CPU-s per wall second (host total %.2f), throttled in %d periods",
-			cpu, nproc, cores+1, rate, host, throttled)
-		switch {
+		window := startCPULoad(t, d, sb.ID, cores+1)
+		var rate, host float64
+		var throttled int64
+		for try := 1; ; try++ {
+			rate, host, throttled = window()
+			t.Logf("cpu=%d: nproc %s, %d workers used %.2f CPU-s per wall second (host total %.2f), throttled in %d periods",
+				cpu, nproc, cores+1, rate, host, throttled)
+			// Other work on the host (another test package, another
+			// user) can take the CPU the control needs: measure again.
+			if cpu == 1 || rate > 1.2 || host-rate < 0.3 || try == 3 {
+				break
+			}
+		}
+		// (Throttling is only logged: when other work holds a core, a cpu=1
+		// sandbox gets its one CPU by fair share without meeting its quota.)
+		switch why := "its load did not run, or something limits it to one CPU"; {
 		case cpu == 1 && rate > 1.2:
 			t.Errorf("a cpu=1 sandbox used %.2f CPU-s per second, want at most 1.2", rate)
-		case cpu == 1 && throttled == 0:
-			t.Errorf("a cpu=1 sandbox under %d busy workers was never throttled", cores+1)
 		case cpu == 2 && rate <= 1.2:
-			t.Errorf("a cpu=2 sandbox used only %.2f CPU-s per second (host total %.2f), want clearly more than 1.2: "+
-				"its load did not run, or something limits it to one CPU", rate, host)
+			if host-rate >= 0.3 {
+				why = "or other work on the host took the CPU it needed"
+			}
+			t.Errorf("a cpu=2 sandbox used only %.2f CPU-s per second (the rest of the host %.2f), want clearly more than 1.2: %s",
+				rate, host-rate, why)
 		}
 
 		// Its load stops with it, before the next sandbox is measured.
@@ -173,11 +186,11 @@ func TestLimitCPU(t *testing.T) {
 	}
 }
 
-// measureCPU starts the load in sandbox id, waits until its cgroup shows it
-// running, and returns the CPU time the sandbox used per wall second over a
-// 3 s window, the host's total for comparison, and the periods in which the
-// sandbox's quota ran out.
-func measureCPU(t *testing.T, d *harness.Daemon, id string, workers int) (rate, host float64, throttled int64) {
+// startCPULoad starts the load in sandbox id and waits until its cgroup
+// shows it running. The function it returns measures one 3 s window: the
+// CPU time the sandbox used per wall second, the host's total for
+// comparison, and the periods in which the sandbox's quota ran out.
+func startCPULoad(t *testing.T, d *harness.Daemon, id string, workers int) func() (rate, host float64, throttled int64) {
 	t.Helper()
 	load := make(chan error, 1)
 	go func() {
@@ -215,17 +228,20 @@ func measureCPU(t *testing.T, d *harness.Daemon, id string, workers int) (rate, 
 			t.Fatalf("the CPU load in %s did not show in its cgroup within 10s", id)
 		}
 	}
-	start, startAt := sample()
-	hostStart := hostBusy(t)
-	time.Sleep(3 * time.Second) // the measurement window, not a wait for state
-	end, endAt := sample()
-	wall := endAt.Sub(startAt).Seconds()
-	select {
-	case err := <-load:
-		t.Fatalf("the CPU load in %s ended during the window: %v", id, err)
-	default:
+	return func() (rate, host float64, throttled int64) {
+		t.Helper()
+		start, startAt := sample()
+		hostStart := hostBusy(t)
+		time.Sleep(3 * time.Second) // the measurement window, not a wait for state
+		end, endAt := sample()
+		wall := endAt.Sub(startAt).Seconds()
+		select {
+		case err := <-load:
+			t.Fatalf("the CPU load in %s ended during the window: %v", id, err)
+		default:
+		}
+		return (end.Usage - start.Usage).Seconds() / wall, (hostBusy(t) - hostStart).Seconds() / wall, end.Throttled - start.Throttled
 	}
-	return (end.Usage - start.Usage).Seconds() / wall, (hostBusy(t) - hostStart).Seconds() / wall, end.Throttled - start.Throttled
 }
 
 // hostBusy is the CPU time all of the host's CPUs have spent not idle.
