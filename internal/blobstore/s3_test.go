@@ -88,3 +88,57 @@ func TestS3ServerStopsMidUpload(t *testing.T) {
 		t.Fatalf("Stat after the failed upload: %v, want ErrNotFound", err)
 	}
 }
+
+// A cancelled Put aborts its multipart upload, so no parts stay stored
+// (and billed) until a lifecycle rule finds them.
+func TestS3CancelAbortsMultipartUpload(t *testing.T) {
+	v := blobstoretest.StartVersity(t)
+	s := s3Store(t, v)
+	c := s.Client()
+	bucket := aws.String(blobstoretest.VersityBucket)
+	uploads := func() int {
+		t.Helper()
+		out, err := c.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: bucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Uploads)
+	}
+
+	// Positive control: the server lists an unfinished upload.
+	created, err := c.CreateMultipartUpload(context.Background(), &s3.CreateMultipartUploadInput{Bucket: bucket, Key: aws.String("control")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := uploads(); n != 1 {
+		t.Fatalf("ListMultipartUploads shows %d uploads after creating one", n)
+	}
+	if _, err := c.AbortMultipartUpload(context.Background(), &s3.AbortMultipartUploadInput{Bucket: bucket, Key: aws.String("control"), UploadId: created.UploadId}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data := blobstoretest.Random(7, 40<<20)
+	src := &stopAfter{r: struct{ io.Reader }{bytes.NewReader(data)}, n: 20 << 20, stop: cancel}
+	if _, err := s.Put(ctx, "cancel/k", src, int64(len(data))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put cancelled mid-upload: %v, want context.Canceled", err)
+	}
+	if n := uploads(); n != 0 {
+		t.Fatalf("%d multipart uploads left after a cancelled Put", n)
+	}
+}
+
+// When the abort after a cancellation fails too, the error still says the
+// Put was cancelled.
+func TestS3CancelWhileServerStops(t *testing.T) {
+	v := blobstoretest.StartVersity(t)
+	s := s3Store(t, v)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data := blobstoretest.Random(8, 40<<20)
+	src := &stopAfter{r: struct{ io.Reader }{bytes.NewReader(data)}, n: 20 << 20, stop: func() { cancel(); v.Stop() }}
+	if _, err := s.Put(ctx, "cancel/k", src, int64(len(data))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put cancelled as the server stops: %v, want context.Canceled", err)
+	}
+}

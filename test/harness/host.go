@@ -159,3 +159,46 @@ func DirEntries(dir string) []string {
 	}
 	return names
 }
+
+// CPUStat is what sandbox id's cgroups say about its CPU use: everything
+// in them (sentry, gofer and the guest they run) counts.
+type CPUStat struct {
+	Usage     time.Duration // CPU time used so far
+	Throttled int64         // CFS periods in which the quota ran out
+}
+
+// SandboxCPU reads sandbox id's CPU use from the cgroups the gVisor driver
+// placed it in: cpuacct.usage and cpu.stat on cgroup v1, cpu.stat on v2.
+func SandboxCPU(id string) (CPUStat, error) {
+	var st CPUStat
+	dirs := gvisor.CgroupDirs(id)
+	found := false
+	for _, dir := range dirs {
+		if raw, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+			if err != nil {
+				return st, fmt.Errorf("%s/cpuacct.usage: %w", dir, err)
+			}
+			st.Usage, found = time.Duration(ns), true
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			k, v, _ := strings.Cut(line, " ")
+			n, err := strconv.ParseInt(v, 10, 64)
+			switch {
+			case err != nil:
+			case k == "usage_usec":
+				st.Usage, found = time.Duration(n)*time.Microsecond, true
+			case k == "nr_throttled":
+				st.Throttled = n
+			}
+		}
+	}
+	if !found {
+		return st, fmt.Errorf("no CPU accounting for sandbox %s in its cgroups %v", id, dirs)
+	}
+	return st, nil
+}
