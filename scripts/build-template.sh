@@ -8,7 +8,8 @@
 #   --mirror URL   Debian mirror for debootstrap (default: the bookworm mirror from
 #                  /etc/apt/sources.list{,.d}, else $SPACE_DEBIAN_MIRROR, else
 #                  http://deb.debian.org/debian)
-#   --keep-old     do not delete older rootfs-* directories
+#   --keep-old     do not delete the rootfs-<recipe12> directories of other recipes
+#                  (images are never deleted here: spaced's template collector does)
 #
 # Layout (DIR/base/):
 #   rootfs-<recipe12>/   the root filesystem; the name is the first 12 hex digits of the
@@ -33,7 +34,7 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 # change anything here and the next run builds a fresh rootfs.
 SUITE=bookworm
 VARIANT=minbase
-PACKAGES=(bash coreutils python3 python3-pip python3-venv nodejs npm git curl ca-certificates procps sudo)
+PACKAGES=(bash coreutils python3 python3-pip python3-venv nodejs git curl ca-certificates procps sudo)
 SANDBOX_USER=user
 SANDBOX_UID=1000
 SANDBOX_GID=1000
@@ -305,17 +306,17 @@ fi
 
 # ---- 5. garbage (best effort) -----------------------------------------------------
 # We hold the lock, so no other build is running: every .tmp-* dir is a crashed build.
-# Images of this recipe are kept, newest first, up to KEEP_IMAGES: paused sandboxes and
-# checkpoints name the image they need (older ones can be removed by hand once nothing
-# refers to them). Rootfs of other recipes go unless --keep-old.
-KEEP_IMAGES=8
-KEEP=$(ls -1dt "$BASE/rootfs-$H12"-a* 2>/dev/null | head -n "$KEEP_IMAGES" || true)
+# Images (rootfs-*-a*) are never removed here: a running or paused sandbox, a snapshot or
+# a template's layers may name one, and only spaced knows which; its template collector
+# removes those nothing uses once older than SPACE_TEMPLATE_CACHE_TTL. The rootfs of
+# other recipes go (unless --keep-old): an image holds its files by hard links.
 for d in "$BASE"/rootfs-* "$BASE"/.tmp-*; do
   [ -d "$d" ] && [ ! -L "$d" ] || continue
   [ "$d" = "$ROOTFS" ] && continue
-  [ "$d" = "$IMAGE" ] && continue
-  printf '%s\n' "$KEEP" | grep -qxF -- "$d" && continue
-  case "$d" in "$BASE"/rootfs-*) [ "$KEEP_OLD" -eq 1 ] && continue ;; esac
+  case "$d" in
+    "$BASE"/rootfs-*-a*) continue ;;
+    "$BASE"/rootfs-*) [ "$KEEP_OLD" -eq 1 ] && continue ;;
+  esac
   if dir_in_use "$d"; then
     log "keeping $d: a running process (sandbox?) still has it mounted"
     continue

@@ -25,6 +25,10 @@ const (
 	KindStart = "start"
 )
 
+// MetaImage is the Meta key naming the template image a checkpoint or
+// snapshot was taken on (a resume or a restore needs that image).
+const MetaImage = "template_image"
+
 var kinds = map[string]bool{KindCheckpoint: true, KindSnapshot: true, KindLayer: true, KindFiles: true, KindStart: true}
 
 // Manifest describes a stored checkpoint or snapshot. It is stored in plain

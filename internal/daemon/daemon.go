@@ -320,6 +320,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 		LogDir:       filepath.Join(cfg.DataDir, "builds"),
 		Store:        st,
 		Repo:         checkpoint.NewRepoAt(objects, keys, "templates/"),
+		Checkpoints:  checkpoint.NewRepo(objects, keys),
 		Boxes:        svc,
 		Puller:       ociimage.NewPuller(cfg.RegistryAllow),
 		Agent:        agent,

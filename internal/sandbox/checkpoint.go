@@ -43,8 +43,8 @@ type sealedState struct {
 	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
-// manifest meta keys.
-const metaTemplateImage = "template_image"
+// metaTemplateImage is the manifest's image.
+const metaTemplateImage = checkpoint.MetaImage
 
 func (s *Service) checkpointer() (runtime.Checkpointer, error) {
 	cp, ok := s.rt.(runtime.Checkpointer)

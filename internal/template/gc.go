@@ -2,6 +2,7 @@ package template
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,19 @@ func (s *Service) Collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.Checkpoints != nil {
+		// A paused sandbox or a snapshot resumes on the image it was
+		// taken on, whatever became of its template.
+		saved, err := s.cfg.Checkpoints.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range saved {
+			if img := m.Meta[checkpoint.MetaImage]; img != "" {
+				keep.images[img] = true
+			}
+		}
+	}
 	cutoff := time.Now().Add(-s.cfg.CacheTTL)
 	var out Collected
 	for _, rec := range s.im.list() {
@@ -63,6 +77,11 @@ func (s *Service) Collect(ctx context.Context) error {
 		}
 		out.Images++
 	}
+	n, err := s.collectBaseImages(keep, cutoff)
+	if err != nil {
+		return err
+	}
+	out.Images += n
 	manifests, err := s.cfg.Repo.List(ctx)
 	if err != nil {
 		return err
@@ -106,6 +125,38 @@ func (s *Service) Collect(ctx context.Context) error {
 	return nil
 }
 
+// collectBaseImages removes the base template's images (rootfs-<recipe>-
+// a<agent>, which the install script makes and never removes) that are
+// not current, not in use and untouched since cutoff.
+func (s *Service) collectBaseImages(keep *inUse, cutoff time.Time) (int, error) {
+	base, err := s.base()
+	if err != nil {
+		return 0, nil // no base template: nothing of it to collect
+	}
+	dir := filepath.Join(s.cfg.Dir, BaseName)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, "rootfs-") || !strings.Contains(name, "-a") || name == base.image || keep.images[name] {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || info.ModTime().After(cutoff) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return n, fmt.Errorf("remove base image %s: %w", name, err)
+		}
+		s.log.Info("base image collected", "image", name)
+		n++
+	}
+	return n, nil
+}
+
 type inUse struct {
 	images, layers, starts map[string]bool
 }
@@ -133,6 +184,7 @@ func (s *Service) inUse(ctx context.Context) (*inUse, error) {
 				continue
 			}
 			u.images[b.Result.Image] = true
+			u.images[b.Result.Base] = true // a base image its chain starts on
 			for _, key := range b.Result.Layers {
 				u.layers[key] = true
 			}

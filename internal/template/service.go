@@ -51,9 +51,12 @@ type Config struct {
 	LogDir string
 	Store  store.Store
 	// Repo stores layers, file sets and start checkpoints (templates/).
-	Repo   *checkpoint.Repo
-	Boxes  Boxes
-	Puller *ociimage.Puller
+	Repo *checkpoint.Repo
+	// Checkpoints are the sandboxes' checkpoints and snapshots: the images
+	// they name are kept (nil: none are).
+	Checkpoints *checkpoint.Repo
+	Boxes       Boxes
+	Puller      *ociimage.Puller
 	// Agent is the agent binary put into every image.
 	Agent string
 	// Engine names the runtime build (start checkpoints restore only in it).
