@@ -17,7 +17,8 @@ import (
 // maxRequestBody bounds a request body (the code of a cell, mostly).
 const maxRequestBody = 16 << 20
 
-// Handler serves E2B's code-interpreter API.
+// Handler serves E2B's code-interpreter API, and SPACE's resumable
+// executions.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
@@ -26,6 +27,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /contexts", s.authContexts(s.listContexts))
 	mux.HandleFunc("POST /contexts/{id}/restart", s.authContexts(s.restartContext))
 	mux.HandleFunc("DELETE /contexts/{id}", s.authContexts(s.deleteContext))
+	mux.HandleFunc("POST /executions", s.createExecution) // checks the token as /execute does
+	mux.HandleFunc("GET /executions", s.authExecutions(s.listExecutions))
+	mux.HandleFunc("GET /executions/{id}/events", s.authExecutions(s.executionEvents))
+	mux.HandleFunc("POST /executions/{id}/interrupt", s.authExecutions(s.interruptExecution))
 	return mux
 }
 
