@@ -73,6 +73,7 @@ func (t *execTable) get(id string) *execRecord {
 }
 
 func (t *execTable) list() []execSummary {
+	t.evict() // those that ended since the last start or end
 	t.mu.Lock()
 	all := append([]*execRecord(nil), t.all...)
 	t.mu.Unlock()
