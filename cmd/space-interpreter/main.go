@@ -28,6 +28,9 @@ func main() {
 	fs.Int64Var(&cfg.KernelAddressSpace, "kernel-address-space", -1, "RLIMIT_AS per kernel in bytes; -1: from the sandbox's memory, 0: none")
 	fs.Int64Var(&cfg.MaxOutputBytes, "max-output-bytes", 32<<20, "output kept per execution; -1: no limit")
 	fs.DurationVar(&cfg.DefaultTimeout, "timeout", 0, "interrupt a cell after this long unless the request says (0: never)")
+	fs.IntVar(&cfg.KeepExecutions, "keep-executions", 64, "resumable executions (/executions) kept; running ones are never dropped")
+	fs.Int64Var(&cfg.ExecutionLogBytes, "execution-log-bytes", 4<<20, "lines kept per resumable execution; the oldest are dropped first")
+	fs.Int64Var(&cfg.ExecutionLogsBytes, "execution-logs-bytes", 64<<20, "lines kept by all resumable executions; past it finished ones are dropped, oldest first")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -13,6 +13,13 @@
 //	POST   /contexts/{id}/restart  a new kernel, same id and directory
 //	DELETE /contexts/{id}
 //
+// and SPACE's resumable executions (for spaced's native API, not the SDKs):
+//
+//	POST   /executions                  as /execute, but the cell outlives its client
+//	GET    /executions/{id}/events?after=N  its lines with seq > N, then live
+//	POST   /executions/{id}/interrupt   -> {"id","context_id","state",...}
+//	GET    /executions                  [{"id","context_id","state","started_at","ended_at"}, ...]
+//
 // /execute takes {"code", "context_id" | "language", "env_vars",
 // "timeout"} (timeout, in seconds, is ours: the SDKs time out by closing
 // the connection). Its lines: number_of_executions, stdout and stderr (with
@@ -25,6 +32,26 @@
 // with a plain-text body (the SDKs' NotFound), a language without a kernel
 // here (all but python) a 400.
 //
+// /executions takes /execute's body and answers the same way, with these
+// differences. The first line is {"type":"execution","id":...}; every
+// line carries "seq", 1, 2, 3... within the execution, so that a client
+// can come back for what it missed; and a client that leaves does not
+// interrupt the cell: only its timeout, POST .../interrupt (the same
+// SIGINT), or the context's restart or deletion end it early. An
+// execution interrupted while it waits for its context's turn ends with
+// an ExecutionInterrupted error line, having never run. The lines are
+// kept in a per-execution log (execlog.go): the first and the end line
+// always, the ones between up to ExecutionLogBytes (4 MiB), the oldest
+// dropped first. GET .../events replays the kept lines after N, then
+// follows until the end line; where lines were dropped it sends
+// {"type":"gap","seq":S,"dropped":K} instead (S the last dropped seq, K
+// how many after N), which is the first line of any resume (N >= 1).
+// Keepalives are not kept: each stream sends its own after 5 s of quiet,
+// with the seq it has reached. The last KeepExecutions (64) executions
+// are kept, and at most ExecutionLogsBytes (64 MiB) of their lines:
+// finished ones go first, oldest first; running ones always stay. An
+// unknown (or dropped) id is a 404.
+//
 // # Kernels
 //
 // One ipykernel process per context, started with the context's directory
@@ -36,11 +63,12 @@
 // at a time, in arrival order; contexts run in parallel.
 //
 // An execution ends when the kernel is idle and has replied. A client
-// that leaves (the request's context ends, or a write fails) and a timeout
-// both interrupt the cell with SIGINT to the kernel's process group; the
-// execution then still waits for the kernel to finish the cell (a cell
-// that ignores the interrupt for 10 s gets its kernel restarted), so the
-// next cell always finds the kernel idle. A kernel that dies is reported
+// that leaves /execute (the request's context ends, or a write fails), a
+// timeout and POST /executions/{id}/interrupt all interrupt the cell with
+// SIGINT to the kernel's process group; the execution then still waits
+// for the kernel to finish the cell (a cell that ignores the interrupt for
+// 10 s gets its kernel restarted), so the next cell always finds the
+// kernel idle. A kernel that dies is reported
 // and replaced on the next request. Output past MaxOutputBytes is dropped
 // where it is read from the kernel, with one marker line, so a cell that
 // prints without end never grows the server.
@@ -67,6 +95,8 @@
 // are public by default (E2B's allowPublicTraffic), so whoever knows a
 // sandbox's address could otherwise run code in it. The SDKs send the
 // token there (envdAccessToken) whenever the sandbox has one.
+//
+// /executions* require it too: spaced calls them with the token.
 //
 // /contexts* accept a request without a token, and refuse a wrong one. The
 // published SDKs (e2b-code-interpreter 2.11.5, @e2b/code-interpreter 2.8.0)

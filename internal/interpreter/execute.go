@@ -41,10 +41,12 @@ type executeContent struct {
 	StopOnError     bool           `json:"stop_on_error"`
 }
 
-// run runs ex on c and writes its lines to out. ctx is the request's:
-// when it ends (the client left) the cell is interrupted, and run returns
-// only once the kernel is free again, so the next cell finds it idle.
-func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out *lineWriter) {
+// run runs ex on c and writes its lines to out. When ctx ends (for
+// /execute, the client left; for /executions, an interrupt) the cell is
+// interrupted, and run returns only once the kernel is free again, so the
+// next cell finds it idle. If ctx ends while the execution waits for its
+// turn, run returns without writing an end line.
+func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out lineSink) {
 	if !waitTurn(ctx, c, out) {
 		return // the client left while waiting for its turn
 	}
@@ -87,7 +89,7 @@ func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out *l
 
 // waitTurn waits for the context's turn, with keepalives meanwhile (a
 // failed one is a client gone). It reports whether it got the turn.
-func waitTurn(ctx context.Context, c *kernelContext, out *lineWriter) bool {
+func waitTurn(ctx context.Context, c *kernelContext, out lineSink) bool {
 	t := time.NewTicker(keepaliveEvery)
 	defer t.Stop()
 	for {
@@ -97,7 +99,7 @@ func waitTurn(ctx context.Context, c *kernelContext, out *lineWriter) bool {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
-			if out.write(markerLine{Type: "keepalive"}); out.gone {
+			if out.write(markerLine{Type: "keepalive"}); out.gone() {
 				return false
 			}
 		}
@@ -105,7 +107,7 @@ func waitTurn(ctx context.Context, c *kernelContext, out *lineWriter) bool {
 }
 
 // cell runs the user's code and streams its output.
-func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execution, out *lineWriter) {
+func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execution, out lineSink) {
 	lim := &outputLimit{max: s.cfg.MaxOutputBytes}
 	r, err := k.client.Request(jupyter.Shell, "execute_request", executeContent{
 		Code: ex.code, StoreHistory: true, UserExpressions: map[string]any{}, StopOnError: true,
@@ -129,7 +131,7 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 	interrupted := false
 	interrupt := func() {
 		interrupted = true
-		st.timedOut = ctx.Err() == nil && !out.gone
+		st.timedOut = ctx.Err() == nil && !out.gone()
 		s.log.Info("interrupting a cell", "context", c.ID, "timed_out", st.timedOut)
 		if err := k.interrupt(); err != nil {
 			s.log.Warn("interrupt failed", "context", c.ID, "err", err)
@@ -139,7 +141,7 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 	}
 
 	for !st.done() {
-		if out.gone && !interrupted {
+		if out.gone() && !interrupted {
 			interrupt() // a failed write is the other sign of a client gone
 		}
 		d := keepaliveEvery
@@ -175,7 +177,7 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 
 // cellState follows one cell's messages.
 type cellState struct {
-	out       *lineWriter
+	out       lineSink
 	maxOutput int64
 	timedOut  bool
 	errSent   bool

@@ -17,7 +17,8 @@ import (
 // maxRequestBody bounds a request body (the code of a cell, mostly).
 const maxRequestBody = 16 << 20
 
-// Handler serves E2B's code-interpreter API.
+// Handler serves E2B's code-interpreter API, and SPACE's resumable
+// executions.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
@@ -26,6 +27,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /contexts", s.authContexts(s.listContexts))
 	mux.HandleFunc("POST /contexts/{id}/restart", s.authContexts(s.restartContext))
 	mux.HandleFunc("DELETE /contexts/{id}", s.authContexts(s.deleteContext))
+	mux.HandleFunc("POST /executions", s.createExecution) // checks the token as /execute does
+	mux.HandleFunc("GET /executions", s.authExecutions(s.listExecutions))
+	mux.HandleFunc("GET /executions/{id}/events", s.authExecutions(s.executionEvents))
+	mux.HandleFunc("POST /executions/{id}/interrupt", s.authExecutions(s.interruptExecution))
 	return mux
 }
 
@@ -53,32 +58,45 @@ type executeRequest struct {
 }
 
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	c, ex, ok := s.parseExecution(w, r)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	s.run(r.Context(), c, ex, newLineWriter(w))
+	s.log.Debug("execution done", "context", c.ID, "took", time.Since(start))
+}
+
+// parseExecution checks the token and reads an execution request (of
+// /execute or /executions): the context it runs on, and what to run. On a
+// bad request it answers and returns false.
+func (s *Server) parseExecution(w http.ResponseWriter, r *http.Request) (*kernelContext, execution, bool) {
 	st, version, err := s.checkToken(r, true)
 	if err != nil {
 		s.refuse(w, err)
-		return
+		return nil, execution{}, false
 	}
 	var req executeRequest
 	if err := decodeBody(r, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return nil, execution{}, false
 	}
 	ctxID, lang := deref(req.ContextID), deref(req.Language)
 	if ctxID != "" && lang != "" {
 		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
-		return
+		return nil, execution{}, false
 	}
 	var c *kernelContext
 	if ctxID != "" {
 		if c = s.context(ctxID); c == nil {
 			http.Error(w, fmt.Sprintf("Context %s not found!", ctxID), http.StatusNotFound)
-			return
+			return nil, execution{}, false
 		}
 	} else {
 		lang, err := normalizeLanguage(lang)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return nil, execution{}, false
 		}
 		s.mu.Lock()
 		c = s.defaults[lang]
@@ -87,7 +105,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			// The default context was deleted: a new one takes its place.
 			if c, err = s.newContext(r, lang, s.cfg.Cwd, true); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
+				return nil, execution{}, false
 			}
 		}
 	}
@@ -96,9 +114,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	if req.Timeout != nil && *req.Timeout > 0 {
 		ex.timeout = time.Duration(*req.Timeout * float64(time.Second))
 	}
-	start := time.Now()
-	s.run(r.Context(), c, ex, newLineWriter(w))
-	s.log.Debug("execution done", "context", c.ID, "took", time.Since(start))
+	return c, ex, true
 }
 
 type contextRequest struct {

@@ -94,13 +94,21 @@ func stripQuotes(s string) string {
 	return s
 }
 
+// lineSink is where an execution's lines go: straight to the client
+// (lineWriter, /execute) or into an execution's log (/executions).
+type lineSink interface {
+	write(v any)
+	// gone reports a client that went away: the cell is interrupted.
+	gone() bool
+}
+
 // lineWriter writes NDJSON lines to an HTTP response, each flushed at
 // once. After the first failed write (the client went away, or stopped
 // reading for writeTimeout) it drops everything and reports gone.
 type lineWriter struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	gone bool
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	failed bool
 }
 
 // writeTimeout bounds one line's write: a client that stops reading must
@@ -115,27 +123,45 @@ func newLineWriter(w http.ResponseWriter) *lineWriter {
 	// Headers now: the JS SDK's request timer runs until they arrive, and
 	// an execution may wait for the context behind another one.
 	if err := lw.rc.Flush(); err != nil {
-		lw.gone = true
+		lw.failed = true
 	}
 	return lw
 }
 
+func (lw *lineWriter) gone() bool { return lw.failed }
+
 func (lw *lineWriter) write(v any) {
-	if lw.gone {
+	if lw.failed {
 		return
 	}
+	lw.writeRaw(mustEncodeLine(v))
+}
+
+// writeRaw writes lines already encoded, then flushes once.
+func (lw *lineWriter) writeRaw(lines ...[]byte) {
+	if lw.failed {
+		return
+	}
+	for _, b := range lines {
+		_ = lw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := lw.w.Write(b); err != nil {
+			lw.failed = true
+			return
+		}
+	}
+	if err := lw.rc.Flush(); err != nil {
+		lw.failed = true
+	}
+}
+
+// mustEncodeLine is encodeLine, with an error line in place of a value
+// that does not encode.
+func mustEncodeLine(v any) []byte {
 	b, err := encodeLine(v)
 	if err != nil {
 		b, _ = encodeLine(errorLine{Type: "error", Name: "SerializationError", Value: err.Error()})
 	}
-	_ = lw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := lw.w.Write(b); err != nil {
-		lw.gone = true
-		return
-	}
-	if err := lw.rc.Flush(); err != nil {
-		lw.gone = true
-	}
+	return b
 }
 
 // encodeLine is v as one JSON line. HTML stays as it is (no \u003c):

@@ -38,7 +38,15 @@ type Config struct {
 	MaxOutputBytes     int64         // per execution (32 MiB); -1: no limit
 	DefaultTimeout     time.Duration // per execution unless the request says; 0: none
 	KernelStartTimeout time.Duration // 60 s
-	Env                []string      // kernels' base environment (the server's)
+	// Resumable executions (/executions): how many are kept (64; running
+	// ones are never dropped), the bytes of lines kept per execution
+	// besides its first and end lines (4 MiB; the oldest go first), and
+	// the bytes of all of them together past which finished ones are
+	// dropped, oldest first (64 MiB).
+	KeepExecutions     int
+	ExecutionLogBytes  int64
+	ExecutionLogsBytes int64
+	Env                []string // kernels' base environment (the server's)
 	Logger             *slog.Logger
 }
 
@@ -55,6 +63,15 @@ func (c *Config) setDefaults() {
 	if c.KernelStartTimeout == 0 {
 		c.KernelStartTimeout = 60 * time.Second
 	}
+	if c.KeepExecutions <= 0 {
+		c.KeepExecutions = 64
+	}
+	if c.ExecutionLogBytes <= 0 {
+		c.ExecutionLogBytes = 4 << 20
+	}
+	if c.ExecutionLogsBytes <= 0 {
+		c.ExecutionLogsBytes = 64 << 20
+	}
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
@@ -70,6 +87,7 @@ type Server struct {
 	log    *slog.Logger
 	launch *launcher
 	state  *stateFile // nil: no auth, no sandbox env
+	execs  *execTable // resumable executions
 	ownDir bool       // RuntimeDir was made by New and is removed by Close
 
 	mu       sync.Mutex
@@ -85,7 +103,8 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, contexts: map[string]*kernelContext{},
-		defaults: map[string]*kernelContext{}, ready: make(chan struct{})}
+		defaults: map[string]*kernelContext{}, ready: make(chan struct{}),
+		execs: newExecTable(cfg.KeepExecutions, cfg.ExecutionLogsBytes)}
 	if cfg.StatePath != "" {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
@@ -175,9 +194,10 @@ func (s *Server) Err() error {
 	return s.readyErr
 }
 
-// Close kills every kernel and removes the runtime directory if New made
-// it.
+// Close interrupts the resumable executions, kills every kernel and
+// removes the runtime directory if New made it.
 func (s *Server) Close() {
+	s.execs.interruptAll()
 	s.mu.Lock()
 	all := make([]*kernelContext, 0, len(s.contexts))
 	for _, c := range s.contexts {
