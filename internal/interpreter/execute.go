@@ -150,6 +150,16 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 				break // idle long enough: the reply is not coming
 			}
 		}
+		if st.replied && st.idleAt.IsZero() {
+			// The kernel's IOPub socket drops messages when its queue to us
+			// is full (a flood while we were slow): an idle status lost so
+			// would hold the cell forever. Once replied and quiet a while,
+			// the cell is over.
+			if d = min(d, time.Until(st.lastAt.Add(replyGrace))); d <= 0 {
+				s.log.Warn("the kernel replied but never said idle; ending the cell", "context", c.ID)
+				break
+			}
+		}
 		m, err := r.Recv(wait, d)
 		switch {
 		case err != nil && wait.Err() != nil && !interrupted:
@@ -169,6 +179,7 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 				out.write(markerLine{Type: "keepalive"})
 			}
 		default:
+			st.lastAt = time.Now()
 			st.handle(m)
 		}
 	}
@@ -184,6 +195,7 @@ type cellState struct {
 	pending   *errorLine // a KeyboardInterrupt held back while timedOut
 	replied   bool
 	idleAt    time.Time
+	lastAt    time.Time // the last message for the cell
 }
 
 // done reports whether the kernel is done with the cell: it went idle

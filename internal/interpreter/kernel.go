@@ -29,13 +29,31 @@ type launcher struct {
 	log        *slog.Logger
 }
 
-// rlimitBootstrap starts ipykernel as `python -m ipykernel_launcher` would,
+// bootstrap starts ipykernel as `python -m ipykernel_launcher` would,
 // after setting RLIMIT_AS (soft and hard: the kernel's user cannot raise
-// it again) to its first argument.
-const rlimitBootstrap = `import resource, runpy, sys
-n = int(sys.argv.pop(1))
-resource.setrlimit(resource.RLIMIT_AS, (n, n))
+// it again) to its first argument unless that is 0, and giving the
+// kernel's PUB or XPUB socket (IOPub) a deeper queue than ZeroMQ's default of 1000
+// messages, past which it drops output silently while we are slow to read
+// (a flood of flushed prints on a busy machine). Its depth is the second
+// argument.
+const bootstrap = `import resource, runpy, sys
+n, hwm = int(sys.argv.pop(1)), int(sys.argv.pop(1))
+if n:
+    resource.setrlimit(resource.RLIMIT_AS, (n, n))
+import zmq
+_socket = zmq.Context.socket
+def _space_socket(self, socket_type, *args, **kwargs):
+    s = _socket(self, socket_type, *args, **kwargs)
+    if socket_type in (zmq.PUB, zmq.XPUB):
+        s.setsockopt(zmq.SNDHWM, hwm)
+    return s
+zmq.Context.socket = _space_socket
 runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)`
+
+// iopubQueue is the kernel's IOPub queue, in messages (each a few hundred
+// bytes to the output limit; RLIMIT_AS bounds what a stalled reader can
+// make the kernel hold).
+const iopubQueue = 100000
 
 // kernel is one running ipykernel process and our connection to it.
 type kernel struct {
@@ -79,14 +97,10 @@ func (l *launcher) start(ctx context.Context, id, cwd string) (_ *kernel, err er
 		// (or locked) in a home directory.
 		"--HistoryManager.hist_file=:memory:",
 	}
-	if l.addrSpace > 0 {
-		// The limit is set by the kernel's Python itself, before it loads
-		// anything: Go cannot give one child an rlimit, and prlimit(2) on a
-		// child that runs as another user needs CAP_SYS_RESOURCE.
-		args = append([]string{"-c", rlimitBootstrap, strconv.FormatUint(l.addrSpace, 10)}, args...)
-	} else {
-		args = append([]string{"-m", "ipykernel_launcher"}, args...)
-	}
+	// The limit is set by the kernel's Python itself, before it loads
+	// anything: Go cannot give one child an rlimit, and prlimit(2) on a
+	// child that runs as another user needs CAP_SYS_RESOURCE.
+	args = append([]string{"-c", bootstrap, strconv.FormatUint(l.addrSpace, 10), strconv.Itoa(iopubQueue)}, args...)
 	k.cmd = exec.Command(l.python, args...)
 	k.cmd.Dir = cwd
 	k.cmd.Env = append(l.env, "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))

@@ -3,6 +3,7 @@ package interpreter
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -518,4 +519,30 @@ func TestUninterruptibleCell(t *testing.T) {
 	if ls := s.execute(t, map[string]any{"code": "1+1", "context_id": id}); ls.mainText() != "2" {
 		t.Errorf("after the restart: %v", ls)
 	}
+}
+
+// TestFloodKept: floods of flushed prints on several contexts at once
+// arrive whole, and each cell ends. The kernel's IOPub socket drops what
+// is over its queue while we read slower than it writes (ZeroMQ's default
+// of 1000 messages lost lines, and sometimes the idle status that ends a
+// cell, under -race on two cores).
+func TestFloodKept(t *testing.T) {
+	s := sharedServer(t)
+	const n, contexts = 5000, 4
+	var wg sync.WaitGroup
+	for range contexts {
+		id := s.newContext(t, t.TempDir())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ls := s.execute(t, map[string]any{"code": fmt.Sprintf("for i in range(%d):\n    print(i, flush=True)", n), "context_id": id, "timeout": 120})
+			if got := strings.Count(ls.stdout(), "\n"); got != n {
+				t.Errorf("context %s: %d of %d lines", id, got, n)
+			}
+			if ls.last() != "end_of_execution" || ls.errorName() != "" {
+				t.Errorf("context %s ended with %q (error %q)", id, ls.last(), ls.errorName())
+			}
+		}()
+	}
+	wg.Wait()
 }
