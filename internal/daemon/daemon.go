@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -122,7 +123,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer gw.Close()
-	tpl, err := openTemplates(ctx, cfg, st, objects, keys, svc, rt)
+	tpl, err := openTemplates(ctx, cfg, st, objects, keys, svc, rt, reg)
 	if err != nil {
 		return err
 	}
@@ -304,7 +305,7 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 
 // openTemplates starts the template service: builds run in sandboxes of
 // svc, their artifacts go to the object store under templates/.
-func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objects blobstore.Store, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime) (*template.Service, error) {
+func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objects blobstore.Store, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer) (*template.Service, error) {
 	agent := cfg.AgentBinary
 	if agent == "" {
 		agent = filepath.Join(cfg.TemplatesDir, template.BaseName, "current", "usr/local/bin/space-agent")
@@ -314,7 +315,14 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 		engine = cp.Version()
 	}
 	internet := true
-	return template.New(ctx, template.Config{
+	var opened atomic.Pointer[template.Service] // a scrape may come first
+	metrics := template.NewMetrics(reg, func() int {
+		if t := opened.Load(); t != nil {
+			return t.Active()
+		}
+		return 0
+	})
+	tpl, err := template.New(ctx, template.Config{
 		Dir:          cfg.TemplatesDir,
 		WorkDir:      filepath.Join(cfg.DataDir, "template-work"),
 		LogDir:       filepath.Join(cfg.DataDir, "builds"),
@@ -333,7 +341,10 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
 		Changed:  svc.TemplateChanged,
+		Metrics:  metrics,
 	})
+	opened.Store(tpl)
+	return tpl, err
 }
 
 // lateTemplates lets the sandbox service, made first, ask the template

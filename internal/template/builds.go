@@ -448,6 +448,7 @@ func (s *Service) finish(ctx context.Context, b *store.Build, err error, log *sl
 		log.Warn("record build end", "err", perr)
 	}
 	s.changed(b.Template)
+	s.cfg.Metrics.ended(b.State, took.Seconds(), b.Layered, b.Cached)
 	log.Info("build ended", "state", b.State, "took_ms", took.Milliseconds(), "cached", b.Cached, "steps", b.Steps)
 }
 

@@ -118,6 +118,7 @@ func (s *Service) Collect(ctx context.Context) error {
 			}
 		}
 	}
+	s.cfg.Metrics.collectedOf(out)
 	if out != (Collected{}) {
 		s.log.Info("template cache collected", "images", out.Images, "layers", out.Layers, "starts", out.Starts, "file_sets", out.Files)
 	}

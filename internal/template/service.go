@@ -75,6 +75,8 @@ type Config struct {
 	// Changed is told when a template's tags move (a build is ready, a tag
 	// is set or removed, the template is deleted): warm pools refill.
 	Changed func(name string)
+	// Metrics, if set, counts builds and collections.
+	Metrics *Metrics
 	Logger  *slog.Logger
 }
 
@@ -605,4 +607,11 @@ func decodeConfig(raw json.RawMessage) recipe.Config {
 	var c recipe.Config
 	_ = json.Unmarshal(raw, &c)
 	return c
+}
+
+// Active is how many builds are queued or running.
+func (s *Service) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
 }

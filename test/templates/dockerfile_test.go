@@ -54,9 +54,17 @@ func TestDockerfile(t *testing.T) {
 		"unused/big.bin": strings.Repeat("x", 1<<16),
 	})
 	req := client.BuildRequest{Name: "web:v1", Dockerfile: dockerfile, BuildArgs: map[string]string{"GREETING": "bonjour"}}
+	ready, ran := metric(t, d, `space_template_builds_total{state="ready"}`), metric(t, d, `space_template_build_steps_total{cached="false"}`)
 	first := mustBuild(t, d, ctxDir, req)
 	if first.Cached != 0 || first.Layered != 6 || !first.Started {
 		t.Errorf("first build: %d of %d cached, started %v; want 0 of 6, started", first.Cached, first.Layered, first.Started)
+	}
+	// (other tests build on this spaced too: at least, not exactly)
+	if got := metric(t, d, `space_template_builds_total{state="ready"}`); got < ready+1 {
+		t.Errorf("space_template_builds_total{state=ready} went from %v to %v", ready, got)
+	}
+	if got := metric(t, d, `space_template_build_steps_total{cached="false"}`); got < ran+6 {
+		t.Errorf("space_template_build_steps_total{cached=false} went from %v to %v, want 6 more", ran, got)
 	}
 	if !strings.Contains(first.messages(-1), "bonjour from step 8") {
 		t.Errorf("the RUN's output is not in the log:\n%s", first.messages(-1))
