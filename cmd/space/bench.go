@@ -49,7 +49,14 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 				} else if !cmd.Flags().Changed("n") {
 					n = 20
 				}
-				return runTemplateBench(cmd, a, bench.TemplateConfig{N: n, Interpreter: interpreter, Log: cmd.ErrOrStderr()}, asJSON)
+				tc := bench.TemplateConfig{N: n, Interpreter: interpreter, Log: cmd.ErrOrStderr()}
+				if os.Geteuid() == 0 {
+					if _, err := os.Stat(runsc); err == nil {
+						tc.Runsc = runsc
+						tc.RootFS, _ = filepath.EvalSymlinks(filepath.Join(templates, "base", "current"))
+					}
+				}
+				return runTemplateBench(cmd, a, tc, asJSON)
 			}
 			if checkpoints {
 				if quick {
@@ -134,9 +141,12 @@ func runTemplateBench(cmd *cobra.Command, a *app, cfg bench.TemplateConfig, asJS
 		{fmt.Sprintf("rebuild, %d steps all cached (ms)", res.RebuildSteps), res.RebuildP50, res.RebuildP90},
 		{"started HTTP template: create to first answer, no pool (ms)", res.HTTPFirstAnswerP50, res.HTTPFirstAnswerP90},
 		{"  of which the create (ms)", res.HTTPCreateP50, -1},
+		{"  anchor: raw runsc restore of the same server (ms)", res.RawRestoreP50, -1},
+		{"  first answer / raw restore", res.RestoreOverheadRatio, -1},
 		{"started HTTP template: create to first answer, pooled (ms)", res.HTTPPooledFirstAnswerP50, res.HTTPPooledFirstAnswerP90},
 		{fmt.Sprintf("code interpreter: create to first result, pooled %v (ms)", res.CodePooled), res.CodeFirstResultP50, res.CodeFirstResultP90},
 		{"code interpreter: run_code round trip, warm context (ms)", res.CodeRoundTripP50, res.CodeRoundTripP90},
+		{"  anchor: the same from inside the sandbox (ms)", res.CodeInSandboxRoundTripP50, -1},
 		{"code interpreter: new context to first result (ms)", res.CodeNewContextP50, -1},
 	} {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", row.name, figure(row.p50), figure(row.p90))

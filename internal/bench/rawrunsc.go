@@ -51,12 +51,8 @@ func newRawRunsc(ctx context.Context, runsc, rootfs string) (_ *rawRunsc, err er
 func (r *rawRunsc) once(ctx context.Context) (time.Duration, error) {
 	r.runs++
 	id := fmt.Sprintf("spacebench%04d%d", r.runs, time.Now().UnixNano()%100000)
-	flags := []string{"--root", r.root, "--platform", "systrap", "--network", "none",
-		"--overlay2", fmt.Sprintf("root:dir=%s,size=1024m", r.dir)}
-	// The sandbox inherits runsc's stdio: no pipes (they would never
-	// close), so errors are read from runsc's log instead.
+	flags := r.flags()
 	logPath := filepath.Join(r.dir, "runsc.log")
-	flags = append(flags, "--log", logPath)
 	start := time.Now()
 	if err := exec.CommandContext(ctx, r.runsc, append(flags, "create", "--bundle", r.bundle, id)...).Run(); err != nil {
 		return 0, fmt.Errorf("runsc create: %w (see %s)", err, logPath)
@@ -67,6 +63,14 @@ func (r *rawRunsc) once(ctx context.Context) (time.Duration, error) {
 	d := time.Since(start)
 	exec.CommandContext(ctx, r.runsc, append(flags, "delete", "--force", id)...).Run()
 	return d, nil
+}
+
+// flags are the global flags of every run: spaced's platform and overlay,
+// no network. The sandbox inherits runsc's stdio: no pipes (they would
+// never close), so errors are read from runsc's log instead.
+func (r *rawRunsc) flags() []string {
+	return []string{"--root", r.root, "--platform", "systrap", "--network", "none",
+		"--overlay2", fmt.Sprintf("root:dir=%s,size=1024m", r.dir), "--log", filepath.Join(r.dir, "runsc.log")}
 }
 
 func (r *rawRunsc) close() {
@@ -91,6 +95,87 @@ func patchSpec(path, rootfs string) error {
 	}
 	proc["args"] = []string{"/bin/sleep", "infinity"}
 	proc["terminal"] = false
+	out, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
+}
+
+// rawRestore times bare `runsc restore` runs of one checkpoint of a raw
+// container whose process is the bench's HTTP template's server (python3
+// -m http.server), same platform and overlay: the floor under a create of
+// a template whose start command is restored running.
+type rawRestore struct {
+	raw   *rawRunsc
+	image string
+}
+
+func newRawRestore(ctx context.Context, runsc, rootfs string) (_ *rawRestore, err error) {
+	raw, err := newRawRunsc(ctx, runsc, rootfs)
+	if err != nil {
+		return nil, err
+	}
+	r := &rawRestore{raw: raw, image: filepath.Join(raw.dir, "image")}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if err := setArgs(filepath.Join(raw.bundle, "config.json"), "python3", "-m", "http.server", "8000", "--directory", "/tmp"); err != nil {
+		return nil, err
+	}
+	id := fmt.Sprintf("spacebenchckpt%d", time.Now().UnixNano()%100000)
+	flags := raw.flags()
+	if err := exec.CommandContext(ctx, runsc, append(flags, "run", "--detach", "--bundle", raw.bundle, id)...).Run(); err != nil {
+		return nil, fmt.Errorf("runsc run: %w", err)
+	}
+	// The server listens well within this (no network to ask it from
+	// here: --network none).
+	time.Sleep(2 * time.Second)
+	if out, err := exec.CommandContext(ctx, runsc, append(flags, "checkpoint", "--image-path", r.image, id)...).CombinedOutput(); err != nil {
+		exec.Command(runsc, append(flags, "delete", "--force", id)...).Run()
+		return nil, fmt.Errorf("runsc checkpoint: %w: %s", err, out)
+	}
+	exec.CommandContext(ctx, runsc, append(flags, "delete", "--force", id)...).Run()
+	if _, err := r.once(ctx); err != nil { // warms the page cache; not counted
+		return nil, err
+	}
+	return r, nil
+}
+
+// once times one restore (until runsc returns: the process runs again),
+// then deletes the sandbox.
+func (r *rawRestore) once(ctx context.Context) (time.Duration, error) {
+	r.raw.runs++
+	id := fmt.Sprintf("spacebenchrst%04d%d", r.raw.runs, time.Now().UnixNano()%100000)
+	flags := r.raw.flags()
+	start := time.Now()
+	if out, err := exec.CommandContext(ctx, r.raw.runsc, append(flags, "restore", "--detach", "--bundle", r.raw.bundle, "--image-path", r.image, id)...).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("runsc restore: %w: %s", err, out)
+	}
+	d := time.Since(start)
+	exec.CommandContext(ctx, r.raw.runsc, append(flags, "delete", "--force", id)...).Run()
+	return d, nil
+}
+
+func (r *rawRestore) close() { r.raw.close() }
+
+// setArgs sets the process of the spec at path.
+func setArgs(path string, args ...string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return fmt.Errorf("parse runsc spec: %w", err)
+	}
+	proc, _ := spec["process"].(map[string]any)
+	if proc == nil {
+		return fmt.Errorf("runsc spec has no process")
+	}
+	proc["args"] = args
 	out, err := json.Marshal(spec)
 	if err != nil {
 		return err

@@ -32,7 +32,11 @@ type TemplateConfig struct {
 	Addr, APIKey string
 	// Interpreter names the code-interpreter template ("" skips it).
 	Interpreter string
-	Log         io.Writer
+	// Runsc and RootFS, when set (root only), add the anchor of the
+	// started template's create: raw runsc restores of a checkpoint of the
+	// same server, alternating with the creates.
+	Runsc, RootFS string
+	Log           io.Writer
 }
 
 // TemplateFigures are milliseconds unless named otherwise.
@@ -45,6 +49,9 @@ type TemplateFigures struct {
 	// first 200 from that server through the proxy; the create alone.
 	HTTPFirstAnswerP50, HTTPFirstAnswerP90 float64
 	HTTPCreateP50                          float64
+	// The anchor: `runsc restore` of a raw checkpoint of the same server
+	// (-1 when not measured), and HTTPFirstAnswerP50 over it.
+	RawRestoreP50, RestoreOverheadRatio float64
 	// The same with the template's warm pool (when the daemon has one:
 	// SPACE_POOL=bench-http=...; -1 otherwise).
 	HTTPPooledFirstAnswerP50, HTTPPooledFirstAnswerP90 float64
@@ -53,7 +60,10 @@ type TemplateFigures struct {
 	// started on demand) to its first result. -1 when not measured.
 	CodeFirstResultP50, CodeFirstResultP90 float64
 	CodeRoundTripP50, CodeRoundTripP90     float64
-	CodeNewContextP50                      float64
+	// The anchor of the round trip: the same request made inside the
+	// sandbox to localhost:49999 (no proxy, no veth).
+	CodeInSandboxRoundTripP50 float64
+	CodeNewContextP50         float64
 	CodePooled                             bool
 	N                                      int
 }
@@ -63,8 +73,8 @@ const benchHTTPTemplate = "bench-http"
 // Templates measures the template figures.
 func Templates(ctx context.Context, c *client.Client, cfg TemplateConfig) (*TemplateFigures, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, "bench: "+format+"\n", args...) }
-	f := &TemplateFigures{N: cfg.N, HTTPPooledFirstAnswerP50: -1, HTTPPooledFirstAnswerP90: -1,
-		CodeFirstResultP50: -1, CodeFirstResultP90: -1, CodeRoundTripP50: -1, CodeRoundTripP90: -1, CodeNewContextP50: -1}
+	f := &TemplateFigures{N: cfg.N, HTTPPooledFirstAnswerP50: -1, HTTPPooledFirstAnswerP90: -1, RawRestoreP50: -1, RestoreOverheadRatio: -1,
+		CodeFirstResultP50: -1, CodeFirstResultP90: -1, CodeRoundTripP50: -1, CodeRoundTripP90: -1, CodeInSandboxRoundTripP50: -1, CodeNewContextP50: -1}
 	p := &proxyClient{addr: cfg.Addr, http: &http.Client{Timeout: 30 * time.Second}}
 
 	logf("building a 10-step template, then rebuilding it %d times (all cached)", cfg.N)
@@ -82,15 +92,35 @@ func Templates(ctx context.Context, c *client.Client, cfg TemplateConfig) (*Temp
 	}); err != nil {
 		return nil, err
 	}
-	logf("%d creates of %s to the server's first answer (no pool)", cfg.N, benchHTTPTemplate)
-	first, creates, err := firstAnswers(ctx, c, p, cfg.N, false)
+	var raw *rawRestore
+	var restores Sample
+	between := func() error { return nil }
+	if cfg.Runsc != "" && cfg.RootFS != "" {
+		if raw, err = newRawRestore(ctx, cfg.Runsc, cfg.RootFS); err != nil {
+			return nil, fmt.Errorf("raw runsc restore: %w", err)
+		}
+		defer raw.close()
+		between = func() error {
+			d, err := raw.once(ctx)
+			restores = append(restores, d)
+			return err
+		}
+		logf("%d creates of %s to the server's first answer (no pool), each followed by a raw runsc restore", cfg.N, benchHTTPTemplate)
+	} else {
+		logf("%d creates of %s to the server's first answer (no pool)", cfg.N, benchHTTPTemplate)
+	}
+	first, creates, err := firstAnswers(ctx, c, p, cfg.N, false, between)
 	if err != nil {
 		return nil, err
 	}
 	f.HTTPFirstAnswerP50, f.HTTPFirstAnswerP90, f.HTTPCreateP50 = first.Percentile(50), first.Percentile(90), creates.Percentile(50)
+	if len(restores) > 0 {
+		f.RawRestoreP50 = restores.Percentile(50)
+		f.RestoreOverheadRatio = float64(int(f.HTTPFirstAnswerP50/f.RawRestoreP50*100)) / 100
+	}
 	if poolOf(ctx, c, benchHTTPTemplate) >= 0 {
 		logf("%d creates of %s from its warm pool", cfg.N, benchHTTPTemplate)
-		pooled, _, err := firstAnswers(ctx, c, p, cfg.N, true)
+		pooled, _, err := firstAnswers(ctx, c, p, cfg.N, true, func() error { return nil })
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +208,7 @@ func buildAndWait(ctx context.Context, c *client.Client, req client.BuildRequest
 
 // firstAnswers creates n sandboxes of the HTTP template and times each to
 // the server's first 200 through the proxy (and the create alone).
-func firstAnswers(ctx context.Context, c *client.Client, p *proxyClient, n int, pooled bool) (Sample, Sample, error) {
+func firstAnswers(ctx context.Context, c *client.Client, p *proxyClient, n int, pooled bool, between func() error) (Sample, Sample, error) {
 	var first, creates Sample
 	for range n {
 		if pooled {
@@ -202,6 +232,9 @@ func firstAnswers(ctx context.Context, c *client.Client, p *proxyClient, n int, 
 			return nil, nil, fmt.Errorf("first answer from %s: %d %v", sb.ID, status, err)
 		}
 		first, creates = append(first, done), append(creates, created)
+		if err := between(); err != nil {
+			return nil, nil, err
+		}
 	}
 	return first, creates, nil
 }
@@ -226,6 +259,9 @@ func codeFigures(ctx context.Context, c *client.Client, p *proxyClient, cfg Temp
 		}
 		first = append(first, time.Since(start))
 		if i == 0 {
+			if f.CodeInSandboxRoundTripP50, err = inSandboxRoundTrip(ctx, c, sb, 3*cfg.N); err != nil {
+				return fmt.Errorf("round trip inside the sandbox: %w", err)
+			}
 			for j := range 3*cfg.N + 5 {
 				t0 := time.Now()
 				if _, err := p.runCode(ctx, sb, "1+1", ""); err != nil {
@@ -256,6 +292,60 @@ func codeFigures(ctx context.Context, c *client.Client, p *proxyClient, cfg Temp
 	f.CodeRoundTripP50, f.CodeRoundTripP90 = round.Percentile(50), round.Percentile(90)
 	f.CodeNewContextP50 = fresh.Percentile(50)
 	return nil
+}
+
+// inSandboxScript times n run_code("1+1") round trips to the interpreter
+// from inside its sandbox, after 5 not counted, and prints the median in
+// milliseconds.
+const inSandboxScript = `import http.client, json, os, statistics, sys, time
+n = int(sys.argv[1])
+c = http.client.HTTPConnection("127.0.0.1", 49999)
+h = {"X-Access-Token": os.environ["TOKEN"], "Content-Type": "application/json"}
+xs = []
+for i in range(n + 5):
+    t = time.perf_counter()
+    c.request("POST", "/execute", body=json.dumps({"code": "1+1"}), headers=h)
+    r = c.getresponse()
+    body = r.read()
+    if r.status != 200 or b'"text":"2"' not in body:
+        sys.exit("execute: %d %r" % (r.status, body))
+    if i >= 5:
+        xs.append((time.perf_counter() - t) * 1000)
+print("%.3f" % statistics.median(xs))`
+
+// inSandboxRoundTrip is the round trip's anchor: the same request from
+// inside the sandbox, over its loopback.
+func inSandboxRoundTrip(ctx context.Context, c *client.Client, sb *client.Sandbox, n int) (float64, error) {
+	s, err := c.RunCommand(ctx, sb.ID, client.CommandRequest{
+		Argv: []string{"python3", "-c", inSandboxScript, strconv.Itoa(n)}, Env: map[string]string{"TOKEN": sb.AccessToken},
+	})
+	if err != nil {
+		return -1, err
+	}
+	defer s.Close()
+	var out, errOut strings.Builder
+	code := -1
+	for {
+		ev, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return -1, err
+		}
+		switch ev.Type {
+		case client.EventStdout:
+			out.Write(ev.Data)
+		case client.EventStderr:
+			errOut.Write(ev.Data)
+		case client.EventEnd:
+			code = ev.Exit.Code()
+		}
+	}
+	if code != 0 {
+		return -1, fmt.Errorf("exit %d: %s", code, errOut.String())
+	}
+	return strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
 }
 
 // poolOf reads space_pool_ready for template (-1: no pool).
