@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 )
@@ -54,7 +56,7 @@ type Stream struct {
 	pending   *Line // the execution line Execute read
 	resumed   bool  // from Events: a stream without lines is a finished one
 	seen      bool
-	ended     bool
+	ended     atomic.Bool // read by Close from any goroutine
 	closeOnce sync.Once
 }
 
@@ -74,14 +76,14 @@ func (s *Stream) Next() (Line, error) {
 		return *p, nil
 	}
 	for {
-		if s.ended {
+		if s.ended.Load() {
 			return Line{}, io.EOF
 		}
 		raw, err := s.readLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) && s.resumed && !s.seen {
 				// The client already had the end line.
-				s.ended = true
+				s.ended.Store(true)
 				return Line{}, io.EOF
 			}
 			return Line{}, s.broken(err)
@@ -108,7 +110,7 @@ func (s *Stream) Next() (Line, error) {
 			l.ExecutionID = head.ID
 		}
 		if l.IsEnd() {
-			s.ended = true
+			s.ended.Store(true)
 		}
 		return l, nil
 	}
@@ -157,6 +159,17 @@ func (s *Stream) readLine() ([]byte, error) {
 // goroutine to end a blocked Next.
 func (s *Stream) Close() error {
 	var err error
-	s.closeOnce.Do(func() { err = s.body.Close() })
+	s.closeOnce.Do(func() {
+		if s.ended.Load() {
+			// The interpreter ends the response right after the end line:
+			// read to that end, so the connection goes back to the pool
+			// instead of a new one through the sandbox's netstack per cell.
+			// Bounded, in case it does not.
+			stop := time.AfterFunc(time.Second, func() { s.body.Close() })
+			_, _ = io.CopyN(io.Discard, s.r, 4<<10)
+			stop.Stop()
+		}
+		err = s.body.Close()
+	})
 	return err
 }
