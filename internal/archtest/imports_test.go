@@ -45,7 +45,7 @@ var layers = []layer{
 	{"cmd/space-agent", []string{"internal/agent"}},
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
 	{"internal/daemon", []string{
-		"internal/blobstore", "internal/checkpoint", "internal/config", "internal/e2bcompat",
+		"internal/blobstore", "internal/checkpoint", "internal/coderun", "internal/config", "internal/e2bcompat",
 		"internal/egress", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
 		"internal/seal", "internal/store", "internal/template",
@@ -54,7 +54,7 @@ var layers = []layer{
 
 	// The API layers.
 	{"internal/httpapi", []string{
-		"internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
 		// Known debt (conventions, habit 16): commands.go, files.go and
 		// pty.go build the agent's request messages themselves instead of
@@ -76,6 +76,9 @@ var layers = []layer{
 		"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/ociimage",
 		"internal/recipe", "internal/rootfs", "internal/runtime", "internal/sandbox", "internal/store",
 	}},
+	// spaced's client of the code interpreter inside a sandbox (its own:
+	// internal/interpreter is linked into space-interpreter alone).
+	{"internal/coderun", []string{"internal/errdefs", "internal/sandbox"}},
 	{"internal/recipe", []string{"internal/errdefs"}},
 	{"internal/recipe/dockerfile", []string{"internal/errdefs", "internal/recipe"}},
 	{"internal/ociimage", []string{"internal/egress/policy", "internal/errdefs", "internal/recipe"}},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/blobstore"
 	"github.com/spacesandbox/space/internal/checkpoint"
+	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/egress"
@@ -140,13 +141,15 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// The native API's client of the code interpreters in sandboxes.
+	code := coderun.New(coderun.Options{Target: svc.Target})
 	srv := &http.Server{
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			Templates: tpl,
 			MaxUpload: cfg.TemplateMaxUpload,
 			APIKey:    apiKey,
-			Next:      httpapi.New(svc, tpl, sec, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+			Next:      httpapi.New(svc, tpl, sec, code, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,

@@ -84,12 +84,9 @@ func New(opts Options) *Server {
 	if opts.Next == nil {
 		opts.Next = http.NotFoundHandler()
 	}
-	if opts.Dial == nil {
-		opts.Dial = defaultDialer.DialContext
-	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Sandboxes, newTransport(opts.Sandboxes, opts.Dial))
+	s.proxy = newProxy(opts.Sandboxes, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial))
 	return s
 }
 

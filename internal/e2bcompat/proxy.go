@@ -10,54 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"strconv"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
 )
-
-// newTransport reaches sandboxes over their veth pairs. Connections are
-// pooled per sandbox ID, not per address: a killed sandbox's address is
-// soon another sandbox's, and a kept-alive connection to the old one must
-// never carry a request meant for the new one. Dials are bounded; nothing
-// else is, because process and watch streams last long. Compression is left
-// to the two ends.
-func newTransport(sb Sandboxes, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
-	return &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			id, ok := strings.CutSuffix(host, poolSuffix)
-			if !ok {
-				return nil, fmt.Errorf("e2b proxy: unexpected upstream %q", addr)
-			}
-			t, err := sb.Target(id)
-			if err != nil {
-				return nil, err
-			}
-			return dial(ctx, network, net.JoinHostPort(t.IP.String(), port))
-		},
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-}
-
-// poolSuffix makes the sandbox ID the upstream URL's host name, which keys
-// the connection pool; the dialer maps it back to the sandbox's address.
-const poolSuffix = ".sandbox.invalid"
-
-var defaultDialer = &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
 
 // proxy is the sandbox side: it checks a request against the target
 // sandbox's token and forwards it, streaming both ways, to that sandbox.
@@ -97,7 +59,7 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.In.Context().Value(upstreamKey{}).(*upstream)
 			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = net.JoinHostPort(u.id+poolSuffix, strconv.Itoa(u.port))
+			pr.Out.URL.Host = sandbox.PortHost(u.id, u.port)
 			h := pr.Out.Header
 			h.Del(headerSandboxID)
 			h.Del(headerSandboxPort)

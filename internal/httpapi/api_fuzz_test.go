@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -61,7 +62,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(svc, nil, sec, fuzzKey, 1<<20, http.NotFoundHandler())
+	return New(svc, nil, sec, coderun.New(coderun.Options{Target: svc.Target}), fuzzKey, 1<<20, http.NotFoundHandler())
 }
 
 // serve runs one request through h; the request must not panic out of

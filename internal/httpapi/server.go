@@ -25,14 +25,16 @@ type Server struct {
 	sandboxes *sandbox.Service
 	templates *template.Service
 	secrets   *secrets.Store
+	code      CodeRunner
 	apiKey    string
 	maxUpload int64
 	metrics   http.Handler
 }
 
-// New returns the API's handler; maxUpload bounds one file set upload.
-func New(sandboxes *sandbox.Service, templates *template.Service, sec *secrets.Store, apiKey string, maxUpload int64, metrics http.Handler) http.Handler {
-	s := &Server{sandboxes: sandboxes, templates: templates, secrets: sec, apiKey: apiKey, maxUpload: maxUpload, metrics: metrics}
+// New returns the API's handler; code runs cells in sandboxes' code
+// interpreters; maxUpload bounds one file set upload.
+func New(sandboxes *sandbox.Service, templates *template.Service, sec *secrets.Store, code CodeRunner, apiKey string, maxUpload int64, metrics http.Handler) http.Handler {
+	s := &Server{sandboxes: sandboxes, templates: templates, secrets: sec, code: code, apiKey: apiKey, maxUpload: maxUpload, metrics: metrics}
 	return s.routes()
 }
 
@@ -59,6 +61,14 @@ func (s *Server) table() []route {
 		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},
 		{"POST", "/v1/sandboxes/{id}/commands/{pid}/stdin", false, s.sendStdin},
 		{"POST", "/v1/sandboxes/{id}/commands/{pid}/signal", false, s.signalCommand},
+		{"POST", "/v1/sandboxes/{id}/code", false, s.runCode},
+		{"GET", "/v1/sandboxes/{id}/code", false, s.listCode},
+		{"GET", "/v1/sandboxes/{id}/code/{execution}/events", false, s.codeEvents},
+		{"POST", "/v1/sandboxes/{id}/code/{execution}/interrupt", false, s.interruptCode},
+		{"GET", "/v1/sandboxes/{id}/contexts", false, s.listCodeContexts},
+		{"POST", "/v1/sandboxes/{id}/contexts", false, s.createCodeContext},
+		{"DELETE", "/v1/sandboxes/{id}/contexts/{context}", false, s.deleteCodeContext},
+		{"POST", "/v1/sandboxes/{id}/contexts/{context}/restart", false, s.restartCodeContext},
 		{"GET", "/v1/sandboxes/{id}/files", false, s.downloadFile},
 		{"PUT", "/v1/sandboxes/{id}/files", false, s.uploadFile},
 		{"DELETE", "/v1/sandboxes/{id}/files", false, s.removeFile},

@@ -22,7 +22,9 @@ func TestMain(m *testing.M) {
 // the code-interpreter-v1 template is built there the way a user builds
 // it (scripts/build-code-interpreter.sh, offline from the wheelhouse),
 // Sandbox.create() restores its kernel already running, and every call
-// goes through spaced's E2B proxy to port 49999 in the sandbox.
+// goes through spaced's E2B proxy to port 49999 in the sandbox. Its
+// native subtest drives spaced's own code API (native_test.go) on the
+// same daemon, so that the template is built once per run.
 func TestSDKsThroughSpaced(t *testing.T) {
 	testenv.NeedCommand(t, "python3", "node", "npm")
 	d := harness.Own(t, harness.Options{Name: "spaced", CIDR: "10.248.0.0/22", NoPool: true, BootTimeout: 10 * time.Second})
@@ -39,6 +41,9 @@ func TestSDKsThroughSpaced(t *testing.T) {
 	start := time.Now()
 	runEnv(t, root, build, "scripts/build-code-interpreter.sh")
 	t.Logf("code-interpreter-v1 built in %s", time.Since(start).Round(time.Millisecond))
+
+	// spaced's own code API, on the same daemon and template.
+	t.Run("native", func(t *testing.T) { nativeAPI(t, d) })
 
 	env := append(withoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
