@@ -62,7 +62,7 @@ var layers = []layer{
 		"api/agent/v1", "api/envd/process", "api/envd/filesystem",
 	}},
 	{"internal/e2bcompat", []string{
-		"internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"internal/accesstoken", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/ociimage",
 	}},
 
@@ -78,7 +78,7 @@ var layers = []layer{
 	}},
 	// spaced's client of the code interpreter inside a sandbox (its own:
 	// internal/interpreter is linked into space-interpreter alone).
-	{"internal/coderun", []string{"internal/errdefs", "internal/sandbox"}},
+	{"internal/coderun", []string{"internal/accesstoken", "internal/errdefs", "internal/sandbox"}},
 	{"internal/recipe", []string{"internal/errdefs"}},
 	{"internal/recipe/dockerfile", []string{"internal/errdefs", "internal/recipe"}},
 	{"internal/ociimage", []string{"internal/egress/policy", "internal/errdefs", "internal/recipe"}},
@@ -99,10 +99,13 @@ var layers = []layer{
 	{"internal/store", []string{"internal/errdefs"}},
 	{"internal/keylock", nil},
 	{"internal/errdefs", nil},
+	// The interpreter's token, derived on both sides (spaced and
+	// space-interpreter): standard library only.
+	{"internal/accesstoken", nil},
 
 	// Programs inside sandboxes.
 	{"internal/agent/...", []string{"api/...", "internal/agent/..."}},
-	{"internal/interpreter", []string{"internal/interpreter/jupyter"}},
+	{"internal/interpreter", []string{"internal/accesstoken", "internal/interpreter/jupyter"}},
 	{"internal/interpreter/jupyter", nil},
 
 	// The public API and what speaks only it.

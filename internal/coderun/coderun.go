@@ -13,6 +13,8 @@
 package coderun
 
 import (
+	"github.com/spacesandbox/space/internal/accesstoken"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -120,7 +122,9 @@ func (c *Client) do(ctx context.Context, cl call) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("code interpreter request: %w", err)
 	}
-	req.Header.Set("X-Access-Token", t.AccessToken)
+	// Never the access token itself: any process in the sandbox may be
+	// the one listening on the port.
+	req.Header.Set("X-Access-Token", accesstoken.Interpreter(t.AccessToken))
 	if cl.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -1,6 +1,8 @@
 package coderun
 
 import (
+	"github.com/spacesandbox/space/internal/accesstoken"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +34,9 @@ type fakeInterpreter struct {
 }
 
 const token = "tok-1"
+
+// interpreterToken is what the interpreter gets: never the access token.
+var interpreterToken = accesstoken.Interpreter(token)
 
 func newFake(t *testing.T, handle http.HandlerFunc) (*fakeInterpreter, *Client) {
 	f := &fakeInterpreter{t: t, handle: handle}
@@ -148,7 +153,7 @@ func TestExecute(t *testing.T) {
 		t.Fatalf("lines %+v", lines)
 	}
 	req, body, tok := f.last()
-	if req != "POST /executions" || tok != token {
+	if req != "POST /executions" || tok != interpreterToken {
 		t.Fatalf("request %s with token %q", req, tok)
 	}
 	want := map[string]any{"code": "print('a')\n1+1", "language": "python", "env_vars": map[string]any{"K": "v"}, "timeout": float64(30)}
@@ -203,7 +208,7 @@ func TestEvents(t *testing.T) {
 			case tc.err != "" && (!errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(errdefs.PublicMessage(err), tc.err)):
 				t.Fatalf("err %v, want Unavailable %q", err, tc.err)
 			}
-			if req, _, tok := f.last(); req != fmt.Sprintf("GET /executions/ex-1/events?after=%d", tc.after) || tok != token {
+			if req, _, tok := f.last(); req != fmt.Sprintf("GET /executions/ex-1/events?after=%d", tc.after) || tok != interpreterToken {
 				t.Fatalf("request %s, token %q", req, tok)
 			}
 		})
@@ -431,7 +436,7 @@ func TestContextsAndExecutions(t *testing.T) {
 		t.Fatalf("requests %s", got)
 	}
 	for _, tok := range f.tokens {
-		if tok != token {
+		if tok != interpreterToken {
 			t.Fatalf("token %q", tok)
 		}
 	}

@@ -1,6 +1,8 @@
 package e2bcompat
 
 import (
+	"github.com/spacesandbox/space/internal/accesstoken"
+
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -36,10 +38,10 @@ type upstream struct {
 	// addr is ip:port, the Host an agent sees.
 	addr string
 	envd bool
-	// token is the X-Access-Token sent upstream (the agent, or the code
-	// interpreter of a sandbox with open access); empty sends what the
-	// client sent to the agent or the interpreter (the agent then checks a
-	// /files signature), and nothing to any other port.
+	// token is the X-Access-Token sent upstream: the sandbox's to the agent,
+	// the one derived for it to the code interpreter. Empty sends what the
+	// client sent to the agent (which then checks a /files signature) and
+	// nothing to any other port.
 	token string
 }
 
@@ -64,10 +66,10 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 			h.Del(headerSandboxID)
 			h.Del(headerSandboxPort)
 			h.Del(headerTraffic)
-			if u.port != InterpreterPort {
-				// The code interpreter authenticates its callers with the
-				// sandbox's token (E2B's SDKs send it there); no other
-				// user port gets it.
+			if !u.envd {
+				// No user port gets the client's token: whatever listens
+				// there may be any process in the sandbox. The code
+				// interpreter gets its own narrower one (u.token).
 				h.Del(headerAccessToken)
 			}
 			if u.token != "" {
@@ -139,10 +141,18 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 		u = &upstream{id: t.ID, port: rt.port, addr: addr}
-		if rt.port == InterpreterPort && t.OpenAccess {
-			// A sandbox made with secure=false: its SDK sends no token,
-			// and the interpreter wants one, as envd would.
-			u.token = t.AccessToken
+		if rt.port == InterpreterPort {
+			// E2B's code-interpreter SDKs send the sandbox's token here
+			// (none when it was made with secure=false); the interpreter
+			// gets the token derived for it instead, never this one.
+			got := r.Header.Get(headerAccessToken)
+			switch {
+			case got != "" && !equal(got, t.AccessToken):
+				writeProxyError(w, r, http.StatusUnauthorized, "invalid access token")
+				return
+			case got != "" || t.OpenAccess:
+				u.token = accesstoken.Interpreter(t.AccessToken)
+			}
 		}
 	}
 	p.forward(w, r, u)

@@ -1,6 +1,8 @@
 package e2bcompat
 
 import (
+	"github.com/spacesandbox/space/internal/accesstoken"
+
 	"bufio"
 	"encoding/json"
 	"io"
@@ -83,12 +85,35 @@ func TestProxyOpenAccess(t *testing.T) {
 	if s.Token != h.fake.token(sb.SandboxID) {
 		t.Fatalf("an open sandbox's agent gets spaced's token; got %+v", s)
 	}
-	// Its code interpreter too (the SDK sends none); no other port.
-	for port, want := range map[string]string{"49999": h.fake.token(sb.SandboxID), "8080": ""} {
+	// Its code interpreter gets the token derived for it (the SDK sends
+	// none); no other port gets any.
+	for port, want := range map[string]string{"49999": accesstoken.Interpreter(h.fake.token(sb.SandboxID)), "8080": ""} {
 		decode(t, h.do("POST", "/execute", `{}`, map[string]string{headerSandboxID: sb.SandboxID, headerSandboxPort: port}), &s)
 		if s.Token != want {
 			t.Fatalf("port %s of an open sandbox got token %q, want %q", port, s.Token, want)
 		}
+	}
+}
+
+// TestProxyInterpreterToken: whatever listens on 49999 never gets the
+// sandbox's access token (which opens the agent): the proxy checks the
+// client's and sends the interpreter's own.
+func TestProxyInterpreterToken(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(nil)
+	tok := h.fake.token(sb.SandboxID)
+	to := func(token string) map[string]string {
+		return map[string]string{headerSandboxID: sb.SandboxID, headerSandboxPort: "49999", headerAccessToken: token}
+	}
+	var s seen
+	decode(t, h.do("POST", "/execute", `{}`, to(tok)), &s)
+	if s.Token != accesstoken.Interpreter(tok) || s.Token == tok {
+		t.Fatalf("the interpreter got %q, want the derived token", s.Token)
+	}
+	wantError(t, h.do("POST", "/execute", `{}`, to("wrong")), 401)
+	decode(t, h.do("GET", "/health", nil, to("")), &s)
+	if s.Token != "" {
+		t.Fatalf("a request without a token reached the interpreter with %q", s.Token)
 	}
 }
 
