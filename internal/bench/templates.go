@@ -64,8 +64,8 @@ type TemplateFigures struct {
 	// sandbox to localhost:49999 (no proxy, no veth).
 	CodeInSandboxRoundTripP50 float64
 	CodeNewContextP50         float64
-	CodePooled                             bool
-	N                                      int
+	CodePooled                bool
+	N                         int
 }
 
 const benchHTTPTemplate = "bench-http"
