@@ -89,14 +89,19 @@
 // The token is the sandbox's access token, which the agent keeps in its
 // state file (/run/space-agent/state.json, root-only); it changes every
 // time a sandbox restored from a checkpoint is handed to a caller, so it
-// is read per request (a stat; the file again only when it changed).
+// is read per request (a stat; the file again only when it changed). The
+// token accepted is either the access token itself (a caller inside the
+// sandbox) or the one derived from it for the interpreter
+// (internal/accesstoken), which is all spaced ever sends here: its proxy
+// checks the SDKs' access token and swaps it, since whatever listens on
+// this port must never learn a token that opens the agent.
 //
 // /execute requires X-Access-Token: it runs code, and the sandbox's ports
 // are public by default (E2B's allowPublicTraffic), so whoever knows a
 // sandbox's address could otherwise run code in it. The SDKs send the
 // token there (envdAccessToken) whenever the sandbox has one.
 //
-// /executions* require it too: spaced calls them with the token.
+// /executions* require it too: spaced calls them with the derived token.
 //
 // /contexts* accept a request without a token, and refuse a wrong one. The
 // published SDKs (e2b-code-interpreter 2.11.5, @e2b/code-interpreter 2.8.0)
