@@ -94,6 +94,9 @@ func Start(o Options) (*Daemon, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 30 * time.Second
 	}
+	if err := lockCIDR(o.CIDR); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp(suite.tmp, o.Name+"-")
 	if err != nil {
 		return nil, err
@@ -358,4 +361,44 @@ func RandHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// cidrLocks are the address ranges this test binary holds, each by an
+// exclusive flock on a file named for it, kept until the binary exits: two
+// runs of one suite at once (from two checkouts on one machine) would
+// otherwise give their sandboxes the same addresses. The second waits.
+var cidrLocks struct {
+	mu   sync.Mutex
+	held map[string]*os.File
+}
+
+func lockCIDR(cidr string) error {
+	if cidr == "" {
+		return nil
+	}
+	cidrLocks.mu.Lock()
+	defer cidrLocks.mu.Unlock()
+	if cidrLocks.held[cidr] != nil {
+		return nil
+	}
+	dir := filepath.Join(os.TempDir(), "space-test-cidr-locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(cidr)+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		fmt.Fprintf(os.Stderr, "harness: another test run uses %s; waiting for it to end\n", cidr)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return fmt.Errorf("lock %s: %w", cidr, err)
+		}
+	}
+	if cidrLocks.held == nil {
+		cidrLocks.held = map[string]*os.File{}
+	}
+	cidrLocks.held[cidr] = f
+	return nil
 }
