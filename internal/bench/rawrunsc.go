@@ -133,9 +133,11 @@ func newRawRestore(ctx context.Context, runsc, rootfs string) (_ *rawRestore, er
 	// The server listens well within this (no network to ask it from
 	// here: --network none).
 	time.Sleep(2 * time.Second)
-	if out, err := exec.CommandContext(ctx, runsc, append(flags, "checkpoint", "--image-path", r.image, id)...).CombinedOutput(); err != nil {
+	// (No pipes on any of these: the sandbox inherits runsc's stdio and
+	// would hold them open; errors are in runsc's log.)
+	if err := exec.CommandContext(ctx, runsc, append(flags, "checkpoint", "--image-path", r.image, id)...).Run(); err != nil {
 		exec.Command(runsc, append(flags, "delete", "--force", id)...).Run()
-		return nil, fmt.Errorf("runsc checkpoint: %w: %s", err, out)
+		return nil, fmt.Errorf("runsc checkpoint: %w (see %s)", err, filepath.Join(raw.dir, "runsc.log"))
 	}
 	exec.CommandContext(ctx, runsc, append(flags, "delete", "--force", id)...).Run()
 	if _, err := r.once(ctx); err != nil { // warms the page cache; not counted
@@ -151,8 +153,8 @@ func (r *rawRestore) once(ctx context.Context) (time.Duration, error) {
 	id := fmt.Sprintf("spacebenchrst%04d%d", r.raw.runs, time.Now().UnixNano()%100000)
 	flags := r.raw.flags()
 	start := time.Now()
-	if out, err := exec.CommandContext(ctx, r.raw.runsc, append(flags, "restore", "--detach", "--bundle", r.raw.bundle, "--image-path", r.image, id)...).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("runsc restore: %w: %s", err, out)
+	if err := exec.CommandContext(ctx, r.raw.runsc, append(flags, "restore", "--detach", "--bundle", r.raw.bundle, "--image-path", r.image, id)...).Run(); err != nil {
+		return 0, fmt.Errorf("runsc restore: %w (see %s)", err, filepath.Join(r.raw.dir, "runsc.log"))
 	}
 	d := time.Since(start)
 	exec.CommandContext(ctx, r.raw.runsc, append(flags, "delete", "--force", id)...).Run()
