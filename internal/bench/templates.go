@@ -43,29 +43,35 @@ type TemplateConfig struct {
 type TemplateFigures struct {
 	// A 10-step template (5 RUN, 2 COPY, ENV, WORKDIR, USER) rebuilt with
 	// every step cached: request to ready.
-	RebuildP50, RebuildP90 float64
-	RebuildSteps           int
+	RebuildP50   float64 `json:"rebuild_p50"`
+	RebuildP90   float64 `json:"rebuild_p90"`
+	RebuildSteps int     `json:"rebuild_steps"`
 	// Create of a template whose start command is an HTTP server, to the
 	// first 200 from that server through the proxy; the create alone.
-	HTTPFirstAnswerP50, HTTPFirstAnswerP90 float64
-	HTTPCreateP50                          float64
+	HTTPFirstAnswerP50 float64 `json:"http_first_answer_p50"`
+	HTTPFirstAnswerP90 float64 `json:"http_first_answer_p90"`
+	HTTPCreateP50      float64 `json:"http_create_p50"`
 	// The anchor: `runsc restore` of a raw checkpoint of the same server
 	// (-1 when not measured), and HTTPFirstAnswerP50 over it.
-	RawRestoreP50, RestoreOverheadRatio float64
+	RawRestoreP50        float64 `json:"raw_restore_p50"`
+	RestoreOverheadRatio float64 `json:"restore_overhead_ratio"`
 	// The same with the template's warm pool (when the daemon has one:
 	// SPACE_POOL=bench-http=...; -1 otherwise).
-	HTTPPooledFirstAnswerP50, HTTPPooledFirstAnswerP90 float64
+	HTTPPooledFirstAnswerP50 float64 `json:"http_pooled_first_answer_p50"`
+	HTTPPooledFirstAnswerP90 float64 `json:"http_pooled_first_answer_p90"`
 	// Code interpreter: create to the first run_code("1+1") result; a
 	// run_code round trip on a warm context; a new context (a kernel
 	// started on demand) to its first result. -1 when not measured.
-	CodeFirstResultP50, CodeFirstResultP90 float64
-	CodeRoundTripP50, CodeRoundTripP90     float64
+	CodeFirstResultP50 float64 `json:"code_first_result_p50"`
+	CodeFirstResultP90 float64 `json:"code_first_result_p90"`
+	CodeRoundTripP50   float64 `json:"code_round_trip_p50"`
+	CodeRoundTripP90   float64 `json:"code_round_trip_p90"`
 	// The anchor of the round trip: the same request made inside the
 	// sandbox to localhost:49999 (no proxy, no veth).
-	CodeInSandboxRoundTripP50 float64
-	CodeNewContextP50         float64
-	CodePooled                bool
-	N                         int
+	CodeInSandboxRoundTripP50 float64 `json:"code_in_sandbox_round_trip_p50"`
+	CodeNewContextP50         float64 `json:"code_new_context_p50"`
+	CodePooled                bool    `json:"code_pooled"`
+	N                         int     `json:"n"`
 }
 
 const benchHTTPTemplate = "bench-http"

@@ -1,0 +1,44 @@
+package templates
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
+)
+
+// TestBenchTemplatesQuick proves `space bench --templates` works (and its
+// raw runsc restore anchor), as TestBenchQuick does for the create
+// figures; it asserts no speed. The code interpreter's figures are
+// measured where its template is built (test/interpreter).
+func TestBenchTemplatesQuick(t *testing.T) {
+	t.Parallel()
+	d := ownDaemon(t, harness.Options{Name: "bench", CIDR: "10.247.36.0/22", Pool: "bench-http=1:1"})
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--templates", "--quick", "--json", "--interpreter", "",
+		"--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("space bench --templates: %v\n%s", err, stderr.String())
+	}
+	t.Logf("bench: %s", out)
+	var res map[string]any
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
+	}
+	for _, k := range []string{"rebuild_p50", "rebuild_p90", "http_first_answer_p50", "http_first_answer_p90", "http_create_p50",
+		"raw_restore_p50", "restore_overhead_ratio", "http_pooled_first_answer_p50", "http_pooled_first_answer_p90"} {
+		if v, ok := res[k].(float64); !ok || v <= 0 {
+			t.Errorf("figure %s = %v (missing or not positive)", k, v)
+		}
+	}
+	if res["rebuild_steps"] != float64(10) {
+		t.Errorf("rebuild_steps = %v, want 10", res["rebuild_steps"])
+	}
+}
