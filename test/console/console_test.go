@@ -217,6 +217,25 @@ func TestConsole(t *testing.T) {
 	waitFor(t, ctx, "the command's output", `document.querySelector("[data-testid=command-output]").innerText.includes("6*7=42") && document.querySelector("[data-testid=command-end]")`, 15*time.Second)
 	screenshot(t, ctx, "commands")
 
+	// Pause and resume the other one from the list, and snapshot its disk
+	// from its page.
+	row := fmt.Sprintf(`tr[data-id="%s"]`, other.ID)
+	do(t, ctx, "pause",
+		chromedp.Navigate("http://"+d.Addr+"/ui/#/sandboxes"),
+		chromedp.WaitVisible(chromedp.CSS(row+` [data-testid=pause]`)),
+		chromedp.Click(chromedp.CSS(row+` [data-testid=pause]`)),
+	)
+	waitFor(t, ctx, "the sandbox paused", `document.querySelector('`+row+`[data-state=paused]')`, 60*time.Second)
+	do(t, ctx, "resume", chromedp.Click(chromedp.CSS(row+` [data-testid=resume]`)))
+	waitFor(t, ctx, "the sandbox running again", `document.querySelector('`+row+`[data-state=running]')`, 60*time.Second)
+	do(t, ctx, "snapshot",
+		chromedp.Navigate("http://"+d.Addr+"/ui/#/sandboxes/"+other.ID+"/snapshots"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=take-snapshot]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=take-snapshot]`)),
+	)
+	waitFor(t, ctx, "the snapshot listed", `document.querySelectorAll("[data-testid=snapshots] tbody tr").length == 1`, 60*time.Second)
+	screenshot(t, ctx, "snapshots")
+
 	do(t, ctx, "open the overview", chromedp.Navigate("http://"+d.Addr+"/ui/#/sandboxes/"+id))
 	waitFor(t, ctx, "the overview", `document.body.innerText.includes("Network policy")`, 10*time.Second)
 	screenshot(t, ctx, "sandbox")

@@ -320,7 +320,7 @@ function Snapshots({ sb }) {
           )}
         </h2>
         <ErrorBox error={list.error} />
-        <table class="list">
+        <table class="list" data-testid="snapshots">
           <thead>
             <tr>
               <th>ID</th>
