@@ -240,9 +240,29 @@ func TestConsole(t *testing.T) {
 	waitFor(t, ctx, "the overview", `document.body.innerText.includes("Network policy")`, 10*time.Second)
 	screenshot(t, ctx, "sandbox")
 
-	do(t, ctx, "open the templates", chromedp.Navigate("http://"+d.Addr+"/ui/#/templates"))
-	waitFor(t, ctx, "the templates", `document.querySelector("[data-testid=templates-table] tbody tr")`, 10*time.Second)
+	// A template build's log, live, then the template deleted from the page.
+	build, err := c.StartBuild(context.Background(), client.BuildRequest{
+		Name: "console-test", From: &client.BuildFrom{Template: "base"},
+		Steps: []client.BuildStep{{Run: "echo built-for-the-console; sleep 1; echo step-done", NoCache: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "open the build's log",
+		chromedp.Navigate("http://"+d.Addr+"/ui/#/templates"),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`[data-build="%s"] a`, build.ID))),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-build="%s"] a`, build.ID))),
+	)
+	waitFor(t, ctx, "the build's log", `document.querySelector("[data-testid=build-log]") && document.querySelector("[data-testid=build-log]").innerText.includes("step-done")`, 90*time.Second)
+	waitFor(t, ctx, "the build's end", `document.querySelector("[data-testid=build-state]") && document.querySelector("[data-testid=build-state]").innerText == "ready"`, 90*time.Second)
+	do(t, ctx, "refresh the templates", chromedp.Click(chromedp.CSS(`[data-testid=templates-refresh]`)))
+	waitFor(t, ctx, "the new template", `document.querySelector('[data-template="console-test"]')`, 10*time.Second)
 	screenshot(t, ctx, "templates")
+	do(t, ctx, "delete the template",
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(`[data-template="console-test"] [data-testid=delete-template]`)),
+	)
+	waitFor(t, ctx, "the template gone", `!document.querySelector('[data-template="console-test"]')`, 10*time.Second)
 
 	do(t, ctx, "open the platform page", chromedp.Navigate("http://"+d.Addr+"/ui/#/platform"))
 	waitFor(t, ctx, "the platform page", `document.querySelector("[data-testid=health]") && document.querySelector("[data-testid=pools]") && document.querySelector("[data-testid=chart-create] canvas")`, 10*time.Second)

@@ -28,7 +28,14 @@ function BuildLog({ id, onEnd }) {
   return (
     <div class="card wide">
       <h2>
-        Build <span class="mono">{id}</span> {end ? <State state={end.state} /> : <span class="muted small">live</span>}
+        Build <span class="mono">{id}</span>{" "}
+        {end ? (
+          <span data-testid="build-state">
+            <State state={end.state} />
+          </span>
+        ) : (
+          <span class="muted small">live</span>
+        )}
       </h2>
       <pre class="output" ref={ref} data-testid="build-log">
         {lines.map((l) => (
@@ -57,6 +64,7 @@ export function TemplatesPage() {
             reloadTemplates();
             reloadBuilds();
           }}
+          data-testid="templates-refresh"
         >
           Refresh
         </button>
@@ -78,7 +86,7 @@ export function TemplatesPage() {
         </thead>
         <tbody>
           {((templates.value && templates.value.templates) || []).map((t) => (
-            <tr>
+            <tr data-template={t.name}>
               <td class="mono">
                 {t.name} {t.builtin && <span class="tag">built in</span>}
               </td>
@@ -97,6 +105,7 @@ export function TemplatesPage() {
                   <Action
                     label="Delete"
                     kind="danger"
+                    testid="delete-template"
                     confirm={`Delete template ${t.name} and its tags? Its images go once no sandbox uses them.`}
                     run={async () => {
                       await api.del(`/v1/templates/${t.name}`);
@@ -109,9 +118,9 @@ export function TemplatesPage() {
           ))}
         </tbody>
       </table>
-      <h2>Builds</h2>
+      <h2 class="section">Builds</h2>
       <ErrorBox error={builds.error} />
-      <div class="cols">
+      <div class="stack">
         <table class="list">
           <thead>
             <tr>
@@ -125,7 +134,7 @@ export function TemplatesPage() {
           </thead>
           <tbody>
             {((builds.value && builds.value.builds) || []).map((b) => (
-              <tr class={b.id === shown ? "selected" : ""}>
+              <tr class={b.id === shown ? "selected" : ""} data-build={b.id}>
                 <td class="mono">
                   <a
                     href="#"
