@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
@@ -24,13 +25,14 @@ var dist embed.FS
 // assets are the page's files, each with a version (a hash of its bytes)
 // that index.html names, so a browser may keep them for good.
 type assets struct {
-	index   []byte // index.html with {{version ...}} filled in
+	index   []byte // index.html with each asset's version in its URL
 	files   map[string][]byte
+	gzipped map[string][]byte // compressed once at start, for browsers that take gzip
 	version map[string]string
 }
 
 func loadAssets() (*assets, error) {
-	a := &assets{files: map[string][]byte{}, version: map[string]string{}}
+	a := &assets{files: map[string][]byte{}, gzipped: map[string][]byte{}, version: map[string]string{}}
 	entries, err := fs.ReadDir(dist, "dist/assets")
 	if err != nil {
 		return nil, fmt.Errorf("console assets: %w", err)
@@ -42,6 +44,13 @@ func loadAssets() (*assets, error) {
 		}
 		sum := sha256.Sum256(data)
 		a.files[e.Name()] = data
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(data)
+		if err := zw.Close(); err != nil {
+			return nil, fmt.Errorf("console assets: %w", err)
+		}
+		a.gzipped[e.Name()] = gz.Bytes()
 		a.version[e.Name()] = hex.EncodeToString(sum[:8])
 	}
 	index, err := dist.ReadFile("dist/index.html")
@@ -106,5 +115,10 @@ func (c *Console) asset(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-cache")
 	}
 	h.Set("Content-Security-Policy", "default-src 'none'")
+	h.Set("Vary", "Accept-Encoding")
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		h.Set("Content-Encoding", "gzip")
+		data = c.assets.gzipped[name]
+	}
 	w.Write(data)
 }

@@ -2,9 +2,11 @@ package console
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -266,6 +268,14 @@ func TestIndexHeaders(t *testing.T) {
 	js := f.do("GET", "/ui/assets/app.js", "")
 	if js.Code != 200 || !strings.HasPrefix(js.Header().Get("Content-Type"), "text/javascript") {
 		t.Errorf("app.js: %d %q", js.Code, js.Header().Get("Content-Type"))
+	}
+	gz := f.do("GET", "/ui/assets/app.js", "", "Accept-Encoding", "gzip, deflate")
+	zr, err := gzip.NewReader(gz.Body)
+	if err != nil || gz.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("app.js for a browser that takes gzip: %q, %v", gz.Header().Get("Content-Encoding"), err)
+	}
+	if plain, _ := io.ReadAll(zr); !bytes.Equal(plain, js.Body.Bytes()) {
+		t.Errorf("gzipped app.js is not app.js")
 	}
 	if w := f.do("GET", "/ui", ""); w.Code != http.StatusMovedPermanently {
 		t.Errorf("GET /ui: %d", w.Code)
