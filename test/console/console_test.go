@@ -226,6 +226,10 @@ func TestConsole(t *testing.T) {
 		chromedp.Click(chromedp.CSS(row+` [data-testid=pause]`)),
 	)
 	waitFor(t, ctx, "the sandbox paused", `document.querySelector('`+row+`[data-state=paused]')`, 60*time.Second)
+	// The record says paused before the pause has torn the sandbox down
+	// on the host, and a resume in between fails (its network namespace
+	// is still there): resume once the pause has answered.
+	waitLog(t, d, `msg="sandbox paused" sandbox=`+other.ID, 30*time.Second)
 	do(t, ctx, "resume", chromedp.Click(chromedp.CSS(row+` [data-testid=resume]`)))
 	waitFor(t, ctx, "the sandbox running again", `document.querySelector('`+row+`[data-state=running]')`, 60*time.Second)
 	do(t, ctx, "snapshot",
@@ -348,6 +352,16 @@ func countSandboxes(t *testing.T, d *harness.Daemon) int {
 		t.Fatal(err)
 	}
 	return len(page.Sandboxes)
+}
+
+// waitLog waits for spaced's log to hold line.
+func waitLog(t *testing.T, d *harness.Daemon, line string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !strings.Contains(logOf(t, d), line); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("spaced did not log %q within %s", line, timeout)
+		}
+	}
 }
 
 func logOf(t *testing.T, d *harness.Daemon) string {
