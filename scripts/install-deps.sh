@@ -36,6 +36,7 @@ DEB_PACKAGES=(
   util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
   file                                  # static-binary check below
   busybox-static                        # tests build small OCI images from it
+  chromium                              # test/console drives the web console in it
 )
 
 FORCE_RUNSC=0
@@ -80,6 +81,20 @@ else
   apt-get update -qq >&2 || die "apt-get update failed"
   log "apt-get install ${missing[*]}"
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install failed"
+fi
+
+# ---- 1b. the web console's npm packages ----------------------------------------
+# internal/console's TestBundleRebuilds rebuilds the committed bundle from
+# web/console with these (pinned by its package-lock.json) and compares.
+# spaced itself never needs them: the bundle is committed.
+CONSOLE_DIR="$(cd "$(dirname "$0")/.." && pwd)/web/console"
+if [ -f "$CONSOLE_DIR/package-lock.json" ]; then
+  if [ -d "$CONSOLE_DIR/node_modules" ] && [ ! "$CONSOLE_DIR/package-lock.json" -nt "$CONSOLE_DIR/node_modules/.package-lock.json" ]; then
+    log "console npm packages: present"
+  else
+    log "console npm packages: npm ci in web/console"
+    (cd "$CONSOLE_DIR" && npm ci --no-audit --no-fund --loglevel=error) >&2 || die "npm ci in web/console failed"
+  fi
 fi
 
 # ---- 2. directories ----------------------------------------------------------

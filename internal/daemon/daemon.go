@@ -30,6 +30,7 @@ import (
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/config"
+	"github.com/spacesandbox/space/internal/console"
 	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/egress"
 	"github.com/spacesandbox/space/internal/egress/secrets"
@@ -54,11 +55,17 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
+	// Egress denials are kept for the console as well as logged.
+	audit := console.NewAuditLog(slog.Default().Handler(), 200, "egress denied")
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(audit))
+	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer bolt.Close()
+	// Watched: the console's live list follows every sandbox change.
+	st := store.Watch(bolt)
 	rt, err := gvisor.New(gvisor.Config{Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
 	if err != nil {
 		return err
@@ -119,6 +126,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			Changed:      func() { gw.Refresh() },
 		},
 	}, st, rt, metrics)
+	reg.MustRegister(sandbox.PoolCollector(svc))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
@@ -143,13 +151,19 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}
 	// The native API's client of the code interpreters in sandboxes.
 	code := coderun.New(coderun.Options{Target: svc.Target})
+	api := httpapi.New(svc, tpl, sec, code, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
+	defer ui.Close()
 	srv := &http.Server{
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			Templates: tpl,
 			MaxUpload: cfg.TemplateMaxUpload,
 			APIKey:    apiKey,
-			Next:      httpapi.New(svc, tpl, sec, code, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+			Next:      withConsole(api, ui),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -180,6 +194,18 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	return nil
+}
+
+// withConsole serves the web console at /ui/ and the native API everywhere
+// else (the E2B routes come before both).
+func withConsole(api, ui http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, console.Prefix) {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 }
 
 // loadAPIKey returns the configured key, or the one stored in the data dir,

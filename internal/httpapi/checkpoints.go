@@ -187,3 +187,22 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// listKeys names the customer keys loaded on this node, never the keys.
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.sandboxes.KeyIDs()
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	type keyJSON struct {
+		ID string `json:"id"`
+	}
+	resp := struct {
+		Keys []keyJSON `json:"keys"`
+	}{Keys: []keyJSON{}}
+	for _, id := range ids {
+		resp.Keys = append(resp.Keys, keyJSON{ID: id})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}

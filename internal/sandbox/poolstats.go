@@ -1,0 +1,57 @@
+package sandbox
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PoolStat is one warm pool as it is now.
+type PoolStat struct {
+	Template string
+	// Ready sandboxes wait to be claimed; Booting are being made.
+	Ready, Booting int
+	// Target is what the pool refills to: it rises on misses (demand) and
+	// falls a step per quiet minute, within [Min, Max].
+	Target, Min, Max int
+}
+
+// PoolStats returns every warm pool, by template.
+func (s *Service) PoolStats() []PoolStat {
+	out := make([]PoolStat, 0, len(s.pools))
+	for t, p := range s.pools {
+		p.mu.Lock()
+		out = append(out, PoolStat{Template: t, Ready: len(p.ready), Booting: p.booting, Target: p.target, Min: p.cfg.Min, Max: p.cfg.Max})
+		p.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Template < out[j].Template })
+	return out
+}
+
+// PoolCollector reports, at scrape time, what space_pool_ready does not:
+// each pool's sandboxes booting (space_pool_booting) and the size it
+// refills to (space_pool_target, which follows demand).
+func PoolCollector(s *Service) prometheus.Collector {
+	return poolStatsCollector{
+		svc:     s,
+		booting: prometheus.NewDesc("space_pool_booting", "Sandboxes booting to refill a template's warm pool.", []string{"template"}, nil),
+		target:  prometheus.NewDesc("space_pool_target", "The size a template's warm pool refills to (rises on misses, falls a step per quiet minute).", []string{"template"}, nil),
+	}
+}
+
+type poolStatsCollector struct {
+	svc             *Service
+	booting, target *prometheus.Desc
+}
+
+func (c poolStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.booting
+	ch <- c.target
+}
+
+func (c poolStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.svc.PoolStats() {
+		ch <- prometheus.MustNewConstMetric(c.booting, prometheus.GaugeValue, float64(p.Booting), p.Template)
+		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(p.Target), p.Template)
+	}
+}
