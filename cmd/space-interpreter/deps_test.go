@@ -14,6 +14,7 @@ var allowed = []string{
 	"golang.org/x/sync/",
 	"golang.org/x/text/",
 	"github.com/spacesandbox/space/internal/interpreter",
+	"github.com/spacesandbox/space/internal/accesstoken", // standard library only: the token spaced derives for it
 	"github.com/spacesandbox/space/cmd/space-interpreter",
 }
 
