@@ -11,8 +11,26 @@ import (
 // PauseSandbox checkpoints a sandbox to object storage and stops it; it
 // returns once the checkpoint is complete.
 func (c *Client) PauseSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.PauseSandboxWith(ctx, id, PauseOptions{})
+}
+
+// PauseOptions say what a pause keeps.
+type PauseOptions struct {
+	// DiskOnly keeps the disk only: the processes end, and a resume boots
+	// a fresh sandbox on that disk.
+	DiskOnly bool
+}
+
+// PauseSandboxWith pauses a sandbox as opts say.
+func (c *Client) PauseSandboxWith(ctx context.Context, id string, opts PauseOptions) (*Sandbox, error) {
+	var in any
+	if opts.DiskOnly {
+		in = struct {
+			KeepMemory bool `json:"keep_memory"`
+		}{false}
+	}
 	var sb Sandbox
-	if err := c.call(ctx, http.MethodPost, nil, nil, &sb, "v1", "sandboxes", id, "pause"); err != nil {
+	if err := c.call(ctx, http.MethodPost, nil, in, &sb, "v1", "sandboxes", id, "pause"); err != nil {
 		return nil, fmt.Errorf("pause sandbox %s: %w", id, err)
 	}
 	return &sb, nil
@@ -55,18 +73,42 @@ func (c *Client) ForkSandbox(ctx context.Context, id string, count int) ([]Sandb
 
 // TakeSnapshot snapshots a running sandbox's disk.
 func (c *Client) TakeSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+	return c.TakeSnapshotWith(ctx, id, SnapshotOptions{})
+}
+
+// SnapshotOptions say what a snapshot holds and what it is called.
+type SnapshotOptions struct {
+	// Memory takes memory and processes too: a sandbox made from the
+	// snapshot goes on from them.
+	Memory bool `json:"memory,omitempty"`
+	// Name is name or name:tag; a later snapshot of the same name and
+	// tag replaces this one.
+	Name string `json:"name,omitempty"`
+}
+
+// TakeSnapshotWith snapshots a running sandbox as opts say; it runs on.
+func (c *Client) TakeSnapshotWith(ctx context.Context, id string, opts SnapshotOptions) (*Snapshot, error) {
 	var sn Snapshot
-	if err := c.call(ctx, http.MethodPost, nil, nil, &sn, "v1", "sandboxes", id, "snapshots"); err != nil {
+	if err := c.call(ctx, http.MethodPost, nil, opts, &sn, "v1", "sandboxes", id, "snapshots"); err != nil {
 		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	return &sn, nil
 }
 
-// ListSnapshots lists disk snapshots, of one sandbox if sandboxID is set.
+// ListSnapshots lists snapshots, of one sandbox if sandboxID is set.
 func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapshot, error) {
+	return c.ListSnapshotsNamed(ctx, sandboxID, "")
+}
+
+// ListSnapshotsNamed lists snapshots of one sandbox (if sandboxID is set)
+// and of a name (if name is set: a name, name:tag or an ID), newest first.
+func (c *Client) ListSnapshotsNamed(ctx context.Context, sandboxID, name string) ([]Snapshot, error) {
 	q := url.Values{}
 	if sandboxID != "" {
 		q.Set("sandbox_id", sandboxID)
+	}
+	if name != "" {
+		q.Set("name", name)
 	}
 	var out struct {
 		Snapshots []Snapshot `json:"snapshots"`
@@ -77,7 +119,8 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 	return out.Snapshots, nil
 }
 
-// DeleteSnapshot deletes a disk snapshot.
+// DeleteSnapshot deletes a snapshot by ID, or every snapshot of a name
+// (name:tag: of that tag).
 func (c *Client) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 	if err := c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "snapshots", snapshotID); err != nil {
 		return fmt.Errorf("delete snapshot %s: %w", snapshotID, err)

@@ -23,7 +23,9 @@ type CreateSandboxRequest struct {
 	MaxProcesses   int               `json:"max_processes,omitempty"`
 	// Pool set to false skips the daemon's warm pool (a cold create).
 	Pool *bool `json:"pool,omitempty"`
-	// Snapshot starts the disk from a disk snapshot.
+	// Snapshot starts the sandbox from a snapshot, by ID or name[:tag]:
+	// on its disk with fresh processes, or, from a full snapshot (Memory),
+	// going on from its memory and processes. Template may be left out.
 	Snapshot string `json:"snapshot,omitempty"`
 	// SnapshotEverySeconds and SnapshotKeep schedule disk snapshots.
 	SnapshotEverySeconds int `json:"snapshot_every_seconds,omitempty"`
@@ -32,6 +34,9 @@ type CreateSandboxRequest struct {
 	// AutoResume lets a request through the E2B proxy resume it.
 	AutoPause  bool `json:"auto_pause,omitempty"`
 	AutoResume bool `json:"auto_resume,omitempty"`
+	// AutoPauseKeepMemory set to false makes the pause at the timeout keep
+	// the disk only (not with AutoResume).
+	AutoPauseKeepMemory *bool `json:"auto_pause_keep_memory,omitempty"`
 	// KeyID names a customer key (PutKey) to encrypt checkpoints under.
 	KeyID string `json:"key_id,omitempty"`
 	// Network is the egress policy; nil means no egress at all.
@@ -72,6 +77,7 @@ type Sandbox struct {
 	Reason               string      `json:"reason,omitempty"`
 	AutoPause            bool        `json:"auto_pause,omitempty"`
 	AutoResume           bool        `json:"auto_resume,omitempty"`
+	AutoPauseKeepMemory  *bool       `json:"auto_pause_keep_memory,omitempty"`
 	KeyID                string      `json:"key_id,omitempty"`
 	SnapshotEverySeconds int         `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         int         `json:"snapshot_keep,omitempty"`
@@ -87,9 +93,12 @@ type Checkpoint struct {
 	CreatedAt time.Time `json:"created_at"`
 	Bytes     int64     `json:"bytes"`
 	TookMS    int64     `json:"took_ms"`
+	// Memory is false for a pause that kept the disk only: a resume boots
+	// afresh on it.
+	Memory bool `json:"memory"`
 }
 
-// Snapshot is a stored disk snapshot.
+// Snapshot is a stored snapshot: a disk snapshot, or a full one (Memory).
 type Snapshot struct {
 	ID        string    `json:"id"`
 	SandboxID string    `json:"sandbox_id"`
@@ -98,6 +107,9 @@ type Snapshot struct {
 	Bytes     int64     `json:"bytes"`
 	TookMS    int64     `json:"took_ms"`
 	KeyID     string    `json:"key_id,omitempty"`
+	Memory    bool      `json:"memory"`
+	Name      string    `json:"name,omitempty"`
+	Tag       string    `json:"tag,omitempty"`
 }
 
 // ListOptions filters ListSandboxes. The zero value lists running sandboxes.

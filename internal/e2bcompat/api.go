@@ -37,8 +37,10 @@ func (s *Server) table() []apiRoute {
 		{"POST /sandboxes/{id}/pause", false, s.pause},
 		{"POST /sandboxes/{id}/resume", false, s.resume},
 		{"POST /sandboxes/{id}/fork", false, s.fork},
-		{"POST /sandboxes/{id}/snapshots", false, s.notYet("E2B snapshots (a running sandbox saved as a template) are not supported by spaced: use pause and connect, fork, or spaced's disk snapshots (POST /v1/sandboxes/{id}/snapshots)")},
+		{"POST /sandboxes/{id}/snapshots", false, s.createSnapshot},
 		{"GET /snapshots", false, s.listSnapshots},
+		// delete_snapshot calls DELETE /templates/{id} too.
+		{"DELETE /templates/{id}", false, s.deleteTemplateOrSnapshot},
 		{"GET /sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
 		{"GET /v2/sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
 	}
@@ -56,7 +58,6 @@ func (s *Server) table() []apiRoute {
 			apiRoute{"GET /templates/{a}/{b}", false, s.aliasOrTags},
 			apiRoute{"POST /templates/tags", false, s.assignTags},
 			apiRoute{"DELETE /templates/tags", false, s.removeTags},
-			apiRoute{"DELETE /templates/{id}", false, s.deleteTemplate},
 		)
 	}
 	return routes
@@ -110,11 +111,6 @@ func (s *Server) notYet(msg string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotImplemented, msg)
 	}
-}
-
-// listSnapshots: there are no snapshots, so the honest answer is none.
-func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, []any{})
 }
 
 // domain is the sandboxes' domain as reported to clients.

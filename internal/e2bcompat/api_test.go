@@ -77,7 +77,6 @@ func TestCreate(t *testing.T) {
 	}
 
 	for body, status := range map[string]int{
-		`{"templateID":"base","autoPause":true,"autoPauseMemory":false}`:  501,
 		`{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`: 501,
 		`{"templateID":"base","mcp":{"github":{}}}`:                       501,
 		`{"templateID":"base","timeout":0}`:                               400,
@@ -183,7 +182,6 @@ func TestLifecycle(t *testing.T) {
 	if resp.StatusCode != 201 || len(forks) != 2 || forks[0].Sandbox == nil || forks[0].Sandbox.SandboxID == id {
 		t.Fatalf("fork: %d %+v", resp.StatusCode, forks)
 	}
-	wantError(t, h.api("POST", "/sandboxes/"+id+"/snapshots", nil), 501)
 	if resp := h.api("POST", "/sandboxes/"+id+"/refreshes", map[string]int{"duration": 30}); resp.StatusCode != 204 {
 		t.Fatalf("refresh: %d", resp.StatusCode)
 	}

@@ -56,7 +56,7 @@ func checkE2BAnswer(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 var fuzzE2BRoutes = []struct{ method, path string }{
 	{"POST", "/v2/sandboxes"}, {"POST", "/sandboxes"}, {"POST", "/sandboxes/ID/timeout"},
 	{"POST", "/sandboxes/ID/refreshes"}, {"POST", "/sandboxes/ID/connect"}, {"POST", "/v2/sandboxes/ID/connect"},
-	{"PUT", "/sandboxes/ID/network"},
+	{"PUT", "/sandboxes/ID/network"}, {"POST", "/sandboxes/ID/snapshots"}, {"POST", "/sandboxes/ID/pause"},
 }
 
 // checkTimeoutRoundTrip turns on the oracle that the timeout reaching the
@@ -76,6 +76,7 @@ func FuzzE2BRequestBodies(f *testing.F) {
 		`{"templateID":"base","timeout":18446744075}`, `{"templateID":"base","timeout":9223372036854775807}`,
 		`{"templateID":"base","autoPause":true}`, `{"templateID":"base","network":{"allowPublicTraffic":false}}`,
 		``, `null`, `[1]`, `{"timeout":"x"}`,
+		`{"name":"app:v1","memory":false}`, `{"name":"team/app"}`, `{"memory":false,"requireHealthyGuest":true}`,
 	} {
 		f.Add(uint8(i), []byte(seed))
 	}

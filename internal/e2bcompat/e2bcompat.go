@@ -43,10 +43,14 @@ type Sandboxes interface {
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
 	Agent(id string) (*sandbox.AgentConn, error)
-	Pause(ctx context.Context, id string) (*sandbox.Sandbox, error)
+	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
 	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
 	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
+	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
+	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
+	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, ref string) (int, error)
 }
 
 // Options configure the E2B layer.

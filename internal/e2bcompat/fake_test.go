@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,8 @@ type fakeSandboxes struct {
 	n        int
 	creates  []sandbox.CreateRequest
 	agentURL string // BaseURL of every sandbox's fake agent
+	snaps    []*sandbox.Snapshot
+	pauses   []sandbox.PauseOptions
 }
 
 type fakeSandbox struct {
@@ -40,6 +43,15 @@ var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func (f *fakeSandboxes) Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req.Snapshot != "" {
+		sn, err := f.snapshot(req.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		if req.Template == "" {
+			req.Template = sn.Template
+		}
+	}
 	if req.Template == "" {
 		req.Template = "base"
 	}
@@ -200,14 +212,16 @@ func (f *fakeSandboxes) token(id string) string {
 	return f.sbs[id].token
 }
 
-func (f *fakeSandboxes) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, err := f.running(id)
 	if err != nil {
 		return nil, err
 	}
+	f.pauses = append(f.pauses, opts)
 	fs.sb.State = store.StatePaused
+	fs.sb.Checkpoint = &store.CheckpointRef{ID: id + "-c", DiskOnly: opts.DiskOnly}
 	out := fs.sb
 	return &out, nil
 }
@@ -256,4 +270,80 @@ func (f *fakeSandboxes) AutoResumeTarget(ctx context.Context, id string) (sandbo
 		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, fs.sb.State)
 	}
 	return sandbox.Target{ID: id, AccessToken: fs.token, OpenAccess: fs.sb.OpenAccess}, nil
+}
+
+func (f *fakeSandboxes) TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.running(id)
+	if err != nil {
+		return nil, err
+	}
+	sn := &sandbox.Snapshot{
+		ID: fmt.Sprintf("%s-s%d", id, len(f.snaps)), SandboxID: id, Template: fs.sb.Template,
+		CreatedAt: base.Add(time.Duration(len(f.snaps)) * time.Minute), Memory: opts.Memory,
+	}
+	if opts.Name != "" {
+		name, tag, err := sandbox.ParseSnapshotName(opts.Name)
+		if err != nil {
+			return nil, err
+		}
+		sn.Name, sn.Tag = name, tag
+		f.snaps = slices.DeleteFunc(f.snaps, func(o *sandbox.Snapshot) bool { return o.Ref() == sn.Ref() })
+	}
+	f.snaps = append(f.snaps, sn)
+	return sn, nil
+}
+
+func (f *fakeSandboxes) matching(fl sandbox.SnapshotFilter) []*sandbox.Snapshot {
+	var out []*sandbox.Snapshot
+	for i := len(f.snaps) - 1; i >= 0; i-- { // newest first
+		sn := f.snaps[i]
+		if fl.SandboxID != "" && sn.SandboxID != fl.SandboxID {
+			continue
+		}
+		name, tag, tagged := strings.Cut(fl.Ref, ":")
+		if fl.Ref == "" || sn.ID == fl.Ref || name == sn.Name && (!tagged || tag == sn.Tag) {
+			out = append(out, sn)
+		}
+	}
+	return out
+}
+
+func (f *fakeSandboxes) Snapshots(ctx context.Context, fl sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.matching(fl), nil
+}
+
+func (f *fakeSandboxes) snapshot(ref string) (*sandbox.Snapshot, error) {
+	if !strings.Contains(ref, ":") {
+		for _, sn := range f.snaps {
+			if sn.ID == ref {
+				return sn, nil
+			}
+		}
+		ref += ":default"
+	}
+	if found := f.matching(sandbox.SnapshotFilter{Ref: ref}); len(found) > 0 {
+		return found[0], nil
+	}
+	return nil, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
+}
+
+func (f *fakeSandboxes) GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snapshot(ref)
+}
+
+func (f *fakeSandboxes) DeleteSnapshot(ctx context.Context, ref string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.matching(sandbox.SnapshotFilter{Ref: ref})
+	if len(found) == 0 {
+		return 0, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
+	}
+	f.snaps = slices.DeleteFunc(f.snaps, func(sn *sandbox.Snapshot) bool { return slices.Contains(found, sn) })
+	return len(found), nil
 }

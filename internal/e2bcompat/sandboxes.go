@@ -46,13 +46,25 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			writeError(w, r, err)
 			return
 		}
-		sb, err := s.opts.Sandboxes.Create(r.Context(), sandbox.CreateRequest{
+		autoPause := req.AutoPause != nil && *req.AutoPause
+		create := sandbox.CreateRequest{
 			Template: strings.ToLower(req.TemplateID), Timeout: timeout,
 			Env: req.EnvVars, Metadata: req.Metadata,
 			OpenAccess: !secure, Network: policy,
-			AutoPause:  req.AutoPause != nil && *req.AutoPause,
+			AutoPause:  autoPause,
 			AutoResume: req.AutoResume != nil && req.AutoResume.Enabled,
-		})
+			// autoPauseMemory governs the auto-pause only.
+			AutoPauseDiskOnly: autoPause && req.AutoPauseMemory != nil && !*req.AutoPauseMemory,
+		}
+		sb, err := s.opts.Sandboxes.Create(r.Context(), create)
+		if err != nil && errdefs.Class(err) == errdefs.ErrNotFound {
+			// Not a template: E2B starts a sandbox from a snapshot by
+			// naming the snapshot as the template.
+			if snap, serr := s.opts.Sandboxes.GetSnapshot(r.Context(), create.Template); serr == nil {
+				create.Template, create.Snapshot = "", snap.ID
+				sb, err = s.opts.Sandboxes.Create(r.Context(), create)
+			}
+		}
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -65,8 +77,6 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 // here, so it is refused rather than ignored.
 func unsupported(req *newSandbox) string {
 	switch {
-	case req.AutoPause != nil && *req.AutoPause && req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
-		return "autoPauseMemory=false (pause without memory) is not supported by spaced: a pause always keeps memory and processes"
 	case len(req.VolumeMounts) > 0:
 		return "volume mounts are not supported by spaced"
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
@@ -155,6 +165,12 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		Domain:              s.domain(r),
 		Network:             fromPolicy(sb.Network),
 		Lifecycle:           lifecycleJSON{AutoResume: sb.AutoResume, OnTimeout: onTimeout(sb)},
+	}
+	if sb.State == store.StatePaused && sb.Checkpoint != nil {
+		out.PauseMode = "full"
+		if sb.Checkpoint.DiskOnly {
+			out.PauseMode = "filesystem"
+		}
 	}
 	if !sb.OpenAccess && t.AccessToken != "" {
 		out.EnvdAccessToken = t.AccessToken
@@ -250,6 +266,14 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 		}
 		status := http.StatusOK
 		if _, err := s.running(r, id); err != nil {
+			// memory:false (on_resume="reboot") boots the sandbox from
+			// its disk; a pause that kept memory has no disk apart from it.
+			if req.Memory != nil && !*req.Memory {
+				if sb, gerr := s.opts.Sandboxes.Get(r.Context(), id); gerr == nil && sb.State == store.StatePaused && sb.Checkpoint != nil && !sb.Checkpoint.DiskOnly {
+					writeStatus(w, http.StatusConflict, "sandbox "+id+" was paused with its memory, whose image holds its disk too: spaced cannot boot it from the disk alone; connect without memory:false (on_resume=\"reboot\")")
+					return
+				}
+			}
 			if _, rerr := s.opts.Sandboxes.Resume(r.Context(), id, d); rerr != nil {
 				if errdefs.Class(rerr) == errdefs.ErrNotFound || errdefs.Class(rerr) == errdefs.ErrFailedPrecondition && errdefs.Class(err) == errdefs.ErrNotFound {
 					rerr = notRunning(id)
@@ -273,8 +297,9 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 	}
 }
 
-// pause checkpoints the sandbox (memory, processes, files) and stops it:
-// 204 once the checkpoint is complete, 409 when it is already paused.
+// pause checkpoints the sandbox (memory, processes, files; with memory:
+// false the files only) and stops it: 204 once the checkpoint is complete,
+// 409 when it is already paused.
 func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req pauseRequest
@@ -282,9 +307,14 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	var opts sandbox.PauseOptions
 	if req.Memory != nil && !*req.Memory {
-		writeStatus(w, http.StatusNotImplemented, "pausing without memory (mode=filesystem) is not supported by spaced: a pause always keeps memory and processes; omit mode")
-		return
+		// E2B refuses a pause without memory when the sandbox's agent
+		// does not answer.
+		opts.DiskOnly, opts.RequireHealthyAgent = true, true
+	}
+	if req.RequireHealthyGuest != nil && *req.RequireHealthyGuest {
+		opts.RequireHealthyAgent = true
 	}
 	if sb, err := s.opts.Sandboxes.Get(r.Context(), id); err == nil && sb.State == store.StatePaused {
 		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already paused")
@@ -294,7 +324,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := s.opts.Sandboxes.Pause(r.Context(), id); err != nil {
+	if _, err := s.opts.Sandboxes.Pause(r.Context(), id, opts); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -66,7 +66,8 @@ type connectRequest struct {
 }
 
 type pauseRequest struct {
-	Memory *bool `json:"memory"`
+	Memory              *bool `json:"memory"`
+	RequireHealthyGuest *bool `json:"requireHealthyGuest"`
 }
 
 type resumeRequest struct {
@@ -125,6 +126,9 @@ type sandboxDetailJSON struct {
 	Domain              *string        `json:"domain"`
 	Network             *networkConfig `json:"network,omitempty"`
 	Lifecycle           lifecycleJSON  `json:"lifecycle"`
+	// PauseMode is what a paused sandbox's pause kept: "full" or
+	// "filesystem" (omitted while running).
+	PauseMode string `json:"pauseMode,omitempty"`
 }
 
 type lifecycleJSON struct {

@@ -12,7 +12,16 @@ import (
 // Pause, resume, fork, disk snapshots and customer keys.
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.sandboxes.Pause(r.Context(), r.PathValue("id"))
+	var req struct {
+		// KeepMemory false keeps the disk only: the processes end, and a
+		// resume boots afresh on that disk.
+		KeepMemory *bool `json:"keep_memory"`
+	}
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sb, err := s.sandboxes.Pause(r.Context(), r.PathValue("id"), sandbox.PauseOptions{DiskOnly: req.KeepMemory != nil && !*req.KeepMemory})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -84,14 +93,29 @@ type snapshotJSON struct {
 	Bytes     int64     `json:"bytes"`
 	TookMS    int64     `json:"took_ms"`
 	KeyID     string    `json:"key_id,omitempty"`
+	// Memory: memory and processes too, not the disk alone.
+	Memory bool   `json:"memory"`
+	Name   string `json:"name,omitempty"`
+	Tag    string `json:"tag,omitempty"`
 }
 
 func snapshotToJSON(sn *sandbox.Snapshot) snapshotJSON {
-	return snapshotJSON{ID: sn.ID, SandboxID: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: sn.Bytes, TookMS: sn.Took.Milliseconds(), KeyID: sn.KeyID}
+	return snapshotJSON{
+		ID: sn.ID, SandboxID: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: sn.Bytes, TookMS: sn.Took.Milliseconds(), KeyID: sn.KeyID,
+		Memory: sn.Memory, Name: sn.Name, Tag: sn.Tag,
+	}
 }
 
 func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.sandboxes.TakeSnapshot(r.Context(), r.PathValue("id"))
+	var req struct {
+		Memory bool   `json:"memory"`
+		Name   string `json:"name"`
+	}
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sn, err := s.sandboxes.TakeSnapshot(r.Context(), r.PathValue("id"), sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -104,7 +128,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = r.URL.Query().Get("sandbox_id")
 	}
-	snaps, err := s.sandboxes.Snapshots(r.Context(), id)
+	snaps, err := s.sandboxes.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: id, Ref: r.URL.Query().Get("name")})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -128,7 +152,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.sandboxes.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
+	if _, err := s.sandboxes.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -23,14 +23,17 @@ type createSandboxRequest struct {
 	DiskMB         int               `json:"disk_mb"`
 	MaxProcesses   int               `json:"max_processes"`
 	Pool           *bool             `json:"pool"`
-	// Snapshot starts the disk from a disk snapshot.
-	Snapshot             string       `json:"snapshot"`
-	SnapshotEverySeconds int          `json:"snapshot_every_seconds"`
-	SnapshotKeep         int          `json:"snapshot_keep"`
-	AutoPause            bool         `json:"auto_pause"`
-	AutoResume           bool         `json:"auto_resume"`
-	KeyID                string       `json:"key_id"`
-	Network              *networkJSON `json:"network"`
+	// Snapshot starts the sandbox from a snapshot (ID or name[:tag]).
+	Snapshot             string `json:"snapshot"`
+	SnapshotEverySeconds int    `json:"snapshot_every_seconds"`
+	SnapshotKeep         int    `json:"snapshot_keep"`
+	AutoPause            bool   `json:"auto_pause"`
+	AutoResume           bool   `json:"auto_resume"`
+	// AutoPauseKeepMemory false makes the pause at the timeout keep the
+	// disk only.
+	AutoPauseKeepMemory *bool        `json:"auto_pause_keep_memory"`
+	KeyID               string       `json:"key_id"`
+	Network             *networkJSON `json:"network"`
 	// Secrets maps env var names to secret names (PUT /v1/secrets).
 	Secrets map[string]string `json:"secrets"`
 }
@@ -50,7 +53,9 @@ type sandboxJSON struct {
 	Reason       string            `json:"reason,omitempty"`
 	AutoPause    bool              `json:"auto_pause,omitempty"`
 	AutoResume   bool              `json:"auto_resume,omitempty"`
-	KeyID        string            `json:"key_id,omitempty"`
+	// AutoPauseKeepMemory is false (and set) for a disk-only auto-pause.
+	AutoPauseKeepMemory *bool  `json:"auto_pause_keep_memory,omitempty"`
+	KeyID               string `json:"key_id,omitempty"`
 	// SnapshotEverySeconds and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEverySeconds int             `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         int             `json:"snapshot_keep,omitempty"`
@@ -65,6 +70,9 @@ type checkpointJSON struct {
 	CreatedAt time.Time `json:"created_at"`
 	Bytes     int64     `json:"bytes"`
 	TookMS    int64     `json:"took_ms"`
+	// Memory: it holds memory and processes; false: the disk only, and a
+	// resume boots afresh on it.
+	Memory bool `json:"memory"`
 }
 
 func toJSON(s *sandbox.Sandbox) sandboxJSON {
@@ -82,8 +90,12 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 	if !s.PausedAt.IsZero() {
 		out.PausedAt = &s.PausedAt
 	}
+	if s.AutoPauseDiskOnly {
+		keep := false
+		out.AutoPauseKeepMemory = &keep
+	}
 	if c := s.Checkpoint; c != nil {
-		out.Checkpoint = &checkpointJSON{ID: c.ID, CreatedAt: c.CreatedAt, Bytes: c.Bytes, TookMS: c.Took.Milliseconds()}
+		out.Checkpoint = &checkpointJSON{ID: c.ID, CreatedAt: c.CreatedAt, Bytes: c.Bytes, TookMS: c.Took.Milliseconds(), Memory: !c.DiskOnly}
 	}
 	return out
 }
@@ -104,7 +116,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
 		Snapshot: req.Snapshot, SnapshotEvery: seconds(req.SnapshotEverySeconds), SnapshotKeep: req.SnapshotKeep,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
-		NoPool: req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
+		AutoPauseDiskOnly: req.AutoPauseKeepMemory != nil && !*req.AutoPauseKeepMemory,
+		NoPool:            req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
 		Secrets: req.Secrets,
 	})
 	if err != nil {

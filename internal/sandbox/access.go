@@ -53,6 +53,11 @@ func (s *Service) AutoResumeTarget(ctx context.Context, id string) (Target, erro
 	if rec.State != store.StatePaused || !rec.AutoResume {
 		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
+	if rec.Checkpoint != nil && rec.Checkpoint.DiskOnly {
+		// Traffic cannot find its process again in a sandbox that boots
+		// afresh: such a sandbox is resumed only by an explicit call.
+		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is paused without its memory: resume it with connect", id)
+	}
 	return Target{ID: id, AccessToken: rec.AccessToken, OpenAccess: rec.OpenAccess, Network: cloneNetwork(rec.Network)}, nil
 }
 

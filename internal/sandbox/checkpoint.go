@@ -23,11 +23,13 @@ import (
 )
 
 // Pause, resume and fork. A pause checkpoints a frozen sandbox (memory,
-// processes and writable layer), uploads the image to object storage with
-// its manifest last, and only once the checkpoint is complete records the
-// sandbox paused and tears it down: a failure at any earlier step thaws the
-// sandbox and it goes on running. A resume restores the latest complete
-// checkpoint, on this node or on any spaced sharing the object store.
+// processes and writable layer; or, disk-only, the writable layer alone),
+// uploads the image to object storage with its manifest last, and only
+// once the checkpoint is complete records the sandbox paused and tears it
+// down: a failure at any earlier step thaws the sandbox and it goes on
+// running. A resume restores the latest complete checkpoint, on this node
+// or on any spaced sharing the object store; a disk-only one boots a fresh
+// sandbox on the saved disk.
 
 // sealedState is the part of a sandbox a checkpoint needs that must not be
 // stored in plain: it goes into the manifest encrypted under the same key
@@ -39,12 +41,51 @@ type sealedState struct {
 	OpenAccess  bool              `json:"open_access,omitempty"`
 	AutoPause   bool              `json:"auto_pause,omitempty"`
 	AutoResume  bool              `json:"auto_resume,omitempty"`
+	// AutoPauseDiskOnly: the record's flag, for a resume on another node.
+	AutoPauseDiskOnly bool `json:"auto_pause_disk_only,omitempty"`
 	// Secrets maps placeholders to secret names (never values).
 	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // metaTemplateImage is the manifest's image.
 const metaTemplateImage = checkpoint.MetaImage
+
+// metaContents is the manifest's Meta key that says what a checkpoint or
+// snapshot holds: contentsMemory (memory, processes and disk) or
+// contentsDisk (the writable layer only). Without it a checkpoint holds
+// memory and a snapshot the disk (what they held before the key existed).
+const (
+	metaContents   = "contents"
+	contentsMemory = "memory"
+	contentsDisk   = "disk"
+)
+
+// hasMemory says whether the image of m holds memory and processes (a
+// runsc checkpoint) rather than the writable layer alone.
+func hasMemory(m *checkpoint.Manifest) bool {
+	switch m.Meta[metaContents] {
+	case contentsMemory:
+		return true
+	case contentsDisk:
+		return false
+	}
+	return m.Kind == checkpoint.KindCheckpoint
+}
+
+// agentCheckTimeout bounds the check that a sandbox's agent answers before
+// a pause that needs it.
+const agentCheckTimeout = 3 * time.Second
+
+// PauseOptions say what a pause keeps.
+type PauseOptions struct {
+	// DiskOnly keeps the writable layer only: the processes end, and a
+	// resume boots a fresh sandbox on the saved disk.
+	DiskOnly bool
+	// RequireHealthyAgent refuses the pause (the sandbox runs on) when
+	// the sandbox's agent does not answer (E2B's requireHealthyGuest, and
+	// its rule for a pause without memory).
+	RequireHealthyAgent bool
+}
 
 func (s *Service) checkpointer() (runtime.Checkpointer, error) {
 	cp, ok := s.rt.(runtime.Checkpointer)
@@ -69,7 +110,7 @@ func (s *Service) imageDir(name string) (string, error) {
 }
 
 // Pause checkpoints a running sandbox to object storage and stops it.
-func (s *Service) Pause(ctx context.Context, id string) (*Sandbox, error) {
+func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*Sandbox, error) {
 	e, ok := s.entry(id)
 	if !ok {
 		rec, err := s.store.GetSandbox(ctx, id)
@@ -86,14 +127,14 @@ func (s *Service) Pause(ctx context.Context, id string) (*Sandbox, error) {
 	if e.rec.State != store.StateRunning {
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
 	}
-	if err := s.pauseLocked(ctx, e, "paused by request"); err != nil {
+	if err := s.pauseLocked(ctx, e, "paused by request", opts); err != nil {
 		return nil, err
 	}
 	return fromRecord(e.rec), nil
 }
 
 // pauseLocked pauses e, whose lock the caller holds.
-func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err error) {
+func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (err error) {
 	cp, err := s.checkpointer()
 	if err != nil {
 		return err
@@ -109,6 +150,14 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err
 		}
 	}()
 
+	if opts.RequireHealthyAgent {
+		hctx, cancel := context.WithTimeout(ctx, agentCheckTimeout)
+		err := e.agent.waitHealthy(hctx, nil)
+		cancel()
+		if err != nil {
+			return errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox's agent does not answer, so the sandbox was not paused")
+		}
+	}
 	ckptID := newArtifactID(rec.ID, "c")
 	dir, err := s.imageDir(ckptID)
 	if err != nil {
@@ -127,11 +176,20 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err
 		}
 	}()
 	tFreeze := time.Now()
-	if err := cp.Checkpoint(ctx, rec.ID, dir, true); err != nil {
+	// Frozen, the disk image is the disk as it was when the pause was
+	// asked for, as the memory image is.
+	contents := contentsMemory
+	if opts.DiskOnly {
+		contents = contentsDisk
+		err = cp.SnapshotDisk(ctx, rec.ID, dir)
+	} else {
+		err = cp.Checkpoint(ctx, rec.ID, dir, true)
+	}
+	if err != nil {
 		return err
 	}
 	tImage := time.Now()
-	m, err := s.saveCheckpoint(ctx, rec, ckptID, "checkpoint", dir)
+	m, err := s.saveCheckpoint(ctx, rec, ckptID, checkpoint.KindCheckpoint, dir, map[string]string{metaContents: contents})
 	if err != nil {
 		return err
 	}
@@ -140,7 +198,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err
 	updated := *rec
 	updated.State, updated.Reason = store.StatePaused, reason
 	updated.PausedAt = time.Now().UTC()
-	updated.Checkpoint = &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: time.Since(start)}
+	updated.Checkpoint = &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: time.Since(start), DiskOnly: opts.DiskOnly}
 	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
 		// Not recorded: the checkpoint is of no use to anybody.
 		if derr := s.cfg.Checkpoints.Delete(ctx, m.ID); derr != nil {
@@ -166,14 +224,15 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string) (err
 		}
 	}
 	s.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), time.Since(tImage))
-	log.Info("sandbox paused", "checkpoint", m.ID, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
+	log.Info("sandbox paused", "checkpoint", m.ID, "contents", contents, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
 	log.Debug("pause steps", "freeze_ms", tFreeze.Sub(start).Milliseconds(), "checkpoint_ms", tImage.Sub(tFreeze).Milliseconds(),
 		"upload_ms", tSaved.Sub(tImage).Milliseconds(), "teardown_ms", time.Since(tSaved).Milliseconds())
 	return nil
 }
 
-// saveCheckpoint uploads the image in dir as artifact id of rec.
-func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string) (*checkpoint.Manifest, error) {
+// saveCheckpoint uploads the image in dir as artifact id of rec; meta is
+// added to the manifest's Meta.
+func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string, meta map[string]string) (*checkpoint.Manifest, error) {
 	image, err := s.imageRoot(rec.Template, rec.Image)
 	if err != nil {
 		return nil, err
@@ -185,7 +244,7 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 	secret, err := json.Marshal(sealedState{
 		AccessToken: rec.AccessToken, Env: rec.Env, Metadata: rec.Metadata,
 		OpenAccess: rec.OpenAccess, AutoPause: rec.AutoPause, AutoResume: rec.AutoResume,
-		Secrets: rec.Secrets,
+		AutoPauseDiskOnly: rec.AutoPauseDiskOnly, Secrets: rec.Secrets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode sandbox state: %w", err)
@@ -199,6 +258,9 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 		Network:        netJSON,
 		Meta:           map[string]string{metaTemplateImage: filepath.Base(image)},
 		KeyID:          rec.KeyID,
+	}
+	for k, v := range meta {
+		m.Meta[k] = v
 	}
 	if err := s.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
 		return nil, err
@@ -310,8 +372,8 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
 			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
 			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, AutoResume: st.AutoResume, KeyID: m.KeyID,
-			Secrets:    st.Secrets,
-			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes},
+			AutoPauseDiskOnly: st.AutoPauseDiskOnly, Secrets: st.Secrets,
+			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, DiskOnly: !hasMemory(m)},
 		}
 		if len(m.Network) > 0 && string(m.Network) != "null" {
 			if err := json.Unmarshal(m.Network, &rec.Network); err != nil {
@@ -353,14 +415,23 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	}
 	undo.add("detach network", func() error { return network.Detach(ep) })
 	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, st.AccessToken, &undo)
-	if err != nil {
-		return nil, err
-	}
-	// The sandbox has a new address: point its resolver at its gateway.
-	if err := s.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
-		agent.Close()
-		return nil, err
+	var agent *AgentConn
+	if hasMemory(m) {
+		agent, err = s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, st.AccessToken, &undo)
+		if err != nil {
+			return nil, err
+		}
+		// The sandbox has a new address: point its resolver at its gateway.
+		if err := s.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
+			agent.Close()
+			return nil, err
+		}
+	} else {
+		// Only the disk was kept: a fresh sandbox boots on it.
+		agent, err = s.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
+		if err != nil {
+			return nil, err
+		}
 	}
 	now := time.Now().UTC()
 	rec.State, rec.ExpiresAt, rec.PausedAt = store.StateRunning, now.Add(timeout), time.Time{}
@@ -373,7 +444,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	s.mu.Unlock()
 	s.egressChanged()
 	s.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
-	log.Info("sandbox resumed", "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
+	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
 	return fromRecord(&rec), nil
 }
 
@@ -439,6 +510,36 @@ func (s *Service) initRestored(ctx context.Context, agent *AgentConn, token stri
 	return nil
 }
 
+// bootOnDisk boots a fresh sandbox rec on the disk image in dir (a pause
+// that kept no memory) and gives its agent what a create's boot and claim
+// would: token, env, the template's user and workdir, resolver and CA. It
+// pushes its undo steps.
+func (s *Service) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
+	agent, err := s.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State}, undo)
+	if err != nil {
+		return nil, err
+	}
+	// The user and workdir are the template's, as at the sandbox's create
+	// (the agent's own state is not on its disk: /run is a tmpfs).
+	user, workdir := "user", ""
+	if img, err := s.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
+		user, workdir = defaultUser(img), img.Workdir
+	} else {
+		slog.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: token, EnvVars: rec.Env, DefaultUser: user, DefaultWorkdir: workdir,
+		Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+	})); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox booted on its saved disk, but its agent init failed")
+	}
+	agent.setToken(token)
+	return agent, nil
+}
+
 // ForkRequest asks for Count new sandboxes from a running one.
 type ForkRequest struct {
 	Count    int
@@ -491,13 +592,16 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if err != nil {
 		return nil, err
 	}
-	metadata := parent.Metadata
+	// Each fork is the parent's but for its metadata (when asked) and the
+	// snapshot schedule, which stays the parent's.
+	tmpl := parent
+	tmpl.Metadata, tmpl.SnapshotEvery, tmpl.SnapshotKeep = parent.Metadata, 0, 0
 	if req.Metadata != nil {
-		metadata = req.Metadata
+		tmpl.Metadata = req.Metadata
 	}
 	var out []*Sandbox
 	for range req.Count {
-		sb, err := s.forkOne(ctx, &parent, rootfs, dir, metadata, req.Timeout)
+		sb, err := s.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID)
 		if err != nil {
 			// The forks made so far are the caller's; say how many.
 			return out, fmt.Errorf("fork %d of %d: %w", len(out)+1, req.Count, err)
@@ -507,14 +611,20 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	return out, nil
 }
 
-func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, dir string, metadata map[string]string, timeout time.Duration) (_ *Sandbox, err error) {
+// forkOne makes a new sandbox from the checkpoint image in dir, taken of a
+// running sandbox whose agent held tmpl.AccessToken: a fork, or a create
+// from a full snapshot. The new sandbox has its own ID, address and access
+// token; tmpl gives its template, image, limits, key, env, metadata,
+// policy, secrets and lifecycle, and it expires timeout from now. from
+// names the parent or snapshot (logs).
+func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string) (_ *Sandbox, err error) {
 	ctx = context.WithoutCancel(ctx)
 	rec := &store.Sandbox{
-		ID: newID(), Template: parent.Template, Image: parent.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
-		CPU: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcs: parent.MaxProcs,
-		AccessToken: parent.AccessToken, KeyID: parent.KeyID,
+		ID: newID(), Template: tmpl.Template, Image: tmpl.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
+		CPU: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs,
+		AccessToken: tmpl.AccessToken, KeyID: tmpl.KeyID,
 	}
-	log := slog.With("sandbox", rec.ID, "parent", parent.ID)
+	log := slog.With("sandbox", rec.ID, "from", from)
 	var undo cleanup
 	defer func() {
 		if err != nil {
@@ -527,15 +637,15 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, di
 	}
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
 	undo.add("detach network", func() error { return network.Detach(ep) })
-	limits := runtime.Limits{CPUs: parent.CPU, MemoryMB: parent.MemoryMB, DiskMB: parent.DiskMB, MaxProcs: parent.MaxProcs}
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, parent.AccessToken, &undo)
+	limits := runtime.Limits{CPUs: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs}
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, tmpl.AccessToken, &undo)
 	if err != nil {
 		return nil, err
 	}
-	// The fork's agent still answers to the parent's token: give it its
-	// own, and point its resolver at its own gateway address.
+	// The new agent still answers to the old token: give it its own, its
+	// env, and point its resolver at its own gateway address.
 	token := newToken()
-	if err := s.initRestored(ctx, agent, token, parent.Env, ep); err != nil {
+	if err := s.initRestored(ctx, agent, token, tmpl.Env, ep); err != nil {
 		agent.Close()
 		return nil, err
 	}
@@ -543,18 +653,19 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Sandbox, rootfs, di
 	now := time.Now().UTC()
 	rec.State, rec.AccessToken = store.StateRunning, token
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
-	rec.Env, rec.Metadata = maps.Clone(parent.Env), maps.Clone(metadata)
-	rec.OpenAccess, rec.Network, rec.Secrets = parent.OpenAccess, cloneNetwork(parent.Network), maps.Clone(parent.Secrets)
-	rec.AutoPause, rec.AutoResume = parent.AutoPause, parent.AutoResume
+	rec.Env, rec.Metadata = maps.Clone(tmpl.Env), maps.Clone(tmpl.Metadata)
+	rec.OpenAccess, rec.Network, rec.Secrets = tmpl.OpenAccess, cloneNetwork(tmpl.Network), maps.Clone(tmpl.Secrets)
+	rec.AutoPause, rec.AutoResume, rec.AutoPauseDiskOnly = tmpl.AutoPause, tmpl.AutoResume, tmpl.AutoPauseDiskOnly
+	rec.SnapshotEvery, rec.SnapshotKeep = tmpl.SnapshotEvery, tmpl.SnapshotKeep
 	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
 		agent.Close()
-		return nil, fmt.Errorf("record forked sandbox: %w", err)
+		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
 	s.mu.Unlock()
 	s.egressChanged()
-	log.Info("sandbox forked")
+	log.Info("sandbox restored from a running sandbox's image")
 	out := fromRecord(rec)
 	out.AccessToken = token
 	return out, nil

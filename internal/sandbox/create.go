@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -39,13 +40,27 @@ type booted struct {
 // else it boots one. On any failure every step done so far is undone.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
 	start := time.Now()
+	var snap *checkpoint.Manifest
+	if req.Snapshot != "" {
+		m, err := s.snapshotManifest(ctx, req.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		if req.Template == "" {
+			req.Template = m.Template
+		}
+		if hasMemory(m) {
+			return s.createFromImage(ctx, req, m)
+		}
+		snap, req.Snapshot = m, m.ID
+	}
 	img, err := s.validate(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
 	var diskImage string
-	if req.Snapshot != "" {
-		dir, snapImage, err := s.loadSnapshot(ctx, req.Snapshot, &req)
+	if snap != nil {
+		dir, snapImage, err := s.loadSnapshot(ctx, snap, &req)
 		if err != nil {
 			return nil, err
 		}
@@ -328,6 +343,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
 	rec.Env, rec.Metadata = req.Env, req.Metadata
 	rec.AutoPause, rec.AutoResume, rec.KeyID = req.AutoPause, req.AutoResume, req.KeyID
+	rec.AutoPauseDiskOnly = req.AutoPauseDiskOnly
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
 	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
 	storeErr := s.store.UpdateSandbox(ctx, &rec)

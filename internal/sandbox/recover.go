@@ -255,7 +255,7 @@ func (s *Service) autoPause(ctx context.Context, e *entry) bool {
 	if !e.rec.AutoPause || e.rec.State != store.StateRunning {
 		return false
 	}
-	if err := s.pauseLocked(ctx, e, "paused at timeout"); err != nil {
+	if err := s.pauseLocked(ctx, e, "paused at timeout", PauseOptions{DiskOnly: e.rec.AutoPauseDiskOnly}); err != nil {
 		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
 		updated := *e.rec
 		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)

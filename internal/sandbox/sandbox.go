@@ -37,7 +37,9 @@ type Sandbox struct {
 	PausedAt   time.Time
 	AutoPause  bool
 	AutoResume bool
-	KeyID      string
+	// AutoPauseDiskOnly: the pause at the timeout keeps the disk only.
+	AutoPauseDiskOnly bool
+	KeyID             string
 	// SnapshotEvery and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEvery time.Duration
 	SnapshotKeep  int
@@ -54,7 +56,8 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		Metadata:   maps.Clone(r.Metadata),
 		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
 		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: r.KeyID,
-		SnapshotEvery: r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
+		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
+		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
 	}
 }
 
@@ -74,7 +77,9 @@ type CreateRequest struct {
 	// OpenAccess and Network: see Sandbox.
 	OpenAccess bool
 	Network    *NetworkPolicy
-	// Snapshot starts the sandbox's disk from a disk snapshot.
+	// Snapshot starts the sandbox from a snapshot (its ID, or name[:tag]):
+	// the disk of a disk snapshot, with fresh processes, or the memory,
+	// processes and disk of a full one.
 	Snapshot string
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots.
 	SnapshotEvery time.Duration
@@ -83,6 +88,9 @@ type CreateRequest struct {
 	// AutoResume lets traffic through the E2B proxy resume it.
 	AutoPause  bool
 	AutoResume bool
+	// AutoPauseDiskOnly makes that pause keep the disk only (it needs
+	// AutoPause and excludes AutoResume).
+	AutoPauseDiskOnly bool
 	// KeyID names the customer key its checkpoints are encrypted under.
 	KeyID string
 	// Secrets maps env var names to secret names: the sandbox gets a

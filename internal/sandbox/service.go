@@ -278,6 +278,12 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	if req.AutoResume && !req.AutoPause {
 		return errdefs.New(errdefs.ErrInvalidArgument, "auto-resume needs auto-pause")
 	}
+	if req.AutoPauseDiskOnly && !req.AutoPause {
+		return errdefs.New(errdefs.ErrInvalidArgument, "a disk-only pause at the timeout needs auto-pause")
+	}
+	if req.AutoPauseDiskOnly && req.AutoResume {
+		return errdefs.New(errdefs.ErrInvalidArgument, "auto-resume cannot be combined with a disk-only auto-pause: a sandbox paused without its memory boots afresh, so it is resumed only by an explicit resume or connect")
+	}
 	if (req.SnapshotEvery > 0 || req.AutoPause || req.Snapshot != "") && s.cfg.Checkpoints == nil {
 		return errdefs.New(errdefs.ErrFailedPrecondition, "this node has no object store for snapshots and checkpoints")
 	}

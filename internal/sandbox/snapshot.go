@@ -2,26 +2,37 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/recipe"
+	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
 )
 
-// Disk snapshots copy a running sandbox's writable layer to object storage.
-// runsc stops the sandbox's processes only for the instant the layer is
-// copied (fscheckpoint --leave-running), so a snapshot is point-in-time and
-// crash-consistent: it holds every write that completed before that
-// instant and none after, as after a power cut; data a process holds in
-// its own buffers and has not written is not in it. A new sandbox can start
-// from a snapshot; its processes start fresh.
+// A snapshot saves a running sandbox, which runs on, to object storage;
+// any number of new sandboxes can start from it. A disk snapshot copies
+// the writable layer: runsc stops the sandbox's processes only for the
+// instant the layer is copied (fscheckpoint --leave-running), so it is
+// point-in-time and crash-consistent: it holds every write that completed
+// before that instant and none after, as after a power cut; data a process
+// holds in its own buffers and has not written is not in it. A sandbox
+// made from it boots afresh on that disk. A full snapshot is a checkpoint
+// (runsc checkpoint --leave-running: memory, processes and disk, as a
+// fork takes); a sandbox made from it goes on from them, with its own ID,
+// address and token. A snapshot may be named name[:tag]: a later snapshot
+// of the same name and tag replaces it, and creates find it by that name.
 
-// Snapshot describes a stored disk snapshot.
+// Snapshot describes a stored snapshot.
 type Snapshot struct {
 	ID        string
 	SandboxID string
@@ -30,16 +41,77 @@ type Snapshot struct {
 	Bytes     int64
 	Took      time.Duration
 	KeyID     string
+	// Memory: it holds memory and processes too, not the disk alone.
+	Memory bool
+	// Name and Tag, when it was named.
+	Name, Tag string
 }
+
+// Ref is what names the snapshot: name:tag when it has a name, else its ID.
+func (sn *Snapshot) Ref() string {
+	if sn.Name != "" {
+		return sn.Name + ":" + sn.Tag
+	}
+	return sn.ID
+}
+
+// Manifest Meta keys of a named snapshot.
+const (
+	metaName = "name"
+	metaTag  = "tag"
+)
+
+// DefaultSnapshotTag is the tag of a snapshot named without one.
+const DefaultSnapshotTag = "default"
 
 func snapshotFrom(m *checkpoint.Manifest) *Snapshot {
-	return &Snapshot{ID: m.ID, SandboxID: m.SandboxID, Template: m.Template, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: m.Took, KeyID: m.KeyID}
+	return &Snapshot{
+		ID: m.ID, SandboxID: m.SandboxID, Template: m.Template, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: m.Took, KeyID: m.KeyID,
+		Memory: hasMemory(m), Name: m.Meta[metaName], Tag: m.Meta[metaTag],
+	}
 }
 
-const kindSnapshot = "snapshot"
+const kindSnapshot = checkpoint.KindSnapshot
 
-// TakeSnapshot snapshots the disk of running sandbox id.
-func (s *Service) TakeSnapshot(ctx context.Context, id string) (_ *Snapshot, err error) {
+// SnapshotOptions say what a snapshot holds and what it is called.
+type SnapshotOptions struct {
+	// Memory takes memory and processes too (a full snapshot).
+	Memory bool
+	// Name is "name" or "name:tag" (tag "default"), in any case; empty
+	// leaves the snapshot unnamed.
+	Name string
+}
+
+// ParseSnapshotName splits a snapshot's name[:tag] (tag "default" when
+// none), lower-cased, and checks it.
+func ParseSnapshotName(s string) (name, tag string, err error) {
+	s = strings.ToLower(s)
+	if strings.Contains(s, "/") {
+		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "snapshot name %q has a namespace: names here have none (use name or name:tag)", s)
+	}
+	if !recipe.TemplateRef.MatchString(s) {
+		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "snapshot name %q is not valid: use name or name:tag, the name 1-63 of a-z 0-9 . _ - starting with a letter or digit", s)
+	}
+	name, tag, ok := strings.Cut(s, ":")
+	if !ok {
+		tag = DefaultSnapshotTag
+	}
+	return name, tag, nil
+}
+
+// TakeSnapshot snapshots running sandbox id; it runs on.
+func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOptions) (_ *Snapshot, err error) {
+	meta := map[string]string{metaContents: contentsDisk}
+	if opts.Memory {
+		meta[metaContents] = contentsMemory
+	}
+	if opts.Name != "" {
+		name, tag, err := ParseSnapshotName(opts.Name)
+		if err != nil {
+			return nil, err
+		}
+		meta[metaName], meta[metaTag] = name, tag
+	}
 	cp, err := s.checkpointer()
 	if err != nil {
 		return nil, err
@@ -65,28 +137,73 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string) (_ *Snapshot, err
 	// not for the upload.
 	e.mu.Lock()
 	rec := *e.rec
-	if rec.State == store.StateRunning {
-		err = cp.SnapshotDisk(ctx, id, dir)
-	} else {
+	switch {
+	case rec.State != store.StateRunning:
 		err = errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+	case opts.Memory:
+		err = cp.Checkpoint(ctx, id, dir, true)
+	default:
+		err = cp.SnapshotDisk(ctx, id, dir)
 	}
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	tImage := time.Now()
-	m, err := s.saveCheckpoint(ctx, &rec, snapID, kindSnapshot, dir)
+	m, err := s.saveCheckpoint(ctx, &rec, snapID, kindSnapshot, dir, meta)
 	if err != nil {
 		return nil, err
 	}
 	s.metrics.checkpointed("snapshot", m.Bytes, tImage.Sub(start), time.Since(tImage))
-	slog.Info("disk snapshot taken", "sandbox", id, "snapshot", m.ID, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
-	return snapshotFrom(m), nil
+	slog.Info("snapshot taken", "sandbox", id, "snapshot", m.ID, "contents", meta[metaContents], "name", meta[metaName], "tag", meta[metaTag],
+		"bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
+	sn := snapshotFrom(m)
+	if sn.Name != "" {
+		s.supersede(ctx, sn)
+	}
+	return sn, nil
 }
 
-// Snapshots lists the disk snapshots of sandbox id (all of them if id is
-// empty), newest first.
-func (s *Service) Snapshots(ctx context.Context, id string) ([]*Snapshot, error) {
+// supersede deletes the snapshots of sn's name and tag older than sn: the
+// name now means sn. Sandboxes made from them keep running.
+func (s *Service) supersede(ctx context.Context, sn *Snapshot) {
+	older, err := s.Snapshots(ctx, SnapshotFilter{Ref: sn.Ref()})
+	if err != nil {
+		slog.Warn("list snapshots to replace", "snapshot", sn.ID, "err", err)
+		return
+	}
+	for _, o := range older {
+		if o.ID != sn.ID && o.CreatedAt.Before(sn.CreatedAt) {
+			if err := s.cfg.Checkpoints.Delete(ctx, o.ID); err != nil {
+				slog.Warn("delete replaced snapshot", "snapshot", o.ID, "by", sn.ID, "err", err)
+			}
+		}
+	}
+}
+
+// SnapshotFilter selects snapshots; empty fields match all.
+type SnapshotFilter struct {
+	SandboxID string
+	// Ref is a snapshot ID, a name (any tag) or name:tag.
+	Ref string
+}
+
+func (f SnapshotFilter) match(m *checkpoint.Manifest) bool {
+	if m.Kind != kindSnapshot || f.SandboxID != "" && m.SandboxID != f.SandboxID {
+		return false
+	}
+	if f.Ref == "" || m.ID == f.Ref {
+		return true
+	}
+	name, tag, tagged := strings.Cut(strings.ToLower(f.Ref), ":")
+	if name == "" || m.Meta[metaName] != name {
+		return false
+	}
+	return !tagged || m.Meta[metaTag] == tag
+}
+
+// Snapshots lists the snapshots f selects, newest first.
+func (s *Service) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot, error) {
 	if s.cfg.Checkpoints == nil {
 		return nil, nil
 	}
@@ -96,63 +213,88 @@ func (s *Service) Snapshots(ctx context.Context, id string) ([]*Snapshot, error)
 	}
 	var out []*Snapshot
 	for _, m := range all {
-		if m.Kind == kindSnapshot && (id == "" || m.SandboxID == id) {
+		if f.match(m) {
 			out = append(out, snapshotFrom(m))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
 	return out, nil
 }
 
-// GetSnapshot returns one disk snapshot.
-func (s *Service) GetSnapshot(ctx context.Context, snapID string) (*Snapshot, error) {
-	m, err := s.snapshotManifest(ctx, snapID)
+// GetSnapshot returns the snapshot ref names: an ID, or name[:tag] (the
+// newest of that name and tag; no tag means "default").
+func (s *Service) GetSnapshot(ctx context.Context, ref string) (*Snapshot, error) {
+	m, err := s.snapshotManifest(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	return snapshotFrom(m), nil
 }
 
-func (s *Service) snapshotManifest(ctx context.Context, snapID string) (*checkpoint.Manifest, error) {
+// snapshotManifest resolves ref as GetSnapshot does.
+func (s *Service) snapshotManifest(ctx context.Context, ref string) (*checkpoint.Manifest, error) {
 	if _, err := s.checkpointer(); err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Checkpoints.Get(ctx, snapID)
+	if !strings.Contains(ref, ":") {
+		m, err := s.cfg.Checkpoints.Get(ctx, ref)
+		switch {
+		case err == nil && m.Kind == kindSnapshot:
+			return m, nil
+		case err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrInvalidArgument):
+			return nil, err
+		}
+	}
+	name, tag, err := ParseSnapshotName(ref)
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
+	}
+	found, err := s.Snapshots(ctx, SnapshotFilter{Ref: name + ":" + tag})
 	if err != nil {
 		return nil, err
 	}
-	if m.Kind != kindSnapshot {
-		return nil, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", snapID)
+	if len(found) == 0 {
+		return nil, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
 	}
-	return m, nil
+	return s.cfg.Checkpoints.Get(ctx, found[0].ID)
 }
 
-// DeleteSnapshot deletes one disk snapshot.
-func (s *Service) DeleteSnapshot(ctx context.Context, snapID string) error {
-	if _, err := s.snapshotManifest(ctx, snapID); err != nil {
-		return err
+// DeleteSnapshot deletes the snapshot ref names: an ID, a name (every tag)
+// or name:tag. It returns how many it deleted; none is NotFound.
+func (s *Service) DeleteSnapshot(ctx context.Context, ref string) (int, error) {
+	found, err := s.Snapshots(ctx, SnapshotFilter{Ref: ref})
+	if err != nil {
+		return 0, err
 	}
-	return s.cfg.Checkpoints.Delete(ctx, snapID)
+	if len(found) == 0 {
+		return 0, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
+	}
+	for _, sn := range found {
+		if err := s.cfg.Checkpoints.Delete(ctx, sn.ID); err != nil {
+			return 0, err
+		}
+		slog.Info("snapshot deleted", "snapshot", sn.ID, "name", sn.Name, "tag", sn.Tag)
+	}
+	return len(found), nil
 }
 
-// loadSnapshot fetches snapshot snapID into a local directory for a
+// loadSnapshot fetches disk snapshot m into a local directory for a
 // create, and names the template image it was taken on; the caller removes
 // the directory.
-func (s *Service) loadSnapshot(ctx context.Context, snapID string, req *CreateRequest) (dir, image string, err error) {
-	if _, err := s.checkpointer(); err != nil {
-		return "", "", err
+func (s *Service) loadSnapshot(ctx context.Context, m *checkpoint.Manifest, req *CreateRequest) (dir, image string, err error) {
+	if req.Template != m.Template {
+		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s is of template %q, not %q", m.ID, m.Template, req.Template)
 	}
 	dir, err = s.imageDir(newArtifactID("create", "l"))
 	if err != nil {
 		return "", "", err
 	}
-	m, _, err := s.cfg.Checkpoints.Load(ctx, snapID, dir)
-	if err == nil && m.Kind != kindSnapshot {
-		err = errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", snapID)
-	}
-	if err == nil && req.Template != m.Template {
-		err = errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s is of template %q, not %q", snapID, m.Template, req.Template)
-	}
+	m, _, err = s.cfg.Checkpoints.Load(ctx, m.ID, dir)
 	if err == nil {
 		_, err = s.checkRestorable(m)
 	}
@@ -161,6 +303,87 @@ func (s *Service) loadSnapshot(ctx context.Context, snapID string, req *CreateRe
 		return "", "", err
 	}
 	return dir, m.Meta[metaTemplateImage], nil
+}
+
+// createFromImage makes a sandbox that goes on from full snapshot m: its
+// memory, processes and disk, with a new ID and token, and the request's
+// timeout, metadata, env (over the snapshot's), policy and lifecycle. Its
+// limits are the snapshot's.
+func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *checkpoint.Manifest) (_ *Sandbox, err error) {
+	start := time.Now()
+	if req.Template != m.Template {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s is of template %q, not %q", m.ID, m.Template, req.Template)
+	}
+	if req.Timeout == 0 {
+		req.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	snap := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
+	if err := s.checkRequest(&req, &Image{Template: m.Template, ID: m.Meta[metaTemplateImage], Limits: snap}); err != nil {
+		return nil, err
+	}
+	if req.limits() != snap {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s holds a running sandbox of cpu %d, memory_mb %d, disk_mb %d, max_processes %d: create from it with those limits (or leave them out)",
+			m.ID, snap.CPUs, snap.MemoryMB, snap.DiskMB, snap.MaxProcs)
+	}
+	defer func() {
+		if err != nil {
+			s.metrics.createFailed()
+		}
+	}()
+	select {
+	case s.boots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to start a sandbox")
+	}
+	defer func() { <-s.boots }()
+	dir, err := s.imageDir(newArtifactID("create", "l"))
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	m, secret, err := s.cfg.Checkpoints.Load(ctx, m.ID, dir)
+	if err != nil {
+		return nil, err
+	}
+	var st sealedState
+	if err := json.Unmarshal(secret, &st); err != nil {
+		return nil, fmt.Errorf("decode sealed state of %s: %w", m.ID, err)
+	}
+	rootfs, err := s.checkRestorable(m)
+	if err != nil {
+		return nil, err
+	}
+	env := maps.Clone(st.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, req.Env)
+	placeholders := maps.Clone(st.Secrets)
+	if placeholders == nil && len(req.placeholders) > 0 {
+		placeholders = map[string]string{}
+	}
+	maps.Copy(placeholders, req.placeholders)
+	keyID := req.KeyID
+	if keyID == "" {
+		keyID = m.KeyID
+	}
+	tmpl := &store.Sandbox{
+		Template: m.Template, Image: m.Meta[metaTemplateImage],
+		CPU: snap.CPUs, MemoryMB: snap.MemoryMB, DiskMB: snap.DiskMB, MaxProcs: snap.MaxProcs,
+		AccessToken: st.AccessToken, KeyID: keyID,
+		Env: env, Metadata: req.Metadata, OpenAccess: req.OpenAccess, Network: req.Network, Secrets: placeholders,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseDiskOnly: req.AutoPauseDiskOnly,
+		SnapshotEvery: req.SnapshotEvery, SnapshotKeep: req.SnapshotKeep,
+	}
+	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.created(time.Since(start), false)
+	return sb, nil
 }
 
 // runSnapshotSchedules snapshots every running sandbox whose schedule is
@@ -181,7 +404,7 @@ func (s *Service) runSnapshotSchedules(ctx context.Context, entries map[string]*
 			continue
 		}
 		go func() {
-			_, err := s.TakeSnapshot(ctx, id)
+			_, err := s.TakeSnapshot(ctx, id, SnapshotOptions{})
 			e.mu.Lock()
 			e.snapshotting, e.lastSnapshot = false, time.Now()
 			e.mu.Unlock()
@@ -200,10 +423,18 @@ func (s *Service) trimSnapshots(ctx context.Context, id string, keep int) {
 	if keep <= 0 {
 		return
 	}
-	snaps, err := s.Snapshots(ctx, id)
+	all, err := s.Snapshots(ctx, SnapshotFilter{SandboxID: id})
 	if err != nil {
 		slog.Warn("list snapshots to trim", "sandbox", id, "err", err)
 		return
+	}
+	// The schedule's own: unnamed disk snapshots (a named or full one was
+	// asked for and stays until deleted).
+	var snaps []*Snapshot
+	for _, sn := range all {
+		if sn.Name == "" && !sn.Memory {
+			snaps = append(snaps, sn)
+		}
 	}
 	for _, old := range snaps[min(keep, len(snaps)):] {
 		if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {

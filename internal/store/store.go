@@ -64,6 +64,9 @@ type Sandbox struct {
 	// AutoResume: traffic for a paused sandbox (through the E2B proxy,
 	// with its token) resumes it.
 	AutoResume bool `json:"auto_resume,omitempty"`
+	// AutoPauseDiskOnly: the pause at the timeout keeps the disk only
+	// (its processes end; a resume boots afresh on that disk).
+	AutoPauseDiskOnly bool `json:"auto_pause_disk_only,omitempty"`
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots (0: none).
 	SnapshotEvery time.Duration `json:"snapshot_every,omitempty"`
 	SnapshotKeep  int           `json:"snapshot_keep,omitempty"`
@@ -87,6 +90,9 @@ type CheckpointRef struct {
 	CreatedAt time.Time     `json:"created_at"`
 	Bytes     int64         `json:"bytes"`
 	Took      time.Duration `json:"took"`
+	// DiskOnly: the checkpoint holds the writable layer only (a pause
+	// that kept no memory); a resume boots a fresh sandbox on it.
+	DiskOnly bool `json:"disk_only,omitempty"`
 }
 
 // NetworkPolicy is a requested egress policy. Nil pointers mean "not said".
