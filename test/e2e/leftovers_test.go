@@ -59,21 +59,29 @@ func TestLeftovers(t *testing.T) {
 	})
 
 	t.Run("failed creates", func(t *testing.T) {
-		// A template whose agent can never start: /bin/true is a dynamic
-		// binary, so it cannot even be loaded there.
+		// A base template whose agent can never start: a hard-link copy of
+		// the real one with /bin/true (a dynamic binary, which cannot even
+		// be loaded as init there) in the agent's place.
 		tdir := t.TempDir()
 		real, err := filepath.EvalSymlinks(testenv.BaseRootfs())
 		if err != nil {
 			t.Fatal(err)
 		}
-		os.MkdirAll(filepath.Join(tdir, "base"), 0o755)
-		if err := os.Symlink(real, filepath.Join(tdir, "base", "current")); err != nil {
+		image := filepath.Join(tdir, "base", "rootfs-broken-a0")
+		os.MkdirAll(filepath.Dir(image), 0o755)
+		if out, err := exec.Command("cp", "-al", real, image).CombinedOutput(); err != nil {
+			t.Fatalf("copy the base: %v: %s", err, out)
+		}
+		if err := os.Symlink("rootfs-broken-a0", filepath.Join(tdir, "base", "current")); err != nil {
 			t.Fatal(err)
 		}
-		agent := filepath.Join(tdir, "broken", "current", "usr", "local", "bin", "space-agent")
-		os.MkdirAll(filepath.Dir(agent), 0o755)
+		agent := filepath.Join(image, "usr", "local", "bin", "space-agent")
 		data, err := os.ReadFile("/bin/true")
 		if err != nil {
+			t.Fatal(err)
+		}
+		// (a new file: the link to the real agent is removed, never written through)
+		if err := os.Remove(agent); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(agent, data, 0o755); err != nil {
@@ -83,7 +91,7 @@ func TestLeftovers(t *testing.T) {
 		netnsBefore, linksBefore := harness.HostNetNames()
 
 		start := time.Now()
-		resp, body := do(t, bd, "POST", "/v1/sandboxes", `{"template":"broken"}`, nil)
+		resp, body := do(t, bd, "POST", "/v1/sandboxes", `{"template":"base"}`, nil)
 		wantError(t, resp, body, 503, "unavailable")
 		t.Logf("broken create answered in %s", time.Since(start).Round(time.Millisecond))
 		resp, body = do(t, bd, "POST", "/v1/sandboxes", `{"template":"nope"}`, nil)
