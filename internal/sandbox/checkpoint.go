@@ -122,6 +122,10 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
+	// The paused lock first (the order Resume takes them in): a resume
+	// waits until the pause has torn the sandbox down, not just recorded it.
+	unlock := s.pausedLocks.Lock(id)
+	defer unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.rec.State != store.StateRunning {
@@ -134,6 +138,10 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 }
 
 // pauseLocked pauses e, whose lock the caller holds.
+//
+// The caller holds the sandbox's paused lock and then e.mu: a resume must
+// not start before the teardown below is done (its netns and cgroup would
+// still be there).
 func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (err error) {
 	cp, err := s.checkpointer()
 	if err != nil {

@@ -210,7 +210,7 @@ func (s *Service) reap(ctx context.Context) {
 		}
 	}
 	for _, id := range expired {
-		if s.autoPause(ctx, entries[id]) {
+		if s.autoPause(ctx, id, entries[id]) {
 			continue
 		}
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
@@ -249,7 +249,9 @@ const autoPauseRetry = 30 * time.Second
 
 // autoPause pauses an expired sandbox created with auto-pause, and says
 // whether it was one.
-func (s *Service) autoPause(ctx context.Context, e *entry) bool {
+func (s *Service) autoPause(ctx context.Context, id string, e *entry) bool {
+	unlock := s.pausedLocks.Lock(id)
+	defer unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.rec.AutoPause || e.rec.State != store.StateRunning {

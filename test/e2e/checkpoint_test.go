@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -445,5 +447,53 @@ func TestBenchCheckpointQuick(t *testing.T) {
 		if c.PauseP50 <= 0 || c.ResumeP50 <= 0 || c.CheckpointMiB <= float64(c.StateMiB) {
 			t.Errorf("figures for %d MiB: %+v", c.StateMiB, c)
 		}
+	}
+}
+
+// TestResumeAsSoonAsPaused: a sandbox is recorded paused before the pause
+// has torn it down on the host, and GET /v1/events says so at once. A
+// resume in that window (the console offers it then) waits for the pause
+// to finish and resumes; it neither fails on the old instance's network
+// namespace nor answers the paused record without resuming.
+func TestResumeAsSoonAsPaused(t *testing.T) {
+	d := need(t)
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{TimeoutSeconds: 300})
+	sh(t, d, sb.ID, "echo before > /home/user/state")
+	ctx := harness.Ctx(t, 2*time.Minute)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.Addr+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/events: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	paused := make(chan error, 1)
+	go func() {
+		_, err := d.Client.PauseSandbox(ctx, sb.ID)
+		paused <- err
+	}()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for seen := false; !seen; {
+		if !sc.Scan() {
+			t.Fatalf("the event stream ended before the pause was recorded: %v (pause: %v)", sc.Err(), <-paused)
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev struct{ ID, State string }
+			seen = json.Unmarshal([]byte(data), &ev) == nil && ev.ID == sb.ID && ev.State == "paused"
+		}
+	}
+	got, err := d.Client.ResumeSandbox(ctx, sb.ID, 300)
+	if err != nil {
+		t.Fatalf("resume right after the pause was recorded: %v", err)
+	}
+	if got.State != "running" {
+		t.Errorf("the resume answered a %s sandbox", got.State)
+	}
+	if err := <-paused; err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if got := sh(t, d, sb.ID, "cat /home/user/state"); got != "before\n" {
+		t.Errorf("after the resume the disk says %q", got)
 	}
 }
