@@ -234,24 +234,27 @@ func TestErrorJSONShape(t *testing.T) {
 }
 
 // A Connect stream cut off by its sandbox (killed, paused) ends with the
-// error E2B's proxy sends then, not with a truncated body; one cut inside
-// an envelope can only be cut off.
+// error E2B's proxy sends then, not with a truncated body, also when the
+// cut falls inside an envelope (only whole envelopes are passed on); one
+// cut inside an envelope too large to hold back can only be cut off.
 func TestProxyEndsCutStreams(t *testing.T) {
 	h := newHarness(t)
 	sb := h.create(nil)
 	hdr := envd(sb.SandboxID, sb.EnvdAccessToken)
 	hdr["Content-Type"] = "application/connect+json"
-	body, err := io.ReadAll(h.do("POST", "/cut", `{}`, hdr).Body)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
 	want := string(envelope(0, `{"event":{"start":{"pid":7}}}`))
 	end := `{"error":{"code":"unavailable","message":"the connection to sandbox ` + sb.SandboxID + ` ended before the stream completed"}}`
 	want += string(envelope(2, end))
-	if string(body) != want {
-		t.Fatalf("body %q\nwant %q", body, want)
+	for _, path := range []string{"/cut", "/cut-mid-envelope"} {
+		body, err := io.ReadAll(h.do("POST", path, `{}`, hdr).Body)
+		if err != nil {
+			t.Fatalf("%s: read: %v", path, err)
+		}
+		if string(body) != want {
+			t.Fatalf("%s: body %q\nwant %q", path, body, want)
+		}
 	}
-	if _, err := io.ReadAll(h.do("POST", "/cut-mid-envelope", `{}`, hdr).Body); err == nil {
-		t.Fatal("a stream cut inside an envelope ended cleanly")
+	if _, err := io.ReadAll(h.do("POST", "/cut-large", `{}`, hdr).Body); err == nil {
+		t.Fatal("a stream cut inside a large envelope ended cleanly")
 	}
 }

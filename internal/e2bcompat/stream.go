@@ -8,19 +8,26 @@ import (
 )
 
 // streamWriter passes a proxied answer to the client and, when it is a
-// Connect stream, follows its envelopes (a flags byte and a big-endian
-// length, then that many bytes), so that a stream cut off by its sandbox
-// can still be ended properly: with an end-of-stream envelope carrying an
-// error, appended at an envelope boundary. Without it the client would see
-// a truncated body and could only report a framing error.
+// Connect stream, passes it on whole envelopes at a time (a flags byte
+// and a big-endian length, then that many bytes), holding back the start
+// of one until the rest has come. So a stream cut off by its sandbox can
+// always be ended properly, with an end-of-stream envelope carrying an
+// error; a client that got a truncated body could only report a framing
+// error. An envelope too large to hold goes through as it comes.
 type streamWriter struct {
 	http.ResponseWriter
-	connect bool // the answer is a Connect stream
-	ended   bool // its end-of-stream envelope has gone through
-	prefix  [5]byte
-	have    int    // bytes of the current envelope's prefix seen
-	left    uint32 // bytes of its body still to come
+	connect bool   // the answer is a Connect stream
+	ended   bool   // its end-of-stream envelope has gone through
+	held    []byte // the start of an envelope not yet whole
+	through uint64 // bytes of a large envelope still to pass through
 }
+
+const (
+	connectEndStreamFlag = 0x02
+	// maxHeld is the largest envelope held back whole; the agent's events
+	// are far smaller.
+	maxHeld = 1 << 20
+)
 
 // Unwrap lets http.ResponseController reach Flush and Hijack.
 func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -31,45 +38,49 @@ func (w *streamWriter) WriteHeader(status int) {
 }
 
 func (w *streamWriter) Write(b []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(b)
-	if w.connect {
-		w.follow(b[:n])
+	if !w.connect {
+		return w.ResponseWriter.Write(b)
 	}
-	return n, err
-}
-
-// follow moves along the envelopes in b.
-func (w *streamWriter) follow(b []byte) {
-	for len(b) > 0 {
-		if w.have < len(w.prefix) {
-			c := copy(w.prefix[w.have:], b)
-			w.have += c
-			b = b[c:]
-			if w.have < len(w.prefix) {
-				return
-			}
-			w.left = binary.BigEndian.Uint32(w.prefix[1:])
+	n := len(b)
+	if w.through > 0 {
+		k := min(uint64(len(b)), w.through)
+		if _, err := w.ResponseWriter.Write(b[:k]); err != nil {
+			return 0, err
 		}
-		c := min(uint32(len(b)), w.left)
-		w.left -= c
-		b = b[c:]
-		if w.left == 0 {
-			if w.prefix[0]&connectEndStreamFlag != 0 {
-				w.ended = true
-			}
-			w.have = 0
-		}
+		w.through -= k
+		b = b[k:]
 	}
+	w.held = append(w.held, b...)
+	whole := 0
+	for len(w.held)-whole >= 5 {
+		size := 5 + uint64(binary.BigEndian.Uint32(w.held[whole+1:]))
+		if have := uint64(len(w.held) - whole); have < size {
+			if size > maxHeld {
+				w.through = size - have
+				whole = len(w.held)
+			}
+			break
+		}
+		if w.held[whole]&connectEndStreamFlag != 0 {
+			w.ended = true
+		}
+		whole += int(size)
+	}
+	if whole > 0 {
+		if _, err := w.ResponseWriter.Write(w.held[:whole]); err != nil {
+			return 0, err
+		}
+		w.held = append(w.held[:0], w.held[whole:]...)
+	}
+	return n, nil
 }
-
-const connectEndStreamFlag = 0x02
 
 // endStream ends a Connect stream whose upstream broke with an unavailable
 // error saying msg, and reports whether it could: not for another kind of
-// answer, nor in the middle of an envelope. A stream that had already
-// ended needs nothing more.
+// answer, nor in the middle of an envelope too large to hold. A stream
+// that had already ended needs nothing more.
 func (w *streamWriter) endStream(msg string) bool {
-	if !w.connect || w.have != 0 {
+	if !w.connect || w.through > 0 {
 		return false
 	}
 	if w.ended {
@@ -80,6 +91,7 @@ func (w *streamWriter) endStream(msg string) bool {
 	env := make([]byte, 5, 5+len(body))
 	env[0] = connectEndStreamFlag
 	binary.BigEndian.PutUint32(env[1:], uint32(len(body)))
+	w.held = nil // the part of an envelope that never completed
 	if _, err := w.ResponseWriter.Write(append(env, body...)); err != nil {
 		return false
 	}
