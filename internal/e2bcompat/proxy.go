@@ -101,6 +101,9 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 		// event by event.
 		FlushInterval: -1,
 		Transport:     tr,
+		// A stream cut off because its sandbox ended is reported here
+		// ("read error during body copy"); forward ends it. Not news.
+		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
