@@ -69,6 +69,22 @@ func (h *harness) upstream(w http.ResponseWriter, r *http.Request) {
 	case "/metrics":
 		writeJSON(w, 200, agentMetrics{TS: 1767323045, CPUCount: 2, CPUUsedPct: 12.5, MemTotal: 512 << 20,
 			MemUsed: 20 << 20, MemCache: 5 << 20, DiskUsed: 8 << 20, DiskTotal: 1 << 30})
+	case "/cut", "/cut-mid-envelope", "/cut-large":
+		// A stream whose sandbox goes away: one whole envelope, maybe the
+		// start of another, then the connection drops.
+		w.Header().Set("Content-Type", "application/connect+json")
+		w.WriteHeader(200)
+		w.Write(envelope(0, `{"event":{"start":{"pid":7}}}`))
+		switch r.URL.Path {
+		case "/cut-mid-envelope":
+			w.Write(envelope(0, `{"event":{}}`)[:8])
+		case "/cut-large":
+			w.Write([]byte{0, 0, 0x30, 0, 0})
+			w.Write(bytes.Repeat([]byte("x"), 100))
+		}
+		w.(http.Flusher).Flush()
+		conn, _, _ := http.NewResponseController(w).Hijack()
+		conn.Close()
 	case "/stream":
 		w.Header().Set("Content-Type", "application/connect+json")
 		io.WriteString(w, "first\n")
@@ -82,6 +98,12 @@ func (h *harness) upstream(w http.ResponseWriter, r *http.Request) {
 			Traffic: r.Header.Get(headerTraffic),
 		})
 	}
+}
+
+// envelope is one Connect stream envelope.
+func envelope(flags byte, body string) []byte {
+	b := []byte{flags, 0, 0, 0, byte(len(body))}
+	return append(b, body...)
 }
 
 func (h *harness) lastDial() string {

@@ -10,12 +10,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"strings"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -48,6 +48,20 @@ type upstream struct {
 type upstreamKey struct{}
 
 var connectErrors = connect.NewErrorWriter()
+
+// What E2B's proxy answers when a sandbox is gone or a port is closed. The
+// SDKs tell the cases apart by these words ("was not found": the sandbox
+// is not running; "port is not open": it runs, nothing listens).
+const (
+	msgSandboxNotFound = "The sandbox was not found"
+	msgPortNotOpen     = "The sandbox is running but port is not open"
+)
+
+// streamEndedMessage ends a Connect stream whose sandbox went away, in
+// E2B's words.
+func streamEndedMessage(id string) string {
+	return "the connection to sandbox " + id + " ended before the stream completed"
+}
 
 // InterpreterPort is where E2B's code-interpreter SDKs find their server.
 const InterpreterPort = 49999
@@ -87,12 +101,24 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 		// event by event.
 		FlushInterval: -1,
 		Transport:     tr,
+		// A stream cut off because its sandbox ended is reported here
+		// ("read error during body copy"); forward ends it. Not news.
+		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
 			}
-			slog.WarnContext(r.Context(), "e2b proxy: sandbox unreachable", "host", r.URL.Host, "path", r.URL.Path, "err", err)
-			writeProxyError(w, r, http.StatusBadGateway, "the sandbox is not reachable: it may have stopped")
+			u := r.Context().Value(upstreamKey{}).(*upstream)
+			switch _, terr := p.sandboxes.Target(u.id); {
+			case errors.Is(terr, errdefs.ErrNotFound):
+				// It ended (or paused) while the request was on its way.
+				writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
+			case errors.Is(err, syscall.ECONNREFUSED):
+				writeProxyError(w, r, http.StatusBadGateway, msgPortNotOpen)
+			default:
+				slog.WarnContext(r.Context(), "e2b proxy: sandbox unreachable", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
+				writeProxyError(w, r, http.StatusBadGateway, "the sandbox is not reachable: it may have stopped")
+			}
 		},
 	}
 	return p
@@ -117,7 +143,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			slog.ErrorContext(r.Context(), "e2b proxy: look up sandbox", "sandbox", rt.id, "err", err)
 		}
-		writeProxyError(w, r, http.StatusBadGateway, fmt.Sprintf("sandbox %q is not running", rt.id))
+		writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
 		return
 	}
 	addr := netip.AddrPortFrom(t.IP, uint16(rt.port)).String()
@@ -201,7 +227,7 @@ func (p *proxy) serveSignedFile(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := p.sandboxes.Target(id)
 	if err != nil {
-		writeProxyError(w, r, http.StatusBadGateway, fmt.Sprintf("sandbox %q is not running", id))
+		writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
 		return
 	}
 	addr := netip.AddrPortFrom(t.IP, EnvdPort).String()
@@ -212,7 +238,21 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream) {
 	// Let a handler read the request body while the response streams
 	// (client streams over HTTP/1.1); harmless when unsupported.
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, u)))
+	r = r.WithContext(context.WithValue(r.Context(), upstreamKey{}, u))
+	sw := &streamWriter{ResponseWriter: w}
+	defer func() {
+		// The sandbox went away (killed, paused, lost) while its answer
+		// streamed: the ReverseProxy aborts. A Connect stream is ended with
+		// the error E2B's proxy sends then, which the SDKs turn into "the
+		// sandbox was killed" once /health says it is gone; anything else
+		// can only be cut off.
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler || !sw.endStream(streamEndedMessage(u.id)) {
+				panic(v)
+			}
+		}
+	}()
+	p.rp.ServeHTTP(sw, r)
 }
 
 // envdAccess decides what a request to the agent's port may do. It returns

@@ -67,9 +67,13 @@ func TestProxyTokens(t *testing.T) {
 	}
 
 	// Gone sandboxes answer 502, which the SDKs read as "not running".
+	// The message is E2B's: the SDKs tell "the sandbox is gone" by it.
 	h.api("DELETE", "/sandboxes/"+a.SandboxID, nil)
-	wantError(t, h.do("GET", "/health", nil, envd(a.SandboxID, "")), 502)
-	wantError(t, h.do("GET", "/health", nil, envd("nosuchsandbox", "")), 502)
+	for _, id := range []string{a.SandboxID, "nosuchsandbox"} {
+		if e := wantError(t, h.do("GET", "/health", nil, envd(id, "")), 502); e.Message != "The sandbox was not found" {
+			t.Fatalf("gone sandbox: %q", e.Message)
+		}
+	}
 	wantError(t, h.do("GET", "/health", nil, map[string]string{headerSandboxID: "../etc"}), 400)
 	wantError(t, h.do("GET", "/health", nil, map[string]string{headerSandboxID: b.SandboxID, headerSandboxPort: "http"}), 400)
 	wantError(t, h.do("GET", "/health", nil, map[string]string{headerSandboxPort: "49983"}), 400)
@@ -226,5 +230,31 @@ func TestErrorJSONShape(t *testing.T) {
 	b, _ := json.Marshal(errorJSON{Code: 404, Message: "m"})
 	if string(b) != `{"code":404,"message":"m"}` {
 		t.Fatal(string(b))
+	}
+}
+
+// A Connect stream cut off by its sandbox (killed, paused) ends with the
+// error E2B's proxy sends then, not with a truncated body, also when the
+// cut falls inside an envelope (only whole envelopes are passed on); one
+// cut inside an envelope too large to hold back can only be cut off.
+func TestProxyEndsCutStreams(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(nil)
+	hdr := envd(sb.SandboxID, sb.EnvdAccessToken)
+	hdr["Content-Type"] = "application/connect+json"
+	want := string(envelope(0, `{"event":{"start":{"pid":7}}}`))
+	end := `{"error":{"code":"unavailable","message":"the connection to sandbox ` + sb.SandboxID + ` ended before the stream completed"}}`
+	want += string(envelope(2, end))
+	for _, path := range []string{"/cut", "/cut-mid-envelope"} {
+		body, err := io.ReadAll(h.do("POST", path, `{}`, hdr).Body)
+		if err != nil {
+			t.Fatalf("%s: read: %v", path, err)
+		}
+		if string(body) != want {
+			t.Fatalf("%s: body %q\nwant %q", path, body, want)
+		}
+	}
+	if _, err := io.ReadAll(h.do("POST", "/cut-large", `{}`, hdr).Body); err == nil {
+		t.Fatal("a stream cut inside a large envelope ended cleanly")
 	}
 }

@@ -22,6 +22,17 @@ type Target struct {
 	// OpenAccess: the proxy lets requests in without a token (E2B secure=false).
 	OpenAccess bool
 	Network    *NetworkPolicy
+	// conns is the running instance's connection set (nil in a test's
+	// Target): connections to the sandbox are tracked in it.
+	conns *connSet
+}
+
+// instance numbers the sandbox's running instance (0: unknown).
+func (t Target) instance() uint64 {
+	if t.conns == nil {
+		return 0
+	}
+	return t.conns.n
 }
 
 // Target returns how to reach a running sandbox. A sandbox that is not
@@ -39,6 +50,7 @@ func (s *Service) Target(id string) (Target, error) {
 	return Target{
 		ID: id, IP: e.ep.SandboxIP, AccessToken: e.rec.AccessToken,
 		OpenAccess: e.rec.OpenAccess, Network: cloneNetwork(e.rec.Network),
+		conns: e.agent.conns,
 	}, nil
 }
 

@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -35,26 +37,56 @@ type AgentConn struct {
 	conns *connSet
 }
 
-// connSet remembers a sandbox's open connections so that ending the
-// sandbox also ends every stream still reading from it: a dead sandbox's
-// netstack sends no RST, and a stream would otherwise hang for minutes.
+// connSet is one sandbox instance's connections: every connection spaced
+// holds to it, to its agent (AgentConn) and to its other ports (the port
+// transport), native and E2B alike. An instance lives from its boot or
+// restore to its end, pause or kill; a resume or fork makes a new one.
+// Closing the set ends every request and stream still open to the
+// instance at once: a dead or paused sandbox's netstack sends no RST, and
+// a request would otherwise hang until its client gave up, or (on a
+// resumed sandbox with the same address) be carried by a connection the
+// restored netstack still knew into the new instance.
 type connSet struct {
+	// n numbers the instance, uniquely in this process: the port
+	// transport keys its pool by it.
+	n      uint64
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
 }
 
+// instances numbers connSets.
+var instances atomic.Uint64
+
+func newConnSet() *connSet {
+	return &connSet{n: instances.Add(1), conns: map[net.Conn]struct{}{}}
+}
+
+// errInstanceEnded is what a dial to an instance that ended gets.
+var errInstanceEnded = errors.New("the sandbox instance has ended (stopped, paused or killed)")
+
+// agentDialer bounds dials, and finds a peer that stopped answering while
+// a connection idles within about 20 s (keepalive probes).
+var agentDialer = net.Dialer{
+	Timeout:         3 * time.Second,
+	KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3},
+}
+
 func (c *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}
-	conn, err := d.DialContext(ctx, network, addr)
+	conn, err := agentDialer.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
+	return c.add(conn)
+}
+
+// add tracks conn, or closes it if the instance has ended.
+func (c *connSet) add(conn net.Conn) (net.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		conn.Close()
-		return nil, fmt.Errorf("sandbox connection closed")
+		return nil, errInstanceEnded
 	}
 	tc := &trackedConn{Conn: conn, set: c}
 	c.conns[tc] = struct{}{}
@@ -72,6 +104,13 @@ func (c *connSet) closeAll() {
 	}
 }
 
+// open is the number of connections tracked now.
+func (c *connSet) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
+}
+
 type trackedConn struct {
 	net.Conn
 	set  *connSet
@@ -87,25 +126,40 @@ func (t *trackedConn) Close() error {
 	return t.Conn.Close()
 }
 
-// Close ends every request and stream to the sandbox's agent.
+// Close ends every request and stream to the sandbox instance, to its
+// agent and to its other ports.
 func (a *AgentConn) Close() { a.conns.closeAll() }
+
+// agentReplyTimeout bounds every request spaced makes to an agent: its
+// answer must start within it once the request is sent, and a streamed
+// answer may not go silent for longer (streams are asked for keepalives
+// every agentKeepalive, so only a stuck agent or a dead connection is).
+// A variable for tests.
+var agentReplyTimeout = 60 * time.Second
+
+const (
+	keepaliveHeader = "Keepalive-Ping-Interval" // E2B's, in seconds
+	agentKeepalive  = "10"
+)
 
 func newAgentConn(addr netip.Addr, token string) *AgentConn {
 	base := fmt.Sprintf("http://%s", netip.AddrPortFrom(addr, AgentPort))
 	tok := &atomic.Pointer[string]{}
 	tok.Store(&token)
-	conns := &connSet{conns: map[net.Conn]struct{}{}}
-	// One transport per sandbox: no overall timeout, because streams are
-	// long; dials are bounded. Idle connections are kept as long as the
-	// agent keeps them (an hour): a pool sandbox's first command uses the
-	// connection its boot opened instead of dialling through its netstack.
+	conns := newConnSet()
+	// One transport per sandbox instance: no overall timeout, because
+	// streams are long; dials and answers are bounded. Idle connections
+	// are kept as long as the agent keeps them (an hour): a pool
+	// sandbox's first command uses the connection its boot opened instead
+	// of dialling through its netstack.
 	transport := &http.Transport{
-		DialContext:         conns.dial,
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     time.Hour,
-		DisableCompression:  true,
+		DialContext:           conns.dial,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       time.Hour,
+		ResponseHeaderTimeout: agentReplyTimeout,
+		DisableCompression:    true,
 	}
-	hc := &http.Client{Transport: tokenTransport{token: tok, next: transport}}
+	hc := &http.Client{Transport: agentTransport{token: tok, next: transport}}
 	opts := []connect.ClientOption{connect.WithProtoJSON()}
 	return &AgentConn{
 		BaseURL:    base,
@@ -123,16 +177,67 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 // finds a warm connection instead of dialling through its netstack.
 func (a *AgentConn) setToken(token string) { a.token.Store(&token) }
 
-// tokenTransport adds the access token to every request to the agent.
-type tokenTransport struct {
+// agentTransport adds the access token to every request to the agent,
+// asks streams for keepalives, and ends a request whose answer goes silent
+// for agentReplyTimeout (ResponseHeaderTimeout bounds the wait for its
+// start).
+type agentTransport struct {
 	token *atomic.Pointer[string]
 	next  http.RoundTripper
 }
 
-func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
+func (t agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	r = r.Clone(ctx)
 	r.Header.Set("X-Access-Token", *t.token.Load())
-	return t.next.RoundTrip(r)
+	if r.Header.Get(keepaliveHeader) == "" {
+		r.Header.Set(keepaliveHeader, agentKeepalive)
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &silenceBody{ReadCloser: resp.Body, ctx: ctx, cancel: cancel}
+	return resp, nil
+}
+
+// errAgentSilent ends a request whose answer stopped coming.
+var errAgentSilent = errors.New("the sandbox agent stopped answering")
+
+// silenceBody cancels its request when a Read waits longer than
+// agentReplyTimeout. Time the caller spends between reads (a slow client
+// downstream) does not count.
+type silenceBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	timer  *time.Timer
+}
+
+func (b *silenceBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.timer == nil {
+		b.timer = time.AfterFunc(agentReplyTimeout, func() { b.cancel(errAgentSilent) })
+	} else {
+		b.timer.Reset(agentReplyTimeout)
+	}
+	b.mu.Unlock()
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	b.timer.Stop()
+	b.mu.Unlock()
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), errAgentSilent) {
+		err = errAgentSilent
+	}
+	return n, err
+}
+
+func (b *silenceBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // waitHealthy polls the agent's /health until it answers 204. alive, when

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
 )
 
 // Reaching a port inside a sandbox over its veth, for spaced's proxies and
@@ -19,13 +21,12 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // TargetFunc looks up a running sandbox (Service.Target).
 type TargetFunc func(id string) (Target, error)
 
-// portHostSuffix makes the sandbox ID the upstream URL's host name, which
-// keys the connection pool; the dialer maps it back to the sandbox's
-// address.
+// portHostSuffix makes the sandbox ID the upstream URL's host name; the
+// transport maps it to the sandbox's address.
 const portHostSuffix = ".sandbox.invalid"
 
 // DefaultDial is a plain TCP dial bounded to a few seconds.
-var DefaultDial DialFunc = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+var DefaultDial DialFunc = agentDialer.DialContext
 
 // PortHost is the host:port to put in a URL sent through a
 // NewPortTransport transport to reach port of sandbox id.
@@ -40,35 +41,82 @@ func PortURL(id string, port int, path string) string {
 }
 
 // NewPortTransport reaches sandboxes over their veth pairs: a request for
-// PortURL(id, port, path) is dialled to the address target(id) gives at
-// dial time. Connections are pooled per sandbox ID, not per address: a
-// killed sandbox's address is soon another sandbox's, and a kept-alive
-// connection to the old one must never carry a request meant for the new
-// one. Dials are bounded by dial (nil: DefaultDial); nothing else is,
-// because process and watch streams last long. Compression is left to the
-// two ends.
-func NewPortTransport(target TargetFunc, dial DialFunc) *http.Transport {
+// PortURL(id, port, path) goes to the instance of sandbox id that is
+// running when it is sent, at the address target(id) gives. Connections
+// belong to that instance's tracked set (the one its AgentConn has), so
+// they are closed with it when it ends, pauses or is killed, and they are
+// pooled per instance: a kept-alive connection never carries a request to
+// another sandbox that got the address, nor to the same sandbox resumed or
+// restarted. Dials go through dial (nil: DefaultDial); a Target with no
+// connection set (a test's) is dialled untracked. Nothing else is bounded
+// here, because process and watch streams last long: the caller's context
+// is the request's deadline. Compression is left to the two ends.
+func NewPortTransport(target TargetFunc, dial DialFunc) http.RoundTripper {
 	if dial == nil {
 		dial = DefaultDial
 	}
-	return &http.Transport{
+	p := &portTransport{target: target}
+	p.tr = &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			id, ok := strings.CutSuffix(host, portHostSuffix)
-			if !ok {
-				return nil, fmt.Errorf("sandbox port transport: unexpected upstream %q", addr)
-			}
-			t, err := target(id)
-			if err != nil {
-				return nil, err
-			}
-			return dial(ctx, network, net.JoinHostPort(t.IP.String(), port))
+			return p.dial(ctx, dial, network, addr)
 		},
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
+	return p
+}
+
+type portTransport struct {
+	target TargetFunc
+	tr     *http.Transport
+}
+
+// RoundTrip sends r to the sandbox's current instance: the URL's host
+// becomes <id>.<instance>.sandbox.invalid, which keys the pool.
+func (p *portTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	host, port, err := net.SplitHostPort(r.URL.Host)
+	id, ok := strings.CutSuffix(host, portHostSuffix)
+	if err != nil || !ok || strings.Contains(id, ".") {
+		return nil, fmt.Errorf("sandbox port transport: unexpected upstream %q", r.URL.Host)
+	}
+	t, err := p.target(id)
+	if err != nil {
+		return nil, err
+	}
+	out := r.Clone(r.Context())
+	if out.Host == "" {
+		out.Host = r.URL.Host
+	}
+	out.URL.Host = net.JoinHostPort(id+"."+strconv.FormatUint(t.instance(), 10)+portHostSuffix, port)
+	resp, err := p.tr.RoundTrip(out)
+	if resp != nil {
+		resp.Request = r
+	}
+	return resp, err
+}
+
+func (p *portTransport) dial(ctx context.Context, dial DialFunc, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := strings.CutSuffix(host, portHostSuffix)
+	id, n, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("sandbox port transport: unexpected upstream %q", addr)
+	}
+	t, err := p.target(id)
+	if err != nil {
+		return nil, err
+	}
+	if strconv.FormatUint(t.instance(), 10) != n {
+		// The instance the request was meant for ended while it waited.
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, errInstanceEnded, "sandbox %s was restarted while a request to it was being sent", id)
+	}
+	conn, err := dial(ctx, network, net.JoinHostPort(t.IP.String(), port))
+	if err != nil || t.conns == nil {
+		return conn, err
+	}
+	return t.conns.add(conn)
 }

@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 )
@@ -77,5 +79,163 @@ func TestPortTransport(t *testing.T) {
 	defer mu.Unlock()
 	if len(dials) != 1 || dials[0] != "127.0.0.1:"+strconv.Itoa(port) {
 		t.Fatalf("dials = %v", dials)
+	}
+}
+
+// TestPortTransportFollowsInstances: connections belong to the sandbox
+// instance they were made for. Ending it closes them at once (a stream
+// open to it ends), and a new instance of the same sandbox (a resume) is
+// dialled afresh, never reached over the old instance's pooled
+// connections.
+func TestPortTransportFollowsInstances(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			io.WriteString(w, "first\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	port, _ := strconv.Atoi(srv.URL[len("http://127.0.0.1:"):])
+
+	var mu sync.Mutex
+	current := newConnSet()
+	dials := 0
+	target := func(id string) (Target, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if current == nil {
+			return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is paused", id)
+		}
+		return Target{ID: id, IP: netip.MustParseAddr("127.0.0.1"), conns: current}, nil
+	}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		dials++
+		mu.Unlock()
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	hc := &http.Client{Transport: NewPortTransport(target, dial)}
+	get := func(path string) (string, error) {
+		resp, err := hc.Get(PortURL("sb1", port, path))
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	for range 3 {
+		if got, err := get("/x"); err != nil || got != "ok" {
+			t.Fatalf("get = %q, %v", got, err)
+		}
+	}
+	first := current
+	if dials != 1 || first.open() != 1 {
+		t.Fatalf("dials = %d, open = %d: want one pooled connection", dials, first.open())
+	}
+
+	resp, err := hc.Get(PortURL("sb1", port, "/stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { _, err := io.ReadAll(resp.Body); ended <- err }()
+
+	// The instance ends (pause): everything open to it is closed.
+	mu.Lock()
+	current = nil
+	mu.Unlock()
+	first.closeAll()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the stream ended cleanly; want an error")
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the stream to the ended instance is still open after 1 s")
+	}
+	if first.open() != 0 {
+		t.Fatalf("%d connections still open to the ended instance", first.open())
+	}
+	if _, err := get("/x"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("request to a paused sandbox: %v, want NotFound", err)
+	}
+
+	// A resume: a new instance, dialled afresh.
+	mu.Lock()
+	current = newConnSet()
+	mu.Unlock()
+	if got, err := get("/x"); err != nil || got != "ok" {
+		t.Fatalf("get after resume = %q, %v", got, err)
+	}
+	if dials != 2 || current.open() != 1 {
+		t.Fatalf("dials = %d, open = %d: want a new connection to the new instance", dials, current.open())
+	}
+	// A connection made for an instance that ended in the meantime is refused.
+	if _, err := first.add(nopConn{}); !errors.Is(err, errInstanceEnded) {
+		t.Fatalf("add to an ended instance: %v", err)
+	}
+}
+
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error { return nil }
+
+// TestAgentTransportDeadlines: every request to an agent asks for stream
+// keepalives and ends when its answer goes silent.
+func TestAgentTransportDeadlines(t *testing.T) {
+	defer func(d time.Duration) { agentReplyTimeout = d }(agentReplyTimeout)
+	agentReplyTimeout = 200 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen", r.Header.Get(keepaliveHeader)+" "+r.Header.Get("X-Access-Token"))
+		io.WriteString(w, "a")
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/slow" {
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(w, "b")
+			w.(http.Flusher).Flush()
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	tok := "tok"
+	var p atomic.Pointer[string]
+	p.Store(&tok)
+	hc := &http.Client{Transport: agentTransport{token: &p, next: http.DefaultTransport}}
+
+	resp, err := hc.Get(srv.URL + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Get("X-Seen"); got != agentKeepalive+" tok" {
+		t.Fatalf("agent saw %q", got)
+	}
+	start := time.Now()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ab" || !errors.Is(err, errAgentSilent) {
+		t.Fatalf("read %q, %v; want ab and the agent silent", b, err)
+	}
+	// A slow reader is not the agent's silence.
+	resp, err = hc.Get(srv.URL + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * agentReplyTimeout)
+	b = make([]byte, 2)
+	if _, err := io.ReadFull(resp.Body, b); err != nil || string(b) != "ab" {
+		t.Fatalf("slow reader: %q, %v", b, err)
+	}
+	resp.Body.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %s", d)
 	}
 }

@@ -8,13 +8,16 @@ import { Sandbox, Template, BuildError, waitForPort } from 'e2b'
 
 const ctx = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'python', 'tpl_ctx')
 const name = () => `js-tpl-${randomUUID().slice(0, 8)}`
+const runId = randomUUID()
 
 test('build, create with the start command running, rebuild from cache', async () => {
   const n = name()
   const logs = []
   const t = Template({ fileContextPath: ctx })
     .fromTemplate('base')
-    .runCmd('echo js-output-$((6*7))')
+    // runId makes the step new to this machine's build cache (images stay
+    // in the shared templates dir), so its output is in the logs.
+    .runCmd(`echo js-output-$((6*7)) ${runId}`)
     .copy('hello.txt', '/home/user/hello.txt')
     .copy('app', '/app/', { user: 'root', mode: 0o755 })
     .setEnvs({ FOO: 'js' })

@@ -8,6 +8,7 @@ import pytest
 from e2b import BuildException, Sandbox, Template, TemplateException, wait_for_file, wait_for_port
 
 CTX = os.path.join(os.path.dirname(__file__), "tpl_ctx")
+RUN_ID = uuid.uuid4().hex
 
 
 def name():
@@ -20,7 +21,9 @@ def test_build_and_create_with_start_command():
     t = (
         Template(file_context_path=CTX)
         .from_template("base")
-        .run_cmd("echo building-output-$((6*7))")
+        # RUN_ID makes the step new to this machine's build cache (images
+        # stay in the shared templates dir), so its output is in the logs.
+        .run_cmd(f"echo building-output-$((6*7)) {RUN_ID}")
         .copy("hello.txt", "/home/user/hello.txt")
         .copy("app", "/app/", user="root", mode=0o755)
         .set_envs({"FOO": "bar", "REF": "$FOO-x"})
