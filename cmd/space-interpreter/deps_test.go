@@ -15,6 +15,9 @@ var allowed = []string{
 	"golang.org/x/text/",
 	"github.com/spacesandbox/space/internal/interpreter",
 	"github.com/spacesandbox/space/cmd/space-interpreter",
+	// The token spaced derives for the interpreter: an HMAC, standard
+	// library only.
+	"github.com/spacesandbox/space/internal/accesstoken",
 }
 
 func TestDeps(t *testing.T) {
