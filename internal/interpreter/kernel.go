@@ -38,7 +38,10 @@ type launcher struct {
 // XPUB socket (IOPub) a deeper queue than ZeroMQ's default of 1000
 // messages, past which it drops output silently while we are slow to read
 // (a flood of flushed prints on a busy machine). Its depth is the second
-// argument.
+// argument. For bash_kernel it also drops pexpect's 50 ms pause before
+// each write to bash (for programs that turn echo off after their prompt,
+// which readline does not need): bash_kernel writes twice per cell (the
+// cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
 const bootstrap = `import resource, runpy, sys
 n, hwm, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1)
 if n:
@@ -51,6 +54,13 @@ def _space_socket(self, socket_type, *args, **kwargs):
         s.setsockopt(zmq.SNDHWM, hwm)
     return s
 zmq.Context.socket = _space_socket
+if module == "bash_kernel":
+    import pexpect
+    _spawn = pexpect.spawn.__init__
+    def _space_spawn(self, *args, **kwargs):
+        _spawn(self, *args, **kwargs)
+        self.delaybeforesend = None
+    pexpect.spawn.__init__ = _space_spawn
 runpy.run_module(module, run_name="__main__", alter_sys=True)`
 
 // iopubQueue is the kernel's IOPub queue, in messages (each a few hundred
@@ -106,8 +116,10 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	k.cmd.Dir = cwd
 	k.cmd.Env = append(append(slices.Clip(l.env), env...), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	// Its own process group: an interrupt reaches the processes the cell
-	// started too, and a kill leaves nothing behind.
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred}
+	// started too, and a kill leaves nothing behind. SIGKILL when the
+	// server dies: ipykernel would exit by itself (it watches
+	// JPY_PARENT_PID), Deno's kernel would run on.
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred, Pdeathsig: syscall.SIGKILL}
 	out := &lineLogger{log: l.log.With("kernel", id)}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {

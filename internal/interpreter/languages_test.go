@@ -1,17 +1,22 @@
 package interpreter
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
 )
 
 func TestNormalizeLanguage(t *testing.T) {
@@ -113,6 +118,7 @@ func TestLanguageCells(t *testing.T) {
 		// bash runs on a terminal: stderr arrives as stdout.
 		{lang: "bash", code: "echo oops >&2", stdout: "oops\n"},
 		{lang: "bash", code: "for i in 1 2; do\n  echo $i\ndone", stdout: "1\n2\n"},
+		{lang: "bash", code: "cat <<EOF\nline one\nline two\nEOF\necho after", stdout: "line one\nline two\nafter\n"},
 		{lang: "bash", code: "false", err: "ExitStatus: 1"},
 		{lang: "bash", code: "ls /nonexistent-space", stdout: "ls: cannot access '/nonexistent-space': No such file or directory\n", err: "ExitStatus: 2"},
 		{lang: "bash", code: "false; true"}, // the last command's status counts
@@ -363,4 +369,72 @@ func TestDenoHeapBound(t *testing.T) {
 	if got := s.execute(t, map[string]any{"code": "1 + 1", "context_id": id}).mainText(); got != "2" {
 		t.Errorf("next cell %q", got)
 	}
+}
+
+// A server that dies without Close (SIGKILL, a crash) takes its kernels
+// with it: Deno's kernel does not watch its parent as ipykernel does. The
+// server runs in a helper process (this test binary again), which prints
+// its kernels' pids and is killed.
+func TestKernelsDieWithServer(t *testing.T) {
+	if os.Getenv("SPACE_INTERPRETER_HELPER") == "1" {
+		helperServer(t)
+		return
+	}
+	python, deno := interpretertest.Python(t), interpretertest.Deno(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKernelsDieWithServer$", "-test.v")
+	cmd.Env = append(os.Environ(), "SPACE_INTERPRETER_HELPER=1", "HELPER_PYTHON="+python, "HELPER_DENO="+deno)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var pids []int
+	sc := bufio.NewScanner(out)
+	for len(pids) < 3 && sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "kernel pid "); ok {
+			pid, err := strconv.Atoi(rest)
+			if err != nil {
+				t.Fatalf("helper said %q", sc.Text())
+			}
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) < 3 {
+		t.Fatalf("helper gave %d pids", len(pids))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for running(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("kernel %d outlived its server", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// helperServer is TestKernelsDieWithServer's server: it prints the pid of
+// a kernel of each language, then waits to be killed.
+func helperServer(t *testing.T) {
+	s, err := New(Config{Python: os.Getenv("HELPER_PYTHON"), Deno: os.Getenv("HELPER_DENO"), Cwd: t.TempDir(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	srv := &testServer{Server: s, URL: ts.URL}
+	for lang, code := range map[string]string{
+		"python": "import os\nprint(os.getpid())", "bash": "echo $$", "javascript": "console.log(Deno.pid)",
+	} {
+		fmt.Printf("kernel pid %s", srv.execute(t, map[string]any{"code": code, "language": lang}).stdout())
+	}
+	time.Sleep(time.Minute)
 }
