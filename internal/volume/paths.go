@@ -78,9 +78,9 @@ func CheckMountPath(p string) error {
 	return nil
 }
 
-// CheckMounts checks the mount paths of one sandbox: each alone, and that
+// CheckMountPaths checks the mount paths of one sandbox: each alone, and that
 // no two are the same or one inside another.
-func CheckMounts(paths []string) error {
+func CheckMountPaths(paths []string) error {
 	if len(paths) > MaxMounts {
 		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d volume mounts per sandbox", MaxMounts)
 	}

@@ -360,7 +360,7 @@ func (s *Service) Claim(ctx context.Context, id string, mounts []store.VolumeMou
 	for i, m := range mounts {
 		paths[i] = m.Path
 	}
-	if err := CheckMounts(paths); err != nil {
+	if err := CheckMountPaths(paths); err != nil {
 		return nil, nil, err
 	}
 	s.mu.Lock()
@@ -446,4 +446,16 @@ func newToken() string {
 	b := make([]byte, 32)
 	rand.Read(b)
 	return "vt_" + hex.EncodeToString(b)
+}
+
+// CheckMounts checks a sandbox's mount paths (see CheckMountPaths).
+func (s *Service) CheckMounts(mounts []store.VolumeMount) error {
+	paths := make([]string, len(mounts))
+	for i, m := range mounts {
+		if err := CheckName(m.Name); err != nil {
+			return err
+		}
+		paths[i] = m.Path
+	}
+	return CheckMountPaths(paths)
 }

@@ -60,13 +60,13 @@ func TestCheckMountPath(t *testing.T) {
 			t.Errorf("%q: got %v, want a 400 saying %q", p, err, want)
 		}
 	}
-	if err := CheckMounts([]string{"/data", "/data/sub"}); err == nil || !strings.Contains(err.Error(), "overlap") {
+	if err := CheckMountPaths([]string{"/data", "/data/sub"}); err == nil || !strings.Contains(err.Error(), "overlap") {
 		t.Errorf("nested mounts: %v", err)
 	}
-	if err := CheckMounts([]string{"/a", "/a"}); err == nil {
+	if err := CheckMountPaths([]string{"/a", "/a"}); err == nil {
 		t.Error("the same path twice was accepted")
 	}
-	if err := CheckMounts([]string{"/a", "/ab"}); err != nil {
+	if err := CheckMountPaths([]string{"/a", "/ab"}); err != nil {
 		t.Errorf("/a and /ab: %v", err)
 	}
 }
