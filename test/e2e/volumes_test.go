@@ -43,6 +43,16 @@ func mustVolume(t *testing.T, d *harness.Daemon, mounts ...client.VolumeMount) *
 	return sb
 }
 
+func mustVolumeSnapshot(t *testing.T, d *harness.Daemon, snap string) *client.Sandbox {
+	t.Helper()
+	sb, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{Snapshot: snap, TimeoutSeconds: 600})
+	if err != nil {
+		t.Fatalf("create from snapshot %s: %v", snap, err)
+	}
+	t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, time.Minute), sb.ID) })
+	return sb
+}
+
 func readVolume(t *testing.T, d *harness.Daemon, vol, path string) string {
 	t.Helper()
 	rc, err := d.Client.ReadVolumeFile(harness.Ctx(t, 30*time.Second), vol, path)
@@ -205,11 +215,33 @@ func TestVolumePauseResumeFork(t *testing.T) {
 	if got := sh(t, d, forks[0].ID, "test -s /ro/log && echo ok"); got != "ok\n" {
 		t.Fatalf("the fork does not see the volume: %q", got)
 	}
-	for _, id := range []string{forks[0].ID, ro.ID} {
+	// A full snapshot keeps the mounts (not the contents): a sandbox made
+	// from it mounts the volume again, under the same rule.
+	snap, err := d.Client.TakeSnapshotWith(ctx, ro.ID, client.SnapshotOptions{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Client.DeleteSnapshot(ctx, snap.ID)
+	fromSnap := mustVolumeSnapshot(t, d, snap.ID)
+	if len(fromSnap.Volumes) != 1 || !fromSnap.Volumes[0].ReadOnly || sh(t, d, fromSnap.ID, "test -s /ro/log && echo ok") != "ok\n" {
+		t.Fatalf("a sandbox from a full snapshot of a volume holder: %+v", fromSnap.Volumes)
+	}
+	for _, id := range []string{forks[0].ID, ro.ID, fromSnap.ID} {
 		d.Client.KillSandbox(ctx, id)
 	}
 	if _, err := d.Client.ForkSandbox(ctx, sb.ID, 1); !client.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "read-write") {
 		t.Fatalf("fork of a read-write holder: %v", err)
+	}
+	wsnap, err := d.Client.TakeSnapshotWith(ctx, sb.ID, client.SnapshotOptions{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Client.DeleteSnapshot(ctx, wsnap.ID)
+	if _, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Snapshot: wsnap.ID}); !client.IsFailedPrecondition(err) {
+		t.Fatalf("a second writer from a full snapshot of the writer: %v", err)
+	}
+	if _, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Snapshot: wsnap.ID, Volumes: []client.VolumeMount{{Name: v.Name, Path: "/x", ReadOnly: true}}}); !client.IsInvalidArgument(err) {
+		t.Fatalf("volumes with a full snapshot: %v", err)
 	}
 
 	p, err := d.Client.PauseSandbox(ctx, sb.ID)
@@ -246,6 +278,30 @@ func TestVolumePauseResumeFork(t *testing.T) {
 	}
 	if got := sh(t, d, sb.ID, "cat /work/while-paused; md5sum < /work/blob | cut -c1-8"); !strings.HasPrefix(got, "meanwhile") {
 		t.Fatalf("after resume: %q", got)
+	}
+
+	// A file the sandbox holds open in the volume, removed while it is
+	// paused, makes its resume fail (409, saying so) and leaves it paused;
+	// put back, the resume works.
+	sh(t, d, sb.ID, "(nohup sh -c 'exec 3>>/work/held; while true; do echo x >&3; sleep 0.1; done' >/dev/null 2>&1 &) && sleep 0.3")
+	if _, err := d.Client.PauseSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Client.RemoveVolumeFile(ctx, v.ID, "/held"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Client.ResumeSandbox(ctx, sb.ID, 600)
+	if !client.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "volumes was removed") {
+		t.Fatalf("resume without a file it held open: %v", err)
+	}
+	if got, err := d.Client.GetSandbox(ctx, sb.ID); err != nil || got.State != "paused" {
+		t.Fatalf("after the failed resume: %+v %v", got, err)
+	}
+	if _, err := d.Client.WriteVolumeFile(ctx, v.ID, "/held", strings.NewReader(""), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.ResumeSandbox(ctx, sb.ID, 600); err != nil {
+		t.Fatalf("resume once the file is back: %v", err)
 	}
 
 	// A pause that keeps the disk only boots afresh, with the volume.
