@@ -190,6 +190,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	defer stopReaper()
 	go svc.RunReaper(reaperCtx, time.Second)
 	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
+	go vols.RunSweeper(reaperCtx, time.Hour)
 
 	if cfg.DebugAddr != "" {
 		go serveDebug(cfg.DebugAddr)

@@ -247,3 +247,26 @@ func (s *Service) DeleteBackup(ctx context.Context, id string) error {
 	}
 	return s.cfg.Backups.Delete(ctx, id)
 }
+
+// RunSweeper deletes, every interval until ctx ends, the artifacts of
+// backups whose upload never finished (a crash mid-backup, here or on any
+// node sharing the store) once they are an hour old.
+func (s *Service) RunSweeper(ctx context.Context, every time.Duration) {
+	if s.cfg.Backups == nil {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := s.cfg.Backups.SweepIncomplete(ctx, time.Hour); err != nil {
+			s.log.Warn("sweep incomplete volume backups", "err", err)
+		} else if n > 0 {
+			s.log.Info("swept incomplete volume backups", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

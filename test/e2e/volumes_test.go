@@ -369,7 +369,8 @@ func TestVolumeBackupToAnotherNode(t *testing.T) {
 	marker := randMarker()
 	sb := mustVolume(t, a, client.VolumeMount{Name: v.Name, Path: "/work"})
 	sh(t, a, sb.ID, "mkdir -p /work/d && printf "+marker+" > /work/d/marker && ln -s /etc/hostname /work/link && "+
-		"(nohup sh -c 'while true; do echo tick >> /work/log; sleep 0.05; done' >/dev/null 2>&1 &)")
+		"(nohup sh -c 'while true; do echo tick >> /work/log; sleep 0.05; done' >/dev/null 2>&1 &) && "+
+		"for i in $(seq 50); do test -s /work/log && break; sleep 0.05; done")
 	// Backed up while its sandbox writes (the filesystem is frozen for the copy).
 	bk, err := a.Client.BackupVolume(ctx, v.Name)
 	if err != nil {
