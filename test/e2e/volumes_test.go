@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -429,5 +432,50 @@ func TestVolumeBackupToAnotherNode(t *testing.T) {
 	}
 	if err := b.Client.DeleteVolumeBackup(ctx, bk.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVolumeCLI drives space volume and space create --volume.
+func TestVolumeCLI(t *testing.T) {
+	d := need(t)
+	space := func(stdin string, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.CommandContext(harness.Ctx(t, time.Minute), harness.Bin(t, "space"), args...)
+		cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
+		cmd.Stdin = strings.NewReader(stdin)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	name := "cli" + harness.RandHex(4)
+	out, e, code := space("", "volume", "create", name, "--size", "16")
+	if code != 0 || !strings.HasPrefix(out, "vol-") {
+		t.Fatalf("space volume create: %d %q %q", code, out, e)
+	}
+	defer d.Client.DeleteVolume(harness.Ctx(t, time.Minute), name)
+	if _, e, code := space("from stdin", "volume", "cp", "-", name+":/in.txt"); code != 0 {
+		t.Fatalf("space volume cp in: %d %s", code, e)
+	}
+	out, e, code = space("", "create", "--volume", name+":/data:ro")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("space create --volume: %d %s", code, e)
+	}
+	defer d.Client.KillSandbox(harness.Ctx(t, time.Minute), id)
+	if out, _, _ := space("", "exec", id, "--", "cat /data/in.txt"); out != "from stdin" {
+		t.Fatalf("the sandbox reads %q", out)
+	}
+	if out, _, _ := space("", "volume", "ls"); !strings.Contains(out, name) || !strings.Contains(out, id+":ro") {
+		t.Fatalf("space volume ls: %s", out)
+	}
+	if out, _, _ := space("", "volume", "cp", name+":/in.txt", "-"); out != "from stdin" {
+		t.Fatalf("space volume cp out: %q", out)
+	}
+	if _, e, code := space("", "volume", "rm", name); code == 0 || !strings.Contains(e, "mounted by sandbox") {
+		t.Fatalf("space volume rm in use: %d %s", code, e)
+	}
+	if _, e, code := space("", "create", "--volume", name+":/etc"); code == 0 || !strings.Contains(e, "/etc") {
+		t.Fatalf("space create --volume at /etc: %d %s", code, e)
 	}
 }
