@@ -163,6 +163,7 @@ type agentMetrics struct {
 
 // errorJSON is E2B's Error: code is always the HTTP status.
 type errorJSON struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code    int            `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
 }

@@ -20,6 +20,8 @@ var (
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrNoSpace            = errors.New("no space left")
 	ErrTooLarge           = errors.New("too large")
+	// ErrQuotaExceeded: the caller's tenant is at one of its quotas.
+	ErrQuotaExceeded = errors.New("quota exceeded")
 )
 
 // classified is an error whose client-facing message is separate from the
@@ -62,7 +64,7 @@ func PublicMessage(err error) string {
 }
 
 var classes = []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
-	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge}
+	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge, ErrQuotaExceeded}
 
 // Class returns the class of err, or nil for an internal error. The
 // outermost classified error decides: the code that wrapped last knew best
@@ -78,6 +80,30 @@ func Class(err error) error {
 		if errors.Is(err, c) {
 			return c
 		}
+	}
+	return nil
+}
+
+// detailed carries fields a client can read without parsing the message
+// (a quota's name, its value and the current use).
+type detailed struct {
+	error
+	details map[string]any
+}
+
+func (e *detailed) Unwrap() error { return e.error }
+
+// WithDetails attaches machine-readable fields to err; both APIs put them
+// in the error body's "details".
+func WithDetails(err error, details map[string]any) error {
+	return &detailed{error: err, details: details}
+}
+
+// Details returns the fields WithDetails attached to err, if any.
+func Details(err error) map[string]any {
+	var d *detailed
+	if errors.As(err, &d) {
+		return d.details
 	}
 	return nil
 }

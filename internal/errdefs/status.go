@@ -30,6 +30,8 @@ func HTTPStatus(err error) (int, string) {
 		return http.StatusUnauthorized, "unauthenticated"
 	case ErrPermissionDenied:
 		return http.StatusForbidden, "permission_denied"
+	case ErrQuotaExceeded:
+		return http.StatusForbidden, "quota_exceeded"
 	}
 	return http.StatusInternalServerError, "internal"
 }

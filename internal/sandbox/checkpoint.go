@@ -21,6 +21,7 @@ import (
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Pause, resume and fork. A pause checkpoints a frozen sandbox (memory,
@@ -122,6 +123,9 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 			return fromRecord(rec), nil // pausing twice is not an error
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+	}
+	if err := s.checkPausedQuota(ctx); err != nil {
+		return nil, err
 	}
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
@@ -265,7 +269,7 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 		RuntimeVersion: cp.Version(),
 		Limits:         checkpoint.Limits{CPU: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcesses: rec.MaxProcs},
 		Network:        netJSON,
-		Meta:           map[string]string{metaTemplateImage: filepath.Base(image)},
+		Meta:           map[string]string{metaTemplateImage: filepath.Base(image), metaTenant: tenant.Of(rec.Tenant)},
 		KeyID:          rec.KeyID,
 	}
 	for k, v := range meta {
@@ -314,19 +318,28 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused", id, rec.State)
 	}
 	var ckptID string
+	var use tenant.Usage
 	if known {
 		if rec.Checkpoint == nil {
 			return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is paused but has no checkpoint", id)
 		}
-		ckptID = rec.Checkpoint.ID
+		ckptID, use = rec.Checkpoint.ID, usageOf(rec.CPU, rec.MemoryMB)
 	} else {
 		m, err := s.latestArtifact(ctx, id, "checkpoint")
 		if err != nil {
 			return nil, err
 		}
-		ckptID = m.ID
+		if !tenant.FromContext(ctx).Owns(m.Meta[metaTenant]) {
+			return nil, s.noArtifact(id)
+		}
+		ckptID, use = m.ID, usageOf(m.Limits.CPU, m.Limits.MemoryMB)
 	}
-	return s.restore(ctx, id, ckptID, known, timeout)
+	r, err := s.reserve(ctx, use)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(r)
+	return s.restore(ctx, id, ckptID, known, timeout, r)
 }
 
 // latestArtifact is the newest complete checkpoint or snapshot of sandbox id.
@@ -342,15 +355,21 @@ func (s *Service) latestArtifact(ctx context.Context, id, kind string) (*checkpo
 		}
 	}
 	if best == nil {
-		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+		return nil, s.noArtifact(id)
 	}
 	return best, nil
+}
+
+// noArtifact is the answer for a sandbox with no artifact here
+// (or one of another tenant: the same answer).
+func (s *Service) noArtifact(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 }
 
 // restore brings sandbox id back from checkpoint ckptID. known says whether
 // this node has its (paused) record; if not, the record is made from the
 // checkpoint.
-func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, timeout time.Duration) (_ *Sandbox, err error) {
+func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, timeout time.Duration, r *reservation) (_ *Sandbox, err error) {
 	start := time.Now()
 	log := slog.With("sandbox", id, "checkpoint", ckptID)
 	ctx = context.WithoutCancel(ctx)
@@ -382,7 +401,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 		rec = *old
 	} else {
 		rec = store.Sandbox{
-			ID: id, Template: m.Template, Image: m.Meta[metaTemplateImage], CreatedAt: m.CreatedAt,
+			ID: id, Tenant: m.Meta[metaTenant], Template: m.Template, Image: m.Meta[metaTemplateImage], CreatedAt: m.CreatedAt,
 			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
 			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
 			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, AutoResume: st.AutoResume, KeyID: m.KeyID,
@@ -470,6 +489,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	}
 	s.mu.Lock()
 	s.live[id] = &entry{rec: &rec, agent: agent, ep: ep}
+	s.consumeLocked(r, r.useOrZero())
 	s.mu.Unlock()
 	s.egressChanged()
 	s.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
@@ -635,9 +655,14 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if req.Metadata != nil {
 		tmpl.Metadata = req.Metadata
 	}
+	r, err := s.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * parent.CPU, MemoryMB: req.Count * parent.MemoryMB})
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(r)
 	var out []*Sandbox
 	for range req.Count {
-		sb, err := s.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID)
+		sb, err := s.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID, r)
 		if err != nil {
 			// The forks made so far are the caller's; say how many.
 			return out, fmt.Errorf("fork %d of %d: %w", len(out)+1, req.Count, err)
@@ -653,10 +678,10 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 // token; tmpl gives its template, image, limits, key, env, metadata,
 // policy, secrets and lifecycle, and it expires timeout from now. from
 // names the parent or snapshot (logs).
-func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string) (_ *Sandbox, err error) {
+func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string, r *reservation) (_ *Sandbox, err error) {
 	ctx = context.WithoutCancel(ctx)
 	rec := &store.Sandbox{
-		ID: newID(), Template: tmpl.Template, Image: tmpl.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
+		ID: newID(), Tenant: tmpl.Tenant, Template: tmpl.Template, Image: tmpl.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
 		CPU: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs,
 		AccessToken: tmpl.AccessToken, KeyID: tmpl.KeyID,
 		// The image's volumes: a restore needs the mounts it was taken with.
@@ -710,6 +735,7 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 	}
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
+	s.consumeLocked(r, usageOf(rec.CPU, rec.MemoryMB))
 	s.mu.Unlock()
 	s.egressChanged()
 	log.Info("sandbox restored from a running sandbox's image")

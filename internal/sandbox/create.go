@@ -17,6 +17,7 @@ import (
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // A create is two named steps: boot makes a running sandbox whose agent
@@ -40,6 +41,9 @@ type booted struct {
 // else it boots one. On any failure every step done so far is undone.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
 	start := time.Now()
+	if err := qualifyNames(ctx, &req); err != nil {
+		return nil, err
+	}
 	var snap *checkpoint.Manifest
 	if req.Snapshot != "" {
 		m, err := s.snapshotManifest(ctx, req.Snapshot)
@@ -58,6 +62,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
+	if req.reserved, err = s.reserve(ctx, usageOf(req.CPU, req.MemoryMB)); err != nil {
+		return nil, err
+	}
+	defer s.release(req.reserved)
 	var diskImage string
 	if snap != nil {
 		dir, snapImage, err := s.loadSnapshot(ctx, snap, &req)
@@ -355,6 +363,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	}
 	now := time.Now().UTC()
 	rec := *b.rec
+	rec.Tenant = tenant.FromContext(ctx).Tenant
 	rec.State = store.StateRunning
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
 	rec.Env, rec.Metadata = req.Env, req.Metadata
@@ -372,6 +381,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	}
 	s.mu.Lock()
 	s.live[rec.ID] = &entry{rec: &rec, agent: b.agent, ep: b.ep}
+	s.consumeLocked(req.reserved, req.reserved.useOrZero())
 	s.mu.Unlock()
 	s.egressChanged()
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)

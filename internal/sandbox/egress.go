@@ -8,6 +8,7 @@ import (
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // checkNetwork refuses a policy the egress gateway could not read, with
@@ -117,7 +118,7 @@ func (s *Service) attachSecrets(req *CreateRequest) error {
 			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: env var %q is also in env", k)
 		}
 		if s.cfg.Egress.SecretExists == nil || !s.cfg.Egress.SecretExists(name) {
-			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: no secret named %q", name)
+			return errdefs.New(errdefs.ErrInvalidArgument, "secrets: no secret named %q", tenant.Bare(name))
 		}
 		p := secrets.NewPlaceholder(name)
 		env[k], req.placeholders[p] = p, name

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Sandbox is what callers see of one sandbox.
@@ -46,6 +47,8 @@ type Sandbox struct {
 	SnapshotKeep  int
 	// Volumes are the volumes mounted into it.
 	Volumes []VolumeMount
+	// Tenant owns it.
+	Tenant string
 }
 
 // NetworkPolicy is a requested egress policy; see store.NetworkPolicy.
@@ -58,10 +61,10 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		CPU: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs,
 		Metadata:   maps.Clone(r.Metadata),
 		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
-		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: r.KeyID,
+		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: tenant.Bare(r.KeyID),
 		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
 		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
-		Volumes: slices.Clone(r.Volumes),
+		Volumes: slices.Clone(r.Volumes), Tenant: tenant.Of(r.Tenant),
 	}
 }
 
@@ -106,6 +109,8 @@ type CreateRequest struct {
 
 	// placeholders (placeholder -> secret name) is filled by validate.
 	placeholders map[string]string
+	// reserved is the create's share of its tenant's quotas.
+	reserved *reservation
 }
 
 func (r CreateRequest) limits() runtime.Limits {

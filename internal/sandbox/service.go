@@ -19,6 +19,7 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Config of the service.
@@ -55,6 +56,8 @@ type Config struct {
 	Egress EgressConfig
 	// Volumes is the volume service; nil: sandboxes mount no volumes.
 	Volumes Volumes
+	// Quotas returns a tenant's quotas (internal/tenant); nil: none.
+	Quotas func(tenant string) store.Quotas
 }
 
 // Service owns the sandboxes of this node.
@@ -66,6 +69,8 @@ type Service struct {
 
 	mu   sync.Mutex
 	live map[string]*entry
+	// reserved is what creates in flight hold of each tenant's quotas.
+	reserved map[string]tenant.Usage
 
 	// quarantine holds slots whose address range was found in use on the
 	// host, and when; allocation avoids them for a while.
@@ -115,7 +120,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.PausedRetention == 0 {
 		cfg.PausedRetention = 30 * 24 * time.Hour
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc)
@@ -300,7 +305,7 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 		return errdefs.New(errdefs.ErrFailedPrecondition, "this node has no object store for snapshots and checkpoints")
 	}
 	if req.KeyID != "" && (s.cfg.Keys == nil || !s.cfg.Keys.HasKey(req.KeyID)) {
-		return errdefs.New(errdefs.ErrFailedPrecondition, "encryption key %q is not loaded: supply it with PUT /v1/keys/%s first", req.KeyID, req.KeyID)
+		return errdefs.New(errdefs.ErrFailedPrecondition, "encryption key %q is not loaded: supply it with PUT /v1/keys/%s first", tenant.Bare(req.KeyID), tenant.Bare(req.KeyID))
 	}
 	if len(req.Metadata) > maxMetadataEntries {
 		return errdefs.New(errdefs.ErrInvalidArgument, "at most %d metadata entries", maxMetadataEntries)
@@ -353,15 +358,17 @@ func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 	return fromRecord(rec), nil
 }
 
-// List returns the sandboxes matching f, newest first.
+// List returns the sandboxes matching f, newest first: the caller's
+// tenant's only, unless it is the admin.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
 	recs, err := s.store.ListSandboxes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
+	p := tenant.FromContext(ctx)
 	var out []*Sandbox
 	for _, r := range recs {
-		if r.State == store.StatePooled || r.Build != "" {
+		if r.State == store.StatePooled || r.Build != "" || !p.Owns(r.Tenant) {
 			continue
 		}
 		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {

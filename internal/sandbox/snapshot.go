@@ -17,6 +17,7 @@ import (
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // A snapshot saves a running sandbox, which runs on, to object storage;
@@ -34,7 +35,9 @@ import (
 
 // Snapshot describes a stored snapshot.
 type Snapshot struct {
-	ID        string
+	ID string
+	// Tenant owns the snapshot (its sandbox's tenant).
+	Tenant    string
 	SandboxID string
 	Template  string
 	CreatedAt time.Time
@@ -59,6 +62,8 @@ func (sn *Snapshot) Ref() string {
 const (
 	metaName = "name"
 	metaTag  = "tag"
+	// metaTenant is the tenant of the sandbox a snapshot was taken of.
+	metaTenant = "tenant"
 )
 
 // DefaultSnapshotTag is the tag of a snapshot named without one.
@@ -66,7 +71,7 @@ const DefaultSnapshotTag = "default"
 
 func snapshotFrom(m *checkpoint.Manifest) *Snapshot {
 	return &Snapshot{
-		ID: m.ID, SandboxID: m.SandboxID, Template: m.Template, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: m.Took, KeyID: m.KeyID,
+		ID: m.ID, Tenant: tenant.Of(m.Meta[metaTenant]), SandboxID: m.SandboxID, Template: m.Template, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: m.Took, KeyID: tenant.Bare(m.KeyID),
 		Memory: hasMemory(m), Name: m.Meta[metaName], Tag: m.Meta[metaTag],
 	}
 }
@@ -137,6 +142,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 	// not for the upload.
 	e.mu.Lock()
 	rec := *e.rec
+	meta[metaTenant] = tenant.Of(rec.Tenant)
 	switch {
 	case rec.State != store.StateRunning:
 		err = errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
@@ -167,7 +173,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 // supersede deletes the snapshots of sn's name and tag older than sn: the
 // name now means sn. Sandboxes made from them keep running.
 func (s *Service) supersede(ctx context.Context, sn *Snapshot) {
-	older, err := s.Snapshots(ctx, SnapshotFilter{Ref: sn.Ref()})
+	older, err := s.Snapshots(ctx, SnapshotFilter{Ref: sn.Ref(), Tenant: sn.Tenant})
 	if err != nil {
 		slog.Warn("list snapshots to replace", "snapshot", sn.ID, "err", err)
 		return
@@ -186,10 +192,16 @@ type SnapshotFilter struct {
 	SandboxID string
 	// Ref is a snapshot ID, a name (any tag) or name:tag.
 	Ref string
+	// Tenant selects one tenant's snapshots. A caller that is not the
+	// admin sees its own tenant's only, whatever this says.
+	Tenant string
 }
 
 func (f SnapshotFilter) match(m *checkpoint.Manifest) bool {
 	if m.Kind != kindSnapshot || f.SandboxID != "" && m.SandboxID != f.SandboxID {
+		return false
+	}
+	if f.Tenant != "" && tenant.Of(m.Meta[metaTenant]) != f.Tenant {
 		return false
 	}
 	if f.Ref == "" || m.ID == f.Ref {
@@ -210,6 +222,9 @@ func (s *Service) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot,
 	all, err := s.cfg.Checkpoints.List(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if p := tenant.FromContext(ctx); !p.Admin {
+		f.Tenant = p.Tenant
 	}
 	var out []*Snapshot
 	for _, m := range all {
@@ -244,7 +259,7 @@ func (s *Service) snapshotManifest(ctx context.Context, ref string) (*checkpoint
 	if !strings.Contains(ref, ":") {
 		m, err := s.cfg.Checkpoints.Get(ctx, ref)
 		switch {
-		case err == nil && m.Kind == kindSnapshot:
+		case err == nil && m.Kind == kindSnapshot && tenant.FromContext(ctx).Owns(m.Meta[metaTenant]):
 			return m, nil
 		case err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrInvalidArgument):
 			return nil, err
@@ -374,6 +389,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 		keyID = m.KeyID
 	}
 	tmpl := &store.Sandbox{
+		Tenant:   tenant.FromContext(ctx).Tenant,
 		Template: m.Template, Image: m.Meta[metaTemplateImage],
 		CPU: snap.CPUs, MemoryMB: snap.MemoryMB, DiskMB: snap.DiskMB, MaxProcs: snap.MaxProcs,
 		AccessToken: st.AccessToken, KeyID: keyID,
@@ -384,7 +400,12 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
 		return nil, err
 	}
-	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID)
+	r, err := s.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(r)
+	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r)
 	if err != nil {
 		return nil, err
 	}

@@ -151,6 +151,10 @@ func createPlatformKey(path string) (*keyset.Handle, error) {
 
 // validKeyID accepts ids fit for manifests, logs and error messages.
 func validKeyID(id string) error {
+	// A tenant's key is kept as "<tenant>/<id>" (internal/tenant).
+	if _, bare, scoped := strings.Cut(id, "/"); scoped {
+		id = bare
+	}
 	if id == "" || len(id) > maxKeyIDLen || strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r))
 	}) >= 0 {

@@ -21,6 +21,9 @@ var (
 	// name -> ID index.
 	bucketVolumes     = []byte("volumes")
 	bucketVolumeNames = []byte("volume_names")
+	bucketTenants     = []byte("tenants")
+	bucketAPIKeys     = []byte("api_keys")
+	bucketAudit       = []byte("audit")
 )
 
 // Bolt is the embedded store, one bbolt file. bbolt was chosen over SQLite
@@ -38,7 +41,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds, bucketVolumes, bucketVolumeNames} {
+		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds, bucketVolumes, bucketVolumeNames, bucketTenants, bucketAPIKeys, bucketAudit} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -27,7 +27,10 @@ const (
 
 // Sandbox is the durable record of one sandbox.
 type Sandbox struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Tenant owns the sandbox (empty: the default tenant; a pooled
+	// sandbox has none until it is claimed).
+	Tenant   string `json:"tenant,omitempty"`
 	Template string `json:"template"`
 	// Image is the template image (a directory under the template) the
 	// sandbox runs on; its checkpoints restore only onto the same one.

@@ -20,7 +20,10 @@ const (
 
 // Template is a name sandboxes are created from; its tags point at builds.
 type Template struct {
-	Name      string                 `json:"name"`
+	Name string `json:"name"`
+	// Tenant owns the template (empty: the default tenant, whose
+	// templates every tenant may use).
+	Tenant    string                 `json:"tenant,omitempty"`
 	Tags      map[string]TemplateTag `json:"tags"`
 	CreatedAt time.Time              `json:"created_at"`
 	UpdatedAt time.Time              `json:"updated_at"`
@@ -34,7 +37,9 @@ type TemplateTag struct {
 
 // Build is one build of a template: its recipe, progress and result.
 type Build struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Tenant started the build (empty: the default tenant).
+	Tenant   string `json:"tenant,omitempty"`
 	Template string `json:"template"`
 	// Tags are set to this build when it is ready.
 	Tags  []string `json:"tags"`

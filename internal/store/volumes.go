@@ -18,7 +18,9 @@ const (
 // Volume is the durable record of one volume: a named, size-limited
 // filesystem on this node's disk that sandboxes mount.
 type Volume struct {
-	ID        string    `json:"id"`
+	ID string `json:"id"`
+	// Tenant owns the volume (empty: the default tenant).
+	Tenant    string    `json:"tenant,omitempty"`
 	Name      string    `json:"name"`
 	State     string    `json:"state"`
 	SizeMB    int       `json:"size_mb"`

@@ -19,6 +19,7 @@ import (
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // BuildRequest asks for a build of template Name ("name" or "name:tag").
@@ -88,7 +89,7 @@ func (s *Service) RequestBuild(ctx context.Context, req BuildRequest) (*store.Bu
 
 // TriggerBuild starts a waiting build with its recipe.
 func (s *Service) TriggerBuild(ctx context.Context, id string, req BuildRequest) (*store.Build, error) {
-	b, err := s.store.GetBuild(ctx, id)
+	b, err := s.build(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +135,7 @@ func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) 
 	}
 	now := time.Now().UTC()
 	b := &store.Build{
-		ID: uuid.NewString(), Template: name, Tags: tags, State: state,
+		ID: uuid.NewString(), Tenant: tenant.FromContext(ctx).Tenant, Template: name, Tags: tags, State: state,
 		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB,
 		Network: req.Network, Origin: req.Origin, CreatedAt: now,
 	}
@@ -143,9 +144,9 @@ func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) 
 	}
 	// The template exists from its first build on (E2B hands out its id
 	// at once); its tags point at builds only once they are ready.
-	t, err := s.store.GetTemplate(ctx, name)
+	t, err := s.claimName(ctx, name)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		t, err = &store.Template{Name: name, Tags: map[string]store.TemplateTag{}, CreatedAt: now, UpdatedAt: now}, nil
+		t, err = &store.Template{Name: name, Tenant: b.Tenant, Tags: map[string]store.TemplateTag{}, CreatedAt: now, UpdatedAt: now}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -159,7 +160,7 @@ func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) 
 // RefuseBuild ends a waiting build whose steps could not be taken (E2B's
 // steps that do not translate), so that it does not wait forever.
 func (s *Service) RefuseBuild(ctx context.Context, id string, reason error) error {
-	b, err := s.store.GetBuild(ctx, id)
+	b, err := s.build(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -271,7 +272,7 @@ func (s *Service) resolveSource(ctx context.Context, from recipe.Source, auth *o
 	// An image name that is a template of this node is that template: a
 	// Dockerfile's FROM names either.
 	if name, _, err := ParseRef(from.Image); err == nil && !strings.ContainsAny(from.Image, "/@") {
-		if _, err := s.store.GetTemplate(ctx, name); err == nil || name == BaseName {
+		if _, err := s.template(ctx, name, false); err == nil || name == BaseName {
 			return s.templateSource(ctx, from.Image, building)
 		}
 	}
@@ -308,7 +309,7 @@ func (s *Service) templateSource(ctx context.Context, ref, building string) (*so
 		}
 		return &source{what: "base", key: recipe.SourceKey("base", base.recipe), config: base.config, chain: chain{base: base.image}}, nil
 	}
-	t, err := s.store.GetTemplate(ctx, name)
+	t, err := s.template(ctx, name, false)
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "from: template %q not found", name)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 var _ sandbox.Templates = (*Service)(nil)
@@ -23,6 +24,14 @@ var _ sandbox.Templates = (*Service)(nil)
 // and, for a template with a start command, the checkpoint to restore.
 // Results are cached until a template changes.
 func (s *Service) Resolve(ctx context.Context, ref string) (*sandbox.Image, error) {
+	if !tenant.FromContext(ctx).Admin {
+		// Another tenant's template answers as an unknown one.
+		if name, _, err := ParseRef(ref); err == nil && name != BaseName {
+			if _, err := s.template(ctx, name, false); err != nil {
+				return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found", name)
+			}
+		}
+	}
 	if img := s.cache.get(ref); img != nil && (img.Start != nil || dirExists(img.Root)) {
 		return img, nil
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Boxes starts the sandboxes build steps run in.
@@ -385,7 +386,7 @@ func (s *Service) Template(ctx context.Context, name string) (*TemplateInfo, err
 	if name == BaseName {
 		return s.baseInfo(ctx)
 	}
-	t, err := s.store.GetTemplate(ctx, name)
+	t, err := s.template(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -404,6 +405,9 @@ func (s *Service) Templates(ctx context.Context) ([]*TemplateInfo, error) {
 	}
 	slices.SortFunc(ts, func(a, b *store.Template) int { return strings.Compare(a.Name, b.Name) })
 	for _, t := range ts {
+		if !visible(ctx, t.Tenant) {
+			continue
+		}
 		info, err := s.info(ctx, t)
 		if err != nil {
 			return nil, err
@@ -442,7 +446,7 @@ func (s *Service) info(ctx context.Context, t *store.Template) (*TemplateInfo, e
 
 // Build returns one build.
 func (s *Service) Build(ctx context.Context, id string) (*store.Build, error) {
-	return s.store.GetBuild(ctx, id)
+	return s.build(ctx, id)
 }
 
 // Builds lists the builds of template name (all when empty), newest first.
@@ -451,9 +455,10 @@ func (s *Service) Builds(ctx context.Context, name string) ([]*store.Build, erro
 	if err != nil {
 		return nil, err
 	}
+	p := tenant.FromContext(ctx)
 	var out []*store.Build
 	for _, b := range all {
-		if name == "" || b.Template == name {
+		if (name == "" || b.Template == name) && p.Owns(b.Tenant) {
 			out = append(out, b)
 		}
 	}
@@ -464,7 +469,7 @@ func (s *Service) Builds(ctx context.Context, name string) ([]*store.Build, erro
 // Logs returns up to limit entries of build id's log from offset, whether
 // the build is over, and a channel closed when more may be there.
 func (s *Service) Logs(ctx context.Context, id string, offset, limit int) ([]LogEntry, bool, <-chan struct{}, error) {
-	b, err := s.store.GetBuild(ctx, id)
+	b, err := s.build(ctx, id)
 	if err != nil {
 		return nil, false, nil, err
 	}
@@ -480,7 +485,7 @@ func (s *Service) isActive(id string) bool {
 
 // CancelBuild stops a queued or running build.
 func (s *Service) CancelBuild(ctx context.Context, id string) (*store.Build, error) {
-	b, err := s.store.GetBuild(ctx, id)
+	b, err := s.build(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +512,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, name string) error {
 	if name == BaseName {
 		return errdefs.New(errdefs.ErrFailedPrecondition, "the base template is the platform's and cannot be deleted")
 	}
-	if _, err := s.store.GetTemplate(ctx, name); err != nil {
+	if _, err := s.template(ctx, name, true); err != nil {
 		return err
 	}
 	builds, err := s.Builds(ctx, name)
@@ -541,7 +546,7 @@ func (s *Service) SetTags(ctx context.Context, target string, tags []string) (*s
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, "tag %q is not valid: use 1-128 of A-Z a-z 0-9 . _ -", tag)
 		}
 	}
-	t, err := s.store.GetTemplate(ctx, b.Template)
+	t, err := s.template(ctx, b.Template, true)
 	if err != nil {
 		return nil, err
 	}
@@ -559,7 +564,7 @@ func (s *Service) SetTags(ctx context.Context, target string, tags []string) (*s
 
 // RemoveTags removes tags of template name.
 func (s *Service) RemoveTags(ctx context.Context, name string, tags []string) error {
-	t, err := s.store.GetTemplate(ctx, name)
+	t, err := s.template(ctx, name, true)
 	if err != nil {
 		return err
 	}
@@ -581,7 +586,7 @@ func (s *Service) RemoveTags(ctx context.Context, name string, tags []string) er
 
 // targetBuild is the ready build a "name:tag" or a build id names.
 func (s *Service) targetBuild(ctx context.Context, target string) (*store.Build, error) {
-	if b, err := s.store.GetBuild(ctx, target); err == nil {
+	if b, err := s.build(ctx, target); err == nil {
 		if b.State != store.BuildReady {
 			return nil, errdefs.New(errdefs.ErrFailedPrecondition, "build %s is %s, not ready", b.ID, b.State)
 		}
@@ -591,7 +596,7 @@ func (s *Service) targetBuild(ctx context.Context, target string) (*store.Build,
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.GetTemplate(ctx, name)
+	t, err := s.template(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}

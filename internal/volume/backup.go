@@ -14,6 +14,7 @@ import (
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // A backup is a volume's files at one instant, in the object store as a
@@ -33,6 +34,7 @@ const (
 	metaSizeMB     = "size_mb"
 	metaFiles      = "files"
 	metaFileBytes  = "file_bytes"
+	metaTenant     = "tenant"
 )
 
 const archiveName = "volume.tar.zst"
@@ -100,7 +102,7 @@ func (s *Service) TakeBackup(ctx context.Context, ref string) (_ *Backup, err er
 	m := &checkpoint.Manifest{
 		ID: id, Kind: checkpoint.KindVolume, CreatedAt: start.UTC(),
 		Meta: map[string]string{
-			metaVolumeName: v.Name, metaVolumeID: v.ID, metaSizeMB: strconv.Itoa(v.SizeMB),
+			metaVolumeName: v.Name, metaVolumeID: v.ID, metaSizeMB: strconv.Itoa(v.SizeMB), metaTenant: tenant.Of(v.Tenant),
 			metaFiles: strconv.Itoa(stats.Files), metaFileBytes: strconv.FormatInt(stats.Bytes, 10),
 		},
 	}
@@ -196,7 +198,7 @@ func (s *Service) backupManifest(ctx context.Context, id string) (*checkpoint.Ma
 		return nil, err
 	}
 	m, err := repo.Get(ctx, id)
-	if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrNotFound) || err == nil && m.Kind != checkpoint.KindVolume {
+	if errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrNotFound) || err == nil && (m.Kind != checkpoint.KindVolume || !tenant.FromContext(ctx).Owns(m.Meta[metaTenant])) {
 		return nil, errdefs.New(errdefs.ErrNotFound, "volume backup %q not found", id)
 	}
 	return m, err
@@ -221,9 +223,10 @@ func (s *Service) Backups(ctx context.Context, volume string) ([]*Backup, error)
 	if err != nil {
 		return nil, err
 	}
+	p := tenant.FromContext(ctx)
 	var out []*Backup
 	for _, m := range all {
-		if m.Kind != checkpoint.KindVolume {
+		if m.Kind != checkpoint.KindVolume || !p.Owns(m.Meta[metaTenant]) {
 			continue
 		}
 		b := backupFrom(m)

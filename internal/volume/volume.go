@@ -36,6 +36,7 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/keylock"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Config of the service.
@@ -183,7 +184,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (_ *Volume, err
 	}
 	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave it half-made
 	rec := &store.Volume{
-		ID: newID(), Name: req.Name, State: store.VolumeCreating, SizeMB: req.SizeMB,
+		ID: newID(), Tenant: tenant.FromContext(ctx).Tenant, Name: req.Name, State: store.VolumeCreating, SizeMB: req.SizeMB,
 		CreatedAt: time.Now().UTC(), Token: newToken(),
 	}
 	if backup != nil {
@@ -234,7 +235,8 @@ func (s *Service) lookup(ctx context.Context, ref string) (*store.Volume, error)
 		}
 		return nil, err
 	}
-	if v.State != store.VolumeReady {
+	// Another tenant's volume answers as an unknown one.
+	if v.State != store.VolumeReady || !tenant.FromContext(ctx).Owns(v.Tenant) {
 		return nil, errdefs.New(errdefs.ErrNotFound, "volume %q not found", ref)
 	}
 	return v, nil
@@ -262,7 +264,8 @@ func (s *Service) Token(ctx context.Context, id string) (string, error) {
 	return v.Token, nil
 }
 
-// List returns every ready volume, by name.
+// List returns every ready volume of the caller's tenant (every tenant's
+// for the admin), by name.
 func (s *Service) List(ctx context.Context) ([]*Volume, error) {
 	recs, err := s.vols.ListVolumes(ctx)
 	if err != nil {
@@ -272,9 +275,10 @@ func (s *Service) List(ctx context.Context) ([]*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
+	p := tenant.FromContext(ctx)
 	var out []*Volume
 	for _, v := range recs {
-		if v.State == store.VolumeReady {
+		if v.State == store.VolumeReady && p.Owns(v.Tenant) {
 			vv, err := s.view(ctx, v, holders[v.ID])
 			if err != nil {
 				return nil, err

@@ -145,8 +145,15 @@ func writeFile(path string, data []byte) error {
 	return nil
 }
 
-// CheckName refuses names that could not be a secret's.
+// CheckName refuses names that could not be a secret's. A tenant's secret
+// is kept as "<tenant>/<name>" (internal/tenant): each part is checked.
 func CheckName(name string) error {
+	if t, n, scoped := strings.Cut(name, "/"); scoped {
+		if !nameRe.MatchString(t) {
+			return fmt.Errorf("%w: tenant %q of secret %q is not valid", ErrInvalid, t, name)
+		}
+		name = n
+	}
 	if !nameRe.MatchString(name) {
 		return fmt.Errorf("%w: name %q must be 1-63 of a-z, 0-9, '-' and '_'", ErrInvalid, name)
 	}

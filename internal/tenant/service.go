@@ -1,0 +1,284 @@
+package tenant
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// KeyPrefix starts every issued key, as E2B's keys start (some tools check).
+const KeyPrefix = "e2b_"
+
+// idLen is how many characters of a key after KeyPrefix are its public ID.
+const idLen = 8
+
+var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// Service keeps tenants and keys. Keys are checked against an in-memory
+// map of their hashes (loaded at start, updated on every change), so a
+// request costs one SHA-256; a revoked key stops at once, and the requests
+// it has open are cancelled.
+type Service struct {
+	store    store.TenantStore
+	adminKey []byte
+	defaults store.Quotas
+
+	mu      sync.Mutex
+	byHash  map[string]*store.APIKey
+	tenants map[string]*store.Tenant
+	// open are the cancel functions of the requests in flight, by key ID.
+	open map[string]map[*context.CancelFunc]struct{}
+	rate *rates
+}
+
+// New loads the tenants and keys. adminKey is spaced's configured key;
+// defaults are the quotas of tenants that set none.
+func New(ctx context.Context, st store.TenantStore, adminKey string, defaults store.Quotas) (*Service, error) {
+	s := &Service{store: st, adminKey: []byte(adminKey), defaults: defaults,
+		byHash: map[string]*store.APIKey{}, tenants: map[string]*store.Tenant{},
+		open: map[string]map[*context.CancelFunc]struct{}{}, rate: newRates()}
+	if _, err := st.GetTenant(ctx, Default); errdefs.Class(err) == errdefs.ErrNotFound {
+		if err := st.CreateTenant(ctx, &store.Tenant{ID: Default, Name: "the admin key's tenant", CreatedAt: time.Now().UTC()}); err != nil {
+			return nil, fmt.Errorf("create the default tenant: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read the default tenant: %w", err)
+	}
+	ts, err := st.ListTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load tenants: %w", err)
+	}
+	for _, t := range ts {
+		s.tenants[t.ID] = t
+	}
+	keys, err := st.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load API keys: %w", err)
+	}
+	for _, k := range keys {
+		if k.RevokedAt.IsZero() {
+			s.byHash[k.Hash] = k
+		}
+	}
+	return s, nil
+}
+
+func hashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// Principal returns the principal of key, or ErrUnauthenticated.
+func (s *Service) Principal(key string) (Principal, error) {
+	if len(s.adminKey) > 0 && subtle.ConstantTimeCompare([]byte(key), s.adminKey) == 1 {
+		return Admin, nil
+	}
+	h := hashKey(key)
+	s.mu.Lock()
+	k := s.byHash[h]
+	s.mu.Unlock()
+	if k == nil {
+		return Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "invalid API key")
+	}
+	return Principal{Tenant: k.Tenant, Key: k.ID}, nil
+}
+
+// Hold ties ctx to p's key: when the key is revoked, the returned context
+// is cancelled (an open stream or terminal ends). Call release when the
+// request ends.
+func (s *Service) Hold(ctx context.Context, p Principal) (context.Context, func()) {
+	ctx = NewContext(ctx, p)
+	if p.Key == AdminKeyID {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	set := s.open[p.Key]
+	if set == nil {
+		set = map[*context.CancelFunc]struct{}{}
+		s.open[p.Key] = set
+	}
+	set[&cancel] = struct{}{}
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		delete(set, &cancel)
+		if len(set) == 0 && s.open[p.Key] != nil && len(s.open[p.Key]) == 0 {
+			delete(s.open, p.Key)
+		}
+		s.mu.Unlock()
+		cancel()
+	}
+}
+
+// CreateTenant makes a tenant.
+func (s *Service) CreateTenant(ctx context.Context, id, name string, q store.Quotas) (*store.Tenant, error) {
+	if !tenantID.MatchString(id) {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "tenant id %q: use 1-63 lower-case letters, digits and '-', starting with a letter or digit", id)
+	}
+	if err := checkQuotas(q); err != nil {
+		return nil, err
+	}
+	t := &store.Tenant{ID: id, Name: name, CreatedAt: time.Now().UTC(), Quotas: q}
+	if err := s.store.CreateTenant(ctx, t); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.tenants[id] = t
+	s.mu.Unlock()
+	slog.Info("tenant created", "tenant", id)
+	return t, nil
+}
+
+// SetQuotas replaces a tenant's quotas.
+func (s *Service) SetQuotas(ctx context.Context, id string, q store.Quotas) (*store.Tenant, error) {
+	if err := checkQuotas(q); err != nil {
+		return nil, err
+	}
+	t, err := s.Tenant(id)
+	if err != nil {
+		return nil, err
+	}
+	nt := *t
+	nt.Quotas = q
+	if err := s.store.UpdateTenant(ctx, &nt); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.tenants[id] = &nt
+	s.mu.Unlock()
+	s.rate.forget(id)
+	return &nt, nil
+}
+
+func checkQuotas(q store.Quotas) error {
+	if q.CreatesPerSecond < 0 && q.CreatesPerSecond != -1 {
+		return errdefs.New(errdefs.ErrInvalidArgument, "creates_per_second must be positive, or -1 for no limit")
+	}
+	return nil
+}
+
+// Tenant returns a tenant.
+func (s *Service) Tenant(id string) (*store.Tenant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenants[id]
+	if t == nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "tenant %q not found", id)
+	}
+	return t, nil
+}
+
+// Tenants lists tenants by ID.
+func (s *Service) Tenants() []*store.Tenant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*store.Tenant, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// IssueKey makes a key for tenant and returns it: the only time the key
+// itself is seen.
+func (s *Service) IssueKey(ctx context.Context, tenant, name string) (string, *store.APIKey, error) {
+	if _, err := s.Tenant(tenant); err != nil {
+		return "", nil, err
+	}
+	if len(name) > 200 {
+		return "", nil, errdefs.New(errdefs.ErrInvalidArgument, "key name is longer than 200 bytes")
+	}
+	raw := make([]byte, 20)
+	if _, err := rand.Read(raw); err != nil {
+		return "", nil, fmt.Errorf("make key: %w", err)
+	}
+	key := KeyPrefix + hex.EncodeToString(raw)
+	k := &store.APIKey{ID: key[:len(KeyPrefix)+idLen], Tenant: tenant, Name: name, Hash: hashKey(key), CreatedAt: time.Now().UTC()}
+	if err := s.store.PutAPIKey(ctx, k); err != nil {
+		return "", nil, err
+	}
+	s.mu.Lock()
+	s.byHash[k.Hash] = k
+	s.mu.Unlock()
+	slog.Info("API key issued", "tenant", tenant, "key", k.ID)
+	return key, k, nil
+}
+
+// Keys lists the keys of tenant ("" for every tenant's), revoked ones
+// included, by creation time.
+func (s *Service) Keys(ctx context.Context, tenant string) ([]*store.APIKey, error) {
+	all, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.APIKey
+	for _, k := range all {
+		if tenant == "" || k.Tenant == tenant {
+			out = append(out, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+// RevokeKey stops key id at once: new requests are refused and the
+// requests it has open are cancelled.
+func (s *Service) RevokeKey(ctx context.Context, id string) (*store.APIKey, error) {
+	keys, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var k *store.APIKey
+	for _, c := range keys {
+		if c.ID == id {
+			k = c
+		}
+	}
+	if k == nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "key %q not found", id)
+	}
+	if k.RevokedAt.IsZero() {
+		k.RevokedAt = time.Now().UTC()
+		if err := s.store.PutAPIKey(ctx, k); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	delete(s.byHash, k.Hash)
+	var cancels []context.CancelFunc
+	for c := range s.open[id] {
+		cancels = append(cancels, *c)
+	}
+	delete(s.open, id)
+	s.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+	slog.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", len(cancels))
+	return k, nil
+}
+
+// Quotas are tenant's quotas with the node's defaults filled in.
+func (s *Service) Quotas(tenant string) store.Quotas {
+	s.mu.Lock()
+	t := s.tenants[Of(tenant)]
+	s.mu.Unlock()
+	q := store.Quotas{}
+	if t != nil {
+		q = t.Quotas
+	}
+	return withDefaults(q, s.defaults)
+}
