@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/store"
 )
 
 // Config is everything spaced needs to start.
@@ -45,6 +46,13 @@ type Config struct {
 	// SPACE_VOLUME_MAX_MB).
 	VolumeDefaultMB int
 	VolumeMaxMB     int
+	// TenantQuotas are the quotas of a tenant that sets none of its own
+	// (SPACE_TENANT_MAX_SANDBOXES, _MAX_VCPU, _MAX_MEMORY_MB, _MAX_PAUSED,
+	// SPACE_TENANT_CREATES_PER_SECOND, _CREATES_BURST; 0: no limit). They
+	// bind issued keys, never the admin key.
+	TenantQuotas store.Quotas
+	// AuditRetention is how long the audit log keeps an entry.
+	AuditRetention time.Duration
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// AgentBootTimeout bounds how long a new sandbox's agent may take to answer.
@@ -151,6 +159,8 @@ func Default() Config {
 		DefaultDiskMB:       1024,
 		VolumeDefaultMB:     1024,
 		VolumeMaxMB:         64 << 10,
+		TenantQuotas:        store.Quotas{Sandboxes: 100, PausedSandboxes: 1000, CreatesPerSecond: 20, CreatesBurst: 40},
+		AuditRetention:      30 * 24 * time.Hour,
 		DefaultMaxProcesses: 1024,
 		LogLevel:            "info",
 		AgentBootTimeout:    15 * time.Second,
@@ -231,6 +241,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TEMPLATE_BUILD_TIMEOUT": &c.TemplateBuildTimeout,
 		"SPACE_TEMPLATE_CACHE_TTL":     &c.TemplateCacheTTL,
 		"SPACE_TEMPLATE_GC_INTERVAL":   &c.TemplateGCInterval,
+		"SPACE_AUDIT_RETENTION":        &c.AuditRetention,
 	} {
 		if v := getenv(k); v != "" {
 			d, err := time.ParseDuration(v)
@@ -248,6 +259,11 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TEMPLATE_BUILDS":       &c.TemplateBuilds,
 		"SPACE_VOLUME_DEFAULT_MB":     &c.VolumeDefaultMB,
 		"SPACE_VOLUME_MAX_MB":         &c.VolumeMaxMB,
+		"SPACE_TENANT_MAX_SANDBOXES":  &c.TenantQuotas.Sandboxes,
+		"SPACE_TENANT_MAX_VCPU":       &c.TenantQuotas.VCPU,
+		"SPACE_TENANT_MAX_MEMORY_MB":  &c.TenantQuotas.MemoryMB,
+		"SPACE_TENANT_MAX_PAUSED":     &c.TenantQuotas.PausedSandboxes,
+		"SPACE_TENANT_CREATES_BURST":  &c.TenantQuotas.CreatesBurst,
 	} {
 		if v := getenv(k); v != "" {
 			n, err := strconv.Atoi(v)
@@ -298,6 +314,13 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 			return fmt.Errorf("SPACE_MAX_BOOTS must be an integer from 1 to 1024")
 		}
 		c.MaxBoots = n
+	}
+	if v := getenv("SPACE_TENANT_CREATES_PER_SECOND"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return fmt.Errorf("SPACE_TENANT_CREATES_PER_SECOND must be a number >= 0")
+		}
+		c.TenantQuotas.CreatesPerSecond = f
 	}
 	if v := getenv("SPACE_PAUSED_RETENTION"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -43,6 +43,7 @@ import (
 	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
+	"github.com/spacesandbox/space/internal/tenant"
 	"github.com/spacesandbox/space/internal/volume"
 )
 
@@ -67,6 +68,11 @@ func Run(ctx context.Context, cfg config.Config) error {
 	defer bolt.Close()
 	// Watched: the console's live list follows every sandbox change.
 	st := store.Watch(bolt)
+	tenants, err := tenant.New(ctx, bolt, apiKey, cfg.TenantQuotas)
+	if err != nil {
+		return err
+	}
+	apiAudit := tenant.NewAudit(bolt, cfg.AuditRetention)
 	rt, err := gvisor.New(gvisor.Config{Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
 	if err != nil {
 		return err
@@ -138,6 +144,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			Changed:      func() { gw.Refresh() },
 		},
 		Volumes: vols,
+		Quotas:  tenants.Quotas,
 	}, st, rt, metrics)
 	reg.MustRegister(sandbox.PoolCollector(svc))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
@@ -166,7 +173,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	code := coderun.New(coderun.Options{Target: svc.Target})
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols,
-		APIKey: apiKey, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	})
 	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
 	if err != nil {
@@ -179,7 +186,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 			Templates: tpl,
 			Volumes:   vols,
 			MaxUpload: cfg.TemplateMaxUpload,
-			APIKey:    apiKey,
+			Tenants:   tenants,
+			Audit:     apiAudit,
 			Next:      withConsole(api, ui),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -191,6 +199,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	go svc.RunReaper(reaperCtx, time.Second)
 	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
 	go vols.RunSweeper(reaperCtx, time.Hour)
+	go apiAudit.Run(reaperCtx)
 
 	if cfg.DebugAddr != "" {
 		go serveDebug(cfg.DebugAddr)

@@ -1,12 +1,12 @@
 package e2bcompat
 
 import (
-	"crypto/subtle"
 	"net"
 	"net/http"
 	"strings"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // route of the E2B control plane.
@@ -67,11 +67,7 @@ func (s *Server) table() []apiRoute {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.table() {
-		h := http.Handler(rt.handler)
-		if !rt.public {
-			h = s.authenticate(h)
-		}
-		mux.Handle(rt.pattern, h)
+		mux.Handle(rt.pattern, s.chain(rt))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "no E2B route for "+r.Method+" "+r.URL.Path)
@@ -79,27 +75,39 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// authenticate accepts spaced's API key in X-API-KEY (what the SDKs send),
-// or as a bearer token.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	want := []byte(s.opts.APIKey)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("X-API-Key")
-		if key == "" {
-			if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				key = strings.TrimSpace(tok)
+// creates are the routes that start sandboxes (create, connect to a
+// paused one, resume, fork): they draw on the tenant's rate of creates.
+var creates = map[string]bool{
+	"POST /sandboxes": true, "POST /v2/sandboxes": true, "POST /sandboxes/{id}/connect": true,
+	"POST /v2/sandboxes/{id}/connect": true, "POST /sandboxes/{id}/resume": true, "POST /sandboxes/{id}/fork": true,
+}
+
+// chain wraps a route's handler as the native API's chain does: the API
+// key's principal, the audit log, the rate of creates, and another
+// tenant's sandbox answered as an unknown one.
+func (s *Server) chain(rt apiRoute) http.Handler {
+	h := http.Handler(rt.handler)
+	if rt.public {
+		return h
+	}
+	_, path, _ := strings.Cut(rt.pattern, " ")
+	if strings.HasPrefix(path, "/sandboxes/{id}") || strings.HasPrefix(path, "/v2/sandboxes/{id}") {
+		h = tenant.GuardSandbox(s.opts.Sandboxes, h, writeError)
+	}
+	if creates[rt.pattern] {
+		next := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := s.opts.Tenants.AllowCreate(tenant.FromContext(r.Context()), 1); err != nil {
+				writeError(w, r, err)
+				return
 			}
-		}
-		if key == "" {
-			writeStatus(w, http.StatusUnauthorized, "missing API key: send X-API-KEY")
-			return
-		}
-		if len(want) == 0 || subtle.ConstantTimeCompare([]byte(key), want) != 1 {
-			writeStatus(w, http.StatusUnauthorized, "invalid API key")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+			next.ServeHTTP(w, r)
+		})
+	}
+	if s.opts.Audit != nil {
+		h = s.opts.Audit.Middleware(h)
+	}
+	return s.opts.Tenants.Authenticate(h, "missing API key: send X-API-KEY", writeError)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

@@ -20,10 +20,10 @@ import (
 // service (in memory, no network: upstream dials fail), so they prove the
 // parsing and translation, not sandboxes.
 
-func fuzzE2B() (*Server, *fakeSandboxes) {
+func fuzzE2B(t testing.TB) (*Server, *fakeSandboxes) {
 	fake := newFakeSandboxes()
 	s := New(Options{
-		Sandboxes: fake, APIKey: testKey, Domain: "e2b.test",
+		Sandboxes: fake, Tenants: testTenants(t, testKey), Domain: "e2b.test",
 		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }),
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return nil, fmt.Errorf("no sandboxes in a fuzz run")
@@ -81,7 +81,7 @@ func FuzzE2BRequestBodies(f *testing.F) {
 		f.Add(uint8(i), []byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
-		s, fake := fuzzE2B()
+		s, fake := fuzzE2B(t)
 		sb, _ := fake.Create(context.Background(), sandboxCreateRequest(60*time.Second))
 		fake.creates = nil
 		rt := fuzzE2BRoutes[int(route)%len(fuzzE2BRoutes)]
@@ -116,7 +116,7 @@ func FuzzE2BListQuery(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
-		s, fake := fuzzE2B()
+		s, fake := fuzzE2B(t)
 		for range 3 {
 			fake.Create(context.Background(), sandboxCreateRequest(time.Minute))
 		}
@@ -179,7 +179,7 @@ func FuzzSandboxRoute(f *testing.F) {
 		if port != "" {
 			req.Header.Set(headerSandboxPort, port)
 		}
-		s, _ := fuzzE2B()
+		s, _ := fuzzE2B(t)
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)
 		if rec.Code != http.StatusTeapot && rec.Code != http.StatusOK {

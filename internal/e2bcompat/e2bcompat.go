@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // EnvdVersion is the envd version the agent's surface matches. The SDKs
@@ -33,6 +34,8 @@ const EnvdPort = sandbox.AgentPort
 
 // Sandboxes is what the E2B layer needs of the sandbox service.
 type Sandboxes interface {
+	// Owner says whose a sandbox is (another tenant's answers as unknown).
+	Owner(ctx context.Context, id string) (string, bool)
 	Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error)
 	Get(ctx context.Context, id string) (*sandbox.Sandbox, error)
 	List(ctx context.Context, f sandbox.ListFilter) ([]*sandbox.Sandbox, error)
@@ -62,8 +65,10 @@ type Options struct {
 	Volumes Volumes
 	// MaxUpload bounds one uploaded file set.
 	MaxUpload int64
-	// APIKey is spaced's API key; E2B clients send it in X-API-KEY.
-	APIKey string
+	// Tenants checks the API keys E2B clients send in X-API-KEY; Audit
+	// records every state-changing call (nil: none).
+	Tenants *tenant.Service
+	Audit   *tenant.Audit
 	// Domain is reported as the sandboxes' domain, so the SDKs' get_host(port)
 	// gives <port>-<id>.<Domain>. Empty: the host name the client used to reach
 	// spaced, with "localhost" standing in for a loopback address.

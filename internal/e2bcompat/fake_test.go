@@ -6,14 +6,17 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // fakeSandboxes is an in-memory sandbox service for the layers above it:
@@ -346,4 +349,26 @@ func (f *fakeSandboxes) DeleteSnapshot(ctx context.Context, ref string) (int, er
 	}
 	f.snaps = slices.DeleteFunc(f.snaps, func(sn *sandbox.Snapshot) bool { return slices.Contains(found, sn) })
 	return len(found), nil
+}
+
+// Owner: every fake sandbox is the default tenant's.
+func (f *fakeSandboxes) Owner(ctx context.Context, id string) (string, bool) {
+	_, err := f.Get(ctx, id)
+	return tenant.Default, err == nil
+}
+
+// testTenants is a tenant service whose admin key is key, on a store in
+// a temporary directory.
+func testTenants(t testing.TB, key string) *tenant.Service {
+	t.Helper()
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := tenant.New(context.Background(), st, key, store.Quotas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }

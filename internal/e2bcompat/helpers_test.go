@@ -51,7 +51,7 @@ func newHarness(t *testing.T) *harness {
 		io.WriteString(w, "native "+r.URL.Path)
 	})
 	s := New(Options{
-		Sandboxes: h.fake, APIKey: testKey, Next: native,
+		Sandboxes: h.fake, Tenants: testTenants(t, testKey), Next: native,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			h.mu.Lock()
 			h.dials = append(h.dials, addr)

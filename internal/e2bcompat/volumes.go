@@ -202,8 +202,13 @@ func (s *Server) volumeContent(next func(w http.ResponseWriter, r *http.Request,
 		if key == "" {
 			key = bearer
 		}
-		isKey := s.opts.APIKey != "" && key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.APIKey)) == 1
-		if !isKey {
+		principal, keyErr := s.opts.Tenants.Principal(key)
+		if key != "" && keyErr == nil {
+			// An API key reaches its own tenant's volumes only.
+			ctx, release := s.opts.Tenants.Hold(r.Context(), principal)
+			defer release()
+			r = r.WithContext(ctx)
+		} else {
 			tok, err := vs.Token(r.Context(), id)
 			if bearer == "" || err != nil || subtle.ConstantTimeCompare([]byte(bearer), []byte(tok)) != 1 {
 				writeStatus(w, http.StatusUnauthorized, "missing or wrong volume token: send Authorization: Bearer <the token Volume.create or Volume.connect returned>")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Pause, resume, fork, disk snapshots and customer keys.
@@ -178,8 +179,12 @@ func decodeKey(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 
 func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	key, err := decodeKey(w, r)
+	var id string
 	if err == nil {
-		err = s.sandboxes.SetKey(r.PathValue("key"), key)
+		id, err = scopedName(r, "key")
+	}
+	if err == nil {
+		err = s.sandboxes.SetKey(id, key)
 	}
 	if err != nil {
 		writeError(w, r, err)
@@ -194,7 +199,12 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	n, err := s.sandboxes.RotateKey(r.Context(), r.PathValue("key"), key)
+	id, err := scopedName(r, "key")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	n, err := s.sandboxes.RotateKey(r.Context(), id, key)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -205,7 +215,11 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
-	if err := s.sandboxes.RemoveKey(r.PathValue("key")); err != nil {
+	id, err := scopedName(r, "key")
+	if err == nil {
+		err = s.sandboxes.RemoveKey(id)
+	}
+	if err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -225,8 +239,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 	resp := struct {
 		Keys []keyJSON `json:"keys"`
 	}{Keys: []keyJSON{}}
+	p := tenant.FromContext(r.Context())
 	for _, id := range ids {
-		resp.Keys = append(resp.Keys, keyJSON{ID: id})
+		if name, ok := tenant.Visible(p, id); ok {
+			resp.Keys = append(resp.Keys, keyJSON{ID: name})
+		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // codeServer serves the API's code routes over a coderun client whose
@@ -42,7 +45,7 @@ func codeServer(t *testing.T, interp http.HandlerFunc) (http.Handler, *[]string)
 			return (&net.Dialer{}).DialContext(ctx, network, fake.Listener.Addr().String())
 		},
 	})
-	s := &Server{code: code, apiKey: "k", metrics: http.NotFoundHandler()}
+	s := &Server{code: code, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
 	return s.routes(), &seen
 }
 
@@ -183,4 +186,24 @@ func TestCodeContextsAndList(t *testing.T) {
 			}
 		})
 	}
+}
+
+// defaultOwner says every sandbox is the default tenant's.
+type defaultOwner struct{}
+
+func (defaultOwner) Owner(context.Context, string) (string, bool) { return tenant.Default, true }
+
+// testTenants is a tenant service whose admin key is key.
+func testTenants(t testing.TB, key string) *tenant.Service {
+	t.Helper()
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := tenant.New(context.Background(), st, key, store.Quotas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // sandboxEvents streams sandbox changes as SSE: `reset` first (and again
@@ -13,7 +14,7 @@ import (
 // `sandbox` with a sandbox as GET returns it, `removed` with {"id"}. Every
 // event's id is the change's sequence number, so a client that reconnects
 // with Last-Event-ID gets what it missed, or a reset when that is no
-// longer kept.
+// longer kept. A tenant's key gets its own tenant's sandboxes only.
 func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	after, err := changesAfter(r)
 	if err != nil {
@@ -30,6 +31,7 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	reset := after == 0
 	seq := after
 	ctx := r.Context()
+	p := tenant.FromContext(ctx)
 	for {
 		if reset {
 			// now was read before the client lists: every change after it
@@ -52,6 +54,9 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		reset = false
 		for _, c := range changes {
+			if !p.Owns(c.Sandbox.Tenant) {
+				continue
+			}
 			event, data := "sandbox", []byte(nil)
 			if c.Removed {
 				event, data = "removed", mustJSON(struct {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // secretRequest is the body of PUT /v1/secrets/{name}.
@@ -30,22 +31,48 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "port must be from 1 to 65535 (0: any)"))
 		return
 	}
-	m, err := s.secrets.Put(r.PathValue("name"), req.Value, secrets.Binding{
+	name, err := scopedName(r, "name")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	m, err := s.secrets.Put(name, req.Value, secrets.Binding{
 		Host: req.Host, Port: uint16(req.Port), PathPrefix: req.PathPrefix, Header: req.Header, HeaderFormat: req.HeaderFormat,
 	})
 	if err != nil {
 		writeError(w, r, secretError(err))
 		return
 	}
+	m.Name = tenant.Bare(m.Name)
 	writeJSON(w, http.StatusOK, m)
 }
 
+// listSecrets lists the caller's tenant's secrets (the admin's: every
+// tenant's, another tenant's as "<tenant>/<name>").
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string][]secrets.Meta{"secrets": s.secrets.List()})
+	p := tenant.FromContext(r.Context())
+	out := []secrets.Meta{}
+	for _, m := range s.secrets.List() {
+		if name, ok := tenant.Visible(p, m.Name); ok {
+			m.Name = name
+			out = append(out, m)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string][]secrets.Meta{"secrets": out})
+}
+
+// scopedName is path value param as the name spaced keeps for the
+// caller's tenant.
+func scopedName(r *http.Request, param string) (string, error) {
+	return tenant.Qualify(tenant.FromContext(r.Context()).Tenant, r.PathValue(param))
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	if err := s.secrets.Delete(r.PathValue("name")); err != nil {
+	name, err := scopedName(r, "name")
+	if err == nil {
+		err = s.secrets.Delete(name)
+	}
+	if err != nil {
 		writeError(w, r, secretError(err))
 		return
 	}

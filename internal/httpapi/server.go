@@ -4,7 +4,6 @@
 package httpapi
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/template"
+	"github.com/spacesandbox/space/internal/tenant"
 	"github.com/spacesandbox/space/internal/volume"
 )
 
@@ -28,7 +28,10 @@ type Server struct {
 	secrets   *secrets.Store
 	code      CodeRunner
 	volumes   *volume.Service
-	apiKey    string
+	tenants   *tenant.Service
+	audit     *tenant.Audit
+	// owners says whose a sandbox is (the sandbox service; a test's own).
+	owners    tenant.SandboxOwners
 	maxUpload int64
 	metrics   http.Handler
 }
@@ -41,7 +44,10 @@ type Options struct {
 	// Code runs cells in sandboxes' code interpreters.
 	Code    CodeRunner
 	Volumes *volume.Service
-	APIKey  string
+	// Tenants checks API keys and keeps tenants; Audit records every
+	// state-changing call.
+	Tenants *tenant.Service
+	Audit   *tenant.Audit
 	// MaxUpload bounds one file set upload.
 	MaxUpload int64
 	Metrics   http.Handler
@@ -50,7 +56,7 @@ type Options struct {
 // New returns the API's handler.
 func New(o Options) http.Handler {
 	s := &Server{sandboxes: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
-		apiKey: o.APIKey, maxUpload: o.MaxUpload, metrics: o.Metrics}
+		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics}
 	return s.routes()
 }
 
@@ -60,93 +66,102 @@ type route struct {
 	method, path string
 	public       bool
 	handler      http.HandlerFunc
+	// creates: the route starts sandboxes (a create, resume or fork),
+	// so it draws on its tenant's rate of creates.
+	creates bool
 }
 
 func (s *Server) table() []route {
 	return []route{
-		{"GET", "/healthz", true, s.healthz},
-		{"GET", "/metrics", true, s.metrics.ServeHTTP},
-		{"POST", "/v1/sandboxes", false, s.createSandbox},
-		{"GET", "/v1/sandboxes", false, s.listSandboxes},
-		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox},
-		{"GET", "/v1/events", false, s.sandboxEvents},
-		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox},
-		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout},
-		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork},
-		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand},
-		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands},
-		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},
-		{"POST", "/v1/sandboxes/{id}/commands/{pid}/stdin", false, s.sendStdin},
-		{"POST", "/v1/sandboxes/{id}/commands/{pid}/signal", false, s.signalCommand},
-		{"POST", "/v1/sandboxes/{id}/code", false, s.runCode},
-		{"GET", "/v1/sandboxes/{id}/code", false, s.listCode},
-		{"GET", "/v1/sandboxes/{id}/code/{execution}/events", false, s.codeEvents},
-		{"POST", "/v1/sandboxes/{id}/code/{execution}/interrupt", false, s.interruptCode},
-		{"GET", "/v1/sandboxes/{id}/contexts", false, s.listCodeContexts},
-		{"POST", "/v1/sandboxes/{id}/contexts", false, s.createCodeContext},
-		{"DELETE", "/v1/sandboxes/{id}/contexts/{context}", false, s.deleteCodeContext},
-		{"POST", "/v1/sandboxes/{id}/contexts/{context}/restart", false, s.restartCodeContext},
-		{"GET", "/v1/sandboxes/{id}/files", false, s.downloadFile},
-		{"PUT", "/v1/sandboxes/{id}/files", false, s.uploadFile},
-		{"DELETE", "/v1/sandboxes/{id}/files", false, s.removeFile},
-		{"GET", "/v1/sandboxes/{id}/files/list", false, s.listFiles},
-		{"GET", "/v1/sandboxes/{id}/files/stat", false, s.statFile},
-		{"POST", "/v1/sandboxes/{id}/files/mkdir", false, s.makeDir},
-		{"POST", "/v1/sandboxes/{id}/files/move", false, s.moveFile},
-		{"GET", "/v1/sandboxes/{id}/files/watch", false, s.watchFiles},
-		{"GET", "/v1/sandboxes/{id}/pty", false, s.openPTY},
-		{"POST", "/v1/sandboxes/{id}/pause", false, s.pauseSandbox},
-		{"POST", "/v1/sandboxes/{id}/resume", false, s.resumeSandbox},
-		{"POST", "/v1/sandboxes/{id}/fork", false, s.forkSandbox},
-		{"POST", "/v1/sandboxes/{id}/snapshots", false, s.takeSnapshot},
-		{"GET", "/v1/sandboxes/{id}/snapshots", false, s.listSnapshots},
-		{"GET", "/v1/snapshots", false, s.listSnapshots},
-		{"GET", "/v1/snapshots/{snapshot}", false, s.getSnapshot},
-		{"DELETE", "/v1/snapshots/{snapshot}", false, s.deleteSnapshot},
-		{"GET", "/v1/keys", false, s.listKeys},
-		{"PUT", "/v1/keys/{key}", false, s.putKey},
-		{"POST", "/v1/keys/{key}/rotate", false, s.rotateKey},
-		{"DELETE", "/v1/keys/{key}", false, s.deleteKey},
-		{"GET", "/v1/secrets", false, s.listSecrets},
-		{"PUT", "/v1/secrets/{name}", false, s.putSecret},
-		{"DELETE", "/v1/secrets/{name}", false, s.deleteSecret},
-		{"PUT", "/v1/files/{hash}", false, s.putFiles},
-		{"GET", "/v1/files/{hash}", false, s.getFiles},
-		{"POST", "/v1/builds", false, s.startBuild},
-		{"GET", "/v1/builds", false, s.listBuilds},
-		{"GET", "/v1/builds/{id}", false, s.getBuild},
-		{"GET", "/v1/builds/{id}/logs", false, s.buildLogs},
-		{"POST", "/v1/builds/{id}/cancel", false, s.cancelBuild},
-		{"GET", "/v1/templates", false, s.listTemplates},
-		{"GET", "/v1/templates/{name}", false, s.getTemplate},
-		{"DELETE", "/v1/templates/{name}", false, s.deleteTemplate},
-		{"PUT", "/v1/templates/{name}/tags/{tag}", false, s.setTag},
-		{"DELETE", "/v1/templates/{name}/tags/{tag}", false, s.deleteTag},
-		{"POST", "/v1/volumes", false, s.createVolume},
-		{"GET", "/v1/volumes", false, s.listVolumes},
-		{"GET", "/v1/volumes/{volume}", false, s.getVolume},
-		{"DELETE", "/v1/volumes/{volume}", false, s.deleteVolume},
-		{"GET", "/v1/volumes/{volume}/files", false, s.readVolumeFile},
-		{"PUT", "/v1/volumes/{volume}/files", false, s.writeVolumeFile},
-		{"DELETE", "/v1/volumes/{volume}/files", false, s.removeVolumeFile},
-		{"GET", "/v1/volumes/{volume}/files/list", false, s.listVolumeFiles},
-		{"GET", "/v1/volumes/{volume}/files/stat", false, s.statVolumeFile},
-		{"POST", "/v1/volumes/{volume}/files/mkdir", false, s.makeVolumeDir},
-		{"POST", "/v1/volumes/{volume}/backups", false, s.backupVolume},
-		{"GET", "/v1/volume-backups", false, s.listVolumeBackups},
-		{"GET", "/v1/volume-backups/{backup}", false, s.getVolumeBackup},
-		{"DELETE", "/v1/volume-backups/{backup}", false, s.deleteVolumeBackup},
+		{"GET", "/healthz", true, s.healthz, false},
+		{"GET", "/metrics", true, s.metrics.ServeHTTP, false},
+		{"POST", "/v1/sandboxes", false, s.createSandbox, true},
+		{"GET", "/v1/sandboxes", false, s.listSandboxes, false},
+		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox, false},
+		{"GET", "/v1/events", false, s.sandboxEvents, false},
+		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox, false},
+		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout, false},
+		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork, false},
+		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand, false},
+		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands, false},
+		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents, false},
+		{"POST", "/v1/sandboxes/{id}/commands/{pid}/stdin", false, s.sendStdin, false},
+		{"POST", "/v1/sandboxes/{id}/commands/{pid}/signal", false, s.signalCommand, false},
+		{"POST", "/v1/sandboxes/{id}/code", false, s.runCode, false},
+		{"GET", "/v1/sandboxes/{id}/code", false, s.listCode, false},
+		{"GET", "/v1/sandboxes/{id}/code/{execution}/events", false, s.codeEvents, false},
+		{"POST", "/v1/sandboxes/{id}/code/{execution}/interrupt", false, s.interruptCode, false},
+		{"GET", "/v1/sandboxes/{id}/contexts", false, s.listCodeContexts, false},
+		{"POST", "/v1/sandboxes/{id}/contexts", false, s.createCodeContext, false},
+		{"DELETE", "/v1/sandboxes/{id}/contexts/{context}", false, s.deleteCodeContext, false},
+		{"POST", "/v1/sandboxes/{id}/contexts/{context}/restart", false, s.restartCodeContext, false},
+		{"GET", "/v1/sandboxes/{id}/files", false, s.downloadFile, false},
+		{"PUT", "/v1/sandboxes/{id}/files", false, s.uploadFile, false},
+		{"DELETE", "/v1/sandboxes/{id}/files", false, s.removeFile, false},
+		{"GET", "/v1/sandboxes/{id}/files/list", false, s.listFiles, false},
+		{"GET", "/v1/sandboxes/{id}/files/stat", false, s.statFile, false},
+		{"POST", "/v1/sandboxes/{id}/files/mkdir", false, s.makeDir, false},
+		{"POST", "/v1/sandboxes/{id}/files/move", false, s.moveFile, false},
+		{"GET", "/v1/sandboxes/{id}/files/watch", false, s.watchFiles, false},
+		{"GET", "/v1/sandboxes/{id}/pty", false, s.openPTY, false},
+		{"POST", "/v1/sandboxes/{id}/pause", false, s.pauseSandbox, false},
+		{"POST", "/v1/sandboxes/{id}/resume", false, s.resumeSandbox, true},
+		{"POST", "/v1/sandboxes/{id}/fork", false, s.forkSandbox, true},
+		{"POST", "/v1/sandboxes/{id}/snapshots", false, s.takeSnapshot, false},
+		{"GET", "/v1/sandboxes/{id}/snapshots", false, s.listSnapshots, false},
+		{"GET", "/v1/snapshots", false, s.listSnapshots, false},
+		{"GET", "/v1/snapshots/{snapshot}", false, s.getSnapshot, false},
+		{"DELETE", "/v1/snapshots/{snapshot}", false, s.deleteSnapshot, false},
+		{"GET", "/v1/keys", false, s.listKeys, false},
+		{"PUT", "/v1/keys/{key}", false, s.putKey, false},
+		{"POST", "/v1/keys/{key}/rotate", false, s.rotateKey, false},
+		{"DELETE", "/v1/keys/{key}", false, s.deleteKey, false},
+		{"GET", "/v1/secrets", false, s.listSecrets, false},
+		{"PUT", "/v1/secrets/{name}", false, s.putSecret, false},
+		{"DELETE", "/v1/secrets/{name}", false, s.deleteSecret, false},
+		{"PUT", "/v1/files/{hash}", false, s.putFiles, false},
+		{"GET", "/v1/files/{hash}", false, s.getFiles, false},
+		{"POST", "/v1/builds", false, s.startBuild, false},
+		{"GET", "/v1/builds", false, s.listBuilds, false},
+		{"GET", "/v1/builds/{id}", false, s.getBuild, false},
+		{"GET", "/v1/builds/{id}/logs", false, s.buildLogs, false},
+		{"POST", "/v1/builds/{id}/cancel", false, s.cancelBuild, false},
+		{"GET", "/v1/templates", false, s.listTemplates, false},
+		{"GET", "/v1/templates/{name}", false, s.getTemplate, false},
+		{"DELETE", "/v1/templates/{name}", false, s.deleteTemplate, false},
+		{"PUT", "/v1/templates/{name}/tags/{tag}", false, s.setTag, false},
+		{"DELETE", "/v1/templates/{name}/tags/{tag}", false, s.deleteTag, false},
+		{"POST", "/v1/volumes", false, s.createVolume, false},
+		{"GET", "/v1/volumes", false, s.listVolumes, false},
+		{"GET", "/v1/volumes/{volume}", false, s.getVolume, false},
+		{"DELETE", "/v1/volumes/{volume}", false, s.deleteVolume, false},
+		{"GET", "/v1/volumes/{volume}/files", false, s.readVolumeFile, false},
+		{"PUT", "/v1/volumes/{volume}/files", false, s.writeVolumeFile, false},
+		{"DELETE", "/v1/volumes/{volume}/files", false, s.removeVolumeFile, false},
+		{"GET", "/v1/volumes/{volume}/files/list", false, s.listVolumeFiles, false},
+		{"GET", "/v1/volumes/{volume}/files/stat", false, s.statVolumeFile, false},
+		{"POST", "/v1/volumes/{volume}/files/mkdir", false, s.makeVolumeDir, false},
+		{"POST", "/v1/volumes/{volume}/backups", false, s.backupVolume, false},
+		{"GET", "/v1/volume-backups", false, s.listVolumeBackups, false},
+		{"GET", "/v1/volume-backups/{backup}", false, s.getVolumeBackup, false},
+		{"DELETE", "/v1/volume-backups/{backup}", false, s.deleteVolumeBackup, false},
+		{"GET", "/v1/usage", false, s.usage, false},
+		{"POST", "/v1/admin/tenants", false, s.createTenant, false},
+		{"GET", "/v1/admin/tenants", false, s.listTenants, false},
+		{"GET", "/v1/admin/tenants/{tenant}", false, s.getTenant, false},
+		{"PUT", "/v1/admin/tenants/{tenant}/quotas", false, s.setQuotas, false},
+		{"POST", "/v1/admin/tenants/{tenant}/keys", false, s.issueKey, false},
+		{"GET", "/v1/admin/tenants/{tenant}/keys", false, s.listAPIKeys, false},
+		{"GET", "/v1/admin/keys", false, s.listAPIKeys, false},
+		{"DELETE", "/v1/admin/keys/{key}", false, s.revokeKey, false},
+		{"GET", "/v1/admin/audit", false, s.auditLog, false},
 	}
 }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.table() {
-		h := http.Handler(rt.handler)
-		if !rt.public {
-			h = s.authenticate(h)
-		}
-		mux.Handle(rt.method+" "+rt.path, h)
+		mux.Handle(rt.method+" "+rt.path, s.chain(rt))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no route for %s %s", r.Method, r.URL.Path))
@@ -154,26 +169,35 @@ func (s *Server) routes() http.Handler {
 	return logRequests(recoverPanics(mux))
 }
 
-// authenticate accepts the API key as a bearer token or in X-API-Key.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	want := []byte(s.apiKey)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("X-API-Key")
-		if auth := r.Header.Get("Authorization"); key == "" && auth != "" {
-			if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
-				key = strings.TrimSpace(tok)
+// chain wraps a route's handler: authentication (the request runs as its
+// key's principal, and ends when the key is revoked), the audit log, the
+// admin check of /v1/admin routes, the rate of creates, and the guard of
+// routes that name a sandbox.
+func (s *Server) chain(rt route) http.Handler {
+	h := http.Handler(rt.handler)
+	if rt.public {
+		return h
+	}
+	if strings.HasPrefix(rt.path, "/v1/sandboxes/{id}") {
+		h = tenant.GuardSandbox(s.owners, h, writeError)
+	}
+	if rt.creates {
+		next := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := s.tenants.AllowCreate(tenant.FromContext(r.Context()), 1); err != nil {
+				writeError(w, r, err)
+				return
 			}
-		}
-		if key == "" {
-			writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, "missing API key: send Authorization: Bearer <key> or X-API-Key"))
-			return
-		}
-		if subtle.ConstantTimeCompare([]byte(key), want) != 1 {
-			writeError(w, r, errdefs.New(errdefs.ErrUnauthenticated, "invalid API key"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+			next.ServeHTTP(w, r)
+		})
+	}
+	if strings.HasPrefix(rt.path, "/v1/admin/") {
+		h = tenant.RequireAdmin(h, writeError)
+	}
+	if s.audit != nil {
+		h = s.audit.Middleware(h)
+	}
+	return s.tenants.Authenticate(h, "missing API key: send Authorization: Bearer <key> or X-API-Key", writeError)
 }
 
 func recoverPanics(next http.Handler) http.Handler {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Customer keys (bring your own key). A customer key is held in memory
@@ -41,7 +42,7 @@ func (s *Service) RotateKey(ctx context.Context, id string, newKey []byte) (int,
 		return 0, err
 	}
 	if !s.cfg.Keys.HasKey(id) {
-		return 0, errdefs.New(errdefs.ErrFailedPrecondition, "encryption key %q is not loaded: rotation needs the current key (PUT /v1/keys/%s)", id, id)
+		return 0, errdefs.New(errdefs.ErrFailedPrecondition, "encryption key %q is not loaded: rotation needs the current key (PUT /v1/keys/%s)", tenant.Bare(id), tenant.Bare(id))
 	}
 	if err := s.cfg.Keys.RotateCustomerKey(id, newKey); err != nil {
 		return 0, err
@@ -67,7 +68,7 @@ func (s *Service) RemoveKey(id string) error {
 		return err
 	}
 	if id == "" || !s.cfg.Keys.HasKey(id) {
-		return errdefs.New(errdefs.ErrNotFound, "encryption key %q is not loaded", id)
+		return errdefs.New(errdefs.ErrNotFound, "encryption key %q is not loaded", tenant.Bare(id))
 	}
 	s.cfg.Keys.RemoveCustomerKey(id)
 	slog.Info("customer key removed", "key_id", id)

@@ -152,7 +152,10 @@ func createPlatformKey(path string) (*keyset.Handle, error) {
 // validKeyID accepts ids fit for manifests, logs and error messages.
 func validKeyID(id string) error {
 	// A tenant's key is kept as "<tenant>/<id>" (internal/tenant).
-	if _, bare, scoped := strings.Cut(id, "/"); scoped {
+	if t, bare, scoped := strings.Cut(id, "/"); scoped {
+		if err := validKeyID(t); err != nil || strings.Contains(bare, "/") {
+			return errdefs.New(errdefs.ErrInvalidArgument, "customer key id %q is invalid: one tenant and one id", id)
+		}
 		id = bare
 	}
 	if id == "" || len(id) > maxKeyIDLen || strings.IndexFunc(id, func(r rune) bool {

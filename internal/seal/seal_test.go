@@ -255,7 +255,8 @@ func TestSetCustomerKeyValidation(t *testing.T) {
 		{"short key", "acme", make([]byte, 16)},
 		{"long key", "acme", make([]byte, 33)},
 		{"empty id", "", make([]byte, 32)},
-		{"slash in id", "a/b", make([]byte, 32)},
+		{"two slashes in id (one is a tenant's)", "a/b/c", make([]byte, 32)},
+		{"empty tenant", "/b", make([]byte, 32)},
 		{"long id", strings.Repeat("a", 129), make([]byte, 32)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

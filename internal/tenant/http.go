@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -37,5 +38,37 @@ func (s *Service) Authenticate(next http.Handler, missing string, refuse func(ht
 		ctx, release := s.Hold(r.Context(), p)
 		defer release()
 		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// SandboxOwners says who owns a sandbox (internal/sandbox's Service).
+type SandboxOwners interface {
+	// Owner returns the sandbox's tenant and whether it is known here.
+	Owner(ctx context.Context, id string) (string, bool)
+}
+
+// GuardSandbox wraps next, a route whose path value "id" is a sandbox: a
+// sandbox of another tenant is answered as the API answers an unknown one
+// (the handler answers those itself: a sandbox paused on another node is
+// unknown here and still resumable, and its checkpoint names its tenant).
+func GuardSandbox(owners SandboxOwners, next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if owner, known := owners.Owner(r.Context(), id); known && !FromContext(r.Context()).Owns(owner) {
+			refuse(w, r, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// RequireAdmin wraps next so only the admin key reaches it.
+func RequireAdmin(next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !FromContext(r.Context()).Admin {
+			refuse(w, r, errdefs.New(errdefs.ErrPermissionDenied, "this route needs the admin key"))
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
