@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Volumes: vols,
 		Quotas:  tenants.Quotas,
 	}, st, rt, metrics)
-	reg.MustRegister(sandbox.PoolCollector(svc))
+	reg.MustRegister(sandbox.PoolCollector(svc), tenant.NewCollector(tenants, svc.Usage))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
@@ -354,7 +354,7 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: svc.EgressAddrs,
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
 			v, ok := svc.ByAddr(ip)
-			return egress.Sandbox{ID: v.ID, Network: v.Network, Secrets: v.Secrets}, ok
+			return egress.Sandbox{ID: v.ID, Tenant: v.Tenant, Network: v.Network, Secrets: v.Secrets}, ok
 		},
 	})
 }

@@ -27,7 +27,9 @@ import (
 // Sandbox is what the gateway needs to know of the sandbox behind a source
 // address.
 type Sandbox struct {
-	ID      string
+	ID string
+	// Tenant owns it (audit lines name it).
+	Tenant  string
 	Network *store.NetworkPolicy
 	// Secrets maps the sandbox's placeholders to secret names.
 	Secrets map[string]string
@@ -275,7 +277,7 @@ func (h *hostAddrs) has(ip netip.Addr) bool {
 
 // audit logs a refusal with what it was and why, never a secret.
 func audit(sb Sandbox, what string, d policy.Dest, rule, reason string) {
-	slog.Warn("egress denied", "sandbox", sb.ID, "what", what, "name", d.Name, "ip", addrString(d.IP), "port", d.Port, "rule", rule, "reason", reason)
+	slog.Warn("egress denied", "sandbox", sb.ID, "tenant", sb.Tenant, "what", what, "name", d.Name, "ip", addrString(d.IP), "port", d.Port, "rule", rule, "reason", reason)
 }
 
 func addrString(ip netip.Addr) string {

@@ -23,6 +23,7 @@ func checkNetwork(p *NetworkPolicy) error {
 // EgressView is what the egress gateway needs of a sandbox.
 type EgressView struct {
 	ID      string
+	Tenant  string
 	Network *NetworkPolicy
 	// Secrets maps placeholders to secret names.
 	Secrets map[string]string
@@ -47,7 +48,7 @@ func (s *Service) ByAddr(ip netip.Addr) (EgressView, bool) {
 		if e.rec.State != store.StateRunning {
 			return EgressView{}, false
 		}
-		return EgressView{ID: e.rec.ID, Network: cloneNetwork(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
+		return EgressView{ID: e.rec.ID, Tenant: tenant.Of(e.rec.Tenant), Network: cloneNetwork(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
 	}
 	return EgressView{}, false
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spacesandbox/space/internal/errdefs"
 )
 
 // Metrics are the service's Prometheus series.
@@ -18,6 +20,7 @@ type Metrics struct {
 	imageBytes     *prometheus.CounterVec
 	imageFailures  *prometheus.CounterVec
 	restoreSeconds *prometheus.HistogramVec
+	quotaRefusals  *prometheus.CounterVec
 }
 
 // NewMetrics registers the service's series with reg; running and pools
@@ -60,6 +63,11 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
 	}
+	m.quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "space_tenant_quota_refusals_total",
+		Help: "Creates, resumes, forks and pauses refused (403) because the tenant was at a quota.",
+	}, []string{"tenant", "quota"})
+	reg.MustRegister(m.quotaRefusals)
 	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses,
 		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -84,6 +92,13 @@ func (m *Metrics) created(d time.Duration, pooled bool) {
 func (m *Metrics) poolMiss(template string) {
 	if m != nil {
 		m.poolMisses.WithLabelValues(template).Inc()
+	}
+}
+
+func (m *Metrics) quotaRefused(tenant string, err error) {
+	if m != nil {
+		q, _ := errdefs.Details(err)["quota"].(string)
+		m.quotaRefusals.WithLabelValues(tenant, q).Inc()
 	}
 }
 

@@ -36,6 +36,7 @@ func (s *Service) reserve(ctx context.Context, add tenant.Usage) (*reservation, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := tenant.Check(p.Tenant, q, s.usageLocked(p.Tenant), add); err != nil {
+		s.metrics.quotaRefused(p.Tenant, err)
 		return nil, err
 	}
 	s.reserved[p.Tenant] = s.reserved[p.Tenant].Plus(add)
@@ -115,7 +116,11 @@ func (s *Service) checkPausedQuota(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return tenant.Check(p.Tenant, q, tenant.Usage{PausedSandboxes: n}, tenant.Usage{PausedSandboxes: 1})
+	err = tenant.Check(p.Tenant, q, tenant.Usage{PausedSandboxes: n}, tenant.Usage{PausedSandboxes: 1})
+	if err != nil {
+		s.metrics.quotaRefused(p.Tenant, err)
+	}
+	return err
 }
 
 // Owner returns the tenant of sandbox id, live, paused or ended, and

@@ -124,6 +124,7 @@ func (s *Service) AllowCreate(p Principal, n int) error {
 	s.rate.mu.Unlock()
 	now := time.Now()
 	if n > burst || !l.AllowN(now, n) {
+		s.rateLimited.WithLabelValues(p.Tenant).Inc()
 		wait := time.Duration(float64(n) / q.CreatesPerSecond * float64(time.Second))
 		err := errdefs.New(errdefs.ErrResourceExhausted, "tenant %s is over its rate of %g creates per second (burst %d); retry in %s",
 			p.Tenant, q.CreatesPerSecond, burst, wait.Round(time.Millisecond))

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 )
@@ -40,6 +42,8 @@ type Service struct {
 	// open are the cancel functions of the requests in flight, by key ID.
 	open map[string]map[*context.CancelFunc]struct{}
 	rate *rates
+	// rateLimited counts creates refused by a tenant's rate.
+	rateLimited *prometheus.CounterVec
 }
 
 // New loads the tenants and keys. adminKey is spaced's configured key;
@@ -47,7 +51,11 @@ type Service struct {
 func New(ctx context.Context, st store.TenantStore, adminKey string, defaults store.Quotas) (*Service, error) {
 	s := &Service{store: st, adminKey: []byte(adminKey), defaults: defaults,
 		byHash: map[string]*store.APIKey{}, tenants: map[string]*store.Tenant{},
-		open: map[string]map[*context.CancelFunc]struct{}{}, rate: newRates()}
+		open: map[string]map[*context.CancelFunc]struct{}{}, rate: newRates(),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_tenant_rate_limited_total",
+			Help: "Creates, resumes and forks refused (429) by a tenant's rate of creates.",
+		}, []string{"tenant"})}
 	if _, err := st.GetTenant(ctx, Default); errdefs.Class(err) == errdefs.ErrNotFound {
 		if err := st.CreateTenant(ctx, &store.Tenant{ID: Default, Name: "the admin key's tenant", CreatedAt: time.Now().UTC()}); err != nil {
 			return nil, fmt.Errorf("create the default tenant: %w", err)
