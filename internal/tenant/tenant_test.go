@@ -1,0 +1,224 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+func newService(t *testing.T, defaults store.Quotas) (*Service, *store.Bolt) {
+	t.Helper()
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := New(context.Background(), st, "admin-key", defaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, st
+}
+
+func TestCheck(t *testing.T) {
+	q := store.Quotas{Sandboxes: 2, VCPU: 4, MemoryMB: 1024, PausedSandboxes: 1}
+	for _, tc := range []struct {
+		name      string
+		use, add  Usage
+		wantQuota string
+	}{
+		{"room", Usage{Sandboxes: 1, VCPU: 2, MemoryMB: 512}, Usage{Sandboxes: 1, VCPU: 2, MemoryMB: 512}, ""},
+		{"sandboxes", Usage{Sandboxes: 2, VCPU: 2, MemoryMB: 512}, Usage{Sandboxes: 1, VCPU: 1, MemoryMB: 1}, "sandboxes"},
+		{"vcpu", Usage{Sandboxes: 1, VCPU: 3}, Usage{Sandboxes: 1, VCPU: 2}, "vcpu"},
+		{"memory", Usage{Sandboxes: 1, MemoryMB: 1000}, Usage{Sandboxes: 1, MemoryMB: 100}, "memory_mb"},
+		{"paused", Usage{PausedSandboxes: 1}, Usage{PausedSandboxes: 1}, "paused_sandboxes"},
+		{"over one quota does not block what adds nothing to it", Usage{Sandboxes: 5}, Usage{PausedSandboxes: 1}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check("acme", q, tc.use, tc.add)
+			if tc.wantQuota == "" {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, errdefs.ErrQuotaExceeded) {
+				t.Fatalf("Check: %v, want ErrQuotaExceeded", err)
+			}
+			d := errdefs.Details(err)
+			if d["quota"] != tc.wantQuota || d["limit"] == nil || d["used"] == nil {
+				t.Fatalf("details %v, want quota %s with limit and used", d, tc.wantQuota)
+			}
+			if msg := errdefs.PublicMessage(err); !strings.Contains(msg, tc.wantQuota) || !strings.Contains(msg, "acme") {
+				t.Fatalf("message %q names neither the quota nor the tenant", msg)
+			}
+		})
+	}
+	if err := Check("acme", store.Quotas{}, Usage{Sandboxes: 1000}, Usage{Sandboxes: 1}); err != nil {
+		t.Fatalf("no quotas: %v", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, tc := range []struct {
+		tenant, name, want string
+		bad                bool
+	}{
+		{Default, "github", "github", false},
+		{"acme", "github", "acme/github", false},
+		{"acme", "x/y", "", true},
+	} {
+		got, err := Qualify(tc.tenant, tc.name)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("Qualify(%q, %q) = %q, %v", tc.tenant, tc.name, got, err)
+		}
+	}
+	acme, bob := Principal{Tenant: "acme"}, Principal{Tenant: "bob"}
+	for _, tc := range []struct {
+		p      Principal
+		q      string
+		want   string
+		wantOK bool
+	}{
+		{acme, "acme/github", "github", true},
+		{bob, "acme/github", "", false},
+		{acme, "github", "", false},
+		{Principal{Tenant: Default}, "github", "github", true},
+		{Admin, "acme/github", "acme/github", true},
+		{Admin, "github", "github", true},
+	} {
+		if got, ok := Visible(tc.p, tc.q); got != tc.want || ok != tc.wantOK {
+			t.Errorf("Visible(%v, %q) = %q, %v", tc.p, tc.q, got, ok)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	svc, st := newService(t, store.Quotas{})
+	ctx := context.Background()
+	if _, err := svc.CreateTenant(ctx, "acme", "Acme", store.Quotas{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "Acme", "a/b", "-x", strings.Repeat("a", 64)} {
+		if _, err := svc.CreateTenant(ctx, id, "", store.Quotas{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("CreateTenant(%q): %v, want ErrInvalidArgument", id, err)
+		}
+	}
+	if _, err := svc.CreateTenant(ctx, "acme", "again", store.Quotas{}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("second acme: %v", err)
+	}
+	if _, _, err := svc.IssueKey(ctx, "nobody", ""); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("key of an unknown tenant: %v", err)
+	}
+	key, k, err := svc.IssueKey(ctx, "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(key, KeyPrefix) || !strings.HasPrefix(key, k.ID) || k.Hash == "" || strings.Contains(k.Hash, key) {
+		t.Fatalf("key %q, record %+v", key, k)
+	}
+	p, err := svc.Principal(key)
+	if err != nil || p.Tenant != "acme" || p.Admin || p.Key != k.ID {
+		t.Fatalf("Principal: %+v, %v", p, err)
+	}
+	if p, err := svc.Principal("admin-key"); err != nil || !p.Admin {
+		t.Fatalf("admin key: %+v, %v", p, err)
+	}
+	if _, err := svc.Principal(key + "x"); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Fatalf("wrong key: %v", err)
+	}
+
+	// A request held open by the key ends when the key is revoked.
+	held, release := svc.Hold(ctx, p)
+	defer release()
+	if _, err := svc.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held request was not cancelled by the revocation")
+	}
+	if _, err := svc.Principal(key); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Fatalf("revoked key: %v", err)
+	}
+
+	// A restart knows the revocation; the stored record holds no key.
+	again, err := New(ctx, st, "admin-key", store.Quotas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Principal(key); err == nil {
+		t.Fatal("a revoked key works after a restart")
+	}
+	keys, _ := again.Keys(ctx, "acme")
+	if len(keys) != 1 || keys[0].RevokedAt.IsZero() {
+		t.Fatalf("keys after restart: %+v", keys)
+	}
+}
+
+func TestAllowCreate(t *testing.T) {
+	svc, _ := newService(t, store.Quotas{CreatesPerSecond: 1, CreatesBurst: 2})
+	p := Principal{Tenant: "acme", Key: "k"}
+	for i := range 2 {
+		if err := svc.AllowCreate(p, 1); err != nil {
+			t.Fatalf("create %d within the burst: %v", i, err)
+		}
+	}
+	err := svc.AllowCreate(p, 1)
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || errdefs.Details(err)["quota"] != "creates_per_second" {
+		t.Fatalf("third create: %v", err)
+	}
+	if err := svc.AllowCreate(Principal{Tenant: "other", Key: "o"}, 1); err != nil {
+		t.Fatalf("another tenant's bucket is its own: %v", err)
+	}
+	if err := svc.AllowCreate(Admin, 1); err != nil {
+		t.Fatalf("the admin key is not limited: %v", err)
+	}
+}
+
+func TestAuditMiddleware(t *testing.T) {
+	svc, st := newService(t, store.Quotas{})
+	a := NewAudit(st, time.Hour)
+	h := svc.Authenticate(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"id":"new1"}`))
+	})), "send a key", func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(http.StatusUnauthorized) })
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/things/{id}", h)
+	mux.Handle("GET /v1/things/{id}", h)
+	for _, m := range []string{http.MethodPost, http.MethodGet} {
+		req := httptest.NewRequest(m, "/v1/things/t1", nil)
+		req.Header.Set("Authorization", "Bearer admin-key")
+		req.RemoteAddr = "192.0.2.7:1234"
+		mux.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/things/t2", nil)
+	mux.ServeHTTP(httptest.NewRecorder(), req) // no key: refused, not audited
+	got, err := a.Query(context.Background(), time.Now().Add(-time.Minute), time.Now().Add(time.Minute), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("entries %+v, want the one POST", got)
+	}
+	e := got[0]
+	if e.Tenant != Default || e.Key != AdminKeyID || e.Route != "POST /v1/things/{id}" || e.Object != "t1" || e.Created != "new1" || e.Status != 201 || e.Remote != "192.0.2.7" {
+		t.Fatalf("entry %+v", e)
+	}
+	if got, _ := a.Query(context.Background(), time.Now().Add(-time.Minute), time.Now().Add(time.Minute), "acme", 10); len(got) != 0 {
+		t.Fatalf("acme's entries: %+v", got)
+	}
+	if n, err := st.PruneAudit(context.Background(), time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+}
