@@ -1,0 +1,157 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Quotas bound what a tenant may hold at once: 0 means the daemon's
+// default, -1 no limit.
+type Quotas struct {
+	Sandboxes        int     `json:"sandboxes,omitempty"`
+	VCPU             int     `json:"vcpu,omitempty"`
+	MemoryMB         int     `json:"memory_mb,omitempty"`
+	PausedSandboxes  int     `json:"paused_sandboxes,omitempty"`
+	CreatesPerSecond float64 `json:"creates_per_second,omitempty"`
+	CreatesBurst     int     `json:"creates_burst,omitempty"`
+}
+
+// Usage is what a tenant holds now.
+type Usage struct {
+	Sandboxes       int `json:"sandboxes"`
+	VCPU            int `json:"vcpu"`
+	MemoryMB        int `json:"memory_mb"`
+	PausedSandboxes int `json:"paused_sandboxes"`
+}
+
+// Tenant owns sandboxes, templates, snapshots, volumes, secrets and keys.
+type Tenant struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Quotas    Quotas    `json:"quotas"`
+	// Effective are the quotas that apply (defaults filled in).
+	Effective Quotas `json:"effective_quotas"`
+	Usage     *Usage `json:"usage,omitempty"`
+}
+
+// APIKey is an issued key; Key is set only in IssueKey's answer.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	Key       string    `json:"key,omitempty"`
+}
+
+// AuditEntry is one state-changing API call.
+type AuditEntry struct {
+	Time    time.Time `json:"time"`
+	Tenant  string    `json:"tenant"`
+	Key     string    `json:"key"`
+	Method  string    `json:"method"`
+	Route   string    `json:"route"`
+	Object  string    `json:"object,omitempty"`
+	Created string    `json:"created,omitempty"`
+	Status  int       `json:"status"`
+	Remote  string    `json:"remote,omitempty"`
+}
+
+// CreateTenant makes a tenant (admin key).
+func (c *Client) CreateTenant(ctx context.Context, id, name string, q Quotas) (*Tenant, error) {
+	var out Tenant
+	in := struct {
+		ID     string `json:"id"`
+		Name   string `json:"name,omitempty"`
+		Quotas Quotas `json:"quotas"`
+	}{id, name, q}
+	return &out, c.call(ctx, http.MethodPost, nil, in, &out, "v1", "admin", "tenants")
+}
+
+// ListTenants lists tenants with their usage (admin key).
+func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
+	var out struct {
+		Tenants []Tenant `json:"tenants"`
+	}
+	return out.Tenants, c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "admin", "tenants")
+}
+
+// GetTenant returns one tenant (admin key).
+func (c *Client) GetTenant(ctx context.Context, id string) (*Tenant, error) {
+	var out Tenant
+	return &out, c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "admin", "tenants", id)
+}
+
+// SetQuotas replaces a tenant's quotas (admin key).
+func (c *Client) SetQuotas(ctx context.Context, id string, q Quotas) (*Tenant, error) {
+	var out Tenant
+	return &out, c.call(ctx, http.MethodPut, nil, q, &out, "v1", "admin", "tenants", id, "quotas")
+}
+
+// IssueKey makes an API key of tenant (admin key); the answer's Key is
+// the only copy.
+func (c *Client) IssueKey(ctx context.Context, tenant, name string) (*APIKey, error) {
+	var out APIKey
+	in := struct {
+		Name string `json:"name,omitempty"`
+	}{name}
+	return &out, c.call(ctx, http.MethodPost, nil, in, &out, "v1", "admin", "tenants", tenant, "keys")
+}
+
+// ListAPIKeys lists the keys of tenant, or every tenant's when empty
+// (admin key).
+func (c *Client) ListAPIKeys(ctx context.Context, tenant string) ([]APIKey, error) {
+	var out struct {
+		Keys []APIKey `json:"keys"`
+	}
+	segs := []string{"v1", "admin", "keys"}
+	if tenant != "" {
+		segs = []string{"v1", "admin", "tenants", tenant, "keys"}
+	}
+	return out.Keys, c.call(ctx, http.MethodGet, nil, nil, &out, segs...)
+}
+
+// RevokeKey revokes key id (its prefix) at once (admin key).
+func (c *Client) RevokeKey(ctx context.Context, id string) (*APIKey, error) {
+	var out APIKey
+	return &out, c.call(ctx, http.MethodDelete, nil, nil, &out, "v1", "admin", "keys", id)
+}
+
+// AuditFilter selects audit entries; zero times mean the daemon's default
+// window (the last hour).
+type AuditFilter struct {
+	From, To time.Time
+	Tenant   string
+	Limit    int
+}
+
+// Audit returns the state-changing calls of a time window (admin key).
+func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	q := url.Values{}
+	if !f.From.IsZero() {
+		q.Set("from", f.From.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.To.IsZero() {
+		q.Set("to", f.To.UTC().Format(time.RFC3339Nano))
+	}
+	if f.Tenant != "" {
+		q.Set("tenant", f.Tenant)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out struct {
+		Entries []AuditEntry `json:"entries"`
+	}
+	return out.Entries, c.call(ctx, http.MethodGet, q, nil, &out, "v1", "admin", "audit")
+}
+
+// Usage returns the caller's tenant with its quotas and usage.
+func (c *Client) Usage(ctx context.Context) (*Tenant, error) {
+	var out Tenant
+	return &out, c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "usage")
+}
