@@ -444,3 +444,9 @@ func decide(b Budget, t Totals, need Need) *Refusal {
 	}
 	return nil
 }
+
+// PoolNeed is n for a warm-pool refill.
+func (n Need) PoolNeed() Need {
+	n.Pool = true
+	return n
+}
