@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -134,11 +135,17 @@ func (s *Service) releasePooled(ctx context.Context, ref *admission.Refusal) boo
 	if b == nil {
 		return false
 	}
+	// The room is the caller's: the pool does not take it back at once.
+	from.holdRefills(poolHold)
 	slog.Info("pool sandbox given up to make room", "sandbox", b.rec.ID, "template", from.cfg.Template, "resource", ref.Resource)
 	b.undo() // forgets it in the controller once it is gone
 	s.metrics.poolReleased(from.cfg.Template)
 	return true
 }
+
+// poolHold is how long a pool that gave up a sandbox for a start waits
+// before it refills again (within its share of the budgets).
+const poolHold = 5 * time.Second
 
 // imageBytes is what the files of an image directory hold.
 func imageBytes(dir string) int64 {

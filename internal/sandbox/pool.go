@@ -90,6 +90,13 @@ func (p *pool) release() *booted {
 	return b
 }
 
+// holdRefills stops refills for d (unless a template change wakes it).
+func (p *pool) holdRefills(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retryAt = maxTime(p.retryAt, time.Now().Add(d))
+}
+
 // size returns how many sandboxes are ready.
 func (p *pool) size() int {
 	p.mu.Lock()
