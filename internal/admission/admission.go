@@ -174,8 +174,25 @@ func (c *Controller) Admit(need Need) (*Reservation, *Refusal) {
 	}
 	count := c.cfg.Count()
 	c.mu.Lock()
+	r := decide(c.cfg.Budget, c.totalsLocked(count), need)
+	c.mu.Unlock()
+	if r != nil && r.Scope == "host" && c.cfg.Host != nil {
+		// The host sample may be a second old, and the host's memory and
+		// disk change without us (space freed, another program gone): a
+		// refusal for the host's sake is decided again on a fresh reading
+		// (a file read and a statfs).
+		if h, err := c.cfg.Host(); err == nil {
+			c.mu.Lock()
+			c.host, c.unseen = h, Usage{}
+			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r := decide(c.cfg.Budget, c.totalsLocked(count), need); r != nil {
+	if r != nil && r.Scope == "host" {
+		r = decide(c.cfg.Budget, c.totalsLocked(count), need)
+	}
+	if r != nil {
 		return nil, r
 	}
 	res := &Reservation{c: c, need: need}

@@ -225,3 +225,34 @@ func TestReadHost(t *testing.T) {
 		t.Errorf("host %+v", h)
 	}
 }
+
+// TestHostRefusalRereadsHost: a refusal for the host's sake is decided
+// again on a fresh reading, so space freed a moment ago is used at once.
+func TestHostRefusalRereadsHost(t *testing.T) {
+	free := int64(0)
+	reads := 0
+	c := New(Config{
+		Budget:  Budget{DiskFloor: 10 * mib},
+		Sampler: &fakeSampler{use: map[string]Usage{}},
+		Host: func() (Host, error) {
+			reads++
+			return Host{MemTotal: gib, MemAvailable: gib, DiskTotal: gib, DiskFree: free}, nil
+		},
+	})
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	need := Need{Usage: Usage{Disk: mib}}
+	if _, ref := c.Admit(need); ref == nil || ref.Resource != Disk || ref.Scope != "host" {
+		t.Fatalf("full disk: %v", ref)
+	}
+	free = 500 * mib // freed since the last sample
+	r, ref := c.Admit(need)
+	if ref != nil {
+		t.Fatalf("freed disk: %v", ref)
+	}
+	r.Cancel()
+	if reads != 3 {
+		t.Errorf("%d host reads, want 3 (the sample and one per host refusal)", reads)
+	}
+}
