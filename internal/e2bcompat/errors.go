@@ -19,7 +19,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		slog.ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
-	writeJSON(w, code, errorJSON{Code: code, Message: errdefs.PublicMessage(err)})
+	writeJSON(w, code, errorJSON{Code: code, Message: errdefs.PublicMessage(err), Details: errdefs.Details(err)})
 }
 
 // writeStatus answers with an error body for a status chosen here.

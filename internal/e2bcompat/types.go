@@ -165,4 +165,7 @@ type agentMetrics struct {
 type errorJSON struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	// Details: what errdefs.WithDetails gave (E2B's SDKs read only the
+	// two fields above and ignore it).
+	Details any `json:"details,omitempty"`
 }

@@ -20,6 +20,9 @@ var (
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrNoSpace            = errors.New("no space left")
 	ErrTooLarge           = errors.New("too large")
+	// ErrCapacity: the node is at one of its budgets (memory, disk,
+	// sandboxes); another node, or this one later, can serve the request.
+	ErrCapacity = errors.New("node at capacity")
 )
 
 // classified is an error whose client-facing message is separate from the
@@ -28,6 +31,7 @@ type classified struct {
 	class   error
 	message string
 	cause   error
+	details any
 }
 
 func (e *classified) Error() string {
@@ -51,6 +55,23 @@ func Wrap(class error, cause error, format string, args ...any) error {
 	return &classified{class: class, message: fmt.Sprintf(format, args...), cause: cause}
 }
 
+// WithDetails returns an error of class with a message fit for clients and
+// details, a value both APIs add to the error body as JSON ("details"), for
+// clients that act on the error rather than show it.
+func WithDetails(class error, details any, format string, args ...any) error {
+	return &classified{class: class, message: fmt.Sprintf(format, args...), details: details}
+}
+
+// Details is what the outermost classified error of err holds for the
+// error body, or nil.
+func Details(err error) any {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.details
+	}
+	return nil
+}
+
 // PublicMessage is what a client may see of err: the message of the outermost
 // classified error, or a generic text for unclassified (internal) errors.
 func PublicMessage(err error) string {
@@ -62,7 +83,7 @@ func PublicMessage(err error) string {
 }
 
 var classes = []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
-	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge}
+	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge, ErrCapacity}
 
 // Class returns the class of err, or nil for an internal error. The
 // outermost classified error decides: the code that wrapped last knew best

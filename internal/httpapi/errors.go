@@ -19,6 +19,9 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Details are for clients that act on the error (errdefs.WithDetails):
+	// which node budget refused a create, for example.
+	Details any `json:"details,omitempty"`
 }
 
 // writeError answers with the JSON error body. Internal causes are logged,
@@ -34,7 +37,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: name, Message: msg}})
+	json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: name, Message: msg, Details: errdefs.Details(err)}})
 }
 
 // fromAgent classifies an error from a sandbox's agent. The agent is

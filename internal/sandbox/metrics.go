@@ -10,6 +10,7 @@ import (
 type Metrics struct {
 	createSeconds  *prometheus.HistogramVec
 	poolMisses     *prometheus.CounterVec
+	poolReleases   *prometheus.CounterVec
 	createFailures prometheus.Counter
 	endings        *prometheus.CounterVec
 	// Checkpoints (op: pause, snapshot) and restores (op: resume, fork,
@@ -32,6 +33,10 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 		poolMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "space_pool_misses_total",
 			Help: "Creates that found the template's warm pool empty.",
+		}, []string{"template"}),
+		poolReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_pool_released_total",
+			Help: "Idle pool sandboxes torn down to make room for a create, resume or fork on a node at a budget.",
 		}, []string{"template"}),
 		createFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "space_sandbox_create_failures_total",
@@ -60,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
 	}
-	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses,
+	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses, m.poolReleases,
 		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
@@ -84,6 +89,12 @@ func (m *Metrics) created(d time.Duration, pooled bool) {
 func (m *Metrics) poolMiss(template string) {
 	if m != nil {
 		m.poolMisses.WithLabelValues(template).Inc()
+	}
+}
+
+func (m *Metrics) poolReleased(template string) {
+	if m != nil {
+		m.poolReleases.WithLabelValues(template).Inc()
 	}
 }
 

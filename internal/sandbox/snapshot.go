@@ -336,6 +336,17 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 			s.metrics.createFailed()
 		}
 	}()
+	// It restores the snapshot's memory image: admitted before the wait
+	// for a turn and the download.
+	r, err := s.admit(ctx, s.need(snap.MemoryMB, m.Bytes, 0, false), "create")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			r.Cancel()
+		}
+	}()
 	select {
 	case s.boots <- struct{}{}:
 	case <-ctx.Done():
@@ -384,7 +395,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
 		return nil, err
 	}
-	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID)
+	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r)
 	if err != nil {
 		return nil, err
 	}
