@@ -20,7 +20,10 @@ const (
 	CodeTooLarge           = "too_large"
 	CodeResourceExhausted  = "resource_exhausted"
 	CodeUnavailable        = "unavailable"
-	CodeInternal           = "internal"
+	// CodeNodeAtCapacity (503): the node is at its memory, disk or sandbox
+	// budget; try later or another node.
+	CodeNodeAtCapacity = "node_at_capacity"
+	CodeInternal       = "internal"
 )
 
 // APIError is an error answer of the daemon: {"error":{"code","message"}}.

@@ -45,7 +45,7 @@ var layers = []layer{
 	{"cmd/space-agent", []string{"internal/agent"}},
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
 	{"internal/daemon", []string{
-		"internal/blobstore", "internal/checkpoint", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
+		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
 		"internal/egress", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
 		"internal/seal", "internal/store", "internal/template", "internal/tenant", "internal/volume",
@@ -72,10 +72,13 @@ var layers = []layer{
 
 	// Sandboxes and templates.
 	{"internal/sandbox", []string{
-		"api/...", "internal/checkpoint", "internal/egress/policy", "internal/egress/secrets",
+		"api/...", "internal/admission", "internal/checkpoint", "internal/egress/policy", "internal/egress/secrets",
 		"internal/errdefs", "internal/keylock", "internal/network", "internal/recipe",
 		"internal/runtime", "internal/seal", "internal/store", "internal/tenant",
 	}},
+	// The node's budgets: what sandboxes take, measured through the
+	// sandbox service's sampler; it knows no runtime.
+	{"internal/admission", []string{"internal/errdefs"}},
 	{"internal/template", []string{
 		"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/ociimage",
 		"internal/recipe", "internal/rootfs", "internal/runtime", "internal/sandbox", "internal/store", "internal/tenant",

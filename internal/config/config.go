@@ -111,6 +111,16 @@ type Config struct {
 	TemplateGCInterval time.Duration
 	// TemplateMaxUpload bounds one upload (a build context, an image archive).
 	TemplateMaxUpload int64
+	// The node's budgets (admission control): the memory and the disk its
+	// sandboxes may take, as measured on the host, and how many it may
+	// hold; a create, resume or fork past one is refused with 503.
+	// 0 derives them from the host at start: 80% of MemTotal, 80% of the
+	// data dir's filesystem, and the fewer of the sandbox range's slots and
+	// pid_max/32 (SPACE_NODE_MEMORY_MB, SPACE_NODE_DISK_MB,
+	// SPACE_NODE_MAX_SANDBOXES).
+	NodeMemoryMB     int
+	NodeDiskMB       int
+	NodeMaxSandboxes int
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -264,6 +274,9 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TENANT_MAX_MEMORY_MB":  &c.TenantQuotas.MemoryMB,
 		"SPACE_TENANT_MAX_PAUSED":     &c.TenantQuotas.PausedSandboxes,
 		"SPACE_TENANT_CREATES_BURST":  &c.TenantQuotas.CreatesBurst,
+		"SPACE_NODE_MEMORY_MB":        &c.NodeMemoryMB,
+		"SPACE_NODE_DISK_MB":          &c.NodeDiskMB,
+		"SPACE_NODE_MAX_SANDBOXES":    &c.NodeMaxSandboxes,
 	} {
 		if v := getenv(k); v != "" {
 			n, err := strconv.Atoi(v)
@@ -399,6 +412,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
 	case c.VolumeMaxMB < 16 || c.VolumeDefaultMB < 16 || c.VolumeDefaultMB > c.VolumeMaxMB:
 		return fmt.Errorf("volume sizes: the default (%d MB) and the maximum (%d MB) must be at least 16 MB, the default at most the maximum", c.VolumeDefaultMB, c.VolumeMaxMB)
+	case c.NodeMemoryMB < 0 || c.NodeDiskMB < 0 || c.NodeMaxSandboxes < 0:
+		return fmt.Errorf("node budgets (SPACE_NODE_MEMORY_MB, SPACE_NODE_DISK_MB, SPACE_NODE_MAX_SANDBOXES) must be 0 (derived from the host) or positive")
 	case c.PausedRetention < time.Hour:
 		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
 	case !filepath.IsAbs(c.PlatformKeyFile):

@@ -57,6 +57,27 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{name: "bad pool", env: map[string]string{"SPACE_POOL": "base=5:2"}, wantErr: "min <= max"},
+		{
+			name: "node budgets",
+			env:  map[string]string{"SPACE_NODE_MEMORY_MB": "2048", "SPACE_NODE_DISK_MB": "10000", "SPACE_NODE_MAX_SANDBOXES": "50"},
+			check: func(c Config) string {
+				if c.NodeMemoryMB != 2048 || c.NodeDiskMB != 10000 || c.NodeMaxSandboxes != 50 {
+					return "node budgets not parsed"
+				}
+				return ""
+			},
+		},
+		{
+			name: "node budgets derived by default",
+			check: func(c Config) string {
+				if c.NodeMemoryMB != 0 || c.NodeDiskMB != 0 || c.NodeMaxSandboxes != 0 {
+					return "node budgets set without being asked"
+				}
+				return ""
+			},
+		},
+		{name: "negative node budget", env: map[string]string{"SPACE_NODE_MEMORY_MB": "-1"}, wantErr: "node budgets"},
+		{name: "bad node budget", env: map[string]string{"SPACE_NODE_MAX_SANDBOXES": "many"}, wantErr: "integer"},
 		{name: "bad level", args: []string{"-log-level", "loud"}, wantErr: "log level"},
 	}
 	for _, tt := range tests {

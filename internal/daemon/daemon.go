@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/blobstore"
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/coderun"
@@ -122,6 +123,10 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// Changed before it is set (Recover and the API come later).
 	var gw *egress.Gateway
 	templates := &lateTemplates{}
+	budget, err := nodeBudget(cfg)
+	if err != nil {
+		return err
+	}
 	svc = sandbox.New(sandbox.Config{
 		Templates:      templates,
 		DefaultTimeout: cfg.DefaultTimeout,
@@ -143,10 +148,11 @@ func Run(ctx context.Context, cfg config.Config) error {
 			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
 			Changed:      func() { gw.Refresh() },
 		},
-		Volumes: vols,
-		Quotas:  tenants.Quotas,
+		Volumes:   vols,
+		Admission: &sandbox.AdmissionConfig{Budget: budget, DiskPath: cfg.DataDir},
+		Quotas:    tenants.Quotas,
 	}, st, rt, metrics)
-	reg.MustRegister(sandbox.PoolCollector(svc), tenant.NewCollector(tenants, svc.Usage))
+	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, svc.Usage))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
@@ -435,4 +441,19 @@ func serveDebug(addr string) {
 	if err := srv.ListenAndServe(); err != nil {
 		slog.Error("pprof listener", "err", err)
 	}
+}
+
+// nodeBudget is the node's admission budgets: the configured ones, the
+// rest derived from the host (admission.Resolve).
+func nodeBudget(cfg config.Config) (admission.Budget, error) {
+	host, err := admission.ReadHost(cfg.DataDir)
+	if err != nil {
+		return admission.Budget{}, fmt.Errorf("read the host for the node's budgets: %w", err)
+	}
+	b := admission.Resolve(admission.Settings{
+		MemoryMB: int64(cfg.NodeMemoryMB), DiskMB: int64(cfg.NodeDiskMB), Sandboxes: cfg.NodeMaxSandboxes,
+	}, host, network.Plan{CIDR: cfg.SandboxCIDR}.Slots(), admission.PidMax())
+	slog.Info("node budgets", "memory_mb", b.MemoryBytes>>20, "disk_mb", b.DiskBytes>>20, "sandboxes", b.Sandboxes,
+		"host_memory_floor_mb", b.MemoryFloor>>20, "host_disk_floor_mb", b.DiskFloor>>20)
+	return b, nil
 }

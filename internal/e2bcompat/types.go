@@ -163,7 +163,9 @@ type agentMetrics struct {
 
 // errorJSON is E2B's Error: code is always the HTTP status.
 type errorJSON struct {
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	// Details: what errdefs.WithDetails gave (E2B's SDKs read only the
+	// two fields above and ignore it).
+	Details any `json:"details,omitempty"`
 }

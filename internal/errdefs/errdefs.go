@@ -22,6 +22,9 @@ var (
 	ErrTooLarge           = errors.New("too large")
 	// ErrQuotaExceeded: the caller's tenant is at one of its quotas.
 	ErrQuotaExceeded = errors.New("quota exceeded")
+	// ErrCapacity: the node is at one of its budgets (memory, disk,
+	// sandboxes); another node, or this one later, can serve the request.
+	ErrCapacity = errors.New("node at capacity")
 )
 
 // classified is an error whose client-facing message is separate from the
@@ -30,6 +33,7 @@ type classified struct {
 	class   error
 	message string
 	cause   error
+	details any
 }
 
 func (e *classified) Error() string {
@@ -53,6 +57,23 @@ func Wrap(class error, cause error, format string, args ...any) error {
 	return &classified{class: class, message: fmt.Sprintf(format, args...), cause: cause}
 }
 
+// WithDetails returns an error of class with a message fit for clients and
+// details, a value both APIs add to the error body as JSON ("details"), for
+// clients that act on the error rather than show it.
+func WithDetails(class error, details any, format string, args ...any) error {
+	return &classified{class: class, message: fmt.Sprintf(format, args...), details: details}
+}
+
+// Details is what the outermost classified error of err holds for the
+// error body, or nil.
+func Details(err error) any {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.details
+	}
+	return nil
+}
+
 // PublicMessage is what a client may see of err: the message of the outermost
 // classified error, or a generic text for unclassified (internal) errors.
 func PublicMessage(err error) string {
@@ -64,7 +85,7 @@ func PublicMessage(err error) string {
 }
 
 var classes = []error{ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
-	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge, ErrQuotaExceeded}
+	ErrResourceExhausted, ErrUnavailable, ErrUnauthenticated, ErrPermissionDenied, ErrNoSpace, ErrTooLarge, ErrCapacity, ErrQuotaExceeded}
 
 // Class returns the class of err, or nil for an internal error. The
 // outermost classified error decides: the code that wrapped last knew best
@@ -80,30 +101,6 @@ func Class(err error) error {
 		if errors.Is(err, c) {
 			return c
 		}
-	}
-	return nil
-}
-
-// detailed carries fields a client can read without parsing the message
-// (a quota's name, its value and the current use).
-type detailed struct {
-	error
-	details map[string]any
-}
-
-func (e *detailed) Unwrap() error { return e.error }
-
-// WithDetails attaches machine-readable fields to err; both APIs put them
-// in the error body's "details".
-func WithDetails(err error, details map[string]any) error {
-	return &detailed{error: err, details: details}
-}
-
-// Details returns the fields WithDetails attached to err, if any.
-func Details(err error) map[string]any {
-	var d *detailed
-	if errors.As(err, &d) {
-		return d.details
 	}
 	return nil
 }

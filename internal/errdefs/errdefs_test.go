@@ -55,6 +55,8 @@ func TestHTTPStatus(t *testing.T) {
 		{fmt.Errorf("write: %w", syscall.ENOSPC), 507, "resource_exhausted"},
 		{New(ErrTooLarge, "x"), 413, "too_large"},
 		{New(ErrUnavailable, "x"), 503, "unavailable"},
+		{WithDetails(ErrCapacity, map[string]int{"used": 1}, "x"), 503, "node_at_capacity"},
+		{fmt.Errorf("create: %w", New(ErrCapacity, "x")), 503, "node_at_capacity"},
 		{New(ErrUnauthenticated, "x"), 401, "unauthenticated"},
 		{New(ErrPermissionDenied, "x"), 403, "permission_denied"},
 		{errors.New("boom"), 500, "internal"},
@@ -62,5 +64,23 @@ func TestHTTPStatus(t *testing.T) {
 		if status, code := HTTPStatus(tc.err); status != tc.status || code != tc.code {
 			t.Errorf("%v: %d %s, want %d %s", tc.err, status, code, tc.status, tc.code)
 		}
+	}
+}
+
+func TestDetails(t *testing.T) {
+	d := map[string]int{"budget": 2}
+	err := fmt.Errorf("create: %w", WithDetails(ErrCapacity, d, "full"))
+	if got, ok := Details(err).(map[string]int); !ok || got["budget"] != 2 {
+		t.Errorf("Details = %v", Details(err))
+	}
+	if PublicMessage(err) != "full" || Class(err) != ErrCapacity {
+		t.Errorf("message %q class %v", PublicMessage(err), Class(err))
+	}
+	// The outermost classified error decides, details included.
+	if Details(Wrap(ErrUnavailable, err, "outer")) != nil {
+		t.Error("details leak through an outer class")
+	}
+	if Details(errors.New("x")) != nil {
+		t.Error("details of an internal error")
 	}
 }

@@ -26,6 +26,8 @@ func HTTPStatus(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case ErrUnavailable:
 		return http.StatusServiceUnavailable, "unavailable"
+	case ErrCapacity:
+		return http.StatusServiceUnavailable, "node_at_capacity"
 	case ErrUnauthenticated:
 		return http.StatusUnauthorized, "unauthenticated"
 	case ErrPermissionDenied:

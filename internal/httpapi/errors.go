@@ -17,9 +17,11 @@ type errorBody struct {
 }
 
 type errorDetail struct {
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Details are for clients that act on the error (errdefs.WithDetails):
+	// which node budget refused a create, for example.
+	Details any `json:"details,omitempty"`
 }
 
 // writeError answers with the JSON error body. Internal causes are logged,

@@ -66,8 +66,14 @@ func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildB
 	if img.User == "" {
 		img.User = "root"
 	}
+	// A build's sandbox takes the node's memory like any other.
+	r, err := s.admit(ctx, s.need(spec.Limits.MemoryMB, 0, 0, false), "build")
+	if err != nil {
+		return nil, err
+	}
 	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: spec.Limits, state: store.StateCreating, build: spec.Build})
 	if err != nil {
+		r.Cancel()
 		return nil, err
 	}
 	now := time.Now().UTC()
@@ -76,12 +82,14 @@ func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildB
 	rec.Env, rec.Network = b.env, cloneNetwork(spec.Network)
 	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
 		b.undo()
+		r.Cancel()
 		return nil, fmt.Errorf("record build sandbox: %w", err)
 	}
 	e := &entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}
 	s.mu.Lock()
 	s.live[rec.ID] = e
 	s.mu.Unlock()
+	r.Done(ctx, rec.ID)
 	s.egressChanged()
 	return &BuildBox{ID: rec.ID, s: s, e: e, rec: rec}, nil
 }

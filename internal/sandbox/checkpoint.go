@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/network"
@@ -319,11 +320,13 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	}
 	var ckptID string
 	var use tenant.Usage
+	var need admission.Need
 	if known {
 		if rec.Checkpoint == nil {
 			return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is paused but has no checkpoint", id)
 		}
 		ckptID, use = rec.Checkpoint.ID, usageOf(rec.CPU, rec.MemoryMB)
+		need = s.resumeNeed(rec.MemoryMB, rec.Checkpoint.Bytes, rec.Checkpoint.DiskOnly)
 	} else {
 		m, err := s.latestArtifact(ctx, id, "checkpoint")
 		if err != nil {
@@ -333,13 +336,30 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 			return nil, s.noArtifact(id)
 		}
 		ckptID, use = m.ID, usageOf(m.Limits.CPU, m.Limits.MemoryMB)
+		need = s.resumeNeed(m.Limits.MemoryMB, m.Bytes, !hasMemory(m))
 	}
-	r, err := s.reserve(ctx, use)
+	q, err := s.reserve(ctx, use)
 	if err != nil {
 		return nil, err
 	}
-	defer s.release(r)
-	return s.restore(ctx, id, ckptID, known, timeout, r)
+	defer s.release(q)
+	// A resume starts a sandbox: admitted before the download, so a node
+	// at a budget refuses it at once (and the sandbox stays paused).
+	r, err := s.admit(ctx, need, "resume")
+	if err != nil {
+		return nil, err
+	}
+	return s.restore(ctx, id, ckptID, known, timeout, r, q)
+}
+
+// resumeNeed is what resuming a checkpoint of stored bytes takes: its
+// memory image is restored into memory; a disk-only one boots afresh on
+// its layer.
+func (s *Service) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission.Need {
+	if diskOnly {
+		return s.need(memoryMB, 0, bytes, false)
+	}
+	return s.need(memoryMB, bytes, 0, false)
 }
 
 // latestArtifact is the newest complete checkpoint or snapshot of sandbox id.
@@ -369,8 +389,13 @@ func (s *Service) noArtifact(id string) error {
 // restore brings sandbox id back from checkpoint ckptID. known says whether
 // this node has its (paused) record; if not, the record is made from the
 // checkpoint.
-func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, timeout time.Duration, r *reservation) (_ *Sandbox, err error) {
+func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, timeout time.Duration, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
 	start := time.Now()
+	defer func() {
+		if err != nil {
+			r.Cancel()
+		}
+	}()
 	log := slog.With("sandbox", id, "checkpoint", ckptID)
 	ctx = context.WithoutCancel(ctx)
 	dir, err := s.imageDir(ckptID + "-restore")
@@ -488,9 +513,10 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
 	s.mu.Lock()
-	s.live[id] = &entry{rec: &rec, agent: agent, ep: ep}
-	s.consumeLocked(r, r.useOrZero())
+	s.live[id] = &entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
+	s.consumeLocked(q, q.useOrZero())
 	s.mu.Unlock()
+	r.Done(ctx, id)
 	s.egressChanged()
 	s.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
@@ -524,7 +550,7 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 	if err := cp.Restore(ctx, spec, dir); err != nil {
 		return nil, restoreError(err, mounts)
 	}
-	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), id) })
+	undo.add("destroy runtime", func() error { return s.destroy(id) })
 	// A pause checkpoints a frozen sandbox, and it comes back frozen.
 	if st, err := s.rt.State(ctx, id); err == nil && st == runtime.StatePaused {
 		if err := cp.Thaw(ctx, id); err != nil {
@@ -624,6 +650,30 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if !ok {
 		return nil, s.notRunning(id)
 	}
+	// Every fork is a running copy of the parent: each is admitted, with
+	// what the parent takes now, before the parent is checkpointed; all of
+	// them or none.
+	rs := make([]*admission.Reservation, 0, req.Count)
+	defer func() {
+		for _, r := range rs {
+			r.Cancel() // those no fork used; Done ones stay done
+		}
+	}()
+	e.mu.Lock()
+	memoryMB, cpu := e.rec.MemoryMB, e.rec.CPU
+	e.mu.Unlock()
+	q, err := s.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * cpu, MemoryMB: req.Count * memoryMB})
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(q)
+	for range req.Count {
+		r, err := s.admit(ctx, s.need(memoryMB, s.adm.Usage(id).Memory, 0, false), "fork")
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
 	e.mu.Lock()
 	if e.rec.State != store.StateRunning {
 		e.mu.Unlock()
@@ -655,14 +705,9 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if req.Metadata != nil {
 		tmpl.Metadata = req.Metadata
 	}
-	r, err := s.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * parent.CPU, MemoryMB: req.Count * parent.MemoryMB})
-	if err != nil {
-		return nil, err
-	}
-	defer s.release(r)
 	var out []*Sandbox
-	for range req.Count {
-		sb, err := s.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID, r)
+	for i := range req.Count {
+		sb, err := s.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID, rs[i], q)
 		if err != nil {
 			// The forks made so far are the caller's; say how many.
 			return out, fmt.Errorf("fork %d of %d: %w", len(out)+1, req.Count, err)
@@ -678,8 +723,13 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 // token; tmpl gives its template, image, limits, key, env, metadata,
 // policy, secrets and lifecycle, and it expires timeout from now. from
 // names the parent or snapshot (logs).
-func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string, r *reservation) (_ *Sandbox, err error) {
+func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
 	ctx = context.WithoutCancel(ctx)
+	defer func() {
+		if err != nil {
+			r.Cancel()
+		}
+	}()
 	rec := &store.Sandbox{
 		ID: newID(), Tenant: tmpl.Tenant, Template: tmpl.Template, Image: tmpl.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
 		CPU: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs,
@@ -734,9 +784,10 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
-	s.consumeLocked(r, usageOf(rec.CPU, rec.MemoryMB))
+	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
+	s.consumeLocked(q, usageOf(rec.CPU, rec.MemoryMB))
 	s.mu.Unlock()
+	r.Done(ctx, rec.ID)
 	s.egressChanged()
 	log.Info("sandbox restored from a running sandbox's image")
 	out := fromRecord(rec)

@@ -96,17 +96,34 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			b.undo()
 		}
 	}
+	// A boot takes the node's memory and disk: admitted first, before
+	// anything of it is made. A template with a start command restores
+	// its checkpoint, whose memory image says what it will take.
+	var startImage, diskBytes int64
+	if img.Start != nil {
+		startImage = imageBytes(img.Start.Dir)
+	}
+	if diskImage != "" {
+		diskBytes = imageBytes(diskImage)
+	}
+	r, err := s.admit(ctx, s.need(req.MemoryMB, startImage, diskBytes, img.Start == nil && diskImage == ""), "create")
+	if err != nil {
+		return nil, err
+	}
 	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: req.limits(), diskImage: diskImage, state: store.StateCreating, volumes: req.Volumes})
 	if err != nil {
+		r.Cancel()
 		s.metrics.createFailed()
 		return nil, err
 	}
 	sb, err := s.claim(ctx, b, req)
 	if err != nil {
 		b.undo()
+		r.Cancel()
 		s.metrics.createFailed()
 		return nil, err
 	}
+	r.Done(ctx, sb.ID)
 	s.metrics.created(time.Since(start), false)
 	return sb, nil
 }
@@ -288,7 +305,7 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 	if err := s.rt.Create(ctx, rspec); err != nil {
 		return nil, err
 	}
-	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), id) })
+	undo.add("destroy runtime", func() error { return s.destroy(id) })
 	if err := s.rt.Start(ctx, id); err != nil {
 		return nil, err
 	}
@@ -380,7 +397,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: &rec, agent: b.agent, ep: b.ep}
+	s.live[rec.ID] = &entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
 	s.consumeLocked(req.reserved, req.reserved.useOrZero())
 	s.mu.Unlock()
 	s.egressChanged()

@@ -12,6 +12,7 @@ import (
 type Metrics struct {
 	createSeconds  *prometheus.HistogramVec
 	poolMisses     *prometheus.CounterVec
+	poolReleases   *prometheus.CounterVec
 	createFailures prometheus.Counter
 	endings        *prometheus.CounterVec
 	// Checkpoints (op: pause, snapshot) and restores (op: resume, fork,
@@ -35,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 		poolMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "space_pool_misses_total",
 			Help: "Creates that found the template's warm pool empty.",
+		}, []string{"template"}),
+		poolReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_pool_released_total",
+			Help: "Idle pool sandboxes torn down to make room for a create, resume or fork on a node at a budget.",
 		}, []string{"template"}),
 		createFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "space_sandbox_create_failures_total",
@@ -68,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 		Help: "Creates, resumes, forks and pauses refused (403) because the tenant was at a quota.",
 	}, []string{"tenant", "quota"})
 	reg.MustRegister(m.quotaRefusals)
-	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses,
+	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses, m.poolReleases,
 		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
@@ -97,8 +102,15 @@ func (m *Metrics) poolMiss(template string) {
 
 func (m *Metrics) quotaRefused(tenant string, err error) {
 	if m != nil {
-		q, _ := errdefs.Details(err)["quota"].(string)
+		d, _ := errdefs.Details(err).(map[string]any)
+		q, _ := d["quota"].(string)
 		m.quotaRefusals.WithLabelValues(tenant, q).Inc()
+	}
+}
+
+func (m *Metrics) poolReleased(template string) {
+	if m != nil {
+		m.poolReleases.WithLabelValues(template).Inc()
 	}
 }
 

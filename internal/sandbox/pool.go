@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 )
@@ -75,6 +76,27 @@ func (p *pool) kick() {
 	}
 }
 
+// release takes the oldest ready sandbox out of the pool for admission
+// control to tear down, or nil. Unlike take it is no miss: the pool does
+// not grow its target for it.
+func (p *pool) release() *booted {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ready) == 0 {
+		return nil
+	}
+	b := p.ready[0]
+	p.ready = p.ready[1:]
+	return b
+}
+
+// holdRefills stops refills for d (unless a template change wakes it).
+func (p *pool) holdRefills(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retryAt = maxTime(p.retryAt, time.Now().Add(d))
+}
+
 // size returns how many sandboxes are ready.
 func (p *pool) size() int {
 	p.mu.Lock()
@@ -103,13 +125,21 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 			case <-ctx.Done():
 				return
 			}
+			// A refill takes the node's memory too: pools fill only
+			// admission.PoolShare of each budget, the rest is the callers'.
+			// Near it they wait for the next tick.
+			r, ref := p.svc.adm.Admit(p.svc.need(p.svc.cfg.Defaults.MemoryMB, 0, 0, false).PoolNeed())
+			if ref != nil {
+				<-sem
+				break
+			}
 			p.mu.Lock()
 			p.booting++
 			p.mu.Unlock()
 			p.fills.Add(1)
 			go func() {
 				defer func() { <-sem; p.fills.Done() }()
-				p.fill(ctx)
+				p.fill(ctx, r)
 			}()
 		}
 		select {
@@ -121,7 +151,7 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 	}
 }
 
-func (p *pool) fill(ctx context.Context) {
+func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 	// A boot is not cut short by shutdown (a half-killed runsc leaves
 	// more to clean up than a finished one); drain tears it down after.
 	img, err := p.svc.cfg.Templates.Resolve(ctx, p.cfg.Template)
@@ -133,6 +163,7 @@ func (p *pool) fill(ctx context.Context) {
 	p.booting--
 	if err != nil {
 		p.mu.Unlock()
+		r.Cancel()
 		backoff := 2 * time.Second
 		if errors.Is(err, errdefs.ErrNotFound) {
 			// A pool for a template not built yet: look again now and
@@ -150,10 +181,12 @@ func (p *pool) fill(ctx context.Context) {
 	if p.closed {
 		p.mu.Unlock()
 		b.undo()
+		r.Cancel()
 		return
 	}
 	p.ready = append(p.ready, b)
 	p.mu.Unlock()
+	r.Done(ctx, b.rec.ID)
 }
 
 // drain waits for boots in flight, then tears down every ready sandbox;

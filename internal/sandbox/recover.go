@@ -12,6 +12,7 @@ import (
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Recover runs once at start, before the API serves: it re-attaches every
@@ -111,7 +112,11 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		return s.store.UpdateSandbox(ctx, rec)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep}
+	e := &entry{rec: rec, agent: agent, ep: ep}
+	if rec.State != store.StatePooled && rec.Build == "" {
+		e.owner, e.use = tenant.Of(rec.Tenant), usageOf(rec.CPU, rec.MemoryMB)
+	}
+	s.live[rec.ID] = e
 	s.mu.Unlock()
 	log.Info("sandbox re-attached")
 	// Expired ones are reaped by the first pass of the reaper.

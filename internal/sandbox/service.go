@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/keylock"
@@ -56,6 +57,8 @@ type Config struct {
 	Egress EgressConfig
 	// Volumes is the volume service; nil: sandboxes mount no volumes.
 	Volumes Volumes
+	// Admission is the node's budgets; nil admits every start.
+	Admission *AdmissionConfig
 	// Quotas returns a tenant's quotas (internal/tenant); nil: none.
 	Quotas func(tenant string) store.Quotas
 }
@@ -66,6 +69,8 @@ type Service struct {
 	store   store.Store
 	rt      runtime.Runtime
 	metrics *Metrics
+	// adm admits every start against the node's budgets (nil: all).
+	adm *admission.Controller
 
 	mu   sync.Mutex
 	live map[string]*entry
@@ -101,6 +106,11 @@ type entry struct {
 	snapshotting bool
 	// build is the template build whose sandbox this is (never changes).
 	build string
+	// owner and use are the tenant it counts against and what it holds
+	// of the tenant's quotas (never change; zero for pool and build
+	// sandboxes).
+	owner string
+	use   tenant.Usage
 }
 
 // New returns a service; call Recover before serving requests.
@@ -126,12 +136,23 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 			s.pools[pc.Template] = newPool(s, pc)
 		}
 	}
+	s.adm = s.newAdmission(cfg.Admission)
 	return s
 }
 
-// StartPools fills the warm pools in the background until Close.
+// StartPools fills the warm pools in the background until Close, and
+// starts sampling what the node's sandboxes take (admission control):
+// call it after Recover, so the first sample sees every sandbox.
 func (s *Service) StartPools(ctx context.Context) {
 	ctx, s.stopPools = context.WithCancel(ctx)
+	if err := s.adm.Refresh(ctx); err != nil {
+		slog.Warn("admission: first sample failed", "err", err)
+	}
+	s.poolsDone.Add(1)
+	go func() {
+		defer s.poolsDone.Done()
+		s.adm.Run(ctx, time.Second)
+	}()
 	sem := make(chan struct{}, s.cfg.PoolBoots)
 	for _, p := range s.pools {
 		s.poolsDone.Add(1)
@@ -505,6 +526,8 @@ func (s *Service) teardown(ctx context.Context, id string, ep network.Endpoint) 
 	var errs []error
 	if err := s.rt.Destroy(ctx, id); err != nil {
 		errs = append(errs, err)
+	} else {
+		s.adm.Forget(id)
 	}
 	if err := network.Detach(ep); err != nil {
 		errs = append(errs, err)

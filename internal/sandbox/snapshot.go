@@ -351,6 +351,22 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 			s.metrics.createFailed()
 		}
 	}()
+	q, err := s.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(q)
+	// It restores the snapshot's memory image: admitted before the wait
+	// for a turn and the download.
+	r, err := s.admit(ctx, s.need(snap.MemoryMB, m.Bytes, 0, false), "create")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			r.Cancel()
+		}
+	}()
 	select {
 	case s.boots <- struct{}{}:
 	case <-ctx.Done():
@@ -400,12 +416,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
 		return nil, err
 	}
-	r, err := s.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
-	if err != nil {
-		return nil, err
-	}
-	defer s.release(r)
-	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r)
+	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r, q)
 	if err != nil {
 		return nil, err
 	}

@@ -68,10 +68,9 @@ func (s *Service) release(r *reservation) {
 func (s *Service) usageLocked(t string) tenant.Usage {
 	use := s.reserved[t]
 	for _, e := range s.live {
-		if e.build != "" || tenant.Of(e.rec.Tenant) != t || e.rec.State == store.StatePooled {
-			continue
+		if e.owner == t {
+			use = use.Plus(e.use)
 		}
-		use = use.Plus(usageOf(e.rec.CPU, e.rec.MemoryMB))
 	}
 	return use
 }

@@ -67,9 +67,9 @@ func Check(tenant string, q store.Quotas, use, add Usage) error {
 			continue
 		}
 		if next := after.get(c.name); next > c.limit {
-			err := errdefs.New(errdefs.ErrQuotaExceeded, "tenant %s is at its %s quota: %d in use, limit %d, this request needs %d more",
-				tenant, c.name, c.now, c.limit, next-c.now)
-			return errdefs.WithDetails(err, map[string]any{"quota": c.name, "limit": c.limit, "used": c.now, "requested": next - c.now})
+			return errdefs.WithDetails(errdefs.ErrQuotaExceeded,
+				map[string]any{"quota": c.name, "limit": c.limit, "used": c.now, "requested": next - c.now},
+				"tenant %s is at its %s quota: %d in use, limit %d, this request needs %d more", tenant, c.name, c.now, c.limit, next-c.now)
 		}
 	}
 	return nil
@@ -126,10 +126,9 @@ func (s *Service) AllowCreate(p Principal, n int) error {
 	if n > burst || !l.AllowN(now, n) {
 		s.rateLimited.WithLabelValues(p.Tenant).Inc()
 		wait := time.Duration(float64(n) / q.CreatesPerSecond * float64(time.Second))
-		err := errdefs.New(errdefs.ErrResourceExhausted, "tenant %s is over its rate of %g creates per second (burst %d); retry in %s",
-			p.Tenant, q.CreatesPerSecond, burst, wait.Round(time.Millisecond))
-		return errdefs.WithDetails(err, map[string]any{"quota": "creates_per_second", "limit": q.CreatesPerSecond, "burst": burst,
-			"retry_after_ms": wait.Milliseconds()})
+		return errdefs.WithDetails(errdefs.ErrResourceExhausted,
+			map[string]any{"quota": "creates_per_second", "limit": q.CreatesPerSecond, "burst": burst, "retry_after_ms": wait.Milliseconds()},
+			"tenant %s is over its rate of %g creates per second (burst %d); retry in %s", p.Tenant, q.CreatesPerSecond, burst, wait.Round(time.Millisecond))
 	}
 	return nil
 }

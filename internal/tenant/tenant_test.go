@@ -53,7 +53,7 @@ func TestCheck(t *testing.T) {
 			if !errors.Is(err, errdefs.ErrQuotaExceeded) {
 				t.Fatalf("Check: %v, want ErrQuotaExceeded", err)
 			}
-			d := errdefs.Details(err)
+			d, _ := errdefs.Details(err).(map[string]any)
 			if d["quota"] != tc.wantQuota || d["limit"] == nil || d["used"] == nil {
 				t.Fatalf("details %v, want quota %s with limit and used", d, tc.wantQuota)
 			}
@@ -174,7 +174,7 @@ func TestAllowCreate(t *testing.T) {
 		}
 	}
 	err := svc.AllowCreate(p, 1)
-	if !errors.Is(err, errdefs.ErrResourceExhausted) || errdefs.Details(err)["quota"] != "creates_per_second" {
+	if d, _ := errdefs.Details(err).(map[string]any); !errors.Is(err, errdefs.ErrResourceExhausted) || d["quota"] != "creates_per_second" {
 		t.Fatalf("third create: %v", err)
 	}
 	if err := svc.AllowCreate(Principal{Tenant: "other", Key: "o"}, 1); err != nil {

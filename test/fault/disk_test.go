@@ -14,7 +14,8 @@ import (
 )
 
 // TestDataDiskFull puts spaced's data dir on a small tmpfs of the test's
-// own and fills it: a create fails with a 507 JSON error and leaves
+// own and fills it: a create fails with a 507 (or admission control's 503)
+// JSON error and leaves
 // nothing behind, a running sandbox keeps working, and creates succeed
 // again once space is freed.
 func TestDataDiskFull(t *testing.T) {
@@ -42,8 +43,14 @@ func TestDataDiskFull(t *testing.T) {
 	if err := fill(filler); err != nil {
 		t.Fatal(err)
 	}
+	// Admission control refuses it (503 node_at_capacity, the host's disk)
+	// once its sample saw the disk full; before that (a second at most)
+	// the boot's own write fails (507).
 	_, err = d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 600})
-	wantAPIError(t, "create with the data disk full", err, 507)
+	wantAPIError(t, "create with the data disk full", err, 507, 503)
+	if apiErr := (*client.APIError)(nil); errors.As(err, &apiErr) && apiErr.Status == 503 && apiErr.Code != client.CodeNodeAtCapacity {
+		t.Errorf("create with the data disk full: 503 %s, want node_at_capacity", apiErr.Code)
+	}
 	checkNoOrphans(t, d)
 	if out, err := tryRun(ctx, d, before.ID, "echo still"); err != nil || out != "still\n" {
 		t.Errorf("a sandbox made before the disk filled: %q %v", out, err)

@@ -1,0 +1,172 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spacesandbox/space/internal/admission"
+	"github.com/spacesandbox/space/internal/runtime"
+)
+
+// Admission control: every start of a sandbox on this node (a create that
+// boots, a pool refill, a resume, a fork, a create from a snapshot, a
+// template build's sandbox) is admitted against the node's budgets before
+// anything of it is made, and holds a reservation until it is measured.
+// Claiming a pooled sandbox starts nothing, so it is never refused.
+
+// AdmissionConfig is the node's budgets.
+type AdmissionConfig struct {
+	Budget admission.Budget
+	// DiskPath is where the host's free disk is read (the data dir); ""
+	// leaves the host out.
+	DiskPath string
+}
+
+// newAdmission returns the service's controller, or nil (everything
+// admitted) for a runtime that cannot measure its sandboxes.
+func (s *Service) newAdmission(cfg *AdmissionConfig) *admission.Controller {
+	ur, ok := s.rt.(runtime.UsageReporter)
+	if cfg == nil || !ok {
+		return nil
+	}
+	var host func() (admission.Host, error)
+	if cfg.DiskPath != "" {
+		host = func() (admission.Host, error) { return admission.ReadHost(cfg.DiskPath) }
+	}
+	return admission.New(admission.Config{
+		Budget:  cfg.Budget,
+		Sampler: usageSampler{rt: s.rt, ur: ur},
+		Host:    host,
+		Count:   s.held,
+	})
+}
+
+// Admission is the node's admission controller (nil when off), for its
+// metrics.
+func (s *Service) Admission() *admission.Controller { return s.adm }
+
+// held is how many sandboxes the node holds: live ones (template builds'
+// included) and pooled ones. Starts in flight count by their reservations.
+func (s *Service) held() int {
+	s.mu.Lock()
+	n := len(s.live)
+	s.mu.Unlock()
+	for _, p := range s.pools {
+		n += p.size()
+	}
+	return n
+}
+
+type usageSampler struct {
+	rt runtime.Runtime
+	ur runtime.UsageReporter
+}
+
+func (u usageSampler) All(ctx context.Context) (map[string]admission.Usage, error) {
+	ids, err := u.rt.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]admission.Usage, len(ids))
+	for _, id := range ids {
+		if v, err := u.One(ctx, id); err == nil {
+			out[id] = v
+		}
+	}
+	return out, nil
+}
+
+func (u usageSampler) One(ctx context.Context, id string) (admission.Usage, error) {
+	v, err := u.ur.Usage(ctx, id)
+	return admission.Usage{Memory: v.MemoryBytes, Disk: v.DiskBytes}, err
+}
+
+// need is what a start of a sandbox with memory limit memoryMB is
+// reserved: what boots are measured at, or (restores) the size of the
+// memory image it restores, at most its limit; plus a disk image it
+// starts from.
+func (s *Service) need(memoryMB int, imageBytes, diskBytes int64, fresh bool) admission.Need {
+	limit := int64(memoryMB) << 20
+	n := admission.Need{Usage: s.adm.Estimate(limit), Fresh: fresh}
+	if imageBytes > n.Memory {
+		n.Memory = imageBytes
+		if limit > 0 {
+			n.Memory = min(n.Memory, limit)
+		}
+	}
+	n.Disk += diskBytes
+	return n
+}
+
+// admit reserves need for a start the caller asked for. When the node is
+// at a budget, idle pool sandboxes are given up first, one at a time,
+// until the start fits; only then is it refused (503, saying which budget).
+func (s *Service) admit(ctx context.Context, need admission.Need, what string) (*admission.Reservation, error) {
+	r, ref := s.adm.Admit(need)
+	for ref != nil && s.releasePooled(ctx, ref) {
+		r, ref = s.adm.Admit(need)
+	}
+	if ref != nil {
+		s.adm.Refused(ref)
+		slog.Warn("start refused: node at capacity", "start", what, "resource", ref.Resource, "scope", ref.Scope,
+			"budget", ref.Budget, "used", ref.Used, "requested", ref.Requested, "unit", ref.Unit)
+		return nil, ref.Err()
+	}
+	return r, nil
+}
+
+// releasePooled tears down one idle pool sandbox, from the pool with the
+// most ready, to make room for a start; false when no pool has one.
+func (s *Service) releasePooled(ctx context.Context, ref *admission.Refusal) bool {
+	var from *pool
+	most := 0
+	for _, p := range s.pools {
+		if n := p.size(); n > most {
+			from, most = p, n
+		}
+	}
+	if from == nil {
+		return false
+	}
+	b := from.release()
+	if b == nil {
+		return false
+	}
+	// The room is the caller's: the pool does not take it back at once.
+	from.holdRefills(poolHold)
+	slog.Info("pool sandbox given up to make room", "sandbox", b.rec.ID, "template", from.cfg.Template, "resource", ref.Resource)
+	b.undo() // forgets it in the controller once it is gone
+	s.metrics.poolReleased(from.cfg.Template)
+	return true
+}
+
+// poolHold is how long a pool that gave up a sandbox for a start waits
+// before it refills again (within its share of the budgets).
+const poolHold = 5 * time.Second
+
+// imageBytes is what the files of an image directory hold.
+func imageBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// destroy is an undo step: the runtime's sandbox id goes, and with it what
+// admission counted of it.
+func (s *Service) destroy(id string) error {
+	if err := s.rt.Destroy(context.Background(), id); err != nil {
+		return err
+	}
+	s.adm.Forget(id)
+	return nil
+}
