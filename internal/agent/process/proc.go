@@ -137,7 +137,7 @@ func (p *Proc) Resize(cols, rows uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pty == nil {
-		return fmt.Errorf("%w: process %d has no pty", ErrPrecondition, p.pid)
+		return fmt.Errorf("%w: error resizing tty: tty not assigned to process", ErrPrecondition) // envd's text
 	}
 	if err := pty.Setsize(p.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return fmt.Errorf("resize pty of process %d: %w", p.pid, err)
