@@ -1,0 +1,161 @@
+package gvisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
+)
+
+var _ runtime.UsageReader = (*Runtime)(nil)
+
+// Usage reads sandbox id's use of the host from its cgroups (v1 or v2, as
+// CgroupDirs finds them) and the size of its writable layer: the file in
+// the sandbox's directory that backs the overlay's upper tmpfs (runsc
+// creates it unlinked and hands it to the sandbox process), whose
+// allocated blocks are what the layer holds (gVisor punches the holes
+// back when files are deleted).
+func (r *Runtime) Usage(ctx context.Context, id string) (runtime.Usage, error) {
+	if !idPattern.MatchString(id) {
+		return runtime.Usage{}, errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
+	}
+	var u runtime.Usage
+	var cpuOK, memOK bool
+	for _, dir := range CgroupDirs(id) {
+		if !cpuOK {
+			u.CPU, cpuOK = readCPU(dir)
+		}
+		if !memOK {
+			u.Memory, u.MemoryCache, memOK = readMemory(dir)
+		}
+	}
+	if !cpuOK || !memOK {
+		return runtime.Usage{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q has no cpu or memory cgroup", id)
+	}
+	disk, err := r.layerBytes(id)
+	if err != nil {
+		return runtime.Usage{}, err
+	}
+	u.Disk = disk
+	return u, nil
+}
+
+// readCPU reads the cumulative CPU time of a cgroup: cpuacct.usage (v1,
+// nanoseconds) or cpu.stat's usage_usec (v2; the v1 cpu controller's
+// cpu.stat has no such line).
+func readCPU(dir string) (time.Duration, bool) {
+	if n, err := readUint(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		return time.Duration(n), true
+	}
+	if st, err := readStat(filepath.Join(dir, "cpu.stat")); err == nil {
+		if us, ok := st["usage_usec"]; ok {
+			return time.Duration(us) * time.Microsecond, true
+		}
+	}
+	return 0, false
+}
+
+// readMemory reads a memory cgroup: what it is charged minus the page cache
+// of files (which the host can drop), and that cache. gVisor keeps the
+// sandbox's memory in a memfd, which the kernel counts as shmem inside
+// "cache": it is memory in use, not cache.
+func readMemory(dir string) (used, cache uint64, ok bool) {
+	if usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes")); err == nil { // v1
+		st, err := readStat(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return 0, 0, false
+		}
+		cache = sub(st["total_cache"], st["total_shmem"])
+		return sub(usage, cache), cache, true
+	}
+	if current, err := readUint(filepath.Join(dir, "memory.current")); err == nil { // v2
+		st, err := readStat(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return 0, 0, false
+		}
+		cache = sub(st["file"], st["shmem"])
+		return sub(current, cache), cache, true
+	}
+	return 0, 0, false
+}
+
+// layerBytes is the allocated size of the file backing the sandbox's
+// writable layer, found among its sandbox process's open files.
+func (r *Runtime) layerBytes(id string) (uint64, error) {
+	data, err := os.ReadFile(r.stateFile(id))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+		}
+		return 0, fmt.Errorf("read runsc state: %w", err)
+	}
+	var st runscState
+	if err := json.Unmarshal(data, &st); err != nil || st.Sandbox.Pid <= 0 {
+		return 0, fmt.Errorf("parse runsc state of %s", id)
+	}
+	fdDir := fmt.Sprintf("/proc/%d/fd", st.Sandbox.Pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s process: %w", id, err)
+	}
+	prefix := filepath.Join(r.sandboxDir(id), "runsc-filestore-")
+	for _, fd := range fds {
+		p := filepath.Join(fdDir, fd.Name())
+		target, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(target, prefix) {
+			continue
+		}
+		var s syscall.Stat_t
+		if err := syscall.Stat(p, &s); err != nil {
+			continue
+		}
+		return uint64(s.Blocks) * 512, nil
+	}
+	return 0, errors.New("the file of sandbox " + id + "'s writable layer is not open in its sandbox process")
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+func readUint(path string) (uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(bytes.TrimSpace(data)), 10, 64)
+}
+
+// readStat reads a "key value" per line cgroup file.
+func readStat(path string) (map[string]uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out, sc.Err()
+}
