@@ -98,6 +98,10 @@ type Config struct {
 	TemplateGCInterval time.Duration
 	// TemplateMaxUpload bounds one upload (a build context, an image archive).
 	TemplateMaxUpload int64
+	// MetricsInterval is how often each running sandbox's CPU, memory and
+	// disk are sampled (and its agent's log lines read) for its metrics
+	// series and log (SPACE_METRICS_INTERVAL).
+	MetricsInterval time.Duration
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -158,6 +162,7 @@ func Default() Config {
 		TemplateCacheTTL:     7 * 24 * time.Hour,
 		TemplateGCInterval:   time.Hour,
 		TemplateMaxUpload:    4 << 30,
+		MetricsInterval:      5 * time.Second,
 	}
 }
 
@@ -224,6 +229,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TEMPLATE_BUILD_TIMEOUT": &c.TemplateBuildTimeout,
 		"SPACE_TEMPLATE_CACHE_TTL":     &c.TemplateCacheTTL,
 		"SPACE_TEMPLATE_GC_INTERVAL":   &c.TemplateGCInterval,
+		"SPACE_METRICS_INTERVAL":       &c.MetricsInterval,
 	} {
 		if v := getenv(k); v != "" {
 			d, err := time.ParseDuration(v)
@@ -365,6 +371,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("template build timeout %s must be at least 1s", c.TemplateBuildTimeout)
 	case c.TemplateCacheTTL < time.Second || c.TemplateGCInterval < time.Second:
 		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
+	case c.MetricsInterval < 100*time.Millisecond || c.MetricsInterval > time.Minute:
+		return fmt.Errorf("metrics interval %s must be between 100ms and 1m", c.MetricsInterval)
 	case c.PausedRetention < time.Hour:
 		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
 	case !filepath.IsAbs(c.PlatformKeyFile):
