@@ -151,7 +151,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}
 	// The native API's client of the code interpreters in sandboxes.
 	code := coderun.New(coderun.Options{Target: svc.Target})
-	api := httpapi.New(svc, tpl, sec, code, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// Each sandbox's metrics over time and its log, kept for its life.
+	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
+	api := httpapi.New(svc, tpl, sec, code, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), tel)
 	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
 	if err != nil {
 		return err
@@ -161,6 +163,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			Templates: tpl,
+			Telemetry: tel,
 			MaxUpload: cfg.TemplateMaxUpload,
 			APIKey:    apiKey,
 			Next:      withConsole(api, ui),
@@ -173,6 +176,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	defer stopReaper()
 	go svc.RunReaper(reaperCtx, time.Second)
 	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
+	go tel.Run(reaperCtx)
 
 	if cfg.DebugAddr != "" {
 		go serveDebug(cfg.DebugAddr)

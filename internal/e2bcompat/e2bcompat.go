@@ -58,6 +58,8 @@ type Options struct {
 	Sandboxes Sandboxes
 	// Templates serves E2B's template builds (nil: they answer 501).
 	Templates Templates
+	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).
+	Telemetry Telemetry
 	// MaxUpload bounds one uploaded file set.
 	MaxUpload int64
 	// APIKey is spaced's API key; E2B clients send it in X-API-KEY.

@@ -62,7 +62,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(svc, nil, sec, coderun.New(coderun.Options{Target: svc.Target}), fuzzKey, 1<<20, http.NotFoundHandler())
+	return New(svc, nil, sec, coderun.New(coderun.Options{Target: svc.Target}), fuzzKey, 1<<20, http.NotFoundHandler(), nil)
 }
 
 // serve runs one request through h; the request must not panic out of

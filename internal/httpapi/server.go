@@ -29,12 +29,14 @@ type Server struct {
 	apiKey    string
 	maxUpload int64
 	metrics   http.Handler
+	telemetry *sandbox.Telemetry
 }
 
 // New returns the API's handler; code runs cells in sandboxes' code
-// interpreters; maxUpload bounds one file set upload.
-func New(sandboxes *sandbox.Service, templates *template.Service, sec *secrets.Store, code CodeRunner, apiKey string, maxUpload int64, metrics http.Handler) http.Handler {
-	s := &Server{sandboxes: sandboxes, templates: templates, secrets: sec, code: code, apiKey: apiKey, maxUpload: maxUpload, metrics: metrics}
+// interpreters; maxUpload bounds one file set upload; tel keeps sandboxes'
+// metrics series and logs (nil: those routes answer 503).
+func New(sandboxes *sandbox.Service, templates *template.Service, sec *secrets.Store, code CodeRunner, apiKey string, maxUpload int64, metrics http.Handler, tel *sandbox.Telemetry) http.Handler {
+	s := &Server{sandboxes: sandboxes, templates: templates, secrets: sec, code: code, apiKey: apiKey, maxUpload: maxUpload, metrics: metrics, telemetry: tel}
 	return s.routes()
 }
 
@@ -57,6 +59,8 @@ func (s *Server) table() []route {
 		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox},
 		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout},
 		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork},
+		{"GET", "/v1/sandboxes/{id}/metrics", false, s.sandboxMetrics},
+		{"GET", "/v1/sandboxes/{id}/logs", false, s.sandboxLogs},
 		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand},
 		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands},
 		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},
