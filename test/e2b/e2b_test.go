@@ -42,7 +42,8 @@ func TestE2BSDKs(t *testing.T) {
 	}
 
 	// The API key is "e2b_" and 40 hex digits, the shape every SDK accepts.
-	d, err := harness.Start(harness.Options{Name: "sdk", CIDR: e2bCIDR})
+	// Sandbox metrics every second, not 5 (test_telemetry.py, telemetry.test.mjs).
+	d, err := harness.Start(harness.Options{Name: "sdk", CIDR: e2bCIDR, Env: []string{"SPACE_METRICS_INTERVAL=1s"}})
 	if d != nil {
 		started := err == nil
 		t.Cleanup(func() {
