@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -306,11 +305,8 @@ type CodeStream struct {
 	sandboxID string
 	resume    ResumeOptions
 
-	mu     sync.Mutex // guards body, for Close from another goroutine
-	body   io.ReadCloser
-	closed bool
+	conn
 
-	sse       *sseReader
 	execID    string
 	lastID    uint64
 	resumed   bool // from CodeEvents: may end without events
@@ -321,7 +317,7 @@ type CodeStream struct {
 
 func newCodeStream(ctx context.Context, c *Client, sandboxID, execID string, after uint64, body io.ReadCloser, ro ResumeOptions) *CodeStream {
 	return &CodeStream{c: c, ctx: ctx, sandboxID: sandboxID, execID: execID, lastID: after,
-		body: body, sse: newSSEReader(body), resume: ro}
+		conn: newConn(body), resume: ro}
 }
 
 // ExecutionID is the execution's id, "" until the execution event was
@@ -420,69 +416,24 @@ func (s *CodeStream) resumable(err error) bool {
 // reconnect opens the events route after the last id, retrying with
 // backoff.
 func (s *CodeStream) reconnect(cause error) error {
-	wait := s.resume.Backoff
-	if wait <= 0 {
-		wait = 200 * time.Millisecond
-	}
-	s.closeBody()
-	err := cause
-	for attempt := 1; attempt <= s.resume.Retries; attempt++ {
-		if s.resume.OnResume != nil {
-			s.resume.OnResume(attempt, err)
-		}
-		body, oerr := s.c.openCodeEvents(s.ctx, s.sandboxID, s.execID, s.lastID)
-		if oerr == nil {
-			s.mu.Lock()
-			if s.closed {
-				s.mu.Unlock()
-				body.Close()
-				return fmt.Errorf("execution %s stream: closed", s.execID)
-			}
-			s.body, s.sse = body, newSSEReader(body)
-			s.resumed, s.seen = true, false
-			s.mu.Unlock()
-			return nil
-		}
-		err = oerr
-		var apiErr *APIError
-		if errors.As(oerr, &apiErr) && !IsUnavailable(oerr) {
-			break // the execution is gone or we may not see it: retrying won't help
-		}
-		select {
-		case <-s.ctx.Done():
-			return fmt.Errorf("resume execution %s: %w", s.execID, s.ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 5*time.Second)
+	err := s.conn.reconnect(s.ctx, s.resume, cause, func() (io.ReadCloser, error) {
+		return s.c.openCodeEvents(s.ctx, s.sandboxID, s.execID, s.lastID)
+	})
+	switch {
+	case err == nil:
+		s.resumed, s.seen = true, false
+		return nil
+	case errors.Is(err, errStreamClosed):
+		return fmt.Errorf("execution %s stream: closed", s.execID)
+	case s.ctx.Err() != nil:
+		return fmt.Errorf("resume execution %s: %w", s.execID, s.ctx.Err())
 	}
 	return fmt.Errorf("resume execution %s after event %d: %w (stream broke: %v)", s.execID, s.lastID, err, cause)
 }
 
-func (s *CodeStream) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-func (s *CodeStream) closeBody() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.body != nil {
-		s.body.Close()
-	}
-}
-
 // Close ends the stream, not the cell. It may be called from another
 // goroutine to interrupt a blocked Next.
-func (s *CodeStream) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	if s.body != nil {
-		return s.body.Close()
-	}
-	return nil
-}
+func (s *CodeStream) Close() error { return s.conn.Close() }
 
 // codeLine holds the keys of every line type (see api/openapi.yaml);
 // the formats of a result are kept raw, since a kernel may send any JSON.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 )
 
@@ -22,11 +21,8 @@ type CommandStream struct {
 	sandboxID string
 	resume    ResumeOptions
 
-	mu     sync.Mutex // guards body, for Close from another goroutine
-	body   io.ReadCloser
-	closed bool
+	conn
 
-	sse     *sseReader
 	pid     int
 	lastID  uint64
 	started bool // an event with an id was seen, so ids are comparable
@@ -48,7 +44,7 @@ type ResumeOptions struct {
 func newCommandStream(ctx context.Context, c *Client, sandboxID string, pid int, after uint64, body io.ReadCloser) *CommandStream {
 	return &CommandStream{
 		c: c, ctx: ctx, sandboxID: sandboxID, pid: pid, lastID: after,
-		started: after > 0, body: body, sse: newSSEReader(body),
+		started: after > 0, conn: newConn(body),
 	}
 }
 
@@ -134,65 +130,20 @@ func (s *CommandStream) resumable(err error) bool {
 
 // reconnect opens the events route after the last id, retrying with backoff.
 func (s *CommandStream) reconnect(cause error) error {
-	wait := s.resume.Backoff
-	if wait <= 0 {
-		wait = 200 * time.Millisecond
-	}
-	s.closeBody()
-	err := cause
-	for attempt := 1; attempt <= s.resume.Retries; attempt++ {
-		if s.resume.OnResume != nil {
-			s.resume.OnResume(attempt, err)
-		}
-		body, oerr := s.c.openEvents(s.ctx, s.sandboxID, s.pid, s.lastID)
-		if oerr == nil {
-			s.mu.Lock()
-			if s.closed {
-				s.mu.Unlock()
-				body.Close()
-				return fmt.Errorf("command %d stream: closed", s.pid)
-			}
-			s.body, s.sse = body, newSSEReader(body)
-			s.mu.Unlock()
-			return nil
-		}
-		err = oerr
-		var apiErr *APIError
-		if errors.As(oerr, &apiErr) && !IsUnavailable(oerr) {
-			break // the command is gone or we may not see it: retrying won't help
-		}
-		select {
-		case <-s.ctx.Done():
-			return fmt.Errorf("resume command %d: %w", s.pid, s.ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 5*time.Second)
+	err := s.conn.reconnect(s.ctx, s.resume, cause, func() (io.ReadCloser, error) {
+		return s.c.openEvents(s.ctx, s.sandboxID, s.pid, s.lastID)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errStreamClosed):
+		return fmt.Errorf("command %d stream: closed", s.pid)
+	case s.ctx.Err() != nil:
+		return fmt.Errorf("resume command %d: %w", s.pid, s.ctx.Err())
 	}
 	return fmt.Errorf("resume command %d after event %d: %w (stream broke: %v)", s.pid, s.lastID, err, cause)
 }
 
-func (s *CommandStream) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-func (s *CommandStream) closeBody() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.body != nil {
-		s.body.Close()
-	}
-}
-
 // Close ends the stream. It does not stop the command (see Signal). Close may be
 // called from another goroutine to interrupt a blocked Next.
-func (s *CommandStream) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	if s.body != nil {
-		return s.body.Close()
-	}
-	return nil
-}
+func (s *CommandStream) Close() error { return s.conn.Close() }

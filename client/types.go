@@ -45,6 +45,8 @@ type CreateSandboxRequest struct {
 	// placeholder, which the egress gateway replaces on requests to the
 	// secret's binding.
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Volumes are mounted into the sandbox (CreateVolume makes them).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Network is a sandbox's egress policy: entries are host names,
@@ -85,6 +87,8 @@ type Sandbox struct {
 	Checkpoint           *Checkpoint `json:"checkpoint,omitempty"`
 	// Network is the sandbox's egress policy (nil: no egress).
 	Network *Network `json:"network,omitempty"`
+	// Volumes are the volumes mounted into it.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Checkpoint is a sandbox's latest complete checkpoint and its cost.

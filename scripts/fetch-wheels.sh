@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# fetch-wheels.sh DIR - download the code interpreter's Python wheels
-# (scripts/interpreter-requirements.txt, every one pinned) into DIR, for the
-# sandbox's Python (CPython 3.11, manylinux x86_64: Debian 12), whatever the
-# host's Python is. Only wheels: nothing is built and nothing downloaded is
-# executed. Skipped when DIR's marker says the same pins are already there.
+# fetch-wheels.sh DIR - download what the code interpreter's kernels run on
+# into DIR, for the sandbox (Debian 12, x86_64), whatever the host is:
+#   - its Python wheels (scripts/interpreter-requirements.txt, every one
+#     pinned) for CPython 3.11, manylinux x86_64: ipykernel, the data stack,
+#     bash_kernel. Only wheels: nothing is built and nothing downloaded is
+#     executed.
+#   - Deno (DIR/deno), the kernel of the javascript and typescript
+#     contexts, from npm: its package @deno/linux-x64-glibc carries the
+#     binary. Pinned below with the tarball's integrity, which npm checks
+#     against the registry and this script against the pin. Needs npm.
+# Skipped when DIR's marker says the same pins are already there.
 #
 # A template installs them offline with
 #   python3 -m venv /opt/space/interpreter/venv
 #   /opt/space/interpreter/venv/bin/pip install --no-index --find-links DIR -r interpreter-requirements.txt
+#   install -m 0755 DIR/deno /opt/space/interpreter/deno
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REQ="$HERE/interpreter-requirements.txt"
 PYTHON="${PYTHON:-python3}"
+DENO_VERSION=2.9.6
+DENO_INTEGRITY=sha512-3md4TKLCuzsLDmfOoC5KN7NAZaxSVkMgm64vg6foD00JBADCpYS2/5QqXfzgnP5ZQz3iLP9vBQJtEgc116OAoQ==
 
 if [ $# -ne 1 ]; then
   echo "usage: $0 DIR" >&2
   exit 2
 fi
 dir="$1"
-pins="$(sha256sum "$REQ" | cut -c1-16)"
+pins="$( (cat "$REQ"; echo "deno $DENO_VERSION $DENO_INTEGRITY") | sha256sum | cut -c1-16)"
 if [ "$(cat "$dir/.pins" 2>/dev/null)" = "$pins" ]; then
   exit 0
 fi
 
 mkdir -p "$dir"
 rm -f "$dir/.pins"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
 # Debian's python3 has no pip without python3-pip; a throwaway venv
 # (python3-venv) brings its own.
 pip=("$PYTHON" -m pip)
 if ! "${pip[@]}" --version >/dev/null 2>&1; then
-  tmp="$(mktemp -d)"
-  trap 'rm -rf "$tmp"' EXIT
   "$PYTHON" -m venv "$tmp/venv"
   pip=("$tmp/venv/bin/python" -m pip)
 fi
@@ -47,5 +56,17 @@ echo "fetch-wheels: downloading into $dir" >&2
   --platform linux_x86_64 \
   -d "$dir" -r "$REQ"
 cp "$REQ" "$dir/requirements.txt"
+
+echo "fetch-wheels: deno $DENO_VERSION from npm" >&2
+tgz="$(cd "$tmp" && npm pack --silent "@deno/linux-x64-glibc@$DENO_VERSION" | tail -n 1)"
+got="$("$PYTHON" -c 'import base64, hashlib, sys
+print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tmp/$tgz")"
+if [ "$got" != "$DENO_INTEGRITY" ]; then
+  echo "fetch-wheels: $tgz is $got, not the pinned $DENO_INTEGRITY" >&2
+  exit 1
+fi
+tar -xzf "$tmp/$tgz" -C "$tmp" package/deno
+install -m 0755 "$tmp/package/deno" "$dir/deno"
+
 echo "$pins" > "$dir/.pins"
-echo "fetch-wheels: $(ls "$dir"/*.whl | wc -l) wheels in $dir" >&2
+echo "fetch-wheels: $(ls "$dir"/*.whl | wc -l) wheels and deno in $dir" >&2

@@ -19,7 +19,8 @@ func main() {
 	cfg := interpreter.Config{Logger: log}
 	fs := flag.NewFlagSet("space-interpreter", flag.ExitOnError)
 	fs.StringVar(&cfg.Addr, "addr", interpreter.DefaultAddr, "listen address")
-	fs.StringVar(&cfg.Python, "python", "python3", "Python with ipykernel installed")
+	fs.StringVar(&cfg.Python, "python", "python3", "Python with ipykernel (and bash_kernel, for bash) installed")
+	fs.StringVar(&cfg.Deno, "deno", "", "deno binary, for javascript and typescript contexts (empty: those languages are refused)")
 	fs.StringVar(&cfg.RuntimeDir, "runtime-dir", "/run/space-interpreter", "directory for kernel sockets and the IPython profile")
 	fs.StringVar(&cfg.Cwd, "cwd", "", "default context's working directory (default: the kernel user's home)")
 	fs.StringVar(&cfg.StatePath, "state", "/run/space-agent/state.json", "the agent's state file (access token, env vars); empty: no auth")

@@ -14,6 +14,7 @@ func (a *app) createCmd() *cobra.Command {
 	var (
 		req       client.CreateSandboxRequest
 		env, meta []string
+		vols      []string
 		asJSON    bool
 	)
 	cmd := &cobra.Command{
@@ -26,6 +27,9 @@ func (a *app) createCmd() *cobra.Command {
 				return err
 			}
 			if req.Metadata, err = parseKV("meta", meta); err != nil {
+				return err
+			}
+			if req.Volumes, err = parseVolumes(vols); err != nil {
 				return err
 			}
 			sb, err := a.client().CreateSandbox(cmd.Context(), req)
@@ -47,6 +51,7 @@ func (a *app) createCmd() *cobra.Command {
 	f.IntVar(&req.DiskMB, "disk", 0, "writable disk in MB (default: the daemon's)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
+	f.StringArrayVar(&vols, "volume", nil, "mount a volume, name:/path or name:/path:ro (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return cmd
 }

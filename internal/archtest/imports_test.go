@@ -48,7 +48,7 @@ var layers = []layer{
 		"internal/blobstore", "internal/checkpoint", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
 		"internal/egress", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
-		"internal/seal", "internal/store", "internal/template",
+		"internal/seal", "internal/store", "internal/template", "internal/volume",
 	}},
 	{"internal/config", []string{"internal/egress/policy"}},
 
@@ -56,6 +56,7 @@ var layers = []layer{
 	{"internal/httpapi", []string{
 		"internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
+		"internal/volume",
 		// Known debt (conventions, habit 16): commands.go, files.go and
 		// pty.go build the agent's request messages themselves instead of
 		// calling domain methods of sandbox.
@@ -66,7 +67,7 @@ var layers = []layer{
 	{"internal/console", nil},
 	{"internal/e2bcompat", []string{
 		"internal/accesstoken", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
-		"internal/recipe", "internal/ociimage",
+		"internal/recipe", "internal/ociimage", "internal/volume",
 	}},
 
 	// Sandboxes and templates.
@@ -79,6 +80,9 @@ var layers = []layer{
 		"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/ociimage",
 		"internal/recipe", "internal/rootfs", "internal/runtime", "internal/sandbox", "internal/store",
 	}},
+	// Volumes: sandboxes see them through sandbox.Volumes, so volume
+	// knows no sandbox code (it reads the records' claims from the store).
+	{"internal/volume", []string{"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/store"}},
 	// spaced's client of the code interpreter inside a sandbox (its own:
 	// internal/interpreter is linked into space-interpreter alone).
 	{"internal/coderun", []string{"internal/accesstoken", "internal/errdefs", "internal/sandbox"}},

@@ -23,13 +23,15 @@ const (
 	KindLayer = "layer"
 	KindFiles = "files"
 	KindStart = "start"
+	// KindVolume is a backup of a volume's files (package volume).
+	KindVolume = "volume"
 )
 
 // MetaImage is the Meta key naming the template image a checkpoint or
 // snapshot was taken on (a resume or a restore needs that image).
 const MetaImage = "template_image"
 
-var kinds = map[string]bool{KindCheckpoint: true, KindSnapshot: true, KindLayer: true, KindFiles: true, KindStart: true}
+var kinds = map[string]bool{KindCheckpoint: true, KindSnapshot: true, KindLayer: true, KindFiles: true, KindStart: true, KindVolume: true}
 
 // Manifest describes a stored checkpoint or snapshot. It is stored in plain
 // JSON (listing needs no key); everything secret goes into Sealed.

@@ -40,6 +40,11 @@ type Config struct {
 	DefaultMemoryMB     int
 	DefaultDiskMB       int
 	DefaultMaxProcesses int
+	// VolumeDefaultMB is the size of a volume made without one, and
+	// VolumeMaxMB the largest a volume may be (SPACE_VOLUME_DEFAULT_MB,
+	// SPACE_VOLUME_MAX_MB).
+	VolumeDefaultMB int
+	VolumeMaxMB     int
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// AgentBootTimeout bounds how long a new sandbox's agent may take to answer.
@@ -148,6 +153,8 @@ func Default() Config {
 		DefaultCPU:          2,
 		DefaultMemoryMB:     512,
 		DefaultDiskMB:       1024,
+		VolumeDefaultMB:     1024,
+		VolumeMaxMB:         64 << 10,
 		DefaultMaxProcesses: 1024,
 		LogLevel:            "info",
 		AgentBootTimeout:    15 * time.Second,
@@ -245,6 +252,8 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_DEFAULT_DISK_MB":       &c.DefaultDiskMB,
 		"SPACE_DEFAULT_MAX_PROCESSES": &c.DefaultMaxProcesses,
 		"SPACE_TEMPLATE_BUILDS":       &c.TemplateBuilds,
+		"SPACE_VOLUME_DEFAULT_MB":     &c.VolumeDefaultMB,
+		"SPACE_VOLUME_MAX_MB":         &c.VolumeMaxMB,
 	} {
 		if v := getenv(k); v != "" {
 			n, err := strconv.Atoi(v)
@@ -373,6 +382,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
 	case c.MetricsInterval < 100*time.Millisecond || c.MetricsInterval > time.Minute:
 		return fmt.Errorf("metrics interval %s must be between 100ms and 1m", c.MetricsInterval)
+	case c.VolumeMaxMB < 16 || c.VolumeDefaultMB < 16 || c.VolumeDefaultMB > c.VolumeMaxMB:
+		return fmt.Errorf("volume sizes: the default (%d MB) and the maximum (%d MB) must be at least 16 MB, the default at most the maximum", c.VolumeDefaultMB, c.VolumeMaxMB)
 	case c.PausedRetention < time.Hour:
 		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
 	case !filepath.IsAbs(c.PlatformKeyFile):

@@ -43,6 +43,7 @@ import (
 	"github.com/spacesandbox/space/internal/seal"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
+	"github.com/spacesandbox/space/internal/volume"
 )
 
 // Run starts spaced and blocks until ctx ends, then shuts down. Sandboxes
@@ -87,6 +88,17 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 
+	// Volumes before the sandbox service: it mounts them into sandboxes.
+	vols, err := volume.Open(ctx, volume.Config{
+		Dir: filepath.Join(cfg.DataDir, "volumes"), ImagesDir: imagesDir,
+		DefaultMB: cfg.VolumeDefaultMB, MaxMB: cfg.VolumeMaxMB,
+		Backups: checkpoint.NewRepoAt(objects, keys, "volumes/"),
+		Logger:  slog.Default(),
+	}, bolt, st)
+	if err != nil {
+		return err
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
@@ -125,6 +137,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
 			Changed:      func() { gw.Refresh() },
 		},
+		Volumes: vols,
 	}, st, rt, metrics)
 	reg.MustRegister(sandbox.PoolCollector(svc))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
@@ -153,7 +166,10 @@ func Run(ctx context.Context, cfg config.Config) error {
 	code := coderun.New(coderun.Options{Target: svc.Target})
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
-	api := httpapi.New(svc, tpl, sec, code, apiKey, cfg.TemplateMaxUpload, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), tel)
+	api := httpapi.New(httpapi.Options{
+		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
+		APIKey: apiKey, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	})
 	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
 	if err != nil {
 		return err
@@ -164,6 +180,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			Sandboxes: svc,
 			Templates: tpl,
 			Telemetry: tel,
+			Volumes:   vols,
 			MaxUpload: cfg.TemplateMaxUpload,
 			APIKey:    apiKey,
 			Next:      withConsole(api, ui),
@@ -177,6 +194,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	go svc.RunReaper(reaperCtx, time.Second)
 	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
 	go tel.Run(reaperCtx)
+	go vols.RunSweeper(reaperCtx, time.Hour)
 
 	if cfg.DebugAddr != "" {
 		go serveDebug(cfg.DebugAddr)

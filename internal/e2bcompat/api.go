@@ -44,6 +44,7 @@ func (s *Server) table() []apiRoute {
 		{"GET /sandboxes/{id}/logs", false, s.logsV1},
 		{"GET /v2/sandboxes/{id}/logs", false, s.logsV2},
 	}
+	routes = append(routes, s.volumeRoutes()...)
 	if s.opts.Templates != nil {
 		routes = append(routes,
 			apiRoute{"POST /v3/templates", false, s.requestTemplateBuild},

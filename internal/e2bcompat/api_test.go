@@ -77,14 +77,19 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("private ports without a traffic token: %+v", sb)
 	}
 
+	// Volume mounts reach the sandbox service as read-write mounts by name.
+	h.create(map[string]any{"templateID": "base", "volumeMounts": []map[string]any{{"name": "v", "path": "/mnt/v"}}})
+	if got := h.fake.creates[len(h.fake.creates)-1].Volumes; len(got) != 1 || got[0].Name != "v" || got[0].Path != "/mnt/v" || got[0].ReadOnly {
+		t.Fatalf("volume mounts at create: %+v", got)
+	}
+
 	for body, status := range map[string]int{
-		`{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`: 501,
-		`{"templateID":"base","mcp":{"github":{}}}`:                       501,
-		`{"templateID":"base","timeout":0}`:                               400,
-		`{"templateID":"base","metadata":{"k":1}}`:                        400,
-		`{"templateID":"nosuch"}`:                                         404,
-		`{"templateID":`:                                                  400,
-		``:                                                                400,
+		`{"templateID":"base","mcp":{"github":{}}}`: 501,
+		`{"templateID":"base","timeout":0}`:         400,
+		`{"templateID":"base","metadata":{"k":1}}`:  400,
+		`{"templateID":"nosuch"}`:                   404,
+		`{"templateID":`:                            400,
+		``:                                          400,
 	} {
 		e := wantError(t, h.api("POST", "/v2/sandboxes", body), status)
 		if status == 501 && !strings.Contains(e.Message, "not") {

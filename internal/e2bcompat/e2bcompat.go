@@ -60,6 +60,8 @@ type Options struct {
 	Templates Templates
 	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).
 	Telemetry Telemetry
+	// Volumes serves E2B's volumes (nil: they answer 501).
+	Volumes Volumes
 	// MaxUpload bounds one uploaded file set.
 	MaxUpload int64
 	// APIKey is spaced's API key; E2B clients send it in X-API-KEY.
@@ -119,7 +121,7 @@ func IsControlPlanePath(path string) bool {
 	if path == "/health" {
 		return true
 	}
-	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates"} {
+	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes", "/volumecontent"} {
 		if path == prefix || strings.HasPrefix(path, prefix+"/") {
 			return true
 		}

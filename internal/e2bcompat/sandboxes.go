@@ -55,6 +55,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			AutoResume: req.AutoResume != nil && req.AutoResume.Enabled,
 			// autoPauseMemory governs the auto-pause only.
 			AutoPauseDiskOnly: autoPause && req.AutoPauseMemory != nil && !*req.AutoPauseMemory,
+			Volumes:           toMounts(req.VolumeMounts),
 		}
 		sb, err := s.opts.Sandboxes.Create(r.Context(), create)
 		if err != nil && errdefs.Class(err) == errdefs.ErrNotFound {
@@ -77,8 +78,6 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 // here, so it is refused rather than ignored.
 func unsupported(req *newSandbox) string {
 	switch {
-	case len(req.VolumeMounts) > 0:
-		return "volume mounts are not supported by spaced"
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
 		return "MCP gateway sandboxes are not supported by spaced"
 	case req.IAM != nil && len(req.IAM.Tokens) > 0:
@@ -111,7 +110,7 @@ func listedJSON(sb *sandbox.Sandbox) listedSandboxJSON {
 		TemplateID: sb.Template, Alias: sb.Template, SandboxID: sb.ID, ClientID: ClientID,
 		StartedAt: sb.CreatedAt, EndAt: sb.ExpiresAt,
 		CPUCount: sb.CPU, MemoryMB: sb.MemoryMB, DiskSizeMB: sb.DiskMB,
-		Metadata: md, State: e2bState(sb), EnvdVersion: EnvdVersion, VolumeMounts: []any{},
+		Metadata: md, State: e2bState(sb), EnvdVersion: EnvdVersion, VolumeMounts: fromMounts(sb.Volumes),
 	}
 }
 

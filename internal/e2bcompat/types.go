@@ -25,7 +25,7 @@ type newSandbox struct {
 	Network      *networkConfig    `json:"network"`
 	MCP          json.RawMessage   `json:"mcp"`
 	IAM          *iamConfig        `json:"iam"`
-	VolumeMounts []json.RawMessage `json:"volumeMounts"`
+	VolumeMounts []volumeMountJSON `json:"volumeMounts"`
 }
 
 type iamConfig struct {
@@ -116,7 +116,7 @@ type listedSandboxJSON struct {
 	Metadata     map[string]string `json:"metadata"`
 	State        string            `json:"state"`
 	EnvdVersion  string            `json:"envdVersion"`
-	VolumeMounts []any             `json:"volumeMounts"`
+	VolumeMounts []volumeMountJSON `json:"volumeMounts"`
 }
 
 type sandboxDetailJSON struct {

@@ -62,7 +62,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(svc, nil, sec, coderun.New(coderun.Options{Target: svc.Target}), fuzzKey, 1<<20, http.NotFoundHandler(), nil)
+	return New(Options{Sandboxes: svc, Secrets: sec, Code: coderun.New(coderun.Options{Target: svc.Target}), APIKey: fuzzKey, MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
 }
 
 // serve runs one request through h; the request must not panic out of

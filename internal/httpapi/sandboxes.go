@@ -36,6 +36,8 @@ type createSandboxRequest struct {
 	Network             *networkJSON `json:"network"`
 	// Secrets maps env var names to secret names (PUT /v1/secrets).
 	Secrets map[string]string `json:"secrets"`
+	// Volumes are mounted into the sandbox.
+	Volumes []volumeMountJSON `json:"volumes"`
 }
 
 type sandboxJSON struct {
@@ -57,11 +59,12 @@ type sandboxJSON struct {
 	AutoPauseKeepMemory *bool  `json:"auto_pause_keep_memory,omitempty"`
 	KeyID               string `json:"key_id,omitempty"`
 	// SnapshotEverySeconds and SnapshotKeep: the disk snapshot schedule.
-	SnapshotEverySeconds int             `json:"snapshot_every_seconds,omitempty"`
-	SnapshotKeep         int             `json:"snapshot_keep,omitempty"`
-	PausedAt             *time.Time      `json:"paused_at,omitempty"`
-	Checkpoint           *checkpointJSON `json:"checkpoint,omitempty"`
-	Network              *networkJSON    `json:"network,omitempty"`
+	SnapshotEverySeconds int               `json:"snapshot_every_seconds,omitempty"`
+	SnapshotKeep         int               `json:"snapshot_keep,omitempty"`
+	PausedAt             *time.Time        `json:"paused_at,omitempty"`
+	Checkpoint           *checkpointJSON   `json:"checkpoint,omitempty"`
+	Network              *networkJSON      `json:"network,omitempty"`
+	Volumes              []volumeMountJSON `json:"volumes,omitempty"`
 }
 
 // checkpointJSON is what a sandbox shows of its latest checkpoint.
@@ -94,6 +97,9 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 		keep := false
 		out.AutoPauseKeepMemory = &keep
 	}
+	for _, v := range s.Volumes {
+		out.Volumes = append(out.Volumes, volumeMountJSON{Name: v.Name, Path: v.Path, ReadOnly: v.ReadOnly, VolumeID: v.VolumeID})
+	}
 	if c := s.Checkpoint; c != nil {
 		out.Checkpoint = &checkpointJSON{ID: c.ID, CreatedAt: c.CreatedAt, Bytes: c.Bytes, TookMS: c.Took.Milliseconds(), Memory: !c.DiskOnly}
 	}
@@ -118,7 +124,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
 		AutoPauseDiskOnly: req.AutoPauseKeepMemory != nil && !*req.AutoPauseKeepMemory,
 		NoPool:            req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
-		Secrets: req.Secrets,
+		Secrets: req.Secrets, Volumes: mountsOf(req.Volumes),
 	})
 	if err != nil {
 		writeError(w, r, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/template"
+	"github.com/spacesandbox/space/internal/volume"
 )
 
 // Server serves the API.
@@ -26,17 +27,34 @@ type Server struct {
 	templates *template.Service
 	secrets   *secrets.Store
 	code      CodeRunner
+	volumes   *volume.Service
 	apiKey    string
 	maxUpload int64
 	metrics   http.Handler
 	telemetry *sandbox.Telemetry
 }
 
-// New returns the API's handler; code runs cells in sandboxes' code
-// interpreters; maxUpload bounds one file set upload; tel keeps sandboxes'
-// metrics series and logs (nil: those routes answer 503).
-func New(sandboxes *sandbox.Service, templates *template.Service, sec *secrets.Store, code CodeRunner, apiKey string, maxUpload int64, metrics http.Handler, tel *sandbox.Telemetry) http.Handler {
-	s := &Server{sandboxes: sandboxes, templates: templates, secrets: sec, code: code, apiKey: apiKey, maxUpload: maxUpload, metrics: metrics, telemetry: tel}
+// Options are what the API serves.
+type Options struct {
+	Sandboxes *sandbox.Service
+	Templates *template.Service
+	Secrets   *secrets.Store
+	// Code runs cells in sandboxes' code interpreters.
+	Code    CodeRunner
+	Volumes *volume.Service
+	APIKey  string
+	// MaxUpload bounds one file set upload.
+	MaxUpload int64
+	Metrics   http.Handler
+	// Telemetry keeps sandboxes' metrics series and logs (nil: those
+	// routes answer 503).
+	Telemetry *sandbox.Telemetry
+}
+
+// New returns the API's handler.
+func New(o Options) http.Handler {
+	s := &Server{sandboxes: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
+		apiKey: o.APIKey, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry}
 	return s.routes()
 }
 
@@ -110,6 +128,20 @@ func (s *Server) table() []route {
 		{"DELETE", "/v1/templates/{name}", false, s.deleteTemplate},
 		{"PUT", "/v1/templates/{name}/tags/{tag}", false, s.setTag},
 		{"DELETE", "/v1/templates/{name}/tags/{tag}", false, s.deleteTag},
+		{"POST", "/v1/volumes", false, s.createVolume},
+		{"GET", "/v1/volumes", false, s.listVolumes},
+		{"GET", "/v1/volumes/{volume}", false, s.getVolume},
+		{"DELETE", "/v1/volumes/{volume}", false, s.deleteVolume},
+		{"GET", "/v1/volumes/{volume}/files", false, s.readVolumeFile},
+		{"PUT", "/v1/volumes/{volume}/files", false, s.writeVolumeFile},
+		{"DELETE", "/v1/volumes/{volume}/files", false, s.removeVolumeFile},
+		{"GET", "/v1/volumes/{volume}/files/list", false, s.listVolumeFiles},
+		{"GET", "/v1/volumes/{volume}/files/stat", false, s.statVolumeFile},
+		{"POST", "/v1/volumes/{volume}/files/mkdir", false, s.makeVolumeDir},
+		{"POST", "/v1/volumes/{volume}/backups", false, s.backupVolume},
+		{"GET", "/v1/volume-backups", false, s.listVolumeBackups},
+		{"GET", "/v1/volume-backups/{backup}", false, s.getVolumeBackup},
+		{"DELETE", "/v1/volume-backups/{backup}", false, s.deleteVolumeBackup},
 	}
 }
 

@@ -7,44 +7,62 @@ import (
 	"time"
 )
 
-// BenchmarkExecuteWarm is a run_code("1+1") round trip over HTTP on a warm
-// context: request, execute on the kernel, NDJSON back to the last line.
-// It reports the median and 99th percentile besides the mean.
+// benchLanguages are a cell per language for the benchmarks, and its
+// stdout or main result.
+var benchLanguages = []struct{ lang, code, want string }{
+	{"python", "1+1", "2"},
+	{"bash", "echo 2", "2\n"},
+	{"javascript", "1 + 1", "2"},
+}
+
+// BenchmarkExecuteWarm is a run_code round trip over HTTP on a warm
+// context of each language: request, execute on the kernel, NDJSON back
+// to the last line. It reports the median and 99th percentile besides the
+// mean.
 func BenchmarkExecuteWarm(b *testing.B) {
 	s := startServer(b, Config{})
-	body := map[string]any{"code": "1+1"}
-	s.execute(b, body) // the first cell pays one-time costs
-	samples := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		ls, status, msg := s.tryExecute(b.Context(), body, nil)
-		samples = append(samples, time.Since(start))
-		if status != http.StatusOK || ls.mainText() != "2" {
-			b.Fatalf("%d %s %v", status, msg, ls)
-		}
+	for _, bl := range benchLanguages {
+		b.Run(bl.lang, func(b *testing.B) {
+			body := map[string]any{"code": bl.code, "language": bl.lang}
+			s.execute(b, body) // the first cell pays one-time costs
+			samples := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				ls, status, msg := s.tryExecute(b.Context(), body, nil)
+				samples = append(samples, time.Since(start))
+				if status != http.StatusOK || ls.mainText() != bl.want && ls.stdout() != bl.want {
+					b.Fatalf("%d %s %v", status, msg, ls)
+				}
+			}
+			reportPercentiles(b, samples)
+		})
 	}
-	reportPercentiles(b, samples)
 }
 
 // BenchmarkContextStart is POST /contexts (a new kernel, ready for its
-// first cell) for comparison; the context is deleted outside the timing.
+// first cell) of each language, for comparison; the context is deleted
+// outside the timing.
 func BenchmarkContextStart(b *testing.B) {
 	s := startServer(b, Config{})
-	samples := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		var c struct{ ID string }
-		if status, msg := s.call(b, "POST", "/contexts", map[string]any{}, &c); status != http.StatusOK {
-			b.Fatalf("create: %d %s", status, msg)
-		}
-		samples = append(samples, time.Since(start))
-		b.StopTimer()
-		s.call(b, "DELETE", "/contexts/"+c.ID, nil, nil)
-		b.StartTimer()
+	for _, bl := range benchLanguages {
+		b.Run(bl.lang, func(b *testing.B) {
+			samples := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				var c struct{ ID string }
+				if status, msg := s.call(b, "POST", "/contexts", map[string]any{"language": bl.lang}, &c); status != http.StatusOK {
+					b.Fatalf("create: %d %s", status, msg)
+				}
+				samples = append(samples, time.Since(start))
+				b.StopTimer()
+				s.call(b, "DELETE", "/contexts/"+c.ID, nil, nil)
+				b.StartTimer()
+			}
+			reportPercentiles(b, samples)
+		})
 	}
-	reportPercentiles(b, samples)
 }
 
 func reportPercentiles(b *testing.B, samples []time.Duration) {

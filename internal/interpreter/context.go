@@ -13,6 +13,7 @@ type kernelContext struct {
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
 
+	kind   kernelKind
 	launch *launcher
 	// turn is the right to use the kernel (capacity 1): executions, the
 	// env sync and restarts take it in arrival order, and a waiting
@@ -38,8 +39,8 @@ const (
 
 var errRemoved = errors.New("context was deleted")
 
-func newKernelContext(id, language, cwd string, l *launcher) *kernelContext {
-	return &kernelContext{ID: id, Language: language, Cwd: cwd, launch: l, turn: make(chan struct{}, 1)}
+func newKernelContext(id, language string, kind kernelKind, cwd string, l *launcher) *kernelContext {
+	return &kernelContext{ID: id, Language: language, Cwd: cwd, kind: kind, launch: l, turn: make(chan struct{}, 1)}
 }
 
 // acquire waits for the context's turn, or for ctx.
@@ -70,7 +71,7 @@ func (c *kernelContext) kernel(ctx context.Context) (*kernel, error) {
 		c.launch.log.Warn("kernel died; starting a new one", "context", c.ID, "status", k.exitStatus())
 		k.kill()
 	}
-	k, err := c.launch.start(ctx, c.ID, c.Cwd)
+	k, err := c.launch.start(ctx, c.ID, c.Cwd, c.kind)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,9 @@
 // Package interpreter is the code interpreter that runs inside a sandbox
 // (cmd/space-interpreter): E2B's code-interpreter HTTP API, as the
 // unmodified e2b-code-interpreter (PyPI) and @e2b/code-interpreter (npm)
-// SDKs call it on port 49999, over Jupyter kernels (ipykernel) that it
-// starts and owns.
+// SDKs call it on port 49999, over Jupyter kernels that it starts and
+// owns: ipykernel for python, bash_kernel for bash, Deno's for javascript
+// and typescript.
 //
 // # API
 //
@@ -30,7 +31,32 @@
 // the kernel died (with an error line first, since the SDKs ignore that
 // type). Both context_id and language is a 400, an unknown context a 404
 // with a plain-text body (the SDKs' NotFound), a language without a kernel
-// here (all but python) a 400.
+// here a 400 that says why (r and java, or javascript without -deno).
+//
+// # Languages
+//
+// Names as E2B's server takes them (trimmed, any case, js and ts for
+// javascript and typescript; none is python): python, bash, javascript,
+// typescript (languages.go). A context's language picks its kernel. An
+// execution that names a language and no context runs on that language's
+// default context, made by the first such execution (python's is made at
+// start), as E2B's server does; javascript and typescript have one each.
+//
+// bash (bash_kernel, on the kernels' Python): bash runs on a terminal, so
+// stderr arrives as stdout; a cell whose last command fails ends with an
+// error named ExitStatus whose value is the status ("2"; E2B's server
+// passes bash_kernel's empty name on); an interrupt is bash_kernel's ^C,
+// after which the cell ends with ExecutionAborted (TimeoutError for a
+// timeout). There are no results but what bash_kernel's display helpers
+// send.
+//
+// javascript and typescript (`deno jupyter`, both languages in one
+// kernel, type annotations stripped, not checked): Deno's kernel listens
+// on loopback TCP only, and takes interrupts as a control message (SIGINT
+// kills it), which stop a busy loop but not an await: such a cell is ended
+// by a restart of its kernel after the grace. Deno says idle before all
+// of a cell's output is out, so a cell ends once its result or error came
+// or its output went quiet for denoSettle (100 ms) after idle.
 //
 // /executions takes /execute's body and answers the same way, with these
 // differences. The first line is {"type":"execution","id":...}; every
@@ -54,31 +80,44 @@
 //
 // # Kernels
 //
-// One ipykernel process per context, started with the context's directory
-// as its working directory, in its own process group, with RLIMIT_AS below
-// the sandbox's memory (memlimit.go says why), reached over ZeroMQ on unix
-// sockets in a 0700 directory (internal/interpreter/jupyter). A default
-// Python context is started at Start, so a sandbox restored from a
-// template's checkpoint has a warm kernel. A context runs one execution
-// at a time, in arrival order; contexts run in parallel.
+// One kernel process per context, started with the context's directory
+// as its working directory, in its own process group. Python kernels
+// (ipykernel, bash_kernel) get RLIMIT_AS below the sandbox's memory
+// (memlimit.go says why), and are reached over ZeroMQ on unix sockets in a
+// 0700 directory (internal/interpreter/jupyter). Deno's V8 reserves tens
+// of GiB of address space, so its heap is bounded instead (past it the
+// kernel dies, not the sandbox), and it is reached on loopback TCP ports,
+// where another process of the sandbox could read its output but, without
+// the key in the 0600 connection file, not run anything. A default Python
+// context is started at Start, so a sandbox restored from a template's
+// checkpoint has a warm kernel. A context runs one execution at a time,
+// in arrival order; contexts run in parallel.
 //
 // An execution ends when the kernel is idle and has replied. A client
 // that leaves /execute (the request's context ends, or a write fails), a
-// timeout and POST /executions/{id}/interrupt all interrupt the cell with
-// SIGINT to the kernel's process group; the execution then still waits
+// timeout and POST /executions/{id}/interrupt all interrupt the cell
+// (SIGINT to the kernel's process group; Deno: an interrupt_request on
+// its control channel); the execution then still waits
 // for the kernel to finish the cell (a cell that ignores the interrupt for
 // 10 s gets its kernel restarted), so the next cell always finds the
 // kernel idle. A kernel that dies is reported
-// and replaced on the next request. Output past MaxOutputBytes is dropped
+// and replaced on the next request. A kernel is killed with its process
+// group and the sessions of its children (bash_kernel's bash runs on a
+// pty in a session of its own), so what a cell started goes with it. Output past MaxOutputBytes is dropped
 // where it is read from the kernel, with one marker line, so a cell that
 // prints without end never grows the server.
 //
 // Env vars: the sandbox's own (the agent's state file) are set in a kernel
 // by a silent execution whenever they change, and an execution's env_vars
 // by silent executions before and after the cell that set and restore
-// them: the user's code is sent untouched, so tracebacks keep its line
-// numbers, and the values travel as JSON text, never spliced into code.
-// The startup file (startup/00-space.py, embedded and written into the
+// them, in every language (env.go): the user's code is sent untouched, so
+// tracebacks keep its line numbers, and the values never become code:
+// Python and JavaScript get them as JSON text in a string literal, bash
+// sources a 0600 file of quoted exports (written into the kernel's
+// directory, removed once read), since what reaches bash_kernel's bash
+// goes through a terminal, which acts on control characters. In bash a
+// name must be one bash can export (else EnvVarsError; the sandbox's own
+// such names are skipped). The startup file (startup/00-space.py, embedded and written into the
 // kernels' IPython profile) defines the functions those executions call,
 // and the e2b/data (pandas DataFrame), e2b/chart (matplotlib Figure
 // through e2b-charts) and application/json formatters the SDKs read as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spacesandbox/space/internal/interpreter/jupyter"
@@ -30,6 +31,14 @@ var (
 	replyGrace = 2 * time.Second
 	// silentLimit bounds the executions we add around a cell.
 	silentLimit = 30 * time.Second
+	// denoSettle is how long a Deno cell's output must be quiet, after
+	// the kernel went idle and replied, before the cell is over (unless
+	// its result or error came, which Deno sends last). Measured on the
+	// host, late output comes within 10 ms of the reply, 40 ms for a
+	// new kernel's first cell. Output later than this is lost (or shows
+	// in the next cell), as it is from any kernel for what a cell's code
+	// prints after the cell ended (a timer).
+	denoSettle = 100 * time.Millisecond
 )
 
 type executeContent struct {
@@ -62,14 +71,14 @@ func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out li
 		return
 	}
 	if ex.globalVer != 0 && ex.globalVer != c.envVersion {
-		if err := runSilent(bg, k, envCall("set_global_env", ex.globalEnv)); err != nil {
+		if err := s.launch.setEnv(bg, k, envGlobal, ex.globalEnv); err != nil {
 			s.log.Warn("could not set the sandbox's env vars in the kernel", "context", c.ID, "err", err)
 		} else {
 			c.envVersion = ex.globalVer
 		}
 	}
 	if len(ex.env) > 0 {
-		if err := runSilent(bg, k, envCall("set_env", ex.env)); err != nil {
+		if err := s.launch.setEnv(bg, k, envSet, ex.env); err != nil {
 			out.write(errorLine{Type: "error", Name: "EnvVarsError", Value: "could not set env_vars: " + err.Error()})
 			out.write(markerLine{Type: "end_of_execution"})
 			return
@@ -78,7 +87,7 @@ func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out li
 		// (a new one starts with the sandbox's env only).
 		defer func() {
 			if k.alive() {
-				if err := runSilent(bg, k, "__import__('_space_interpreter').restore_env()"); err != nil {
+				if err := s.launch.setEnv(bg, k, envRestore, nil); err != nil {
 					s.log.Warn("could not restore env vars", "context", c.ID, "err", err)
 				}
 			}
@@ -128,6 +137,9 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 	}
 	defer func() { cancelWait() }()
 	st := cellState{out: out, maxOutput: s.cfg.MaxOutputBytes}
+	if k.kind == denoKernel {
+		st.settle = denoSettle
+	}
 	interrupted := false
 	interrupt := func() {
 		interrupted = true
@@ -148,6 +160,15 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 		if !st.idleAt.IsZero() {
 			if d = min(d, time.Until(st.idleAt.Add(replyGrace))); d <= 0 {
 				break // idle long enough: the reply is not coming
+			}
+		}
+		if st.replied && !st.idleAt.IsZero() {
+			// Deno's kernel says idle and replies before all of the cell's
+			// output is out (its stdout and results reach IOPub later, under
+			// whichever request is newest then): the cell is over when its
+			// result or error came (those come last) or output went quiet.
+			if d = min(d, time.Until(st.lastAt.Add(st.settle))); d <= 0 {
+				break
 			}
 		}
 		if st.replied && st.idleAt.IsZero() {
@@ -196,11 +217,18 @@ type cellState struct {
 	replied   bool
 	idleAt    time.Time
 	lastAt    time.Time // the last message for the cell
+	// settle is how long output must be quiet after idle and the reply
+	// before the cell is over, unless final (0: not needed; see denoSettle).
+	settle time.Duration
+	final  bool // a result or error came, which Deno sends last
 }
 
 // done reports whether the kernel is done with the cell: it went idle
-// (after which it publishes nothing more for it) and replied.
-func (st *cellState) done() bool { return st.replied && !st.idleAt.IsZero() }
+// (after which it publishes nothing more for it) and replied, and for
+// Deno its output is all out.
+func (st *cellState) done() bool {
+	return st.replied && !st.idleAt.IsZero() && (st.settle == 0 || st.final)
+}
 
 // handle writes what m means.
 func (st *cellState) handle(m *jupyter.Message) {
@@ -231,8 +259,10 @@ func (st *cellState) handle(m *jupyter.Message) {
 		if json.Unmarshal(m.Content, &c) == nil {
 			st.out.write(newResult(c.Data, m.Type() == "execute_result"))
 		}
+		st.final = st.final || m.Type() == "execute_result"
 	case "error":
 		st.error(m.Content)
+		st.final = true
 	case "execute_reply":
 		if m.Channel != jupyter.Shell {
 			return
@@ -246,7 +276,11 @@ func (st *cellState) handle(m *jupyter.Message) {
 			case "error":
 				st.error(m.Content)
 			case "abort", "aborted":
-				st.sendError(errorLine{Type: "error", Name: "ExecutionAborted", Value: "Execution was aborted"})
+				// bash_kernel's answer to an interrupt; a timeout says so
+				// itself at the end.
+				if !st.timedOut {
+					st.sendError(errorLine{Type: "error", Name: "ExecutionAborted", Value: "Execution was aborted"})
+				}
 			}
 		}
 	case truncatedType:
@@ -266,10 +300,19 @@ func (st *cellState) error(content json.RawMessage) {
 	if json.Unmarshal(content, &c) != nil {
 		return
 	}
+	if c.Name == "" {
+		// bash_kernel names no error: its value is the exit status of
+		// the cell's last command (or a message).
+		c.Name = "Error"
+		if _, err := strconv.Atoi(c.Value); err == nil {
+			c.Name = "ExitStatus"
+		}
+	}
 	line := errorLine{Type: "error", Name: c.Name, Value: c.Value, Traceback: joinTraceback(c.Traceback)}
-	if st.timedOut && c.Name == "KeyboardInterrupt" {
-		// Our interrupt, not the user's: say it was the timeout, keeping
-		// the traceback that shows where the cell was.
+	if st.timedOut {
+		// Our interrupt's doing (Python's KeyboardInterrupt, Deno's
+		// "Execution failed"), not the user's: say it was the timeout,
+		// keeping the traceback that shows where the cell was.
 		st.pending = &line
 		return
 	}
@@ -352,17 +395,4 @@ func runSilent(ctx context.Context, k *kernel, code string) error {
 		}
 	}
 	return failure
-}
-
-// envCall is the silent code that calls one of the startup file's env
-// functions with vars as JSON text. The JSON text is itself written as a
-// JSON string, which is also a valid Python string literal: no value can
-// break out of it.
-func envCall(fn string, vars map[string]string) string {
-	if vars == nil {
-		vars = map[string]string{}
-	}
-	inner, _ := json.Marshal(vars)
-	lit, _ := json.Marshal(string(inner))
-	return fmt.Sprintf("__import__('_space_interpreter').%s(%s)", fn, lit)
 }

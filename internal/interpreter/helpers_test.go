@@ -41,9 +41,9 @@ var (
 // uses contexts of its own, or the default context for stateless cells.
 func sharedServer(t *testing.T) *testServer {
 	t.Helper()
-	python := interpretertest.Python(t)
+	python, deno := interpretertest.Python(t), interpretertest.Deno(t)
 	sharedOnce.Do(func() {
-		s, err := New(Config{Python: python, Cwd: os.TempDir(), Logger: testLogger(), KernelAddressSpace: 0})
+		s, err := New(Config{Python: python, Deno: deno, Cwd: os.TempDir(), Logger: testLogger(), KernelAddressSpace: 0})
 		if err != nil {
 			sharedErr = err.Error()
 			return
@@ -62,11 +62,11 @@ func sharedServer(t *testing.T) *testServer {
 	return shared
 }
 
-// startServer starts a server of the test's own with cfg (Python and a
-// logger filled in), stopped at the test's end.
+// startServer starts a server of the test's own with cfg (Python, Deno
+// and a logger filled in), stopped at the test's end.
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
-	cfg.Python = interpretertest.Python(t)
+	cfg.Python, cfg.Deno = interpretertest.Python(t), interpretertest.Deno(t)
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger()
 	}
@@ -225,11 +225,18 @@ func (s *testServer) call(t testing.TB, method, path string, body, out any) (int
 	return resp.StatusCode, string(b)
 }
 
-// newContext creates a context and removes it when the test ends.
+// newContext creates a python context and removes it when the test ends.
 func (s *testServer) newContext(t testing.TB, cwd string) string {
 	t.Helper()
+	return s.newLangContext(t, "python", cwd)
+}
+
+// newLangContext creates a context of lang and removes it when the test
+// ends.
+func (s *testServer) newLangContext(t testing.TB, lang, cwd string) string {
+	t.Helper()
 	var c struct{ ID, Language, Cwd string }
-	body := map[string]any{"language": "python"}
+	body := map[string]any{"language": lang}
 	if cwd != "" {
 		body["cwd"] = cwd
 	}

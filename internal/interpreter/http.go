@@ -95,7 +95,7 @@ func (s *Server) parseExecution(w http.ResponseWriter, r *http.Request) (*kernel
 			return nil, execution{}, false
 		}
 	} else {
-		lang, err := normalizeLanguage(lang)
+		lang, kind, err := s.language(lang)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return nil, execution{}, false
@@ -104,8 +104,9 @@ func (s *Server) parseExecution(w http.ResponseWriter, r *http.Request) (*kernel
 		c = s.defaults[lang]
 		s.mu.Unlock()
 		if c == nil {
-			// The default context was deleted: a new one takes its place.
-			if c, err = s.newContext(r, lang, s.cfg.Cwd, true); err != nil {
+			// As E2B's server: the language's default context is made by
+			// its first execution (python's at start; again if deleted).
+			if c, err = s.newContext(r, lang, kind, s.cfg.Cwd, true); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return nil, execution{}, false
 			}
@@ -130,7 +131,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	lang, err := normalizeLanguage(deref(req.Language))
+	lang, kind, err := s.language(deref(req.Language))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -146,7 +147,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cwd: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c, err := s.newContext(r, lang, cwd, false)
+	c, err := s.newContext(r, lang, kind, cwd, false)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -156,8 +157,8 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 
 // newContext starts a context's kernel and adds it (as the language's
 // default if asDefault and there is none).
-func (s *Server) newContext(r *http.Request, lang, cwd string, asDefault bool) (*kernelContext, error) {
-	c := newKernelContext(jupyter.NewID(), lang, cwd, s.launch)
+func (s *Server) newContext(r *http.Request, lang string, kind kernelKind, cwd string, asDefault bool) (*kernelContext, error) {
+	c := newKernelContext(jupyter.NewID(), lang, kind, cwd, s.launch)
 	if err := c.acquire(r.Context()); err != nil {
 		return nil, err
 	}
@@ -217,22 +218,6 @@ func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
 	}
 	c.stop(endDelete)
 	writeJSON(w, nil)
-}
-
-// normalizeLanguage maps a request's language the way E2B's server does
-// (trimmed, lower case, js/ts spelled out, empty meaning python) and
-// refuses the ones this server has no kernel for.
-func normalizeLanguage(lang string) (string, error) {
-	lang = strings.ToLower(strings.TrimSpace(lang))
-	switch lang {
-	case "", "python":
-		return "python", nil
-	case "js":
-		lang = "javascript"
-	case "ts":
-		lang = "typescript"
-	}
-	return "", fmt.Errorf("language %q is not supported here: this sandbox runs python only", lang)
 }
 
 func decodeBody(r *http.Request, v any) error {

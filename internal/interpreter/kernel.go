@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +20,8 @@ import (
 // launcher starts kernels: everything a kernel process needs that is the
 // same for all of them.
 type launcher struct {
-	python     string // interpreter with ipykernel installed
+	python     string // interpreter with ipykernel (and bash_kernel) installed
+	deno       string // deno, for javascript and typescript ("": none)
 	runDir     string // per-kernel directories (sockets, connection file)
 	ipythonDir string // IPYTHONDIR: the profile holding our startup file
 	env        []string
@@ -29,15 +31,19 @@ type launcher struct {
 	log        *slog.Logger
 }
 
-// bootstrap starts ipykernel as `python -m ipykernel_launcher` would,
-// after setting RLIMIT_AS (soft and hard: the kernel's user cannot raise
-// it again) to its first argument unless that is 0, and giving the
-// kernel's PUB or XPUB socket (IOPub) a deeper queue than ZeroMQ's default of 1000
+// bootstrap starts a Python kernel as `python -m MODULE` would (MODULE
+// its third argument: ipykernel_launcher, bash_kernel), after setting
+// RLIMIT_AS (soft and hard: the kernel's user cannot raise it again) to
+// its first argument unless that is 0, and giving the kernel's PUB or
+// XPUB socket (IOPub) a deeper queue than ZeroMQ's default of 1000
 // messages, past which it drops output silently while we are slow to read
 // (a flood of flushed prints on a busy machine). Its depth is the second
-// argument.
+// argument. For bash_kernel it also drops pexpect's 50 ms pause before
+// each write to bash (for programs that turn echo off after their prompt,
+// which readline does not need): bash_kernel writes twice per cell (the
+// cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
 const bootstrap = `import resource, runpy, sys
-n, hwm = int(sys.argv.pop(1)), int(sys.argv.pop(1))
+n, hwm, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1)
 if n:
     resource.setrlimit(resource.RLIMIT_AS, (n, n))
 import zmq
@@ -48,15 +54,23 @@ def _space_socket(self, socket_type, *args, **kwargs):
         s.setsockopt(zmq.SNDHWM, hwm)
     return s
 zmq.Context.socket = _space_socket
-runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)`
+if module == "bash_kernel":
+    import pexpect
+    _spawn = pexpect.spawn.__init__
+    def _space_spawn(self, *args, **kwargs):
+        _spawn(self, *args, **kwargs)
+        self.delaybeforesend = None
+    pexpect.spawn.__init__ = _space_spawn
+runpy.run_module(module, run_name="__main__", alter_sys=True)`
 
 // iopubQueue is the kernel's IOPub queue, in messages (each a few hundred
 // bytes to the output limit; RLIMIT_AS bounds what a stalled reader can
 // make the kernel hold).
 const iopubQueue = 100000
 
-// kernel is one running ipykernel process and our connection to it.
+// kernel is one running kernel process and our connection to it.
 type kernel struct {
+	kind   kernelKind
 	cmd    *exec.Cmd
 	client *jupyter.Client
 	dir    string
@@ -65,23 +79,30 @@ type kernel struct {
 	ended  atomic.Int32 // an endReason: why we killed it, if we did
 }
 
-// start launches a kernel in cwd and returns it once it answers. A kernel
-// that fails to come up is killed and its directory removed.
-func (l *launcher) start(ctx context.Context, id, cwd string) (_ *kernel, err error) {
+// start launches a kernel of kind in cwd and returns it once it
+// answers. A kernel that fails to come up is killed and its directory
+// removed.
+func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (_ *kernel, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.startLimit)
 	defer cancel()
 	dir := filepath.Join(l.runDir, id+"-"+jupyter.NewID()[:8])
 	if err := l.mkdir(dir); err != nil {
 		return nil, err
 	}
-	k := &kernel{dir: dir, exited: make(chan struct{})}
+	k := &kernel{kind: kind, dir: dir, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			k.kill()
 		}
 	}()
 	info := jupyter.NewIPC(filepath.Join(dir, "k"))
-	info.KernelName = "python3"
+	if kind == denoKernel {
+		// Deno's kernel listens on TCP only.
+		if info, err = jupyter.NewTCP("127.0.0.1"); err != nil {
+			return k, err
+		}
+	}
+	info.KernelName = kind.kernelName()
 	connFile := filepath.Join(dir, "connection.json")
 	if err := info.WriteFile(connFile); err != nil {
 		return k, err
@@ -90,34 +111,26 @@ func (l *launcher) start(ctx context.Context, id, cwd string) (_ *kernel, err er
 		return k, err
 	}
 
-	args := []string{"-f", connFile,
-		// Plain tracebacks, as E2B's kernels give (no ANSI colours).
-		"--InteractiveShell.colors=NoColor",
-		// History in memory: In[] works, and no sqlite file is written
-		// (or locked) in a home directory.
-		"--HistoryManager.hist_file=:memory:",
-	}
-	// The limit is set by the kernel's Python itself, before it loads
-	// anything: Go cannot give one child an rlimit, and prlimit(2) on a
-	// child that runs as another user needs CAP_SYS_RESOURCE.
-	args = append([]string{"-c", bootstrap, strconv.FormatUint(l.addrSpace, 10), strconv.Itoa(iopubQueue)}, args...)
-	k.cmd = exec.Command(l.python, args...)
+	name, args, env := l.command(kind, connFile)
+	k.cmd = exec.Command(name, args...)
 	k.cmd.Dir = cwd
-	k.cmd.Env = append(l.env, "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	k.cmd.Env = append(append(slices.Clip(l.env), env...), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	// Its own process group: an interrupt reaches the processes the cell
-	// started too, and a kill leaves nothing behind.
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred}
+	// started too, and a kill leaves nothing behind. SIGKILL when the
+	// server dies: ipykernel would exit by itself (it watches
+	// JPY_PARENT_PID), Deno's kernel would run on.
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred, Pdeathsig: syscall.SIGKILL}
 	out := &lineLogger{log: l.log.With("kernel", id)}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {
-		return k, fmt.Errorf("start %s: %w", l.python, err)
+		return k, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
 		_ = k.cmd.Wait()
 		k.state = k.cmd.ProcessState
 		close(k.exited)
 	}()
-	if err := waitForSockets(ctx, info.SocketPaths(), k.exited); err != nil {
+	if err := waitForSockets(ctx, info, k.exited); err != nil {
 		return k, err
 	}
 	c, err := jupyter.Dial(info, l.log.With("kernel", id))
@@ -139,38 +152,46 @@ func (l *launcher) start(ctx context.Context, id, cwd string) (_ *kernel, err er
 	return k, nil
 }
 
-// waitForSockets waits until the kernel has bound its sockets (ZeroMQ
-// cannot dial a unix socket before it exists).
-func waitForSockets(ctx context.Context, paths []string, exited <-chan struct{}) error {
+// waitForSockets waits until the kernel listens (ZeroMQ cannot dial a
+// unix socket before it exists, and gives up on a refused TCP port).
+func waitForSockets(ctx context.Context, info jupyter.ConnInfo, exited <-chan struct{}) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		missing := ""
-		for _, p := range paths {
-			if _, err := os.Stat(p); err != nil {
-				missing = p
-				break
-			}
+		ok, err := info.Listening()
+		if err != nil {
+			return err
 		}
-		if missing == "" {
+		if ok {
 			return nil
 		}
 		select {
 		case <-exited:
 			return errors.New("kernel exited while starting (see the server log)")
 		case <-ctx.Done():
-			return fmt.Errorf("kernel did not listen on %s: %w", missing, ctx.Err())
+			return fmt.Errorf("kernel did not listen on %s: %w", info.Endpoint(info.ShellPort), ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// interrupt sends SIGINT to the kernel's process group, as jupyter_client
-// does for kernels with the "signal" interrupt mode: ipykernel turns it
-// into KeyboardInterrupt in the running cell.
+// interrupt interrupts the running cell. Python kernels get SIGINT on
+// their process group, as jupyter_client does for kernels with the
+// "signal" interrupt mode: ipykernel turns it into KeyboardInterrupt in
+// the cell, bash_kernel into ^C on bash's terminal. Deno's kernel dies of
+// SIGINT; it takes an interrupt_request on the control channel instead
+// (its "message" mode), which stops a busy loop but not an await.
 func (k *kernel) interrupt() error {
 	if k.cmd == nil || k.cmd.Process == nil {
 		return errors.New("kernel not started")
+	}
+	if k.kind == denoKernel {
+		r, err := k.client.Request(jupyter.Control, "interrupt_request", struct{}{}, nil)
+		if err != nil {
+			return fmt.Errorf("interrupt kernel: %w", err)
+		}
+		r.Close() // its reply says nothing the cell's messages do not
+		return nil
 	}
 	if err := syscall.Kill(-k.cmd.Process.Pid, syscall.SIGINT); err != nil {
 		return fmt.Errorf("interrupt kernel: %w", err)
@@ -191,10 +212,18 @@ func (k *kernel) alive() bool {
 // kill ends the kernel's whole process group, waits for it and removes
 // its directory. A kernel's state is gone anyway, so there is no polite
 // shutdown_request first: it would only make a restart slower.
+//
+// Processes in a session of their own that the kernel started go too:
+// bash_kernel's bash runs on a pty, so in a new session (and so does
+// anything a cell starts with setsid). Its jobs are not in the kernel's
+// process group, and one that ignores SIGHUP (nohup) would outlive bash.
 func (k *kernel) kill() {
 	if k.cmd != nil && k.cmd.Process != nil {
-		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
+		pid := k.cmd.Process.Pid
+		sessions := childSessions(pid)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-k.exited
+		killSessions(sessions)
 	}
 	if k.client != nil {
 		k.client.Close(nil)

@@ -85,3 +85,15 @@ func memTotal(path string) uint64 {
 	}
 	return 0
 }
+
+// denoHeapMiB is the JavaScript heap (V8's old space) of a Deno kernel
+// whose Python peers get addrSpace of address space (0: no bound): that
+// less 256 MiB for what V8 and Deno hold besides the heap (about 200 MiB
+// resident when idle), and never under 256 MiB, which Deno needs to
+// start.
+func denoHeapMiB(addrSpace uint64) uint64 {
+	if addrSpace == 0 {
+		return 0
+	}
+	return max(addrSpace>>20, 512) - 256
+}

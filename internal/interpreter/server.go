@@ -22,7 +22,8 @@ const DefaultAddr = "0.0.0.0:49999"
 // Config is the server's configuration; zero values take the defaults.
 type Config struct {
 	Addr       string // listen address (DefaultAddr)
-	Python     string // python with ipykernel ("python3")
+	Python     string // python with ipykernel, and bash_kernel for bash ("python3")
+	Deno       string // deno, for javascript and typescript ("": they are refused)
 	RuntimeDir string // kernel sockets and the IPython profile (a temp dir)
 	Cwd        string // the default context's directory (the kernel user's home, else the current one)
 	// StatePath is the agent's state file, holding the sandbox's access
@@ -83,12 +84,13 @@ func (c *Config) setDefaults() {
 // Server is the code interpreter: contexts, each with its kernel, behind
 // E2B's HTTP API.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	launch *launcher
-	state  *stateFile // nil: no auth, no sandbox env
-	execs  *execTable // resumable executions
-	ownDir bool       // RuntimeDir was made by New and is removed by Close
+	cfg     Config
+	log     *slog.Logger
+	launch  *launcher
+	kernels *kernelAvailability
+	state   *stateFile // nil: no auth, no sandbox env
+	execs   *execTable // resumable executions
+	ownDir  bool       // RuntimeDir was made by New and is removed by Close
 
 	mu       sync.Mutex
 	contexts map[string]*kernelContext
@@ -108,7 +110,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StatePath != "" {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
-	l := &launcher{python: cfg.Python, startLimit: cfg.KernelStartTimeout, log: cfg.Logger}
+	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger}
+	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno}
 	home := ""
 	if cfg.KernelUser != "" {
 		cred, dir, err := lookupUser(cfg.KernelUser)
@@ -155,10 +158,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	l.env = kernelEnv(cfg.Env, l.ipythonDir, home)
 	s.launch = l
-	s.log.Info("code interpreter configured", "python", cfg.Python, "cwd", cfg.Cwd,
+	s.log.Info("code interpreter configured", "python", cfg.Python, "deno", cfg.Deno, "cwd", cfg.Cwd,
 		"kernel_user", cfg.KernelUser, "kernel_address_space", l.addrSpace, "runtime_dir", dir)
 
-	def := newKernelContext(jupyter.NewID(), "python", cfg.Cwd, l)
+	def := newKernelContext(jupyter.NewID(), "python", ipykernel, cfg.Cwd, l)
 	s.contexts[def.ID], s.defaults["python"] = def, def
 	return s, nil
 }

@@ -501,31 +501,35 @@ func TestAuth(t *testing.T) {
 }
 
 // A cell that ignores the interrupt gets its kernel restarted once the
-// grace passes; the context goes on with a new kernel.
+// grace passes; the context goes on with a new kernel. A Deno cell that
+// awaits is one: Deno's interrupt stops only running code.
 func TestUninterruptibleCell(t *testing.T) {
 	s := sharedServer(t)
-	id := s.newContext(t, "")
 	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
 	interruptGrace = time.Second
-	start := time.Now()
-	ls := s.execute(t, map[string]any{"code": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)",
-		"context_id": id, "timeout": 1})
-	if took := time.Since(start); took > 6*time.Second {
-		t.Errorf("took %v", took)
-	}
-	if ls.errorName() != "ContextRestarting" || ls.last() != "end_of_execution" {
-		t.Errorf("lines %v", ls)
-	}
-	if ls := s.execute(t, map[string]any{"code": "1+1", "context_id": id}); ls.mainText() != "2" {
-		t.Errorf("after the restart: %v", ls)
+	for _, tc := range []struct{ lang, code, next, want string }{
+		{"python", "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)", "1+1", "2"},
+		{"bash", "trap '' INT; sleep 30", "echo 2", ""},
+		{"javascript", "await new Promise((r) => setTimeout(r, 30000))", "1 + 1", "2"},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			id := s.newLangContext(t, tc.lang, "")
+			start := time.Now()
+			ls := s.execute(t, map[string]any{"code": tc.code, "context_id": id, "timeout": 1})
+			if took := time.Since(start); took > 6*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if ls.errorName() != "ContextRestarting" || ls.last() != "end_of_execution" {
+				t.Errorf("lines %v", ls)
+			}
+			ls = s.execute(t, map[string]any{"code": tc.next, "context_id": id})
+			if ls.mainText() != tc.want || len(ls.of("error")) > 0 || tc.want == "" && ls.stdout() != "2\n" {
+				t.Errorf("after the restart: %v", ls)
+			}
+		})
 	}
 }
 
-// TestFloodKept: floods of flushed prints on several contexts at once
-// arrive whole, and each cell ends. The kernel's IOPub socket drops what
-// is over its queue while we read slower than it writes (ZeroMQ's default
-// of 1000 messages lost lines, and sometimes the idle status that ends a
-// cell, under -race on two cores).
 func TestFloodKept(t *testing.T) {
 	s := sharedServer(t)
 	const n, contexts = 5000, 4

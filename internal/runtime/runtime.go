@@ -27,6 +27,17 @@ type Spec struct {
 	// sandbox nobody waits for) until Prioritizer.Foreground; runtimes that
 	// cannot ignore it.
 	Background bool
+	// Mounts are host directories the sandbox sees at their paths
+	// (volumes). A checkpoint does not hold their contents: a restore
+	// must be given the same mounts, whose sources may differ.
+	Mounts []Mount
+}
+
+// Mount is a host directory bound into a sandbox.
+type Mount struct {
+	// Source is the host directory; Destination the absolute path inside.
+	Source, Destination string
+	ReadOnly            bool
 }
 
 // Prioritizer is implemented by runtimes that can run a sandbox made with

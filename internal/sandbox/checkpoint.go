@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -270,6 +271,11 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 	for k, v := range meta {
 		m.Meta[k] = v
 	}
+	if vols, err := volumesMeta(rec.Volumes); err != nil {
+		return nil, err
+	} else if vols != "" {
+		m.Meta[metaVolumes] = vols
+	}
 	if err := s.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
 		return nil, err
 	}
@@ -383,6 +389,11 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 			AutoPauseDiskOnly: st.AutoPauseDiskOnly, Secrets: st.Secrets,
 			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, DiskOnly: !hasMemory(m)},
 		}
+		// Another node paused it: its volumes are this node's volumes of
+		// the same names (restored here from their backups).
+		if rec.Volumes, err = manifestVolumes(m); err != nil {
+			return nil, err
+		}
 		if len(m.Network) > 0 && string(m.Network) != "null" {
 			if err := json.Unmarshal(m.Network, &rec.Network); err != nil {
 				return nil, fmt.Errorf("decode network policy of %s: %w", ckptID, err)
@@ -393,8 +404,14 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	if known {
 		err = s.store.ReviveSandbox(ctx, &rec, s.cfg.Network.Slots(), s.avoidSlot)
 	} else {
+		// This node's record holds the mounts' claims from here on.
+		release, cerr := s.claimVolumes(ctx, &rec)
+		if cerr != nil {
+			return nil, cerr
+		}
 		rec.Slot = -1
 		err = s.store.CreateSandbox(ctx, &rec, s.cfg.Network.Slots(), s.avoidSlot)
+		release()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("record resuming sandbox: %w", err)
@@ -425,7 +442,11 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	var agent *AgentConn
 	if hasMemory(m) {
-		agent, err = s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, st.AccessToken, &undo)
+		var mounts []runtime.Mount
+		if mounts, err = s.runtimeMounts(ctx, rec.Volumes); err != nil {
+			return nil, err
+		}
+		agent, err = s.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, st.AccessToken, &undo)
 		if err != nil {
 			return nil, err
 		}
@@ -470,16 +491,18 @@ func (s *Service) checkRestorable(m *checkpoint.Manifest) (string, error) {
 
 // restoreInto restores the image in dir as sandbox id on ep and waits for
 // its agent, which still holds token. It pushes its undo steps.
-func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, dir, token string, undo *cleanup) (*AgentConn, error) {
+func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, mounts []runtime.Mount, dir, token string, undo *cleanup) (*AgentConn, error) {
 	cp, _ := s.rt.(runtime.Checkpointer)
 	spec := runtime.Spec{
 		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
 		Args:   []string{"/usr/local/bin/space-agent"},
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Limits: limits,
+		// The checkpointed sandbox's volumes, at the same paths.
+		Mounts: mounts,
 	}
 	if err := cp.Restore(ctx, spec, dir); err != nil {
-		return nil, err
+		return nil, restoreError(err, mounts)
 	}
 	undo.add("destroy runtime", func() error { return s.rt.Destroy(context.Background(), id) })
 	// A pause checkpoints a frozen sandbox, and it comes back frozen.
@@ -523,7 +546,7 @@ func (s *Service) initRestored(ctx context.Context, agent *AgentConn, token stri
 // would: token, env, the template's user and workdir, resolver and CA. It
 // pushes its undo steps.
 func (s *Service) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
-	agent, err := s.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State}, undo)
+	agent, err := s.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State, volumes: rec.Volumes}, undo)
 	if err != nil {
 		return nil, err
 	}
@@ -587,6 +610,11 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
 	}
 	parent := *e.rec
+	if name, rw := readWrite(parent.Volumes); rw {
+		e.mu.Unlock()
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition,
+			"sandbox %s mounts volume %q read-write, and its forks would mount it too: one sandbox at a time may write to a volume (file locks do not reach across sandboxes); fork a sandbox whose volumes are read-only", id, name)
+	}
 	dir, err := s.imageDir(newArtifactID(id, "f"))
 	if err == nil {
 		defer os.RemoveAll(dir)
@@ -631,6 +659,8 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 		ID: newID(), Template: tmpl.Template, Image: tmpl.Image, State: store.StateCreating, CreatedAt: time.Now().UTC(),
 		CPU: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs,
 		AccessToken: tmpl.AccessToken, KeyID: tmpl.KeyID,
+		// The image's volumes: a restore needs the mounts it was taken with.
+		Volumes: slices.Clone(tmpl.Volumes),
 	}
 	log := slog.With("sandbox", rec.ID, "from", from)
 	var undo cleanup
@@ -639,14 +669,23 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 			undo.run(log)
 		}
 	}()
+	release, err := s.claimVolumes(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := s.recordAndAttach(ctx, rec, log)
+	release()
 	if err != nil {
 		return nil, err
 	}
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
 	undo.add("detach network", func() error { return network.Detach(ep) })
 	limits := runtime.Limits{CPUs: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs}
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, dir, tmpl.AccessToken, &undo)
+	mounts, err := s.runtimeMounts(ctx, rec.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, tmpl.AccessToken, &undo)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			b.undo()
 		}
 	}
-	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: req.limits(), diskImage: diskImage, state: store.StateCreating})
+	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: req.limits(), diskImage: diskImage, state: store.StateCreating, volumes: req.Volumes})
 	if err != nil {
 		s.metrics.createFailed()
 		return nil, err
@@ -130,6 +130,9 @@ type bootSpec struct {
 	// build marks a template build's sandbox: no egress CA in its trust
 	// store (it would end up in the template's layers).
 	build string
+	// volumes are mounted into the sandbox: by name when boot is asked,
+	// resolved (with their volume IDs) when bootAgent is.
+	volumes []VolumeMount
 }
 
 // boot makes a sandbox of spec and waits for its agent: it boots the
@@ -145,6 +148,7 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 		// Init and to the one caller that claims the sandbox.
 		AccessToken: newToken(),
 		Build:       spec.build,
+		Volumes:     spec.volumes,
 	}
 	log := slog.With("sandbox", rec.ID)
 	var undo cleanup
@@ -155,18 +159,25 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 	}()
 
 	// The record (with its network slot) comes first, so a crash at any
-	// later step leaves something Recover finds and removes.
-	ep, err := s.recordAndAttach(ctx, rec, log)
+	// later step leaves something Recover finds and removes. Its volume
+	// mounts are claimed as it is written.
+	release, err := s.claimVolumes(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
+	ep, err := s.recordAndAttach(ctx, rec, log)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	spec.volumes = rec.Volumes
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
 	undo.add("detach network", func() error { return network.Detach(ep) })
 
 	tNet := time.Now()
 	var agent *AgentConn
 	if img.Start != nil {
-		agent, err = s.restoreInto(ctx, rec.ID, img.Root, ep, limits, img.Start.Dir, img.Start.Token, &undo)
+		agent, err = s.restoreInto(ctx, rec.ID, img.Root, ep, limits, nil, img.Start.Dir, img.Start.Token, &undo)
 	} else {
 		agent, err = s.bootAgent(ctx, rec.ID, img.Root, ep, spec, &undo)
 	}
@@ -251,6 +262,10 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 	// so it must never be the token a caller is given. A crash before the
 	// Init leaves a record Recover tears down, so it is never stored.
 	bootToken := newToken()
+	mounts, err := s.runtimeMounts(ctx, spec.volumes)
+	if err != nil {
+		return nil, err
+	}
 	rspec := runtime.Spec{
 		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
 		Args:      []string{"/usr/local/bin/space-agent"},
@@ -260,6 +275,7 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 		// Nobody waits for a pool sandbox: it boots on the CPU that claimed
 		// sandboxes leave idle.
 		Background: spec.state == store.StatePooled,
+		Mounts:     mounts,
 	}
 	if err := s.rt.Create(ctx, rspec); err != nil {
 		return nil, err

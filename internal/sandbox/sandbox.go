@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/spacesandbox/space/internal/runtime"
@@ -43,6 +44,8 @@ type Sandbox struct {
 	// SnapshotEvery and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEvery time.Duration
 	SnapshotKeep  int
+	// Volumes are the volumes mounted into it.
+	Volumes []VolumeMount
 }
 
 // NetworkPolicy is a requested egress policy; see store.NetworkPolicy.
@@ -58,6 +61,7 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: r.KeyID,
 		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
 		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
+		Volumes: slices.Clone(r.Volumes),
 	}
 }
 
@@ -96,6 +100,9 @@ type CreateRequest struct {
 	// Secrets maps env var names to secret names: the sandbox gets a
 	// placeholder in each, which the egress gateway replaces.
 	Secrets map[string]string
+	// Volumes are mounted into the sandbox, by volume name (VolumeID is
+	// filled in by the create).
+	Volumes []VolumeMount
 
 	// placeholders (placeholder -> secret name) is filled by validate.
 	placeholders map[string]string

@@ -53,6 +53,8 @@ type Config struct {
 	PausedRetention time.Duration
 	// Egress is what sandboxes need of the egress gateway.
 	Egress EgressConfig
+	// Volumes is the volume service; nil: sandboxes mount no volumes.
+	Volumes Volumes
 }
 
 // Service owns the sandboxes of this node.
@@ -151,7 +153,8 @@ func (s *Service) Close() {
 // their template's limits, so a request for other limits boots its own.
 func (s *Service) poolFor(req CreateRequest, img *Image) *pool {
 	p := s.pools[req.Template]
-	if p == nil || req.NoPool || req.Snapshot != "" || req.limits() != s.limitsOf(img) {
+	// Pool sandboxes boot without volumes (a mount is made at boot).
+	if p == nil || req.NoPool || req.Snapshot != "" || len(req.Volumes) > 0 || req.limits() != s.limitsOf(img) {
 		return nil
 	}
 	return p
@@ -207,6 +210,9 @@ func (s *Service) validate(ctx context.Context, req *CreateRequest) (*Image, err
 	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
 	}
+	if err := s.checkVolumes(req.Volumes); err != nil {
+		return nil, err
+	}
 	img, err := s.cfg.Templates.Resolve(ctx, req.Template)
 	if err != nil {
 		return nil, err
@@ -248,6 +254,12 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	if st := img.Start; st != nil && req.limits() != st.Limits {
 		return errdefs.New(errdefs.ErrInvalidArgument, "template %s starts from a checkpoint of its start command taken with cpu %d, memory_mb %d, disk_mb %d, max_processes %d: create its sandboxes with those limits (or leave them out)",
 			req.Template, st.Limits.CPUs, st.Limits.MemoryMB, st.Limits.DiskMB, st.Limits.MaxProcs)
+	}
+	if len(req.Volumes) > 0 && img.Start != nil {
+		return errdefs.New(errdefs.ErrInvalidArgument, "template %s starts from a checkpoint of its running start command, which cannot take mounts it was made without: mount volumes in sandboxes of a template without a start command", req.Template)
+	}
+	if err := checkImagePaths(img.Root, req.Volumes); err != nil {
+		return err
 	}
 	if err := checkNetwork(req.Network); err != nil {
 		return err

@@ -324,6 +324,9 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if err := s.checkRequest(&req, &Image{Template: m.Template, ID: m.Meta[metaTemplateImage], Limits: snap}); err != nil {
 		return nil, err
 	}
+	if len(req.Volumes) > 0 {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s holds a running sandbox, which mounts the volumes it was taken with: leave volumes out", m.ID)
+	}
 	if req.limits() != snap {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s holds a running sandbox of cpu %d, memory_mb %d, disk_mb %d, max_processes %d: create from it with those limits (or leave them out)",
 			m.ID, snap.CPUs, snap.MemoryMB, snap.DiskMB, snap.MaxProcs)
@@ -377,6 +380,9 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 		Env: env, Metadata: req.Metadata, OpenAccess: req.OpenAccess, Network: req.Network, Secrets: placeholders,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseDiskOnly: req.AutoPauseDiskOnly,
 		SnapshotEvery: req.SnapshotEvery, SnapshotKeep: req.SnapshotKeep,
+	}
+	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
+		return nil, err
 	}
 	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID)
 	if err != nil {

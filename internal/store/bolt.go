@@ -17,6 +17,10 @@ var (
 	bucketSlots     = []byte("slots")
 	bucketTemplates = []byte("templates")
 	bucketBuilds    = []byte("builds")
+	// bucketVolumes holds volume records by ID, bucketVolumeNames the
+	// name -> ID index.
+	bucketVolumes     = []byte("volumes")
+	bucketVolumeNames = []byte("volume_names")
 )
 
 // Bolt is the embedded store, one bbolt file. bbolt was chosen over SQLite
@@ -34,7 +38,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds} {
+		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds, bucketVolumes, bucketVolumeNames} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -81,6 +81,8 @@ type Sandbox struct {
 	// Build is the template build this sandbox runs a step of: such a
 	// sandbox is the build's, never listed, and torn down at a restart.
 	Build string `json:"build,omitempty"`
+	// Volumes are the volumes mounted into the sandbox (see VolumeMount).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // CheckpointRef is what a record keeps of a checkpoint: the manifest in

@@ -1,7 +1,7 @@
 // Package e2b_test runs the unmodified E2B SDKs (Python from PyPI, JS from
 // npm, both pinned) against a real spaced with real gVisor sandboxes. The
-// SDKs are pointed at spaced only with E2B_API_URL, E2B_SANDBOX_URL and
-// E2B_API_KEY, as a user would. The daemon comes from test/harness; the
+// SDKs are pointed at spaced only with E2B_API_URL, E2B_SANDBOX_URL,
+// E2B_API_KEY and (for volume content) E2B_VOLUME_API_URL, as a user would. The daemon comes from test/harness; the
 // package skips where it cannot run (not root, no runsc, no base template,
 // no python3, node or npm), or fails under SPACE_TEST_STRICT=1. The SDKs
 // are installed by install-sdks.sh when missing.
@@ -42,8 +42,9 @@ func TestE2BSDKs(t *testing.T) {
 	}
 
 	// The API key is "e2b_" and 40 hex digits, the shape every SDK accepts.
-	// Sandbox metrics every second, not 5 (test_telemetry.py, telemetry.test.mjs).
-	d, err := harness.Start(harness.Options{Name: "sdk", CIDR: e2bCIDR, Env: []string{"SPACE_METRICS_INTERVAL=1s"}})
+	// Volumes of 64 MB, so the SDK tests reach a volume's size limit fast;
+	// sandbox metrics every second, not 5 (test_telemetry.py, telemetry.test.mjs).
+	d, err := harness.Start(harness.Options{Name: "sdk", CIDR: e2bCIDR, Env: []string{"SPACE_VOLUME_DEFAULT_MB=64", "SPACE_METRICS_INTERVAL=1s"}})
 	if d != nil {
 		started := err == nil
 		t.Cleanup(func() {
@@ -63,6 +64,9 @@ func TestE2BSDKs(t *testing.T) {
 		"E2B_API_URL=http://" + d.Addr,
 		"E2B_SANDBOX_URL=http://" + d.Addr,
 		"E2B_API_KEY=" + d.APIKey,
+		// The volume content API's address (the SDKs' default is
+		// https://api.<domain>).
+		"E2B_VOLUME_API_URL=http://" + d.Addr,
 	}
 	t.Run("python", func(t *testing.T) {
 		suite(t, d, filepath.Join(here, "python"), sdkEnv,

@@ -129,8 +129,9 @@ for _ in range(n):
 // TestLimitCPU measures the CPU time sandboxes get from the host while
 // they run one more busy worker than the host has cores: a cpu=1 sandbox
 // is held to about one CPU, and a cpu=2 sandbox, the positive control, gets
-// clearly more, so a quota that is not applied and a load that does not
-// run both fail. Not parallel: the cpu=2 figure needs the host's cores.
+// clearly more (or, on a host busy with other work, is never throttled),
+// so a quota that is not applied, a quota too low and a load that does not
+// run all fail. Not parallel: the cpu=2 figure needs the host's cores.
 func TestLimitCPU(t *testing.T) {
 	d := need(t)
 	cores := goruntime.NumCPU()
@@ -168,6 +169,13 @@ func TestLimitCPU(t *testing.T) {
 		switch why := "its load did not run, or something limits it to one CPU"; {
 		case cpu == 1 && rate > 1.2:
 			t.Errorf("a cpu=1 sandbox used %.2f CPU-s per second, want at most 1.2", rate)
+		case cpu == 2 && rate <= 1.2 && rate > 0.5 && host-rate >= 0.3 && throttled == 0:
+			// The host is busy with other work (the suite runs its
+			// packages in parallel): the sandbox got less than two CPUs by
+			// fair share, and its quota never throttled it, so the quota
+			// is not what held it (a cpu=2 sandbox held to one CPU by a
+			// wrong quota is throttled in most periods).
+			t.Logf("host busy: the cpu=2 sandbox got %.2f CPU-s per second by fair share and was never throttled", rate)
 		case cpu == 2 && rate <= 1.2:
 			if host-rate >= 0.3 {
 				why = "or other work on the host took the CPU it needed"

@@ -69,7 +69,7 @@ func setup() error {
 // may hold another branch's agent by the time a sandbox boots.
 func privateTemplates(agent string) (string, error) {
 	dir := filepath.Join(harness.Tmp(), "templates")
-	rootfs := filepath.Join(dir, "base", "rootfs")
+	rootfs := filepath.Join(dir, "base", "rootfs-egress-a0") // a base image name: rootfs-<recipe>-a<agent>
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return "", err
 	}
@@ -80,7 +80,7 @@ func privateTemplates(agent string) (string, error) {
 	for _, s := range [][]string{
 		{"cp", "-a", "--reflink=auto", src + "/.", rootfs},
 		{"install", "-m", "0755", agent, filepath.Join(rootfs, "usr/local/bin/space-agent")},
-		{"ln", "-s", "rootfs", filepath.Join(dir, "base", "current")},
+		{"ln", "-s", "rootfs-egress-a0", filepath.Join(dir, "base", "current")},
 	} {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)

@@ -487,6 +487,7 @@ var e2bRoutes = []string{
 	"POST /sandboxes/{id}/connect", "POST /v2/sandboxes/{id}/connect", "GET /sandboxes/{id}/metrics", "PUT /sandboxes/{id}/network",
 	"POST /sandboxes/{id}/pause", "POST /sandboxes/{id}/resume", "POST /sandboxes/{id}/fork", "POST /sandboxes/{id}/snapshots",
 	"GET /snapshots", "GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs",
+	"POST /volumes", "GET /volumes", "GET /volumes/{id}", "DELETE /volumes/{id}",
 }
 
 func keyAttempts(t testing.TB, f *cpFixture) []attempt {

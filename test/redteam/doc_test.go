@@ -28,12 +28,14 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("filesystem", fsAttempts())...)
 	out = append(out, tag("filesystem", fsUserAttempts())...)
 	out = append(out, tag("filesystem", fileAPIAttempts(nil))...)
+	out = append(out, tag("filesystem", volumeAttempts(nil))...)
 	out = append(out, tag("kernel", kernelAttempts())...)
 	out = append(out, tag("kernel", kernelUserAttempts())...)
 	out = append(out, tag("kernel", agentHarmAttempts())...)
 	out = append(out, tag("resources", resourceAttempts())...)
 	out = append(out, tag("control-plane", tokenAttempts(nil))...)
 	out = append(out, tag("control-plane", keyAttempts(t, nil))...)
+	out = append(out, tag("control-plane", volumeTokenAttempts(nil))...)
 	out = append(out, tag("control-plane", abuseAttempts(func() *client.Sandbox { return nil }))...)
 	out = append(out, tag("network", networkAttempts())...)
 	out = append(out, tag("build", buildAttempts())...)
@@ -54,6 +56,7 @@ var families = map[string]string{
 	"fs-trav-native":         "path traversal through each route of the native files API",
 	"fs-trav-envd":           "path traversal through each route of envd's files API (E2B)",
 	"fs-symlink-api":         "follow a symlink made inside out of the sandbox through the files APIs, one link target each",
+	"fs-volume":              "reach host paths through a volume: what a sandbox plants in it, the volume content APIs, its mount path",
 	"kernel-ptrace":          "ptrace a process that is not the caller's",
 	"kernel-process-vm":      "read or write the agent's memory with process_vm_readv/writev",
 	"kernel-io-uring":        "set up io_uring",

@@ -1,9 +1,10 @@
-// Package interpretertest gives tests of the code interpreter a real
-// Python to run kernels on: a venv with the pinned wheels of
-// scripts/interpreter-requirements.txt, installed offline from the
-// wheelhouse scripts/fetch-wheels.sh fills. Both are made once per machine
-// (and again only when the pins change), under a lock, so test packages
-// running at once share them.
+// Package interpretertest gives tests of the code interpreter real
+// kernels: a Python venv with the pinned wheels of
+// scripts/interpreter-requirements.txt (ipykernel, the data stack,
+// bash_kernel), installed offline from the wheelhouse scripts/fetch-wheels.sh
+// fills, and the Deno binary that script puts next to the wheels. Both
+// are made once per machine (and again only when the pins change), under
+// a lock, so test packages running at once share them.
 package interpretertest
 
 import (
@@ -48,12 +49,12 @@ func Root(tb testing.TB) string {
 	}
 }
 
-// Python returns a python with ipykernel and the data stack installed, or
-// skips (strict: fails) tb when the machine cannot make one: no python3
-// 3.11 with venv, or no wheelhouse and no way to fetch it.
+// Python returns a python with ipykernel, the data stack and bash_kernel
+// installed, or skips (strict: fails) tb when the machine cannot make one:
+// no python3 3.11 with venv, or no wheelhouse and no way to fetch it.
 func Python(tb testing.TB) string {
 	tb.Helper()
-	testenv.NeedCommand(tb, "python3")
+	testenv.NeedCommand(tb, "python3", "npm") // npm: fetch-wheels.sh fetches Deno too
 	out, err := exec.Command("python3", "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])").Output()
 	if err != nil {
 		testenv.Skipf(tb, "python3 cannot make a venv: %v", err)
@@ -71,16 +72,9 @@ func Python(tb testing.TB) string {
 	pins := hex.EncodeToString(sum[:])[:16]
 
 	cache := CacheDir()
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		testenv.Skipf(tb, "cannot create %s: %v", cache, err)
-	}
-	unlock := lock(tb, filepath.Join(cache, ".lock"))
+	unlock := lockCache(tb)
 	defer unlock()
-
-	wheels := filepath.Join(cache, "wheels")
-	if msg, err := run(root, filepath.Join(root, "scripts", "fetch-wheels.sh"), wheels); err != nil {
-		testenv.Skipf(tb, "no wheelhouse at %s and scripts/fetch-wheels.sh failed: %v\n%s", wheels, err, msg)
-	}
+	wheels := wheelhouse(tb, root)
 	venv := filepath.Join(cache, "venv-"+pins)
 	python := filepath.Join(venv, "bin", "python")
 	marker := filepath.Join(venv, ".installed")
@@ -104,6 +98,38 @@ func Python(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return python
+}
+
+// Deno returns the deno binary of the wheelhouse (the javascript and
+// typescript kernel), or skips (strict: fails) tb when it cannot be
+// fetched (no npm, or no registry).
+func Deno(tb testing.TB) string {
+	tb.Helper()
+	testenv.NeedCommand(tb, "python3", "npm")
+	unlock := lockCache(tb)
+	defer unlock()
+	return filepath.Join(wheelhouse(tb, Root(tb)), "deno")
+}
+
+// lockCache creates the cache and takes its lock.
+func lockCache(tb testing.TB) func() {
+	tb.Helper()
+	cache := CacheDir()
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		testenv.Skipf(tb, "cannot create %s: %v", cache, err)
+	}
+	return lock(tb, filepath.Join(cache, ".lock"))
+}
+
+// wheelhouse fills the wheelhouse (a no-op when its pins match) and
+// returns it; the caller holds the cache's lock.
+func wheelhouse(tb testing.TB, root string) string {
+	tb.Helper()
+	wheels := filepath.Join(CacheDir(), "wheels")
+	if msg, err := run(root, filepath.Join(root, "scripts", "fetch-wheels.sh"), wheels); err != nil {
+		testenv.Skipf(tb, "no wheelhouse at %s and scripts/fetch-wheels.sh failed: %v\n%s", wheels, err, msg)
+	}
+	return wheels
 }
 
 func run(dir, name string, args ...string) (string, error) {

@@ -3,6 +3,10 @@ package jupyter
 import (
 	"encoding/json"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -70,5 +74,54 @@ func TestConnInfo(t *testing.T) {
 	}
 	if NewID() == NewID() {
 		t.Error("ids repeat")
+	}
+}
+
+func TestTCPListening(t *testing.T) {
+	c, err := NewTCP("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range []int{c.ShellPort, c.IOPubPort, c.StdinPort, c.ControlPort, c.HBPort} {
+		if p <= 0 || seen[p] {
+			t.Fatalf("ports %+v", c)
+		}
+		seen[p] = true
+	}
+	if ok, err := c.Listening(); ok || err != nil {
+		t.Fatalf("listening before anything listens: %v %v", ok, err)
+	}
+	for _, p := range []int{c.ShellPort, c.IOPubPort, c.ControlPort} {
+		l, err := net.Listen("tcp", net.JoinHostPort(c.IP, strconv.Itoa(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+	}
+	if ok, err := c.Listening(); !ok || err != nil {
+		t.Fatalf("not listening: %v %v", ok, err)
+	}
+	dir := t.TempDir()
+	ipc := NewIPC(filepath.Join(dir, "k"))
+	if ok, _ := ipc.Listening(); ok {
+		t.Fatal("ipc listening without sockets")
+	}
+	for _, p := range []int{1, 2, 4} {
+		if err := os.WriteFile(filepath.Join(dir, "k-"+strconv.Itoa(p)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, _ := ipc.Listening(); !ok {
+		t.Fatal("ipc not listening with its sockets there")
 	}
 }

@@ -93,6 +93,10 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 		// are reclaimable host page cache, not pinned memory), bounded by
 		// the sandbox's disk size.
 		"--overlay2", fmt.Sprintf("root:dir=%s,size=%dm", dir, diskMB),
+		// Volumes (bind mounts) are shared with the host and other
+		// sandboxes: the sentry revalidates its caches of them (runsc's
+		// default, said here because volumes rely on it).
+		"--file-access-mounts", "shared",
 		"--log", r.logFile(id),
 	}
 	if r.cfg.Debug {

@@ -124,7 +124,7 @@ func ociSpec(s runtime.Spec) ociConfig {
 		// image below is never written (and is a read-only mount on the host).
 		Root:     ociRoot{Path: s.RootFS, Readonly: false},
 		Hostname: "sandbox",
-		Mounts: []ociMount{
+		Mounts: append([]ociMount{
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
@@ -134,7 +134,7 @@ func ociSpec(s runtime.Spec) ociConfig {
 			// the writable layer, so a disk snapshot never carries it into
 			// another sandbox; a full checkpoint keeps it with the rest.
 			{Destination: "/run", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=755", "size=65536k"}},
-		},
+		}, bindMounts(s.Mounts)...),
 		Linux: ociLinux{
 			Namespaces: []ociNamespace{
 				{Type: "pid"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"},
@@ -157,4 +157,23 @@ func shares(background bool) uint64 {
 		return backgroundShares
 	}
 	return defaultShares
+}
+
+// bindMounts are the spec's volumes: host directories bound in, served by
+// the gofer in runsc's shared file access mode (--file-access-mounts
+// shared), which revalidates what the sentry caches against the host, so
+// a sandbox sees changes made outside it (another sandbox, the volume
+// content API) and a checkpoint holds none of their contents. nosuid and
+// nodev: nothing a sandbox left in a volume is a set-user-ID program or a
+// device anywhere.
+func bindMounts(ms []runtime.Mount) []ociMount {
+	out := make([]ociMount, 0, len(ms))
+	for _, m := range ms {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		out = append(out, ociMount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: []string{"rbind", mode, "nosuid", "nodev"}})
+	}
+	return out
 }

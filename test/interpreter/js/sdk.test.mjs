@@ -115,3 +115,34 @@ test('timeout, then the next cell runs', async () => {
   assert.ok(Date.now() - next < 5000, 'the timed-out cell was not interrupted')
   await sandbox.removeCodeContext(ctx)
 })
+
+test('bash', async () => {
+  const execution = await sandbox.runCode('echo hello from bash', { language: 'bash' })
+  assert.deepEqual(execution.logs.stdout, ['hello from bash\n'])
+  assert.equal(execution.error, undefined)
+  // runCode with a language uses that language's default context.
+  await sandbox.runCode('export SDK_BASH=kept', { language: 'bash' })
+  assert.deepEqual((await sandbox.runCode('echo $SDK_BASH', { language: 'bash' })).logs.stdout, ['kept\n'])
+  const failed = await sandbox.runCode('ls /nonexistent-sdk', { language: 'bash' })
+  assert.equal(failed.error.name, 'ExitStatus')
+  assert.equal(failed.error.value, '2')
+
+  const dir = await workdir()
+  const ctx = await sandbox.createCodeContext({ cwd: dir, language: 'bash' })
+  assert.equal(ctx.language, 'bash')
+  assert.deepEqual((await sandbox.runCode('pwd', { context: ctx })).logs.stdout, [dir + '\n'])
+  const env = await sandbox.runCode('printf "%s\\n" "$SDK_VAR"', { context: ctx, envs: { SDK_VAR: "it's set" } })
+  assert.deepEqual(env.logs.stdout, ["it's set\n"])
+  assert.deepEqual((await sandbox.runCode('echo "${SDK_VAR-unset}"', { context: ctx })).logs.stdout, ['unset\n'])
+  await sandbox.removeCodeContext(ctx)
+})
+
+test('javascript and typescript', async () => {
+  const execution = await sandbox.runCode("console.log('hi'); 6 * 7", { language: 'js' })
+  assert.equal(execution.text, '42')
+  assert.deepEqual(execution.logs.stdout, ['hi\n'])
+  assert.equal((await sandbox.runCode('const n: number = 21\nn * 2', { language: 'typescript' })).text, '42')
+  const failed = await sandbox.runCode("throw new TypeError('bad')", { language: 'javascript' })
+  assert.equal(failed.error.name, 'TypeError')
+  assert.equal(failed.error.value, 'bad')
+})

@@ -89,6 +89,46 @@ def test_envs(sandbox):
     assert sandbox.run_code("import os\nos.environ.get('SDK_VAR', 'unset')").text == "unset"
 
 
+def test_bash(sandbox, workdir):
+    execution = sandbox.run_code("echo hello from bash", language="bash")
+    assert execution.logs.stdout == ["hello from bash\n"]
+    assert execution.error is None
+    # run_code with a language uses that language's default context.
+    sandbox.run_code("export SDK_BASH=kept", language="bash")
+    assert sandbox.run_code("echo $SDK_BASH", language="bash").logs.stdout == ["kept\n"]
+    failed = sandbox.run_code("ls /nonexistent-sdk", language="bash")
+    assert failed.error.name == "ExitStatus" and failed.error.value == "2"
+
+    ctx = sandbox.create_code_context(cwd=workdir, language="bash")
+    assert ctx.language == "bash" and ctx.cwd == workdir
+    assert sandbox.run_code("pwd", context=ctx).logs.stdout == [workdir + "\n"]
+    assert sandbox.run_code("echo $SDK_BASH", context=ctx).logs.stdout == ["\n"]
+    execution = sandbox.run_code('printf "%s\\n" "$SDK_VAR"', context=ctx, envs={"SDK_VAR": "it's set"})
+    assert execution.logs.stdout == ["it's set\n"]
+    assert sandbox.run_code('echo "${SDK_VAR-unset}"', context=ctx).logs.stdout == ["unset\n"]
+    sandbox.remove_code_context(ctx)
+
+
+def test_bash_timeout(sandbox):
+    ctx = sandbox.create_code_context(language="bash")
+    with pytest.raises(TimeoutException):
+        sandbox.run_code("sleep 30; touch finished", context=ctx, timeout=2)
+    start = time.monotonic()
+    assert sandbox.run_code("ls finished", context=ctx).error.name == "ExitStatus"
+    assert time.monotonic() - start < 5
+    sandbox.remove_code_context(ctx)
+
+
+def test_javascript(sandbox):
+    execution = sandbox.run_code("console.log('hi'); 6 * 7", language="js")
+    assert execution.text == "42"
+    assert execution.logs.stdout == ["hi\n"]
+    assert sandbox.run_code("const n: number = 21\nn * 2", language="typescript").text == "42"
+    failed = sandbox.run_code("throw new TypeError('bad')", language="javascript")
+    assert failed.error.name == "TypeError" and failed.error.value == "bad"
+    assert sandbox.run_code("Deno.env.get('SDK_JS')", language="js", envs={"SDK_JS": "set"}).text == "set"
+
+
 def test_timeout_then_next_cell(sandbox):
     ctx = sandbox.create_code_context()
     start = time.monotonic()

@@ -1,0 +1,248 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// VolumeMount is one volume mounted into a sandbox. At most one sandbox at
+// a time mounts a volume read-write (running or paused), beside any number
+// read-only.
+type VolumeMount struct {
+	// Name is the volume's name (or ID).
+	Name string `json:"name"`
+	// Path is where the sandbox sees it (absolute).
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+	// VolumeID is set in the daemon's answers.
+	VolumeID string `json:"volume_id,omitempty"`
+}
+
+// Volume is a named, size-limited directory on one node's disk that
+// outlives the sandboxes mounting it.
+type Volume struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	SizeMB    int       `json:"size_mb"`
+	UsedBytes int64     `json:"used_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+	// RestoredFrom names the backup it was made from, if any.
+	RestoredFrom string `json:"restored_from,omitempty"`
+	// Mounts are the sandboxes holding it (running or paused).
+	Mounts []VolumeHolder `json:"mounts"`
+}
+
+// VolumeHolder is a sandbox mounting a volume.
+type VolumeHolder struct {
+	SandboxID string `json:"sandbox_id"`
+	Path      string `json:"path"`
+	ReadOnly  bool   `json:"read_only"`
+	State     string `json:"state"`
+}
+
+// VolumeEntry is a file or directory in a volume.
+type VolumeEntry struct {
+	Name string `json:"name"`
+	// Type is file, directory, symlink or unknown.
+	Type string `json:"type"`
+	// Path is relative to the volume's root, starting with "/".
+	Path   string    `json:"path"`
+	Size   int64     `json:"size"`
+	Mode   uint32    `json:"mode"`
+	UID    uint32    `json:"uid"`
+	GID    uint32    `json:"gid"`
+	Atime  time.Time `json:"atime"`
+	Mtime  time.Time `json:"mtime"`
+	Ctime  time.Time `json:"ctime"`
+	Target string    `json:"target,omitempty"`
+}
+
+// VolumeBackup is a volume's files at one instant, in the object store.
+type VolumeBackup struct {
+	ID        string    `json:"id"`
+	VolumeID  string    `json:"volume_id"`
+	Volume    string    `json:"volume"`
+	SizeMB    int       `json:"size_mb"`
+	CreatedAt time.Time `json:"created_at"`
+	Files     int       `json:"files"`
+	FileBytes int64     `json:"file_bytes"`
+	Bytes     int64     `json:"bytes"`
+	TookMS    int64     `json:"took_ms"`
+}
+
+// CreateVolumeRequest is the body of POST /v1/volumes.
+type CreateVolumeRequest struct {
+	Name string `json:"name"`
+	// SizeMB is the limit (0: the daemon's default, or the backup's).
+	SizeMB int `json:"size_mb,omitempty"`
+	// FromBackup fills the volume from a backup (any node's).
+	FromBackup string `json:"from_backup,omitempty"`
+}
+
+// CreateVolume makes a volume on the daemon's node.
+func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (*Volume, error) {
+	var v Volume
+	if err := c.call(ctx, http.MethodPost, nil, req, &v, "v1", "volumes"); err != nil {
+		return nil, fmt.Errorf("create volume %s: %w", req.Name, err)
+	}
+	return &v, nil
+}
+
+// ListVolumes lists the node's volumes.
+func (c *Client) ListVolumes(ctx context.Context) ([]Volume, error) {
+	var out struct {
+		Volumes []Volume `json:"volumes"`
+	}
+	if err := c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "volumes"); err != nil {
+		return nil, fmt.Errorf("list volumes: %w", err)
+	}
+	return out.Volumes, nil
+}
+
+// GetVolume returns a volume by ID or name.
+func (c *Client) GetVolume(ctx context.Context, ref string) (*Volume, error) {
+	var v Volume
+	if err := c.call(ctx, http.MethodGet, nil, nil, &v, "v1", "volumes", ref); err != nil {
+		return nil, fmt.Errorf("get volume %s: %w", ref, err)
+	}
+	return &v, nil
+}
+
+// DeleteVolume deletes a volume and its files; it fails (409) while a
+// sandbox mounts it.
+func (c *Client) DeleteVolume(ctx context.Context, ref string) error {
+	if err := c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "volumes", ref); err != nil {
+		return fmt.Errorf("delete volume %s: %w", ref, err)
+	}
+	return nil
+}
+
+// ReadVolumeFile streams a file out of a volume; the caller closes it.
+func (c *Client) ReadVolumeFile(ctx context.Context, ref, path string) (io.ReadCloser, error) {
+	u, err := c.endpoint(pathQuery(path), "v1", "volumes", ref, "files")
+	if err == nil {
+		var req *http.Request
+		if req, err = c.newRequest(ctx, http.MethodGet, u, nil); err == nil {
+			var resp *http.Response
+			if resp, err = c.send(req); err == nil {
+				return resp.Body, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("read %s from volume %s: %w", path, ref, err)
+}
+
+// WriteVolumeFile writes r to a file of a volume (whole or not at all);
+// its directory must exist. mode 0 means 0644.
+func (c *Client) WriteVolumeFile(ctx context.Context, ref, path string, r io.Reader, mode uint32) (*VolumeEntry, error) {
+	q := pathQuery(path)
+	if mode != 0 {
+		q.Set("mode", strconv.FormatUint(uint64(mode), 8))
+	}
+	u, err := c.endpoint(q, "v1", "volumes", ref, "files")
+	if err != nil {
+		return nil, fmt.Errorf("write %s to volume %s: %w", path, ref, err)
+	}
+	req, err := c.newRequest(ctx, http.MethodPut, u, io.NopCloser(r))
+	if err != nil {
+		return nil, fmt.Errorf("write %s to volume %s: %w", path, ref, err)
+	}
+	if n, ok := knownLength(r); ok {
+		req.ContentLength = n
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, fmt.Errorf("write %s to volume %s: %w", path, ref, err)
+	}
+	defer resp.Body.Close()
+	var e VolumeEntry
+	if err := decodeJSON(resp, &e); err != nil {
+		return nil, fmt.Errorf("write %s to volume %s: %w", path, ref, err)
+	}
+	return &e, nil
+}
+
+// ListVolumeFiles lists a directory of a volume, depth levels down (0: 1).
+func (c *Client) ListVolumeFiles(ctx context.Context, ref, path string, depth int) ([]VolumeEntry, error) {
+	q := pathQuery(path)
+	if depth > 0 {
+		q.Set("depth", strconv.Itoa(depth))
+	}
+	var out struct {
+		Entries []VolumeEntry `json:"entries"`
+	}
+	if err := c.call(ctx, http.MethodGet, q, nil, &out, "v1", "volumes", ref, "files", "list"); err != nil {
+		return nil, fmt.Errorf("list %s of volume %s: %w", path, ref, err)
+	}
+	return out.Entries, nil
+}
+
+// StatVolumeFile describes a file or directory of a volume.
+func (c *Client) StatVolumeFile(ctx context.Context, ref, path string) (*VolumeEntry, error) {
+	var e VolumeEntry
+	if err := c.call(ctx, http.MethodGet, pathQuery(path), nil, &e, "v1", "volumes", ref, "files", "stat"); err != nil {
+		return nil, fmt.Errorf("stat %s of volume %s: %w", path, ref, err)
+	}
+	return &e, nil
+}
+
+// MakeVolumeDir makes a directory in a volume (with parents: the missing
+// ones above it too).
+func (c *Client) MakeVolumeDir(ctx context.Context, ref, path string, parents bool) (*VolumeEntry, error) {
+	in := struct {
+		Path    string `json:"path"`
+		Parents bool   `json:"parents,omitempty"`
+	}{path, parents}
+	var e VolumeEntry
+	if err := c.call(ctx, http.MethodPost, nil, in, &e, "v1", "volumes", ref, "files", "mkdir"); err != nil {
+		return nil, fmt.Errorf("mkdir %s in volume %s: %w", path, ref, err)
+	}
+	return &e, nil
+}
+
+// RemoveVolumeFile removes a file or a directory tree of a volume.
+func (c *Client) RemoveVolumeFile(ctx context.Context, ref, path string) error {
+	if err := c.call(ctx, http.MethodDelete, pathQuery(path), nil, nil, "v1", "volumes", ref, "files"); err != nil {
+		return fmt.Errorf("remove %s from volume %s: %w", path, ref, err)
+	}
+	return nil
+}
+
+// BackupVolume backs a volume up to the object store.
+func (c *Client) BackupVolume(ctx context.Context, ref string) (*VolumeBackup, error) {
+	var b VolumeBackup
+	if err := c.call(ctx, http.MethodPost, nil, nil, &b, "v1", "volumes", ref, "backups"); err != nil {
+		return nil, fmt.Errorf("back up volume %s: %w", ref, err)
+	}
+	return &b, nil
+}
+
+// ListVolumeBackups lists the backups in the object store, of volumes of
+// one name or ID if volume is set, newest first.
+func (c *Client) ListVolumeBackups(ctx context.Context, volume string) ([]VolumeBackup, error) {
+	var q url.Values
+	if volume != "" {
+		q = url.Values{"volume": {volume}}
+	}
+	var out struct {
+		Backups []VolumeBackup `json:"backups"`
+	}
+	if err := c.call(ctx, http.MethodGet, q, nil, &out, "v1", "volume-backups"); err != nil {
+		return nil, fmt.Errorf("list volume backups: %w", err)
+	}
+	return out.Backups, nil
+}
+
+// DeleteVolumeBackup deletes a backup.
+func (c *Client) DeleteVolumeBackup(ctx context.Context, id string) error {
+	if err := c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "volume-backups", id); err != nil {
+		return fmt.Errorf("delete volume backup %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package interpreter
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// kernelKind is the kernel a context's language runs on.
+type kernelKind int
+
+const (
+	ipykernel  kernelKind = iota // python
+	bashKernel                   // bash: bash_kernel (PyPI), on the kernels' Python
+	denoKernel                   // javascript and typescript: `deno jupyter`
+)
+
+// languages are E2B's language names (as normalizeLanguage leaves them)
+// that this server has a kernel for. E2B's server also knows r and java
+// (IRkernel, IJava): neither installs from PyPI or npm, so they are
+// refused here.
+var languages = map[string]kernelKind{
+	"python":     ipykernel,
+	"bash":       bashKernel,
+	"javascript": denoKernel,
+	"typescript": denoKernel,
+}
+
+const supportedLanguages = "python, bash, javascript (js) and typescript (ts)"
+
+// normalizeLanguage spells a request's language the way E2B's server
+// does: trimmed, lower case, empty meaning python, js and ts spelled out.
+func normalizeLanguage(lang string) string {
+	lang = strings.ToLower(strings.TrimSpace(lang))
+	switch lang {
+	case "":
+		return "python"
+	case "js":
+		return "javascript"
+	case "ts":
+		return "typescript"
+	}
+	return lang
+}
+
+// language checks a request's language: its normalized name and kernel,
+// or an error for a 400 when there is no kernel for it here.
+func (s *Server) language(lang string) (string, kernelKind, error) {
+	name := normalizeLanguage(lang)
+	kind, ok := languages[name]
+	if !ok {
+		return "", 0, fmt.Errorf("language %q is not supported here: this code interpreter runs %s", name, supportedLanguages)
+	}
+	if err := s.kernels.available(kind); err != nil {
+		return "", 0, fmt.Errorf("language %q is not available in this sandbox: %w", name, err)
+	}
+	return name, kind, nil
+}
+
+// kernelAvailability finds out, once per kind, whether its kernel is
+// installed, so that a missing one is a clear 400 and not a kernel that
+// dies while starting.
+type kernelAvailability struct {
+	python string // the kernels' Python
+	deno   string // "": javascript and typescript are off
+
+	bashOnce, denoOnce sync.Once
+	bashErr, denoErr   error
+}
+
+func (a *kernelAvailability) available(kind kernelKind) error {
+	switch kind {
+	case bashKernel:
+		a.bashOnce.Do(func() {
+			out, err := exec.Command(a.python, "-c", "import bash_kernel").CombinedOutput()
+			if err != nil {
+				a.bashErr = fmt.Errorf("%s cannot import bash_kernel (install it from the wheelhouse: scripts/interpreter-requirements.txt): %v: %s",
+					a.python, err, strings.TrimSpace(string(out)))
+			}
+		})
+		return a.bashErr
+	case denoKernel:
+		a.denoOnce.Do(func() {
+			if a.deno == "" {
+				a.denoErr = fmt.Errorf("it needs Deno: start space-interpreter with -deno PATH (the code-interpreter template does)")
+				return
+			}
+			if _, err := exec.LookPath(a.deno); err != nil {
+				a.denoErr = fmt.Errorf("deno: %w", err)
+			}
+		})
+		return a.denoErr
+	}
+	return nil
+}
+
+// command is what starts a kernel of kind with the connection file conn:
+// the program, its arguments and what it needs in its environment
+// besides the launcher's.
+func (l *launcher) command(kind kernelKind, conn string) (string, []string, []string) {
+	// The rlimit is set by the kernel's Python itself, before it loads
+	// anything: Go cannot give one child an rlimit, and prlimit(2) on a
+	// child that runs as another user needs CAP_SYS_RESOURCE.
+	pyKernel := func(module string, args ...string) []string {
+		return append([]string{"-c", bootstrap, strconv.FormatUint(l.addrSpace, 10), strconv.Itoa(iopubQueue),
+			module, "-f", conn}, args...)
+	}
+	switch kind {
+	case bashKernel:
+		// bash_kernel runs bash on a pty, in a session of its own: bash
+		// and what it starts inherit the rlimit, and reach interrupts
+		// through the kernel (it sends ^C on the pty when it gets SIGINT).
+		return l.python, pyKernel("bash_kernel"), nil
+	case denoKernel:
+		// V8 reserves tens of GiB of address space, so RLIMIT_AS cannot
+		// apply; its heap is bounded instead, past which the kernel dies
+		// (and a new one starts) instead of the sandbox.
+		env := []string{"NO_COLOR=1", "DENO_NO_UPDATE_CHECK=1", "DENO_NO_PROMPT=1"}
+		if heap := denoHeapMiB(l.addrSpace); heap > 0 {
+			env = append(env, "DENO_V8_FLAGS=--max-old-space-size="+strconv.FormatUint(heap, 10))
+		}
+		return l.deno, []string{"jupyter", "--kernel", "--conn", conn}, env
+	}
+	return l.python, pyKernel("ipykernel_launcher",
+		// Plain tracebacks, as E2B's kernels give (no ANSI colours).
+		"--InteractiveShell.colors=NoColor",
+		// History in memory: In[] works, and no sqlite file is written
+		// (or locked) in a home directory.
+		"--HistoryManager.hist_file=:memory:",
+	), nil
+}
+
+// kernelName is the connection file's kernel_name.
+func (k kernelKind) kernelName() string {
+	switch k {
+	case bashKernel:
+		return "bash"
+	case denoKernel:
+		return "deno"
+	}
+	return "python3"
+}

@@ -1,0 +1,77 @@
+package interpreter
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procStat is what /proc/PID/stat says of a process's family.
+type procStat struct{ pid, ppid, session int }
+
+// processes lists every process /proc shows (those that vanish while it
+// is read are left out).
+func processes() []procStat {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []procStat
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid pgrp session ...": comm may hold
+		// spaces and parentheses, so the fields are counted after the
+		// last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 4 {
+			continue
+		}
+		ppid, err1 := strconv.Atoi(f[1])
+		session, err2 := strconv.Atoi(f[3])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, procStat{pid: pid, ppid: ppid, session: session})
+	}
+	return out
+}
+
+// childSessions returns the sessions led by children of pid (bash_kernel's
+// bash, or what a cell started with setsid).
+func childSessions(pid int) []int {
+	var out []int
+	for _, p := range processes() {
+		if p.ppid == pid && p.session == p.pid {
+			out = append(out, p.session)
+		}
+	}
+	return out
+}
+
+// killSessions sends SIGKILL to every process of these sessions.
+func killSessions(sessions []int) {
+	if len(sessions) == 0 {
+		return
+	}
+	own := syscall.Getpid()
+	for _, p := range processes() {
+		for _, s := range sessions {
+			if p.session == s && p.pid != own {
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
