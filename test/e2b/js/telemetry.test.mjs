@@ -22,7 +22,7 @@ test('metrics: a series sampled over time, bounded by start and end', async () =
   await withSandbox(async (sbx) => {
     await sbx.commands.run('head -c 16000000 /dev/urandom > /home/user/blob')
     await sbx.commands.run("timeout 5 sh -c 'while :; do :; done' || true")
-    const ms = await waitMetrics(sbx, (ms) => ms.some((m) => m.cpuUsedPct * m.cpuCount >= 70) && ms.at(-1)?.diskUsed >= 16_000_000)
+    const ms = await waitMetrics(sbx, (ms) => ms.some((m) => m.cpuUsedPct * m.cpuCount >= 30) && ms.at(-1)?.diskUsed >= 16_000_000)
     assert.ok(ms.length >= 3)
     for (const m of ms) {
       assert.ok(m.timestamp instanceof Date && !isNaN(m.timestamp))

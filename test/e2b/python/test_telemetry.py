@@ -45,10 +45,11 @@ def fields(entry):
 def test_metrics_series(sandbox: Sandbox):
     sandbox.commands.run("head -c 16000000 /dev/urandom > /home/user/blob")
     sandbox.commands.run("timeout 5 sh -c 'while :; do :; done' || true")
-    # One CPU spun for 5 s: some sample shows it (of all the sandbox's CPUs).
+    # One CPU spun for 5 s: some sample shows it (of all the sandbox's CPUs;
+    # at least 30% of one, as a loaded host gives it; idle is under 1%).
     metrics = wait_metrics(
         sandbox,
-        lambda ms: any(m.cpu_used_pct * m.cpu_count >= 70 for m in ms) and ms[-1].disk_used >= 16_000_000,
+        lambda ms: any(m.cpu_used_pct * m.cpu_count >= 30 for m in ms) and ms[-1].disk_used >= 16_000_000,
     )
     assert len(metrics) >= 3
     for m in metrics:
@@ -75,9 +76,9 @@ def test_metrics_series(sandbox: Sandbox):
         client=get_api_client(ConnectionConfig()), sandbox_ids=[sandbox.sandbox_id, "nosuchsandbox"]
     )
     assert res.status_code == 200
-    latest = res.parsed.sandboxes.additional_properties
+    latest = res.parsed.sandboxes  # the generated model leaves it a dict of SandboxMetric dicts
     assert list(latest) == [sandbox.sandbox_id]
-    assert latest[sandbox.sandbox_id].mem_total == metrics[-1].mem_total
+    assert latest[sandbox.sandbox_id]["memTotal"] == metrics[-1].mem_total
 
     with pytest.raises(SandboxNotFoundException):
         Sandbox.get_metrics("nosuchsandbox")
