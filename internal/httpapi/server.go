@@ -31,6 +31,7 @@ type Server struct {
 	apiKey    string
 	maxUpload int64
 	metrics   http.Handler
+	telemetry *sandbox.Telemetry
 }
 
 // Options are what the API serves.
@@ -45,12 +46,15 @@ type Options struct {
 	// MaxUpload bounds one file set upload.
 	MaxUpload int64
 	Metrics   http.Handler
+	// Telemetry keeps sandboxes' metrics series and logs (nil: those
+	// routes answer 503).
+	Telemetry *sandbox.Telemetry
 }
 
 // New returns the API's handler.
 func New(o Options) http.Handler {
 	s := &Server{sandboxes: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
-		apiKey: o.APIKey, maxUpload: o.MaxUpload, metrics: o.Metrics}
+		apiKey: o.APIKey, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry}
 	return s.routes()
 }
 
@@ -73,6 +77,8 @@ func (s *Server) table() []route {
 		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox},
 		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout},
 		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork},
+		{"GET", "/v1/sandboxes/{id}/metrics", false, s.sandboxMetrics},
+		{"GET", "/v1/sandboxes/{id}/logs", false, s.sandboxLogs},
 		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand},
 		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands},
 		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents},
