@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCreateSandbox(t *testing.T) {
@@ -110,6 +111,22 @@ func TestSandboxRoutes(t *testing.T) {
 		{"mkdir", func(c *Client) error { _, err := c.MakeDir(ctx, "s1", "/d"); return err }, "POST", "/v1/sandboxes/s1/files/mkdir", `{"path":"/d"}`, `{"name":"d","path":"/d","type":"dir"}`, 201},
 		{"move", func(c *Client) error { _, err := c.Move(ctx, "s1", "/a", "/b"); return err }, "POST", "/v1/sandboxes/s1/files/move", `{"source":"/a","destination":"/b"}`, `{"name":"b","path":"/b","type":"file"}`, 200},
 		{"remove", func(c *Client) error { return c.Remove(ctx, "s1", "/a") }, "DELETE", "/v1/sandboxes/s1/files?path=%2Fa", "", "", 204},
+		{"sandbox metrics", func(c *Client) error {
+			m, err := c.SandboxMetrics(ctx, "s1", MetricsOptions{Start: time.Unix(1800000000, 0).UTC()})
+			if err == nil && (len(m.Samples) != 1 || m.Samples[0].CPUUsedPct != 97.5 || m.Samples[0].MemUsed != 3 || m.IntervalSeconds != 5) {
+				err = fmt.Errorf("metrics %+v", m)
+			}
+			return err
+		}, "GET", "/v1/sandboxes/s1/metrics?start=2027-01-15T08%3A00%3A00Z", "",
+			`{"interval_seconds":5,"samples":[{"time":"2027-01-15T08:00:05Z","cpu_count":1,"cpu_used_pct":97.5,"mem_used":3,"mem_total":4,"mem_cache":0,"disk_used":1,"disk_total":2}]}`, 200},
+		{"sandbox logs", func(c *Client) error {
+			ls, err := c.SandboxLogs(ctx, "s1", LogsOptions{Backward: true, Limit: 5, Level: "warn", Search: "pid"})
+			if err == nil && (len(ls) != 1 || ls[0].Fields["source"] != "agent") {
+				err = fmt.Errorf("logs %+v", ls)
+			}
+			return err
+		}, "GET", "/v1/sandboxes/s1/logs?direction=backward&level=warn&limit=5&search=pid", "",
+			`{"logs":[{"time":"2027-01-15T08:00:05Z","level":"warn","message":"Process with pid 3 started","fields":{"source":"agent"}}]}`, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,6 +50,8 @@ func TestCLI(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, "", 2, "", "space: unknown command \"frobnicate\" (see space --help)\n"},
 		{"bad env pair", []string{"create", "--env", "NOEQUALS"}, "", 2, "", "space: --env \"NOEQUALS\": want KEY=VALUE\n"},
 		{"wrong api key", []string{"--api-key", "bad", "info", "sb-1"}, "", 1, "", "space: get sandbox sb-1: missing or wrong API key\n"},
+		{"metrics", []string{"metrics", "sb-1", "--json"}, "", 0, "", ""},
+		{"logs", []string{"logs", "sb-1", "--json"}, "", 0, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,5 +220,25 @@ func TestSplitRemote(t *testing.T) {
 		if id != tt.id || p != tt.path || ok != tt.ok {
 			t.Errorf("splitRemote(%q) = %q, %q, %v", tt.in, id, p, ok)
 		}
+	}
+}
+
+func TestMetricsAndLogs(t *testing.T) {
+	f := newFakeDaemon(t)
+	got := runCLI(t, f, "", "metrics", "sb-1")
+	if got.code != 0 || !strings.Contains(got.stdout, "97.2% of 2") || !strings.Contains(got.stdout, "100 MiB / 512 MiB") || !strings.Contains(got.stdout, "20 MiB / 1024 MiB") {
+		t.Errorf("metrics: %d %q %q", got.code, got.stdout, got.stderr)
+	}
+	// --tail asks for the newest lines (backward) and prints them oldest first.
+	got = runCLI(t, f, "", "logs", "-n", "2", "--level", "info", "sb-1")
+	lines := strings.Split(strings.TrimSpace(got.stdout), "\n")
+	if got.code != 0 || len(lines) != 2 || !strings.Contains(lines[0], `INFO  agent  Process with pid 7 started pid="7"`) || !strings.Contains(lines[1], "ended") {
+		t.Errorf("logs: %d %q %q", got.code, got.stdout, got.stderr)
+	}
+	f.mu.Lock()
+	q := f.lastLogsQuery
+	f.mu.Unlock()
+	if q != "direction=backward&level=info&limit=2" {
+		t.Errorf("logs query %q", q)
 	}
 }

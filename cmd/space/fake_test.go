@@ -26,6 +26,8 @@ type fakeDaemon struct {
 	stdin    []byte
 	stdinEOF chan struct{}
 	lastCmd  map[string]any
+	// lastLogsQuery is the query of the last GET .../logs.
+	lastLogsQuery string
 }
 
 func newFakeDaemon(t *testing.T) *fakeDaemon {
@@ -40,6 +42,17 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", f.upload)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", f.download)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/pty", f.pty)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"interval_seconds":5,"samples":[{"time":"2026-01-01T00:00:05Z","cpu_count":2,"cpu_used_pct":97.25,`+
+			`"mem_used":104857600,"mem_total":536870912,"mem_cache":1048576,"disk_used":20971520,"disk_total":1073741824}]}`)
+	})
+	mux.HandleFunc("GET /v1/sandboxes/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.lastLogsQuery = r.URL.RawQuery
+		f.mu.Unlock()
+		fmt.Fprint(w, `{"logs":[{"time":"2026-01-01T00:00:06Z","level":"info","message":"Process with pid 7 ended",`+
+			`"fields":{"source":"agent","exit_code":"0"}},{"time":"2026-01-01T00:00:05Z","level":"info","message":"Process with pid 7 started","fields":{"source":"agent","pid":"7"}}]}`)
+	})
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer k" {
 			apiError(w, 401, "unauthenticated", "missing or wrong API key")

@@ -59,6 +59,7 @@ type Server struct {
 	state   *stateStore
 	procs   *process.Service
 	fs      *files.Service
+	journal *journal
 	handler http.Handler
 	// warm starts the process warm-up once, after the first Init: not
 	// while the sandbox boots, when it would only slow the boot down.
@@ -77,6 +78,10 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// What the agent logs at info and above is the sandbox's log too
+	// (GET /logs), as envd's log lines are E2B's sandbox logs.
+	jr := newJournal()
+	log = slog.New(jr.handler(log.Handler()))
 	st, resumed, err := loadState(cfg.StatePath, State{Token: cfg.BootToken, DefaultUser: cfg.DefaultUser})
 	if err != nil {
 		return nil, err
@@ -87,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 	if st.token() == "" {
 		log.Warn("no access token: every request but /health will be refused", "env", TokenEnv)
 	}
-	s := &Server{cfg: cfg, log: log, state: st}
+	s := &Server{cfg: cfg, log: log, state: st, journal: jr}
 	s.procs = process.NewService(process.NewManager(process.Options{BufferBytes: cfg.ProcessBufferBytes, Logger: log}), st.defaults)
 	s.fs = files.NewService(st.defaults, log)
 
@@ -103,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /files/extract", s.fs.Extract)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /envs", s.envs)
+	mux.HandleFunc("GET /logs", jr.serve)
 	s.handler = requireToken(st, mux)
 	return s, nil
 }

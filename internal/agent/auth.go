@@ -51,42 +51,54 @@ func isRPC(path string) bool {
 	return false
 }
 
+// checkToken checks r's access token, or its /files URL signature, with
+// envd's texts (WithAuthorization and validateSigning).
 func checkToken(r *http.Request, token string, now time.Time) error {
 	if token == "" {
 		return errors.New("agent has no access token yet")
 	}
+	files := r.URL.Path == "/files"
 	if got := r.Header.Get(TokenHeader); got != "" {
 		if equal(got, token) {
 			return nil
 		}
-		return errors.New("invalid access token")
+		if files {
+			return errors.New("access token present in header but does not match")
+		}
+		return errUnauthorized
 	}
-	if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
+	if files {
 		return checkSignature(r, token, now)
 	}
-	return errors.New("missing access token")
+	return errUnauthorized
 }
 
-// checkSignature verifies an envd signed /files URL.
+var errUnauthorized = errors.New("unauthorized access, please provide a valid access token or method signing if supported")
+
+// checkSignature verifies an envd signed /files URL: the signature first,
+// then its expiry, as envd does (so a tampered expired URL is "invalid").
 func checkSignature(r *http.Request, token string, now time.Time) error {
 	q := r.URL.Query()
+	if !q.Has("signature") {
+		return errors.New("missing signature query parameter")
+	}
 	op := "read"
 	if r.Method == http.MethodPost || r.Method == http.MethodPut {
 		op = "write"
 	}
 	exp := q.Get("signature_expiration")
-	if exp != "" {
-		n, err := strconv.ParseInt(exp, 10, 64)
-		if err != nil {
-			return errors.New("invalid signature expiration")
-		}
-		if now.Unix() > n {
-			return errors.New("signature is expired")
-		}
-	}
 	want := Signature(q.Get("path"), op, q.Get("username"), token, exp)
 	if !equal(q.Get("signature"), want) {
 		return errors.New("invalid signature")
+	}
+	if exp != "" {
+		n, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil {
+			return errors.New("invalid signature")
+		}
+		if n < now.Unix() {
+			return errors.New("signature is already expired")
+		}
 	}
 	return nil
 }

@@ -177,19 +177,24 @@ func TestSignedFiles(t *testing.T) {
 		}
 		return ta.url + "/files?" + q.Encode()
 	}
+	// The texts are envd's (validateSigning), signature checked before expiry.
+	tampered := strings.Replace(signed("read", "", "tok", past), "signed.txt", "other.txt", 1)
 	tests := []struct {
-		name   string
-		method string
-		url    string
-		status int
+		name    string
+		method  string
+		url     string
+		status  int
+		message string
 	}{
-		{"read", "GET", signed("read", "", "tok", ""), 200},
-		{"read with user and expiry", "GET", signed("read", "root", "tok", future), 200},
-		{"expired", "GET", signed("read", "", "tok", past), 401},
-		{"wrong token", "GET", signed("read", "", "other", ""), 401},
-		{"write signature used to read", "GET", signed("write", "", "tok", ""), 401},
-		{"write", "POST", signed("write", "", "tok", future), 200},
-		{"read signature used to write", "POST", signed("read", "", "tok", ""), 401},
+		{"read", "GET", signed("read", "", "tok", ""), 200, ""},
+		{"read with user and expiry", "GET", signed("read", "root", "tok", future), 200, ""},
+		{"expired", "GET", signed("read", "", "tok", past), 401, "signature is already expired"},
+		{"expired and tampered", "GET", tampered, 401, "invalid signature"},
+		{"wrong token", "GET", signed("read", "", "other", ""), 401, "invalid signature"},
+		{"no signature", "GET", ta.url + "/files?path=" + url.QueryEscape(path), 401, "missing signature query parameter"},
+		{"write signature used to read", "GET", signed("write", "", "tok", ""), 401, "invalid signature"},
+		{"write", "POST", signed("write", "", "tok", future), 200, ""},
+		{"read signature used to write", "POST", signed("read", "", "tok", ""), 401, "invalid signature"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,6 +204,20 @@ func TestSignedFiles(t *testing.T) {
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tt.status)
 			}
+			var e struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			}
+			if tt.message != "" && (json.Unmarshal([]byte(body), &e) != nil || e.Code != tt.status || e.Message != tt.message) {
+				t.Errorf("body %s, want message %q", body, tt.message)
+			}
 		})
 	}
+	t.Run("wrong header token", func(t *testing.T) {
+		req := newRequest(t, "GET", ta.url+"/files?path="+url.QueryEscape(path), nil)
+		req.Header.Set(TokenHeader, "nope")
+		if resp, body := doHTTP(t, req); resp.StatusCode != 401 || !strings.Contains(body, "access token present in header but does not match") {
+			t.Errorf("%d %s", resp.StatusCode, body)
+		}
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/api/envd/filesystem"
 	"github.com/spacesandbox/space/internal/testenv"
@@ -254,5 +255,91 @@ func TestDownload(t *testing.T) {
 				t.Errorf("body of %d bytes, want %d", len(b), len(tt.body))
 			}
 		})
+	}
+}
+
+// TestUploadMetadata: X-Metadata-* headers become the file's whole metadata,
+// as envd keeps it: read back in the answer and by Stat, replaced (or
+// cleared) by the next upload, refused with envd's texts when invalid.
+func TestUploadMetadata(t *testing.T) {
+	ta := newTestAgent(t, agentOpts{})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.txt")
+	if err := unix.Setxattr(dir, "user.probe", []byte("x"), 0); err != nil {
+		testenv.Skip(t, "the test directory's filesystem keeps no user xattrs: "+err.Error())
+	}
+	upload := func(body string, md map[string]string) (int, string) {
+		req := newRequest(t, "POST", ta.filesURL(path), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set(TokenHeader, ta.token)
+		for k, v := range md {
+			req.Header.Set("X-Metadata-"+k, v)
+		}
+		resp, out := doHTTP(t, req)
+		return resp.StatusCode, out
+	}
+	stat := func() map[string]string {
+		st, err := ta.fs.Stat(ctxTimeout(t, 5*time.Second), connect.NewRequest(&filesystem.StatRequest{Path: path}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Msg.GetEntry().GetMetadata()
+	}
+	steps := []struct {
+		name string
+		md   map[string]string
+		want map[string]string
+	}{
+		{"set", map[string]string{"Author": "mish", "purpose": "upload"}, map[string]string{"author": "mish", "purpose": "upload"}},
+		{"replace", map[string]string{"author": "ana"}, map[string]string{"author": "ana"}},
+		{"clear", nil, nil},
+	}
+	for _, st := range steps {
+		status, out := upload(st.name, st.md)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", st.name, status, out)
+		}
+		var entries []struct {
+			Metadata map[string]string `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 {
+			t.Fatalf("%s: reply %s", st.name, out)
+		}
+		if fmt.Sprint(entries[0].Metadata) != fmt.Sprint(st.want) || fmt.Sprint(stat()) != fmt.Sprint(st.want) {
+			t.Errorf("%s: reply %v, stat %v, want %v", st.name, entries[0].Metadata, stat(), st.want)
+		}
+		if st.want == nil && strings.Contains(out, "metadata") {
+			t.Errorf("%s: reply %s has a metadata field", st.name, out)
+		}
+	}
+	// xattrs set by other means in the namespace are metadata too; others are not.
+	_ = unix.Setxattr(path, "user.e2b.origin", []byte("setfattr"), 0)
+	_ = unix.Setxattr(path, "user.other", []byte("x"), 0)
+	if got := stat(); fmt.Sprint(got) != "map[origin:setfattr]" {
+		t.Errorf("stat %v", got)
+	}
+
+	bad := filepath.Join(dir, "never.txt")
+	for _, tt := range []struct {
+		md   map[string]string
+		want string
+	}{
+		{map[string]string{"good": "bådvalue"}, `invalid metadata: metadata value for key \"good\" contains non-printable-ASCII byte 0xc3 at offset 1`},
+		{map[string]string{strings.Repeat("k", 247): "v"}, "exceeds 246 bytes"},
+		{map[string]string{"a": strings.Repeat("v", 2000), "b": strings.Repeat("v", 2100)}, "total metadata size 4120 exceeds 4096 bytes"},
+	} {
+		req := newRequest(t, "POST", ta.filesURL(bad), strings.NewReader("x"))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set(TokenHeader, ta.token)
+		for k, v := range tt.md {
+			req.Header[http.CanonicalHeaderKey("X-Metadata-"+k)] = []string{v}
+		}
+		resp, out := doHTTP(t, req)
+		if resp.StatusCode != 400 || !strings.Contains(out, tt.want) {
+			t.Errorf("%d %s, want 400 with %q", resp.StatusCode, out, tt.want)
+		}
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a refused upload wrote the file: %v", err)
 	}
 }

@@ -28,6 +28,9 @@ func TestFilesystemRPCs(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "tree/sub/b.txt"), []byte("b"), 0o644))
 	must(os.Symlink(filepath.Join(dir, "tree"), filepath.Join(dir, "link")))
 	must(os.Symlink("a.txt", filepath.Join(dir, "tree/ln")))
+	must(os.Symlink("tree/ln", filepath.Join(dir, "chain")))
+	must(os.Symlink("nowhere", filepath.Join(dir, "broken")))
+	must(os.Symlink("loop", filepath.Join(dir, "loop")))
 
 	t.Run("stat", func(t *testing.T) {
 		tests := []struct {
@@ -37,11 +40,18 @@ func TestFilesystemRPCs(t *testing.T) {
 			perms   string
 			size    int64
 			target  string
+			link    bool
 			errCode connect.Code
 		}{
 			{path: filepath.Join(dir, "tree/a.txt"), typ: filesystem.FileType_FILE_TYPE_FILE, mode: 0o640, perms: "-rw-r-----", size: 5},
 			{path: filepath.Join(dir, "tree/sub"), typ: filesystem.FileType_FILE_TYPE_DIRECTORY, mode: 0o755, perms: "drwxr-xr-x"},
-			{path: filepath.Join(dir, "tree/ln"), typ: filesystem.FileType_FILE_TYPE_FILE, mode: 0o777, perms: "Lrwxrwxrwx", target: "a.txt"},
+			// envd's symlinks: the target resolved to the end, absolute, with
+			// its type and mode; a broken or looping link names itself.
+			{path: filepath.Join(dir, "tree/ln"), typ: filesystem.FileType_FILE_TYPE_FILE, mode: 0o640, perms: "Lrwxrwxrwx", target: filepath.Join(dir, "tree/a.txt"), link: true},
+			{path: filepath.Join(dir, "chain"), typ: filesystem.FileType_FILE_TYPE_FILE, mode: 0o640, perms: "Lrwxrwxrwx", target: filepath.Join(dir, "tree/a.txt"), link: true},
+			{path: filepath.Join(dir, "link"), typ: filesystem.FileType_FILE_TYPE_DIRECTORY, mode: 0o755, perms: "Lrwxrwxrwx", target: filepath.Join(dir, "tree"), link: true},
+			{path: filepath.Join(dir, "broken"), typ: filesystem.FileType_FILE_TYPE_UNSPECIFIED, perms: "Lrwxrwxrwx", target: filepath.Join(dir, "broken"), link: true},
+			{path: filepath.Join(dir, "loop"), typ: filesystem.FileType_FILE_TYPE_UNSPECIFIED, perms: "Lrwxrwxrwx", target: filepath.Join(dir, "loop"), link: true},
 			{path: filepath.Join(dir, "missing"), errCode: connect.CodeNotFound},
 		}
 		for _, tt := range tests {
@@ -57,7 +67,8 @@ func TestFilesystemRPCs(t *testing.T) {
 			}
 			e := resp.Msg.GetEntry()
 			if e.GetType() != tt.typ || e.GetMode() != tt.mode || e.GetPermissions() != tt.perms || e.GetPath() != tt.path ||
-				e.GetName() != filepath.Base(tt.path) || e.GetSymlinkTarget() != tt.target || e.GetOwner() != "root" || e.GetGroup() != "root" ||
+				e.GetName() != filepath.Base(tt.path) || e.GetSymlinkTarget() != tt.target || e.GetIsSymlink() != tt.link ||
+				(e.SymlinkTarget != nil) != tt.link || e.GetOwner() != "root" || e.GetGroup() != "root" ||
 				(tt.size != 0 && e.GetSize() != tt.size) || e.GetModifiedTime() == nil {
 				t.Errorf("%s: entry %v", tt.path, e)
 			}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -319,6 +320,31 @@ func TestPTY(t *testing.T) {
 	if end.GetExitCode() != 7 {
 		t.Fatalf("end = %v err %v", end, stream.Err())
 	}
+	// As envd, which forgets a process when it ends: resizing, writing to
+	// or signalling it is not_found, though Connect can still replay it.
+	pid := sel.GetPid()
+	want := fmt.Sprintf("process with pid %d not found", pid)
+	_, err = ta.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: sel, Pty: &process.PTY{Size: &process.PTY_Size{Cols: 10, Rows: 10}}}))
+	if connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), want) {
+		t.Errorf("resize of an ended pty: %v", err)
+	}
+	_, err = ta.proc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Pty{Pty: []byte("x")}}}))
+	if connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), want) {
+		t.Errorf("input to an ended pty: %v", err)
+	}
+
+	// A process without a pty cannot be resized (envd's text).
+	plain, err := ta.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: shell("sleep 5")}))
+	if err != nil || !plain.Receive() {
+		t.Fatal(err, plain.Err())
+	}
+	defer plain.Close()
+	psel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: plain.Msg().GetEvent().GetStart().GetPid()}}
+	_, err = ta.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: psel, Pty: &process.PTY{Size: &process.PTY_Size{Cols: 10, Rows: 10}}}))
+	if err == nil || !strings.Contains(err.Error(), "error resizing tty: tty not assigned to process") {
+		t.Errorf("resize without a pty: %v", err)
+	}
+	_, _ = ta.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: psel, Signal: process.Signal_SIGNAL_SIGKILL}))
 }
 
 func TestReconnect(t *testing.T) {

@@ -121,6 +121,10 @@ type Config struct {
 	NodeMemoryMB     int
 	NodeDiskMB       int
 	NodeMaxSandboxes int
+	// MetricsInterval is how often each running sandbox's CPU, memory and
+	// disk are sampled (and its agent's log lines read) for its metrics
+	// series and log (SPACE_METRICS_INTERVAL).
+	MetricsInterval time.Duration
 }
 
 // PoolConfig sizes one template's warm pool.
@@ -185,6 +189,7 @@ func Default() Config {
 		TemplateCacheTTL:     7 * 24 * time.Hour,
 		TemplateGCInterval:   time.Hour,
 		TemplateMaxUpload:    4 << 30,
+		MetricsInterval:      5 * time.Second,
 	}
 }
 
@@ -252,6 +257,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TEMPLATE_CACHE_TTL":     &c.TemplateCacheTTL,
 		"SPACE_TEMPLATE_GC_INTERVAL":   &c.TemplateGCInterval,
 		"SPACE_AUDIT_RETENTION":        &c.AuditRetention,
+		"SPACE_METRICS_INTERVAL":       &c.MetricsInterval,
 	} {
 		if v := getenv(k); v != "" {
 			d, err := time.ParseDuration(v)
@@ -410,6 +416,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("template build timeout %s must be at least 1s", c.TemplateBuildTimeout)
 	case c.TemplateCacheTTL < time.Second || c.TemplateGCInterval < time.Second:
 		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
+	case c.MetricsInterval < 100*time.Millisecond || c.MetricsInterval > time.Minute:
+		return fmt.Errorf("metrics interval %s must be between 100ms and 1m", c.MetricsInterval)
 	case c.VolumeMaxMB < 16 || c.VolumeDefaultMB < 16 || c.VolumeDefaultMB > c.VolumeMaxMB:
 		return fmt.Errorf("volume sizes: the default (%d MB) and the maximum (%d MB) must be at least 16 MB, the default at most the maximum", c.VolumeDefaultMB, c.VolumeMaxMB)
 	case c.NodeMemoryMB < 0 || c.NodeDiskMB < 0 || c.NodeMaxSandboxes < 0:

@@ -177,8 +177,10 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}
 	// The native API's client of the code interpreters in sandboxes.
 	code := coderun.New(coderun.Options{Target: svc.Target})
+	// Each sandbox's metrics over time and its log, kept for its life.
+	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
-		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols,
+		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	})
 	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
@@ -190,6 +192,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Handler: e2bcompat.New(e2bcompat.Options{
 			Sandboxes: svc,
 			Templates: tpl,
+			Telemetry: tel,
 			Volumes:   vols,
 			MaxUpload: cfg.TemplateMaxUpload,
 			Tenants:   tenants,
@@ -204,6 +207,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	defer stopReaper()
 	go svc.RunReaper(reaperCtx, time.Second)
 	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
+	go tel.Run(reaperCtx)
 	go vols.RunSweeper(reaperCtx, time.Hour)
 	go apiAudit.Run(reaperCtx)
 

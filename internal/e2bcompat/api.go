@@ -41,8 +41,8 @@ func (s *Server) table() []apiRoute {
 		{"GET /snapshots", false, s.listSnapshots},
 		// delete_snapshot calls DELETE /templates/{id} too.
 		{"DELETE /templates/{id}", false, s.deleteTemplateOrSnapshot},
-		{"GET /sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
-		{"GET /v2/sandboxes/{id}/logs", false, s.notYet("sandbox logs are not available in spaced")},
+		{"GET /sandboxes/{id}/logs", false, s.logsV1},
+		{"GET /v2/sandboxes/{id}/logs", false, s.logsV2},
 	}
 	routes = append(routes, s.volumeRoutes()...)
 	if s.opts.Templates != nil {

@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -197,7 +198,7 @@ func TestLifecycle(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"DELETE", "/sandboxes/" + id}, {"GET", "/sandboxes/" + id}, {"POST", "/sandboxes/" + id + "/timeout"},
 		{"POST", "/sandboxes/" + id + "/connect"}, {"POST", "/v2/sandboxes/" + id + "/connect"},
-		{"POST", "/sandboxes/" + id + "/pause"}, {"GET", "/sandboxes/" + id + "/metrics"},
+		{"POST", "/sandboxes/" + id + "/pause"},
 		{"PUT", "/sandboxes/" + id + "/network"}, {"GET", "/sandboxes/nosuchsandbox"},
 	} {
 		wantError(t, h.api(c.method, c.path, map[string]int{"timeout": 10}), 404)
@@ -210,27 +211,90 @@ func TestMetrics(t *testing.T) {
 	id := h.create(nil).SandboxID
 	var ms []metricJSON
 	decode(t, h.api("GET", "/sandboxes/"+id+"/metrics", nil), &ms)
-	if len(ms) != 1 {
+	if len(ms) != 2 {
 		t.Fatalf("metrics: %+v", ms)
 	}
 	m := ms[0]
 	if m.CPUCount != 2 || m.CPUUsedPct != 12.5 || m.MemTotal != 512<<20 || m.MemUsed != 20<<20 || m.MemCache != 5<<20 ||
-		m.DiskUsed != 8<<20 || m.DiskTotal != 1<<30 || m.TimestampUnix != 1767323045 || m.Timestamp.Unix() != 1767323045 {
+		m.DiskUsed != 8<<20 || m.DiskTotal != 1<<30 || m.TimestampUnix != base.Unix() || !m.Timestamp.Equal(base) {
 		t.Fatalf("metric: %+v", m)
 	}
-	decode(t, h.api("GET", "/sandboxes/"+id+"/metrics?start=1767323046", nil), &ms)
-	if len(ms) != 0 {
-		t.Fatalf("a window after the sample: %+v", ms)
+	// start and end are unix seconds, both ends included.
+	for _, c := range []struct {
+		query string
+		n     int
+	}{
+		{fmt.Sprintf("start=%d", base.Unix()+1), 1},
+		{fmt.Sprintf("end=%d", base.Unix()), 1},
+		{fmt.Sprintf("start=%d&end=%d", base.Unix(), base.Unix()+5), 2},
+		{fmt.Sprintf("start=%d", base.Unix()+6), 0},
+	} {
+		decode(t, h.api("GET", "/sandboxes/"+id+"/metrics?"+c.query, nil), &ms)
+		if len(ms) != c.n {
+			t.Errorf("%s: %d samples, want %d", c.query, len(ms), c.n)
+		}
 	}
 	wantError(t, h.api("GET", "/sandboxes/"+id+"/metrics?start=yesterday", nil), 400)
+	wantError(t, h.api("GET", "/sandboxes/nosuchsandbox/metrics", nil), 404)
 
 	var batch struct {
 		Sandboxes map[string]metricJSON `json:"sandboxes"`
 	}
 	decode(t, h.api("GET", "/sandboxes/metrics?sandbox_ids="+id+",nosuch", nil), &batch)
-	if len(batch.Sandboxes) != 1 || batch.Sandboxes[id].MemTotal != 512<<20 {
+	if len(batch.Sandboxes) != 1 || batch.Sandboxes[id].CPUUsedPct != 99.5 {
 		t.Fatalf("batch metrics: %+v", batch)
 	}
+	wantError(t, h.api("GET", "/sandboxes/metrics", nil), 400)
+}
+
+func TestLogs(t *testing.T) {
+	h := newHarness(t)
+	id := h.create(nil).SandboxID
+	var v2 struct {
+		Logs []struct {
+			Timestamp time.Time         `json:"timestamp"`
+			Level     string            `json:"level"`
+			Message   string            `json:"message"`
+			Fields    map[string]string `json:"fields"`
+		} `json:"logs"`
+	}
+	decode(t, h.api("GET", "/v2/sandboxes/"+id+"/logs?cursor=1767323045123&limit=10&direction=backward&level=warn&search=pid", nil), &v2)
+	if len(v2.Logs) != 2 || v2.Logs[1].Message != "Process with pid 7 started" || v2.Logs[1].Fields["source"] != "agent" || v2.Logs[0].Level != "info" {
+		t.Fatalf("v2 logs %+v", v2)
+	}
+	h.tel.mu.Lock()
+	q := h.tel.query
+	h.tel.mu.Unlock()
+	if !q.Cursor.Equal(time.UnixMilli(1767323045123)) || q.Limit != 10 || !q.Backward || q.Level != "warn" || q.Search != "pid" {
+		t.Errorf("query %+v", q)
+	}
+	decode(t, h.api("GET", "/v2/sandboxes/"+id+"/logs", nil), &v2)
+	h.tel.mu.Lock()
+	q = h.tel.query
+	h.tel.mu.Unlock()
+	if !q.Cursor.IsZero() || q.Limit != 1000 || q.Backward || q.Level != "" {
+		t.Errorf("default query %+v", q)
+	}
+	var v1 struct {
+		Logs []struct {
+			Timestamp time.Time `json:"timestamp"`
+			Line      string    `json:"line"`
+		} `json:"logs"`
+		LogEntries []map[string]any `json:"logEntries"`
+	}
+	decode(t, h.api("GET", "/sandboxes/"+id+"/logs?start=0&limit=5", nil), &v1)
+	if len(v1.Logs) != 2 || len(v1.LogEntries) != 2 {
+		t.Fatalf("v1 logs %+v", v1)
+	}
+	var line map[string]string
+	if err := json.Unmarshal([]byte(v1.Logs[1].Line), &line); err != nil || line["message"] != "Process with pid 7 started" || line["pid"] != "7" || line["level"] != "info" {
+		t.Errorf("v1 line %q", v1.Logs[1].Line)
+	}
+	for _, bad := range []string{"direction=sideways", "level=loud", "cursor=soon", "limit=5000"} {
+		wantError(t, h.api("GET", "/v2/sandboxes/"+id+"/logs?"+bad, nil), 400)
+	}
+	wantError(t, h.api("GET", "/v2/sandboxes/nosuchsandbox/logs", nil), 404)
+	wantError(t, h.api("GET", "/sandboxes/nosuchsandbox/logs", nil), 404)
 }
 
 func TestListV2(t *testing.T) {

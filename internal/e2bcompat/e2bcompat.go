@@ -61,6 +61,8 @@ type Options struct {
 	Sandboxes Sandboxes
 	// Templates serves E2B's template builds (nil: they answer 501).
 	Templates Templates
+	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).
+	Telemetry Telemetry
 	// Volumes serves E2B's volumes (nil: they answer 501).
 	Volumes Volumes
 	// MaxUpload bounds one uploaded file set.

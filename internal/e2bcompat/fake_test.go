@@ -372,3 +372,52 @@ func testTenants(t testing.TB, key string) *tenant.Service {
 	}
 	return svc
 }
+
+// fakeTelemetry answers for the fake's sandboxes (any state) with two
+// samples and two log lines, and records the last log query.
+type fakeTelemetry struct {
+	sbs   *fakeSandboxes
+	mu    sync.Mutex
+	query sandbox.LogQuery
+}
+
+var fakeSamples = []sandbox.MetricSample{
+	{Time: base, CPUCount: 2, CPUUsedPct: 12.5, MemUsed: 20 << 20, MemTotal: 512 << 20, MemCache: 5 << 20, DiskUsed: 8 << 20, DiskTotal: 1 << 30},
+	{Time: base.Add(5 * time.Second), CPUCount: 2, CPUUsedPct: 99.5, MemUsed: 30 << 20, MemTotal: 512 << 20, DiskUsed: 9 << 20, DiskTotal: 1 << 30},
+}
+
+func (t *fakeTelemetry) Metrics(ctx context.Context, id string, from, to time.Time) ([]sandbox.MetricSample, error) {
+	if _, err := t.sbs.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	var out []sandbox.MetricSample
+	for _, m := range fakeSamples {
+		if (from.IsZero() || !m.Time.Before(from)) && (to.IsZero() || !m.Time.After(to)) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (t *fakeTelemetry) LatestMetrics(ids []string) map[string]sandbox.MetricSample {
+	out := map[string]sandbox.MetricSample{}
+	for _, id := range ids {
+		if _, err := t.sbs.Get(context.Background(), id); err == nil {
+			out[id] = fakeSamples[1]
+		}
+	}
+	return out
+}
+
+func (t *fakeTelemetry) Logs(ctx context.Context, id string, q sandbox.LogQuery) ([]sandbox.LogEntry, error) {
+	if _, err := t.sbs.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.query = q
+	t.mu.Unlock()
+	return []sandbox.LogEntry{
+		{Time: base, Level: "info", Message: "Sandbox created", Fields: map[string]string{"source": "spaced"}},
+		{Time: base.Add(time.Second), Level: "info", Message: "Process with pid 7 started", Fields: map[string]string{"source": "agent", "pid": "7"}},
+	}, nil
+}

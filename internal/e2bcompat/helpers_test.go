@@ -28,6 +28,7 @@ const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 type harness struct {
 	t     *testing.T
 	fake  *fakeSandboxes
+	tel   *fakeTelemetry
 	srv   *httptest.Server
 	agent *httptest.Server
 
@@ -43,6 +44,7 @@ type seen struct {
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, fake: newFakeSandboxes(), release: make(chan string, 1)}
+	h.tel = &fakeTelemetry{sbs: h.fake}
 	h.agent = httptest.NewServer(http.HandlerFunc(h.upstream))
 	t.Cleanup(h.agent.Close)
 	h.fake.agentURL = h.agent.URL
@@ -51,7 +53,7 @@ func newHarness(t *testing.T) *harness {
 		io.WriteString(w, "native "+r.URL.Path)
 	})
 	s := New(Options{
-		Sandboxes: h.fake, Tenants: testTenants(t, testKey), Next: native,
+		Sandboxes: h.fake, Telemetry: h.tel, Tenants: testTenants(t, testKey), Next: native,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			h.mu.Lock()
 			h.dials = append(h.dials, addr)
@@ -66,9 +68,6 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) upstream(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/metrics":
-		writeJSON(w, 200, agentMetrics{TS: 1767323045, CPUCount: 2, CPUUsedPct: 12.5, MemTotal: 512 << 20,
-			MemUsed: 20 << 20, MemCache: 5 << 20, DiskUsed: 8 << 20, DiskTotal: 1 << 30})
 	case "/cut", "/cut-mid-envelope", "/cut-large":
 		// A stream whose sandbox goes away: one whole envelope, maybe the
 		// start of another, then the connection drops.

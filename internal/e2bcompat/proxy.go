@@ -270,14 +270,24 @@ func envdAccess(r *http.Request, t sandbox.Target) (string, int, string) {
 		return t.AccessToken, 0, ""
 	case got != "":
 		if !equal(got, t.AccessToken) {
-			return "", http.StatusUnauthorized, "invalid access token"
+			if r.URL.Path == "/files" {
+				return "", http.StatusUnauthorized, msgTokenMismatch
+			}
+			return "", http.StatusUnauthorized, msgUnauthorized
 		}
 		return t.AccessToken, 0, ""
 	case r.URL.Path == "/files":
 		return "", 0, ""
 	}
-	return "", http.StatusUnauthorized, "missing X-Access-Token"
+	return "", http.StatusUnauthorized, msgUnauthorized
 }
+
+// envd's texts for a request without the sandbox's token
+// (WithAuthorization, validateSigning).
+const (
+	msgUnauthorized  = "unauthorized access, please provide a valid access token or method signing if supported"
+	msgTokenMismatch = "access token present in header but does not match"
+)
 
 // portAccess checks a request to a user's port. Ports are private unless
 // the sandbox was made public (allowPublicTraffic, which an E2B create

@@ -149,18 +149,6 @@ type metricJSON struct {
 	DiskTotal     uint64    `json:"diskTotal"`
 }
 
-// agentMetrics is the agent's GET /metrics body (envd's shape).
-type agentMetrics struct {
-	TS         int64   `json:"ts"`
-	CPUCount   int     `json:"cpu_count"`
-	CPUUsedPct float64 `json:"cpu_used_pct"`
-	MemTotal   uint64  `json:"mem_total"`
-	MemUsed    uint64  `json:"mem_used"`
-	MemCache   uint64  `json:"mem_cache"`
-	DiskUsed   uint64  `json:"disk_used"`
-	DiskTotal  uint64  `json:"disk_total"`
-}
-
 // errorJSON is E2B's Error: code is always the HTTP status.
 type errorJSON struct {
 	Code    int    `json:"code"`

@@ -34,6 +34,7 @@ type Server struct {
 	owners    tenant.SandboxOwners
 	maxUpload int64
 	metrics   http.Handler
+	telemetry *sandbox.Telemetry
 }
 
 // Options are what the API serves.
@@ -51,12 +52,15 @@ type Options struct {
 	// MaxUpload bounds one file set upload.
 	MaxUpload int64
 	Metrics   http.Handler
+	// Telemetry keeps sandboxes' metrics series and logs (nil: those
+	// routes answer 503).
+	Telemetry *sandbox.Telemetry
 }
 
 // New returns the API's handler.
 func New(o Options) http.Handler {
 	s := &Server{sandboxes: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
-		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics}
+		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry}
 	return s.routes()
 }
 
@@ -82,6 +86,8 @@ func (s *Server) table() []route {
 		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox, false},
 		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout, false},
 		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork, false},
+		{"GET", "/v1/sandboxes/{id}/metrics", false, s.sandboxMetrics, false},
+		{"GET", "/v1/sandboxes/{id}/logs", false, s.sandboxLogs, false},
 		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand, false},
 		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands, false},
 		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents, false},

@@ -139,21 +139,3 @@ type LayerExporter interface {
 	// out, as a container build leaves them out of its layers.
 	ExportLayer(ctx context.Context, id string, w io.Writer) error
 }
-
-// Usage is what one sandbox takes of its host now.
-type Usage struct {
-	// MemoryBytes is the sandbox's working set: the memory it holds on
-	// the host that the kernel cannot reclaim without taking it away
-	// (page cache it has not touched lately left out).
-	MemoryBytes int64
-	// DiskBytes is what its writable layer and logs take on the host's
-	// disk (allocated blocks, not the layer's size limit).
-	DiskBytes int64
-}
-
-// UsageReporter is implemented by runtimes that can say what a sandbox
-// takes of its host; admission control budgets the node with it. A
-// sandbox half made, or gone, uses nothing: not an error.
-type UsageReporter interface {
-	Usage(ctx context.Context, id string) (Usage, error)
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/admission"
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime"
 )
 
@@ -28,7 +29,7 @@ type AdmissionConfig struct {
 // newAdmission returns the service's controller, or nil (everything
 // admitted) for a runtime that cannot measure its sandboxes.
 func (s *Service) newAdmission(cfg *AdmissionConfig) *admission.Controller {
-	ur, ok := s.rt.(runtime.UsageReporter)
+	ur, ok := s.rt.(runtime.UsageReader)
 	if cfg == nil || !ok {
 		return nil
 	}
@@ -62,7 +63,7 @@ func (s *Service) held() int {
 
 type usageSampler struct {
 	rt runtime.Runtime
-	ur runtime.UsageReporter
+	ur runtime.UsageReader
 }
 
 func (u usageSampler) All(ctx context.Context) (map[string]admission.Usage, error) {
@@ -81,7 +82,11 @@ func (u usageSampler) All(ctx context.Context) (map[string]admission.Usage, erro
 
 func (u usageSampler) One(ctx context.Context, id string) (admission.Usage, error) {
 	v, err := u.ur.Usage(ctx, id)
-	return admission.Usage{Memory: v.MemoryBytes, Disk: v.DiskBytes}, err
+	if errdefs.Class(err) == errdefs.ErrNotFound {
+		// Half made, or gone: it holds nothing.
+		return admission.Usage{}, nil
+	}
+	return admission.Usage{Memory: int64(v.Memory), Disk: int64(v.Disk + v.Files)}, err
 }
 
 // need is what a start of a sandbox with memory limit memoryMB is

@@ -22,7 +22,9 @@ func TestMain(m *testing.M) {
 		Name: "e2e",
 		Root: "they run spaced, runsc, netns and nftables",
 		Setup: func() error {
-			d, err := harness.Start(withDefaults(harness.Options{Name: "main", CIDR: "10.241.0.0/20"}))
+			d, err := harness.Start(withDefaults(harness.Options{Name: "main", CIDR: "10.241.0.0/20",
+				// Sandbox metrics every second, not 5 (TestSandboxTelemetry).
+				Env: []string{"SPACE_METRICS_INTERVAL=1s"}}))
 			shared = d
 			if err != nil && d != nil {
 				return fmt.Errorf("start spaced: %w\n%s", err, d.LogTail(40))

@@ -57,7 +57,7 @@ func (s *Service) writeError(w http.ResponseWriter, r *http.Request, err error) 
 func osError(err error, path string) *httpError {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return statusErr(http.StatusNotFound, err, "path not found: %s", path)
+		return statusErr(http.StatusNotFound, err, "path '%s' does not exist", path)
 	case errors.Is(err, fs.ErrPermission):
 		return statusErr(http.StatusForbidden, err, "permission denied: %s", path)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
@@ -106,7 +106,7 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) error {
 		return osError(err, path)
 	}
 	if st.IsDir() {
-		return statusErr(http.StatusBadRequest, nil, "path is a directory: %s", path)
+		return statusErr(http.StatusBadRequest, nil, "path '%s' is a directory", path)
 	}
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(path)}))
 	if acceptsGzip(r) && r.Header.Get("Range") == "" {
@@ -170,6 +170,9 @@ func (s *Service) upload(r *http.Request) ([]UploadedEntry, error) {
 		return nil, err
 	}
 	md := metadataHeaders(r.Header)
+	if err := ValidateMetadata(md); err != nil {
+		return nil, statusErr(http.StatusBadRequest, err, "invalid metadata: %v", err)
+	}
 	pathParam := r.URL.Query().Get("path")
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "multipart/form-data" {
@@ -248,7 +251,8 @@ func rawFilename(p *multipart.Part) string {
 	return params["filename"]
 }
 
-// metadataHeaders collects X-Metadata-<k> headers, keys lower-cased.
+// metadataHeaders collects X-Metadata-<k> headers, keys lower-cased (an
+// empty key is skipped, as envd skips it).
 func metadataHeaders(h http.Header) map[string]string {
 	var md map[string]string
 	for k, vs := range h {
@@ -264,7 +268,9 @@ func metadataHeaders(h http.Header) map[string]string {
 	return md
 }
 
-// writeFile streams body to path, creating parents and replacing any file.
+// writeFile streams body to path, creating parents and replacing any file,
+// then makes md the file's whole metadata (none clears what an earlier
+// upload set, as envd does). The entry reports the metadata read back.
 func (s *Service) writeFile(path string, body io.Reader, u *users.User, md map[string]string) (UploadedEntry, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return UploadedEntry{}, statusErr(http.StatusBadRequest, nil, "path is a directory: %s", path)
@@ -281,20 +287,27 @@ func (s *Service) writeFile(path string, body io.Reader, u *users.User, md map[s
 		err = cerr
 	}
 	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return UploadedEntry{}, statusErr(http.StatusInsufficientStorage, err, "not enough disk space available")
+		}
 		var pe *os.PathError
-		if errors.As(err, &pe) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if errors.As(err, &pe) {
 			return UploadedEntry{}, osError(err, path)
 		}
 		return UploadedEntry{}, statusErr(http.StatusBadRequest, err, "reading upload body: %v", err)
 	}
 	chown(path, u)
-	e := UploadedEntry{Path: path, Name: filepath.Base(path), Type: "file"}
-	if len(md) > 0 {
-		if err := writeMetadata(path, md); err != nil {
-			s.log.Warn("file metadata not stored", "path", path, "err", err)
-		} else {
-			e.Metadata = md
+	if err := writeMetadata(path, md); err != nil {
+		switch {
+		case xattrUnsupported(err):
+			// procfs, sysfs: the body is written; the answer, read back,
+			// says no metadata was kept.
+			s.log.Warn("file metadata not stored: the filesystem has no xattrs", "path", path)
+		case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+			return UploadedEntry{}, statusErr(http.StatusInsufficientStorage, err, "not enough space for file metadata: %v", err)
+		default:
+			return UploadedEntry{}, statusErr(http.StatusInternalServerError, err, "error writing file metadata: %v", err)
 		}
 	}
-	return e, nil
+	return UploadedEntry{Path: path, Name: filepath.Base(path), Type: "file", Metadata: readMetadata(path)}, nil
 }

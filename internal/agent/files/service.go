@@ -89,6 +89,9 @@ func (s *Service) Stat(ctx context.Context, req *connect.Request[filesystem.Stat
 		return nil, err
 	}
 	e, err := entryInfo(path, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("file not found: %w", err))
+	}
 	if err != nil {
 		return nil, fsError(err, path)
 	}
@@ -104,7 +107,7 @@ func (s *Service) MakeDir(ctx context.Context, req *connect.Request[filesystem.M
 		if st.IsDir() {
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory already exists: %s", path))
 		}
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists and is not a directory: %s", path))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists but it is not a directory: %s", path))
 	}
 	if err := mkdirAll(path, u); err != nil {
 		return nil, fsError(err, path)
@@ -144,6 +147,9 @@ func (s *Service) ListDir(ctx context.Context, req *connect.Request[filesystem.L
 		return nil, err
 	}
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("directory not found: %w", err))
+	}
 	if err != nil {
 		return nil, fsError(err, path)
 	}
@@ -212,11 +218,14 @@ func (s *Service) watchRoot(h http.Header, p string) (root, shown string, err er
 		return "", "", err
 	}
 	st, err := os.Stat(shown)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", connect.NewError(connect.CodeNotFound, fmt.Errorf("path %s not found: %w", shown, err))
+	}
 	if err != nil {
 		return "", "", fsError(err, shown)
 	}
 	if !st.IsDir() {
-		return "", "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path is not a directory: %s", shown))
+		return "", "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path %s not a directory", shown))
 	}
 	if root, err = filepath.EvalSymlinks(shown); err != nil {
 		return "", "", fsError(err, shown)

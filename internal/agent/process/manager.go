@@ -137,7 +137,11 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 		p.kill = time.AfterFunc(spec.Timeout, func() { _ = p.Signal(syscall.SIGKILL) })
 		p.mu.Unlock()
 	}
-	m.log.Debug("process started", "pid", p.pid, "cmd", spec.Config.GetCmd(), "user", userName(spec.User), "pty", spec.PTY != nil)
+	if !p.hidden {
+		// envd's line (its env values are never logged).
+		m.log.Info(fmt.Sprintf("Process with pid %d started", p.pid), "event_type", "process_start", "pid", p.pid,
+			"command", commandLine(spec.Config), "user", userName(spec.User), "pty", spec.PTY != nil)
+	}
 	go p.wait(readers, &pumps, m.exitedProc)
 	return p, nil
 }
@@ -270,10 +274,15 @@ func ptyData(b []byte) *process.ProcessEvent_DataEvent {
 
 // exitedProc records p as exited and evicts what is too old or too many.
 func (m *Manager) exitedProc(p *Proc) {
-	m.log.Debug("process ended", "pid", p.pid)
 	if p.hidden {
 		return
 	}
+	end := p.endEvent()
+	attrs := []any{"event_type", "process_end", "pid", p.pid, "exit_code", end.GetExitCode(), "exited", end.GetExited(), "status", end.GetStatus()}
+	if end.Error != nil {
+		attrs = append(attrs, "error", end.GetError())
+	}
+	m.log.Info(fmt.Sprintf("Process with pid %d ended", p.pid), attrs...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.exited = append(m.exited, p)
@@ -398,4 +407,14 @@ func startError(cmd string, err error) error {
 		return fmt.Errorf("%w: cannot run %s: %v", ErrInvalid, cmd, err)
 	}
 	return fmt.Errorf("start %s: %w", cmd, err)
+}
+
+// commandLine is a process's command as envd logs it: the command and its
+// arguments joined by spaces, at most 1 KiB.
+func commandLine(c *process.ProcessConfig) string {
+	s := strings.Join(append([]string{c.GetCmd()}, c.GetArgs()...), " ")
+	if len(s) > 1024 {
+		s = s[:1024] + "..."
+	}
+	return s
 }

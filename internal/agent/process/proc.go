@@ -44,10 +44,18 @@ type Proc struct {
 	kill    *time.Timer
 	done    chan struct{}
 	hidden  bool // not in the registry (see Spec.Hidden)
+	end     *process.ProcessEvent_EndEvent
 }
 
 // Pid is the process id.
 func (p *Proc) Pid() uint32 { return p.pid }
+
+// endEvent is how the process ended (nil until it has).
+func (p *Proc) endEvent() *process.ProcessEvent_EndEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.end
+}
 
 // Tag is the optional tag given at start.
 func (p *Proc) Tag() *string { return p.tag }
@@ -137,7 +145,7 @@ func (p *Proc) Resize(cols, rows uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pty == nil {
-		return fmt.Errorf("%w: process %d has no pty", ErrPrecondition, p.pid)
+		return fmt.Errorf("%w: error resizing tty: tty not assigned to process", ErrPrecondition) // envd's text
 	}
 	if err := pty.Setsize(p.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return fmt.Errorf("resize pty of process %d: %w", p.pid, err)
@@ -208,6 +216,7 @@ func (p *Proc) wait(readers []*os.File, pumps *sync.WaitGroup, onExit func(*Proc
 
 	end := endEvent(p.cmd.ProcessState, err)
 	p.mu.Lock()
+	p.end = end
 	p.exited = true
 	p.endedAt = time.Now()
 	if p.kill != nil {

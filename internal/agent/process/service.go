@@ -165,9 +165,9 @@ func (s *Service) List(ctx context.Context, req *connect.Request[process.ListReq
 
 // Update implements process.Process.Update (PTY resize).
 func (s *Service) Update(ctx context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
-	p, err := s.m.Get(req.Msg.GetProcess())
+	p, err := s.live(req.Msg.GetProcess())
 	if err != nil {
-		return nil, ConnectError(err)
+		return nil, err
 	}
 	if size := req.Msg.GetPty().GetSize(); size != nil {
 		if err := p.Resize(size.GetCols(), size.GetRows()); err != nil {
@@ -179,9 +179,9 @@ func (s *Service) Update(ctx context.Context, req *connect.Request[process.Updat
 
 // SendInput implements process.Process.SendInput.
 func (s *Service) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
-	p, err := s.m.Get(req.Msg.GetProcess())
+	p, err := s.live(req.Msg.GetProcess())
 	if err != nil {
-		return nil, ConnectError(err)
+		return nil, err
 	}
 	if err := writeInput(p, req.Msg.GetInput()); err != nil {
 		return nil, ConnectError(err)
@@ -228,16 +228,9 @@ func (s *Service) StreamInput(ctx context.Context, stream *connect.ClientStream[
 
 // SendSignal implements process.Process.SendSignal.
 func (s *Service) SendSignal(ctx context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
-	p, err := s.m.Get(req.Msg.GetProcess())
+	p, err := s.live(req.Msg.GetProcess())
 	if err != nil {
-		return nil, ConnectError(err)
-	}
-	// An ended process is kept for reconnects, but as envd says, there is
-	// no process to signal: the SDKs' kill() reports False.
-	select {
-	case <-p.Done():
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", p.Pid()))
-	default:
+		return nil, err
 	}
 	var sig syscall.Signal
 	switch req.Msg.GetSignal() {
@@ -256,14 +249,31 @@ func (s *Service) SendSignal(ctx context.Context, req *connect.Request[process.S
 
 // CloseStdin implements process.Process.CloseStdin.
 func (s *Service) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
-	p, err := s.m.Get(req.Msg.GetProcess())
+	p, err := s.live(req.Msg.GetProcess())
 	if err != nil {
-		return nil, ConnectError(err)
+		return nil, err
 	}
 	if err := p.CloseStdin(); err != nil {
 		return nil, ConnectError(err)
 	}
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
+}
+
+// live finds a process that has not ended. Ended processes are kept so
+// that Connect can replay them, but envd forgets a process when it ends:
+// signals, input and resizes to it are not_found there (the SDKs' kill()
+// then reports False), and so they are here.
+func (s *Service) live(sel *process.ProcessSelector) (*Proc, error) {
+	p, err := s.m.Get(sel)
+	if err != nil {
+		return nil, ConnectError(err)
+	}
+	select {
+	case <-p.Done():
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", p.Pid()))
+	default:
+		return p, nil
+	}
 }
 
 // ConnectError maps package errors to Connect codes; the message is the error's.

@@ -60,6 +60,9 @@ func TestConformance(t *testing.T) {
 				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
 			}
 		},
+		Busy: func(spec *runtime.Spec) {
+			spec.Args = []string{"/bin/sh", "-c", "head -c 33554432 /dev/urandom > /big && while :; do :; done"}
+		},
 		CPUPriority: func(t *testing.T, id string) int {
 			n, err := cpuShares(id)
 			if err != nil {

@@ -5,142 +5,181 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime"
 )
 
-var _ runtime.UsageReporter = (*Runtime)(nil)
+var _ runtime.UsageReader = (*Runtime)(nil)
 
-// Usage reads what sandbox id takes of the host: the working set of the
-// memory cgroup runsc made for it (the sentry, the gofer and the
-// application memory they hold, which gVisor keeps in a memfd charged to
-// that cgroup), and the allocated blocks of its writable layer, an
-// unlinked file runsc keeps open in the sandbox's directory, plus the
-// directory's own files (bundle, logs).
-func (r *Runtime) Usage(_ context.Context, id string) (runtime.Usage, error) {
+// Usage reads sandbox id's use of the host from its cgroups (v1 or v2, as
+// CgroupDirs finds them) and the size of its writable layer: the file in
+// the sandbox's directory that backs the overlay's upper tmpfs (runsc
+// creates it unlinked and hands it to the sandbox process), whose
+// allocated blocks are what the layer holds (gVisor punches the holes
+// back when files are deleted).
+func (r *Runtime) Usage(ctx context.Context, id string) (runtime.Usage, error) {
 	if !idPattern.MatchString(id) {
-		return runtime.Usage{}, nil
+		return runtime.Usage{}, errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
-	u := runtime.Usage{MemoryBytes: cgroupWorkingSet(id)}
-	dir := r.sandboxDir(id)
-	entries, _ := os.ReadDir(dir)
+	var u runtime.Usage
+	var cpuOK, memOK bool
+	for _, dir := range CgroupDirs(id) {
+		if !cpuOK {
+			u.CPU, cpuOK = readCPU(dir)
+		}
+		if !memOK {
+			u.Memory, u.MemoryCache, memOK = readMemory(dir)
+		}
+	}
+	if !cpuOK || !memOK {
+		return runtime.Usage{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q has no cpu or memory cgroup", id)
+	}
+	disk, err := r.layerBytes(id)
+	if err != nil {
+		return runtime.Usage{}, err
+	}
+	u.Disk = disk
+	entries, _ := os.ReadDir(r.sandboxDir(id))
 	for _, e := range entries {
-		u.DiskBytes += allocated(filepath.Join(dir, e.Name()))
-	}
-	if pid := r.sandboxPid(id); pid > 0 {
-		u.DiskBytes += filestoreBytes(pid, dir)
+		u.Files += allocated(filepath.Join(r.sandboxDir(id), e.Name()))
 	}
 	return u, nil
 }
 
-// cgroupWorkingSet is usage minus inactive file pages, as the kubelet
-// counts a container's working set: the layer's file pages the sandbox
-// has not used lately are reclaimable, and they are on the disk already.
-func cgroupWorkingSet(id string) int64 {
-	// cgroup v1
-	dir := filepath.Join("/sys/fs/cgroup/memory", cgroupParent, id)
-	usage, err := readInt(filepath.Join(dir, "memory.usage_in_bytes"))
-	inactiveKey := "total_inactive_file"
-	if err != nil {
-		// cgroup v2
-		dir = filepath.Join("/sys/fs/cgroup", cgroupParent, id)
-		if usage, err = readInt(filepath.Join(dir, "memory.current")); err != nil {
-			return 0
-		}
-		inactiveKey = "inactive_file"
-	}
-	inactive := statValue(filepath.Join(dir, "memory.stat"), inactiveKey)
-	if inactive > usage {
-		return 0
-	}
-	return usage - inactive
-}
-
-func readInt(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-}
-
-func statValue(path, key string) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// allocated is what path takes on its filesystem, directories walked one
-// level (the bundle).
-func allocated(path string) int64 {
+// allocated is what path takes on its filesystem, a directory's entries
+// counted one level down (the bundle).
+func allocated(path string) uint64 {
 	var st syscall.Stat_t
 	if syscall.Lstat(path, &st) != nil {
 		return 0
 	}
-	n := st.Blocks * 512
+	n := uint64(st.Blocks) * 512
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		entries, _ := os.ReadDir(path)
 		for _, e := range entries {
 			var sub syscall.Stat_t
 			if syscall.Lstat(filepath.Join(path, e.Name()), &sub) == nil {
-				n += sub.Blocks * 512
+				n += uint64(sub.Blocks) * 512
 			}
 		}
 	}
 	return n
 }
 
-// sandboxPid is the sandbox process runsc's state file names, or 0.
-func (r *Runtime) sandboxPid(id string) int {
-	data, err := os.ReadFile(r.stateFile(id))
-	if err != nil {
-		return 0
+// readCPU reads the cumulative CPU time of a cgroup: cpuacct.usage (v1,
+// nanoseconds) or cpu.stat's usage_usec (v2; the v1 cpu controller's
+// cpu.stat has no such line).
+func readCPU(dir string) (time.Duration, bool) {
+	if n, err := readUint(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		return time.Duration(n), true
 	}
-	var st runscState
-	if json.Unmarshal(data, &st) != nil {
-		return 0
+	if st, err := readStat(filepath.Join(dir, "cpu.stat")); err == nil {
+		if us, ok := st["usage_usec"]; ok {
+			return time.Duration(us) * time.Microsecond, true
+		}
 	}
-	return st.Sandbox.Pid
+	return 0, false
 }
 
-// filestoreBytes is the allocated size of the unlinked files under dir
-// that process pid holds open: the overlay's filestore (its name starts
-// with runsc-filestore).
-func filestoreBytes(pid int, dir string) int64 {
-	fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	entries, err := os.ReadDir(fdDir)
-	if err != nil {
-		return 0
+// readMemory reads a memory cgroup: what it is charged minus the page cache
+// of files (which the host can drop), and that cache. gVisor keeps the
+// sandbox's memory in a memfd, which the kernel counts as shmem inside
+// "cache": it is memory in use, not cache.
+func readMemory(dir string) (used, cache uint64, ok bool) {
+	if usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes")); err == nil { // v1
+		st, err := readStat(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return 0, 0, false
+		}
+		cache = sub(st["total_cache"], st["total_shmem"])
+		return sub(usage, cache), cache, true
 	}
-	prefix := []byte(dir + "/")
-	var n int64
-	buf := make([]byte, 512)
-	for _, e := range entries {
-		p := fdDir + "/" + e.Name()
-		k, err := syscall.Readlink(p, buf)
-		if err != nil || !bytes.HasPrefix(buf[:k], prefix) || !bytes.HasSuffix(buf[:k], []byte(" (deleted)")) {
+	if current, err := readUint(filepath.Join(dir, "memory.current")); err == nil { // v2
+		st, err := readStat(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return 0, 0, false
+		}
+		cache = sub(st["file"], st["shmem"])
+		return sub(current, cache), cache, true
+	}
+	return 0, 0, false
+}
+
+// layerBytes is the allocated size of the file backing the sandbox's
+// writable layer, found among its sandbox process's open files.
+func (r *Runtime) layerBytes(id string) (uint64, error) {
+	data, err := os.ReadFile(r.stateFile(id))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+		}
+		return 0, fmt.Errorf("read runsc state: %w", err)
+	}
+	var st runscState
+	if err := json.Unmarshal(data, &st); err != nil || st.Sandbox.Pid <= 0 {
+		return 0, fmt.Errorf("parse runsc state of %s", id)
+	}
+	fdDir := fmt.Sprintf("/proc/%d/fd", st.Sandbox.Pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s process: %w", id, err)
+	}
+	prefix := filepath.Join(r.sandboxDir(id), "runsc-filestore-")
+	for _, fd := range fds {
+		p := filepath.Join(fdDir, fd.Name())
+		target, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(target, prefix) {
 			continue
 		}
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil {
-			n += st.Blocks * 512
+		var s syscall.Stat_t
+		if err := syscall.Stat(p, &s); err != nil {
+			continue
+		}
+		return uint64(s.Blocks) * 512, nil
+	}
+	return 0, errors.New("the file of sandbox " + id + "'s writable layer is not open in its sandbox process")
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+func readUint(path string) (uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(bytes.TrimSpace(data)), 10, 64)
+}
+
+// readStat reads a "key value" per line cgroup file.
+func readStat(path string) (map[string]uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+			out[k] = n
 		}
 	}
-	return n
+	return out, sc.Err()
 }

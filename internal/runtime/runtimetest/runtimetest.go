@@ -31,6 +31,10 @@ type Harness struct {
 	// CPUPriority reads sandbox id's CPU priority (any scale, higher is
 	// more), for drivers that implement runtime.Prioritizer.
 	CPUPriority func(t *testing.T, id string) int
+	// Busy changes a spec (of one CPU) so that its init writes 32 MiB to
+	// its writable layer and then keeps one CPU busy, for drivers that
+	// implement runtime.UsageReader.
+	Busy func(spec *runtime.Spec)
 }
 
 // NewID returns a fresh sandbox id in the platform's format.
@@ -51,6 +55,83 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { runCheckpoint(t, h) })
 	t.Run("BackgroundThenForeground", func(t *testing.T) { testBackground(t, h) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, h) })
+}
+
+// testUsage: a busy sandbox's CPU time grows at about one CPU and its disk
+// holds what it wrote; an idle one uses almost no CPU; both use memory.
+func testUsage(t *testing.T, h Harness) {
+	r := h.New(t)
+	rd, ok := r.(runtime.UsageReader)
+	if !ok || h.Busy == nil {
+		t.Skip("the runtime does not read usage")
+	}
+	ctx := ctxT(t)
+	idle, _ := createStarted(t, h, r)
+	busy := NewID()
+	spec := h.Spec(t, busy)
+	spec.Limits.CPUs = 1
+	h.Busy(&spec)
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Destroy(context.Background(), busy) })
+	if err := r.Start(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	// Let the busy one write its file and settle.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		u, err := rd.Usage(ctx, busy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Disk >= 32<<20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	before := map[string]runtime.Usage{}
+	for _, id := range []string{idle, busy} {
+		u, err := rd.Usage(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[id] = u
+	}
+	const window = 2 * time.Second
+	time.Sleep(window)
+	after := map[string]runtime.Usage{}
+	for _, id := range []string{idle, busy} {
+		u, err := rd.Usage(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after[id] = u
+	}
+	busyCPU := after[busy].CPU - before[busy].CPU
+	idleCPU := after[idle].CPU - before[idle].CPU
+	t.Logf("in %v: busy %v CPU, %+v; idle %v CPU, %+v", window, busyCPU, after[busy], idleCPU, after[idle])
+	if busyCPU < window/2 || busyCPU > window*13/10 {
+		t.Errorf("busy sandbox used %v of CPU in %v (one CPU)", busyCPU, window)
+	}
+	if idleCPU > window/10 {
+		t.Errorf("idle sandbox used %v of CPU in %v", idleCPU, window)
+	}
+	if after[busy].Disk < 32<<20 || after[busy].Disk > 40<<20 {
+		t.Errorf("busy sandbox's writable layer holds %d bytes, wrote 32 MiB", after[busy].Disk)
+	}
+	if after[idle].Disk > 8<<20 {
+		t.Errorf("idle sandbox's writable layer holds %d bytes", after[idle].Disk)
+	}
+	for id, u := range after {
+		if u.Memory == 0 || u.Memory > 256<<20 {
+			t.Errorf("%s memory %d", id, u.Memory)
+		}
+	}
+	if _, err := rd.Usage(ctx, NewID()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("usage of an unknown sandbox: %v", err)
+	}
 }
 
 // testBackground: a sandbox made with Spec.Background runs at a lower CPU

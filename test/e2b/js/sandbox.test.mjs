@@ -18,7 +18,12 @@ test('sandbox: getInfo, setTimeout, list by metadata, metrics, connect, kill', a
     const listed = await Sandbox.list({ query: { metadata: { sandboxTestId: id } } }).nextItems()
     assert.deepEqual(listed.map((s) => s.sandboxId), [sbx.sandboxId])
 
-    const metrics = await sbx.getMetrics()
+    // The first sample comes an interval or two after the create.
+    let metrics = await sbx.getMetrics()
+    for (let i = 0; i < 30 && metrics.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 500))
+      metrics = await sbx.getMetrics()
+    }
     assert.ok(metrics.length >= 1 && metrics[0].memTotal > 0)
 
     const again = await Sandbox.connect(sbx.sandboxId)

@@ -113,7 +113,12 @@ async def test_lifecycle(test_id):
         await sbx.set_timeout(60)
         listed = await AsyncSandbox.list(query=SandboxQuery(metadata={"sandbox_test_id": test_id})).next_items()
         assert [s.sandbox_id for s in listed] == [sbx.sandbox_id]
+        # The first sample comes an interval or two after the create.
+        deadline = time.monotonic() + 15
         metrics = await sbx.get_metrics()
+        while not metrics and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            metrics = await sbx.get_metrics()
         assert metrics and metrics[-1].mem_total > 0
         other = await AsyncSandbox.connect(sbx.sandbox_id)
         assert (await other.commands.run("echo c")).stdout == "c\n"

@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Metrics is a sandbox's CPU, memory and disk over time (GET
+// /v1/sandboxes/{id}/metrics).
+type Metrics struct {
+	// IntervalSeconds is how often spaced samples a running sandbox.
+	IntervalSeconds float64        `json:"interval_seconds"`
+	Samples         []MetricSample `json:"samples"`
+}
+
+// MetricSample is one sample: CPU as a percentage of all the sandbox's
+// CPUs (0-100), memory and disk in bytes.
+type MetricSample struct {
+	Time       time.Time `json:"time"`
+	CPUCount   int       `json:"cpu_count"`
+	CPUUsedPct float64   `json:"cpu_used_pct"`
+	MemUsed    uint64    `json:"mem_used"`
+	MemTotal   uint64    `json:"mem_total"`
+	MemCache   uint64    `json:"mem_cache"`
+	DiskUsed   uint64    `json:"disk_used"`
+	DiskTotal  uint64    `json:"disk_total"`
+}
+
+// MetricsOptions bound the samples returned; zero times are open ends.
+type MetricsOptions struct {
+	Start, End time.Time
+}
+
+// SandboxMetrics returns a sandbox's samples, oldest first.
+func (c *Client) SandboxMetrics(ctx context.Context, id string, opts MetricsOptions) (*Metrics, error) {
+	q := url.Values{}
+	if !opts.Start.IsZero() {
+		q.Set("start", opts.Start.Format(time.RFC3339Nano))
+	}
+	if !opts.End.IsZero() {
+		q.Set("end", opts.End.Format(time.RFC3339Nano))
+	}
+	var m Metrics
+	if err := c.call(ctx, http.MethodGet, q, nil, &m, "v1", "sandboxes", id, "metrics"); err != nil {
+		return nil, fmt.Errorf("sandbox metrics: %w", err)
+	}
+	return &m, nil
+}
+
+// LogLine is one line of a sandbox's log; Fields["source"] is "agent"
+// (the sandbox's own agent: processes started and ended, its warnings and
+// errors) or "spaced" (its lifecycle).
+type LogLine struct {
+	Time    time.Time         `json:"time"`
+	Level   string            `json:"level"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+// LogsOptions select log lines.
+type LogsOptions struct {
+	// Cursor: lines at or after it (or at or before it, Backward).
+	Cursor time.Time
+	// Backward returns the newest lines first.
+	Backward bool
+	// Limit caps the number of lines (0: all kept).
+	Limit int
+	// Level is the lowest level returned: debug, info, warn or error.
+	Level string
+	// Search keeps lines whose message contains it.
+	Search string
+}
+
+// SandboxLogs returns a sandbox's log lines.
+func (c *Client) SandboxLogs(ctx context.Context, id string, opts LogsOptions) ([]LogLine, error) {
+	q := url.Values{}
+	if !opts.Cursor.IsZero() {
+		q.Set("cursor", opts.Cursor.Format(time.RFC3339Nano))
+	}
+	if opts.Backward {
+		q.Set("direction", "backward")
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Level != "" {
+		q.Set("level", opts.Level)
+	}
+	if opts.Search != "" {
+		q.Set("search", opts.Search)
+	}
+	var out struct {
+		Logs []LogLine `json:"logs"`
+	}
+	if err := c.call(ctx, http.MethodGet, q, nil, &out, "v1", "sandboxes", id, "logs"); err != nil {
+		return nil, fmt.Errorf("sandbox logs: %w", err)
+	}
+	return out.Logs, nil
+}

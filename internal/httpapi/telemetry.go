@@ -1,0 +1,135 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
+)
+
+// A sandbox's metrics over time and its log, as spaced keeps them
+// (sandbox.Telemetry): GET /v1/sandboxes/{id}/metrics and /logs.
+
+type metricsJSON struct {
+	IntervalSeconds float64      `json:"interval_seconds"`
+	Samples         []sampleJSON `json:"samples"`
+}
+
+type sampleJSON struct {
+	Time       time.Time `json:"time"`
+	CPUCount   int       `json:"cpu_count"`
+	CPUUsedPct float64   `json:"cpu_used_pct"`
+	MemUsed    uint64    `json:"mem_used"`
+	MemTotal   uint64    `json:"mem_total"`
+	MemCache   uint64    `json:"mem_cache"`
+	DiskUsed   uint64    `json:"disk_used"`
+	DiskTotal  uint64    `json:"disk_total"`
+}
+
+type logsJSON struct {
+	Logs []logJSON `json:"logs"`
+}
+
+type logJSON struct {
+	Time    time.Time         `json:"time"`
+	Level   string            `json:"level"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.telemetry == nil {
+		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this spaced keeps no sandbox metrics"))
+		return
+	}
+	q := r.URL.Query()
+	from, err := timeParam("start", q.Get("start"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	to, err := timeParam("end", q.Get("end"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ms, err := s.telemetry.Metrics(r.Context(), r.PathValue("id"), from, to)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := metricsJSON{IntervalSeconds: s.telemetry.Interval().Seconds(), Samples: make([]sampleJSON, 0, len(ms))}
+	for _, m := range ms {
+		out.Samples = append(out.Samples, sampleJSON{
+			Time: m.Time, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
+			MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
+			DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
+	if s.telemetry == nil {
+		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this spaced keeps no sandbox logs"))
+		return
+	}
+	q := r.URL.Query()
+	var lq sandbox.LogQuery
+	var err error
+	if lq.Cursor, err = timeParam("cursor", q.Get("cursor")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if v := q.Get("limit"); v != "" {
+		if lq.Limit, err = strconv.Atoi(v); err != nil || lq.Limit < 1 || lq.Limit > 10000 {
+			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "limit must be between 1 and 10000"))
+			return
+		}
+	}
+	switch d := q.Get("direction"); d {
+	case "", "forward":
+	case "backward":
+		lq.Backward = true
+	default:
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "direction must be forward or backward"))
+		return
+	}
+	switch l := q.Get("level"); l {
+	case "", "debug", "info", "warn", "error":
+		lq.Level = l
+	default:
+		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "level must be debug, info, warn or error"))
+		return
+	}
+	lq.Search = q.Get("search")
+	entries, err := s.telemetry.Logs(r.Context(), r.PathValue("id"), lq)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := logsJSON{Logs: make([]logJSON, 0, len(entries))}
+	for _, e := range entries {
+		out.Logs = append(out.Logs, logJSON{Time: e.Time, Level: e.Level, Message: e.Message, Fields: e.Fields})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// timeParam reads query parameter name, an RFC 3339 time or unix seconds
+// ("" is the zero time).
+func timeParam(name, v string) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Unix(n, 0), nil
+	}
+	return time.Time{}, errdefs.New(errdefs.ErrInvalidArgument, "%s %q is neither an RFC 3339 time nor unix seconds", name, v)
+}

@@ -1,0 +1,280 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// MetricSample is a sandbox's use of its limits at one time, E2B's
+// SandboxMetric: CPU as a percentage of all its CPUs (0-100) since the
+// previous sample, memory in use and its limit, page cache, and how much of
+// its disk its writable layer fills, in bytes.
+type MetricSample struct {
+	Time       time.Time
+	CPUCount   int
+	CPUUsedPct float64
+	MemUsed    uint64
+	MemTotal   uint64
+	MemCache   uint64
+	DiskUsed   uint64
+	DiskTotal  uint64
+}
+
+// usage samples every running sandbox every interval from the host (the
+// runtime's cgroup and disk figures: nothing the sandbox could fake) and
+// keeps each sandbox's series.
+type usage struct {
+	svc      *Service
+	rd       runtime.UsageReader
+	interval time.Duration
+
+	mu     sync.Mutex
+	series map[string]*series
+}
+
+// series is one sandbox's samples: the last hour as taken, older ones as
+// one-minute summaries, for a day.
+type series struct {
+	recent  ring[MetricSample]
+	summary ring[MetricSample]
+	acc     accumulator
+	// The instance the last CPU reading is of (a resume makes a new one,
+	// whose CPU time starts from zero), the reading and when it was taken.
+	inst    *entry
+	cpu     time.Duration
+	readAt  time.Time
+	sampled time.Time
+}
+
+func newUsage(svc *Service, rd runtime.UsageReader, interval time.Duration) *usage {
+	return &usage{svc: svc, rd: rd, interval: interval, series: map[string]*series{}}
+}
+
+func (u *usage) newSeries() *series {
+	return &series{
+		recent:  ring[MetricSample]{max: min(maxRecent, max(1, int(recentWindow/u.interval)))},
+		summary: ring[MetricSample]{max: int(summaryWindow / summaryStep)},
+	}
+}
+
+// run samples until ctx ends. It wakes every second (or interval, if
+// shorter) so that a new sandbox gets its first reading at once, and its
+// first sample one interval later; each sandbox is sampled once per
+// interval.
+func (u *usage) run(ctx context.Context) {
+	if u.rd == nil {
+		return
+	}
+	tick := min(time.Second, u.interval)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			u.tick(ctx, now)
+		case <-sweep.C:
+			u.sweep(ctx)
+		}
+	}
+}
+
+// target is a running sandbox to sample.
+type target struct {
+	id   string
+	e    *entry
+	cpus int
+	mem  uint64
+	disk uint64
+}
+
+// runningTargets lists the running sandboxes callers can see (not pooled,
+// not build sandboxes). An entry whose lock is held (a pause, a kill) is
+// skipped this time rather than waited for.
+func (s *Service) runningTargets() []target {
+	s.mu.Lock()
+	entries := make(map[string]*entry, len(s.live))
+	for id, e := range s.live {
+		entries[id] = e
+	}
+	s.mu.Unlock()
+	var out []target
+	for id, e := range entries {
+		if e.build != "" || !e.mu.TryLock() {
+			continue
+		}
+		rec := e.rec
+		if rec.State == store.StateRunning && rec.Ending == "" {
+			out = append(out, target{id: id, e: e, cpus: rec.CPU, mem: uint64(rec.MemoryMB) << 20, disk: uint64(rec.DiskMB) << 20})
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
+
+// tick samples each running sandbox whose last sample is an interval old.
+func (u *usage) tick(ctx context.Context, now time.Time) {
+	for _, t := range u.svc.runningTargets() {
+		u.mu.Lock()
+		s, ok := u.series[t.id]
+		if !ok {
+			s = u.newSeries()
+			u.series[t.id] = s
+		}
+		due := s.inst != t.e || now.Sub(s.sampled) >= u.interval-u.interval/10
+		u.mu.Unlock()
+		if !due {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		got, err := u.rd.Usage(rctx, t.id)
+		cancel()
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrNotFound) {
+				slog.Debug("sample sandbox usage", "sandbox", t.id, "err", err)
+			}
+			continue
+		}
+		at := time.Now()
+		u.mu.Lock()
+		if s.inst != t.e || got.CPU < s.cpu {
+			// The first reading of this instance: nothing to compare yet.
+			s.inst, s.cpu, s.readAt, s.sampled = t.e, got.CPU, at, at
+			u.mu.Unlock()
+			continue
+		}
+		s.add(MetricSample{
+			Time:       at.UTC(),
+			CPUCount:   t.cpus,
+			CPUUsedPct: cpuPct(got.CPU-s.cpu, at.Sub(s.readAt), t.cpus),
+			MemUsed:    got.Memory, MemTotal: t.mem, MemCache: got.MemoryCache,
+			DiskUsed: got.Disk, DiskTotal: t.disk,
+		})
+		s.cpu, s.readAt, s.sampled = got.CPU, at, at
+		u.mu.Unlock()
+	}
+}
+
+// cpuPct is the CPU time used over wall time elapsed, as a percentage of
+// cpus CPUs, rounded to hundredths as E2B reports it.
+func cpuPct(used, elapsed time.Duration, cpus int) float64 {
+	if elapsed <= 0 || cpus <= 0 {
+		return 0
+	}
+	pct := float64(used) / float64(elapsed) / float64(cpus) * 100
+	pct = min(max(pct, 0), 100)
+	return float64(int64(pct*100+0.5)) / 100
+}
+
+// add keeps m, and folds it into the summary of its minute.
+func (s *series) add(m MetricSample) {
+	s.recent.push(m)
+	bucket := m.Time.Truncate(summaryStep)
+	if s.acc.n > 0 && !bucket.Equal(s.acc.bucket) {
+		s.summary.push(s.acc.summary())
+		s.acc = accumulator{}
+	}
+	s.acc.add(bucket, m)
+}
+
+// accumulator sums one minute of samples: CPU is averaged, memory is the
+// peak (a summary should not hide what came close to the limit), cache and
+// disk are the last.
+type accumulator struct {
+	bucket time.Time
+	n      int
+	cpu    float64
+	mem    uint64
+	last   MetricSample
+}
+
+func (a *accumulator) add(bucket time.Time, m MetricSample) {
+	a.bucket = bucket
+	a.n++
+	a.cpu += m.CPUUsedPct
+	a.mem = max(a.mem, m.MemUsed)
+	a.last = m
+}
+
+func (a *accumulator) summary() MetricSample {
+	m := a.last
+	m.CPUUsedPct = float64(int64(a.cpu/float64(a.n)*100+0.5)) / 100
+	m.MemUsed = a.mem
+	return m
+}
+
+// between returns id's samples between from and to (zero: open): the
+// summaries older than every sample still kept as taken, then those.
+func (u *usage) between(id string, from, to time.Time) []MetricSample {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := []MetricSample{}
+	s, ok := u.series[id]
+	if !ok {
+		return out
+	}
+	in := func(m MetricSample) bool {
+		return (from.IsZero() || !m.Time.Before(from)) && (to.IsZero() || !m.Time.After(to))
+	}
+	oldest, haveRecent := s.recent.first()
+	s.summary.each(func(m MetricSample) bool {
+		if haveRecent && !m.Time.Before(oldest.Time) {
+			return false
+		}
+		if in(m) {
+			out = append(out, m)
+		}
+		return true
+	})
+	s.recent.each(func(m MetricSample) bool {
+		if in(m) {
+			out = append(out, m)
+		}
+		return true
+	})
+	return out
+}
+
+func (u *usage) latest(id string) (MetricSample, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if s, ok := u.series[id]; ok {
+		return s.recent.last()
+	}
+	return MetricSample{}, false
+}
+
+func (u *usage) forget(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.series, id)
+}
+
+// sweep drops the series of sandboxes whose record is gone, in case the
+// journal missed their removal (a reset of the change feed).
+func (u *usage) sweep(ctx context.Context) {
+	u.mu.Lock()
+	ids := make([]string, 0, len(u.series))
+	for id := range u.series {
+		ids = append(ids, id)
+	}
+	u.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := u.svc.liveEntry(id); ok {
+			continue
+		}
+		if _, err := u.svc.store.GetSandbox(ctx, id); errors.Is(err, errdefs.ErrNotFound) {
+			u.forget(id)
+		}
+	}
+}
