@@ -23,6 +23,7 @@ import (
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 	"github.com/spacesandbox/space/internal/template"
 )
 
@@ -130,14 +131,16 @@ func (s *Server) filesLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	exp := strconv.FormatInt(time.Now().Add(uploadTTL).Unix(), 10)
-	q := url.Values{"expires": {exp}, "signature": {s.uploadSignature(id, hash, exp)}}
+	// The link uploads into the caller's tenant's file sets.
+	t := tenant.FromContext(r.Context()).Tenant
+	q := url.Values{"expires": {exp}, "tenant": {t}, "signature": {s.uploadSignature(id, hash, exp, t)}}
 	link := fmt.Sprintf("%s/templates/%s/files/%s/upload?%s", baseURL(r), url.PathEscape(id), hash, q.Encode())
 	writeJSON(w, http.StatusCreated, uploadLinkJSON{Present: present, URL: link})
 }
 
 // uploadFiles is the upload link: PUT with the file set as the body. The
 // SDKs send no API key there; the link's signature (spaced's own secret,
-// over the template, the hash and the expiry) is the authority.
+// over the template, the hash, the expiry and the tenant) is the authority.
 func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 	id, hash := r.PathValue("id"), r.PathValue("hash")
 	q := r.URL.Query()
@@ -146,21 +149,22 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusForbidden, "the upload link expired: ask for a new one")
 		return
 	}
-	want := s.uploadSignature(id, hash, q.Get("expires"))
+	want := s.uploadSignature(id, hash, q.Get("expires"), q.Get("tenant"))
 	if !hmac.Equal([]byte(want), []byte(q.Get("signature"))) {
 		writeStatus(w, http.StatusForbidden, "the upload link's signature is not valid")
 		return
 	}
-	if err := s.opts.Templates.PutFiles(r.Context(), hash, r.Body, false, s.opts.MaxUpload); err != nil {
+	ctx := tenant.NewContext(r.Context(), tenant.Principal{Tenant: tenant.Of(q.Get("tenant"))})
+	if err := s.opts.Templates.PutFiles(ctx, hash, r.Body, false, s.opts.MaxUpload); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
-func (s *Server) uploadSignature(id, hash, exp string) string {
+func (s *Server) uploadSignature(id, hash, exp, tenant string) string {
 	m := hmac.New(sha256.New, s.uploadKey)
-	fmt.Fprintf(m, "%s\x00%s\x00%s", id, hash, exp)
+	fmt.Fprintf(m, "%s\x00%s\x00%s\x00%s", id, hash, exp, tenant)
 	return hex.EncodeToString(m.Sum(nil))
 }
 

@@ -19,6 +19,13 @@ func SourceKey(kind, identity string) string {
 	return digest("space-source-v1", kind, identity)
 }
 
+// TenantKey is the key a tenant's build starts from on the image of key:
+// its steps' layers are its own, so no tenant learns from a cache hit that
+// another ran the same step.
+func TenantKey(key, tenant string) string {
+	return digest("space-tenant-v1", key, tenant)
+}
+
 // StepKey is the key of the image after step s on the image of parent;
 // files is the digest of what a COPY copies ("" for other steps).
 func StepKey(parent string, s Step, files string) string {

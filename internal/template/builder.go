@@ -17,6 +17,7 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // A build runs its recipe step by step. Each RUN and COPY runs in a
@@ -83,6 +84,9 @@ func (r *run) fail(step int, cause error, format string, args ...any) error {
 func (r *run) execute(ctx context.Context) (*store.BuildImage, error) {
 	n := len(r.rec.Steps)
 	r.key, r.config, r.chain = r.src.key, r.src.config, r.src.chain
+	if t := tenant.FromContext(ctx).Tenant; t != tenant.Default {
+		r.key = recipe.TenantKey(r.key, t)
+	}
 	r.log.add("info", 0, "FROM %s", r.src.what)
 	if err := r.storeSource(ctx); err != nil {
 		return nil, r.fail(0, err, "source %s: %s", r.src.what, errdefs.PublicMessage(err))
@@ -168,7 +172,7 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 	var plan *copyPlan
 	digest := ""
 	if s.Copy != nil {
-		files, err := r.svc.art.filesPath(ctx, s.Copy.Files)
+		files, err := r.svc.art.filesPath(ctx, filesKey(ctx, s.Copy.Files))
 		if err != nil {
 			return err
 		}

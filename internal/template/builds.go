@@ -254,7 +254,7 @@ func (s *Service) resolveSource(ctx context.Context, from recipe.Source, auth *o
 	case from.Template != "":
 		return s.templateSource(ctx, from.Template, building)
 	case from.Archive != "":
-		file, err := s.art.filesPath(ctx, from.Archive)
+		file, err := s.art.filesPath(ctx, filesKey(ctx, from.Archive))
 		if err != nil {
 			return nil, err
 		}
@@ -335,7 +335,9 @@ func (s *Service) templateSource(ctx context.Context, ref, building string) (*so
 
 // launch runs a queued build in the background.
 func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+	// The build runs as its tenant: its file sets and layers are the
+	// tenant's.
+	ctx, cancel := context.WithCancelCause(tenant.NewContext(context.Background(), tenant.Principal{Tenant: tenant.Of(b.Tenant)}))
 	l := s.buildLog(b.ID)
 	s.mu.Lock()
 	if s.closed {
@@ -475,8 +477,9 @@ func (s *Service) HasFiles(ctx context.Context, hash string) (bool, error) {
 	if !hashRE.MatchString(hash) {
 		return false, errdefs.New(errdefs.ErrInvalidArgument, "file hash %q is not 64 lowercase hex digits", hash)
 	}
-	if _, err := os.Stat(filepath.Join(s.art.work, "files", hash+".tar")); err == nil {
+	key := filesKey(ctx, hash)
+	if _, err := os.Stat(filepath.Join(s.art.work, "files", key+".tar")); err == nil {
 		return true, nil
 	}
-	return s.art.has(ctx, filesID(hash))
+	return s.art.has(ctx, filesID(key))
 }

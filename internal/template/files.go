@@ -45,5 +45,5 @@ func (s *Service) PutFiles(ctx context.Context, hash string, body io.Reader, ver
 	if ok, err := s.HasFiles(ctx, hash); err != nil || ok {
 		return err
 	}
-	return s.art.saveFiles(ctx, hash, tmp.Name())
+	return s.art.saveFiles(ctx, filesKey(ctx, hash), tmp.Name())
 }

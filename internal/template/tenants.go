@@ -68,3 +68,14 @@ func (s *Service) claimName(ctx context.Context, name string) (*store.Template, 
 	}
 	return nil, errdefs.New(errdefs.ErrAlreadyExists, "template name %q is taken: choose another name", name)
 }
+
+// filesKey is what file set hash is stored as for ctx's tenant: each
+// tenant's uploads are its own (an E2B hash is only a name, so a shared one
+// could be filled by another tenant first, and a present one would tell
+// that someone uploaded those files).
+func filesKey(ctx context.Context, hash string) string {
+	if t := tenant.FromContext(ctx).Tenant; t != tenant.Default {
+		return t + "-" + hash
+	}
+	return hash
+}
