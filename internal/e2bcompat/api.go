@@ -92,7 +92,7 @@ func (s *Server) chain(rt apiRoute) http.Handler {
 	}
 	_, path, _ := strings.Cut(rt.pattern, " ")
 	if strings.HasPrefix(path, "/sandboxes/{id}") || strings.HasPrefix(path, "/v2/sandboxes/{id}") {
-		h = tenant.GuardSandbox(s.opts.Sandboxes, h, writeError)
+		h = tenant.GuardSandbox(s.opts.Sandboxes, h)
 	}
 	if creates[rt.pattern] {
 		next := h

@@ -185,7 +185,7 @@ func (s *Server) chain(rt route) http.Handler {
 		return h
 	}
 	if strings.HasPrefix(rt.path, "/v1/sandboxes/{id}") {
-		h = tenant.GuardSandbox(s.owners, h, writeError)
+		h = tenant.GuardSandbox(s.owners, h)
 	}
 	if rt.creates {
 		next := h

@@ -1,7 +1,9 @@
 package tenant
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"net/http"
 	"strings"
 
@@ -47,19 +49,63 @@ type SandboxOwners interface {
 	Owner(ctx context.Context, id string) (string, bool)
 }
 
-// GuardSandbox wraps next, a route whose path value "id" is a sandbox: a
-// sandbox of another tenant is answered as the API answers an unknown one
-// (the handler answers those itself: a sandbox paused on another node is
-// unknown here and still resumable, and its checkpoint names its tenant).
-func GuardSandbox(owners SandboxOwners, next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
+// GuardSandbox wraps next, a route whose path value "id" is a sandbox,
+// so that a sandbox of another tenant is answered exactly as an unknown
+// one: the handler serves the request for an id of the same shape that no
+// sandbox has, and the answer names the id that was asked. Whatever the
+// handler checks first (the body, a parameter, the sandbox), the answer
+// cannot tell "another tenant's" from "none". Unknown ids go to the
+// handler as they are (a sandbox paused on another node is unknown here
+// and still resumable; its checkpoint names its tenant).
+func GuardSandbox(owners SandboxOwners, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if owner, known := owners.Owner(r.Context(), id); known && !FromContext(r.Context()).Owns(owner) {
-			refuse(w, r, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id))
-			return
+			stranger := unknownLike(id)
+			r.SetPathValue("id", stranger)
+			w = &renaming{ResponseWriter: w, from: []byte(stranger), to: []byte(id)}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unknownLike is an id of id's shape (letters for letters, digits for
+// digits) that, being random, no sandbox has.
+func unknownLike(id string) string {
+	const letters, digits = "abcdefghijklmnopqrstuvwxyz", "0123456789"
+	b := []byte(id)
+	r := make([]byte, len(b))
+	rand.Read(r)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = letters[int(r[i])%len(letters)]
+		case c >= 'A' && c <= 'Z':
+			b[i] = letters[int(r[i])%len(letters)] - 'a' + 'A'
+		case c >= '0' && c <= '9':
+			b[i] = digits[int(r[i])%len(digits)]
+		}
+	}
+	return string(b)
+}
+
+// renaming writes the answer with one id put back for another (of the
+// same length, so no length changes).
+type renaming struct {
+	http.ResponseWriter
+	from, to []byte
+}
+
+func (w *renaming) Write(b []byte) (int, error) {
+	return w.ResponseWriter.Write(bytes.ReplaceAll(b, w.from, w.to))
+}
+
+func (w *renaming) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *renaming) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // RequireAdmin wraps next so only the admin key reaches it.

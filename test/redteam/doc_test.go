@@ -36,6 +36,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("control-plane", tokenAttempts(nil))...)
 	out = append(out, tag("control-plane", keyAttempts(t, nil))...)
 	out = append(out, tag("control-plane", volumeTokenAttempts(nil))...)
+	out = append(out, tag("control-plane", tenantAttempts(t, nil))...)
 	out = append(out, tag("control-plane", abuseAttempts(func() *client.Sandbox { return nil }))...)
 	out = append(out, tag("network", networkAttempts())...)
 	out = append(out, tag("build", buildAttempts())...)
@@ -76,6 +77,9 @@ var families = map[string]string{
 	"cp-nokey":               "the native API without a valid API key, one route each",
 	"cp-badid":               "the native API with bad or foreign sandbox ids, one route each",
 	"cp-e2b-nokey":           "the E2B control-plane API without a valid API key, one route each",
+	"cp-tenant":              "another tenant's objects through the native and E2B APIs with a valid key of one's own tenant, one route each",
+	"cp-tenant-create":       "creates whose bodies name another tenant's template, snapshot, volume, secret, customer key or backup, one each",
+	"cp-tenant-list":         "another tenant's objects in the lists of the native and E2B APIs, one list each",
 	"cp-oversized-head":      "request heads beyond the server's header limit",
 	"cp-oversized-body":      "request bodies beyond the JSON body limits",
 	"cp-slow-clients":        "slow and idle connections held open",

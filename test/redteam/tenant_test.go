@@ -1,0 +1,432 @@
+package redteam
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/test/harness"
+)
+
+// The cross-tenant attempts: tenant beta, with its own valid key, goes
+// after tenant alpha's objects through every route of api/openapi.yaml that
+// names an object and every E2B route that does, through the create
+// bodies that name objects (a template, a snapshot, a volume, a secret, a
+// customer key, a backup), and through every list. Another tenant's object
+// must answer exactly as an unknown one does (same status, code and
+// message), appear in no list, and come out of the run unchanged.
+
+// tenantFixture is alpha's objects and the two tenants' keys.
+type tenantFixture struct {
+	d            *harness.Daemon
+	alphaKey     string
+	betaKey      string
+	sandbox      string // running
+	snapshot     string
+	volumeID     string
+	volumeName   string
+	backup       string
+	template     string
+	build        string
+	secret       string
+	customerKey  string
+	files        string // an uploaded file set's hash
+	alphaStrings []string
+}
+
+// as sends one request with key (beta's or alpha's).
+func (f *tenantFixture) as(key, method, path string, body []byte) (int, []byte, error) {
+	cp := &cpFixture{d: f.d}
+	hdr := map[string]string{"Authorization": "Bearer " + key}
+	if strings.HasPrefix(path, "/v1/") {
+		return cp.req(method, path, body, hdr)
+	}
+	hdr["Authorization"], hdr["X-API-Key"] = "", key
+	return cp.req(method, path, body, hdr)
+}
+
+// unknownLike is an id or name of the same shape as s that nobody has:
+// letters for letters, digits for digits, the rest kept.
+func unknownLike(s string) string {
+	if regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(s) { // a file set's hash
+		return harness.RandHex(32)
+	}
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = byte('a' + mrand.IntN(26))
+		case c >= '0' && c <= '9':
+			b[i] = byte('0' + mrand.IntN(10))
+		}
+	}
+	return string(b)
+}
+
+// sameAnswer: the answers to an object of another tenant (got) and to an
+// unknown object (want) are the same: status, and for an error the code
+// and the message with the object's name in it replaced.
+func sameAnswer(got, want answer, obj, unknown string) error {
+	if got.err != nil || want.err != nil {
+		return fmt.Errorf("request failed: %v / %v", got.err, want.err)
+	}
+	if got.status != want.status {
+		return fmt.Errorf("another tenant's object answers %d (%.200s), an unknown one %d (%.200s)", got.status, got.body, want.status, want.body)
+	}
+	if got.status < 400 {
+		return nil
+	}
+	norm := func(b []byte, name string) string {
+		return strings.ReplaceAll(string(b), name, "<object>")
+	}
+	if g, w := norm(got.body, obj), norm(want.body, unknown); g != w {
+		return fmt.Errorf("the bodies differ: another tenant's %q, an unknown %q", g, w)
+	}
+	return nil
+}
+
+type answer struct {
+	status int
+	body   []byte
+	err    error
+}
+
+func ask(status int, body []byte, err error) answer { return answer{status, body, err} }
+
+// objectParam maps a path parameter of a route to alpha's object.
+func (f *tenantFixture) objectParam(path, param string) (string, bool) {
+	switch {
+	case param == "{id}" && strings.HasPrefix(path, "/v1/builds/"):
+		return f.build, true
+	case param == "{id}" && strings.HasPrefix(path, "/v1/sandboxes/"):
+		return f.sandbox, true
+	case param == "{id}" && (strings.HasPrefix(path, "/sandboxes/") || strings.HasPrefix(path, "/v2/sandboxes/")):
+		return f.sandbox, true
+	case param == "{id}" && strings.HasPrefix(path, "/volumes/"):
+		return f.volumeID, true
+	case param == "{id}" && strings.HasPrefix(path, "/templates/"):
+		return f.template, true
+	case param == "{snapshot}":
+		return f.snapshot, true
+	case param == "{volume}":
+		return f.volumeName, true
+	case param == "{backup}":
+		return f.backup, true
+	case param == "{name}" && strings.HasPrefix(path, "/v1/templates/"):
+		return f.template, true
+	case param == "{name}" && strings.HasPrefix(path, "/v1/secrets/"):
+		return f.secret, true
+	case param == "{key}" && strings.HasPrefix(path, "/v1/keys/"):
+		return f.customerKey, true
+	case param == "{hash}":
+		return f.files, true
+	}
+	return "", false
+}
+
+var pathParam = regexp.MustCompile(`\{[a-z]+\}`)
+
+// fill puts obj in the route's object parameter (its first), alpha's
+// objects in any other, and harmless values in the rest.
+func (f *tenantFixture) fill(path, obj string) string {
+	primary, _ := f.objectOf(path)
+	u := pathParam.ReplaceAllStringFunc(path, func(p string) string {
+		if p == primary {
+			return obj
+		}
+		if o, ok := f.objectParam(path, p); ok {
+			return o
+		}
+		switch p {
+		case "{pid}":
+			return "1"
+		case "{tag}":
+			return "default"
+		}
+		return "x"
+	})
+	if strings.Contains(path, "/files") && !strings.HasSuffix(path, "mkdir") && !strings.HasSuffix(path, "move") && !strings.HasPrefix(path, "/v1/files/") {
+		u += "?path=/home/user"
+	}
+	return u
+}
+
+// objectOf is the route's object parameter and alpha's object for it.
+func (f *tenantFixture) objectOf(path string) (param, obj string) {
+	for _, p := range pathParam.FindAllString(path, -1) {
+		if o, ok := f.objectParam(path, p); ok {
+			return p, o
+		}
+	}
+	return "", ""
+}
+
+// tenantE2BRoutes are the E2B routes that name an object (beside
+// e2bRoutes' sandbox and volume routes).
+var tenantE2BRoutes = []string{"DELETE /templates/{id}", "GET /templates/{id}/files/{hash}"}
+
+func tenantAttempts(t testing.TB, f *tenantFixture) []attempt {
+	var out []attempt
+	const stops = "tenant.GuardSandbox before every route that names a sandbox; the template, snapshot and volume services look objects up as the caller's tenant; secrets, customer keys and file sets are named per tenant"
+	for _, r := range specRoutes(t) {
+		if r.public || strings.HasPrefix(r.path, "/v1/admin/") {
+			continue
+		}
+		param := ""
+		if f != nil {
+			param, _ = f.objectOf(r.path)
+		} else {
+			param, _ = (&tenantFixture{}).objectOf(r.path)
+		}
+		if param == "" {
+			continue
+		}
+		ctl := ""
+		if r.method == "GET" {
+			ctl = "alpha's own key on the same route is answered as for an object that exists"
+		}
+		out = append(out, attempt{id: "cp-tenant-" + r.op, category: "control-plane", family: "cp-tenant", stops: stops, control: ctl,
+			desc: "with tenant beta's key, call " + r.method + " " + r.path + " on tenant alpha's object: it must answer as for an unknown one",
+			run: func(t *testing.T) error {
+				_, obj := f.objectOf(r.path)
+				unknown := unknownLike(obj)
+				got := ask(f.as(f.betaKey, r.method, f.fill(r.path, obj), r.body()))
+				want := ask(f.as(f.betaKey, r.method, f.fill(r.path, unknown), r.body()))
+				if err := sameAnswer(got, want, obj, unknown); err != nil {
+					return err
+				}
+				if r.method == "GET" {
+					own := ask(f.as(f.alphaKey, r.method, f.fill(r.path, obj), nil))
+					if own.err == nil && own.status == want.status && own.status >= 400 && sameAnswer(own, want, obj, unknown) == nil {
+						return fmt.Errorf("control: alpha's own key gets the unknown-object answer too (%d %.200s)", own.status, own.body)
+					}
+				}
+				return nil
+			}})
+	}
+	for _, rt := range append(append([]string{}, e2bRoutes...), tenantE2BRoutes...) {
+		m, p, _ := strings.Cut(rt, " ")
+		if !strings.Contains(p, "{") {
+			continue
+		}
+		name := strings.NewReplacer("/", "-", "{id}", "id", "{hash}", "hash").Replace(strings.Trim(p, "/"))
+		out = append(out, attempt{id: "cp-tenant-e2b-" + strings.ToLower(m) + "-" + name, category: "control-plane", family: "cp-tenant", stops: stops,
+			desc: "with tenant beta's key in X-API-Key, call the E2B route " + rt + " on tenant alpha's object: it must answer as for an unknown one",
+			run: func(t *testing.T) error {
+				_, obj := f.objectOf(p)
+				unknown := unknownLike(obj)
+				var body []byte
+				if m == "POST" || m == "PUT" {
+					body = []byte(`{"timeout":60}`)
+				}
+				got := ask(f.as(f.betaKey, m, f.fill(p, obj), body))
+				want := ask(f.as(f.betaKey, m, f.fill(p, unknown), body))
+				return sameAnswer(got, want, obj, unknown)
+			}})
+	}
+	// Creates whose bodies name another tenant's objects.
+	for _, c := range []struct{ id, path, body, what string }{
+		{"template", "/v1/sandboxes", `{"template":%q}`, "template"},
+		{"snapshot", "/v1/sandboxes", `{"snapshot":%q}`, "snapshot"},
+		{"volume", "/v1/sandboxes", `{"volumes":[{"name":%q,"path":"/mnt/v"}]}`, "volume"},
+		{"secret", "/v1/sandboxes", `{"secrets":{"TOKEN":%q}}`, "secret"},
+		{"customer-key", "/v1/sandboxes", `{"key_id":%q}`, "customer key"},
+		{"backup", "/v1/volumes", `{"name":"rt-beta-vol","from_backup":%q}`, "volume backup"},
+		{"build-from", "/v1/builds", `{"name":"rt-beta-tpl","from":{"template":%q},"steps":[{"env":{"A":"1"}}]}`, "template"},
+		{"e2b-template", "/sandboxes", `{"templateID":%q,"timeout":60}`, "template"},
+		{"e2b-volume", "/sandboxes", `{"templateID":"base","timeout":60,"volumeMounts":[{"name":%q,"path":"/mnt/v"}]}`, "volume"},
+	} {
+		out = append(out, attempt{id: "cp-tenant-create-" + c.id, category: "control-plane", family: "cp-tenant-create", stops: stops,
+			control: "alpha's own create with the same body works",
+			desc:    "with tenant beta's key, create with tenant alpha's " + c.what + " named in the body (POST " + c.path + "): it must answer as for an unknown one",
+			run: func(t *testing.T) error {
+				obj := map[string]string{"template": f.template, "snapshot": f.snapshot, "volume": f.volumeName, "secret": f.secret,
+					"customer-key": f.customerKey, "backup": f.backup, "build-from": f.template, "e2b-template": f.template, "e2b-volume": f.volumeName}[c.id]
+				unknown := unknownLike(obj)
+				got := ask(f.as(f.betaKey, "POST", c.path, fmt.Appendf(nil, c.body, obj)))
+				want := ask(f.as(f.betaKey, "POST", c.path, fmt.Appendf(nil, c.body, unknown)))
+				if err := sameAnswer(got, want, obj, unknown); err != nil {
+					return err
+				}
+				if got.status < 400 {
+					return fmt.Errorf("beta's create with alpha's %s was made: %d %.200s", c.what, got.status, got.body)
+				}
+				// The positive control, where it makes nothing lasting.
+				if c.id == "template" || c.id == "secret" {
+					own := ask(f.as(f.alphaKey, "POST", c.path, fmt.Appendf(nil, c.body, obj)))
+					if own.err != nil || own.status >= 300 {
+						return fmt.Errorf("control: alpha's own create answers %d %.200s (%v)", own.status, own.body, own.err)
+					}
+					var sb struct{ ID string }
+					json.Unmarshal(own.body, &sb)
+					f.as(f.alphaKey, "DELETE", "/v1/sandboxes/"+sb.ID, nil)
+				}
+				return nil
+			}})
+	}
+	// Lists show another tenant nothing.
+	for _, l := range []string{"/v1/sandboxes", "/v1/snapshots", "/v1/volumes", "/v1/volume-backups", "/v1/templates",
+		"/v1/builds", "/v1/secrets", "/v1/keys", "/sandboxes", "/v2/sandboxes", "/snapshots", "/volumes", "/templates",
+		"/sandboxes/metrics?sandbox_ids=SANDBOX"} {
+		out = append(out, attempt{id: "cp-tenant-list-" + strings.Trim(strings.NewReplacer("/", "-", "?", "-", "=", "-", ",", "-").Replace(l), "-"),
+			category: "control-plane", family: "cp-tenant-list", stops: "every list filters by the caller's tenant",
+			control: "alpha's own list shows alpha's object",
+			desc:    "with tenant beta's key, list GET " + l + " and look for tenant alpha's objects",
+			run: func(t *testing.T) error {
+				u := strings.ReplaceAll(l, "SANDBOX", f.sandbox)
+				needles := f.alphaStrings
+				if l == "/v1/builds" {
+					// Beta's own failed build names alpha's template in
+					// its error (beta's input, echoed): look for the build.
+					needles = []string{f.build}
+				}
+				st, b, err := f.as(f.betaKey, "GET", u, nil)
+				if err != nil || st != 200 {
+					return fmt.Errorf("beta's list: %d %.200s %v", st, b, err)
+				}
+				for _, s := range needles {
+					if bytes.Contains(b, []byte(s)) {
+						return fmt.Errorf("beta's list shows alpha's %q: %.300s", s, b)
+					}
+				}
+				// The control: alpha's own list shows alpha's objects (a
+				// sandbox's first metrics sample takes an interval).
+				var last []byte
+				if harness.WaitFor(20*time.Second, func() bool {
+					st, b, err := f.as(f.alphaKey, "GET", u, nil)
+					last = b
+					if err != nil || st != 200 {
+						return false
+					}
+					for _, s := range needles {
+						if bytes.Contains(b, []byte(s)) {
+							return true
+						}
+					}
+					return false
+				}) {
+					return nil
+				}
+				return fmt.Errorf("control: alpha's own list shows none of alpha's objects: %.300s", last)
+			}})
+	}
+	return out
+}
+
+// newTenantFixture makes tenants alpha and beta with a key each, and
+// alpha's objects: a running sandbox, a snapshot of it, a volume with a
+// backup, a template and its build, a secret, a customer key and a file
+// set.
+func newTenantFixture(t *testing.T, d *harness.Daemon) *tenantFixture {
+	ctx := harness.Ctx(t, 3*time.Minute)
+	suffix := harness.RandHex(4)
+	f := &tenantFixture{d: d, secret: "rt-secret-" + suffix, customerKey: "rt-ck-" + suffix}
+	for _, tn := range []string{"alpha-" + suffix, "beta-" + suffix} {
+		if _, err := d.Client.CreateTenant(ctx, tn, "", client.Quotas{}); err != nil {
+			t.Fatal(err)
+		}
+		k, err := d.Client.IssueKey(ctx, tn, "red team")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(tn, "alpha") {
+			f.alphaKey = k.Key
+		} else {
+			f.betaKey = k.Key
+		}
+	}
+	must := func(what string) func(int, []byte, error) []byte {
+		return func(status int, body []byte, err error) []byte {
+			t.Helper()
+			if err != nil || status >= 300 {
+				t.Fatalf("alpha's %s: %d %.300s %v", what, status, body, err)
+			}
+			return body
+		}
+	}
+	id := func(b []byte) string {
+		var v struct{ ID string }
+		json.Unmarshal(b, &v)
+		return v.ID
+	}
+	f.sandbox = id(must("sandbox")(f.as(f.alphaKey, "POST", "/v1/sandboxes", []byte(`{"timeout_seconds":1800}`))))
+	f.snapshot = id(must("snapshot")(f.as(f.alphaKey, "POST", "/v1/sandboxes/"+f.sandbox+"/snapshots", []byte(`{}`))))
+	f.volumeName = "rt-vol-" + suffix
+	f.volumeID = id(must("volume")(f.as(f.alphaKey, "POST", "/v1/volumes", fmt.Appendf(nil, `{"name":%q,"size_mb":16}`, f.volumeName))))
+	f.backup = id(must("backup")(f.as(f.alphaKey, "POST", "/v1/volumes/"+f.volumeName+"/backups", nil)))
+	f.template = "rt-tpl-" + suffix
+	f.build = id(must("build")(f.as(f.alphaKey, "POST", "/v1/builds", fmt.Appendf(nil, `{"name":%q,"from":{"template":"base"},"steps":[{"env":{"ALPHA":"1"}}]}`, f.template))))
+	if !harness.WaitFor(2*time.Minute, func() bool {
+		_, b, _ := f.as(f.alphaKey, "GET", "/v1/builds/"+f.build, nil)
+		return bytes.Contains(b, []byte(`"state":"ready"`))
+	}) {
+		_, b, _ := f.as(f.alphaKey, "GET", "/v1/builds/"+f.build, nil)
+		t.Fatalf("alpha's build did not get ready: %.500s", b)
+	}
+	must("secret")(f.as(f.alphaKey, "PUT", "/v1/secrets/"+f.secret, []byte(`{"value":"alpha-secret-value","host":"alpha.example"}`)))
+	key := make([]byte, 32)
+	rand.Read(key)
+	must("customer key")(f.as(f.alphaKey, "PUT", "/v1/keys/"+f.customerKey, fmt.Appendf(nil, `{"key":%q}`, base64.StdEncoding.EncodeToString(key))))
+	content := []byte("alpha's files " + suffix)
+	sum := sha256.Sum256(content)
+	f.files = hex.EncodeToString(sum[:])
+	must("file set")(f.as(f.alphaKey, "PUT", "/v1/files/"+f.files, content))
+	f.alphaStrings = []string{f.sandbox, f.snapshot, f.volumeID, f.volumeName, f.backup, f.template, f.build, f.secret, f.customerKey}
+	return f
+}
+
+// intact checks, with alpha's key, that alpha's objects came through.
+func (f *tenantFixture) intact(t *testing.T) {
+	for _, c := range []struct{ what, path, want string }{
+		{"sandbox", "/v1/sandboxes/" + f.sandbox, `"state":"running"`},
+		{"snapshot", "/v1/snapshots/" + f.snapshot, f.snapshot},
+		{"volume", "/v1/volumes/" + f.volumeName, f.volumeID},
+		{"backup", "/v1/volume-backups/" + f.backup, f.backup},
+		{"template", "/v1/templates/" + f.template, f.template},
+		{"build", "/v1/builds/" + f.build, `"state":"ready"`},
+		{"secret", "/v1/secrets", `"name":"` + f.secret + `","host":"alpha.example"`},
+		{"customer key", "/v1/keys", `"id":"` + f.customerKey + `"`},
+		{"file set", "/v1/files/" + f.files, `"present":true`},
+	} {
+		st, b, err := f.as(f.alphaKey, "GET", c.path, nil)
+		if err != nil || st != 200 || !bytes.Contains(b, []byte(c.want)) {
+			t.Errorf("alpha's %s after the attempts: %d %.300s %v (want %s)", c.what, st, b, err, c.want)
+		}
+	}
+	// The secret is alpha's first version: beta's PUT of the same name
+	// made beta's own.
+	if _, b, _ := f.as(f.alphaKey, "GET", "/v1/secrets", nil); !bytes.Contains(b, []byte(`"version":1`)) {
+		t.Errorf("alpha's secret changed version: %.300s", b)
+	}
+}
+
+func TestCrossTenant(t *testing.T) {
+	d := need(t)
+	t.Parallel()
+	f := newTenantFixture(t, d)
+	for _, a := range tenantAttempts(t, f) {
+		t.Run(a.id, func(t *testing.T) {
+			if err := a.run(t); err != nil {
+				t.Errorf("%s: the attack was not stopped: %v", a.desc, err)
+			}
+		})
+	}
+	f.intact(t)
+	// The admin key sees alpha's objects (it is the operator's).
+	if st, b, err := f.as(d.APIKey, "GET", "/v1/sandboxes/"+f.sandbox, nil); err != nil || st != http.StatusOK {
+		t.Errorf("the admin key on alpha's sandbox: %d %.200s %v", st, b, err)
+	}
+	f.as(f.alphaKey, "DELETE", "/v1/sandboxes/"+f.sandbox, nil)
+	guard(t, d)
+}
