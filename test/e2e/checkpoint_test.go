@@ -290,7 +290,7 @@ while True:
 }
 
 func TestCustomerKey(t *testing.T) {
-	s3, ds := checkpointNodes(t, "10.241.224.0/20")
+	s3, ds := checkpointNodes(t, "10.241.224.0/22")
 	d := ds[0]
 	ctx := harness.Ctx(t, 5*time.Minute)
 	key1, key2, wrong := make([]byte, 32), make([]byte, 32), make([]byte, 32)
