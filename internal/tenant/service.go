@@ -170,7 +170,21 @@ func (s *Service) SetQuotas(ctx context.Context, id string, q store.Quotas) (*st
 	return &nt, nil
 }
 
+// checkQuotas refuses a quota other than 0 (the node's default), -1 (no
+// limit) or a positive one: Check reads every value below 1 as no limit,
+// so a mistyped -2 would lift a limit silently.
 func checkQuotas(q store.Quotas) error {
+	for _, f := range []struct {
+		name  string
+		value int
+	}{
+		{"sandboxes", q.Sandboxes}, {"vcpu", q.VCPU}, {"memory_mb", q.MemoryMB},
+		{"paused_sandboxes", q.PausedSandboxes}, {"creates_burst", q.CreatesBurst},
+	} {
+		if f.value < -1 {
+			return errdefs.New(errdefs.ErrInvalidArgument, "%s is %d: use a positive number, 0 for the node's default, or -1 for no limit", f.name, f.value)
+		}
+	}
 	if q.CreatesPerSecond < 0 && q.CreatesPerSecond != -1 {
 		return errdefs.New(errdefs.ErrInvalidArgument, "creates_per_second must be positive, or -1 for no limit")
 	}

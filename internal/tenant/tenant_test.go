@@ -165,6 +165,29 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+func TestQuotaValues(t *testing.T) {
+	svc, _ := newService(t, store.Quotas{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		q  store.Quotas
+		ok bool
+	}{
+		{store.Quotas{}, true},
+		{store.Quotas{Sandboxes: -1, VCPU: 8, MemoryMB: -1, PausedSandboxes: 3, CreatesPerSecond: -1, CreatesBurst: -1}, true},
+		{store.Quotas{Sandboxes: -2}, false},
+		{store.Quotas{VCPU: -5}, false},
+		{store.Quotas{MemoryMB: -1024}, false},
+		{store.Quotas{PausedSandboxes: -3}, false},
+		{store.Quotas{CreatesBurst: -2}, false},
+		{store.Quotas{CreatesPerSecond: -0.5}, false},
+	} {
+		_, err := svc.SetQuotas(ctx, Default, tc.q)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+			t.Errorf("quotas %+v: %v, want ok=%v (else invalid argument)", tc.q, err, tc.ok)
+		}
+	}
+}
+
 func TestAllowCreate(t *testing.T) {
 	svc, _ := newService(t, store.Quotas{CreatesPerSecond: 1, CreatesBurst: 2})
 	p := Principal{Tenant: "acme", Key: "k"}
