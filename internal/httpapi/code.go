@@ -69,7 +69,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
-	relayCode(w, stream)
+	relayCode(r.Context(), w, stream)
 }
 
 func (s *Server) codeEvents(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +91,7 @@ func (s *Server) codeEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
-	relayCode(w, stream)
+	relayCode(r.Context(), w, stream)
 }
 
 // codeStreamError is the event a code stream ends with when spaced lost
@@ -102,12 +102,17 @@ const codeStreamError = "stream_error"
 // event: its type, data: the line), until the end line or the client
 // goes away. The interpreter's keepalives are not relayed: the SSE
 // writer's heartbeats cover quiet.
-func relayCode(w http.ResponseWriter, stream *coderun.Stream) {
+func relayCode(ctx context.Context, w http.ResponseWriter, stream *coderun.Stream) {
 	sse := newSSE(w)
 	defer sse.Close()
 	for {
 		l, err := stream.Next()
 		if errors.Is(err, io.EOF) {
+			return
+		}
+		if msg, ok := revoked(ctx); ok {
+			data, _ := json.Marshal(map[string]string{"message": msg})
+			sse.Event(0, codeStreamError, data)
 			return
 		}
 		if errors.Is(err, context.Canceled) {

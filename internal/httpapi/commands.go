@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
@@ -13,6 +14,7 @@ import (
 	agentv1 "github.com/spacesandbox/space/api/agent/v1"
 	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 type commandRequest struct {
@@ -132,7 +134,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 	if err := writeExecEvent(sse, first); err != nil {
 		return
 	}
-	streamEvents(sse, stream)
+	streamEvents(r.Context(), sse, stream)
 }
 
 // execStream is what Exec and Attach return.
@@ -144,7 +146,7 @@ type execStream interface {
 
 // streamEvents relays the agent's events until the end event or until the
 // client goes away.
-func streamEvents(sse *sseWriter, stream execStream) {
+func streamEvents(ctx context.Context, sse *sseWriter, stream execStream) {
 	for stream.Receive() {
 		ev := stream.Msg()
 		if err := writeExecEvent(sse, ev); err != nil {
@@ -156,7 +158,9 @@ func streamEvents(sse *sseWriter, stream execStream) {
 		}
 	}
 	msg := "the command's event stream ended early"
-	if err := stream.Err(); err != nil {
+	if m, ok := revoked(ctx); ok {
+		msg = m
+	} else if err := stream.Err(); err != nil {
 		msg = errdefs.PublicMessage(fromAgent(err))
 	}
 	data, _ := json.Marshal(map[string]string{"message": msg})
@@ -274,7 +278,7 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 	if err := writeExecEvent(sse, first); err != nil || first.GetEvent().GetEnd() != nil {
 		return
 	}
-	streamEvents(sse, stream)
+	streamEvents(r.Context(), sse, stream)
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
@@ -380,4 +384,13 @@ func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// revoked is what a stream says as it ends because its API key was
+// revoked (the request's context was cancelled with tenant.ErrRevoked).
+func revoked(ctx context.Context) (string, bool) {
+	if cause := context.Cause(ctx); errors.Is(cause, tenant.ErrRevoked) {
+		return errdefs.PublicMessage(cause), true
+	}
+	return "", false
 }

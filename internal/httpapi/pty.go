@@ -131,5 +131,9 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if msg, ok := revoked(r.Context()); ok {
+		conn.Close(websocket.StatusPolicyViolation, msg)
+		return
+	}
 	conn.Close(websocket.StatusInternalError, "terminal stream ended")
 }

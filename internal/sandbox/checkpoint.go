@@ -125,9 +125,11 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
-	if err := s.checkPausedQuota(ctx); err != nil {
+	release, err := s.reservePause(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
 	unlock := s.pausedLocks.Lock(id)

@@ -76,6 +76,8 @@ type Service struct {
 	live map[string]*entry
 	// reserved is what creates in flight hold of each tenant's quotas.
 	reserved map[string]tenant.Usage
+	// pausing counts each tenant's pauses in flight (its paused quota).
+	pausing map[string]int
 
 	// quarantine holds slots whose address range was found in use on the
 	// host, and when; allocation avoids them for a while.
@@ -130,7 +132,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.PausedRetention == 0 {
 		cfg.PausedRetention = 30 * 24 * time.Hour
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pausing: map[string]int{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc)

@@ -100,26 +100,35 @@ func (s *Service) pausedOf(ctx context.Context, t string) (int, error) {
 	return n, nil
 }
 
-// checkPausedQuota refuses a pause by a tenant already at its quota of
-// paused sandboxes.
-func (s *Service) checkPausedQuota(ctx context.Context) error {
+// reservePause takes one paused sandbox from the quota of ctx's tenant,
+// or refuses a tenant already at it. Pauses in flight count, so pauses at
+// once cannot all pass one count; the caller releases when its pause is
+// recorded (or failed).
+func (s *Service) reservePause(ctx context.Context) (release func(), err error) {
 	p := tenant.FromContext(ctx)
 	if p.Admin || s.cfg.Quotas == nil {
-		return nil
+		return func() {}, nil
 	}
 	q := s.cfg.Quotas(p.Tenant)
 	if q.PausedSandboxes <= 0 {
-		return nil
+		return func() {}, nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n, err := s.pausedOf(ctx, p.Tenant)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = tenant.Check(p.Tenant, q, tenant.Usage{PausedSandboxes: n}, tenant.Usage{PausedSandboxes: 1})
-	if err != nil {
+	if err := tenant.Check(p.Tenant, q, tenant.Usage{PausedSandboxes: n + s.pausing[p.Tenant]}, tenant.Usage{PausedSandboxes: 1}); err != nil {
 		s.metrics.quotaRefused(p.Tenant, err)
+		return nil, err
 	}
-	return err
+	s.pausing[p.Tenant]++
+	return func() {
+		s.mu.Lock()
+		s.pausing[p.Tenant]--
+		s.mu.Unlock()
+	}, nil
 }
 
 // Owner returns the tenant of sandbox id, live, paused or ended, and

@@ -40,7 +40,7 @@ type Service struct {
 	byHash  map[string]*store.APIKey
 	tenants map[string]*store.Tenant
 	// open are the cancel functions of the requests in flight, by key ID.
-	open map[string]map[*context.CancelFunc]struct{}
+	open map[string]map[*context.CancelCauseFunc]struct{}
 	rate *rates
 	// rateLimited counts creates refused by a tenant's rate.
 	rateLimited *prometheus.CounterVec
@@ -51,7 +51,7 @@ type Service struct {
 func New(ctx context.Context, st store.TenantStore, adminKey string, defaults store.Quotas) (*Service, error) {
 	s := &Service{store: st, adminKey: []byte(adminKey), defaults: defaults,
 		byHash: map[string]*store.APIKey{}, tenants: map[string]*store.Tenant{},
-		open: map[string]map[*context.CancelFunc]struct{}{}, rate: newRates(),
+		open: map[string]map[*context.CancelCauseFunc]struct{}{}, rate: newRates(),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "space_tenant_rate_limited_total",
 			Help: "Creates, resumes and forks refused (429) by a tenant's rate of creates.",
@@ -110,11 +110,11 @@ func (s *Service) Hold(ctx context.Context, p Principal) (context.Context, func(
 	if p.Key == AdminKeyID {
 		return ctx, func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	s.mu.Lock()
 	set := s.open[p.Key]
 	if set == nil {
-		set = map[*context.CancelFunc]struct{}{}
+		set = map[*context.CancelCauseFunc]struct{}{}
 		s.open[p.Key] = set
 	}
 	set[&cancel] = struct{}{}
@@ -126,9 +126,13 @@ func (s *Service) Hold(ctx context.Context, p Principal) (context.Context, func(
 			delete(s.open, p.Key)
 		}
 		s.mu.Unlock()
-		cancel()
+		cancel(nil)
 	}
 }
+
+// ErrRevoked is the cause of a request cancelled by its key's revocation
+// (context.Cause): what a stream it held says as it ends.
+var ErrRevoked = errdefs.New(errdefs.ErrUnauthenticated, "the API key was revoked")
 
 // CreateTenant makes a tenant.
 func (s *Service) CreateTenant(ctx context.Context, id, name string, q store.Quotas) (*store.Tenant, error) {
@@ -280,14 +284,14 @@ func (s *Service) RevokeKey(ctx context.Context, id string) (*store.APIKey, erro
 	}
 	s.mu.Lock()
 	delete(s.byHash, k.Hash)
-	var cancels []context.CancelFunc
+	var cancels []context.CancelCauseFunc
 	for c := range s.open[id] {
 		cancels = append(cancels, *c)
 	}
 	delete(s.open, id)
 	s.mu.Unlock()
 	for _, c := range cancels {
-		c()
+		c(ErrRevoked)
 	}
 	slog.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", len(cancels))
 	return k, nil
