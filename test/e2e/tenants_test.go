@@ -343,6 +343,26 @@ func testTenantPausedQuota(t *testing.T, d *harness.Daemon) {
 		t.Error(err)
 	}
 	checkUsage(t, c, addUse(addUse(client.Usage{}, a, 1), b, 1))
+
+	// Pauses at once: one passes the quota of one, the others are refused
+	// (pauses in flight count).
+	codes := make(chan int, 2)
+	for _, id := range []string{a.ID, b.ID} {
+		go func() {
+			resp, _ := do(t, d, "POST", "/v1/sandboxes/"+id+"/pause", nil, bearer(key.Key))
+			codes <- resp.StatusCode
+		}()
+	}
+	got := map[int]int{}
+	for range 2 {
+		got[<-codes]++
+	}
+	if got[200] != 1 || got[403] != 1 {
+		t.Errorf("two pauses at once with a paused quota of 1: statuses %v, want one 200 and one 403", got)
+	}
+	if u, err := c.Usage(ctx); err != nil || u.Usage == nil || u.Usage.PausedSandboxes != 1 {
+		t.Errorf("usage after two pauses at once: %+v, %v; want 1 paused", u, err)
+	}
 }
 
 // createResult is one raw create's answer and when its request was sent.
@@ -613,12 +633,18 @@ func testTenantRevocation(t *testing.T, d *harness.Daemon) {
 	select {
 	case err := <-doomedEnded:
 		t.Logf("the revoked key's stream ended %s after the revocation: %v", time.Since(revoked).Round(time.Millisecond), err)
+		if err == nil || !strings.Contains(err.Error(), "the API key was revoked") {
+			t.Errorf("the revoked key's stream ended with %v, want it to say the key was revoked", err)
+		}
 	case <-time.After(15 * time.Second):
 		t.Fatalf("the revoked key's stream is still open 15s after the revocation")
 	}
 	select {
 	case err := <-doomedTerm.ended:
 		t.Logf("the revoked key's terminal ended %s after the revocation: %v", time.Since(revoked).Round(time.Millisecond), err)
+		if err == nil || !strings.Contains(err.Error(), "revoked") {
+			t.Errorf("the revoked key's terminal ended with %v, want it to say the key was revoked", err)
+		}
 	case <-time.After(15 * time.Second):
 		t.Errorf("the revoked key's terminal is still open 15s after the revocation")
 	}
