@@ -1,11 +1,10 @@
 // Package console drives the web console (/ui/) of a real spaced, with real
 // gVisor sandboxes, in Debian's Chromium through chromedp: sign-in, the
 // live list, the terminal, files, a sandbox's metrics charts and log, kill,
-// and what must be refused (a wrong
-// key, a cross-site POST). Screenshots of each page are saved as the
-// tests' output (SPACE_SCREENSHOTS names the directory; docs/console/
-// holds the current ones). A missing chromium skips the suite, or fails it
-// under SPACE_TEST_STRICT=1.
+// and what must be refused (a wrong key, a cross-site POST). Screenshots of
+// each page are saved as the tests' output (SPACE_SCREENSHOTS names the
+// directory; docs/console/ holds the current ones). A missing chromium
+// skips the suite, or fails it under SPACE_TEST_STRICT=1.
 package console
 
 import (
