@@ -167,6 +167,8 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "a sandbox created through the API", fmt.Sprintf(`document.querySelector('tr[data-id="%s"][data-state=running]')`, other.ID), 15*time.Second)
+	// Their memory in use beside the limit, from their latest samples.
+	waitFor(t, ctx, "the sandboxes' usage", fmt.Sprintf(`document.querySelector('tr[data-id="%s"] [data-testid=mem-usage]') && document.querySelector('tr[data-id="%s"] [data-testid=mem-usage]')`, id, other.ID), 30*time.Second)
 	screenshot(t, ctx, "sandboxes")
 
 	// The terminal.

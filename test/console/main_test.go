@@ -1,10 +1,10 @@
 // Package console drives the web console (/ui/) of a real spaced, with real
 // gVisor sandboxes, in Debian's Chromium through chromedp: sign-in, the
-// live list, the terminal, files, kill, and what must be refused (a wrong
-// key, a cross-site POST). Screenshots of each page are saved as the
-// tests' output (SPACE_SCREENSHOTS names the directory; docs/console/
-// holds the current ones). A missing chromium skips the suite, or fails it
-// under SPACE_TEST_STRICT=1.
+// live list, the terminal, files, a sandbox's metrics charts and log, kill,
+// and what must be refused (a wrong key, a cross-site POST). Screenshots of
+// each page are saved as the tests' output (SPACE_SCREENSHOTS names the
+// directory; docs/console/ holds the current ones). A missing chromium
+// skips the suite, or fails it under SPACE_TEST_STRICT=1.
 package console
 
 import (
@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 		Name: "console",
 		Root: "they run spaced, runsc, netns and nftables",
 		Setup: func() error {
-			d, err := harness.Start(harness.Options{Name: "main", CIDR: consoleCIDR, Pool: "base=1:2", BootTimeout: 10 * time.Second})
+			// Sampling every second lets the charts fill in seconds.
+			d, err := harness.Start(harness.Options{Name: "main", CIDR: consoleCIDR, Pool: "base=1:2", BootTimeout: 10 * time.Second,
+				Env: []string{"SPACE_METRICS_INTERVAL=1s"}})
 			shared = d
 			if err != nil && d != nil {
 				return fmt.Errorf("start spaced: %w\n%s", err, d.LogTail(40))

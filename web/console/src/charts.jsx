@@ -1,4 +1,7 @@
-// Latency histograms from spaced's Prometheus metrics, drawn with uPlot.
+// Charts drawn with uPlot: latency histograms from spaced's Prometheus
+// metrics, and series over time (a sandbox's CPU, memory and disk). uPlot
+// styles its elements through the CSSOM (element.style), which the page's
+// CSP allows; it makes no style attributes or <style> elements of its own.
 import "uplot/dist/uPlot.min.css";
 import uPlot from "uplot";
 import { useEffect, useRef } from "preact/hooks";
@@ -113,6 +116,82 @@ export function Histogram({ title, groups, testid }) {
       ) : (
         <p class="muted small">nothing observed yet</p>
       )}
+    </div>
+  );
+}
+
+// TimeChart draws series over time: xs are unix seconds (null values break
+// the line: no samples there), series are {label, values, color, dash,
+// fill, hidden}; a hidden one shows when its legend entry is clicked (and
+// the scale follows what is shown). The first series is the chart's subject: its number of points, its
+// last and its highest value are on the element as data-points, data-last
+// and data-max (what a test reads; the canvas is only pixels).
+export function TimeChart({ title, testid, xs, series, format, max, incrs, note }) {
+  const box = useRef(null);
+  const plot = useRef(null);
+  const data = [xs, ...series.map((s) => s.values)];
+  const shape = series.map((s) => s.label).join("|");
+  const empty = xs.length === 0;
+  useEffect(() => {
+    if (!box.current || empty) return;
+    const width = () => Math.max(300, box.current.clientWidth || 440);
+    const fmt = (v) => (v === null || v === undefined ? "–" : format(v));
+    const p = new uPlot(
+      {
+        width: width(),
+        height: 190,
+        legend: { show: true },
+        cursor: { drag: { x: true, y: false } },
+        scales: { y: { range: (u, lo, hi) => [0, max ? max() : hi > 0 ? hi * 1.1 : 1] } },
+        axes: [
+          { size: 50, font: "11px sans-serif" },
+          { size: 74, font: "11px sans-serif", values: (u, ticks) => ticks.map(format), incrs },
+        ],
+        series: [
+          { label: "time", value: (u, v) => (v === null || v === undefined ? "" : new Date(v * 1000).toLocaleTimeString()) },
+          ...series.map((s) => ({
+            label: s.label,
+            show: !s.hidden,
+            stroke: s.color,
+            width: s.dash ? 1 : 1.5,
+            dash: s.dash ? [5, 4] : undefined,
+            fill: s.fill ? s.color + "22" : undefined,
+            points: { show: false },
+            value: (u, v) => fmt(v),
+          })),
+        ],
+      },
+      data,
+      box.current,
+    );
+    plot.current = p;
+    const resize = () => p.setSize({ width: width(), height: 190 });
+    window.addEventListener("resize", resize);
+    return () => {
+      window.removeEventListener("resize", resize);
+      p.destroy();
+      plot.current = null;
+    };
+  }, [shape, empty]);
+  // New samples replace the data in place (setData), not the chart; only
+  // when they are new, so a re-render for another reason keeps a zoom.
+  const drawn = useRef([]);
+  useEffect(() => {
+    if (plot.current && data.some((d, i) => d !== drawn.current[i])) plot.current.setData(data);
+    drawn.current = data;
+  });
+  const subject = series[0] ? series[0].values.filter((v) => v !== null && v !== undefined) : [];
+  return (
+    <div
+      class="chart card"
+      data-testid={testid}
+      data-points={subject.length}
+      data-last={subject.length ? subject[subject.length - 1] : ""}
+      data-max={subject.length ? Math.max(...subject) : ""}
+    >
+      <h3>{title}</h3>
+      {empty ? <p class="muted small">no samples yet</p> : <div ref={box} />}
+      {note && <p class="muted small">{note}</p>}
     </div>
   );
 }

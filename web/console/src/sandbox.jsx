@@ -1,11 +1,12 @@
 // One sandbox: details and limits, network policy, commands and their
-// output, a terminal, files, snapshots and checkpoints, metrics.
+// output, a terminal, files, snapshots and checkpoints, metrics and log.
 import { useEffect, useRef, useState } from "preact/hooks";
 import * as api from "./api.js";
 import * as live from "./live.js";
 import { SandboxActions, networkOf } from "./sandboxes.jsx";
 import { Terminal } from "./terminal.jsx";
 import { Files } from "./files.jsx";
+import { SandboxTelemetry } from "./telemetry.jsx";
 import { Action, ErrorBox, State, bytes, duration, time, useAsync, useNow } from "./util.jsx";
 
 const TABS = [
@@ -14,7 +15,7 @@ const TABS = [
   ["terminal", "Terminal"],
   ["files", "Files"],
   ["snapshots", "Snapshots"],
-  ["metrics", "Metrics"],
+  ["metrics", "Metrics and log"],
 ];
 
 export function SandboxPage({ id, tab }) {
@@ -49,7 +50,7 @@ export function SandboxPage({ id, tab }) {
       {tab === "terminal" && (running ? <Terminal id={id} /> : <NotRunning sb={sb} />)}
       {tab === "files" && (running ? <Files id={id} /> : <NotRunning sb={sb} />)}
       {tab === "snapshots" && <Snapshots sb={sb} />}
-      {tab === "metrics" && <Metrics sb={sb} />}
+      {tab === "metrics" && <SandboxTelemetry sb={sb} />}
     </section>
   );
 }
@@ -397,21 +398,6 @@ function Snapshots({ sb }) {
           <p class="muted">None yet: pausing the sandbox takes one (memory, processes and disk), and resuming restores it.</p>
         )}
       </div>
-    </div>
-  );
-}
-
-function Metrics({ sb }) {
-  return (
-    <div class="card">
-      <h2>Metrics</h2>
-      <p>
-        spaced does not collect per-sandbox usage over time yet (CPU, memory, disk and network per sandbox are not read from the runtime), so there is nothing to chart here. What exists for this sandbox is its limits: {sb.cpu} vCPU,{" "}
-        {sb.memory_mb} MiB memory, {sb.disk_mb} MiB disk, {sb.max_processes} processes.
-      </p>
-      <p class="muted">
-        Node-wide series (create, checkpoint, restore and build latencies, pools) are on the <a href="#/platform">Platform</a> page.
-      </p>
     </div>
   );
 }

@@ -3,6 +3,7 @@
 import { useState } from "preact/hooks";
 import * as api from "./api.js";
 import * as live from "./live.js";
+import { CPUUsage, MemoryUsage, useUsage } from "./telemetry.jsx";
 import { Action, ErrorBox, State, duration, navigate, useAsync, useNow } from "./util.jsx";
 
 const STATES = ["creating", "running", "paused", "resuming", "killed", "lost"];
@@ -177,6 +178,7 @@ export function SandboxesPage() {
   };
   const all = [...state.sandboxes.values()].sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
   const rows = all.filter((sb) => shown.has(sb.state) && matches(sb, q));
+  const usage = useUsage(rows.filter((sb) => sb.state === "running").map((sb) => sb.id));
   const counts = {};
   for (const sb of all) counts[sb.state] = (counts[sb.state] || 0) + 1;
   return (
@@ -208,8 +210,8 @@ export function SandboxesPage() {
             <th>Template</th>
             <th>Age</th>
             <th>Time left</th>
-            <th>vCPU</th>
-            <th>Memory</th>
+            <th title="CPU in use (of all its vCPUs) of the vCPU limit">CPU</th>
+            <th title="memory in use of the limit">Memory</th>
             <th>Metadata</th>
             <th></th>
           </tr>
@@ -229,8 +231,12 @@ export function SandboxesPage() {
               <td>{sb.template}</td>
               <td>{duration(now - Date.parse(sb.created_at))}</td>
               <td>{sb.state === "running" ? duration(Date.parse(sb.expires_at) - now) : ""}</td>
-              <td>{sb.cpu}</td>
-              <td>{sb.memory_mb} MiB</td>
+              <td class="nowrap">
+                <CPUUsage sb={sb} u={usage.get(sb.id)} />
+              </td>
+              <td class="nowrap">
+                <MemoryUsage sb={sb} u={usage.get(sb.id)} />
+              </td>
               <td class="small">
                 {Object.entries(sb.metadata || {}).map(([k, v]) => (
                   <span class="tag">
@@ -247,7 +253,7 @@ export function SandboxesPage() {
       </table>
       {state.loaded && rows.length === 0 && <p class="muted empty">No sandboxes match.</p>}
       {!state.loaded && <p class="muted empty">Loading…</p>}
-      <p class="muted small">vCPU and memory are each sandbox's limits; spaced does not collect per-sandbox usage yet.</p>
+      <p class="muted small">CPU and memory: a running sandbox's use in its latest sample (spaced samples it from the host; this list asks again every 10 s), of its limit. CPU is a percentage of all its vCPUs.</p>
     </section>
   );
 }

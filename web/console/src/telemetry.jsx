@@ -1,0 +1,328 @@
+// A sandbox's telemetry from the API: its metrics over time as charts and
+// its log (GET /v1/sandboxes/{id}/metrics and /logs) on its page, and the
+// latest sample of each running sandbox in the list. Both poll, gently:
+// spaced samples every interval_seconds (SPACE_METRICS_INTERVAL), and the
+// API has no stream of samples.
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import * as api from "./api.js";
+import { TimeChart } from "./charts.jsx";
+import { ErrorBox, bytes } from "./util.jsx";
+
+const RANGES = [
+  [900, "15 min"],
+  [3600, "1 hour"],
+  [86400, "24 hours"],
+];
+const LEVELS = ["debug", "info", "warn", "error"];
+// The page refreshes no more often than this, whatever the sampling interval.
+const MIN_REFRESH_MS = 5000;
+const LIST_REFRESH_MS = 10000;
+const LIST_CONCURRENCY = 4;
+const LIST_MAX_ROWS = 100;
+
+// Sandboxes in these states gain samples and log lines; others are fetched
+// once (when the page opens or the state changes).
+const LIVE_STATES = new Set(["creating", "running", "resuming"]);
+
+// usePoll calls fn now and, while live, again every ms once the previous
+// call has finished; never while the browser tab is hidden.
+function usePoll(fn, ms, live, deps) {
+  useEffect(() => {
+    let stop = false;
+    let timer = null;
+    const tick = async () => {
+      if (stop) return;
+      if (!document.hidden) await fn().catch(() => {});
+      if (!stop && live) timer = setTimeout(tick, ms());
+    };
+    tick();
+    return () => {
+      stop = true;
+      clearTimeout(timer);
+    };
+  }, deps);
+}
+
+// useSeries keeps the samples of the last range seconds, fetching only the
+// new ones at each refresh (start = the newest sample's time).
+function useSeries(id, range, live) {
+  const key = `${id}/${range}`;
+  const [s, setS] = useState({ key, interval: 0, samples: [], error: "" });
+  const cur = useRef(s);
+  cur.current = s;
+  usePoll(
+    async () => {
+      const have = cur.current.key === key ? cur.current.samples : [];
+      const newest = have.length ? have[have.length - 1].time : "";
+      try {
+        const m = await api.get(`/v1/sandboxes/${id}/metrics`, { start: newest || Math.floor(Date.now() / 1000) - range });
+        // start is "at or after": the newest sample comes again.
+        const fresh = newest ? m.samples.filter((x) => Date.parse(x.time) > Date.parse(newest)) : m.samples;
+        if (newest && !fresh.length && m.interval_seconds === cur.current.interval && !cur.current.error) return;
+        let all = have.concat(fresh);
+        if (all.length) {
+          const from = Date.parse(all[all.length - 1].time) - range * 1000;
+          all = all.filter((x) => Date.parse(x.time) >= from);
+        }
+        setS({ key, interval: m.interval_seconds, samples: all, error: "" });
+      } catch (e) {
+        setS({ ...cur.current, key, samples: have, error: e.message });
+      }
+    },
+    () => Math.max(MIN_REFRESH_MS, (cur.current.interval || 0) * 1000),
+    live,
+    [key, live],
+  );
+  return s.key === key ? s : { interval: s.interval, samples: [], error: "" };
+}
+
+// columns turns samples into the charts' arrays: x in unix seconds, and a
+// null point where samples are missing (the sandbox was paused, or spaced
+// restarted) so the line breaks there instead of bridging the gap. Samples
+// older than an hour are one-minute summaries: they are farther apart.
+function columns(samples, interval) {
+  const out = { x: [], cpu: [], mem: [], cache: [], memTotal: [], disk: [], diskTotal: [] };
+  const push = (t, s) => {
+    out.x.push(t);
+    out.cpu.push(s ? s.cpu_used_pct : null);
+    out.mem.push(s ? s.mem_used : null);
+    out.cache.push(s ? s.mem_cache : null);
+    out.memTotal.push(s ? s.mem_total : null);
+    out.disk.push(s ? s.disk_used : null);
+    out.diskTotal.push(s ? s.disk_total : null);
+  };
+  const newest = samples.length ? Date.parse(samples[samples.length - 1].time) / 1000 : 0;
+  let prev = null;
+  for (const s of samples) {
+    const t = Date.parse(s.time) / 1000;
+    if (prev !== null) {
+      const recent = newest - prev < 3600;
+      const gap = recent ? Math.max(3 * interval, 3) : 150;
+      if (t - prev > gap) push(prev + (t - prev) / 2, null);
+    }
+    push(t, s);
+    prev = t;
+  }
+  return out;
+}
+
+// Byte axes step by powers of two (64 MiB, 128 MiB, ...), not of ten.
+const BYTE_STEPS = Array.from({ length: 50 }, (_, i) => 2 ** i);
+
+const pct = (v) => `${Math.round(v * 10) / 10}%`;
+
+export function SandboxTelemetry({ sb }) {
+  const [range, setRange] = useState(900);
+  const live = LIVE_STATES.has(sb.state);
+  const series = useSeries(sb.id, range, live);
+  const c = useMemo(() => columns(series.samples, series.interval), [series.samples, series.interval]);
+  const last = series.samples[series.samples.length - 1];
+  return (
+    <div class="stack">
+      <div class="toolbar">
+        <h2 class="grow">Metrics</h2>
+        <label class="inline">
+          Last{" "}
+          <select value={range} onChange={(e) => setRange(Number(e.target.value))} data-testid="metrics-range">
+            {RANGES.map(([s, label]) => (
+              <option value={s}>{label}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <ErrorBox error={series.error} />
+      <p class="muted small" data-testid="metrics-note">
+        Sampled from the host every {series.interval || "?"} s{live ? `; this page refreshes every ${Math.max(MIN_REFRESH_MS / 1000, series.interval)} s` : ""}. CPU is a percentage of all
+        the sandbox's {sb.cpu} vCPU; memory in use excludes the page cache of its files. Kept in spaced's memory: the last hour sample by sample, then one-minute summaries for 24 hours.
+        {sb.state === "paused" ? " A paused sandbox has no samples." : ""} Click a legend entry to show or hide its line (the limits start hidden).
+      </p>
+      <div class="charts">
+        <TimeChart
+          title={`CPU${last ? `: ${pct(last.cpu_used_pct)} of ${last.cpu_count} vCPU` : ""}`}
+          testid="chart-cpu"
+          xs={c.x}
+          series={[{ label: "CPU used", values: c.cpu, color: "#2f6fed", fill: true }]}
+          format={pct}
+          max={() => 100}
+        />
+        <TimeChart
+          title={`Memory${last ? `: ${bytes(last.mem_used)} of ${bytes(last.mem_total)}` : ""}`}
+          testid="chart-memory"
+          xs={c.x}
+          series={[
+            { label: "in use", values: c.mem, color: "#2f6fed", fill: true },
+            { label: "file cache", values: c.cache, color: "#e8793a" },
+            { label: "limit", values: c.memTotal, color: "#7a8793", dash: true, hidden: true },
+          ]}
+          format={bytes}
+          incrs={BYTE_STEPS}
+        />
+        <TimeChart
+          title={`Disk${last ? `: ${bytes(last.disk_used)} of ${bytes(last.disk_total)}` : ""}`}
+          testid="chart-disk"
+          xs={c.x}
+          series={[
+            { label: "written", values: c.disk, color: "#2aa876", fill: true },
+            { label: "limit", values: c.diskTotal, color: "#7a8793", dash: true, hidden: true },
+          ]}
+          format={bytes}
+          incrs={BYTE_STEPS}
+          note="What the sandbox's writable layer holds (the template's files are shared and not counted)."
+        />
+      </div>
+      <SandboxLog sb={sb} live={live} />
+    </div>
+  );
+}
+
+// SandboxLog shows the sandbox's last lines (its agent's and its lifecycle
+// from spaced), oldest first, refreshed while it runs.
+function SandboxLog({ sb, live }) {
+  const [level, setLevel] = useState("");
+  const [search, setSearch] = useState("");
+  const [q, setQ] = useState("");
+  const [log, setLog] = useState({ lines: [], error: "", loaded: false });
+  usePoll(
+    async () => {
+      try {
+        const r = await api.get(`/v1/sandboxes/${sb.id}/logs`, { direction: "backward", limit: 500, level, search: q });
+        setLog({ lines: r.logs.slice().reverse(), error: "", loaded: true });
+      } catch (e) {
+        setLog((l) => ({ ...l, error: e.message, loaded: true }));
+      }
+    },
+    () => MIN_REFRESH_MS,
+    live,
+    [sb.id, sb.state, level, q, live],
+  );
+  return (
+    <div class="card">
+      <div class="toolbar">
+        <h2 class="grow">Log</h2>
+        <form
+          class="row log-filter"
+          onSubmit={(e) => {
+            e.preventDefault();
+            setQ(search);
+          }}
+        >
+          <input type="search" placeholder="search messages" value={search} onInput={(e) => setSearch(e.target.value)} />
+          <select value={level} onChange={(e) => setLevel(e.target.value)} data-testid="log-level">
+            <option value="">all levels</option>
+            {LEVELS.slice(1).map((l) => (
+              <option value={l}>{l} and above</option>
+            ))}
+          </select>
+        </form>
+      </div>
+      <ErrorBox error={log.error} />
+      <table class="list log" data-testid="sandbox-log">
+        <thead>
+          <tr>
+            <th>Time</th>
+            <th>Level</th>
+            <th>Message</th>
+            <th>Fields</th>
+          </tr>
+        </thead>
+        <tbody>
+          {log.lines.map((l) => (
+            <tr data-level={l.level}>
+              <td class="mono small nowrap">{new Date(l.time).toLocaleString()}</td>
+              <td>
+                <span class={`level level-${l.level}`}>{l.level}</span>
+              </td>
+              <td class="mono small">{l.message}</td>
+              <td class="small">
+                {Object.entries(l.fields || {}).map(([k, v]) => (
+                  <span class="tag">
+                    {k}={v}
+                  </span>
+                ))}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {log.loaded && !log.lines.length && <p class="muted empty">No lines{level || q ? " match" : ""}.</p>}
+      <p class="muted small">The last 500 lines; spaced keeps the last 2000 of each sandbox, in memory.</p>
+    </div>
+  );
+}
+
+// useUsage fetches the latest metrics sample of each of ids (the running
+// sandboxes the list shows, at most LIST_MAX_ROWS), LIST_CONCURRENCY
+// requests at a time, every LIST_REFRESH_MS, and sooner when a sandbox
+// without one appears. It answers a Map id -> sample.
+export function useUsage(ids) {
+  const [usage, setUsage] = useState(new Map());
+  const want = useRef([]);
+  const kick = useRef(() => {});
+  want.current = ids.slice(0, LIST_MAX_ROWS);
+  useEffect(() => {
+    let stop = false;
+    let timer = null;
+    let busy = false;
+    const round = async () => {
+      clearTimeout(timer);
+      if (busy || stop) return;
+      busy = true;
+      if (!document.hidden) {
+        const queue = [...want.current];
+        const got = new Map();
+        // The newest sample is within the last few intervals; a minute
+        // back keeps the answer small and forgives some clock skew.
+        const start = Math.floor(Date.now() / 1000) - 60;
+        const worker = async () => {
+          while (queue.length && !stop) {
+            const id = queue.shift();
+            try {
+              const m = await api.get(`/v1/sandboxes/${id}/metrics`, { start });
+              if (m.samples.length) got.set(id, m.samples[m.samples.length - 1]);
+            } catch {
+              // gone or not sampled yet: no usage shown
+            }
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(LIST_CONCURRENCY, queue.length) }, worker));
+        if (!stop) setUsage(got);
+      }
+      busy = false;
+      if (!stop) timer = setTimeout(round, LIST_REFRESH_MS);
+    };
+    kick.current = round;
+    round();
+    return () => {
+      stop = true;
+      clearTimeout(timer);
+    };
+  }, []);
+  // A running sandbox the last round did not cover is fetched soon.
+  const missing = want.current.some((id) => !usage.has(id));
+  const key = want.current.join(",");
+  useEffect(() => {
+    if (!missing) return;
+    const t = setTimeout(() => kick.current(), 1000);
+    return () => clearTimeout(t);
+  }, [key]);
+  return usage;
+}
+
+// Usage renders one list cell: the latest sample's use beside the limit.
+export function CPUUsage({ sb, u }) {
+  if (!u) return <span title="vCPU limit">{sb.cpu}</span>;
+  return (
+    <span title={`${pct(u.cpu_used_pct)} of all ${u.cpu_count} vCPU at ${new Date(u.time).toLocaleTimeString()}`} data-testid="cpu-usage" data-pct={u.cpu_used_pct}>
+      <span class="use">{pct(u.cpu_used_pct)}</span> <span class="muted">of {sb.cpu} vCPU</span>
+    </span>
+  );
+}
+
+export function MemoryUsage({ sb, u }) {
+  if (!u) return <span title="memory limit">{sb.memory_mb} MiB</span>;
+  return (
+    <span title={`in use at ${new Date(u.time).toLocaleTimeString()}, without ${bytes(u.mem_cache)} of file cache`} data-testid="mem-usage" data-bytes={u.mem_used}>
+      <span class="use">{bytes(u.mem_used)}</span> <span class="muted">of {sb.memory_mb} MiB</span>
+    </span>
+  );
+}
