@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -93,11 +94,54 @@ func underAttack(t *testing.T, d *harness.Daemon, attack func() error) error {
 	return nil
 }
 
-// diskFree is the free space of the file system holding spaced's data.
-func diskFree(d *harness.Daemon) uint64 {
-	var st syscall.Statfs_t
-	syscall.Statfs(d.DataDir, &st)
-	return st.Bavail * uint64(st.Bsize)
+// sandboxDisk is what sandbox id takes of the host's disk: the file that
+// backs its writable layer (runsc keeps it open, unlinked: found among its
+// sandbox process's descriptors) and its directories under the data dir.
+// The host's free space would count every other suite running beside; this
+// counts the sandbox's own. found says the layer's file was there (the
+// control: a measure that finds nothing proves nothing).
+func sandboxDisk(t *testing.T, d *harness.Daemon, id string) (bytes int64, found bool) {
+	pid := d.SandboxPid(t, id)
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(fdDir)
+	for _, fd := range fds {
+		p := filepath.Join(fdDir, fd.Name())
+		if target, err := os.Readlink(p); err != nil || !strings.Contains(target, "runsc-filestore") {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			bytes += st.Blocks * 512
+			found = true
+		}
+	}
+	for _, dir := range []string{filepath.Join(d.DataDir, "sandboxes", id), filepath.Join(d.DataDir, "runsc", id)} {
+		filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+			if err == nil {
+				if info, err := e.Info(); err == nil {
+					if st, ok := info.Sys().(*syscall.Stat_t); ok {
+						bytes += st.Blocks * 512
+					}
+				}
+			}
+			return nil
+		})
+	}
+	return bytes, found
+}
+
+// diskWithin: sandbox id (made with a disk of limitMB) takes at most its
+// limit and 32 MiB more of the host's disk.
+func diskWithin(t *testing.T, d *harness.Daemon, id string, limitMB int64) error {
+	used, found := sandboxDisk(t, d, id)
+	if !found {
+		return fmt.Errorf("control: the file of sandbox %s's writable layer is not among its sandbox process's descriptors", id)
+	}
+	t.Logf("sandbox %s takes %d MiB of the host's disk (limit %d MB)", id, used>>20, limitMB)
+	if used > (limitMB+32)<<20 {
+		return fmt.Errorf("the host lost %d MiB of disk to a %d MB sandbox", used>>20, limitMB)
+	}
+	return nil
 }
 
 // stillServes: after the attack the sandbox runs a command (or, if it died
@@ -447,11 +491,10 @@ func resourceAttempts() []attempt {
 					return stillServes(t, env.d, sb.ID)
 				})
 			}},
-		{id: "res-inode-exhaustion", category: "resources", desc: "create empty files for 10 s or until the disk refuses (64 MB disk)", stops: "the overlay's size limit and the sandbox's memory limit; host disk space checked",
+		{id: "res-inode-exhaustion", category: "resources", desc: "create empty files for 10 s or until the disk refuses (64 MB disk)", stops: "the overlay's size limit and the sandbox's memory limit; the sandbox's own use of the host disk (its layer's file) checked",
 			control: "thousands of files are made",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{DiskMB: 64})
-				free := diskFree(env.d)
 				return underAttack(t, env.d, func() error {
 					r, err := inside(t, env.d, sb.ID, "root", "res.make_files", nil, time.Minute)
 					if err != nil {
@@ -460,8 +503,8 @@ func resourceAttempts() []attempt {
 					if r.n("created") < 1000 {
 						return fmt.Errorf("control: only %v files were made (%s)", r["created"], r.s("err"))
 					}
-					if used := int64(free) - int64(diskFree(env.d)); used > 200<<20 {
-						return fmt.Errorf("the host lost %d MiB of disk to a 64 MB sandbox", used>>20)
+					if err := diskWithin(t, env.d, sb.ID, 64); err != nil {
+						return err
 					}
 					return stillServes(t, env.d, sb.ID)
 				})
@@ -490,13 +533,12 @@ func resourceAttempts() []attempt {
 					return stillServes(t, env.d, sb.ID)
 				})
 			}},
-		{id: "res-disk-fill", category: "resources", desc: "fill the disk: dd 300 MB into a 64 MB sandbox, then fallocate 10 GiB", stops: "the overlay's size (disk_mb); host free space checked",
+		{id: "res-disk-fill", category: "resources", desc: "fill the disk: dd 300 MB into a 64 MB sandbox, then fallocate 10 GiB", stops: "the overlay's size (disk_mb); the sandbox's own use of the host disk (its layer's file) checked",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{DiskMB: 64})
-				free := diskFree(env.d)
 				r, _ := runFor(t, sb.ID, "root", "dd if=/dev/zero of=/home/user/big bs=1M count=300; fallocate -l 10G /home/user/big2; df -m /", 60)
-				if used := int64(free) - int64(diskFree(env.d)); used > 200<<20 {
-					return fmt.Errorf("the host lost %d MiB of disk to a 64 MB sandbox", used>>20)
+				if err := diskWithin(t, env.d, sb.ID, 64); err != nil {
+					return err
 				}
 				if !strings.Contains(r.Stderr, "No space left") {
 					return fmt.Errorf("dd into a 64 MB disk did not hit ENOSPC: %q", r.Stderr)
