@@ -21,7 +21,7 @@ build_all() {
   mkdir -p bin
   go build -o bin/spaced ./cmd/spaced
   go build -o bin/space ./cmd/space
-  CGO_ENABLED=0 go build -o bin/space-agent ./cmd/space-agent
+  CGO_ENABLED=0 go build -trimpath -o bin/space-agent ./cmd/space-agent
   CGO_ENABLED=0 go build -o bin/space-interpreter ./cmd/space-interpreter
   "$ROOT/scripts/build-template.sh" --out "$SPACE_TEMPLATES_DIR" --agent "$ROOT/bin/space-agent"
 }

@@ -85,12 +85,17 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(1 << 20)
+	// The WebSocket's own reads and writes outlive the request's context:
+	// a read or write whose context ends drops the connection without a
+	// close frame, and a terminal whose key was revoked must be told why.
+	wsCtx, wsCancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer wsCancel()
 
 	// Client -> shell.
 	go func() {
 		defer cancel()
 		for {
-			typ, data, err := conn.Read(ctx)
+			typ, data, err := conn.Read(wsCtx)
 			if err != nil {
 				return
 			}
@@ -116,7 +121,7 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 	for stream.Receive() {
 		ev := stream.Msg().GetEvent()
 		if d := ev.GetData().GetPty(); d != nil {
-			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+			wctx, wcancel := context.WithTimeout(wsCtx, 30*time.Second)
 			err := conn.Write(wctx, websocket.MessageBinary, d)
 			wcancel()
 			if err != nil {
@@ -126,7 +131,7 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 		if end := ev.GetEnd(); end != nil {
 			code := end.GetExitCode()
 			msg, _ := json.Marshal(ptyControl{Type: "exit", ExitCode: &code})
-			conn.Write(ctx, websocket.MessageText, msg)
+			conn.Write(wsCtx, websocket.MessageText, msg)
 			conn.Close(websocket.StatusNormalClosure, "exited")
 			return
 		}

@@ -76,7 +76,10 @@ func buildAll() (string, error) {
 		{nil, []string{"go", "build", "-o", filepath.Join(bin, "spaced"), "./cmd/spaced"}},
 		{nil, []string{"go", "build", "-o", filepath.Join(bin, "space"), "./cmd/space"}},
 		// The agent runs in the template's rootfs: static, it needs none of its libraries.
-		{[]string{"CGO_ENABLED=0"}, []string{"go", "build", "-o", agent, "./cmd/space-agent"}},
+		// -trimpath: the same source gives the same agent (and base image name)
+		// from any checkout, so suites run from two checkouts do not flip the
+		// shared base template's current image under each other.
+		{[]string{"CGO_ENABLED=0"}, []string{"go", "build", "-trimpath", "-o", agent, "./cmd/space-agent"}},
 		{nil, []string{"scripts/build-template.sh", "--out", testenv.TemplatesDir(), "--agent", agent}},
 	}
 	for _, s := range steps {

@@ -39,13 +39,27 @@ func TestMain(m *testing.M) {
 
 // ownDaemon starts a spaced for the test: no warm pool unless asked, pulls
 // allowed from loopback (the test's registry), and a templates directory
-// of its own (its image cache is the test's alone) holding the base.
+// of its own (its image cache is the test's alone) holding the base. The
+// base is a directory of links to the shared base's entries, not a link to
+// it: a daemon here that collects old base images (the GC tests run with a
+// 1 s TTL) removes links, never an image another suite's spaced restores
+// its started templates onto.
 func ownDaemon(t *testing.T, o harness.Options) *harness.Daemon {
 	t.Helper()
 	harness.Need(t)
 	dir := t.TempDir()
-	if err := os.Symlink(filepath.Join(testenv.TemplatesDir(), "base"), filepath.Join(dir, "base")); err != nil {
+	shared := filepath.Join(testenv.TemplatesDir(), "base")
+	entries, err := os.ReadDir(shared)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "base"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.Symlink(filepath.Join(shared, e.Name()), filepath.Join(dir, "base", e.Name())); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o.TemplatesDir = dir
 	o.NoPool = o.Pool == ""
