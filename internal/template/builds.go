@@ -446,6 +446,9 @@ func (s *Service) finish(ctx context.Context, b *store.Build, err error, log *sl
 		b.State = store.BuildError
 		b.Error = buildError(err, b, l)
 		l.add("error", b.Error.Step, "build failed: %s", b.Error.Message)
+		// The build's log shows the user what may be shown; spaced's log
+		// keeps the cause (an internal error's included).
+		log.Warn("build failed", "step", b.Error.Step, "err", err)
 	}
 	if perr := s.store.PutBuild(context.Background(), b, tpl); perr != nil {
 		log.Warn("record build end", "err", perr)
