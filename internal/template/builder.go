@@ -73,7 +73,12 @@ type stepErr struct {
 	cause    error
 }
 
-func (e *stepErr) Error() string { return e.msg }
+func (e *stepErr) Error() string {
+	if e.cause != nil {
+		return e.msg + ": " + e.cause.Error()
+	}
+	return e.msg
+}
 func (e *stepErr) Unwrap() error { return e.cause }
 
 func (r *run) fail(step int, cause error, format string, args ...any) error {
