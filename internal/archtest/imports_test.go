@@ -129,6 +129,8 @@ var layers = []layer{
 	{"internal/archtest", nil},
 	{"internal/blobstore/blobstoretest", []string{"internal/blobstore", "internal/errdefs", "internal/testenv"}},
 	{"internal/runtime/runtimetest", []string{"internal/errdefs", "internal/runtime"}},
+	// The in-memory runtime of the sandbox service's unit tests.
+	{"internal/runtime/fakeruntime", []string{"internal/errdefs", "internal/runtime"}},
 	{"internal/interpreter/interpretertest", []string{"internal/testenv"}},
 	{"internal/ociimage/ocitest", nil},
 	{"test/harness", []string{"client", "internal/egress", "internal/runtime/gvisor", "internal/testenv"}},
@@ -137,7 +139,7 @@ var layers = []layer{
 
 // testOnly are the packages that exist for tests: helpers and suites.
 var testOnly = []string{
-	"internal/testenv", "internal/blobstore/blobstoretest", "internal/runtime/runtimetest",
+	"internal/testenv", "internal/blobstore/blobstoretest", "internal/runtime/runtimetest", "internal/runtime/fakeruntime",
 	"internal/interpreter/interpretertest", "internal/ociimage/ocitest", "test/...",
 }
 

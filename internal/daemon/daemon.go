@@ -135,6 +135,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses,
 		},
 		Network:          network.Plan{CIDR: cfg.SandboxCIDR},
+		Links:            network.Host{},
 		AgentBootTimeout: cfg.AgentBootTimeout,
 		Pools:            pools(cfg.Pools),
 		PoolBoots:        cfg.PoolBoots,

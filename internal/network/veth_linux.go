@@ -243,3 +243,14 @@ func peerName(ep Endpoint) string { return "vsq" + ep.HostIf[len(hostIfPrefix):]
 func ipNet(ip net.IP, prefixLen int) *net.IPNet {
 	return &net.IPNet{IP: ip, Mask: net.CIDRMask(prefixLen, 32)}
 }
+
+// Host is the host's real networking: Attach and Detach below, on named
+// network namespaces and veth pairs (root needed). internal/sandbox takes it
+// behind an interface, so its tests can run without root.
+type Host struct{}
+
+// Attach creates the namespace and veth pair of ep (see the function).
+func (Host) Attach(ep Endpoint) error { return Attach(ep) }
+
+// Detach removes the veth pair and the namespace of ep (see the function).
+func (Host) Detach(ep Endpoint) error { return Detach(ep) }

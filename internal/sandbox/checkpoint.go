@@ -479,12 +479,12 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	})
 	ep, err := s.cfg.Network.Endpoint(id, rec.Slot)
 	if err == nil {
-		err = network.Attach(ep)
+		err = s.cfg.Links.Attach(ep)
 	}
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
 	}
-	undo.add("detach network", func() error { return network.Detach(ep) })
+	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
 	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	var agent *AgentConn
 	if hasMemory(m) {
@@ -756,7 +756,7 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 		return nil, err
 	}
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
-	undo.add("detach network", func() error { return network.Detach(ep) })
+	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
 	limits := runtime.Limits{CPUs: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs}
 	mounts, err := s.runtimeMounts(ctx, rec.Volumes)
 	if err != nil {

@@ -197,7 +197,7 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 	}
 	spec.volumes = rec.Volumes
 	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
-	undo.add("detach network", func() error { return network.Detach(ep) })
+	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
 
 	tNet := time.Now()
 	var agent *AgentConn
@@ -333,7 +333,7 @@ func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *
 		}
 		ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
 		if err == nil {
-			err = network.Attach(ep)
+			err = s.cfg.Links.Attach(ep)
 		}
 		if err == nil {
 			return ep, nil

@@ -32,6 +32,9 @@ type Config struct {
 	Defaults       runtime.Limits
 	// Network is the address plan for sandbox veth pairs.
 	Network network.Plan
+	// Links sets up and removes each sandbox's network on the host (its
+	// namespace and veth pair); nil is the host's own (network.Host).
+	Links Network
 	// AgentBootTimeout bounds how long a new sandbox's agent may take to answer.
 	AgentBootTimeout time.Duration
 	// KeepEnded is how long records of killed or lost sandboxes stay listable.
@@ -61,6 +64,19 @@ type Config struct {
 	Admission *AdmissionConfig
 	// Quotas returns a tenant's quotas (internal/tenant); nil: none.
 	Quotas func(tenant string) store.Quotas
+}
+
+// Network is what the service needs of the host's networking: a
+// sandbox's namespace and veth pair made on its endpoint, and removed.
+// network.Host is the real one; tests use one that makes nothing.
+type Network interface {
+	// Attach makes ep's namespace and link; on failure it removes what
+	// it made. An address range in use on the host is
+	// network.ErrRangeInUse.
+	Attach(ep network.Endpoint) error
+	// Detach removes ep's namespace and link; missing pieces are not an
+	// error (half-made or already removed endpoints).
+	Detach(ep network.Endpoint) error
 }
 
 // Service owns the sandboxes of this node.
@@ -131,6 +147,9 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	}
 	if cfg.PausedRetention == 0 {
 		cfg.PausedRetention = 30 * 24 * time.Hour
+	}
+	if cfg.Links == nil {
+		cfg.Links = network.Host{}
 	}
 	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pausing: map[string]int{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
 	for _, pc := range cfg.Pools {
@@ -531,7 +550,7 @@ func (s *Service) teardown(ctx context.Context, id string, ep network.Endpoint) 
 	} else {
 		s.adm.Forget(id)
 	}
-	if err := network.Detach(ep); err != nil {
+	if err := s.cfg.Links.Detach(ep); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

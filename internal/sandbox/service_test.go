@@ -1,0 +1,554 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/runtime/fakeruntime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// These tests run the service on fakes (fake_test.go): no root, no
+// namespaces, no mounts, no runsc.
+
+func TestCreateCold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		// inits is how many Init calls the agent gets: boot's, and the
+		// claim's only when the caller has env vars of its own.
+		inits int
+	}{
+		{name: "no env", inits: 1},
+		{name: "env", env: map[string]string{"FOO": "bar"}, inits: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{})
+			ctx := context.Background()
+			sb, err := w.svc.Create(ctx, CreateRequest{Env: tc.env})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := w.st.GetSandbox(ctx, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.State != store.StateRunning || sb.AccessToken == "" || rec.AccessToken != sb.AccessToken {
+				t.Fatalf("record %s, token %q (record's %q)", rec.State, sb.AccessToken, rec.AccessToken)
+			}
+			a := w.agent(sb.ID)
+			if a == nil {
+				t.Fatal("no agent running")
+			}
+			a.mu.Lock()
+			inits, token := len(a.inits), a.token
+			a.mu.Unlock()
+			if inits != tc.inits || token != sb.AccessToken {
+				t.Fatalf("agent got %d inits and holds token %q, want %d and the sandbox's", inits, token, tc.inits)
+			}
+			if st, _ := w.rt.State(ctx, sb.ID); st != runtime.StateRunning {
+				t.Fatalf("runtime state %s", st)
+			}
+			if p := w.rt.Priority(sb.ID); p != fakeruntime.Normal {
+				t.Errorf("a cold sandbox's CPU priority is %d", p)
+			}
+			w.accounted(sb.ID)
+		})
+	}
+}
+
+// TestCreateFailures: a create that fails at any step leaves nothing:
+// no record, runtime sandbox, network or agent.
+func TestCreateFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(w *world)
+		class  error
+	}{
+		{"network", func(w *world) {
+			w.net.failAttach = func(network.Endpoint) error { return errInjected }
+		}, errdefs.ErrUnavailable},
+		{"runtime create", func(w *world) { w.rt.FailOnce(fakeruntime.OpCreate, errInjected) }, nil},
+		{"runtime start", func(w *world) { w.rt.FailOnce(fakeruntime.OpStart, errInjected) }, nil},
+		{"boot hook fails (start fails)", func(w *world) {
+			w.bootFails = func(string) error { return errInjected }
+		}, nil},
+		{"agent never answers", func(w *world) {
+			w.bootFails = func(string) error { return errNoAgent }
+		}, errdefs.ErrUnavailable},
+		{"boot init", func(w *world) { w.initFails = errInjected }, errdefs.ErrUnavailable},
+		{"claim record", func(w *world) {
+			w.st.setFailUpdate(func(rec *store.Sandbox) error {
+				if rec.State == store.StateRunning {
+					return errInjected
+				}
+				return nil
+			})
+		}, nil},
+		{"claim finds it dead", func(w *world) {
+			w.rt.Fail(fakeruntime.OpState, func(string) error { return errInjected })
+		}, errdefs.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{})
+			w.svc.cfg.AgentBootTimeout = 500 * time.Millisecond
+			tc.inject(w)
+			_, err := w.svc.Create(context.Background(), CreateRequest{Env: map[string]string{"A": "b"}})
+			if err == nil {
+				t.Fatal("create succeeded")
+			}
+			if tc.class != nil && !errors.Is(err, tc.class) {
+				t.Errorf("error %v is not of class %v", err, tc.class)
+			}
+			w.rt.Fail(fakeruntime.OpState, nil)
+			w.accounted()
+			if recs, _ := w.st.ListSandboxes(context.Background()); len(recs) != 0 {
+				t.Errorf("records left: %d", len(recs))
+			}
+		})
+	}
+}
+
+// TestCreateRangeInUse: a slot whose range is in use on the host is
+// quarantined and the next one taken.
+func TestCreateRangeInUse(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	first := true
+	w.net.failAttach = func(network.Endpoint) error {
+		if first {
+			first = false
+			return network.ErrRangeInUse
+		}
+		return nil
+	}
+	sb, err := w.svc.Create(context.Background(), CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := w.st.GetSandbox(context.Background(), sb.ID)
+	if rec.Slot == 0 || !w.svc.avoidSlot(0) {
+		t.Errorf("sandbox on slot %d; slot 0 quarantined: %v", rec.Slot, w.svc.avoidSlot(0))
+	}
+	w.accounted(sb.ID)
+}
+
+// pooled returns the ids of the pool's ready sandboxes, oldest first.
+func pooled(s *Service) []string {
+	p := s.pools["base"]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for _, b := range p.ready {
+		ids = append(ids, b.rec.ID)
+	}
+	return ids
+}
+
+func TestCreateFromPool(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// dead is how many of the pool's sandboxes die before the claim.
+		dead int
+		// fromPool: the create is served by the pool.
+		fromPool bool
+	}{
+		{"alive", 0, true},
+		{"first dead, next taken", 1, true},
+		{"all dead, cold boot", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 2, Max: 2}})
+			ctx := context.Background()
+			w.svc.StartPools(ctx)
+			waitFor(t, "the pool to fill", func() bool { return w.svc.PoolSizes()["base"] == 2 })
+			ready := pooled(w.svc)
+			for _, id := range ready {
+				if p := w.rt.Priority(id); p != fakeruntime.Normal {
+					t.Errorf("a booted pool sandbox's priority is %d: Foreground not called", p)
+				}
+			}
+			for _, id := range ready[:tc.dead] {
+				w.rt.Kill(id, "killed on the host")
+			}
+			sb, err := w.svc.Create(ctx, CreateRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(ready, sb.ID); got != tc.fromPool {
+				t.Fatalf("sandbox %s from the pool: %v, want %v (pool had %v)", sb.ID, got, tc.fromPool, ready)
+			}
+			if tc.fromPool && sb.ID != ready[tc.dead] {
+				t.Errorf("claimed %s, want the first live one %s", sb.ID, ready[tc.dead])
+			}
+			for _, id := range ready[:tc.dead] {
+				if _, err := w.st.GetSandbox(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("dead pooled sandbox %s: record still there (%v)", id, err)
+				}
+			}
+			// Stop the pools (their ready sandboxes are torn down): what
+			// is left is the claimed sandbox alone.
+			w.svc.Close()
+			w.accounted(sb.ID)
+		})
+	}
+}
+
+func TestKill(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	ctx := context.Background()
+	sb, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.Kill(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := w.st.GetSandbox(ctx, sb.ID)
+	if rec.State != store.StateKilled || rec.EndedAt.IsZero() || rec.Ending != "" {
+		t.Fatalf("record after kill: %s, ended %v, ending %q", rec.State, rec.EndedAt, rec.Ending)
+	}
+	if _, err := w.svc.Agent(sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("agent of a killed sandbox: %v", err)
+	}
+	if err := w.svc.Kill(ctx, sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("second kill: %v", err)
+	}
+	w.accounted(other.ID)
+}
+
+// TestKillCutOff: a kill whose teardown fails leaves the record with its
+// intent; the next start finishes it.
+func TestKillCutOff(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	ctx := context.Background()
+	sb, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rt.FailOnce(fakeruntime.OpDestroy, errInjected)
+	if err := w.svc.Kill(ctx, sb.ID); err == nil {
+		t.Fatal("kill succeeded with its teardown failing")
+	}
+	rec, _ := w.st.GetSandbox(ctx, sb.ID)
+	if rec.Ending != store.StateKilled {
+		t.Fatalf("record after a cut-off kill: %s, ending %q", rec.State, rec.Ending)
+	}
+	w.restart(worldOptions{})
+	rec, _ = w.st.GetSandbox(ctx, sb.ID)
+	if rec.State != store.StateKilled || rec.Ending != "" {
+		t.Fatalf("after restart: %s, ending %q", rec.State, rec.Ending)
+	}
+	w.accounted()
+}
+
+func TestReaper(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		happen func(w *world, id string)
+		state  string
+		reason string
+	}{
+		{"expired", func(w *world, id string) {
+			if _, err := w.svc.updateRunning(context.Background(), id, "test", func(r *store.Sandbox) bool {
+				r.ExpiresAt = time.Now().Add(-time.Second)
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}, store.StateKilled, "timeout"},
+		{"died", func(w *world, id string) { w.rt.Kill(id, "out of memory") }, store.StateLost, "out of memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{})
+			ctx := context.Background()
+			sb, err := w.svc.Create(ctx, CreateRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep, err := w.svc.Create(ctx, CreateRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.happen(w, sb.ID)
+			w.svc.reap(ctx)
+			rec, _ := w.st.GetSandbox(ctx, sb.ID)
+			if rec.State != tc.state || rec.Reason != tc.reason {
+				t.Fatalf("record %s (%q), want %s (%q)", rec.State, rec.Reason, tc.state, tc.reason)
+			}
+			w.accounted(keep.ID)
+		})
+	}
+}
+
+// crash is the state a crash of spaced left on the host, made with the
+// same calls the service makes, up to a step.
+type crash struct {
+	record  string // the record's state; "" for none
+	ending  string
+	attach  bool
+	created bool // runtime sandbox made
+	started bool // and started (its agent answers to the boot token)
+	token   bool // and boot's Init gave the agent the sandbox's token
+	frozen  bool // and it is frozen (a pause cut off)
+}
+
+// makeCrash leaves st on the host for a fresh id.
+func (w *world) makeCrash(c crash) string {
+	w.t.Helper()
+	ctx := context.Background()
+	id, token, bootToken := newID(), newToken(), newToken()
+	var slot int
+	if c.record != "" {
+		rec := &store.Sandbox{ID: id, Template: "base", Image: "img-1", State: c.record, AccessToken: token, Ending: c.ending,
+			CreatedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC(), CPU: 1, MemoryMB: 256, DiskMB: 256, MaxProcs: 256}
+		if err := w.st.CreateSandbox(ctx, rec, w.plan.Slots(), nil); err != nil {
+			w.t.Fatal(err)
+		}
+		slot = rec.Slot
+	} else {
+		slot = w.plan.Slots() - 1 - len(w.net.ids())
+	}
+	ep, err := w.plan.Endpoint(id, slot)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if c.attach {
+		if err := w.net.Attach(ep); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if c.created {
+		if err := w.rt.Create(ctx, runtime.Spec{ID: id, RootFS: w.root, Netns: ep.NetnsPath, Env: []string{"SPACE_AGENT_TOKEN=" + bootToken}}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if c.started {
+		if err := w.rt.Start(ctx, id); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if c.token {
+		a := w.agent(id)
+		a.mu.Lock()
+		a.token = token
+		a.mu.Unlock()
+	}
+	if c.frozen {
+		if err := w.rt.Freeze(ctx, id); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	return id
+}
+
+// TestRecover: a restart after a crash at each step of a create, a
+// claim, a kill or a pause finds what was left and either takes the
+// sandbox back or removes everything of it.
+func TestRecover(t *testing.T) {
+	all := crash{attach: true, created: true, started: true, token: true}
+	with := func(c crash, f func(*crash)) crash { f(&c); return c }
+	for _, tc := range []struct {
+		name  string
+		crash crash
+		// live: the sandbox is taken back; else the record ends as
+		// state (none: no record).
+		live  bool
+		state string
+	}{
+		{"record only", crash{record: store.StateCreating}, false, ""},
+		{"record and network", crash{record: store.StateCreating, attach: true}, false, ""},
+		{"runtime created", crash{record: store.StateCreating, attach: true, created: true}, false, ""},
+		{"booted, not claimed", with(all, func(c *crash) { c.record = store.StateCreating }), false, ""},
+		{"pooled", with(all, func(c *crash) { c.record = store.StatePooled }), false, ""},
+		{"runtime sandbox, no record", crash{attach: true, created: true, started: true}, false, ""},
+		{"claimed", with(all, func(c *crash) { c.record = store.StateRunning }), true, ""},
+		{"claimed, runtime gone", crash{record: store.StateRunning, attach: true}, false, store.StateLost},
+		{"claimed, agent gone", crash{record: store.StateRunning, attach: true, created: true}, false, store.StateLost},
+		{"kill cut off", with(all, func(c *crash) { c.record, c.ending = store.StateRunning, store.StateKilled }), false, store.StateKilled},
+		{"pause cut off (frozen)", with(all, func(c *crash) { c.record, c.frozen = store.StateRunning, true }), true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{})
+			ctx := context.Background()
+			id := w.makeCrash(tc.crash)
+			w.restart(worldOptions{})
+			rec, err := w.st.GetSandbox(ctx, id)
+			switch {
+			case tc.live:
+				if err != nil || rec.State != store.StateRunning {
+					t.Fatalf("record %v, %v", rec, err)
+				}
+				if st, _ := w.rt.State(ctx, id); st != runtime.StateRunning {
+					t.Fatalf("runtime state %s", st)
+				}
+				if _, err := w.svc.Agent(id); err != nil {
+					t.Fatal(err)
+				}
+				w.accounted(id)
+				// It is a sandbox like any other: it can be killed.
+				if err := w.svc.Kill(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			case tc.state == "":
+				if !errors.Is(err, errdefs.ErrNotFound) {
+					t.Fatalf("record %v, %v; want none", rec, err)
+				}
+			default:
+				if err != nil || rec.State != tc.state {
+					t.Fatalf("record %v, %v; want %s", rec, err, tc.state)
+				}
+			}
+			w.accounted()
+		})
+	}
+}
+
+func TestPauseFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(w *world)
+		undo   func(w *world)
+	}{
+		{"freeze", func(w *world) { w.rt.FailOnce(fakeruntime.OpFreeze, errInjected) }, nil},
+		{"checkpoint", func(w *world) { w.rt.FailOnce(fakeruntime.OpCheckpoint, errInjected) }, nil},
+		{"disk snapshot", func(w *world) { w.rt.FailOnce(fakeruntime.OpSnapshotDisk, errInjected) }, nil},
+		{"object store", func(w *world) { w.blobs.failPut = errInjected }, func(w *world) { w.blobs.failPut = nil }},
+		{"record paused", func(w *world) {
+			w.st.setFailUpdate(func(r *store.Sandbox) error {
+				if r.State == store.StatePaused {
+					return errInjected
+				}
+				return nil
+			})
+		}, func(w *world) { w.st.setFailUpdate(nil) }},
+		{"agent down (required healthy)", func(w *world) { w.bootFails = nil }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{checkpoints: true})
+			ctx := context.Background()
+			sb, err := w.svc.Create(ctx, CreateRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := PauseOptions{DiskOnly: tc.name == "disk snapshot"}
+			if tc.name == "agent down (required healthy)" {
+				opts.RequireHealthyAgent = true
+				w.agentDown(sb.ID)
+			}
+			tc.inject(w)
+			if _, err := w.svc.Pause(ctx, sb.ID, opts); err == nil {
+				t.Fatal("pause succeeded")
+			}
+			if tc.undo != nil {
+				tc.undo(w)
+			}
+			// Nothing half-made: the sandbox runs on (thawed), its record
+			// says running without a checkpoint, no manifest was left and
+			// no image stayed on the disk.
+			rec, _ := w.st.GetSandbox(ctx, sb.ID)
+			if rec.State != store.StateRunning || rec.Checkpoint != nil {
+				t.Fatalf("record %s, checkpoint %v", rec.State, rec.Checkpoint)
+			}
+			if st, _ := w.rt.State(ctx, sb.ID); st != runtime.StateRunning {
+				t.Fatalf("runtime state %s after a failed pause", st)
+			}
+			for _, k := range w.blobs.keys(t) {
+				if len(k) > 13 && k[len(k)-13:] == "manifest.json" {
+					t.Errorf("a manifest was left: %s", k)
+				}
+			}
+			if left, _ := filepathGlob(w.images); len(left) > 0 {
+				t.Errorf("images left: %v", left)
+			}
+			w.accounted(sb.ID)
+			if tc.name == "agent down (required healthy)" {
+				return
+			}
+			// And it pauses once nothing fails.
+			if _, err := w.svc.Pause(ctx, sb.ID, opts); err != nil {
+				t.Fatal(err)
+			}
+			rec, _ = w.st.GetSandbox(ctx, sb.ID)
+			if rec.State != store.StatePaused || rec.Checkpoint == nil {
+				t.Fatalf("after a pause: %s, %v", rec.State, rec.Checkpoint)
+			}
+			w.accounted()
+		})
+	}
+}
+
+// TestResumeFailures: a resume that fails leaves the sandbox paused with
+// its checkpoint, and nothing on the host; the next resume works.
+func TestResumeFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(w *world)
+		undo   func(w *world)
+	}{
+		{"network", func(w *world) {
+			w.net.failAttach = func(network.Endpoint) error { return errInjected }
+		}, func(w *world) { w.net.failAttach = nil }},
+		{"restore", func(w *world) { w.rt.FailOnce(fakeruntime.OpRestore, errInjected) }, nil},
+		{"restored agent fails", func(w *world) {
+			w.bootFails = func(string) error { return errInjected }
+		}, func(w *world) { w.bootFails = nil }},
+		{"restored agent never answers", func(w *world) {
+			w.bootFails = func(string) error { return errNoAgent }
+		}, func(w *world) { w.bootFails = nil }},
+		{"record running", func(w *world) {
+			w.st.setFailUpdate(func(r *store.Sandbox) error {
+				if r.State == store.StateRunning {
+					return errInjected
+				}
+				return nil
+			})
+		}, func(w *world) { w.st.setFailUpdate(nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{checkpoints: true})
+			w.svc.cfg.AgentBootTimeout = 500 * time.Millisecond
+			ctx := context.Background()
+			sb, err := w.svc.Create(ctx, CreateRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.svc.Pause(ctx, sb.ID, PauseOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			paused, _ := w.st.GetSandbox(ctx, sb.ID)
+			tc.inject(w)
+			if _, err := w.svc.Resume(ctx, sb.ID, time.Minute); err == nil {
+				t.Fatal("resume succeeded")
+			}
+			if tc.undo != nil {
+				tc.undo(w)
+			}
+			rec, _ := w.st.GetSandbox(ctx, sb.ID)
+			if rec.State != store.StatePaused || rec.Checkpoint == nil || rec.Checkpoint.ID != paused.Checkpoint.ID {
+				t.Fatalf("after a failed resume: %s, %v (was %v)", rec.State, rec.Checkpoint, paused.Checkpoint)
+			}
+			if left, _ := filepathGlob(w.images); len(left) > 0 {
+				t.Errorf("images left: %v", left)
+			}
+			w.accounted()
+			got, err := w.svc.Resume(ctx, sb.ID, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != store.StateRunning {
+				t.Fatalf("resumed: %s", got.State)
+			}
+			w.accounted(sb.ID)
+		})
+	}
+}
