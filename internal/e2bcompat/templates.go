@@ -23,8 +23,8 @@ import (
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/store"
-	"github.com/spacesandbox/space/internal/tenant"
 	"github.com/spacesandbox/space/internal/template"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // E2B's Template SDK (v2) builds in four calls: request a build (which
