@@ -151,7 +151,9 @@ func (s *Service) baseRoot(image string) (string, error) {
 	}
 	root := filepath.Join(s.cfg.Dir, BaseName, image)
 	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/space-agent")); err == nil {
-		return root, nil
+		// The image may be a link (a base kept on another disk): images
+		// are cloned from, and sandboxes run on, the directory itself.
+		return filepath.EvalSymlinks(root)
 	}
 	if base, err := s.base(); err == nil && recipeOf(base.image) == recipeOf(image) {
 		return base.root, nil
