@@ -139,14 +139,16 @@ func (a *app) pumpStdin(ctx context.Context, c *client.Client, id string, pid in
 		n, rerr := a.stdin.Read(buf)
 		if n > 0 {
 			if err := c.SendStdin(ctx, id, pid, buf[:n]); err != nil {
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && !client.IsNotFound(err) {
 					fmt.Fprintf(a.stderr, "space: %v\n", err)
 				}
 				return
 			}
 		}
 		if rerr != nil {
-			if err := c.CloseStdin(ctx, id, pid); err != nil && ctx.Err() == nil {
+			// A command that ended before its input did (one that never
+			// reads it) has no stdin left to close: not an error.
+			if err := c.CloseStdin(ctx, id, pid); err != nil && ctx.Err() == nil && !client.IsNotFound(err) {
 				fmt.Fprintf(a.stderr, "space: %v\n", err)
 			}
 			return
