@@ -39,13 +39,16 @@ if [[ $# -eq 0 && "$fuzztime" != "0" ]]; then
 	fuzzbin="$(mktemp -d)"
 	trap 'rm -rf "$fuzzbin"' EXIT
 	module="$(go list -m)"
+	# files_in counts the files of a directory that may not exist (set -e
+	# and pipefail make a bare ls of a missing one end the script).
+	files_in() { if [[ -d "$1" ]]; then find "$1" -type f | wc -l; else echo 0; fi; }
 	for dir in $(grep -l '^func Fuzz' -r --include='*_test.go' internal cmd | xargs -n1 dirname | sort -u); do
 		bin="$fuzzbin/$(echo "$dir" | tr / _).test"
 		go test -c -fuzz=. -o "$bin" "./$dir"
 		for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/func //' | sort); do
 			echo "test: fuzz ./$dir $target" >&2
 			corpus="$dir/testdata/fuzz/$target"
-			before="$(ls "$corpus" 2>/dev/null | wc -l)"
+			before="$(files_in "$corpus")"
 			out="$fuzzbin/out"
 			if ! (cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzztime" \
 				-test.fuzzcachedir="$(go env GOCACHE)/fuzz/$module/$dir") >"$out" 2>&1; then
@@ -53,7 +56,7 @@ if [[ $# -eq 0 && "$fuzztime" != "0" ]]; then
 				# Go's fuzz coordinator can report the end of -fuzztime itself as
 				# a failure ("context deadline exceeded", golang/go#75804, fixed
 				# in Go 1.27): that, with no failing input written, is not one.
-				after="$(ls "$corpus" 2>/dev/null | wc -l)"
+				after="$(files_in "$corpus")"
 				if [[ "$after" == "$before" ]] && tail -n 3 "$out" | grep -q '^    context deadline exceeded$'; then
 					echo "test: fuzz ./$dir $target: the fuzz coordinator's deadline race (golang/go#75804), no failing input: not a failure" >&2
 				else
