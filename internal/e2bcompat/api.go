@@ -95,14 +95,7 @@ func (s *Server) chain(rt apiRoute) http.Handler {
 		h = tenant.GuardSandbox(s.opts.Sandboxes, h)
 	}
 	if creates[rt.pattern] {
-		next := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := s.opts.Tenants.AllowCreate(tenant.FromContext(r.Context()), 1); err != nil {
-				writeError(w, r, err)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+		h = s.opts.Tenants.LimitCreates(h, writeError)
 	}
 	if s.opts.Audit != nil {
 		h = s.opts.Audit.Middleware(h)

@@ -22,7 +22,6 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
-	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // The fuzz targets drive the real handlers over a real sandbox.Service with
@@ -63,7 +62,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(Options{Sandboxes: svc, Secrets: sec, Code: coderun.New(coderun.Options{Target: svc.Target}), Tenants: fuzzTenants(f, st), MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
+	return New(Options{Sandboxes: svc, Secrets: sec, Code: coderun.New(coderun.Options{Target: svc.Target}), Tenants: testTenants(f, fuzzKey), MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
 }
 
 // serve runs one request through h; the request must not panic out of
@@ -238,12 +237,4 @@ func (noTemplates) Resolve(_ context.Context, ref string) (*sandbox.Image, error
 
 func (noTemplates) ImageRoot(template, _ string) (string, error) {
 	return "", errdefs.New(errdefs.ErrNotFound, "template %q not found", template)
-}
-
-func fuzzTenants(f *testing.F, st *store.Bolt) *tenant.Service {
-	svc, err := tenant.New(context.Background(), st, fuzzKey, store.Quotas{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	return svc
 }

@@ -188,14 +188,7 @@ func (s *Server) chain(rt route) http.Handler {
 		h = tenant.GuardSandbox(s.owners, h)
 	}
 	if rt.creates {
-		next := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := s.tenants.AllowCreate(tenant.FromContext(r.Context()), 1); err != nil {
-				writeError(w, r, err)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+		h = s.tenants.LimitCreates(h, writeError)
 	}
 	if strings.HasPrefix(rt.path, "/v1/admin/") {
 		h = tenant.RequireAdmin(h, writeError)

@@ -108,6 +108,18 @@ func (w *renaming) Flush() {
 	}
 }
 
+// LimitCreates wraps next, a route that starts a sandbox (a create,
+// resume or fork), so it draws on its tenant's rate of creates.
+func (s *Service) LimitCreates(next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.AllowCreate(FromContext(r.Context()), 1); err != nil {
+			refuse(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // RequireAdmin wraps next so only the admin key reaches it.
 func RequireAdmin(next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -122,7 +122,9 @@ func (s *Service) Hold(ctx context.Context, p Principal) (context.Context, func(
 	return ctx, func() {
 		s.mu.Lock()
 		delete(set, &cancel)
-		if len(set) == 0 && s.open[p.Key] != nil && len(s.open[p.Key]) == 0 {
+		if len(set) == 0 {
+			// The key's last open request (a revoked key's set is gone
+			// already, and no new one can start for it).
 			delete(s.open, p.Key)
 		}
 		s.mu.Unlock()
