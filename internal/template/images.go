@@ -19,6 +19,7 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/keylock"
 	"github.com/spacesandbox/space/internal/rootfs"
+	"golang.org/x/sys/unix"
 )
 
 // images is this node's cache of template images, one directory per cache
@@ -27,10 +28,17 @@ import (
 // and renamed into place when complete, so a crash never leaves a half-made
 // image under a final name; once there it never changes (sandboxes and
 // checkpoints run on it). Each has a small record next to it (<id>.json).
+//
+// Images are made under a work directory of this process (<dir>/.tmp-*),
+// held with flock(2) while the process lives: another daemon sharing the
+// templates directory (tests run several at once) cleans up only the work
+// directories of processes that are gone, never one mid-make.
 type images struct {
 	dir   string
 	agent agentFile
 	log   *slog.Logger
+	work  string   // this process's work directory
+	held  *os.File // work, flock-held while the process lives
 
 	locks keylock.Map
 }
@@ -88,19 +96,90 @@ func newImages(dir string, agent agentFile, log *slog.Logger) (*images, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("images dir: %w", err)
 	}
-	// What a crash left half-made is of no use.
+	// What a crashed process left half-made is of no use.
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("images dir: %w", err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".tmp-") {
-			if err := rootfs.Remove(filepath.Join(dir, e.Name())); err != nil {
+		switch {
+		case strings.HasPrefix(e.Name(), tmpPrefix):
+			if err := removeAbandoned(filepath.Join(dir, e.Name())); err != nil {
 				return nil, err
+			}
+		case strings.HasPrefix(e.Name(), stagingPrefix):
+			// Left by a crash between mkdir and rename (an empty dir);
+			// one younger than a minute may be a live process's.
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(dir, e.Name()))
 			}
 		}
 	}
-	return &images{dir: dir, agent: agent, log: log}, nil
+	work, held, err := lockedWorkDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &images{dir: dir, agent: agent, log: log, work: work, held: held}, nil
+}
+
+const (
+	tmpPrefix     = ".tmp-"
+	stagingPrefix = ".new-" // a work directory not yet locked: empty, for microseconds
+)
+
+// lockedWorkDir makes a new work directory in dir and holds it with an
+// exclusive flock until the process ends or close. It is made under
+// another name and renamed once locked, so no other process ever sees it
+// unlocked.
+func lockedWorkDir(dir string) (string, *os.File, error) {
+	name := randHex(8)
+	staging := filepath.Join(dir, stagingPrefix+name)
+	work := filepath.Join(dir, tmpPrefix+name)
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		return "", nil, fmt.Errorf("images work dir: %w", err)
+	}
+	f, err := os.Open(staging)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err == nil {
+		err = os.Rename(staging, work)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		os.Remove(staging)
+		return "", nil, fmt.Errorf("images work dir: %w", err)
+	}
+	return work, f, nil
+}
+
+// removeAbandoned removes the work directory at path unless a live
+// process holds it. A directory that is not a work directory (an earlier
+// version's half-made image) is removed as it is.
+func removeAbandoned(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // its owner ended and removed it just now
+		}
+		return fmt.Errorf("images dir: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil // a live process's
+		}
+		return fmt.Errorf("images dir: lock %s: %w", path, err)
+	}
+	return rootfs.Remove(path)
+}
+
+// close removes this process's work directory and releases it.
+func (im *images) close() {
+	rootfs.Remove(im.work)
+	im.held.Close()
 }
 
 // id is the image of cache key with this node's agent.
@@ -136,7 +215,7 @@ func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, 
 		return id, nil
 	}
 	start := time.Now()
-	tmp := filepath.Join(im.dir, ".tmp-"+id+"-"+randHex(4))
+	tmp := filepath.Join(im.work, id+"-"+randHex(4))
 	ok := false
 	defer func() {
 		if !ok {

@@ -195,6 +195,7 @@ func (s *Service) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.im.close()
 }
 
 var (
