@@ -211,6 +211,11 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	}
 	tSaved := time.Now()
 
+	// Recorded paused, the sandbox no longer holds its slot in the store,
+	// but its network stays on the host until the teardown below: nothing
+	// else may get the slot before then.
+	releaseSlot := s.drainSlot(rec.Slot)
+	defer releaseSlot()
 	updated := *rec
 	updated.State, updated.Reason = store.StatePaused, reason
 	updated.PausedAt = time.Now().UTC()
@@ -234,6 +239,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	if err := s.teardown(ctx, rec.ID, e.ep); err != nil {
 		log.Warn("tear down paused sandbox", "err", err)
 	}
+	releaseSlot()
 	if old := rec.Checkpoint; old != nil && old.ID != m.ID {
 		if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
 			log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
@@ -479,6 +485,11 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	})
 	ep, err := s.cfg.Network.Endpoint(id, rec.Slot)
 	if err == nil {
+		// What a failed teardown of its pause left under its names (the
+		// sandbox is paused and its lock held: nothing else has them).
+		if derr := s.cfg.Links.Detach(ep); derr != nil {
+			log.Warn("remove the paused sandbox's leftover network", "err", derr)
+		}
 		err = s.cfg.Links.Attach(ep)
 	}
 	if err != nil {

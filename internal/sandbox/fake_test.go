@@ -45,7 +45,11 @@ type fakeNet struct {
 	attached map[string]network.Endpoint // by netns path
 	// failAttach, when set, is asked before each Attach.
 	failAttach func(ep network.Endpoint) error
-	detached   int
+	// beforeDetach, when set, runs before each Detach (outside the lock,
+	// so it may block while others attach); failDetach fails it.
+	beforeDetach func(ep network.Endpoint)
+	failDetach   func(ep network.Endpoint) error
+	detached     int
 }
 
 func (n *fakeNet) Attach(ep network.Endpoint) error {
@@ -70,7 +74,18 @@ func (n *fakeNet) Attach(ep network.Endpoint) error {
 
 func (n *fakeNet) Detach(ep network.Endpoint) error {
 	n.mu.Lock()
+	before, fail := n.beforeDetach, n.failDetach
+	n.mu.Unlock()
+	if before != nil {
+		before(ep)
+	}
+	n.mu.Lock()
 	defer n.mu.Unlock()
+	if fail != nil {
+		if err := fail(ep); err != nil {
+			return err
+		}
+	}
 	delete(n.attached, ep.NetnsPath)
 	n.detached++
 	return nil

@@ -96,9 +96,13 @@ type Service struct {
 	pausing map[string]int
 
 	// quarantine holds slots whose address range was found in use on the
-	// host, and when; allocation avoids them for a while.
+	// host, and when; allocation avoids them for a while. draining holds
+	// slots the store has freed whose network is still being torn down (a
+	// pause records the sandbox paused first): allocation avoids them
+	// until it is gone.
 	quarantineMu sync.Mutex
 	quarantine   map[int]time.Time
+	draining     map[int]int
 
 	// pausedLocks serialise resume and delete of paused sandboxes.
 	pausedLocks keylock.Map
@@ -151,7 +155,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.Links == nil {
 		cfg.Links = network.Host{}
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pausing: map[string]int{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pausing: map[string]int{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc)
@@ -576,10 +580,28 @@ func (s *Service) quarantineSlot(slot int) {
 	s.quarantine[slot] = time.Now()
 }
 
+// drainSlot keeps slot from being given out until release is called:
+// its network is still on the host though its record no longer holds it.
+func (s *Service) drainSlot(slot int) (release func()) {
+	s.quarantineMu.Lock()
+	defer s.quarantineMu.Unlock()
+	s.draining[slot]++
+	return sync.OnceFunc(func() {
+		s.quarantineMu.Lock()
+		defer s.quarantineMu.Unlock()
+		if s.draining[slot]--; s.draining[slot] <= 0 {
+			delete(s.draining, slot)
+		}
+	})
+}
+
 // avoidSlot is the store's allocation filter.
 func (s *Service) avoidSlot(slot int) bool {
 	s.quarantineMu.Lock()
 	defer s.quarantineMu.Unlock()
+	if s.draining[slot] > 0 {
+		return true
+	}
 	at, ok := s.quarantine[slot]
 	if ok && time.Since(at) > quarantineTime {
 		delete(s.quarantine, slot)

@@ -552,3 +552,74 @@ func TestResumeFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseSlotHandover: a paused sandbox's slot is free in the store before
+// its network is gone from the host. Nothing may get the slot in between
+// (a resume or create on it found the range in use and failed), and a
+// resume after a teardown that failed clears what it left.
+func TestPauseSlotHandover(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, w *world, paused *Sandbox, slot int)
+	}{
+		{"create during the teardown", func(t *testing.T, w *world, paused *Sandbox, slot int) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			w.net.mu.Lock()
+			w.net.beforeDetach = func(ep network.Endpoint) {
+				if ep.NetnsPath == network.NetnsPath(paused.ID) {
+					close(entered)
+					<-release
+				}
+			}
+			w.net.mu.Unlock()
+			done := make(chan error, 1)
+			go func() { _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); done <- err }()
+			<-entered
+			other, err := w.svc.Create(ctx, CreateRequest{})
+			close(release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := w.st.GetSandbox(ctx, other.ID)
+			if rec.Slot == slot {
+				t.Fatalf("a create got slot %d while the paused sandbox's network was still on it", slot)
+			}
+			if w.svc.avoidSlot(slot) {
+				t.Errorf("slot %d still avoided after the teardown", slot)
+			}
+			w.accounted(other.ID)
+		}},
+		{"resume after a failed teardown", func(t *testing.T, w *world, paused *Sandbox, _ int) {
+			w.net.mu.Lock()
+			w.net.failDetach = func(network.Endpoint) error { return errInjected }
+			w.net.mu.Unlock()
+			if _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			w.net.mu.Lock()
+			w.net.failDetach = nil
+			w.net.mu.Unlock()
+			if _, ok := w.net.endpoint(network.NetnsPath(paused.ID)); !ok {
+				t.Fatal("the injected teardown failure left nothing: the check below would prove nothing")
+			}
+			if _, err := w.svc.Resume(ctx, paused.ID, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			w.accounted(paused.ID)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{checkpoints: true})
+			sb, err := w.svc.Create(ctx, CreateRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := w.st.GetSandbox(ctx, sb.ID)
+			tc.run(t, w, sb, rec.Slot)
+		})
+	}
+}
