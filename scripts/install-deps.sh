@@ -37,6 +37,7 @@ DEB_PACKAGES=(
   file                                  # static-binary check below
   busybox-static                        # tests build small OCI images from it
   chromium                              # test/console drives the web console in it
+  postgresql                            # cluster mode's catalog; the tests start their own server
 )
 
 FORCE_RUNSC=0

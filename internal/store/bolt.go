@@ -117,6 +117,17 @@ func (b *Bolt) ReviveSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid 
 // freeSlot returns the lowest slot not in use and not avoided. Slots are
 // few (one per live sandbox) so a scan of the sorted keys is cheap.
 func freeSlot(slots *bolt.Bucket, maxSlots int, avoid func(int) bool) (int, error) {
+	var used []int
+	c := slots.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		used = append(used, int(binary.BigEndian.Uint32(k)))
+	}
+	return lowestFreeSlot(used, maxSlots, avoid)
+}
+
+// lowestFreeSlot is the lowest slot below maxSlots not in used (sorted)
+// and not avoided.
+func lowestFreeSlot(used []int, maxSlots int, avoid func(int) bool) (int, error) {
 	want := 0
 	skip := func() {
 		for avoid != nil && want < maxSlots && avoid(want) {
@@ -124,13 +135,11 @@ func freeSlot(slots *bolt.Bucket, maxSlots int, avoid func(int) bool) (int, erro
 		}
 	}
 	skip()
-	c := slots.Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		used := int(binary.BigEndian.Uint32(k))
-		if used > want {
+	for _, u := range used {
+		if u > want {
 			break
 		}
-		if used == want {
+		if u == want {
 			want++
 			skip()
 		}

@@ -1,7 +1,7 @@
 // Package store is spaced's durable state. Store is the interface the rest of
-// the daemon uses; Bolt is the embedded implementation (a shared SQL database
-// for many nodes is meant to be a second one). Every write is committed to
-// disk before the call returns.
+// the daemon uses; Bolt is the embedded implementation (one node, no extra
+// service) and Postgres the cluster catalog that many nodes share. Every
+// write is committed before the call returns.
 package store
 
 import (
@@ -30,7 +30,10 @@ type Sandbox struct {
 	ID string `json:"id"`
 	// Tenant owns the sandbox (empty: the default tenant; a pooled
 	// sandbox has none until it is claimed).
-	Tenant   string `json:"tenant,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Node is the cluster node that holds the sandbox while it is live
+	// (set by the cluster catalog; empty with the embedded store).
+	Node     string `json:"node,omitempty"`
 	Template string `json:"template"`
 	// Image is the template image (a directory under the template) the
 	// sandbox runs on; its checkpoints restore only onto the same one.
@@ -153,3 +156,15 @@ type Store interface {
 	PutBuild(ctx context.Context, b *Build, t *Template) error
 	Close() error
 }
+
+// Catalog is everything a node keeps: Bolt and Postgres are one each.
+type Catalog interface {
+	Store
+	TenantStore
+	VolumeStore
+}
+
+var (
+	_ Catalog = (*Bolt)(nil)
+	_ Catalog = (*Postgres)(nil)
+)

@@ -39,7 +39,9 @@ type TemplateTag struct {
 type Build struct {
 	ID string `json:"id"`
 	// Tenant started the build (empty: the default tenant).
-	Tenant   string `json:"tenant,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Node is the node that runs the build (a restart fails only its own).
+	Node     string `json:"node,omitempty"`
 	Template string `json:"template"`
 	// Tags are set to this build when it is ready.
 	Tags  []string `json:"tags"`

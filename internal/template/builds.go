@@ -135,7 +135,7 @@ func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) 
 	}
 	now := time.Now().UTC()
 	b := &store.Build{
-		ID: uuid.NewString(), Tenant: tenant.FromContext(ctx).Tenant, Template: name, Tags: tags, State: state,
+		ID: uuid.NewString(), Tenant: tenant.FromContext(ctx).Tenant, Node: s.cfg.Node, Template: name, Tags: tags, State: state,
 		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB,
 		Network: req.Network, Origin: req.Origin, CreatedAt: now,
 	}

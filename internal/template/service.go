@@ -51,6 +51,9 @@ type Config struct {
 	// LogDir holds build logs.
 	LogDir string
 	Store  store.Store
+	// Node names this node in a cluster: builds it runs carry it, and a
+	// restart fails only its own ("" with the embedded store).
+	Node string
 	// Repo stores layers, file sets and start checkpoints (templates/).
 	Repo *checkpoint.Repo
 	// Checkpoints are the sandboxes' checkpoints and snapshots: the images
@@ -170,8 +173,8 @@ func (s *Service) failInterrupted(ctx context.Context) error {
 		return fmt.Errorf("templates: %w", err)
 	}
 	for _, b := range builds {
-		if b.State != store.BuildQueued && b.State != store.BuildBuilding {
-			continue
+		if b.State != store.BuildQueued && b.State != store.BuildBuilding || b.Node != s.cfg.Node {
+			continue // another node's runs on
 		}
 		l := s.buildLog(b.ID)
 		l.add("error", b.Step, "the build was interrupted by a restart of spaced; nothing it made half-way is used: build again")

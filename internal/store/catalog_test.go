@@ -1,0 +1,286 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/store/pgtest"
+	"github.com/spacesandbox/space/internal/store/storetest"
+)
+
+func TestBoltConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Catalog {
+		b, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	})
+}
+
+// pg is one PostgreSQL server for the package's tests; each test gets a
+// database of its own.
+var (
+	pgOnce sync.Once
+	pgSrv  *pgtest.Server
+)
+
+func openPG(t *testing.T, url, node string) *store.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := store.OpenPostgres(ctx, url, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	if pgSrv == nil {
+		// Started once and kept for the package: stopped by TestMain.
+		pgSrv = pgtest.Start(&keepT{t})
+	}
+	return pgSrv.NewDatabase(t)
+}
+
+func TestPostgresConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Catalog { return openPG(t, newDatabase(t), "n1") })
+}
+
+// TestPostgresMigrations: nodes starting at once all migrate one schema
+// (tern's advisory lock), and a start on a migrated database changes
+// nothing.
+func TestPostgresMigrations(t *testing.T) {
+	url := newDatabase(t)
+	var wg sync.WaitGroup
+	for _, n := range []string{"a", "b", "c", "d"} {
+		wg.Go(func() {
+			p, err := store.OpenPostgres(context.Background(), url, n)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			p.Close()
+		})
+	}
+	wg.Wait()
+	p := openPG(t, url, "e")
+	if err := p.CreateSandbox(context.Background(), &store.Sandbox{ID: "x", State: store.StateRunning}, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresCluster: what a shared catalog adds to the conformance
+// suite, with two nodes on one database.
+func TestPostgresCluster(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, a, b *store.Postgres)
+	}{
+		{"slots are per node", func(t *testing.T, a, b *store.Postgres) {
+			x, y := &store.Sandbox{ID: "x", State: store.StateRunning}, &store.Sandbox{ID: "y", State: store.StateRunning}
+			if err := a.CreateSandbox(ctx, x, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.CreateSandbox(ctx, y, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			if x.Slot != 0 || y.Slot != 0 || x.Node != "a" || y.Node != "b" {
+				t.Fatalf("x on %s slot %d, y on %s slot %d: want slot 0 of each node", x.Node, x.Slot, y.Node, y.Slot)
+			}
+		}},
+		{"another node's live record is not this node's", func(t *testing.T, a, b *store.Postgres) {
+			x := &store.Sandbox{ID: "x", State: store.StateRunning}
+			if err := a.CreateSandbox(ctx, x, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			if recs, _ := b.ListSandboxes(ctx); len(recs) != 0 {
+				t.Fatalf("node b lists %d of node a's live records", len(recs))
+			}
+			upd := *x
+			upd.State = store.StateKilled
+			if err := b.UpdateSandbox(ctx, &upd); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("node b ended node a's sandbox: %v", err)
+			}
+			if err := b.DeleteSandbox(ctx, "x"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("node b deleted node a's sandbox: %v", err)
+			}
+			if got, err := b.GetSandbox(ctx, "x"); err != nil || got.Node != "a" || got.State != store.StateRunning {
+				t.Fatalf("record after node b's attempts: %+v, %v", got, err)
+			}
+			// Paused, it is everybody's.
+			x.State = store.StatePaused
+			if err := a.UpdateSandbox(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			if recs, _ := b.ListSandboxes(ctx); len(recs) != 1 || recs[0].Node != "" {
+				t.Fatalf("node b's list of a paused record: %+v", recs)
+			}
+		}},
+		{"two resumes at once: one wins", func(t *testing.T, a, b *store.Postgres) {
+			x := &store.Sandbox{ID: "x", State: store.StateRunning}
+			if err := a.CreateSandbox(ctx, x, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			x.State = store.StatePaused
+			if err := a.UpdateSandbox(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			for round := range 20 {
+				var wg sync.WaitGroup
+				errs := make([]error, 2)
+				for i, p := range []*store.Postgres{a, b} {
+					wg.Go(func() {
+						rec := *x
+						rec.State = store.StateResuming
+						errs[i] = p.ReviveSandbox(ctx, &rec, 4, nil)
+					})
+				}
+				wg.Wait()
+				won := 0
+				for _, err := range errs {
+					switch {
+					case err == nil:
+						won++
+					case !errors.Is(err, errdefs.ErrFailedPrecondition):
+						t.Fatalf("round %d: %v", round, err)
+					}
+				}
+				if won != 1 {
+					t.Fatalf("round %d: %d resumes won (%v)", round, won, errs)
+				}
+				got, _ := a.GetSandbox(ctx, "x")
+				owner := map[string]*store.Postgres{"a": a, "b": b}[got.Node]
+				got.State = store.StatePaused
+				if err := owner.UpdateSandbox(ctx, got); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"a lapsed node's sandboxes are reported lost and stay so", func(t *testing.T, a, b *store.Postgres) {
+			epochA, err := a.Register(ctx, "http://a", store.NodeInfo{}, 300*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Register(ctx, "http://b", store.NodeInfo{}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			run := &store.Sandbox{ID: "run", State: store.StateRunning, Ending: ""}
+			paused := &store.Sandbox{ID: "paused", State: store.StateRunning}
+			mine := &store.Sandbox{ID: "mine", State: store.StateRunning}
+			for _, s := range []*store.Sandbox{run, paused} {
+				if err := a.CreateSandbox(ctx, s, 4, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.CreateSandbox(ctx, mine, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			paused.State = store.StatePaused
+			if err := a.UpdateSandbox(ctx, paused); err != nil {
+				t.Fatal(err)
+			}
+			if node, addr, err := b.RouteOf(ctx, "run"); err != nil || node != "a" || addr != "http://a" {
+				t.Fatalf("route of run: %s %s %v", node, addr, err)
+			}
+			// While the lease holds, nothing is reported.
+			if lost, err := b.ReportLost(ctx); err != nil || len(lost) != 0 {
+				t.Fatalf("reported with the lease held: %v, %v", lost, err)
+			}
+			time.Sleep(400 * time.Millisecond)
+			lost, err := b.ReportLost(ctx)
+			if err != nil || len(lost) != 1 || lost[0].ID != "run" || lost[0].State != store.StateLost {
+				t.Fatalf("reported: %+v, %v", lost, err)
+			}
+			for id, want := range map[string]string{"run": store.StateLost, "paused": store.StatePaused, "mine": store.StateRunning} {
+				if got, _ := b.GetSandbox(ctx, id); got.State != want {
+					t.Errorf("%s: %s, want %s", id, got.State, want)
+				}
+			}
+			if _, _, err := b.RouteOf(ctx, "run"); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("a lost sandbox still routes: %v", err)
+			}
+			// Node a comes back: its renewal fails, and it cannot make the
+			// lost sandbox live again.
+			if err := a.Renew(ctx, epochA, store.NodeInfo{}, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+				t.Fatalf("renewal after the report: %v", err)
+			}
+			back := *run
+			back.ExpiresAt = time.Now()
+			if err := a.UpdateSandbox(ctx, &back); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("the returning node revived a lost record: %v", err)
+			}
+			epoch2, err := a.Register(ctx, "http://a", store.NodeInfo{}, time.Minute)
+			if err != nil || epoch2 <= epochA {
+				t.Fatalf("register again: epoch %d (was %d), %v", epoch2, epochA, err)
+			}
+			if err := a.Renew(ctx, epoch2, store.NodeInfo{Sandboxes: 1}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			ms, err := b.Members(ctx)
+			if err != nil || len(ms) != 2 || !ms[0].Alive || ms[0].Info.Sandboxes != 1 {
+				t.Fatalf("members: %+v, %v", ms, err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := newDatabase(t)
+			tc.fn(t, openPG(t, url, "a"), openPG(t, url, "b"))
+		})
+	}
+}
+
+// TestPostgresUnavailable: with the server down, calls fail at once as
+// unavailable (a 503), and work again once it is back, on the same store.
+func TestPostgresUnavailable(t *testing.T) {
+	srv := pgtest.Start(t)
+	p := openPG(t, srv.NewDatabase(t), "a")
+	ctx := context.Background()
+	if err := p.CreateSandbox(ctx, &store.Sandbox{ID: "x", State: store.StateRunning}, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := p.GetSandbox(cctx, "x"); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("get with the server down: %v", err)
+	}
+	if err := p.CreateSandbox(cctx, &store.Sandbox{ID: "y", State: store.StateRunning}, 4, nil); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("create with the server down: %v", err)
+	}
+	srv.Restart(t)
+	if got, err := p.GetSandbox(ctx, "x"); err != nil || got.State != store.StateRunning {
+		t.Fatalf("after the restart: %+v, %v", got, err)
+	}
+	if _, err := p.GetSandbox(ctx, "y"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("the create that failed left a record: %v", err)
+	}
+}
+
+// keepT lets the shared server outlive the test that started it: its
+// cleanup is TestMain's.
+type keepT struct{ *testing.T }
+
+func (k *keepT) Cleanup(f func()) { cleanups = append(cleanups, f) }
+
+var cleanups []func()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,369 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// Postgres is the cluster catalog: the store of many spaced nodes sharing
+// one PostgreSQL database (pgx, the maintained native driver; migrations
+// with tern, its author's migrator, which serialises concurrent starts with
+// an advisory lock). It keeps the same records as Bolt, with what a shared
+// catalog adds:
+//
+//   - A live sandbox is held by one node (the node this store was opened
+//     for when it was created or revived) and its slot is that node's.
+//     ListSandboxes answers this node's live records and every record that
+//     is not live (paused ones resume on any node); another node's live
+//     record is not this node's to list, update or delete.
+//   - Reviving a paused record is a compare-and-swap: of two nodes resuming
+//     one sandbox at once, one wins and the other gets ErrFailedPrecondition.
+//   - A record the cluster gave up on (reported lost when its node's lease
+//     lapsed) never becomes live again through its old node: that node's
+//     writes are refused and it tears the sandbox down (Reconcile).
+//   - Builds carry their node (a restart fails only its own); volumes hold
+//     data on one node's disk, so their names are unique per node.
+//
+// An unreachable database is ErrUnavailable (503), never a half-written
+// record: every write is one transaction.
+type Postgres struct {
+	pool *pgxpool.Pool
+	node string
+}
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// versionTable is where tern records the schema version.
+const versionTable = "space_schema_version"
+
+// OpenPostgres connects to the database at url as node and brings its
+// schema to the newest version.
+func OpenPostgres(ctx context.Context, url, node string) (*Postgres, error) {
+	if node == "" {
+		return nil, errors.New("postgres catalog: the node needs an id")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres catalog: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres catalog: %w", err)
+	}
+	if err := migrateCatalog(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Postgres{pool: pool, node: node}, nil
+}
+
+func migrateCatalog(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres catalog: connect: %w", err)
+	}
+	defer conn.Release()
+	m, err := migrate.NewMigrator(ctx, conn.Conn(), versionTable)
+	if err != nil {
+		return fmt.Errorf("postgres catalog: migrations: %w", err)
+	}
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	if err := m.LoadMigrations(sub); err != nil {
+		return fmt.Errorf("postgres catalog: load migrations: %w", err)
+	}
+	before, err := m.GetCurrentVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres catalog: schema version: %w", err)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("postgres catalog: migrate: %w", err)
+	}
+	if after := int32(len(m.Migrations)); after != before {
+		slog.Info("catalog schema migrated", "from", before, "to", after)
+	}
+	return nil
+}
+
+// Node is the node this store writes as.
+func (p *Postgres) Node() string { return p.node }
+
+func (p *Postgres) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+// dbErr classes what the database said: a duplicate key is
+// ErrAlreadyExists, anything short of an answer (the server down or
+// restarting, the network) ErrUnavailable.
+func dbErr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505":
+			return errdefs.Wrap(errdefs.ErrAlreadyExists, err, format+": already exists", args...)
+		case pe.Code[:2] == "57" || pe.Code[:2] == "08" || pe.Code[:2] == "53":
+			// Operator intervention (shutdown), connection, resources.
+			return errdefs.Wrap(errdefs.ErrUnavailable, err, "the catalog database is unavailable: %s", pe.Message)
+		}
+		return fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	if errdefs.Class(err) != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return errdefs.Wrap(errdefs.ErrUnavailable, err, "the catalog database is unreachable")
+}
+
+// tx runs fn in a transaction and commits it.
+func (p *Postgres) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, p.pool, fn)
+}
+
+// lockSlots serialises slot allocation on this node for the rest of tx.
+func (p *Postgres) lockSlots(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "select pg_advisory_xact_lock(hashtext('space-slots:' || $1))", p.node)
+	return err
+}
+
+// freeSlot is this node's lowest free slot (see lowestFreeSlot).
+func (p *Postgres) freeSlot(ctx context.Context, tx pgx.Tx, maxSlots int, avoid func(int) bool) (int, error) {
+	if err := p.lockSlots(ctx, tx); err != nil {
+		return 0, err
+	}
+	rows, err := tx.Query(ctx, "select slot from sandboxes where node = $1 and slot >= 0 order by slot", p.node)
+	if err != nil {
+		return 0, err
+	}
+	used, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return 0, err
+	}
+	return lowestFreeSlot(used, maxSlots, avoid)
+}
+
+// held is what the catalog says of a sandbox before a write.
+type held struct {
+	node string
+	live bool
+	doc  []byte
+}
+
+func (p *Postgres) lockSandbox(ctx context.Context, tx pgx.Tx, id string) (*held, error) {
+	var h held
+	err := tx.QueryRow(ctx, "select node, live, doc from sandboxes where id = $1 for update", id).Scan(&h.node, &h.live, &h.doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
+	return &h, err
+}
+
+func (p *Postgres) putSandbox(ctx context.Context, tx pgx.Tx, s *Sandbox, insert bool) error {
+	doc, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode sandbox %s: %w", s.ID, err)
+	}
+	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, updated_at = now() where id = $1`
+	if insert {
+		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc) values ($1, $2, $3, $4, $5, $6, $7)`
+	}
+	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc)
+	return err
+}
+
+func (p *Postgres) CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
+	rec := *s
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		slot, err := p.freeSlot(ctx, tx, maxSlots, avoid)
+		if err != nil {
+			return err
+		}
+		rec.Slot, rec.Node = slot, p.node
+		return p.putSandbox(ctx, tx, &rec, true)
+	})
+	if err != nil {
+		return dbErr(err, "create sandbox %q", s.ID)
+	}
+	s.Slot, s.Node = rec.Slot, rec.Node
+	return nil
+}
+
+func (p *Postgres) UpdateSandbox(ctx context.Context, s *Sandbox) error {
+	rec := *s
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		h, err := p.lockSandbox(ctx, tx, s.ID)
+		if err != nil {
+			return err
+		}
+		if err := p.mayWrite(s.ID, h); err != nil {
+			return err
+		}
+		if !h.live && rec.Live() {
+			var old Sandbox
+			json.Unmarshal(h.doc, &old)
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s in the catalog (%s): it does not run on this node any more", s.ID, old.State, old.Reason)
+		}
+		if rec.Live() {
+			rec.Node = p.node
+		} else {
+			rec.Node, rec.Slot = "", -1
+		}
+		return p.putSandbox(ctx, tx, &rec, false)
+	})
+	if err != nil {
+		return dbErr(err, "update sandbox %q", s.ID)
+	}
+	s.Slot, s.Node = rec.Slot, rec.Node
+	return nil
+}
+
+// mayWrite refuses a write to a sandbox another node holds.
+func (p *Postgres) mayWrite(id string, h *held) error {
+	if h.live && h.node != p.node {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q runs on node %s", id, h.node)
+	}
+	return nil
+}
+
+func (p *Postgres) ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
+	if !s.Live() {
+		return fmt.Errorf("revive sandbox %s: state %s is not live", s.ID, s.State)
+	}
+	rec := *s
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		h, err := p.lockSandbox(ctx, tx, s.ID)
+		if err != nil {
+			return err
+		}
+		if h.live {
+			var old Sandbox
+			json.Unmarshal(h.doc, &old)
+			if h.node != p.node {
+				return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s on node %s", s.ID, old.State, h.node)
+			}
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s", s.ID, old.State)
+		}
+		slot, err := p.freeSlot(ctx, tx, maxSlots, avoid)
+		if err != nil {
+			return err
+		}
+		rec.Slot, rec.Node = slot, p.node
+		return p.putSandbox(ctx, tx, &rec, false)
+	})
+	if err != nil {
+		return dbErr(err, "revive sandbox %q", s.ID)
+	}
+	s.Slot, s.Node = rec.Slot, rec.Node
+	return nil
+}
+
+func (p *Postgres) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	var doc []byte
+	err := p.pool.QueryRow(ctx, "select doc from sandboxes where id = $1", id).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
+	if err != nil {
+		return nil, dbErr(err, "get sandbox %q", id)
+	}
+	s := new(Sandbox)
+	if err := json.Unmarshal(doc, s); err != nil {
+		return nil, fmt.Errorf("decode sandbox %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// ListSandboxes answers this node's live records and every record that is
+// not live.
+func (p *Postgres) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 or not live", p.node)
+}
+
+func (p *Postgres) DeleteSandbox(ctx context.Context, id string) error {
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		h, err := p.lockSandbox(ctx, tx, id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := p.mayWrite(id, h); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "delete from sandboxes where id = $1", id)
+		return err
+	})
+	return dbErr(err, "delete sandbox %q", id)
+}
+
+// pgList decodes the doc column of every row q answers.
+func pgList[T any](ctx context.Context, pool *pgxpool.Pool, what, q string, args ...any) ([]*T, error) {
+	rows, err := pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, dbErr(err, "list %s", what)
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, dbErr(err, "list %s", what)
+	}
+	out := make([]*T, 0, len(docs))
+	for _, d := range docs {
+		v := new(T)
+		if err := json.Unmarshal(d, v); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// pgGet decodes the doc column of the one row q answers; none is
+// ErrNotFound with the message given.
+func pgGet[T any](ctx context.Context, pool *pgxpool.Pool, notFound, q string, args ...any) (*T, error) {
+	var doc []byte
+	err := pool.QueryRow(ctx, q, args...).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errdefs.New(errdefs.ErrNotFound, "%s", notFound)
+	}
+	if err != nil {
+		return nil, dbErr(err, "get")
+	}
+	v := new(T)
+	if err := json.Unmarshal(doc, v); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return v, nil
+}
+
+// exec runs one statement.
+func (p *Postgres) exec(ctx context.Context, what string, q string, args ...any) error {
+	_, err := p.pool.Exec(ctx, q, args...)
+	return dbErr(err, "%s", what)
+}
+
+// now is the database's clock: leases compare against one clock, not each
+// node's.
+func (p *Postgres) now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := p.pool.QueryRow(ctx, "select now()").Scan(&t)
+	return t, dbErr(err, "read the catalog's clock")
+}

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// The catalog's other records: templates and builds, tenants, API keys
+// and audit entries (shared by every node), and this node's volumes.
+
+func (p *Postgres) GetTemplate(ctx context.Context, name string) (*Template, error) {
+	return pgGet[Template](ctx, p.pool, fmt.Sprintf("template %q not found", name), "select doc from templates where name = $1", name)
+}
+
+func (p *Postgres) ListTemplates(ctx context.Context) ([]*Template, error) {
+	return pgList[Template](ctx, p.pool, "templates", "select doc from templates order by name")
+}
+
+func (p *Postgres) PutTemplate(ctx context.Context, t *Template) error {
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode template %s: %w", t.Name, err)
+	}
+	return p.exec(ctx, "put template "+t.Name, `insert into templates (name, tenant, doc) values ($1, $2, $3)
+		on conflict (name) do update set tenant = excluded.tenant, doc = excluded.doc`, t.Name, t.Tenant, doc)
+}
+
+func (p *Postgres) DeleteTemplate(ctx context.Context, name string) error {
+	return p.exec(ctx, "delete template "+name, "delete from templates where name = $1", name)
+}
+
+func (p *Postgres) GetBuild(ctx context.Context, id string) (*Build, error) {
+	return pgGet[Build](ctx, p.pool, fmt.Sprintf("build %q not found", id), "select doc from builds where id = $1", id)
+}
+
+func (p *Postgres) ListBuilds(ctx context.Context) ([]*Build, error) {
+	return pgList[Build](ctx, p.pool, "builds", "select doc from builds")
+}
+
+func (p *Postgres) PutBuild(ctx context.Context, b *Build, t *Template) error {
+	bdoc, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encode build %s: %w", b.ID, err)
+	}
+	var tdoc []byte
+	if t != nil {
+		if tdoc, err = json.Marshal(t); err != nil {
+			return fmt.Errorf("encode template %s: %w", t.Name, err)
+		}
+	}
+	err = p.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `insert into builds (id, node, template, doc) values ($1, $2, $3, $4)
+			on conflict (id) do update set node = excluded.node, template = excluded.template, doc = excluded.doc`,
+			b.ID, b.Node, b.Template, bdoc); err != nil {
+			return err
+		}
+		if t == nil {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `insert into templates (name, tenant, doc) values ($1, $2, $3)
+			on conflict (name) do update set tenant = excluded.tenant, doc = excluded.doc`, t.Name, t.Tenant, tdoc)
+		return err
+	})
+	return dbErr(err, "put build %s", b.ID)
+}
+
+func (p *Postgres) CreateTenant(ctx context.Context, t *Tenant) error {
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode tenant %s: %w", t.ID, err)
+	}
+	// Creating one that exists as it is changes nothing (the default
+	// tenant is made at every start); a different one is a conflict.
+	tag, err := p.pool.Exec(ctx, `insert into tenants (id, doc) values ($1, $2)
+		on conflict (id) do update set doc = excluded.doc where tenants.doc = excluded.doc`, t.ID, doc)
+	if err != nil {
+		return dbErr(err, "create tenant %q", t.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return errdefs.New(errdefs.ErrAlreadyExists, "tenant %q already exists", t.ID)
+	}
+	return nil
+}
+
+func (p *Postgres) UpdateTenant(ctx context.Context, t *Tenant) error {
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode tenant %s: %w", t.ID, err)
+	}
+	tag, err := p.pool.Exec(ctx, "update tenants set doc = $2 where id = $1", t.ID, doc)
+	if err != nil {
+		return dbErr(err, "update tenant %q", t.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return errdefs.New(errdefs.ErrNotFound, "tenant %q not found", t.ID)
+	}
+	return nil
+}
+
+func (p *Postgres) GetTenant(ctx context.Context, id string) (*Tenant, error) {
+	return pgGet[Tenant](ctx, p.pool, fmt.Sprintf("tenant %q not found", id), "select doc from tenants where id = $1", id)
+}
+
+func (p *Postgres) ListTenants(ctx context.Context) ([]*Tenant, error) {
+	return pgList[Tenant](ctx, p.pool, "tenants", "select doc from tenants order by id")
+}
+
+func (p *Postgres) PutAPIKey(ctx context.Context, k *APIKey) error {
+	doc, err := json.Marshal(k)
+	if err != nil {
+		return fmt.Errorf("encode key %s: %w", k.ID, err)
+	}
+	return p.exec(ctx, "put key "+k.ID, `insert into api_keys (id, tenant, doc) values ($1, $2, $3)
+		on conflict (id) do update set tenant = excluded.tenant, doc = excluded.doc`, k.ID, k.Tenant, doc)
+}
+
+func (p *Postgres) ListAPIKeys(ctx context.Context) ([]*APIKey, error) {
+	return pgList[APIKey](ctx, p.pool, "keys", "select doc from api_keys order by id")
+}
+
+func (p *Postgres) AppendAudit(ctx context.Context, entries []AuditEntry) error {
+	rows := make([][]any, 0, len(entries))
+	for _, e := range entries {
+		doc, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("encode audit entry: %w", err)
+		}
+		rows = append(rows, []any{e.Time, doc})
+	}
+	_, err := p.pool.CopyFrom(ctx, pgx.Identifier{"audit"}, []string{"at", "doc"}, pgx.CopyFromRows(rows))
+	return dbErr(err, "append audit")
+}
+
+func (p *Postgres) Audit(ctx context.Context, from, to time.Time, limit int) ([]AuditEntry, error) {
+	got, err := pgList[AuditEntry](ctx, p.pool, "audit", "select doc from audit where at >= $1 and at < $2 order by at, seq limit $3", from, to, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AuditEntry, len(got))
+	for i, e := range got {
+		out[i] = *e
+	}
+	return out, nil
+}
+
+func (p *Postgres) PruneAudit(ctx context.Context, before time.Time) (int, error) {
+	tag, err := p.pool.Exec(ctx, "delete from audit where at < $1", before)
+	if err != nil {
+		return 0, dbErr(err, "prune audit")
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (p *Postgres) CreateVolume(ctx context.Context, v *Volume) error {
+	doc, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode volume %s: %w", v.ID, err)
+	}
+	_, err = p.pool.Exec(ctx, `insert into volumes (id, node, name, doc) values ($1, $2, $3, $4)
+		on conflict (id) do update set doc = excluded.doc where volumes.node = excluded.node and volumes.name = excluded.name`,
+		v.ID, p.node, v.Name, doc)
+	if err != nil {
+		if errdefs.Class(dbErr(err, "")) == errdefs.ErrAlreadyExists {
+			return errdefs.New(errdefs.ErrAlreadyExists, "a volume named %q already exists", v.Name)
+		}
+		return dbErr(err, "create volume %q", v.Name)
+	}
+	return nil
+}
+
+func (p *Postgres) UpdateVolume(ctx context.Context, v *Volume) error {
+	doc, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode volume %s: %w", v.ID, err)
+	}
+	tag, err := p.pool.Exec(ctx, "update volumes set doc = $3 where id = $1 and node = $2", v.ID, p.node, doc)
+	if err != nil {
+		return dbErr(err, "update volume %q", v.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return errdefs.New(errdefs.ErrNotFound, "volume %q not found", v.ID)
+	}
+	return nil
+}
+
+func (p *Postgres) GetVolume(ctx context.Context, id string) (*Volume, error) {
+	return pgGet[Volume](ctx, p.pool, fmt.Sprintf("volume %q not found", id), "select doc from volumes where id = $1 and node = $2", id, p.node)
+}
+
+func (p *Postgres) VolumeByName(ctx context.Context, name string) (*Volume, error) {
+	return pgGet[Volume](ctx, p.pool, fmt.Sprintf("volume %q not found", name), "select doc from volumes where name = $1 and node = $2", name, p.node)
+}
+
+func (p *Postgres) ListVolumes(ctx context.Context) ([]*Volume, error) {
+	return pgList[Volume](ctx, p.pool, "volumes", "select doc from volumes where node = $1", p.node)
+}
+
+func (p *Postgres) DeleteVolume(ctx context.Context, id string) error {
+	return p.exec(ctx, "delete volume "+id, "delete from volumes where id = $1 and node = $2", id, p.node)
+}
