@@ -118,4 +118,3 @@ func BenchmarkUpdateParallel(b *testing.B) {
 		}
 	})
 }
-
