@@ -45,7 +45,7 @@ var layers = []layer{
 	{"cmd/space-agent", []string{"internal/agent"}},
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
 	{"internal/daemon", []string{
-		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
+		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/cluster", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
 		"internal/egress", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
 		"internal/seal", "internal/store", "internal/template", "internal/tenant", "internal/volume",
@@ -102,6 +102,8 @@ var layers = []layer{
 	{"internal/egress", []string{"internal/egress/policy", "internal/egress/secrets", "internal/store"}},
 	{"internal/egress/policy", []string{"internal/store"}},
 	{"internal/egress/secrets", []string{"internal/egress/policy"}},
+	// Cluster membership and forwarding between nodes.
+	{"internal/cluster", []string{"internal/errdefs", "internal/store"}},
 
 	// Storage and small leaves.
 	{"internal/checkpoint", []string{"internal/blobstore", "internal/errdefs", "internal/seal"}},
@@ -128,6 +130,8 @@ var layers = []layer{
 	{"internal/testenv", nil},
 	{"internal/archtest", nil},
 	{"internal/blobstore/blobstoretest", []string{"internal/blobstore", "internal/errdefs", "internal/testenv"}},
+	{"internal/store/storetest", []string{"internal/errdefs", "internal/store"}},
+	{"internal/store/pgtest", []string{"internal/testenv"}},
 	{"internal/runtime/runtimetest", []string{"internal/errdefs", "internal/runtime"}},
 	// The in-memory runtime of the sandbox service's unit tests.
 	{"internal/runtime/fakeruntime", []string{"internal/errdefs", "internal/runtime"}},
@@ -140,7 +144,7 @@ var layers = []layer{
 // testOnly are the packages that exist for tests: helpers and suites.
 var testOnly = []string{
 	"internal/testenv", "internal/blobstore/blobstoretest", "internal/runtime/runtimetest", "internal/runtime/fakeruntime",
-	"internal/interpreter/interpretertest", "internal/ociimage/ocitest", "test/...",
+	"internal/interpreter/interpretertest", "internal/store/storetest", "internal/store/pgtest", "internal/ociimage/ocitest", "test/...",
 }
 
 // A restriction names the only packages that may import pkgs: in non-test

@@ -6,9 +6,12 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -121,6 +124,18 @@ type Config struct {
 	NodeMemoryMB     int
 	NodeDiskMB       int
 	NodeMaxSandboxes int
+	// DatabaseURL, when set, is the cluster catalog (PostgreSQL) this
+	// node shares with others; unset, the node keeps its state in its
+	// own embedded store (SPACE_DATABASE_URL).
+	DatabaseURL string
+	// NodeID names this node in the cluster (default: the host name);
+	// NodeAddress is the URL the other nodes reach its API on (default:
+	// http://<host name>:<port of Addr>) (SPACE_NODE_ID, SPACE_NODE_ADDRESS).
+	NodeID      string
+	NodeAddress string
+	// NodeLease is how long a node's registration holds without renewal:
+	// a node silent longer has its sandboxes reported lost (SPACE_NODE_LEASE).
+	NodeLease time.Duration
 	// MetricsInterval is how often each running sandbox's CPU, memory and
 	// disk are sampled (and its agent's log lines read) for its metrics
 	// series and log (SPACE_METRICS_INTERVAL).
@@ -190,6 +205,7 @@ func Default() Config {
 		TemplateGCInterval:   time.Hour,
 		TemplateMaxUpload:    4 << 30,
 		MetricsInterval:      5 * time.Second,
+		NodeLease:            15 * time.Second,
 	}
 }
 
@@ -214,7 +230,37 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (Config, error) 
 	if c.PlatformKeyFile == "" {
 		c.PlatformKeyFile = filepath.Join(c.DataDir, "keys", "platform.json")
 	}
+	if c.DatabaseURL != "" {
+		host, _ := os.Hostname()
+		if c.NodeID == "" {
+			c.NodeID = host
+		}
+		if c.NodeAddress == "" {
+			_, port, _ := net.SplitHostPort(c.Addr)
+			c.NodeAddress = "http://" + net.JoinHostPort(host, port)
+		}
+	}
 	return c, c.Validate()
+}
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// validateCluster checks the cluster settings (when a catalog is set).
+func (c Config) validateCluster() error {
+	if c.DatabaseURL == "" {
+		return nil
+	}
+	if !nodeIDPattern.MatchString(c.NodeID) {
+		return fmt.Errorf("node id %q must be 1-63 letters, digits, '.', '_' or '-'", c.NodeID)
+	}
+	u, err := url.Parse(c.NodeAddress)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("node address %q must be an http(s) URL with a host and no path", c.NodeAddress)
+	}
+	if c.NodeLease < time.Second || c.NodeLease > 10*time.Minute {
+		return fmt.Errorf("node lease %s must be between 1s and 10m", c.NodeLease)
+	}
+	return nil
 }
 
 func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
@@ -237,6 +283,9 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_EGRESS_DNS":         &c.EgressDNS,
 		"SPACE_EGRESS_UPSTREAM_CA": &c.EgressUpstreamCA,
 		"SPACE_AGENT_BINARY":       &c.AgentBinary,
+		"SPACE_DATABASE_URL":       &c.DatabaseURL,
+		"SPACE_NODE_ID":            &c.NodeID,
+		"SPACE_NODE_ADDRESS":       &c.NodeAddress,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
@@ -258,6 +307,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TEMPLATE_GC_INTERVAL":   &c.TemplateGCInterval,
 		"SPACE_AUDIT_RETENTION":        &c.AuditRetention,
 		"SPACE_METRICS_INTERVAL":       &c.MetricsInterval,
+		"SPACE_NODE_LEASE":             &c.NodeLease,
 	} {
 		if v := getenv(k); v != "" {
 			d, err := time.ParseDuration(v)
@@ -389,6 +439,9 @@ func (c *Config) bindFlags(fs *flag.FlagSet) {
 
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	switch {
 	case !filepath.IsAbs(c.DataDir):
 		return fmt.Errorf("data dir %q must be an absolute path", c.DataDir)

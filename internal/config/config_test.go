@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,29 @@ func TestLoad(t *testing.T) {
 		{name: "negative node budget", env: map[string]string{"SPACE_NODE_MEMORY_MB": "-1"}, wantErr: "node budgets"},
 		{name: "bad node budget", env: map[string]string{"SPACE_NODE_MAX_SANDBOXES": "many"}, wantErr: "integer"},
 		{name: "bad level", args: []string{"-log-level", "loud"}, wantErr: "log level"},
+		{
+			name: "cluster",
+			env:  map[string]string{"SPACE_DATABASE_URL": "postgres://db/space", "SPACE_NODE_ID": "n1", "SPACE_NODE_ADDRESS": "http://10.0.0.1:7070", "SPACE_NODE_LEASE": "5s"},
+			check: func(c Config) string {
+				if c.DatabaseURL != "postgres://db/space" || c.NodeID != "n1" || c.NodeAddress != "http://10.0.0.1:7070" || c.NodeLease != 5*time.Second {
+					return fmt.Sprintf("cluster settings not parsed: %+v", c)
+				}
+				return ""
+			},
+		},
+		{
+			name: "cluster defaults",
+			env:  map[string]string{"SPACE_DATABASE_URL": "postgres://db/space"},
+			check: func(c Config) string {
+				if c.NodeID == "" || !strings.HasPrefix(c.NodeAddress, "http://") || c.NodeLease != 15*time.Second {
+					return fmt.Sprintf("cluster defaults: id %q address %q lease %s", c.NodeID, c.NodeAddress, c.NodeLease)
+				}
+				return ""
+			},
+		},
+		{name: "bad node id", env: map[string]string{"SPACE_DATABASE_URL": "postgres://db", "SPACE_NODE_ID": "a b"}, wantErr: "node id"},
+		{name: "bad node address", env: map[string]string{"SPACE_DATABASE_URL": "postgres://db", "SPACE_NODE_ID": "a", "SPACE_NODE_ADDRESS": "10.0.0.1:80"}, wantErr: "node address"},
+		{name: "bad node lease", env: map[string]string{"SPACE_DATABASE_URL": "postgres://db", "SPACE_NODE_ID": "a", "SPACE_NODE_LEASE": "10ms"}, wantErr: "node lease"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

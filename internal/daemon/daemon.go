@@ -29,6 +29,7 @@ import (
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/blobstore"
 	"github.com/spacesandbox/space/internal/checkpoint"
+	"github.com/spacesandbox/space/internal/cluster"
 	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/console"
@@ -62,18 +63,18 @@ func Run(ctx context.Context, cfg config.Config) error {
 	audit := console.NewAuditLog(slog.Default().Handler(), 200, "egress denied")
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(audit))
-	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
+	catalog, err := openCatalog(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer bolt.Close()
+	defer catalog.Close()
 	// Watched: the console's live list follows every sandbox change.
-	st := store.Watch(bolt)
-	tenants, err := tenant.New(ctx, bolt, apiKey, cfg.TenantQuotas)
+	st := store.Watch(catalog)
+	tenants, err := tenant.New(ctx, catalog, apiKey, cfg.TenantQuotas)
 	if err != nil {
 		return err
 	}
-	apiAudit := tenant.NewAudit(bolt, cfg.AuditRetention)
+	apiAudit := tenant.NewAudit(catalog, cfg.AuditRetention)
 	rt, err := gvisor.New(gvisor.Config{Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
 	if err != nil {
 		return err
@@ -101,7 +102,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		DefaultMB: cfg.VolumeDefaultMB, MaxMB: cfg.VolumeMaxMB,
 		Backups: checkpoint.NewRepoAt(objects, keys, "volumes/"),
 		Logger:  slog.Default(),
-	}, bolt, st)
+	}, catalog, st)
 	if err != nil {
 		return err
 	}
@@ -171,6 +172,27 @@ func Run(ctx context.Context, cfg config.Config) error {
 	gw.Refresh()
 	svc.StartPools(ctx)
 	defer svc.Close()
+	memberCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	var router *cluster.Router
+	var clusterSecret []byte
+	if pg, ok := catalog.(*store.Postgres); ok {
+		m, err := cluster.Join(ctx, cluster.Config{
+			Catalog: pg, Node: svc, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
+			Capacity: budget.Sandboxes, Registry: reg,
+		})
+		if err != nil {
+			return err
+		}
+		go m.Run(memberCtx)
+		fresh := make([]byte, 32)
+		rand.Read(fresh)
+		if clusterSecret, err = pg.ClusterSecret(ctx, fresh); err != nil {
+			return err
+		}
+		router = cluster.NewRouter(pg, slog.Default())
+		go router.Run(memberCtx)
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -189,17 +211,31 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer ui.Close()
+	var handler http.Handler = e2bcompat.New(e2bcompat.Options{
+		Sandboxes: svc,
+		Templates: tpl,
+		Telemetry: tel,
+		Volumes:   vols,
+		MaxUpload: cfg.TemplateMaxUpload,
+		Tenants:   tenants,
+		Audit:     apiAudit,
+		Next:      withConsole(api, ui),
+	})
+	if router != nil {
+		// Any node serves every request: one that names a sandbox
+		// another node runs goes there.
+		handler = cluster.NewForwarder(cluster.ForwarderConfig{
+			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler,
+			SandboxOf: func(r *http.Request) string {
+				if id := e2bcompat.SandboxOf(r); id != "" {
+					return id
+				}
+				return httpapi.SandboxOf(r)
+			},
+		})
+	}
 	srv := &http.Server{
-		Handler: e2bcompat.New(e2bcompat.Options{
-			Sandboxes: svc,
-			Templates: tpl,
-			Telemetry: tel,
-			Volumes:   vols,
-			MaxUpload: cfg.TemplateMaxUpload,
-			Tenants:   tenants,
-			Audit:     apiAudit,
-			Next:      withConsole(api, ui),
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       120 * time.Second,
@@ -232,6 +268,25 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	return nil
+}
+
+// clusterNode is the node id records carry: "" with the embedded store.
+func clusterNode(cfg config.Config) string {
+	if cfg.DatabaseURL == "" {
+		return ""
+	}
+	return cfg.NodeID
+}
+
+// openCatalog opens the cluster catalog when a database is configured, the
+// node's embedded store otherwise.
+func openCatalog(ctx context.Context, cfg config.Config) (store.Catalog, error) {
+	if cfg.DatabaseURL == "" {
+		return store.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
+	}
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return store.OpenPostgres(octx, cfg.DatabaseURL, cfg.NodeID)
 }
 
 // withConsole serves the web console at /ui/ and the native API everywhere
@@ -394,6 +449,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 		WorkDir:      filepath.Join(cfg.DataDir, "template-work"),
 		LogDir:       filepath.Join(cfg.DataDir, "builds"),
 		Store:        st,
+		Node:         clusterNode(cfg),
 		Repo:         checkpoint.NewRepoAt(objects, keys, "templates/"),
 		Checkpoints:  checkpoint.NewRepo(objects, keys),
 		Boxes:        svc,

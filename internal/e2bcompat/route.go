@@ -73,3 +73,21 @@ func parsePort(s string) int {
 func isSignedFileRequest(r *http.Request) bool {
 	return r.URL.Path == "/files" && r.URL.Query().Get("signature") != ""
 }
+
+// SandboxOf answers the sandbox an E2B request names: the sandbox proxy's
+// header or host name, or the {id} of an API path under /sandboxes/ or
+// /v2/sandboxes/; "" for none. A cluster node forwards by it.
+func SandboxOf(r *http.Request) string {
+	if rt, ok := sandboxRoute(r); ok {
+		return rt.id
+	}
+	for _, prefix := range []string{"/sandboxes/", "/v2/sandboxes/"} {
+		if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			if id != "metrics" && sandboxIDPattern.MatchString(id) {
+				return id
+			}
+		}
+	}
+	return ""
+}

@@ -301,3 +301,17 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) er
 	}
 	return nil
 }
+
+// SandboxOf answers the sandbox a native API request names (the {id} of a
+// path under /v1/sandboxes/), "" for none. A cluster node forwards by it.
+func SandboxOf(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sandboxes/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return ""
+	}
+	return id
+}

@@ -216,3 +216,26 @@ func (s *Service) TemplateChanged(name string) {
 		}
 	}
 }
+
+// prune tears down the ready sandboxes keep refuses.
+func (p *pool) prune(keep func(*booted) bool) int {
+	p.mu.Lock()
+	var gone []*booted
+	kept := p.ready[:0]
+	for _, b := range p.ready {
+		if keep(b) {
+			kept = append(kept, b)
+		} else {
+			gone = append(gone, b)
+		}
+	}
+	p.ready = kept
+	p.mu.Unlock()
+	for _, b := range gone {
+		b.undo()
+	}
+	if len(gone) > 0 {
+		p.kick()
+	}
+	return len(gone)
+}

@@ -407,7 +407,7 @@ func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 // List returns the sandboxes matching f, newest first: the caller's
 // tenant's only, unless it is the admin.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
-	recs, err := s.store.ListSandboxes(ctx)
+	recs, err := s.store.ListAllSandboxes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}

@@ -623,3 +623,46 @@ func TestPauseSlotHandover(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcile: sandboxes whose records the cluster gave up on (reported
+// lost while this node's lease lapsed) end here; the others run on, and
+// their records are left as they are.
+func TestReconcile(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 2, Max: 2}})
+	keep, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.svc.StartPools(ctx)
+	waitFor(t, "a full pool", func() bool { return len(pooled(w.svc)) == 2 })
+	// What another node writes when it reports this node's sandboxes lost.
+	giveUp := func(id string) {
+		rec, err := w.st.GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.State, rec.Reason = store.StateLost, "its node stopped renewing its lease"
+		if err := w.st.Store.UpdateSandbox(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	giveUp(gone.ID)
+	giveUp(pooled(w.svc)[0])
+	n, err := w.svc.Reconcile(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("reconcile ended %d, %v; want 2", n, err)
+	}
+	if rec, _ := w.st.GetSandbox(ctx, gone.ID); rec.State != store.StateLost {
+		t.Errorf("the given-up record was rewritten: %s", rec.State)
+	}
+	waitFor(t, "the pool refilled", func() bool { return len(pooled(w.svc)) == 2 })
+	w.accounted(append([]string{keep.ID}, pooled(w.svc)...)...)
+	if n, err := w.svc.Reconcile(ctx); err != nil || n != 0 {
+		t.Fatalf("second reconcile ended %d, %v", n, err)
+	}
+}

@@ -216,6 +216,9 @@ func (b *Bolt) ListSandboxes(_ context.Context) ([]*Sandbox, error) {
 	return out, err
 }
 
+// ListAllSandboxes is ListSandboxes: one node holds every record.
+func (b *Bolt) ListAllSandboxes(ctx context.Context) ([]*Sandbox, error) { return b.ListSandboxes(ctx) }
+
 func (b *Bolt) DeleteSandbox(_ context.Context, id string) error {
 	return b.writes.do(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)

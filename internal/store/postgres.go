@@ -297,6 +297,11 @@ func (p *Postgres) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 or not live", p.node)
 }
 
+// ListAllSandboxes answers every record of the cluster.
+func (p *Postgres) ListAllSandboxes(ctx context.Context) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes")
+}
+
 func (p *Postgres) DeleteSandbox(ctx context.Context, id string) error {
 	err := p.tx(ctx, func(tx pgx.Tx) error {
 		h, err := p.lockSandbox(ctx, tx, id)

@@ -76,12 +76,6 @@ func (p *Postgres) Renew(ctx context.Context, epoch int64, info NodeInfo, ttl ti
 	return nil
 }
 
-// Leave ends this node's lease at once (a clean shutdown): the others
-// report what it still held lost at their next look.
-func (p *Postgres) Leave(ctx context.Context, epoch int64) error {
-	return p.exec(ctx, "leave", "update nodes set lease_until = now() - interval '1 second' where id = $1 and epoch = $2", p.node, epoch)
-}
-
 // Members lists every registered node.
 func (p *Postgres) Members(ctx context.Context) ([]Member, error) {
 	rows, err := p.pool.Query(ctx, `select id, address, epoch, started_at, lease_until, lease_until >= now(), info from nodes order by id`)
@@ -163,4 +157,42 @@ func (p *Postgres) RouteOf(ctx context.Context, id string) (node, address string
 		return "", "", errdefs.New(errdefs.ErrNotFound, "sandbox %q runs on no node", id)
 	}
 	return node, address, dbErr(err, "route sandbox %q", id)
+}
+
+// ClusterSecret answers the secret nodes sign forwarded requests with,
+// made from fresh (the first node to ask) if there is none yet.
+func (p *Postgres) ClusterSecret(ctx context.Context, fresh []byte) ([]byte, error) {
+	var secret []byte
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "insert into cluster_secret (secret) values ($1) on conflict (id) do nothing", fresh); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "select secret from cluster_secret").Scan(&secret)
+	})
+	return secret, dbErr(err, "read the cluster secret")
+}
+
+// ListenRoutes calls changed with the id of each sandbox whose route
+// changes, from when it returns nil until ctx ends or the connection
+// fails (the error says why: the caller's cache can no longer be trusted).
+// ready is called once the listener is in place.
+func (p *Postgres) ListenRoutes(ctx context.Context, ready func(), changed func(id string)) error {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return dbErr(err, "listen for route changes")
+	}
+	// A connection that listened is never handed back to the pool.
+	c := conn.Hijack()
+	defer c.Close(context.WithoutCancel(ctx))
+	if _, err := c.Exec(ctx, "listen space_routes"); err != nil {
+		return dbErr(err, "listen for route changes")
+	}
+	ready()
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return dbErr(err, "wait for route changes")
+		}
+		changed(n.Payload)
+	}
 }

@@ -135,8 +135,13 @@ type Store interface {
 	// states releases its slot in the same transaction.
 	UpdateSandbox(ctx context.Context, s *Sandbox) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
-	// ListSandboxes returns every record (filtering is the caller's).
+	// ListSandboxes returns every record this node acts on: its live
+	// records and every record that is not live (filtering is the
+	// caller's). With one node, every record.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// ListAllSandboxes returns every record, whichever node holds it (what
+	// the API lists).
+	ListAllSandboxes(ctx context.Context) ([]*Sandbox, error)
 	// ReviveSandbox replaces an ended record (a paused one being resumed)
 	// with s, which must be live, and gives it a free slot as CreateSandbox
 	// does, in one transaction.

@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Headers a forwarding node adds: who forwards, when, and an HMAC of both
+// and the request line under the cluster secret. A request that has them
+// is served where it lands (never forwarded twice); one whose signature
+// does not verify is refused.
+const (
+	headerNode = "Space-Forwarded-By"
+	headerTime = "Space-Forwarded-At"
+	headerSig  = "Space-Forwarded-Signature"
+)
+
+// maxSkew is how far a forwarded request's time may be from this node's.
+const maxSkew = time.Minute
+
+// Forwarder sends each request that names a sandbox running on another
+// node to that node, and serves the rest itself (Next): commands and their
+// event streams (flushed as they come, Last-Event-ID passed on), files,
+// PTY WebSockets (upgrades are proxied), the E2B API and its sandbox proxy
+// (the Host header is kept, so <port>-<id>.<domain> still names the
+// sandbox). The owner authenticates the user as always; the forwarder adds
+// only its own signature.
+type Forwarder struct {
+	self      string
+	router    *Router
+	secret    []byte
+	sandboxOf func(*http.Request) string
+	next      http.Handler
+	proxy     *httputil.ReverseProxy
+	log       *slog.Logger
+}
+
+// ForwarderConfig configures a Forwarder.
+type ForwarderConfig struct {
+	// Self is this node's id.
+	Self   string
+	Router *Router
+	// Secret is the cluster secret (store.Postgres.ClusterSecret).
+	Secret []byte
+	// SandboxOf answers the sandbox a request names ("" for none).
+	SandboxOf func(*http.Request) string
+	Next      http.Handler
+	Logger    *slog.Logger
+}
+
+// NewForwarder makes a forwarder.
+func NewForwarder(cfg ForwarderConfig) *Forwarder {
+	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, next: cfg.Next, log: cfg.Logger}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	transport := &http.Transport{
+		Proxy:               nil, // nodes talk directly
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite:       f.rewrite,
+		Transport:     transport,
+		FlushInterval: -1, // event streams and output as they come
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			node := r.Header.Get(headerNode)
+			f.log.Warn("forward to the sandbox's node failed", "path", r.URL.Path, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("the node that runs the sandbox does not answer (%s): retry", node))
+		},
+	}
+	return f
+}
+
+type targetKey struct{}
+
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(headerNode) != "" || r.Header.Get(headerSig) != "" {
+		if err := f.verify(r); err != nil {
+			f.log.Warn("refused a forwarded request", "from", r.Header.Get(headerNode), "remote", r.RemoteAddr, "err", err)
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "the forwarding node's signature does not verify: "+err.Error())
+			return
+		}
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	id := f.sandboxOf(r)
+	if id == "" {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	rt, err := f.router.Lookup(r.Context(), id)
+	if err != nil {
+		// The catalog is away: this node still serves what it runs.
+		f.log.Warn("route lookup failed; serving here", "sandbox", id, "err", err)
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	if rt.Node == "" || rt.Node == f.self {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	target, err := url.Parse(rt.Address)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("node %s has no usable address", rt.Node))
+		return
+	}
+	r.Header.Set(headerNode, rt.Node) // for the error handler; replaced when signed
+	f.proxy.ServeHTTP(w, r.WithContext(withTarget(r.Context(), target)))
+}
+
+func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
+	target := targetOf(pr.In.Context())
+	pr.SetURL(target)
+	pr.Out.Host = pr.In.Host // the E2B proxy routes by host name
+	pr.SetXForwarded()
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	pr.Out.Header.Set(headerNode, f.self)
+	pr.Out.Header.Set(headerTime, ts)
+	pr.Out.Header.Set(headerSig, f.sign(f.self, ts, pr.Out.Method, pr.Out.Host, pr.Out.URL.RequestURI()))
+}
+
+func (f *Forwarder) sign(node, ts, method, host, uri string) string {
+	m := hmac.New(sha256.New, f.secret)
+	fmt.Fprintf(m, "%s\n%s\n%s\n%s\n%s", node, ts, method, host, uri)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func (f *Forwarder) verify(r *http.Request) error {
+	node, ts, sig := r.Header.Get(headerNode), r.Header.Get(headerTime), r.Header.Get(headerSig)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || node == "" || sig == "" {
+		return fmt.Errorf("incomplete")
+	}
+	if d := time.Since(time.Unix(sec, 0)); d > maxSkew || d < -maxSkew {
+		return fmt.Errorf("signed %s away from this node's clock", d.Round(time.Second))
+	}
+	want := f.sign(node, ts, r.Method, r.Host, r.URL.RequestURI())
+	if !hmac.Equal([]byte(want), []byte(strings.ToLower(sig))) {
+		return fmt.Errorf("bad signature")
+	}
+	return nil
+}
+
+// writeError answers in a shape both APIs' clients read: the native
+// API's error object and E2B's code and message.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{
+		"code": status, "message": msg,
+		"error": map[string]string{"code": code, "message": msg},
+	})
+}
+
+func withTarget(ctx context.Context, u *url.URL) context.Context {
+	return context.WithValue(ctx, targetKey{}, u)
+}
+
+func targetOf(ctx context.Context) *url.URL {
+	u, _ := ctx.Value(targetKey{}).(*url.URL)
+	return u
+}

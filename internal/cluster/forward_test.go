@@ -1,0 +1,221 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// routes is a RouteSource in memory: RouteOf answers from the map, and
+// move changes a route and notifies the listener, as the catalog does.
+type routes struct {
+	mu      sync.Mutex
+	m       map[string]Route
+	changed func(string)
+	ready   chan struct{}
+}
+
+func newRoutes() *routes { return &routes{m: map[string]Route{}, ready: make(chan struct{})} }
+
+func (s *routes) RouteOf(_ context.Context, id string) (string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rt, ok := s.m[id]
+	if !ok {
+		return "", "", errdefs.New(errdefs.ErrNotFound, "no route")
+	}
+	return rt.Node, rt.Address, nil
+}
+
+func (s *routes) ListenRoutes(ctx context.Context, ready func(), changed func(string)) error {
+	s.mu.Lock()
+	s.changed = changed
+	s.mu.Unlock()
+	ready()
+	close(s.ready)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *routes) move(id string, rt Route) {
+	s.mu.Lock()
+	if rt.Node == "" {
+		delete(s.m, id)
+	} else {
+		s.m[id] = rt
+	}
+	changed := s.changed
+	s.mu.Unlock()
+	if changed != nil {
+		changed(id)
+	}
+}
+
+func sandboxOf(r *http.Request) string {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/sandboxes/")
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// node is one node of a test cluster: a forwarder in front of a handler
+// that says which node served the request.
+type node struct {
+	srv     *httptest.Server
+	fwd     *Forwarder
+	mu      sync.Mutex
+	served  []*http.Request
+	handler http.HandlerFunc
+}
+
+func newNode(t *testing.T, name string, router *Router, secret string) *node {
+	n := &node{}
+	n.handler = func(w http.ResponseWriter, r *http.Request) {
+		n.mu.Lock()
+		n.served = append(n.served, r)
+		n.mu.Unlock()
+		io.WriteString(w, name)
+	}
+	n.fwd = NewForwarder(ForwarderConfig{Self: name, Router: router, Secret: []byte(secret), SandboxOf: sandboxOf,
+		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.handler(w, r) })})
+	n.srv = httptest.NewServer(n.fwd)
+	t.Cleanup(n.srv.Close)
+	return n
+}
+
+func get(t *testing.T, url string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	req.Host = "api.space.test"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestForwarder(t *testing.T) {
+	src := newRoutes()
+	router := NewRouter(src, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go router.Run(ctx)
+	<-src.ready
+	a, b := newNode(t, "a", router, "s3cret"), newNode(t, "b", router, "s3cret")
+	src.move("onb", Route{Node: "b", Address: b.srv.URL})
+	src.move("ona", Route{Node: "a", Address: a.srv.URL})
+
+	for _, tc := range []struct {
+		name     string
+		path     string
+		hdr      map[string]string
+		status   int
+		servedBy string
+	}{
+		{"no sandbox: served here", "/v1/templates", nil, 200, "a"},
+		{"this node's sandbox", "/v1/sandboxes/ona/files", nil, 200, "a"},
+		{"unknown or paused sandbox: served here", "/v1/sandboxes/nowhere", nil, 200, "a"},
+		{"another node's sandbox: forwarded", "/v1/sandboxes/onb/commands?x=1", nil, 200, "b"},
+		{"a forged forward is refused", "/v1/sandboxes/onb", map[string]string{headerNode: "b", headerTime: "1", headerSig: "00"}, 401, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := get(t, a.srv.URL+tc.path, tc.hdr)
+			if status != tc.status || tc.servedBy != "" && body != tc.servedBy {
+				t.Fatalf("%d %q, want %d from %s", status, body, tc.status, tc.servedBy)
+			}
+		})
+	}
+
+	// What b got from a: signed, with the client's Host and query.
+	b.mu.Lock()
+	last := b.served[len(b.served)-1]
+	b.mu.Unlock()
+	if last.Header.Get(headerNode) != "a" || last.Host != "api.space.test" || last.URL.RawQuery != "x=1" || last.Header.Get("X-Forwarded-For") == "" {
+		t.Errorf("forwarded request: node %q host %q query %q xff %q", last.Header.Get(headerNode), last.Host, last.URL.RawQuery, last.Header.Get("X-Forwarded-For"))
+	}
+
+	// A node with another secret cannot forward to b.
+	c := newNode(t, "c", router, "other")
+	if status, body := get(t, c.srv.URL+"/v1/sandboxes/onb", nil); status != 401 || !strings.Contains(body, "signature") {
+		t.Errorf("forward under a wrong secret: %d %s", status, body)
+	}
+
+	// Routes follow the sandbox: moved to a, a serves it at once; the
+	// router asked the catalog once per change, not per request.
+	before := router.Lookups()
+	for range 5 {
+		get(t, a.srv.URL+"/v1/sandboxes/onb", nil)
+	}
+	if n := router.Lookups() - before; n != 0 {
+		t.Errorf("%d catalog lookups for a cached route", n)
+	}
+	src.move("onb", Route{Node: "a", Address: a.srv.URL})
+	if _, body := get(t, a.srv.URL+"/v1/sandboxes/onb", nil); body != "a" {
+		t.Errorf("after the move, served by %s", body)
+	}
+
+	// The owner that does not answer: a clear 503.
+	src.move("gone", Route{Node: "d", Address: "http://127.0.0.1:1"})
+	if status, body := get(t, a.srv.URL+"/v1/sandboxes/gone", nil); status != 503 || !strings.Contains(body, "does not answer") {
+		t.Errorf("unreachable owner: %d %s", status, body)
+	}
+}
+
+// TestForwarderStreams: an event stream through a forward arrives event
+// by event, not when it ends.
+func TestForwarderStreams(t *testing.T) {
+	src := newRoutes()
+	router := NewRouter(src, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go router.Run(ctx)
+	<-src.ready
+	a, b := newNode(t, "a", router, "k"), newNode(t, "b", router, "k")
+	release := make(chan struct{})
+	b.handler = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: 1\ndata: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "id: 2\ndata: second\n\n")
+	}
+	src.move("s", Route{Node: "b", Address: b.srv.URL})
+	resp, err := http.Get(a.srv.URL + "/v1/sandboxes/s/commands/1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if l == "data: first" {
+				close(release)
+				return
+			}
+		case <-deadline:
+			close(release)
+			t.Fatal("the first event did not arrive before the stream went on")
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// RouteSource is where routes come from and how they change
+// (store.Postgres).
+type RouteSource interface {
+	RouteOf(ctx context.Context, id string) (node, address string, err error)
+	ListenRoutes(ctx context.Context, ready func(), changed func(id string)) error
+}
+
+// Route is where a sandbox runs: Node "" when on no node (unknown, paused
+// or ended).
+type Route struct {
+	Node, Address string
+}
+
+// Router answers where sandboxes run from a cache that the catalog's
+// notifications keep true: a lookup reaches the database only the first
+// time an id is asked for after it changed. While the notification
+// connection is down nothing is cached (a missed notification cannot
+// leave a stale route), and the cache starts empty when it is back.
+type Router struct {
+	src RouteSource
+	log *slog.Logger
+
+	mu      sync.Mutex
+	routes  map[string]Route
+	gen     uint64 // goes up at every change: a lookup that raced one is not cached
+	synced  bool   // the listener is in place
+	lookups uint64 // database lookups, for tests and metrics
+}
+
+// maxRoutes bounds the cache; past it, it starts again empty.
+const maxRoutes = 1 << 20
+
+// NewRouter makes a router; Run keeps it in sync.
+func NewRouter(src RouteSource, log *slog.Logger) *Router {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Router{src: src, log: log, routes: map[string]Route{}}
+}
+
+// Run listens for route changes until ctx ends, reconnecting after a
+// failure.
+func (r *Router) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.src.ListenRoutes(ctx, func() {
+			r.mu.Lock()
+			r.routes, r.synced = map[string]Route{}, true
+			r.gen++
+			r.mu.Unlock()
+		}, r.changed)
+		r.mu.Lock()
+		r.routes, r.synced = map[string]Route{}, false
+		r.gen++
+		r.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("route notifications interrupted; routing from the catalog until they are back", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *Router) changed(id string) {
+	r.mu.Lock()
+	delete(r.routes, id)
+	r.gen++
+	r.mu.Unlock()
+}
+
+// Lookup answers where sandbox id runs.
+func (r *Router) Lookup(ctx context.Context, id string) (Route, error) {
+	r.mu.Lock()
+	if rt, ok := r.routes[id]; ok {
+		r.mu.Unlock()
+		return rt, nil
+	}
+	gen, synced := r.gen, r.synced
+	r.lookups++
+	r.mu.Unlock()
+	node, addr, err := r.src.RouteOf(ctx, id)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return Route{}, err
+	}
+	rt := Route{Node: node, Address: addr}
+	r.mu.Lock()
+	if synced && r.gen == gen {
+		if len(r.routes) >= maxRoutes {
+			r.routes = map[string]Route{}
+		}
+		r.routes[id] = rt
+	}
+	r.mu.Unlock()
+	return rt, nil
+}
+
+// Lookups is how many lookups reached the catalog.
+func (r *Router) Lookups() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lookups
+}
