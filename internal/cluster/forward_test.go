@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
 )
 
 // routes is a RouteSource in memory: RouteOf answers from the map, and
@@ -35,11 +36,11 @@ func (s *routes) RouteOf(_ context.Context, id string) (string, string, error) {
 	return rt.Node, rt.Address, nil
 }
 
-func (s *routes) ListenRoutes(ctx context.Context, ready func(), changed func(string)) error {
+func (s *routes) Listen(ctx context.Context, ev store.CatalogEvents) error {
 	s.mu.Lock()
-	s.changed = changed
+	s.changed = ev.Route
 	s.mu.Unlock()
-	ready()
+	ev.Ready()
 	close(s.ready)
 	<-ctx.Done()
 	return ctx.Err()
@@ -108,7 +109,7 @@ func get(t *testing.T, url string, hdr map[string]string) (int, string) {
 
 func TestForwarder(t *testing.T) {
 	src := newRoutes()
-	router := NewRouter(src, nil)
+	router := NewRouter(src, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go router.Run(ctx)
@@ -177,7 +178,7 @@ func TestForwarder(t *testing.T) {
 // by event, not when it ends.
 func TestForwarderStreams(t *testing.T) {
 	src := newRoutes()
-	router := NewRouter(src, nil)
+	router := NewRouter(src, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go router.Run(ctx)

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
 )
 
 // RouteSource is where routes come from and how they change
 // (store.Postgres).
 type RouteSource interface {
 	RouteOf(ctx context.Context, id string) (node, address string, err error)
-	ListenRoutes(ctx context.Context, ready func(), changed func(id string)) error
+	Listen(ctx context.Context, ev store.CatalogEvents) error
 }
 
 // Route is where a sandbox runs: Node "" when on no node (unknown, paused
@@ -31,6 +32,9 @@ type Route struct {
 type Router struct {
 	src RouteSource
 	log *slog.Logger
+	// tenantsChanged is called when a tenant or key changed on any node,
+	// and after each (re)connection (changes may have been missed).
+	tenantsChanged func()
 
 	mu      sync.Mutex
 	routes  map[string]Route
@@ -42,24 +46,33 @@ type Router struct {
 // maxRoutes bounds the cache; past it, it starts again empty.
 const maxRoutes = 1 << 20
 
-// NewRouter makes a router; Run keeps it in sync.
-func NewRouter(src RouteSource, log *slog.Logger) *Router {
+// NewRouter makes a router; Run keeps it in sync. tenantsChanged (may be
+// nil) hears of tenant and key changes.
+func NewRouter(src RouteSource, tenantsChanged func(), log *slog.Logger) *Router {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Router{src: src, log: log, routes: map[string]Route{}}
+	if tenantsChanged == nil {
+		tenantsChanged = func() {}
+	}
+	return &Router{src: src, log: log, tenantsChanged: tenantsChanged, routes: map[string]Route{}}
 }
 
 // Run listens for route changes until ctx ends, reconnecting after a
 // failure.
 func (r *Router) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := r.src.ListenRoutes(ctx, func() {
-			r.mu.Lock()
-			r.routes, r.synced = map[string]Route{}, true
-			r.gen++
-			r.mu.Unlock()
-		}, r.changed)
+		err := r.src.Listen(ctx, store.CatalogEvents{
+			Ready: func() {
+				r.mu.Lock()
+				r.routes, r.synced = map[string]Route{}, true
+				r.gen++
+				r.mu.Unlock()
+				r.tenantsChanged()
+			},
+			Route:   r.changed,
+			Tenants: r.tenantsChanged,
+		})
 		r.mu.Lock()
 		r.routes, r.synced = map[string]Route{}, false
 		r.gen++

@@ -190,7 +190,11 @@ func Run(ctx context.Context, cfg config.Config) error {
 		if clusterSecret, err = pg.ClusterSecret(ctx, fresh); err != nil {
 			return err
 		}
-		router = cluster.NewRouter(pg, slog.Default())
+		router = cluster.NewRouter(pg, func() {
+			if err := tenants.Reload(memberCtx); err != nil {
+				slog.Warn("reload tenants and keys", "err", err)
+			}
+		}, slog.Default())
 		go router.Run(memberCtx)
 	}
 

@@ -169,6 +169,52 @@ func TestPostgresCluster(t *testing.T) {
 				}
 			}
 		}},
+		{"changes are notified", func(t *testing.T, a, b *store.Postgres) {
+			lctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			ready, routes, tenants := make(chan struct{}), make(chan string, 16), make(chan struct{}, 16)
+			go b.Listen(lctx, store.CatalogEvents{
+				Ready:   func() { close(ready) },
+				Route:   func(id string) { routes <- id },
+				Tenants: func() { tenants <- struct{}{} },
+			})
+			<-ready
+			x := &store.Sandbox{ID: "x", State: store.StateRunning}
+			if err := a.CreateSandbox(ctx, x, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			x.ExpiresAt = time.Now() // no move: no event
+			if err := a.UpdateSandbox(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			x.State = store.StatePaused // a move
+			if err := a.UpdateSandbox(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.PutAPIKey(ctx, &store.APIKey{ID: "k", Tenant: "t", Hash: "h"}); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []string{"x", "x"} {
+				select {
+				case id := <-routes:
+					if id != want {
+						t.Fatalf("route event %d: %q", i, id)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("route event %d did not come", i)
+				}
+			}
+			select {
+			case <-tenants:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no event for a new key")
+			}
+			select {
+			case id := <-routes:
+				t.Fatalf("an event for an update that moved nothing: %s", id)
+			default:
+			}
+		}},
 		{"a lapsed node's sandboxes are reported lost and stay so", func(t *testing.T, a, b *store.Postgres) {
 			epochA, err := a.Register(ctx, "http://a", store.NodeInfo{}, 300*time.Millisecond)
 			if err != nil {

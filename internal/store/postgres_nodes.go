@@ -172,27 +172,41 @@ func (p *Postgres) ClusterSecret(ctx context.Context, fresh []byte) ([]byte, err
 	return secret, dbErr(err, "read the cluster secret")
 }
 
-// ListenRoutes calls changed with the id of each sandbox whose route
-// changes, from when it returns nil until ctx ends or the connection
-// fails (the error says why: the caller's cache can no longer be trusted).
-// ready is called once the listener is in place.
-func (p *Postgres) ListenRoutes(ctx context.Context, ready func(), changed func(id string)) error {
+// CatalogEvents are what Listen reports.
+type CatalogEvents struct {
+	// Ready: the listener is in place (events from here on are seen).
+	Ready func()
+	// Route: the route of sandbox id changed.
+	Route func(id string)
+	// Tenants: a tenant or an API key changed.
+	Tenants func()
+}
+
+// Listen reports catalog changes until ctx ends or the connection fails
+// (the error says why: from then on the caller's caches cannot be
+// trusted until the next Ready).
+func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return dbErr(err, "listen for route changes")
+		return dbErr(err, "listen for catalog changes")
 	}
 	// A connection that listened is never handed back to the pool.
 	c := conn.Hijack()
 	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, "listen space_routes"); err != nil {
-		return dbErr(err, "listen for route changes")
+	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants"); err != nil {
+		return dbErr(err, "listen for catalog changes")
 	}
-	ready()
+	ev.Ready()
 	for {
 		n, err := c.WaitForNotification(ctx)
 		if err != nil {
-			return dbErr(err, "wait for route changes")
+			return dbErr(err, "wait for catalog changes")
 		}
-		changed(n.Payload)
+		switch n.Channel {
+		case "space_routes":
+			ev.Route(n.Payload)
+		case "space_tenants":
+			ev.Tenants()
+		}
 	}
 }

@@ -284,19 +284,61 @@ func (s *Service) RevokeKey(ctx context.Context, id string) (*store.APIKey, erro
 			return nil, err
 		}
 	}
+	n := s.drop(k)
+	slog.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", n)
+	return k, nil
+}
+
+// drop forgets revoked key k and cancels its requests in flight; it
+// answers how many.
+func (s *Service) drop(k *store.APIKey) int {
 	s.mu.Lock()
 	delete(s.byHash, k.Hash)
 	var cancels []context.CancelCauseFunc
-	for c := range s.open[id] {
+	for c := range s.open[k.ID] {
 		cancels = append(cancels, *c)
 	}
-	delete(s.open, id)
+	delete(s.open, k.ID)
 	s.mu.Unlock()
 	for _, c := range cancels {
 		c(ErrRevoked)
 	}
-	slog.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", len(cancels))
-	return k, nil
+	return len(cancels)
+}
+
+// Reload reads tenants and keys from the store again: in a cluster,
+// another node issued or revoked a key, or changed a tenant's quotas. A
+// key revoked there stops working here, its open streams included.
+func (s *Service) Reload(ctx context.Context) error {
+	ts, err := s.store.ListTenants(ctx)
+	if err != nil {
+		return fmt.Errorf("reload tenants: %w", err)
+	}
+	keys, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("reload API keys: %w", err)
+	}
+	tenants := map[string]*store.Tenant{}
+	for _, t := range ts {
+		tenants[t.ID] = t
+	}
+	var revoked []*store.APIKey
+	s.mu.Lock()
+	s.tenants = tenants
+	for _, k := range keys {
+		switch _, known := s.byHash[k.Hash]; {
+		case k.RevokedAt.IsZero():
+			s.byHash[k.Hash] = k
+		case known:
+			revoked = append(revoked, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range revoked {
+		n := s.drop(k)
+		slog.Info("API key revoked on another node", "tenant", k.Tenant, "key", k.ID, "requests_cancelled", n)
+	}
+	return nil
 }
 
 // Quotas are tenant's quotas with the node's defaults filled in.

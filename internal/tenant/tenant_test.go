@@ -245,3 +245,49 @@ func TestAuditMiddleware(t *testing.T) {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
 }
+
+// TestReload: two nodes on one catalog. A key issued on one works on the
+// other once it reloads; a key revoked on one stops working on the other,
+// its open request cancelled with the revocation as the cause.
+func TestReload(t *testing.T) {
+	ctx := context.Background()
+	a, st := newService(t, store.Quotas{})
+	b, err := New(ctx, st, "admin-key", store.Quotas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateTenant(ctx, "acme", "", store.Quotas{Sandboxes: 3}); err != nil {
+		t.Fatal(err)
+	}
+	secret, k, err := a.IssueKey(ctx, "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Principal(secret); err == nil {
+		t.Fatal("node b knew the key before reloading: this test proves nothing")
+	}
+	if err := b.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Principal(secret)
+	if err != nil || p.Tenant != "acme" || b.Quotas("acme").Sandboxes != 3 {
+		t.Fatalf("after reload: %+v, %v, quotas %+v", p, err, b.Quotas("acme"))
+	}
+	held, release := b.Hold(ctx, p)
+	defer release()
+	if _, err := a.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if held.Err() != nil {
+		t.Fatal("node b cancelled before it reloaded")
+	}
+	if err := b.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(held), ErrRevoked) {
+		t.Errorf("open request on node b: cause %v, want the revocation", context.Cause(held))
+	}
+	if _, err := b.Principal(secret); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("revoked key on node b: %v", err)
+	}
+}

@@ -13,6 +13,19 @@ end $$;
 create trigger sandboxes_route_changed after insert or update or delete on sandboxes
 	for each row execute function space_route_changed();
 
+-- Tenants and keys: every node reloads them when one changes (a key
+-- revoked on one node stops working on all).
+create function space_tenants_changed() returns trigger language plpgsql as $$
+begin
+	perform pg_notify('space_tenants', '');
+	return null;
+end $$;
+
+create trigger tenants_changed after insert or update or delete on tenants
+	for each statement execute function space_tenants_changed();
+create trigger api_keys_changed after insert or update or delete on api_keys
+	for each statement execute function space_tenants_changed();
+
 -- The secret nodes sign forwarded requests with: one row, made by the
 -- first node that asks (from its crypto/rand); only holders of the
 -- database credentials can read it.
@@ -24,5 +37,8 @@ create table cluster_secret (
 ---- create above / drop below ----
 
 drop table cluster_secret;
+drop trigger api_keys_changed on api_keys;
+drop trigger tenants_changed on tenants;
+drop function space_tenants_changed();
 drop trigger sandboxes_route_changed on sandboxes;
 drop function space_route_changed();
