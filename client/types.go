@@ -89,6 +89,8 @@ type Sandbox struct {
 	Network *Network `json:"network,omitempty"`
 	// Volumes are the volumes mounted into it.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Node is the cluster node that runs it (cluster mode only).
+	Node string `json:"node,omitempty"`
 }
 
 // Checkpoint is a sandbox's latest complete checkpoint and its cost.

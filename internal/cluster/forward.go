@@ -42,6 +42,7 @@ type Forwarder struct {
 	router    *Router
 	secret    []byte
 	sandboxOf func(*http.Request) string
+	runs      func(string) bool
 	next      http.Handler
 	proxy     *httputil.ReverseProxy
 	log       *slog.Logger
@@ -56,13 +57,16 @@ type ForwarderConfig struct {
 	Secret []byte
 	// SandboxOf answers the sandbox a request names ("" for none).
 	SandboxOf func(*http.Request) string
+	// Runs reports whether this node runs sandbox id: with the catalog
+	// away, the node still serves those, and answers 503 for the rest.
+	Runs func(id string) bool
 	Next      http.Handler
 	Logger    *slog.Logger
 }
 
 // NewForwarder makes a forwarder.
 func NewForwarder(cfg ForwarderConfig) *Forwarder {
-	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, next: cfg.Next, log: cfg.Logger}
+	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, next: cfg.Next, log: cfg.Logger}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -107,8 +111,12 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, err := f.router.Lookup(r.Context(), id)
 	if err != nil {
 		// The catalog is away: this node still serves what it runs.
-		f.log.Warn("route lookup failed; serving here", "sandbox", id, "err", err)
-		f.next.ServeHTTP(w, r)
+		if f.runs != nil && f.runs(id) {
+			f.next.ServeHTTP(w, r)
+			return
+		}
+		f.log.Warn("route lookup failed", "sandbox", id, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the cluster catalog is unavailable, so the sandbox's node is not known: retry")
 		return
 	}
 	if rt.Node == "" || rt.Node == f.self {

@@ -52,6 +52,12 @@ type Member struct {
 	cfg   Config
 	log   *slog.Logger
 	epoch int64
+	// renewedSince is when this node's renewals started succeeding
+	// without a miss (zero while they fail): only a node that has held
+	// its own lease for a whole lease reports others lost, so after an
+	// outage of the database every node gets a lease's time to renew
+	// before anybody is given up.
+	renewedSince time.Time
 
 	renewals *prometheus.CounterVec
 	lost     prometheus.Counter
@@ -78,7 +84,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.epoch = epoch
+	m.epoch, m.renewedSince = epoch, time.Now()
 	m.log.Info("joined the cluster", "address", cfg.Address, "epoch", epoch, "lease", cfg.Lease)
 	return m, nil
 }
@@ -113,11 +119,15 @@ func (m *Member) renew(ctx context.Context) {
 	switch {
 	case err == nil:
 		m.renewals.WithLabelValues("ok").Inc()
+		if m.renewedSince.IsZero() {
+			m.renewedSince = time.Now()
+		}
 		return
 	case !errors.Is(err, store.ErrLeaseLost):
 		// The database is away: the lease may lapse meanwhile, and the
 		// next renewal finds out.
 		m.renewals.WithLabelValues("error").Inc()
+		m.renewedSince = time.Time{}
 		m.log.Warn("renew the node's lease", "err", err)
 		return
 	}
@@ -128,7 +138,7 @@ func (m *Member) renew(ctx context.Context) {
 		m.log.Error("register again", "err", err)
 		return
 	}
-	m.epoch = epoch
+	m.epoch, m.renewedSince = epoch, time.Now()
 	n, err := m.cfg.Node.Reconcile(ctx)
 	if err != nil {
 		m.log.Error("reconcile with the cluster", "err", err)
@@ -137,6 +147,9 @@ func (m *Member) renew(ctx context.Context) {
 }
 
 func (m *Member) reportLost(ctx context.Context) {
+	if m.renewedSince.IsZero() || time.Since(m.renewedSince) < m.cfg.Lease {
+		return // this node may be the one that was away
+	}
 	lost, err := m.cfg.Catalog.ReportLost(ctx)
 	if err != nil {
 		m.log.Warn("look for lapsed nodes", "err", err)

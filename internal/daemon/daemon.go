@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// Any node serves every request: one that names a sandbox
 		// another node runs goes there.
 		handler = cluster.NewForwarder(cluster.ForwarderConfig{
-			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler,
+			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: svc.Runs,
 			SandboxOf: func(r *http.Request) string {
 				if id := e2bcompat.SandboxOf(r); id != "" {
 					return id

@@ -65,6 +65,8 @@ type sandboxJSON struct {
 	Checkpoint           *checkpointJSON   `json:"checkpoint,omitempty"`
 	Network              *networkJSON      `json:"network,omitempty"`
 	Volumes              []volumeMountJSON `json:"volumes,omitempty"`
+	// Node is the cluster node that runs it (cluster mode only).
+	Node string `json:"node,omitempty"`
 }
 
 // checkpointJSON is what a sandbox shows of its latest checkpoint.
@@ -88,7 +90,7 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
 		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason, Network: networkOf(s.Network),
 		AutoPause: s.AutoPause, AutoResume: s.AutoResume, KeyID: s.KeyID,
-		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep,
+		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep, Node: s.Node,
 	}
 	if !s.PausedAt.IsZero() {
 		out.PausedAt = &s.PausedAt

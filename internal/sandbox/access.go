@@ -35,6 +35,12 @@ func (t Target) instance() uint64 {
 	return t.conns.n
 }
 
+// Runs reports whether this node runs sandbox id.
+func (s *Service) Runs(id string) bool {
+	_, ok := s.entry(id)
+	return ok
+}
+
 // Target returns how to reach a running sandbox. A sandbox that is not
 // running is NotFound.
 func (s *Service) Target(id string) (Target, error) {

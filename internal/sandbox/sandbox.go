@@ -49,6 +49,8 @@ type Sandbox struct {
 	Volumes []VolumeMount
 	// Tenant owns it.
 	Tenant string
+	// Node runs it (cluster mode; "" with one node or when not live).
+	Node string
 }
 
 // NetworkPolicy is a requested egress policy; see store.NetworkPolicy.
@@ -64,7 +66,7 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: tenant.Bare(r.KeyID),
 		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
 		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
-		Volumes: slices.Clone(r.Volumes), Tenant: tenant.Of(r.Tenant),
+		Volumes: slices.Clone(r.Volumes), Tenant: tenant.Of(r.Tenant), Node: r.Node,
 	}
 }
 

@@ -27,8 +27,10 @@ func (s *Service) Resolve(ctx context.Context, ref string) (*sandbox.Image, erro
 	if !tenant.FromContext(ctx).Admin {
 		// Another tenant's template answers as an unknown one.
 		if name, _, err := ParseRef(ref); err == nil && name != BaseName {
-			if _, err := s.template(ctx, name, false); err != nil {
+			if _, err := s.template(ctx, name, false); errors.Is(err, errdefs.ErrNotFound) {
 				return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found", name)
+			} else if err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -57,14 +59,20 @@ func (s *Service) resolve(ctx context.Context, ref string) (*sandbox.Image, erro
 		}
 		return &sandbox.Image{Template: ref, ID: base.image, Root: base.root, User: base.config.User}, nil
 	}
-	if err != nil {
+	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found", name)
+	}
+	if err != nil {
+		return nil, err // the catalog is away: not a missing template
 	}
 	buildID := tag // "name:<build id>" pins a build, as in E2B
 	if tt, ok := t.Tags[tag]; ok {
 		buildID = tt.Build
 	}
 	b, err := s.store.GetBuild(ctx, buildID)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return nil, err
+	}
 	if err != nil || b.Template != name || b.State != store.BuildReady {
 		return nil, errdefs.New(errdefs.ErrNotFound, "template %q has no ready build tagged %q", name, tag)
 	}

@@ -49,6 +49,14 @@ type Options struct {
 	// Prepare runs on the data dir before the first start (a small
 	// filesystem mounted under it, for example).
 	Prepare func(dataDir string) error
+	// APIKey is the admin key (default: a fresh one): the nodes of a
+	// cluster share theirs.
+	APIKey string
+	// Catalog, when set, makes the daemon a cluster node on this
+	// PostgreSQL database: its node id is Name, its address its own API
+	// address, its lease Lease (spaced's default if 0).
+	Catalog string
+	Lease   time.Duration
 }
 
 // Daemon is one spaced process, and its successors on the same data dir,
@@ -109,9 +117,11 @@ func Start(o Options) (*Daemon, error) {
 		Opts:    o,
 		DataDir: o.DataDir,
 		Addr:    fmt.Sprintf("127.0.0.1:%d", port),
-		// 40 hex digits after "<suite>_": the shape every E2B SDK accepts.
-		APIKey:  suite.name + "_" + RandHex(20),
+		APIKey:  o.APIKey,
 		LogPath: filepath.Join(dir, "spaced.log"),
+	}
+	if d.APIKey == "" {
+		d.APIKey = NewAPIKey()
 	}
 	if d.DataDir == "" {
 		d.DataDir = filepath.Join(dir, "data")
@@ -228,6 +238,12 @@ func (d *Daemon) env() []string {
 	}
 	if o.BootTimeout > 0 {
 		env = append(env, "SPACE_AGENT_BOOT_TIMEOUT="+o.BootTimeout.String())
+	}
+	if o.Catalog != "" {
+		env = append(env, "SPACE_DATABASE_URL="+o.Catalog, "SPACE_NODE_ID="+o.Name, "SPACE_NODE_ADDRESS=http://"+d.Addr)
+		if o.Lease > 0 {
+			env = append(env, "SPACE_NODE_LEASE="+o.Lease.String())
+		}
 	}
 	if o.NoPool {
 		env = append(env, "SPACE_POOL=")
@@ -355,6 +371,10 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+// NewAPIKey is a fresh admin key: 40 hex digits after "<suite>_", the
+// shape every E2B SDK accepts.
+func NewAPIKey() string { return suite.name + "_" + RandHex(20) }
 
 // RandHex is n random bytes in hex, for names and secrets no one guesses.
 func RandHex(n int) string {
