@@ -59,9 +59,9 @@ type ForwarderConfig struct {
 	SandboxOf func(*http.Request) string
 	// Runs reports whether this node runs sandbox id: with the catalog
 	// away, the node still serves those, and answers 503 for the rest.
-	Runs func(id string) bool
-	Next      http.Handler
-	Logger    *slog.Logger
+	Runs   func(id string) bool
+	Next   http.Handler
+	Logger *slog.Logger
 }
 
 // NewForwarder makes a forwarder.
