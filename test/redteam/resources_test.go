@@ -26,6 +26,14 @@ import (
 // responsive checks, while an attack runs, that spaced's /healthz and a
 // command in the neighbour answer within generous bounds, every 500 ms
 // until stop is closed. It returns the slowest answer seen.
+
+// forcedCharge is how far a memory cgroup's usage may pass its limit
+// without anything escaping it: the kernel force-charges the pages a task
+// needs while it dies of the cgroup's OOM kill (try_charge_memcg's force
+// path), seen here as a few pages over (12 KiB in CI). A real escape is
+// the attack's whole allocation, hundreds of MiB.
+const forcedCharge = 1 << 20
+
 func responsive(t *testing.T, d *harness.Daemon, stop <-chan struct{}) func() (time.Duration, error) {
 	n := getNeighbour(t, d)
 	var mu sync.Mutex
@@ -392,7 +400,7 @@ func resourceAttempts() []attempt {
 			run:     func(t *testing.T) error { return forkBomb(t, 1000, true) }},
 		{id: "res-fork-bomb-root", category: "resources", desc: "python os.fork() bomb as root (root is not exempt), tasks counted as for res-fork-bomb", stops: "RLIMIT_NPROC holds root's tasks at 64 (a fork at the limit fails with EAGAIN); but the agent is root too, so the bomb can take the tasks its Go runtime needs and end the sandbox (known weakness; some runs): contained, spaced reports it lost and cleans up, the host pids cgroup stays under its limit, neighbours are untouched (were the sandbox to survive, the counts of res-fork-bomb apply)",
 			run: func(t *testing.T) error { return forkBomb(t, 0, false) }},
-		{id: "res-memory", category: "resources", desc: "allocate and touch 2 GiB, 50 MiB at a time, in a 256 MB sandbox", stops: "memory cgroup of the sandbox (the sentry sees it as its RAM): the allocation fails, or (what happens today) the sandbox alone is killed at the limit and spaced reports it lost, out of memory, leaving nothing on the host; the host cgroup's limit is 256 MiB and its usage never passes it",
+		{id: "res-memory", category: "resources", desc: "allocate and touch 2 GiB, 50 MiB at a time, in a 256 MB sandbox", stops: "memory cgroup of the sandbox (the sentry sees it as its RAM): the allocation fails, or (what happens today) the sandbox alone is killed at the limit and spaced reports it lost, out of memory, leaving nothing on the host; the host cgroup's limit is 256 MiB and its usage never passes it (but for the few pages the kernel force-charges to a task while it is OOM-killed)",
 			control: "the host cgroup's usage reaches 100 MiB (the allocation ran)",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{MemoryMB: 256})
@@ -412,8 +420,8 @@ func resourceAttempts() []attempt {
 					}
 					t.Logf("host memory cgroup: limit %d MiB, peak seen %d MiB", limit>>20, peak>>20)
 					switch {
-					case peak > limit:
-						return fmt.Errorf("the host memory cgroup held %d bytes over its limit %d", peak, limit)
+					case peak > limit+forcedCharge:
+						return fmt.Errorf("the host memory cgroup held %d bytes, over its limit %d", peak, limit)
 					case peak < 100<<20:
 						return fmt.Errorf("control: the sandbox never held 100 MiB (peak %d MiB)", peak>>20)
 					case err != nil:
