@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # install-deps.sh - install the host dependencies of SPACE on Debian 12 (bookworm).
 #
-# Usage: scripts/install-deps.sh [--force-runsc]
+# Usage: scripts/install-deps.sh [--force-runsc] [--runsc-only]
 #
 #   * installs the Debian packages the platform and its tests need (apt-get update
 #     runs at most once, and only when something is missing);
 #   * builds a static gVisor runsc from the Go module proxy and installs it to
 #     $SPACE_RUNSC (default /usr/local/lib/space/bin/runsc) unless the installed
-#     one already reports the pinned version (--force-runsc rebuilds anyway);
+#     one already reports the pinned version (--force-runsc rebuilds anyway;
+#     --runsc-only stops there, for the node image of deploy/Dockerfile);
 #   * if no usable Go (>= 1.21) is found, bootstraps the pinned Go toolchain from
 #     the Go module proxy (golang.org/toolchain module, hash-verified) into
 #     /usr/local/lib/space/go.
@@ -41,10 +42,13 @@ DEB_PACKAGES=(
 )
 
 FORCE_RUNSC=0
+RUNSC_ONLY=0
 for arg in "$@"; do
   case "$arg" in
     --force-runsc) FORCE_RUNSC=1 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    # The node image (deploy/Dockerfile): runsc and what building it needs.
+    --runsc-only) RUNSC_ONLY=1; DEB_PACKAGES=(ca-certificates curl file) ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-deps: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -64,7 +68,7 @@ mktempdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/space-deps.XXXXXX"); TMPDI
 # ---- 1. Debian packages ------------------------------------------------------
 # The E2B JS SDK tests need node and npm; machines that bring their own
 # Node.js (newer than Debian's) keep it.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if [ "$RUNSC_ONLY" -eq 0 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
   DEB_PACKAGES+=(nodejs npm)
 fi
 missing=()
@@ -89,7 +93,7 @@ fi
 # web/console with these (pinned by its package-lock.json) and compares.
 # spaced itself never needs them: the bundle is committed.
 CONSOLE_DIR="$(cd "$(dirname "$0")/.." && pwd)/web/console"
-if [ -f "$CONSOLE_DIR/package-lock.json" ]; then
+if [ "$RUNSC_ONLY" -eq 0 ] && [ -f "$CONSOLE_DIR/package-lock.json" ]; then
   if [ -d "$CONSOLE_DIR/node_modules" ] && [ ! "$CONSOLE_DIR/package-lock.json" -nt "$CONSOLE_DIR/node_modules/.package-lock.json" ]; then
     log "console npm packages: present"
   else
@@ -194,6 +198,11 @@ else
   install -m 0755 -o root -g root "$new" "$tmpdst" || { rm -f "$tmpdst"; die "copy to $tmpdst failed"; }
   mv -f "$tmpdst" "$SPACE_RUNSC" || { rm -f "$tmpdst"; die "rename to $SPACE_RUNSC failed"; }
   log "runsc: installed $SPACE_RUNSC ($(du -h "$SPACE_RUNSC" | cut -f1), static)"
+fi
+
+if [ "$RUNSC_ONLY" -eq 1 ]; then
+  log "done (runsc only) in $(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')s"
+  exit 0
 fi
 
 # ---- 4. versitygw (the real S3 server the object-storage tests start) ------
