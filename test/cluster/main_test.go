@@ -39,7 +39,7 @@ type testCluster struct {
 
 // rangeBase: this package's sandbox ranges are in 10.250.0.0/16, a /22
 // per node; base picks a /20 block for one test's cluster.
-func newCluster(t *testing.T, block int, lease time.Duration, n int) *testCluster {
+func newCluster(t testing.TB, block int, lease time.Duration, n int) *testCluster {
 	t.Helper()
 	harness.Need(t)
 	c := &testCluster{pg: pgtest.Start(t), s3: blobstoretest.StartVersity(t)}

@@ -36,7 +36,7 @@ const (
 )
 
 // StartVersity starts a server with an empty bucket; it stops at cleanup.
-func StartVersity(t *testing.T) *Versity {
+func StartVersity(t testing.TB) *Versity {
 	t.Helper()
 	bin := testenv.NeedVersitygw(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -55,7 +55,7 @@ func StartVersity(t *testing.T) *Versity {
 }
 
 // Start (re)starts the server on the same address and directory.
-func (v *Versity) Start(t *testing.T) {
+func (v *Versity) Start(t testing.TB) {
 	t.Helper()
 	v.mu.Lock()
 	defer v.mu.Unlock()
