@@ -155,3 +155,56 @@ func (c *Client) Usage(ctx context.Context) (*Tenant, error) {
 	var out Tenant
 	return &out, c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "usage")
 }
+
+// Node is a cluster node (cluster mode).
+type Node struct {
+	ID         string    `json:"id"`
+	Address    string    `json:"address"`
+	Epoch      int64     `json:"epoch"`
+	StartedAt  time.Time `json:"started_at"`
+	LeaseUntil time.Time `json:"lease_until"`
+	// Alive: its lease has not lapsed.
+	Alive    bool `json:"alive"`
+	Draining bool `json:"draining"`
+	Info     struct {
+		Sandboxes int    `json:"sandboxes"`
+		Capacity  int    `json:"capacity,omitempty"`
+		Version   string `json:"version,omitempty"`
+	} `json:"info"`
+}
+
+// Move is one sandbox's move in a drain.
+type Move struct {
+	Sandbox  string `json:"sandbox"`
+	To       string `json:"to"`
+	PauseMS  int64  `json:"pause_ms"`
+	ResumeMS int64  `json:"resume_ms"`
+	TotalMS  int64  `json:"total_ms"`
+	Error    string `json:"error,omitempty"`
+}
+
+// DrainReport is what a drain did.
+type DrainReport struct {
+	Node  string `json:"node"`
+	Moves []Move `json:"moves"`
+}
+
+// Nodes lists the cluster's nodes (admin key; cluster mode).
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out struct {
+		Nodes []Node `json:"nodes"`
+	}
+	return out.Nodes, c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "admin", "nodes")
+}
+
+// DrainNode drains node: it takes no new sandboxes and its running ones
+// move to other nodes. It answers when every move is done.
+func (c *Client) DrainNode(ctx context.Context, node string) (*DrainReport, error) {
+	out := new(DrainReport)
+	return out, c.call(ctx, http.MethodPost, nil, nil, out, "v1", "admin", "nodes", node, "drain")
+}
+
+// UndrainNode lets node take sandboxes again.
+func (c *Client) UndrainNode(ctx context.Context, node string) error {
+	return c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "admin", "nodes", node, "drain")
+}

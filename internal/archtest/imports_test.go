@@ -54,7 +54,7 @@ var layers = []layer{
 
 	// The API layers.
 	{"internal/httpapi", []string{
-		"internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"internal/cluster", "internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
 		"internal/tenant", "internal/volume",
 		// Known debt (conventions, habit 16): commands.go, files.go and

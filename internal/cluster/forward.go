@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
 )
 
 // Headers a forwarding node adds: who forwards, when, and an HMAC of both
@@ -43,6 +45,7 @@ type Forwarder struct {
 	secret    []byte
 	sandboxOf func(*http.Request) string
 	runs      func(string) bool
+	nodeOf    func(*http.Request) string
 	next      http.Handler
 	proxy     *httputil.ReverseProxy
 	log       *slog.Logger
@@ -57,6 +60,9 @@ type ForwarderConfig struct {
 	Secret []byte
 	// SandboxOf answers the sandbox a request names ("" for none).
 	SandboxOf func(*http.Request) string
+	// NodeOf answers the node a request is about ("" for none): an
+	// admin's node routes run on that node.
+	NodeOf func(*http.Request) string
 	// Runs reports whether this node runs sandbox id: with the catalog
 	// away, the node still serves those, and answers 503 for the rest.
 	Runs   func(id string) bool
@@ -66,7 +72,7 @@ type ForwarderConfig struct {
 
 // NewForwarder makes a forwarder.
 func NewForwarder(cfg ForwarderConfig) *Forwarder {
-	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, next: cfg.Next, log: cfg.Logger}
+	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, nodeOf: cfg.NodeOf, next: cfg.Next, log: cfg.Logger}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -103,6 +109,21 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
+	if f.nodeOf != nil {
+		if node := f.nodeOf(r); node != "" && node != f.self {
+			addr, err := f.router.NodeAddress(r.Context(), node)
+			if err != nil {
+				if errdefs.Class(err) == errdefs.ErrNotFound {
+					writeError(w, http.StatusNotFound, "not_found", errdefs.PublicMessage(err))
+				} else {
+					writeError(w, http.StatusServiceUnavailable, "unavailable", "the cluster catalog is unavailable: retry")
+				}
+				return
+			}
+			f.forward(w, r, node, addr)
+			return
+		}
+	}
 	id := f.sandboxOf(r)
 	if id == "" {
 		f.next.ServeHTTP(w, r)
@@ -123,12 +144,16 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	target, err := url.Parse(rt.Address)
+	f.forward(w, r, rt.Node, rt.Address)
+}
+
+func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, node, address string) {
+	target, err := url.Parse(address)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("node %s has no usable address", rt.Node))
+		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("node %s has no usable address", node))
 		return
 	}
-	r.Header.Set(headerNode, rt.Node) // for the error handler; replaced when signed
+	r.Header.Set(headerNode, node) // for the error handler; replaced when signed
 	f.proxy.ServeHTTP(w, r.WithContext(withTarget(r.Context(), target)))
 }
 

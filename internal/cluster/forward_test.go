@@ -36,6 +36,8 @@ func (s *routes) RouteOf(_ context.Context, id string) (string, string, error) {
 	return rt.Node, rt.Address, nil
 }
 
+func (s *routes) Members(context.Context) ([]store.Member, error) { return nil, nil }
+
 func (s *routes) Listen(ctx context.Context, ev store.CatalogEvents) error {
 	s.mu.Lock()
 	s.changed = ev.Route
@@ -109,7 +111,7 @@ func get(t *testing.T, url string, hdr map[string]string) (int, string) {
 
 func TestForwarder(t *testing.T) {
 	src := newRoutes()
-	router := NewRouter(src, nil, nil)
+	router := NewRouter(src, Hooks{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go router.Run(ctx)
@@ -178,7 +180,7 @@ func TestForwarder(t *testing.T) {
 // by event, not when it ends.
 func TestForwarderStreams(t *testing.T) {
 	src := newRoutes()
-	router := NewRouter(src, nil, nil)
+	router := NewRouter(src, Hooks{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go router.Run(ctx)

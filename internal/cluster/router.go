@@ -15,7 +15,18 @@ import (
 // (store.Postgres).
 type RouteSource interface {
 	RouteOf(ctx context.Context, id string) (node, address string, err error)
+	Members(ctx context.Context) ([]store.Member, error)
 	Listen(ctx context.Context, ev store.CatalogEvents) error
+}
+
+// Hooks hear of the catalog's other changes through the router's
+// notification connection.
+type Hooks struct {
+	// Tenants: a tenant or key changed on some node, or notifications
+	// were away (changes may have been missed).
+	Tenants func()
+	// Migration: sandbox id was paused to move to some node.
+	Migration func(id string)
 }
 
 // Route is where a sandbox runs: Node "" when on no node (unknown, paused
@@ -32,9 +43,7 @@ type Route struct {
 type Router struct {
 	src RouteSource
 	log *slog.Logger
-	// tenantsChanged is called when a tenant or key changed on any node,
-	// and after each (re)connection (changes may have been missed).
-	tenantsChanged func()
+	hooks Hooks
 
 	mu      sync.Mutex
 	routes  map[string]Route
@@ -46,16 +55,18 @@ type Router struct {
 // maxRoutes bounds the cache; past it, it starts again empty.
 const maxRoutes = 1 << 20
 
-// NewRouter makes a router; Run keeps it in sync. tenantsChanged (may be
-// nil) hears of tenant and key changes.
-func NewRouter(src RouteSource, tenantsChanged func(), log *slog.Logger) *Router {
+// NewRouter makes a router; Run keeps it in sync.
+func NewRouter(src RouteSource, hooks Hooks, log *slog.Logger) *Router {
 	if log == nil {
 		log = slog.Default()
 	}
-	if tenantsChanged == nil {
-		tenantsChanged = func() {}
+	if hooks.Tenants == nil {
+		hooks.Tenants = func() {}
 	}
-	return &Router{src: src, log: log, tenantsChanged: tenantsChanged, routes: map[string]Route{}}
+	if hooks.Migration == nil {
+		hooks.Migration = func(string) {}
+	}
+	return &Router{src: src, log: log, hooks: hooks, routes: map[string]Route{}}
 }
 
 // Run listens for route changes until ctx ends, reconnecting after a
@@ -68,10 +79,11 @@ func (r *Router) Run(ctx context.Context) {
 				r.routes, r.synced = map[string]Route{}, true
 				r.gen++
 				r.mu.Unlock()
-				r.tenantsChanged()
+				r.hooks.Tenants()
 			},
-			Route:   r.changed,
-			Tenants: r.tenantsChanged,
+			Route:     r.changed,
+			Tenants:   r.hooks.Tenants,
+			Migration: r.hooks.Migration,
 		})
 		r.mu.Lock()
 		r.routes, r.synced = map[string]Route{}, false
@@ -126,4 +138,19 @@ func (r *Router) Lookups() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lookups
+}
+
+// NodeAddress answers the address of node id (read from the catalog:
+// node routes are the admin's, rare).
+func (r *Router) NodeAddress(ctx context.Context, id string) (string, error) {
+	ms, err := r.src.Members(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m.Address, nil
+		}
+	}
+	return "", errdefs.New(errdefs.ErrNotFound, "no node %q in the cluster", id)
 }

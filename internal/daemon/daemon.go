@@ -176,6 +176,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	defer leave()
 	var router *cluster.Router
 	var clusterSecret []byte
+	var nodes httpapi.Cluster // nil with one node
 	if pg, ok := catalog.(*store.Postgres); ok {
 		m, err := cluster.Join(ctx, cluster.Config{
 			Catalog: pg, Node: svc, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
@@ -190,10 +191,15 @@ func Run(ctx context.Context, cfg config.Config) error {
 		if clusterSecret, err = pg.ClusterSecret(ctx, fresh); err != nil {
 			return err
 		}
-		router = cluster.NewRouter(pg, func() {
-			if err := tenants.Reload(memberCtx); err != nil {
-				slog.Warn("reload tenants and keys", "err", err)
-			}
+		drainer := cluster.NewDrainer(cfg.NodeID, pg, drainSandboxes{svc}, slog.Default())
+		nodes = drainer
+		router = cluster.NewRouter(pg, cluster.Hooks{
+			Tenants: func() {
+				if err := tenants.Reload(memberCtx); err != nil {
+					slog.Warn("reload tenants and keys", "err", err)
+				}
+			},
+			Migration: func(id string) { drainer.MigrationRequested(memberCtx, id) },
 		}, slog.Default())
 		go router.Run(memberCtx)
 	}
@@ -209,6 +215,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Cluster: nodes,
 	})
 	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
 	if err != nil {
@@ -229,7 +236,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// Any node serves every request: one that names a sandbox
 		// another node runs goes there.
 		handler = cluster.NewForwarder(cluster.ForwarderConfig{
-			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: svc.Runs,
+			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: svc.Runs, NodeOf: httpapi.NodeOf,
 			SandboxOf: func(r *http.Request) string {
 				if id := e2bcompat.SandboxOf(r); id != "" {
 					return id
@@ -521,4 +528,27 @@ func nodeBudget(cfg config.Config) (admission.Budget, error) {
 	slog.Info("node budgets", "memory_mb", b.MemoryBytes>>20, "disk_mb", b.DiskBytes>>20, "sandboxes", b.Sandboxes,
 		"host_memory_floor_mb", b.MemoryFloor>>20, "host_disk_floor_mb", b.DiskFloor>>20)
 	return b, nil
+}
+
+// drainSandboxes is the sandbox service as a drain sees it.
+type drainSandboxes struct{ svc *sandbox.Service }
+
+func (d drainSandboxes) SetDraining(on bool) { d.svc.SetDraining(on) }
+
+func (d drainSandboxes) Movable() []cluster.Movable {
+	var out []cluster.Movable
+	for _, m := range d.svc.Movable() {
+		out = append(out, cluster.Movable{ID: m.ID, Left: m.Left})
+	}
+	return out
+}
+
+func (d drainSandboxes) Pause(ctx context.Context, id string) error {
+	_, err := d.svc.Pause(ctx, id, sandbox.PauseOptions{})
+	return err
+}
+
+func (d drainSandboxes) Resume(ctx context.Context, id string, timeout time.Duration) error {
+	_, err := d.svc.Resume(ctx, id, timeout)
+	return err
 }

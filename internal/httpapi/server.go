@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spacesandbox/space/internal/cluster"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
 	"github.com/spacesandbox/space/internal/tenant"
 	"github.com/spacesandbox/space/internal/volume"
@@ -35,6 +38,7 @@ type Server struct {
 	maxUpload int64
 	metrics   http.Handler
 	telemetry *sandbox.Telemetry
+	cluster   Cluster
 }
 
 // Options are what the API serves.
@@ -55,12 +59,23 @@ type Options struct {
 	// Telemetry keeps sandboxes' metrics series and logs (nil: those
 	// routes answer 503).
 	Telemetry *sandbox.Telemetry
+	// Cluster is cluster mode's node administration (nil with one
+	// node: those routes answer 404).
+	Cluster Cluster
+}
+
+// Cluster is what the node routes need of cluster mode (cluster.Drainer).
+type Cluster interface {
+	Self() string
+	Members(ctx context.Context) ([]store.Member, error)
+	Drain(ctx context.Context) (*cluster.DrainReport, error)
+	Undrain(ctx context.Context) error
 }
 
 // New returns the API's handler.
 func New(o Options) http.Handler {
 	s := &Server{sandboxes: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
-		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry}
+		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry, cluster: o.Cluster}
 	return s.routes()
 }
 
@@ -161,6 +176,9 @@ func (s *Server) table() []route {
 		{"GET", "/v1/admin/keys", false, s.listAPIKeys, false},
 		{"DELETE", "/v1/admin/keys/{key}", false, s.revokeKey, false},
 		{"GET", "/v1/admin/audit", false, s.auditLog, false},
+		{"GET", "/v1/admin/nodes", false, s.listNodes, false},
+		{"POST", "/v1/admin/nodes/{node}/drain", false, s.drainNode, false},
+		{"DELETE", "/v1/admin/nodes/{node}/drain", false, s.undrainNode, false},
 	}
 }
 

@@ -303,6 +303,9 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if _, err := s.checkpointer(); err != nil {
 		return nil, err
 	}
+	if err := s.refuseIfDraining(); err != nil {
+		return nil, err
+	}
 	if timeout == 0 {
 		timeout = s.cfg.DefaultTimeout
 	}
@@ -643,6 +646,9 @@ const maxForks = 16
 // id's current state (memory, processes, files), each with its own id,
 // address and access token. The parent keeps running.
 func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sandbox, error) {
+	if err := s.refuseIfDraining(); err != nil {
+		return nil, err
+	}
 	cp, err := s.checkpointer()
 	if err != nil {
 		return nil, err

@@ -41,6 +41,9 @@ type booted struct {
 // else it boots one. On any failure every step done so far is undone.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
 	start := time.Now()
+	if err := s.refuseIfDraining(); err != nil {
+		return nil, err
+	}
 	if err := qualifyNames(ctx, &req); err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 			p.lastMiss = time.Now() // one step per quiet minute
 		}
 		need := p.target - len(p.ready) - p.booting
-		if time.Now().Before(p.retryAt) {
+		if time.Now().Before(p.retryAt) || p.svc.nodeDraining.Load() {
 			need = 0
 		}
 		p.mu.Unlock()

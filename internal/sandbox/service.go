@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spacesandbox/space/internal/admission"
@@ -85,6 +86,8 @@ type Service struct {
 	store   store.Store
 	rt      runtime.Runtime
 	metrics *Metrics
+	// nodeDraining: the node takes no new sandboxes (see SetDraining).
+	nodeDraining atomic.Bool
 	// adm admits every start against the node's budgets (nil: all).
 	adm *admission.Controller
 

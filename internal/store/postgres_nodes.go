@@ -36,8 +36,10 @@ type Member struct {
 	StartedAt  time.Time `json:"started_at"`
 	LeaseUntil time.Time `json:"lease_until"`
 	// Alive: its lease has not lapsed.
-	Alive bool     `json:"alive"`
-	Info  NodeInfo `json:"info"`
+	Alive bool `json:"alive"`
+	// Draining: it takes no new sandboxes and moves its running ones.
+	Draining bool     `json:"draining"`
+	Info     NodeInfo `json:"info"`
 }
 
 // ErrLeaseLost is what a renewal gets once the node's lease lapsed (and
@@ -45,7 +47,8 @@ type Member struct {
 // reconcile.
 var ErrLeaseLost = errors.New("the node's lease lapsed")
 
-// Register enters this node with a fresh lease of ttl and a new epoch.
+// Register enters this node with a fresh lease of ttl and a new epoch; a
+// drain it was in ends (a drained node is restarted to take work again).
 func (p *Postgres) Register(ctx context.Context, address string, info NodeInfo, ttl time.Duration) (epoch int64, err error) {
 	doc, err := json.Marshal(info)
 	if err != nil {
@@ -53,7 +56,7 @@ func (p *Postgres) Register(ctx context.Context, address string, info NodeInfo, 
 	}
 	err = p.pool.QueryRow(ctx, `insert into nodes (id, address, lease_until, info) values ($1, $2, now() + make_interval(secs => $3), $4)
 		on conflict (id) do update set address = excluded.address, epoch = nodes.epoch + 1, started_at = now(),
-			lease_until = excluded.lease_until, info = excluded.info
+			lease_until = excluded.lease_until, info = excluded.info, draining = false
 		returning epoch`, p.node, address, ttl.Seconds(), doc).Scan(&epoch)
 	return epoch, dbErr(err, "register node %s", p.node)
 }
@@ -78,14 +81,14 @@ func (p *Postgres) Renew(ctx context.Context, epoch int64, info NodeInfo, ttl ti
 
 // Members lists every registered node.
 func (p *Postgres) Members(ctx context.Context) ([]Member, error) {
-	rows, err := p.pool.Query(ctx, `select id, address, epoch, started_at, lease_until, lease_until >= now(), info from nodes order by id`)
+	rows, err := p.pool.Query(ctx, `select id, address, epoch, started_at, lease_until, lease_until >= now(), draining, info from nodes order by id`)
 	if err != nil {
 		return nil, dbErr(err, "list nodes")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var m Member
 		var info []byte
-		if err := r.Scan(&m.ID, &m.Address, &m.Epoch, &m.StartedAt, &m.LeaseUntil, &m.Alive, &info); err != nil {
+		if err := r.Scan(&m.ID, &m.Address, &m.Epoch, &m.StartedAt, &m.LeaseUntil, &m.Alive, &m.Draining, &info); err != nil {
 			return m, err
 		}
 		return m, json.Unmarshal(info, &m.Info)
@@ -180,6 +183,8 @@ type CatalogEvents struct {
 	Route func(id string)
 	// Tenants: a tenant or an API key changed.
 	Tenants func()
+	// Migration: sandbox id was paused to move, and awaits its target.
+	Migration func(id string)
 }
 
 // Listen reports catalog changes until ctx ends or the connection fails
@@ -193,7 +198,7 @@ func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 	// A connection that listened is never handed back to the pool.
 	c := conn.Hijack()
 	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants"); err != nil {
+	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants; listen space_migrations"); err != nil {
 		return dbErr(err, "listen for catalog changes")
 	}
 	ev.Ready()
@@ -207,6 +212,76 @@ func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 			ev.Route(n.Payload)
 		case "space_tenants":
 			ev.Tenants()
+		case "space_migrations":
+			ev.Migration(n.Payload)
 		}
 	}
+}
+
+// SetDraining marks this node draining (or not): the others see it in
+// Members, and no migration targets it.
+func (p *Postgres) SetDraining(ctx context.Context, draining bool) error {
+	return p.exec(ctx, "set draining", "update nodes set draining = $2 where id = $1", p.node, draining)
+}
+
+// Migration is one sandbox's move from a draining node to another.
+type Migration struct {
+	Sandbox   string        `json:"sandbox"`
+	From      string        `json:"from"`
+	To        string        `json:"to"`
+	Timeout   time.Duration `json:"-"`
+	Requested time.Time     `json:"requested_at"`
+	Paused    time.Time     `json:"paused_at,omitzero"`
+	Resumed   time.Time     `json:"resumed_at,omitzero"`
+	Error     string        `json:"error,omitempty"`
+}
+
+// PutMigration writes m (a new move of its sandbox replaces an old one).
+func (p *Postgres) PutMigration(ctx context.Context, m *Migration) error {
+	return p.exec(ctx, "record migration of "+m.Sandbox, `insert into migrations (sandbox, from_node, to_node, timeout_ms, requested_at, paused_at, resumed_at, error)
+		values ($1, $2, $3, $4, $5, $6, $7, $8)
+		on conflict (sandbox) do update set from_node = excluded.from_node, to_node = excluded.to_node, timeout_ms = excluded.timeout_ms,
+			requested_at = excluded.requested_at, paused_at = excluded.paused_at, resumed_at = excluded.resumed_at, error = excluded.error`,
+		m.Sandbox, m.From, m.To, m.Timeout.Milliseconds(), m.Requested, nullTime(m.Paused), nullTime(m.Resumed), m.Error)
+}
+
+// GetMigration reads the move of sandbox id.
+func (p *Postgres) GetMigration(ctx context.Context, id string) (*Migration, error) {
+	m := &Migration{}
+	var ms int64
+	var paused, resumed *time.Time
+	err := p.pool.QueryRow(ctx, `select sandbox, from_node, to_node, timeout_ms, requested_at, paused_at, resumed_at, error
+		from migrations where sandbox = $1`, id).Scan(&m.Sandbox, &m.From, &m.To, &ms, &m.Requested, &paused, &resumed, &m.Error)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errdefs.New(errdefs.ErrNotFound, "no migration of sandbox %q", id)
+	}
+	if err != nil {
+		return nil, dbErr(err, "read migration of %q", id)
+	}
+	m.Timeout = time.Duration(ms) * time.Millisecond
+	if paused != nil {
+		m.Paused = *paused
+	}
+	if resumed != nil {
+		m.Resumed = *resumed
+	}
+	return m, nil
+}
+
+// FinishMigration records how the target's resume went (err "" for
+// success), once: it answers false when the move was finished already.
+func (p *Postgres) FinishMigration(ctx context.Context, id, errText string) (bool, error) {
+	tag, err := p.pool.Exec(ctx, `update migrations set resumed_at = case when $2 = '' then now() end, error = $2
+		where sandbox = $1 and to_node = $3 and resumed_at is null and error = ''`, id, errText, p.node)
+	if err != nil {
+		return false, dbErr(err, "finish migration of %q", id)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

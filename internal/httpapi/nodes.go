@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// The admin's node routes (cluster mode). A drain runs on the node it
+// names: any node forwards the request there (cluster.Forwarder), so here
+// {node} is this node or one the cluster does not have.
+
+func (s *Server) clusterOrNotFound(w http.ResponseWriter, r *http.Request) bool {
+	if s.cluster == nil {
+		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "this spaced is not in cluster mode (SPACE_DATABASE_URL is not set)"))
+		return false
+	}
+	return true
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	if !s.clusterOrNotFound(w, r) {
+		return
+	}
+	ms, err := s.cluster.Members(r.Context())
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": ms})
+}
+
+func (s *Server) thisNode(w http.ResponseWriter, r *http.Request) bool {
+	if !s.clusterOrNotFound(w, r) {
+		return false
+	}
+	if node := r.PathValue("node"); node != s.cluster.Self() {
+		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no node %q in the cluster", node))
+		return false
+	}
+	return true
+}
+
+func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
+	if !s.thisNode(w, r) {
+		return
+	}
+	report, err := s.cluster.Drain(r.Context())
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, report)
+}
+
+func (s *Server) undrainNode(w http.ResponseWriter, r *http.Request) {
+	if !s.thisNode(w, r) {
+		return
+	}
+	if err := s.cluster.Undrain(r.Context()); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// NodeOf answers the node an admin's node route names ("" for none): a
+// cluster node forwards the request to it.
+func NodeOf(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/admin/nodes/")
+	if !ok {
+		return ""
+	}
+	node, _, _ := strings.Cut(rest, "/")
+	return node
+}

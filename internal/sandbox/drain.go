@@ -1,0 +1,58 @@
+package sandbox
+
+import (
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// SetDraining makes this node take no new sandboxes (creates, resumes and
+// forks answer 503, its warm pools empty and stay empty) while a cluster
+// moves its running ones elsewhere; false undoes it.
+func (s *Service) SetDraining(on bool) {
+	s.nodeDraining.Store(on)
+	for _, p := range s.pools {
+		if on {
+			p.prune(func(*booted) bool { return false })
+		} else {
+			p.kick()
+		}
+	}
+}
+
+// Draining reports whether the node is draining.
+func (s *Service) Draining() bool { return s.nodeDraining.Load() }
+
+func (s *Service) refuseIfDraining() error {
+	if s.nodeDraining.Load() {
+		return errdefs.New(errdefs.ErrUnavailable, "this node is draining: it takes no new sandboxes (retry: another node will)")
+	}
+	return nil
+}
+
+// Movable is a running sandbox a drain moves, and the time it has left.
+type Movable struct {
+	ID   string
+	Left time.Duration
+}
+
+// Movable lists the running sandboxes of users (not pool or build
+// sandboxes) this node runs.
+func (s *Service) Movable() []Movable {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	var out []Movable
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.rec.State == store.StateRunning && e.build == "" && e.rec.Build == "" {
+			out = append(out, Movable{ID: e.rec.ID, Left: max(time.Until(e.rec.ExpiresAt), time.Second)})
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
