@@ -41,8 +41,8 @@ type Route struct {
 // connection is down nothing is cached (a missed notification cannot
 // leave a stale route), and the cache starts empty when it is back.
 type Router struct {
-	src RouteSource
-	log *slog.Logger
+	src   RouteSource
+	log   *slog.Logger
 	hooks Hooks
 
 	mu      sync.Mutex
