@@ -40,15 +40,20 @@ const maxSkew = time.Minute
 // sandbox). The owner authenticates the user as always; the forwarder adds
 // only its own signature.
 type Forwarder struct {
-	self      string
-	router    *Router
-	secret    []byte
-	sandboxOf func(*http.Request) string
-	runs      func(string) bool
-	nodeOf    func(*http.Request) string
-	next      http.Handler
-	proxy     *httputil.ReverseProxy
-	log       *slog.Logger
+	self       string
+	router     *Router
+	secret     []byte
+	sandboxOf  func(*http.Request) string
+	runs       func(string) bool
+	nodeOf     func(*http.Request) string
+	isCreate   func(*http.Request) bool
+	templateOf func(*http.Request, []byte) string
+	idem       Idempotency
+	cache      memberCache
+	client     *http.Client
+	next       http.Handler
+	proxy      *httputil.ReverseProxy
+	log        *slog.Logger
 }
 
 // ForwarderConfig configures a Forwarder.
@@ -60,6 +65,12 @@ type ForwarderConfig struct {
 	Secret []byte
 	// SandboxOf answers the sandbox a request names ("" for none).
 	SandboxOf func(*http.Request) string
+	// IsCreate reports whether a request creates a sandbox, and
+	// TemplateOf the template its body asks for: creates are placed.
+	IsCreate   func(*http.Request) bool
+	TemplateOf func(r *http.Request, body []byte) string
+	// Idempotency keeps creates' Idempotency-Keys (nil: not kept).
+	Idempotency Idempotency
 	// NodeOf answers the node a request is about ("" for none): an
 	// admin's node routes run on that node.
 	NodeOf func(*http.Request) string
@@ -72,7 +83,8 @@ type ForwarderConfig struct {
 
 // NewForwarder makes a forwarder.
 func NewForwarder(cfg ForwarderConfig) *Forwarder {
-	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, nodeOf: cfg.NodeOf, next: cfg.Next, log: cfg.Logger}
+	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, nodeOf: cfg.NodeOf, next: cfg.Next,
+		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -84,6 +96,7 @@ func NewForwarder(cfg ForwarderConfig) *Forwarder {
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
 	}
+	f.client = &http.Client{Transport: transport}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:       f.rewrite,
 		Transport:     transport,
@@ -107,6 +120,10 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.next.ServeHTTP(w, r)
+		return
+	}
+	if f.isCreate != nil && f.isCreate(r) {
+		f.serveCreate(w, r)
 		return
 	}
 	if f.nodeOf != nil {

@@ -20,6 +20,7 @@ import (
 type routes struct {
 	mu      sync.Mutex
 	m       map[string]Route
+	nodes   []store.Member
 	changed func(string)
 	ready   chan struct{}
 }
@@ -36,7 +37,11 @@ func (s *routes) RouteOf(_ context.Context, id string) (string, string, error) {
 	return rt.Node, rt.Address, nil
 }
 
-func (s *routes) Members(context.Context) ([]store.Member, error) { return nil, nil }
+func (s *routes) Members(context.Context) ([]store.Member, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodes, nil
+}
 
 func (s *routes) Listen(ctx context.Context, ev store.CatalogEvents) error {
 	s.mu.Lock()

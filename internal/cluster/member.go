@@ -22,12 +22,17 @@ type Catalog interface {
 	Register(ctx context.Context, address string, info store.NodeInfo, ttl time.Duration) (int64, error)
 	Renew(ctx context.Context, epoch int64, info store.NodeInfo, ttl time.Duration) error
 	ReportLost(ctx context.Context) ([]*store.Sandbox, error)
+	PruneIdempotency(ctx context.Context, before time.Time) error
 }
+
+// idempotencyKept is how long creates' Idempotency-Keys are kept.
+const idempotencyKept = 24 * time.Hour
 
 // Node is this node's part: what it tells the others and what it ends
 // when the cluster gave its sandboxes up (sandbox.Service).
 type Node interface {
 	Running() int
+	PoolSizes() map[string]int
 	Reconcile(ctx context.Context) (int, error)
 }
 
@@ -90,7 +95,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 }
 
 func (m *Member) info() store.NodeInfo {
-	return store.NodeInfo{Sandboxes: m.cfg.Node.Running(), Capacity: m.cfg.Capacity, Version: m.cfg.Version}
+	return store.NodeInfo{Sandboxes: m.cfg.Node.Running(), Capacity: m.cfg.Capacity, Version: m.cfg.Version, Pools: m.cfg.Node.PoolSizes()}
 }
 
 // Run renews the lease and reports lapsed nodes until ctx ends. A node
@@ -102,10 +107,16 @@ func (m *Member) Run(ctx context.Context) {
 	defer renew.Stop()
 	look := time.NewTicker(m.cfg.Lease / 2)
 	defer look.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-prune.C:
+			if err := m.cfg.Catalog.PruneIdempotency(ctx, time.Now().Add(-idempotencyKept)); err != nil {
+				m.log.Warn("prune idempotency keys", "err", err)
+			}
 		case <-renew.C:
 			m.renew(ctx)
 		case <-look.C:

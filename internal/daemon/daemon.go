@@ -237,6 +237,14 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// another node runs goes there.
 		handler = cluster.NewForwarder(cluster.ForwarderConfig{
 			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: svc.Runs, NodeOf: httpapi.NodeOf,
+			IsCreate: func(r *http.Request) bool { return httpapi.IsCreate(r) || e2bcompat.IsCreate(r) },
+			TemplateOf: func(r *http.Request, body []byte) string {
+				if httpapi.IsCreate(r) {
+					return httpapi.CreateTemplate(body)
+				}
+				return e2bcompat.CreateTemplate(body)
+			},
+			Idempotency: catalog.(*store.Postgres),
 			SandboxOf: func(r *http.Request) string {
 				if id := e2bcompat.SandboxOf(r); id != "" {
 					return id

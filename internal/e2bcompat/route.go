@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"regexp"
@@ -90,4 +91,21 @@ func SandboxOf(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// IsCreate reports whether r creates a sandbox (a cluster places it).
+func IsCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes")
+}
+
+// CreateTemplate answers the template an E2B create's body asks for
+// ("base" when it names none or does not decode).
+func CreateTemplate(body []byte) string {
+	var req struct {
+		TemplateID string `json:"templateID"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.TemplateID == "" {
+		return "base"
+	}
+	return strings.ToLower(req.TemplateID)
 }

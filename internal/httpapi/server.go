@@ -333,3 +333,21 @@ func SandboxOf(r *http.Request) string {
 	}
 	return id
 }
+
+// IsCreate reports whether r creates a sandbox (a cluster places it).
+func IsCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes"
+}
+
+// CreateTemplate answers the template a create's body asks for ("base"
+// when it names none or does not decode: the create itself says what is
+// wrong).
+func CreateTemplate(body []byte) string {
+	var req struct {
+		Template string `json:"template"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Template == "" {
+		return "base"
+	}
+	return req.Template
+}

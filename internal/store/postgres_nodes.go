@@ -26,6 +26,8 @@ type NodeInfo struct {
 	// Capacity is how many it may run (0: no limit of its own).
 	Capacity int    `json:"capacity,omitempty"`
 	Version  string `json:"version,omitempty"`
+	// Pools are its warm pools' ready sandboxes, by template.
+	Pools map[string]int `json:"pools,omitempty"`
 }
 
 // Member is a node as the catalog knows it.
@@ -284,4 +286,49 @@ func nullTime(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// Stored is the answer a create with an idempotency key got.
+type Stored struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// ClaimIdempotency claims scope for a create about to run (claimed), or
+// answers what the create that claimed it answered (stored, once done;
+// nil while it runs).
+func (p *Postgres) ClaimIdempotency(ctx context.Context, scope string) (claimed bool, stored *Stored, err error) {
+	tag, err := p.pool.Exec(ctx, "insert into idempotency (scope) values ($1) on conflict (scope) do nothing", scope)
+	if err != nil {
+		return false, nil, dbErr(err, "claim an idempotency key")
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil, nil
+	}
+	var done bool
+	s := &Stored{}
+	err = p.pool.QueryRow(ctx, "select done, status, content_type, body from idempotency where scope = $1", scope).Scan(&done, &s.Status, &s.ContentType, &s.Body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p.ClaimIdempotency(ctx, scope) // released meanwhile
+	}
+	if err != nil || !done {
+		return false, nil, dbErr(err, "read an idempotency key")
+	}
+	return false, s, nil
+}
+
+// FinishIdempotency stores the answer of scope's create (a success), or
+// releases the key (s nil: the create failed, and may be tried again).
+func (p *Postgres) FinishIdempotency(ctx context.Context, scope string, s *Stored) error {
+	if s == nil {
+		return p.exec(ctx, "release an idempotency key", "delete from idempotency where scope = $1 and not done", scope)
+	}
+	return p.exec(ctx, "store an idempotent answer", "update idempotency set done = true, status = $2, content_type = $3, body = $4 where scope = $1",
+		scope, s.Status, s.ContentType, s.Body)
+}
+
+// PruneIdempotency forgets keys older than before.
+func (p *Postgres) PruneIdempotency(ctx context.Context, before time.Time) error {
+	return p.exec(ctx, "prune idempotency keys", "delete from idempotency where created_at < $1", before)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -147,6 +148,30 @@ func TestEveryRequestThroughAnotherNode(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("forged forward: %s", resp.Status)
 	}
+
+	// Creates with one Idempotency-Key, through two nodes: one sandbox.
+	var keyed []string
+	for _, n := range []*harness.Daemon{n1, n2, n1} {
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+n.Addr+"/v1/sandboxes", strings.NewReader(`{"metadata":{"k":"1"}}`))
+		req.Header.Set("Authorization", "Bearer "+n.APIKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "cluster-test-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb client.Sandbox
+		json.NewDecoder(resp.Body).Decode(&sb)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || sb.ID == "" {
+			t.Fatalf("keyed create through %s: %s", n.Opts.Name, resp.Status)
+		}
+		keyed = append(keyed, sb.ID)
+	}
+	if keyed[0] != keyed[1] || keyed[1] != keyed[2] {
+		t.Errorf("one Idempotency-Key made sandboxes %v", keyed)
+	}
+	onEach = append(onEach, keyed[0])
 
 	// Killed through n3; every node sees it gone.
 	for _, sid := range onEach {

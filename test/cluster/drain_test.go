@@ -120,9 +120,12 @@ func TestDrain(t *testing.T) {
 		t.Errorf("output across the move:\n%q\nwant\n%q", out.String(), want.String())
 	}
 
-	// Drained, n1 takes no new sandboxes; undrained, it does.
-	if _, err := n1.Client.CreateSandbox(ctx, client.CreateSandboxRequest{}); !client.IsUnavailable(err) {
-		t.Errorf("create on the drained node: %v, want 503", err)
+	// Drained, n1 takes no new sandboxes: a create it receives is placed
+	// on another node. Undrained, it takes them again.
+	if sb, err := n1.Client.CreateSandbox(ctx, client.CreateSandboxRequest{}); err != nil || sb.Node == "n1" {
+		t.Errorf("create through the drained node: %+v, %v; want it placed elsewhere", sb, err)
+	} else {
+		n1.Client.KillSandbox(ctx, sb.ID)
 	}
 	nodes, err := n3.Client.Nodes(ctx)
 	if err != nil {
@@ -136,9 +139,10 @@ func TestDrain(t *testing.T) {
 	if err := n3.Client.UndrainNode(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(1100 * time.Millisecond) // placement's view of the nodes is a second old
 	sb, err := n1.Client.CreateSandbox(ctx, client.CreateSandboxRequest{})
-	if err != nil {
-		t.Fatalf("create after undrain: %v", err)
+	if err != nil || sb.Node != "n1" {
+		t.Fatalf("create after undrain: %+v, %v; want it on n1", sb, err)
 	}
 	n1.Client.KillSandbox(ctx, sb.ID)
 }
