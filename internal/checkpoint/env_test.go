@@ -17,6 +17,8 @@ import (
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/seal"
+	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/store/pgtest"
 )
 
 // env is a repository on one backend, behind a store wrapper that can make
@@ -25,6 +27,7 @@ type env struct {
 	store *flaky
 	keys  *seal.Keyring
 	repo  *checkpoint.Repo
+	index *store.Postgres // nil: no index
 	// corrupt flips a stored byte of key behind the store's back, keeping
 	// its recorded checksum.
 	corrupt func(t *testing.T, key string)
@@ -36,25 +39,13 @@ type backend struct {
 }
 
 var backends = []backend{
-	{"fs", func(t *testing.T) *env {
-		root := t.TempDir()
-		s, err := blobstore.NewFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := newEnv(t, &flaky{Store: s})
-		e.corrupt = func(t *testing.T, key string) {
-			f, err := os.OpenFile(filepath.Join(root, key), os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			b := make([]byte, 1)
-			f.ReadAt(b, 100)
-			if _, err := f.WriteAt([]byte{b[0] ^ 1}, 100); err != nil {
-				t.Fatal(err)
-			}
-		}
+	{"fs", fsEnv},
+	// The local store with the cluster's manifest index: a real
+	// PostgreSQL catalog (lists read it, not the store).
+	{"fs+catalog", func(t *testing.T) *env {
+		e := fsEnv(t)
+		e.index = catalog(t)
+		e.repo.WithIndex(e.index)
 		return e
 	}},
 	{"s3", func(t *testing.T) *env {
@@ -76,6 +67,29 @@ var backends = []backend{
 		}
 		return e
 	}},
+}
+
+// fsEnv is a repository on the local-directory store.
+func fsEnv(t *testing.T) *env {
+	root := t.TempDir()
+	s, err := blobstore.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, &flaky{Store: s})
+	e.corrupt = func(t *testing.T, key string) {
+		f, err := os.OpenFile(filepath.Join(root, key), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b := make([]byte, 1)
+		f.ReadAt(b, 100)
+		if _, err := f.WriteAt([]byte{b[0] ^ 1}, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
 }
 
 func newEnv(t *testing.T, f *flaky) *env {
@@ -219,4 +233,43 @@ func keys(t *testing.T, s blobstore.Store) []string {
 		out = append(out, i.Key)
 	}
 	return out
+}
+
+// pg is the package's PostgreSQL server, started by the first test that
+// needs it; each test gets a database of its own.
+var (
+	pgMu  sync.Mutex
+	pgSrv *pgtest.Server
+)
+
+func catalog(t *testing.T) *store.Postgres {
+	t.Helper()
+	pgMu.Lock()
+	if pgSrv == nil {
+		pgSrv = pgtest.Start(keep{t})
+	}
+	srv := pgSrv
+	pgMu.Unlock()
+	p, err := store.OpenPostgres(context.Background(), srv.NewDatabase(t), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// keep gives the shared server's cleanup to TestMain (called with pgMu
+// held, by catalog).
+type keep struct{ *testing.T }
+
+func (keep) Cleanup(f func()) { cleanups = append(cleanups, f) }
+
+var cleanups []func()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
+	os.Exit(code)
 }

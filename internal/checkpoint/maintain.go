@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -78,14 +77,14 @@ func (r *Repo) rewrapOne(ctx context.Context, id string) (bool, error) {
 	if !changed {
 		return false, nil
 	}
-	b, err := json.MarshalIndent(m, "", "  ")
+	b, err := encodeManifest(m)
 	if err != nil {
-		return false, fmt.Errorf("encode manifest of checkpoint %s: %w", id, err)
+		return false, err
 	}
 	if _, err := r.store.Put(ctx, r.manifestKey(id), bytes.NewReader(b), int64(len(b))); err != nil {
 		return false, storeErr(err, "rewrite manifest of checkpoint %s", id)
 	}
-	return true, nil
+	return true, r.indexPut(ctx, id, b)
 }
 
 // SweepIncomplete deletes the artifacts of checkpoints that have no

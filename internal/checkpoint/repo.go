@@ -51,6 +51,7 @@ type Repo struct {
 	store  blobstore.Store
 	keys   *seal.Keyring
 	prefix string
+	index  Index // nil: list from the store
 
 	mu       sync.Mutex
 	inflight map[string]int // ids being saved: SweepIncomplete leaves them alone
@@ -121,6 +122,14 @@ func (r *Repo) notFound(ctx context.Context, id string) error {
 // warning in the log) manifests that do not decode: one damaged object
 // must not hide the rest.
 func (r *Repo) List(ctx context.Context) ([]*Manifest, error) {
+	if r.index != nil {
+		return r.listIndex(ctx)
+	}
+	return r.listStore(ctx)
+}
+
+// listStore is List from the object store: a listing, then each manifest.
+func (r *Repo) listStore(ctx context.Context) ([]*Manifest, error) {
 	infos, err := r.store.List(ctx, r.prefix)
 	if err != nil {
 		return nil, storeErr(err, "list checkpoints")
@@ -175,6 +184,13 @@ func (r *Repo) manifestID(key string) (string, bool) {
 func (r *Repo) Delete(ctx context.Context, id string) error {
 	if err := validName("checkpoint id", id, maxIDLen); err != nil {
 		return err
+	}
+	if r.index != nil {
+		// Out of the index first: one that outlived its manifest would
+		// list a checkpoint that cannot load.
+		if err := r.index.DeleteManifest(ctx, r.prefix, id); err != nil {
+			return fmt.Errorf("unindex checkpoint %s: %w", id, err)
+		}
 	}
 	r.mu.Lock() // not while Rewrap rewrites this manifest
 	err := r.store.Delete(ctx, r.manifestKey(id))

@@ -84,14 +84,30 @@ func (r *Repo) Save(ctx context.Context, m *Manifest, dir string, secret []byte)
 	if m.Sealed, err = r.seal(m, secret); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(m, "", "  ")
+	b, err := encodeManifest(m)
 	if err != nil {
-		return fmt.Errorf("encode manifest of checkpoint %s: %w", m.ID, err)
+		return err
 	}
 	if _, err := r.store.Put(ctx, r.manifestKey(m.ID), bytes.NewReader(b), int64(len(b))); err != nil {
 		return storeErr(err, "write manifest of checkpoint %s", m.ID)
 	}
+	if err := r.indexPut(ctx, m.ID, b); err != nil {
+		// Not indexed, the checkpoint would be invisible: it is undone
+		// (the deferred cleanup) and the save fails.
+		if r.index != nil {
+			r.index.DeleteManifest(context.WithoutCancel(ctx), r.prefix, m.ID)
+		}
+		return err
+	}
 	return nil
+}
+
+func encodeManifest(m *Manifest) ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest of checkpoint %s: %w", m.ID, err)
+	}
+	return b, nil
 }
 
 // listFiles names the regular files of dir. Anything else there would be

@@ -96,11 +96,16 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 
+	repos, err := openRepos(ctx, objects, keys, catalog)
+	if err != nil {
+		return err
+	}
+
 	// Volumes before the sandbox service: it mounts them into sandboxes.
 	vols, err := volume.Open(ctx, volume.Config{
 		Dir: filepath.Join(cfg.DataDir, "volumes"), ImagesDir: imagesDir,
 		DefaultMB: cfg.VolumeDefaultMB, MaxMB: cfg.VolumeMaxMB,
-		Backups: checkpoint.NewRepoAt(objects, keys, "volumes/"),
+		Backups: repos.volumes,
 		Logger:  slog.Default(),
 	}, catalog, st)
 	if err != nil {
@@ -141,7 +146,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Pools:            pools(cfg.Pools),
 		PoolBoots:        cfg.PoolBoots,
 		MaxBoots:         cfg.MaxBoots,
-		Checkpoints:      checkpoint.NewRepo(objects, keys),
+		Checkpoints:      repos.checkpoints,
 		Keys:             keys,
 		ImagesDir:        imagesDir,
 		PausedRetention:  cfg.PausedRetention,
@@ -160,7 +165,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer gw.Close()
-	tpl, err := openTemplates(ctx, cfg, st, objects, keys, svc, rt, reg)
+	tpl, err := openTemplates(ctx, cfg, st, repos, keys, svc, rt, reg)
 	if err != nil {
 		return err
 	}
@@ -446,7 +451,7 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 
 // openTemplates starts the template service: builds run in sandboxes of
 // svc, their artifacts go to the object store under templates/.
-func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objects blobstore.Store, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer) (*template.Service, error) {
+func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos *repos, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer) (*template.Service, error) {
 	agent := cfg.AgentBinary
 	if agent == "" {
 		agent = filepath.Join(cfg.TemplatesDir, template.BaseName, "current", "usr/local/bin/space-agent")
@@ -469,8 +474,8 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, objec
 		LogDir:       filepath.Join(cfg.DataDir, "builds"),
 		Store:        st,
 		Node:         clusterNode(cfg),
-		Repo:         checkpoint.NewRepoAt(objects, keys, "templates/"),
-		Checkpoints:  checkpoint.NewRepo(objects, keys),
+		Repo:         repos.templates,
+		Checkpoints:  repos.checkpoints,
 		Boxes:        svc,
 		Puller:       ociimage.NewPuller(cfg.RegistryAllow),
 		Agent:        agent,
@@ -559,4 +564,34 @@ func (d drainSandboxes) Pause(ctx context.Context, id string) error {
 func (d drainSandboxes) Resume(ctx context.Context, id string, timeout time.Duration) error {
 	_, err := d.svc.Resume(ctx, id, timeout)
 	return err
+}
+
+// repos are the object store's artifact repositories: checkpoints and
+// snapshots, template layers and starts, volume backups.
+type repos struct {
+	checkpoints, templates, volumes *checkpoint.Repo
+}
+
+// openRepos makes the repositories. In cluster mode they keep their
+// manifests in the catalog too (lists read it, not the object store),
+// brought up to date with the object store here.
+func openRepos(ctx context.Context, objects blobstore.Store, keys *seal.Keyring, catalog store.Catalog) (*repos, error) {
+	r := &repos{
+		checkpoints: checkpoint.NewRepo(objects, keys),
+		templates:   checkpoint.NewRepoAt(objects, keys, "templates/"),
+		volumes:     checkpoint.NewRepoAt(objects, keys, "volumes/"),
+	}
+	pg, ok := catalog.(*store.Postgres)
+	if !ok {
+		return r, nil
+	}
+	for _, repo := range []*checkpoint.Repo{r.checkpoints, r.templates, r.volumes} {
+		start := time.Now()
+		n, err := repo.WithIndex(pg).Reindex(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("index the object store's manifests: %w", err)
+		}
+		slog.Info("manifests indexed in the catalog", "repository", repo.Prefix(), "manifests", n, "ms", time.Since(start).Milliseconds())
+	}
+	return r, nil
 }

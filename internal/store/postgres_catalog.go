@@ -204,3 +204,27 @@ func (p *Postgres) ListVolumes(ctx context.Context) ([]*Volume, error) {
 func (p *Postgres) DeleteVolume(ctx context.Context, id string) error {
 	return p.exec(ctx, "delete volume "+id, "delete from volumes where id = $1 and node = $2", id, p.node)
 }
+
+// The manifest index (checkpoint.Index).
+
+func (p *Postgres) PutManifest(ctx context.Context, prefix, id string, manifest []byte) error {
+	return p.exec(ctx, "index manifest "+prefix+id, `insert into manifests (prefix, id, doc) values ($1, $2, $3)
+		on conflict (prefix, id) do update set doc = excluded.doc, indexed_at = now()`, prefix, id, manifest)
+}
+
+func (p *Postgres) DeleteManifest(ctx context.Context, prefix, id string) error {
+	return p.exec(ctx, "unindex manifest "+prefix+id, "delete from manifests where prefix = $1 and id = $2", prefix, id)
+}
+
+func (p *Postgres) Manifests(ctx context.Context, prefix string) ([][]byte, error) {
+	rows, err := p.pool.Query(ctx, "select doc from manifests where prefix = $1 order by id", prefix)
+	if err != nil {
+		return nil, dbErr(err, "list manifests")
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	return docs, dbErr(err, "list manifests")
+}
+
+func (p *Postgres) KeepManifests(ctx context.Context, prefix string, ids []string, since time.Time) error {
+	return p.exec(ctx, "prune the manifest index", `delete from manifests where prefix = $1 and indexed_at < $3 and not (id = any($2))`, prefix, ids, since)
+}

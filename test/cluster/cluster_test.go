@@ -259,4 +259,26 @@ func TestPauseHereResumeThere(t *testing.T) {
 		}
 		sh(t, n2, sb.ID, "rm -f /tmp/alive; sleep 0.6; test \"$(cat /tmp/alive)\" = 42")
 	}
+
+	// A snapshot taken through one node lists through every node (from
+	// the catalog's manifest index, not the object store).
+	snap, err := n1.Client.TakeSnapshot(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		list, err := n.Client.ListSnapshots(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 || list[0].ID != snap.ID {
+			t.Errorf("snapshots through %s: %+v, want %s", n.Opts.Name, list, snap.ID)
+		}
+	}
+	if err := n3.Client.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := n2.Client.ListSnapshots(ctx, sb.ID); len(list) != 0 {
+		t.Errorf("after the delete, n2 lists %+v", list)
+	}
 }
