@@ -27,6 +27,9 @@ type Hooks struct {
 	Tenants func()
 	// Migration: sandbox id was paused to move to some node.
 	Migration func(id string)
+	// Secrets: a secret changed on some node, or notifications were
+	// away.
+	Secrets func()
 }
 
 // Route is where a sandbox runs: Node "" when on no node (unknown, paused
@@ -66,6 +69,9 @@ func NewRouter(src RouteSource, hooks Hooks, log *slog.Logger) *Router {
 	if hooks.Migration == nil {
 		hooks.Migration = func(string) {}
 	}
+	if hooks.Secrets == nil {
+		hooks.Secrets = func() {}
+	}
 	return &Router{src: src, log: log, hooks: hooks, routes: map[string]Route{}}
 }
 
@@ -80,10 +86,12 @@ func (r *Router) Run(ctx context.Context) {
 				r.gen++
 				r.mu.Unlock()
 				r.hooks.Tenants()
+				r.hooks.Secrets()
 			},
 			Route:     r.changed,
 			Tenants:   r.hooks.Tenants,
 			Migration: r.hooks.Migration,
+			Secrets:   r.hooks.Secrets,
 		})
 		r.mu.Lock()
 		r.routes, r.synced = map[string]Route{}, false

@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	var svc *sandbox.Service
 	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.PoolSizes() })
 	egressDir := filepath.Join(cfg.DataDir, "egress")
-	sec, err := secrets.Open(egressDir)
+	sec, err := openSecrets(ctx, egressDir, catalog, keys)
 	if err != nil {
 		return err
 	}
@@ -205,6 +205,11 @@ func Run(ctx context.Context, cfg config.Config) error {
 				}
 			},
 			Migration: func(id string) { drainer.MigrationRequested(memberCtx, id) },
+			Secrets: func() {
+				if err := sec.Reload(); err != nil {
+					slog.Warn("reload secrets", "err", err)
+				}
+			},
 		}, slog.Default())
 		go router.Run(memberCtx)
 	}
@@ -594,4 +599,38 @@ func openRepos(ctx context.Context, objects blobstore.Store, keys *seal.Keyring,
 		slog.Info("manifests indexed in the catalog", "repository", repo.Prefix(), "manifests", n, "ms", time.Since(start).Milliseconds())
 	}
 	return r, nil
+}
+
+// openSecrets opens the egress gateway's secrets: in the data dir on one
+// node; in the catalog in a cluster, sealed under a keyset every node
+// shares, which the catalog keeps sealed under the platform key.
+func openSecrets(ctx context.Context, dir string, catalog store.Catalog, keys *seal.Keyring) (*secrets.Store, error) {
+	pg, ok := catalog.(*store.Postgres)
+	if !ok {
+		return secrets.Open(dir)
+	}
+	const ad = "space/cluster/secrets-keyset"
+	h, err := secrets.NewKeyset()
+	if err != nil {
+		return nil, err
+	}
+	plain, err := secrets.EncodeKeyset(h)
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := keys.SealBytes(plain, []byte(ad))
+	if err != nil {
+		return nil, err
+	}
+	blob, err := pg.ClusterKey(ctx, "secrets", fresh)
+	if err != nil {
+		return nil, err
+	}
+	if plain, err = keys.OpenBytes(blob, []byte(ad)); err != nil {
+		return nil, fmt.Errorf("open the cluster's secrets keyset (is SPACE_PLATFORM_KEY_FILE the one the other nodes use?): %w", err)
+	}
+	if h, err = secrets.DecodeKeyset(plain); err != nil {
+		return nil, err
+	}
+	return secrets.OpenWith(pg.Secrets(), h)
 }

@@ -413,3 +413,34 @@ func TestSourceErrorPassesThrough(t *testing.T) {
 		}
 	}
 }
+
+func TestSealBytes(t *testing.T) {
+	dir := t.TempDir()
+	a, err := seal.OpenKeyring(dir + "/platform.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := a.SealBytes([]byte("keyset"), []byte("ad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, []byte("keyset")) {
+		t.Fatal("the value is in the clear")
+	}
+	// Another node with the same key file opens it; another key or
+	// other associated data does not.
+	b, err := seal.OpenKeyring(dir + "/platform.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.OpenBytes(sealed, []byte("ad")); err != nil || string(got) != "keyset" {
+		t.Fatalf("open on the same key: %q, %v", got, err)
+	}
+	if _, err := b.OpenBytes(sealed, []byte("other")); err == nil {
+		t.Error("opened with other associated data")
+	}
+	c, _ := seal.OpenKeyring(t.TempDir() + "/platform.json")
+	if _, err := c.OpenBytes(sealed, []byte("ad")); err == nil {
+		t.Error("opened with another platform key")
+	}
+}

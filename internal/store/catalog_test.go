@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/store/pgtest"
@@ -394,5 +395,56 @@ func TestPostgresAtScale(t *testing.T) {
 	// asserted: a get is one index lookup whatever the machine).
 	if _, err := p.GetSandbox(ctx, "s500000"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPostgresSecrets: secrets put on one node open on another that
+// shares the keyset (the catalog keeps only sealed records), and a delete
+// there is seen here after a reload.
+func TestPostgresSecrets(t *testing.T) {
+	url := newDatabase(t)
+	a, b := openPG(t, url, "a"), openPG(t, url, "b")
+	h, err := secrets.NewKeyset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := secrets.OpenWith(a.Secrets(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := secrets.OpenWith(b.Secrets(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const value = "sk-live-cluster"
+	if _, err := sa.Put("t1/openai", value, secrets.Binding{Host: "api.openai.com"}); err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), "select record from secrets where name = 't1/openai'").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), value) {
+		t.Fatal("the catalog holds the value in the clear")
+	}
+	if err := sb.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := sb.Open("t1/openai"); err != nil || got != value {
+		t.Fatalf("open on node b: %q, %v", got, err)
+	}
+	if err := sb.Delete("t1/openai"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sa.Get("t1/openai"); ok {
+		t.Error("node a still has the secret node b deleted")
 	}
 }

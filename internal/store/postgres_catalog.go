@@ -228,3 +228,56 @@ func (p *Postgres) Manifests(ctx context.Context, prefix string) ([][]byte, erro
 func (p *Postgres) KeepManifests(ctx context.Context, prefix string, ids []string, since time.Time) error {
 	return p.exec(ctx, "prune the manifest index", `delete from manifests where prefix = $1 and indexed_at < $3 and not (id = any($2))`, prefix, ids, since)
 }
+
+// Secrets is the catalog as the egress gateway's secrets backend
+// (secrets.Backend): sealed records by name.
+func (p *Postgres) Secrets() PostgresSecrets { return PostgresSecrets{p} }
+
+// PostgresSecrets keeps sealed secrets in the catalog.
+type PostgresSecrets struct{ p *Postgres }
+
+// secretsTimeout bounds a call (the secrets API has no context of its own).
+const secretsTimeout = 10 * time.Second
+
+func (s PostgresSecrets) LoadSecrets() (map[string][]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+	defer cancel()
+	rows, err := s.p.pool.Query(ctx, "select name, record from secrets")
+	if err != nil {
+		return nil, dbErr(err, "load secrets")
+	}
+	out := map[string][]byte{}
+	var name string
+	var rec []byte
+	_, err = pgx.ForEachRow(rows, []any{&name, &rec}, func() error {
+		out[name] = append([]byte(nil), rec...)
+		return nil
+	})
+	return out, dbErr(err, "load secrets")
+}
+
+func (s PostgresSecrets) PutSecret(name string, record []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+	defer cancel()
+	return s.p.exec(ctx, "store secret", `insert into secrets (name, record) values ($1, $2)
+		on conflict (name) do update set record = excluded.record`, name, record)
+}
+
+func (s PostgresSecrets) DeleteSecret(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+	defer cancel()
+	return s.p.exec(ctx, "delete secret", "delete from secrets where name = $1", name)
+}
+
+// ClusterKey answers the sealed key of name, made from fresh (by the
+// first node that asks) if there is none yet.
+func (p *Postgres) ClusterKey(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	var sealed []byte
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "insert into cluster_keys (name, sealed) values ($1, $2) on conflict (name) do nothing", name, fresh); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "select sealed from cluster_keys where name = $1", name).Scan(&sealed)
+	})
+	return sealed, dbErr(err, "read cluster key %s", name)
+}

@@ -187,6 +187,8 @@ type CatalogEvents struct {
 	Tenants func()
 	// Migration: sandbox id was paused to move, and awaits its target.
 	Migration func(id string)
+	// Secrets: a secret changed.
+	Secrets func()
 }
 
 // Listen reports catalog changes until ctx ends or the connection fails
@@ -200,7 +202,7 @@ func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 	// A connection that listened is never handed back to the pool.
 	c := conn.Hijack()
 	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants; listen space_migrations"); err != nil {
+	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants; listen space_migrations; listen space_secrets"); err != nil {
 		return dbErr(err, "listen for catalog changes")
 	}
 	ev.Ready()
@@ -216,6 +218,8 @@ func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 			ev.Tenants()
 		case "space_migrations":
 			ev.Migration(n.Payload)
+		case "space_secrets":
+			ev.Secrets()
 		}
 	}
 }

@@ -173,6 +173,42 @@ func TestEveryRequestThroughAnotherNode(t *testing.T) {
 	}
 	onEach = append(onEach, keyed[0])
 
+	// A secret put through one node is every node's (the catalog, sealed
+	// under the cluster's keyset; each node reloads on its notification).
+	call := func(n *harness.Daemon, method, path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+n.Addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+n.APIKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := call(n1, "PUT", "/v1/secrets/cluster-token", `{"value":"s3cr3t-value","host":"api.example.test"}`); status/100 != 2 {
+		t.Fatalf("put a secret through n1: %d %s", status, body)
+	}
+	for _, n := range []*harness.Daemon{n2, n3} {
+		var body string
+		if !harness.WaitFor(5*time.Second, func() bool {
+			_, body = call(n, "GET", "/v1/secrets", "")
+			return strings.Contains(body, `"cluster-token"`)
+		}) {
+			t.Errorf("%s does not list the secret put through n1: %s", n.Opts.Name, body)
+		}
+		if strings.Contains(body, "s3cr3t-value") {
+			t.Errorf("%s lists the secret's value", n.Opts.Name)
+		}
+	}
+	if status, body := call(n3, "DELETE", "/v1/secrets/cluster-token", ""); status/100 != 2 {
+		t.Fatalf("delete the secret through n3: %d %s", status, body)
+	}
+	if !harness.WaitFor(5*time.Second, func() bool { _, b := call(n1, "GET", "/v1/secrets", ""); return !strings.Contains(b, "cluster-token") }) {
+		t.Error("n1 still lists the secret deleted through n3")
+	}
+
 	// Killed through n3; every node sees it gone.
 	for _, sid := range onEach {
 		if err := n3.Client.KillSandbox(ctx, sid); err != nil {

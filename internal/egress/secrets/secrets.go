@@ -1,8 +1,11 @@
 // Package secrets keeps the credentials the egress gateway injects into
-// sandbox requests. Values are sealed with a Tink AEAD (AES-256-GCM) whose
-// keyset lives in its own 0600 file; the sealed store is a 0600 JSON file.
-// A value leaves this package only to the gateway, at the moment it is
-// put into a request; it is never logged or returned by the API.
+// sandbox requests. Values are sealed with a Tink AEAD (AES-256-GCM). On
+// one node its keyset lives in its own 0600 file and the sealed store is a
+// 0600 JSON file; in a cluster both are in the catalog, the keyset itself
+// sealed under the platform key (which only the nodes hold), so every node
+// injects every secret. A value leaves this package only to the gateway,
+// at the moment it is put into a request; it is never logged or returned
+// by the API.
 package secrets
 
 import (
@@ -69,13 +72,21 @@ var (
 // MaxValueLen bounds a secret's value.
 const MaxValueLen = 16 << 10
 
-// Store is the sealed secret store of one daemon.
+// Store is the sealed secret store.
 type Store struct {
-	path string
-	aead tink.AEAD
+	backend Backend
+	aead    tink.AEAD
 
 	mu      sync.Mutex
 	secrets map[string]sealed
+}
+
+// Backend keeps the sealed secrets: a file on one node, the catalog in a
+// cluster. A record is the JSON of a sealed secret.
+type Backend interface {
+	LoadSecrets() (map[string][]byte, error)
+	PutSecret(name string, record []byte) error
+	DeleteSecret(name string) error
 }
 
 // Open loads (or creates) the keyset and the store in dir.
@@ -87,22 +98,121 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenWith(&fileBackend{path: filepath.Join(dir, "secrets.json")}, h)
+}
+
+// OpenWith opens a store on backend, sealing with keyset h.
+func OpenWith(backend Backend, h *keyset.Handle) (*Store, error) {
 	a, err := aead.New(h)
 	if err != nil {
 		return nil, fmt.Errorf("secrets AEAD: %w", err)
 	}
-	s := &Store{path: filepath.Join(dir, "secrets.json"), aead: a, secrets: map[string]sealed{}}
-	data, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read secrets: %w", err)
-	default:
-		if err := json.Unmarshal(data, &s.secrets); err != nil {
-			return nil, fmt.Errorf("decode secrets: %w", err)
-		}
+	s := &Store{backend: backend, aead: a}
+	if err := s.Reload(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// Reload reads the secrets from the backend again (in a cluster, another
+// node changed one).
+func (s *Store) Reload() error {
+	records, err := s.backend.LoadSecrets()
+	if err != nil {
+		return fmt.Errorf("read secrets: %w", err)
+	}
+	m := make(map[string]sealed, len(records))
+	for name, r := range records {
+		var v sealed
+		if err := json.Unmarshal(r, &v); err != nil {
+			return fmt.Errorf("decode secret %s: %w", name, err)
+		}
+		m[name] = v
+	}
+	s.mu.Lock()
+	s.secrets = m
+	s.mu.Unlock()
+	return nil
+}
+
+// NewKeyset makes a secrets keyset (AES-256-GCM).
+func NewKeyset() (*keyset.Handle, error) { return keyset.NewHandle(aead.AES256GCMKeyTemplate()) }
+
+// EncodeKeyset and DecodeKeyset write and read a keyset in the clear:
+// the caller seals what it stores (the platform key, in a cluster).
+func EncodeKeyset(h *keyset.Handle) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := insecurecleartextkeyset.Write(h, keyset.NewJSONWriter(&buf)); err != nil {
+		return nil, fmt.Errorf("encode keyset: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func DecodeKeyset(b []byte) (*keyset.Handle, error) {
+	h, err := insecurecleartextkeyset.Read(keyset.NewJSONReader(bytes.NewReader(b)))
+	if err != nil {
+		return nil, fmt.Errorf("read keyset: %w", err)
+	}
+	return h, nil
+}
+
+// fileBackend is one node's: every secret in one 0600 JSON file, written
+// whole (and atomically) at each change.
+type fileBackend struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (f *fileBackend) load() (map[string]json.RawMessage, error) {
+	data, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]json.RawMessage{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode secrets: %w", err)
+	}
+	return m, nil
+}
+
+func (f *fileBackend) LoadSecrets() (map[string][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (f *fileBackend) change(fn func(map[string]json.RawMessage)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, err := f.load()
+	if err != nil {
+		return err
+	}
+	fn(m)
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode secrets: %w", err)
+	}
+	return writeFile(f.path, data)
+}
+
+func (f *fileBackend) PutSecret(name string, record []byte) error {
+	return f.change(func(m map[string]json.RawMessage) { m[name] = record })
+}
+
+func (f *fileBackend) DeleteSecret(name string) error {
+	return f.change(func(m map[string]json.RawMessage) { delete(m, name) })
 }
 
 // loadKeyset reads the platform keyset, or makes one (AES-256-GCM) and
@@ -196,11 +306,16 @@ func (s *Store) Put(name, value string, b Binding) (Meta, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := Meta{Name: name, Binding: b, Version: s.secrets[name].Version + 1, UpdatedAt: time.Now().UTC()}
-	next := maps(s.secrets)
-	next[name] = sealed{Meta: m, Ciphertext: ct}
-	if err := s.save(next); err != nil {
-		return Meta{}, err
+	v := sealed{Meta: m, Ciphertext: ct}
+	rec, err := json.Marshal(v)
+	if err != nil {
+		return Meta{}, fmt.Errorf("encode secret: %w", err)
 	}
+	if err := s.backend.PutSecret(name, rec); err != nil {
+		return Meta{}, fmt.Errorf("store secret: %w", err)
+	}
+	next := maps(s.secrets)
+	next[name] = v
 	s.secrets = next
 	return m, nil
 }
@@ -212,11 +327,11 @@ func (s *Store) Delete(name string) error {
 	if _, ok := s.secrets[name]; !ok {
 		return fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
+	if err := s.backend.DeleteSecret(name); err != nil {
+		return fmt.Errorf("delete secret: %w", err)
+	}
 	next := maps(s.secrets)
 	delete(next, name)
-	if err := s.save(next); err != nil {
-		return err
-	}
 	s.secrets = next
 	return nil
 }
@@ -254,14 +369,6 @@ func (s *Store) Open(name string) (Meta, string, error) {
 		return Meta{}, "", fmt.Errorf("open secret %s: %w", name, err)
 	}
 	return v.Meta, string(pt), nil
-}
-
-func (s *Store) save(m map[string]sealed) error {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encode secrets: %w", err)
-	}
-	return writeFile(s.path, data)
 }
 
 func maps(in map[string]sealed) map[string]sealed {
