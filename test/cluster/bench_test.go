@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,6 +66,62 @@ func BenchmarkForwarding(b *testing.B) {
 			b.ReportMetric(p(forwarded, 0.5), "forwarded-p50-ms")
 			b.ReportMetric(p(forwarded, 0.9), "forwarded-p90-ms")
 			b.ReportMetric(p(forwarded, 0.5)-p(direct, 0.5), "added-p50-ms")
+		})
+	}
+}
+
+// BenchmarkMigration drains a node holding one sandbox to another and
+// reports the move's pause-to-running time, for an idle sandbox and one
+// holding 256 MiB it touched (a process keeps it). Each iteration moves
+// the sandbox back and forth (a drain, then an undrain).
+//
+//	go test -run '^$' -bench Migration -benchtime 5x ./test/cluster/
+func BenchmarkMigration(b *testing.B) {
+	c := newCluster(b, 6, 0, 2)
+	ctx := harness.Ctx(b, 20*time.Minute)
+	for _, mib := range []int{0, 256} {
+		b.Run(strconv.Itoa(mib)+"MiB", func(b *testing.B) {
+			sb, err := c.nodes[0].Client.CreateSandbox(ctx, client.CreateSandboxRequest{MemoryMB: 1024, TimeoutSeconds: 3600})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.nodes[0].Client.KillSandbox(ctx, sb.ID)
+			if mib > 0 {
+				cmd := fmt.Sprintf("nohup python3 -c 'import time; b = bytearray(%d << 20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(86400)' >/dev/null 2>&1 & sleep 2", mib)
+				if _, err := c.nodes[0].Exec(ctx, sb.ID, client.CommandRequest{Cmd: cmd}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var total, pause, resume []time.Duration
+			from := 0
+			b.ResetTimer()
+			for range b.N {
+				node := c.nodes[from]
+				st, err := c.nodes[1-from].Client.GetSandbox(ctx, sb.ID)
+				if err != nil || st.Node != node.Opts.Name {
+					b.Fatalf("before the move the sandbox is on %v (%v), want %s", st, err, node.Opts.Name)
+				}
+				r, err := c.nodes[1-from].Client.DrainNode(ctx, node.Opts.Name)
+				if err != nil || len(r.Moves) != 1 || r.Moves[0].Error != "" {
+					b.Fatalf("drain: %+v, %v", r, err)
+				}
+				m := r.Moves[0]
+				total = append(total, time.Duration(m.TotalMS)*time.Millisecond)
+				pause = append(pause, time.Duration(m.PauseMS)*time.Millisecond)
+				resume = append(resume, time.Duration(m.ResumeMS)*time.Millisecond)
+				if err := c.nodes[1-from].Client.UndrainNode(ctx, node.Opts.Name); err != nil {
+					b.Fatal(err)
+				}
+				from = 1 - from
+			}
+			b.StopTimer()
+			med := func(d []time.Duration) float64 {
+				slices.Sort(d)
+				return float64(d[len(d)/2].Milliseconds())
+			}
+			b.ReportMetric(med(pause), "pause-p50-ms")
+			b.ReportMetric(med(resume), "resume-p50-ms")
+			b.ReportMetric(med(total), "pause-to-running-p50-ms")
 		})
 	}
 }
