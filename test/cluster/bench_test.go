@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,6 +124,45 @@ func BenchmarkMigration(b *testing.B) {
 			b.ReportMetric(med(pause), "pause-p50-ms")
 			b.ReportMetric(med(resume), "resume-p50-ms")
 			b.ReportMetric(med(total), "pause-to-running-p50-ms")
+		})
+	}
+}
+
+// BenchmarkCreates measures creates per second, each followed by its
+// kill, 8 at a time, against one node and against three nodes on this
+// same machine with the creates spread over them (as a load balancer in
+// front of the Service would).
+//
+//	go test -run '^$' -bench Creates -benchtime 60x ./test/cluster/
+func BenchmarkCreates(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n)+"nodes", func(b *testing.B) {
+			c := newCluster(b, 8+n, 0, n)
+			ctx := harness.Ctx(b, 20*time.Minute)
+			sem := make(chan struct{}, 8)
+			var wg sync.WaitGroup
+			var failed atomic.Int32
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					d := c.nodes[i%n]
+					sb, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+					if err != nil {
+						failed.Add(1)
+						return
+					}
+					d.Client.KillSandbox(ctx, sb.ID)
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			if failed.Load() > 0 {
+				b.Errorf("%d creates failed", failed.Load())
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
 		})
 	}
 }

@@ -41,22 +41,32 @@ type testCluster struct {
 // per node; base picks a /20 block for one test's cluster.
 func newCluster(t testing.TB, block int, lease time.Duration, n int) *testCluster {
 	t.Helper()
+	return newClusterWith(t, block, lease, n, nil)
+}
+
+// newClusterWith is newCluster with more environment for node i (0-based).
+func newClusterWith(t testing.TB, block int, lease time.Duration, n int, envOf func(i int) []string) *testCluster {
+	t.Helper()
 	harness.Need(t)
 	c := &testCluster{pg: pgtest.Start(t), s3: blobstoretest.StartVersity(t)}
 	db := c.pg.NewDatabase(t)
 	key := harness.NewAPIKey()
 	keyFile := filepath.Join(t.TempDir(), "platform.json")
-	o := c.s3.Options()
+	s3 := c.s3.Options()
 	for i := range n {
-		c.nodes = append(c.nodes, harness.Own(t, harness.Options{
+		o := harness.Options{
 			Name: fmt.Sprintf("n%d", i+1), CIDR: fmt.Sprintf("10.250.%d.0/22", block*16+i*4), NoPool: true,
 			APIKey: key, Catalog: db, Lease: lease, BootTimeout: 10 * time.Second,
 			Env: []string{
-				"SPACE_OBJECT_STORE=s3://" + o.Bucket, "SPACE_S3_ENDPOINT=" + o.Endpoint,
-				"SPACE_S3_ACCESS_KEY=" + o.AccessKey, "SPACE_S3_SECRET_KEY=" + o.SecretKey,
+				"SPACE_OBJECT_STORE=s3://" + s3.Bucket, "SPACE_S3_ENDPOINT=" + s3.Endpoint,
+				"SPACE_S3_ACCESS_KEY=" + s3.AccessKey, "SPACE_S3_SECRET_KEY=" + s3.SecretKey,
 				"SPACE_PLATFORM_KEY_FILE=" + keyFile,
 			},
-		}))
+		}
+		if envOf != nil {
+			o.Env = append(o.Env, envOf(i)...)
+		}
+		c.nodes = append(c.nodes, harness.Own(t, o))
 	}
 	return c
 }
