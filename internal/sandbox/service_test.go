@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -664,5 +665,108 @@ func TestReconcile(t *testing.T) {
 	w.accounted(append([]string{keep.ID}, pooled(w.svc)...)...)
 	if n, err := w.svc.Reconcile(ctx); err != nil || n != 0 {
 		t.Fatalf("second reconcile ended %d, %v", n, err)
+	}
+}
+
+// TestAutoPause: a sandbox created with auto-pause is paused, not killed,
+// when its timeout passes (memory kept, or the disk only), and resumes; a
+// pause that fails leaves it running and tries again later.
+func TestAutoPause(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		diskOnly bool
+		fail     bool
+	}{
+		{"memory", false, false},
+		{"disk only", true, false},
+		{"the pause fails", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{checkpoints: true})
+			ctx := context.Background()
+			sb, err := w.svc.Create(ctx, CreateRequest{AutoPause: true, AutoPauseDiskOnly: tc.diskOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.svc.updateRunning(ctx, sb.ID, "test", func(r *store.Sandbox) bool {
+				r.ExpiresAt = time.Now().Add(-time.Second)
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.fail {
+				w.blobs.failPut = errInjected
+			}
+			w.svc.reap(ctx)
+			rec, _ := w.st.GetSandbox(ctx, sb.ID)
+			if tc.fail {
+				w.blobs.failPut = nil
+				if rec.State != store.StateRunning || !rec.ExpiresAt.After(time.Now()) {
+					t.Fatalf("after a failed auto-pause: %s, expires %s (want running, retried later)", rec.State, rec.ExpiresAt)
+				}
+				w.accounted(sb.ID)
+				return
+			}
+			if rec.State != store.StatePaused || rec.Checkpoint == nil || rec.Checkpoint.DiskOnly != tc.diskOnly || rec.Reason != "paused at timeout" {
+				t.Fatalf("after the timeout: %s (%q), checkpoint %+v", rec.State, rec.Reason, rec.Checkpoint)
+			}
+			w.accounted()
+			got, err := w.svc.Resume(ctx, sb.ID, time.Minute)
+			if err != nil || got.State != store.StateRunning {
+				t.Fatalf("resume: %+v, %v", got, err)
+			}
+			w.accounted(sb.ID)
+		})
+	}
+}
+
+// TestFork: forks of a running sandbox run beside it with ids of their
+// own; a fork whose restore fails leaves nothing of itself, the forks
+// made before it are the caller's, and the parent runs on.
+func TestFork(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		failAfter int // restores that succeed before one fails (-1: none fails)
+		want      int
+	}{
+		{"three", -1, 3},
+		{"the second fails", 1, 1},
+		{"the first fails", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{checkpoints: true})
+			ctx := context.Background()
+			parent, err := w.svc.Create(ctx, CreateRequest{Metadata: map[string]string{"p": "1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.failAfter >= 0 {
+				var mu sync.Mutex
+				n := 0
+				w.rt.Fail(fakeruntime.OpRestore, func(string) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if n++; n > tc.failAfter {
+						return errInjected
+					}
+					return nil
+				})
+			}
+			forks, err := w.svc.Fork(ctx, parent.ID, ForkRequest{Count: 3})
+			if (err != nil) != (tc.failAfter >= 0) || len(forks) != tc.want {
+				t.Fatalf("fork: %d forks, %v; want %d", len(forks), err, tc.want)
+			}
+			ids := []string{parent.ID}
+			for _, f := range forks {
+				if f.ID == parent.ID || f.Metadata["p"] != "1" || f.State != store.StateRunning {
+					t.Errorf("fork %+v", f)
+				}
+				ids = append(ids, f.ID)
+			}
+			w.accounted(ids...)
+			if st, _ := w.rt.State(ctx, parent.ID); st != runtime.StateRunning {
+				t.Errorf("the parent is %s after the fork", st)
+			}
+		})
 	}
 }
