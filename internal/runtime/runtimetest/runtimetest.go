@@ -112,7 +112,10 @@ func testUsage(t *testing.T, h Harness) {
 	busyCPU := after[busy].CPU - before[busy].CPU
 	idleCPU := after[idle].CPU - before[idle].CPU
 	t.Logf("in %v: busy %v CPU, %+v; idle %v CPU, %+v", window, busyCPU, after[busy], idleCPU, after[idle])
-	if busyCPU < window/2 || busyCPU > window*13/10 {
+	// A quarter of a CPU at least: the 2-core machines run other suites
+	// beside this one (0.96 s of 2 s seen), and an idle sandbox stays
+	// under a tenth, so the two still cannot be confused.
+	if busyCPU < window/4 || busyCPU > window*13/10 {
 		t.Errorf("busy sandbox used %v of CPU in %v (one CPU)", busyCPU, window)
 	}
 	if idleCPU > window/10 {
