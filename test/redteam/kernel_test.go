@@ -220,7 +220,7 @@ func kernelUserAttempts() []attempt {
 			control: "the user signals its own child", py: "kernel.user_kill_agent", check: allRefusedWith("errs", "EPERM")},
 		{id: "kernel-user-setuid", desc: "as the default user, setuid(0), setresuid and setgroups", stops: "no CAP_SETUID for the default user (EPERM)",
 			control: "setuid to the user's own uid works", py: "kernel.user_setuid", check: allRefusedWith("errs", "EPERM")},
-		{id: "kernel-user-fuzz", desc: "as the default user, 20000 random system calls with random arguments in a throwaway child (killed after 8 s if a call blocks)", stops: sentryOnly + "; after it the agent lives and a new process runs; guard checks the sandbox and its neighbours",
+		{id: "kernel-user-fuzz", desc: "as the default user, 20000 random system calls with random arguments in throwaway children (one whose call blocks for a second is killed and the next goes on, 8 s in all)", stops: sentryOnly + "; after it the agent lives and a new process runs; guard checks the sandbox and its neighbours",
 			py: "kernel.user_fuzz", check: survived(1000)},
 	}
 }

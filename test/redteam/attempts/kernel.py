@@ -522,8 +522,8 @@ SKIP = {9, 10, 11, 12, 15, 25, 34, 56, 57, 58, 59, 60, 61, 62, 101, 129, 157, 15
 
 
 def user_fuzz(R):
-    def fuzz(counter):
-        random.seed(int(time.time()))
+    def fuzz(counter, seed):
+        random.seed(seed)
         # A random alarm, setitimer or timer_create arms a timer whose
         # default action ends the child: that is the child's own doing,
         # not the sandbox's, and it cut runs short before 1000 calls.
@@ -536,4 +536,47 @@ def user_fuzz(R):
             sc(random.choice(nrs), *[random.choice((0, 1, -1, 4096, random.getrandbits(64), random.getrandbits(16)))
                                      for _ in range(6)])
             counter[:8] = struct.pack("q", i + 1)
-    R.update(survives(fuzz, 8))
+    R.update(survives_restarting(fuzz, 8, 20000))
+
+
+def survives_restarting(fn, seconds, want):
+    """Runs fn(counter, seed) in throwaway children for at most seconds in
+    all: a child whose count stops moving for a second (a random call that
+    blocks: a wait, a read, a lock) is killed and the next one goes on from
+    a new seed, until want calls were made. Returns the calls summed over
+    the children, how the last ended, how many blocked, and whether the
+    sandbox still works after."""
+    deadline = time.time() + seconds
+    total, blocked, how = 0, 0, "exit"
+    while total < want and time.time() < deadline:
+        counter = mmap.mmap(-1, 8, mmap.MAP_SHARED)
+        seed = random.getrandbits(32)
+        pid = os.fork()
+        if pid == 0:
+            fn(counter, seed)
+            os._exit(0)
+        last, moved, st, how = -1, time.time(), None, "exit"
+        while True:
+            p, s = os.waitpid(pid, os.WNOHANG)
+            if p:
+                st = s
+                break
+            n = struct.unpack("q", counter[:8])[0]
+            if n != last:
+                last, moved = n, time.time()
+            if time.time() - moved > 1 or time.time() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                how = "killed: a call blocked" if time.time() <= deadline else "killed at the deadline"
+                blocked += 1
+                break
+            time.sleep(0.02)
+        if st is not None and os.WIFSIGNALED(st):
+            how = "signal %d" % os.WTERMSIG(st)
+        total += struct.unpack("q", counter[:8])[0]
+    after = os.fork()
+    if after == 0:
+        os.execv("/bin/true", ["true"])
+    _, st2 = os.waitpid(after, 0)
+    return {"ended": how, "calls": total, "blocked": blocked, "agent": agent_alive(),
+            "fork_exec": os.WIFEXITED(st2) and os.WEXITSTATUS(st2) == 0}
