@@ -41,6 +41,10 @@ type Service struct {
 	tenants map[string]*store.Tenant
 	// open are the cancel functions of the requests in flight, by key ID.
 	open map[string]map[*context.CancelCauseFunc]struct{}
+	// revoked are the key IDs revoked while this service ran: a request
+	// whose key was checked just before its revocation must not start a
+	// stream after it (Hold looks here under the same lock).
+	revoked map[string]bool
 	rate *rates
 	// rateLimited counts creates refused by a tenant's rate.
 	rateLimited *prometheus.CounterVec
@@ -51,7 +55,7 @@ type Service struct {
 func New(ctx context.Context, st store.TenantStore, adminKey string, defaults store.Quotas) (*Service, error) {
 	s := &Service{store: st, adminKey: []byte(adminKey), defaults: defaults,
 		byHash: map[string]*store.APIKey{}, tenants: map[string]*store.Tenant{},
-		open: map[string]map[*context.CancelCauseFunc]struct{}{}, rate: newRates(),
+		open: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]bool{}, rate: newRates(),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "space_tenant_rate_limited_total",
 			Help: "Creates, resumes and forks refused (429) by a tenant's rate of creates.",
@@ -112,6 +116,12 @@ func (s *Service) Hold(ctx context.Context, p Principal) (context.Context, func(
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.mu.Lock()
+	if s.revoked[p.Key] {
+		// Revoked between the key's check and here.
+		s.mu.Unlock()
+		cancel(ErrRevoked)
+		return ctx, func() {}
+	}
 	set := s.open[p.Key]
 	if set == nil {
 		set = map[*context.CancelCauseFunc]struct{}{}
@@ -294,6 +304,7 @@ func (s *Service) RevokeKey(ctx context.Context, id string) (*store.APIKey, erro
 func (s *Service) drop(k *store.APIKey) int {
 	s.mu.Lock()
 	delete(s.byHash, k.Hash)
+	s.revoked[k.ID] = true
 	var cancels []context.CancelCauseFunc
 	for c := range s.open[k.ID] {
 		cancels = append(cancels, *c)

@@ -291,3 +291,29 @@ func TestReload(t *testing.T) {
 		t.Errorf("revoked key on node b: %v", err)
 	}
 }
+
+// TestHoldAfterRevocation: a request whose key was checked just before
+// the key was revoked gets a context already ended by the revocation.
+func TestHoldAfterRevocation(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t, store.Quotas{})
+	if _, err := s.CreateTenant(ctx, "acme", "", store.Quotas{}); err != nil {
+		t.Fatal(err)
+	}
+	secret, k, err := s.IssueKey(ctx, "acme", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Principal(secret) // checked...
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RevokeKey(ctx, k.ID); err != nil { // ...revoked...
+		t.Fatal(err)
+	}
+	held, release := s.Hold(ctx, p) // ...then held
+	defer release()
+	if !errors.Is(context.Cause(held), ErrRevoked) {
+		t.Fatalf("a request held after its key's revocation: cause %v, want the revocation", context.Cause(held))
+	}
+}
