@@ -158,6 +158,10 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Volumes:   vols,
 		Admission: &sandbox.AdmissionConfig{Budget: budget, DiskPath: cfg.DataDir},
 		Quotas:    tenants.Quotas,
+		// In cluster mode a paused sandbox may be resumed on another node
+		// at once; nodes sharing a host (the tests) would meet its old
+		// network under the same name.
+		TeardownBeforeAnswer: cfg.DatabaseURL != "",
 	}, st, rt, metrics)
 	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, svc.Usage))
 	gw, err = startEgress(cfg, svc, sec, egressDir)

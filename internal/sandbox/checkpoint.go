@@ -129,31 +129,49 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
 	unlock := s.pausedLocks.Lock(id)
-	defer unlock()
+	done := func() { unlock(); release() }
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.rec.State != store.StateRunning {
-		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, e.rec.State)
+		state := e.rec.State
+		e.mu.Unlock()
+		done()
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, state)
 	}
-	if err := s.pauseLocked(ctx, e, "paused by request", opts); err != nil {
+	teardown, err := s.pauseLocked(ctx, e, "paused by request", opts)
+	paused := fromRecord(e.rec)
+	e.mu.Unlock()
+	if err != nil {
+		done()
 		return nil, err
 	}
-	return fromRecord(e.rec), nil
+	// Paused is durable once recorded: the caller need not wait for the
+	// old sandbox to go (tens to hundreds of milliseconds). A resume waits
+	// for it on the paused lock.
+	if s.cfg.TeardownBeforeAnswer {
+		teardown()
+		done()
+		return paused, nil
+	}
+	s.background.Go(func() {
+		defer done()
+		teardown()
+	})
+	return paused, nil
 }
 
-// pauseLocked pauses e, whose lock the caller holds.
-//
-// The caller holds the sandbox's paused lock and then e.mu: a resume must
-// not start before the teardown below is done (its netns and cgroup would
-// still be there).
-func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (err error) {
+// pauseLocked pauses e, whose lock the caller holds, and returns the
+// teardown of the paused sandbox, which the caller runs (at once or in
+// the background) before it lets go of the sandbox's paused lock: a resume
+// must not start before the teardown is done (its netns and cgroup would
+// still be there). On an error the sandbox runs on and there is nothing to
+// tear down.
+func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (teardown func(), err error) {
 	cp, err := s.checkpointer()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
 	rec := e.rec
@@ -171,17 +189,17 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 		err := e.agent.waitHealthy(hctx, nil)
 		cancel()
 		if err != nil {
-			return errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox's agent does not answer, so the sandbox was not paused")
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox's agent does not answer, so the sandbox was not paused")
 		}
 	}
 	ckptID := newArtifactID(rec.ID, "c")
 	dir, err := s.imageDir(ckptID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	if err := cp.Freeze(ctx, rec.ID); err != nil {
-		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not freeze the sandbox")
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not freeze the sandbox")
 	}
 	frozen := true
 	defer func() {
@@ -202,12 +220,12 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 		err = cp.Checkpoint(ctx, rec.ID, dir, true)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tImage := time.Now()
 	m, err := s.saveCheckpoint(ctx, rec, ckptID, checkpoint.KindCheckpoint, dir, map[string]string{metaContents: contents})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tSaved := time.Now()
 
@@ -215,7 +233,11 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	// but its network stays on the host until the teardown below: nothing
 	// else may get the slot before then.
 	releaseSlot := s.drainSlot(rec.Slot)
-	defer releaseSlot()
+	defer func() {
+		if err != nil {
+			releaseSlot()
+		}
+	}()
 	updated := *rec
 	updated.State, updated.Reason = store.StatePaused, reason
 	updated.PausedAt = time.Now().UTC()
@@ -225,7 +247,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 		if derr := s.cfg.Checkpoints.Delete(ctx, m.ID); derr != nil {
 			log.Warn("delete unrecorded checkpoint", "checkpoint", m.ID, "err", derr)
 		}
-		return fmt.Errorf("record paused sandbox: %w", err)
+		return nil, fmt.Errorf("record paused sandbox: %w", err)
 	}
 	// From here on the pause is durable: the sandbox is torn down (a crash
 	// now leaves an orphan that Recover removes) and never thawed.
@@ -236,20 +258,24 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	s.mu.Unlock()
 	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
-	if err := s.teardown(ctx, rec.ID, e.ep); err != nil {
-		log.Warn("tear down paused sandbox", "err", err)
-	}
-	releaseSlot()
-	if old := rec.Checkpoint; old != nil && old.ID != m.ID {
-		if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
-			log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
-		}
-	}
-	s.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), time.Since(tImage))
+	s.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), tSaved.Sub(tImage))
 	log.Info("sandbox paused", "checkpoint", m.ID, "contents", contents, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
 	log.Debug("pause steps", "freeze_ms", tFreeze.Sub(start).Milliseconds(), "checkpoint_ms", tImage.Sub(tFreeze).Milliseconds(),
-		"upload_ms", tSaved.Sub(tImage).Milliseconds(), "teardown_ms", time.Since(tSaved).Milliseconds())
-	return nil
+		"upload_ms", tSaved.Sub(tImage).Milliseconds(), "record_ms", time.Since(tSaved).Milliseconds())
+	ep, old := e.ep, rec.Checkpoint
+	return func() {
+		t := time.Now()
+		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+			log.Warn("tear down paused sandbox", "err", err)
+		}
+		releaseSlot()
+		if old != nil && old.ID != m.ID {
+			if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
+				log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
+			}
+		}
+		log.Debug("paused sandbox torn down", "teardown_ms", time.Since(t).Milliseconds())
+	}, nil
 }
 
 // saveCheckpoint uploads the image in dir as artifact id of rec; meta is

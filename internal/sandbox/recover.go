@@ -262,7 +262,10 @@ func (s *Service) autoPause(ctx context.Context, id string, e *entry) bool {
 	if !e.rec.AutoPause || e.rec.State != store.StateRunning {
 		return false
 	}
-	if err := s.pauseLocked(ctx, e, "paused at timeout", PauseOptions{DiskOnly: e.rec.AutoPauseDiskOnly}); err != nil {
+	teardown, err := s.pauseLocked(ctx, e, "paused at timeout", PauseOptions{DiskOnly: e.rec.AutoPauseDiskOnly})
+	if err == nil {
+		teardown()
+	} else {
 		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
 		updated := *e.rec
 		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)

@@ -65,6 +65,11 @@ type Config struct {
 	Admission *AdmissionConfig
 	// Quotas returns a tenant's quotas (internal/tenant); nil: none.
 	Quotas func(tenant string) store.Quotas
+	// TeardownBeforeAnswer makes a pause answer only once the paused
+	// sandbox is torn down, instead of tearing it down in the background
+	// (a resume here waits for it either way). Cluster mode sets it:
+	// another node may restore the sandbox at once, under the same name.
+	TeardownBeforeAnswer bool
 }
 
 // Network is what the service needs of the host's networking: a
@@ -116,6 +121,9 @@ type Service struct {
 	pools     map[string]*pool
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
+
+	// background counts teardowns of paused sandboxes still running.
+	background sync.WaitGroup
 }
 
 // entry is a live sandbox: its record, its agent connection and a lock that
@@ -191,13 +199,15 @@ func (s *Service) StartPools(ctx context.Context) {
 	}
 }
 
-// Close stops the pools and tears down their unclaimed sandboxes. Claimed
-// sandboxes keep running.
+// Close stops the pools and tears down their unclaimed sandboxes, and
+// waits for the teardowns of paused sandboxes. Claimed sandboxes keep
+// running.
 func (s *Service) Close() {
 	if s.stopPools != nil {
 		s.stopPools()
 	}
 	s.poolsDone.Wait()
+	s.background.Wait()
 	for _, p := range s.pools {
 		p.drain()
 	}

@@ -567,22 +567,35 @@ func TestPauseSlotHandover(t *testing.T) {
 		{"create during the teardown", func(t *testing.T, w *world, paused *Sandbox, slot int) {
 			entered, release := make(chan struct{}), make(chan struct{})
 			w.net.mu.Lock()
+			var once sync.Once // the teardown's Detach, not the resume's
 			w.net.beforeDetach = func(ep network.Endpoint) {
 				if ep.NetnsPath == network.NetnsPath(paused.ID) {
-					close(entered)
-					<-release
+					once.Do(func() {
+						close(entered)
+						<-release
+					})
 				}
 			}
 			w.net.mu.Unlock()
-			done := make(chan error, 1)
-			go func() { _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); done <- err }()
+			// The pause answers while its teardown is still held.
+			if _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			<-entered
 			other, err := w.svc.Create(ctx, CreateRequest{})
+			// And a resume waits for the teardown.
+			resumed := make(chan error, 1)
+			go func() { _, err := w.svc.Resume(ctx, paused.ID, time.Minute); resumed <- err }()
+			select {
+			case err := <-resumed:
+				t.Fatalf("a resume ended (%v) before the pause's teardown", err)
+			case <-time.After(50 * time.Millisecond):
+			}
 			close(release)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := <-done; err != nil {
+			if err := <-resumed; err != nil {
 				t.Fatal(err)
 			}
 			rec, _ := w.st.GetSandbox(ctx, other.ID)
@@ -592,7 +605,7 @@ func TestPauseSlotHandover(t *testing.T) {
 			if w.svc.avoidSlot(slot) {
 				t.Errorf("slot %d still avoided after the teardown", slot)
 			}
-			w.accounted(other.ID)
+			w.accounted(other.ID, paused.ID)
 		}},
 		{"resume after a failed teardown", func(t *testing.T, w *world, paused *Sandbox, _ int) {
 			w.net.mu.Lock()
@@ -601,6 +614,7 @@ func TestPauseSlotHandover(t *testing.T) {
 			if _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			w.svc.background.Wait()
 			w.net.mu.Lock()
 			w.net.failDetach = nil
 			w.net.mu.Unlock()
