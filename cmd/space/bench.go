@@ -50,12 +50,7 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 					n = 20
 				}
 				tc := bench.TemplateConfig{N: n, Interpreter: interpreter, Log: cmd.ErrOrStderr()}
-				if os.Geteuid() == 0 {
-					if _, err := os.Stat(runsc); err == nil {
-						tc.Runsc = runsc
-						tc.RootFS, _ = filepath.EvalSymlinks(filepath.Join(templates, "base", "current"))
-					}
-				}
+				tc.Runsc, tc.RootFS = rawAnchor(runsc, templates)
 				return runTemplateBench(cmd, a, tc, asJSON)
 			}
 			if checkpoints {
@@ -63,18 +58,14 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 					ckptCfg.Runs = 2
 				}
 				ckptCfg.Log = cmd.ErrOrStderr()
+				ckptCfg.Runsc, ckptCfg.RootFS = rawAnchor(runsc, templates)
 				return runCheckpoints(cmd, a, ckptCfg, asJSON)
 			}
 			if quick {
 				q := bench.Quick()
 				cfg.N, cfg.Burst, cfg.Cold, cfg.Idle = q.N, q.Burst, q.Cold, q.Idle
 			}
-			if os.Geteuid() == 0 {
-				if _, err := os.Stat(runsc); err == nil {
-					cfg.Runsc = runsc
-					cfg.RootFS, _ = filepath.EvalSymlinks(filepath.Join(templates, "base", "current"))
-				}
-			}
+			cfg.Runsc, cfg.RootFS = rawAnchor(runsc, templates)
 			cfg.Log = cmd.ErrOrStderr()
 			res, err := bench.Run(cmd.Context(), a.client(), cfg)
 			if err != nil {
@@ -152,6 +143,22 @@ func runTemplateBench(cmd *cobra.Command, a *app, cfg bench.TemplateConfig, asJS
 		fmt.Fprintf(w, "%s\t%s\t%s\n", row.name, figure(row.p50), figure(row.p90))
 	}
 	return w.Flush()
+}
+
+// rawAnchor returns runsc and the base template's root filesystem for the
+// raw runsc anchors, or "" when they cannot run here (not root, no runsc).
+func rawAnchor(runsc, templates string) (string, string) {
+	if os.Geteuid() != 0 {
+		return "", ""
+	}
+	if _, err := os.Stat(runsc); err != nil {
+		return "", ""
+	}
+	rootfs, err := filepath.EvalSymlinks(filepath.Join(templates, "base", "current"))
+	if err != nil {
+		return "", ""
+	}
+	return runsc, rootfs
 }
 
 // figure prints a measurement, or "-" when it was not taken.

@@ -111,11 +111,19 @@ func TestRoundTrip(t *testing.T) {
 		secret := []byte(`{"access_token":"tok","env":{"K":"` + marker + `"}}`)
 		m := manifest("ckpt-1", "")
 		save(t, e, m, dir, secret)
-		if m.Version != checkpoint.ManifestVersion || len(m.Artifacts) != 3 || m.Bytes <= 64<<20 || m.Took <= 0 || m.CreatedAt.IsZero() {
+		// pages.img (64 MiB) goes up in two parts of 32 MiB.
+		if m.Version != checkpoint.ManifestVersion || len(m.Artifacts) != 4 || m.Bytes <= 64<<20 || m.Took <= 0 || m.CreatedAt.IsZero() {
 			t.Fatalf("Save filled %+v", m)
 		}
-		if names := []string{m.Artifacts[0].Name, m.Artifacts[1].Name, m.Artifacts[2].Name}; !slices.IsSorted(names) {
-			t.Errorf("artifacts not sorted: %v", names)
+		var names []string
+		for _, a := range m.Artifacts {
+			names = append(names, a.Name)
+		}
+		if want := []string{"checkpoint.img", "pages.img.part0000", "pages.img.part0001", "pages_meta.img"}; !slices.Equal(names, want) {
+			t.Errorf("artifacts %v, want %v (sorted)", names, want)
+		}
+		if p := m.Artifacts[2]; p.File != "pages.img" || p.Offset != 32<<20 || p.PlainSize != 32<<20 {
+			t.Errorf("second part of pages.img: %+v", p)
 		}
 		t.Logf("saved %d bytes in %v", m.Bytes, m.Took)
 
@@ -311,6 +319,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestTamper(t *testing.T) {
+	t.Cleanup(checkpoint.SetPartSize(1 << 20)) // pages.img in three parts (after the parallel subtests)
 	eachBackend(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		dir, _ := image(t, 3<<20)
@@ -320,15 +329,15 @@ func TestTamper(t *testing.T) {
 			want   []error // any of
 		}{
 			{"artifact corrupted at rest", func(t *testing.T) {
-				e.corrupt(t, "checkpoints/x/data/pages.img")
+				e.corrupt(t, "checkpoints/x/data/pages.img.part0001")
 			}, []error{blobstore.ErrChecksum, seal.ErrAuth}},
 			{"artifact replaced through the store", func(t *testing.T) {
-				b := readRaw(t, e.store, "checkpoints/x/data/pages.img")
+				b := readRaw(t, e.store, "checkpoints/x/data/pages.img.part0001")
 				b[len(b)/2] ^= 1
-				put(t, e, "checkpoints/x/data/pages.img", b)
+				put(t, e, "checkpoints/x/data/pages.img.part0001", b)
 			}, []error{errdefs.ErrFailedPrecondition}},
 			{"artifact swapped with another checkpoint's", func(t *testing.T) {
-				put(t, e, "checkpoints/x/data/pages.img", readRaw(t, e.store, "checkpoints/other/data/pages.img"))
+				put(t, e, "checkpoints/x/data/pages.img.part0001", readRaw(t, e.store, "checkpoints/other/data/pages.img.part0001"))
 			}, []error{errdefs.ErrFailedPrecondition}},
 			{"manifest edited", func(t *testing.T) {
 				b := readRaw(t, e.store, "checkpoints/x/manifest.json")
@@ -336,6 +345,15 @@ func TestTamper(t *testing.T) {
 			}, []error{seal.ErrAuth}},
 			{"artifact missing", func(t *testing.T) {
 				e.store.Delete(ctx, "checkpoints/x/data/checkpoint.img")
+			}, []error{errdefs.ErrFailedPrecondition}},
+			{"two parts of a file swapped", func(t *testing.T) {
+				p0 := readRaw(t, e.store, "checkpoints/x/data/pages.img.part0000")
+				p1 := readRaw(t, e.store, "checkpoints/x/data/pages.img.part0001")
+				put(t, e, "checkpoints/x/data/pages.img.part0000", p1)
+				put(t, e, "checkpoints/x/data/pages.img.part0001", p0)
+			}, []error{errdefs.ErrFailedPrecondition}},
+			{"a part missing", func(t *testing.T) {
+				e.store.Delete(ctx, "checkpoints/x/data/pages.img.part0002")
 			}, []error{errdefs.ErrFailedPrecondition}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -354,6 +372,24 @@ func TestTamper(t *testing.T) {
 					t.Errorf("failed Load left %v", entries)
 				}
 			})
+		}
+	})
+}
+
+// TestVersion1: a manifest of the format before parts (every artifact a
+// whole file) still loads.
+func TestVersion1(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		dir, files := image(t, 4<<20)
+		m := manifest("old", "")
+		save(t, e, m, dir, []byte("secret"))
+		if err := e.repo.RewriteAs(ctx, m, 1, []byte("secret")); err != nil {
+			t.Fatal(err)
+		}
+		got, secret := load(t, e, "old", files)
+		if got.Version != 1 || string(secret) != "secret" {
+			t.Fatalf("loaded version %d, secret %q", got.Version, secret)
 		}
 	})
 }

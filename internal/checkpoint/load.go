@@ -53,7 +53,29 @@ func (r *Repo) open(m *Manifest) ([]byte, error) {
 	return secret, nil
 }
 
+// downloadAll writes the files of m into dir: each to a temp file, every
+// artifact (whole file or part) at its offset, parallel at most at once;
+// the files are renamed into place only once every byte is verified.
 func (r *Repo) downloadAll(ctx context.Context, m *Manifest, dir string) error {
+	temps := map[string]*os.File{} // by target file
+	defer func() {
+		for _, f := range temps {
+			f.Close()
+			os.Remove(f.Name()) // fails harmlessly after the rename
+		}
+	}()
+	for _, a := range m.Artifacts {
+		t := a.target()
+		if temps[t] != nil {
+			continue
+		}
+		f, err := os.CreateTemp(dir, ".partial-"+t+"-*")
+		if err != nil {
+			return storeErr(err, "restore %s of checkpoint %s", t, m.ID)
+		}
+		temps[t] = f
+	}
+
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sem := make(chan struct{}, parallel)
@@ -66,24 +88,29 @@ func (r *Repo) downloadAll(ctx context.Context, m *Manifest, dir string) error {
 				return
 			}
 			defer func() { <-sem }()
-			if err := r.download(ctx, m, a, dir); err != nil {
+			if err := r.download(ctx, m, a, io.NewOffsetWriter(temps[a.target()], a.Offset)); err != nil {
 				cancel(err)
 			}
 		})
 	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
-		for _, a := range m.Artifacts {
-			os.Remove(filepath.Join(dir, a.Name))
-		}
 		return err
+	}
+	for t, f := range temps {
+		err := f.Close()
+		if err == nil {
+			err = os.Rename(f.Name(), filepath.Join(dir, t))
+		}
+		if err != nil {
+			return storeErr(err, "restore %s of checkpoint %s", t, m.ID)
+		}
 	}
 	return nil
 }
 
-// download writes one artifact to a temp file in dir and renames it into
-// place once every byte is verified.
-func (r *Repo) download(ctx context.Context, m *Manifest, a Artifact, dir string) error {
+// download writes one verified artifact to w.
+func (r *Repo) download(ctx context.Context, m *Manifest, a Artifact, w io.Writer) error {
 	rc, info, err := r.store.Get(ctx, r.artifactKey(m.ID, a.Name))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return errdefs.Wrap(errdefs.ErrFailedPrecondition, err, "checkpoint %s is damaged: artifact %s is missing from the store", m.ID, a.Name)
@@ -101,20 +128,9 @@ func (r *Repo) download(ctx context.Context, m *Manifest, a Artifact, dir string
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", m.ID, err)
 	}
-	f, err := os.CreateTemp(dir, ".partial-"+a.Name+"-*")
-	if err != nil {
-		return storeErr(err, "restore %s of checkpoint %s", a.Name, m.ID)
-	}
-	defer os.Remove(f.Name()) // fails harmlessly after the rename
-	n, err := io.CopyBuffer(f, plain, make([]byte, 1<<20))
+	n, err := io.CopyBuffer(w, plain, make([]byte, 1<<20))
 	if err == nil && n != a.PlainSize {
 		err = errdefs.New(errdefs.ErrFailedPrecondition, "artifact has %d bytes, its manifest says %d", n, a.PlainSize)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, a.Name))
 	}
 	if err != nil {
 		return storeErr(err, "restore %s of checkpoint %s", a.Name, m.ID)

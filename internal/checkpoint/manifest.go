@@ -1,9 +1,11 @@
 package checkpoint
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,8 +13,9 @@ import (
 	"github.com/spacesandbox/space/internal/seal"
 )
 
-// ManifestVersion is the manifest format Save writes and Load reads.
-const ManifestVersion = 1
+// ManifestVersion is the manifest format Save writes. Load reads it and
+// version 1, whose artifacts are whole files (version 2 added parts).
+const ManifestVersion = 2
 
 // Kinds of artifact set.
 const (
@@ -74,6 +77,19 @@ type Artifact struct {
 	PlainSize  int64           `json:"plain_size"`
 	SHA256     string          `json:"sha256"` // of the stored bytes, hex
 	WrappedKey seal.WrappedKey `json:"wrapped_key"`
+	// File and Offset place a part of a large file: the artifact holds
+	// PlainSize bytes of File from Offset. Empty File: the artifact is the
+	// whole file Name.
+	File   string `json:"file,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+}
+
+// target is the file of the image the artifact is (part of).
+func (a Artifact) target() string {
+	if a.File != "" {
+		return a.File
+	}
+	return a.Name
 }
 
 // Sealed is an encrypted blob and its wrapped data key.
@@ -111,7 +127,7 @@ func decodeManifest(b []byte) (*Manifest, error) {
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrFailedPrecondition, err, "manifest is damaged: not JSON")
 	}
-	if probe.Version != ManifestVersion {
+	if probe.Version != 1 && probe.Version != ManifestVersion {
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition,
 			"manifest format version %d is not supported (this build reads version %d): upgrade spaced", probe.Version, ManifestVersion)
 	}
@@ -141,6 +157,7 @@ func (m *Manifest) check() error {
 		return damaged("its sealed section is missing or under another key")
 	}
 	seen := map[string]bool{}
+	parts := map[string][]Artifact{} // by file
 	for _, a := range m.Artifacts {
 		if err := validName("artifact name", a.Name, maxNameLen); err != nil {
 			return damaged("%s", errdefs.PublicMessage(err))
@@ -151,6 +168,34 @@ func (m *Manifest) check() error {
 		seen[a.Name] = true
 		if a.Size < 0 || a.PlainSize < 0 || len(a.SHA256) != 64 || a.WrappedKey.KeyID != m.KeyID {
 			return damaged("the entry of artifact %q is malformed", a.Name)
+		}
+		if a.File == "" {
+			if a.Offset != 0 {
+				return damaged("artifact %q has an offset but no file", a.Name)
+			}
+			continue
+		}
+		if m.Version < 2 {
+			return damaged("artifact %q is a part, which version %d has not", a.Name, m.Version)
+		}
+		if err := validName("artifact file", a.File, maxNameLen); err != nil {
+			return damaged("%s", errdefs.PublicMessage(err))
+		}
+		parts[a.File] = append(parts[a.File], a)
+	}
+	// The parts of a file cover it once, in order, from its start; and no
+	// file is both whole and in parts.
+	for file, ps := range parts {
+		if seen[file] {
+			return damaged("file %q is listed both whole and in parts", file)
+		}
+		slices.SortFunc(ps, func(a, b Artifact) int { return cmp.Compare(a.Offset, b.Offset) })
+		var next int64
+		for _, p := range ps {
+			if p.Offset != next {
+				return damaged("the parts of file %q do not cover it: %q starts at %d, not %d", file, p.Name, p.Offset, next)
+			}
+			next += p.PlainSize
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +49,37 @@ func FuzzDecodeManifest(f *testing.F) {
 			t.Fatalf("digest changed across a round trip:\n%s\n%s", b, again)
 		}
 	})
+}
+
+// TestCheckParts: the parts of a file must cover it once, in order, only
+// in a version 2 manifest, and a file is never both whole and in parts.
+func TestCheckParts(t *testing.T) {
+	wk := seal.WrappedKey{KEK: "platform-00000001", Ciphertext: []byte{1}}
+	art := func(name, file string, off, size int64) Artifact {
+		return Artifact{Name: name, File: file, Offset: off, PlainSize: size, Size: size + 40, SHA256: strings.Repeat("0", 64), WrappedKey: wk}
+	}
+	for _, tc := range []struct {
+		name    string
+		version int
+		arts    []Artifact
+		ok      bool
+	}{
+		{"whole files", 1, []Artifact{art("a", "", 0, 5), art("b", "", 0, 7)}, true},
+		{"parts in order", 2, []Artifact{art("p.0", "p", 0, 4), art("p.1", "p", 4, 3)}, true},
+		{"parts listed out of order", 2, []Artifact{art("p.1", "p", 4, 3), art("p.0", "p", 0, 4)}, true},
+		{"parts in a version 1 manifest", 1, []Artifact{art("p.0", "p", 0, 4), art("p.1", "p", 4, 3)}, false},
+		{"a gap", 2, []Artifact{art("p.0", "p", 0, 4), art("p.1", "p", 5, 3)}, false},
+		{"an overlap", 2, []Artifact{art("p.0", "p", 0, 4), art("p.1", "p", 3, 3)}, false},
+		{"not from the start", 2, []Artifact{art("p.1", "p", 4, 3)}, false},
+		{"whole and in parts", 2, []Artifact{art("p", "", 0, 7), art("p.0", "p", 0, 7)}, false},
+		{"an offset without a file", 2, []Artifact{art("a", "", 3, 5)}, false},
+		{"a bad file name", 2, []Artifact{art("p.0", "../p", 0, 4)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Manifest{Version: tc.version, ID: "c1", Kind: KindCheckpoint, Artifacts: tc.arts, Sealed: &Sealed{WrappedKey: wk}}
+			if err := m.check(); (err == nil) != tc.ok {
+				t.Fatalf("check: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
 }

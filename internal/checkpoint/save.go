@@ -133,15 +133,60 @@ func listFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
+// partSize is the largest piece of a file uploaded as one artifact. A
+// bigger file (a sandbox's memory) goes up in parts that are encrypted and
+// written in parallel, so a pause uses every core instead of one stream.
+var partSize int64 = 32 << 20
+
+// piece is the part of a file in dir that one artifact holds.
+type piece struct {
+	file        string // the file in dir
+	name        string // the artifact's name: file, or file.partNNNN
+	off, length int64
+	parted      bool
+}
+
+// pieces cuts the files of dir into what uploadAll sends.
+func pieces(dir string, names []string) ([]piece, error) {
+	var out []piece
+	taken := map[string]bool{}
+	for _, n := range names {
+		taken[n] = true
+	}
+	for _, n := range names {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("read image dir: %w", err)
+		}
+		if fi.Size() <= partSize {
+			out = append(out, piece{file: n, name: n, length: fi.Size()})
+			continue
+		}
+		for i, off := 0, int64(0); off < fi.Size(); i, off = i+1, off+partSize {
+			name := fmt.Sprintf("%s.part%04d", n, i)
+			if taken[name] || validName("artifact name", name, maxNameLen) != nil {
+				return nil, errdefs.New(errdefs.ErrInvalidArgument, "image dir %s: %s cannot be cut into parts named %s", dir, n, name)
+			}
+			taken[name] = true
+			out = append(out, piece{file: n, name: name, off: off, length: min(partSize, fi.Size()-off), parted: true})
+		}
+	}
+	return out, nil
+}
+
 // uploadAll uploads names from dir, parallel at most at once; the first
 // failure cancels the rest.
 func (r *Repo) uploadAll(ctx context.Context, m *Manifest, dir string, names []string) ([]Artifact, error) {
+	ps, err := pieces(dir, names)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	arts := make([]Artifact, len(names))
+	arts := make([]Artifact, len(ps))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for i, name := range names {
+	for i, p := range ps {
 		wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
@@ -149,7 +194,7 @@ func (r *Repo) uploadAll(ctx context.Context, m *Manifest, dir string, names []s
 				return
 			}
 			defer func() { <-sem }()
-			a, err := r.upload(ctx, m.ID, m.KeyID, filepath.Join(dir, name))
+			a, err := r.upload(ctx, m.ID, m.KeyID, dir, p)
 			if err != nil {
 				cancel(err)
 				return
@@ -165,12 +210,11 @@ func (r *Repo) uploadAll(ctx context.Context, m *Manifest, dir string, names []s
 	return arts, nil
 }
 
-// upload streams one file through encryption into the store.
-func (r *Repo) upload(ctx context.Context, id, keyID, path string) (Artifact, error) {
-	name := filepath.Base(path)
-	f, err := os.Open(path)
+// upload streams one piece of a file through encryption into the store.
+func (r *Repo) upload(ctx context.Context, id, keyID, dir string, p piece) (Artifact, error) {
+	f, err := os.Open(filepath.Join(dir, p.file))
 	if err != nil {
-		return Artifact{}, fmt.Errorf("checkpoint %s: open %s: %w", id, name, err)
+		return Artifact{}, fmt.Errorf("checkpoint %s: open %s: %w", id, p.file, err)
 	}
 	defer f.Close()
 	// Encrypt writes the stream header at once, so it runs on the pipe's
@@ -185,27 +229,34 @@ func (r *Repo) upload(ctx context.Context, id, keyID, path string) (Artifact, er
 	go func() {
 		var res result
 		defer func() { pw.CloseWithError(res.err); done <- res }() // nil: EOF
-		w, wk, err := r.keys.Encrypt(pw, keyID, artifactAD(id, name))
+		w, wk, err := r.keys.Encrypt(pw, keyID, artifactAD(id, p.name))
 		if err != nil {
 			res.err = err
 			return
 		}
 		res.wk = wk
-		if res.n, res.err = io.CopyBuffer(w, f, make([]byte, 1<<20)); res.err == nil {
+		src := io.NewSectionReader(f, p.off, p.length)
+		if res.n, res.err = io.CopyBuffer(w, src, make([]byte, 1<<20)); res.err == nil {
 			res.err = w.Close()
 		}
 	}()
-	info, err := r.store.Put(ctx, r.artifactKey(id, name), pr, -1)
+	info, err := r.store.Put(ctx, r.artifactKey(id, p.name), pr, -1)
 	pr.CloseWithError(io.ErrClosedPipe) // stops the copy if Put gave up early
 	res := <-done
 	if err != nil {
-		return Artifact{}, storeErr(err, "upload %s of checkpoint %s", name, id)
+		return Artifact{}, storeErr(err, "upload %s of checkpoint %s", p.name, id)
+	}
+	if res.err == nil && res.n != p.length {
+		res.err = fmt.Errorf("read %d bytes, want %d (the file changed)", res.n, p.length)
 	}
 	if res.err != nil { // cannot happen once Put read to EOF, but never trust a short artifact
-		return Artifact{}, fmt.Errorf("checkpoint %s: read %s: %w", id, name, res.err)
+		return Artifact{}, fmt.Errorf("checkpoint %s: read %s: %w", id, p.name, res.err)
 	}
-	plain, wk := res.n, res.wk
-	return Artifact{Name: name, Size: info.Size, PlainSize: plain, SHA256: info.SHA256, WrappedKey: wk}, nil
+	a := Artifact{Name: p.name, Size: info.Size, PlainSize: res.n, SHA256: info.SHA256, WrappedKey: res.wk}
+	if p.parted {
+		a.File, a.Offset = p.file, p.off
+	}
+	return a, nil
 }
 
 // seal encrypts secret under m's key, bound to m's digest. The digest is
