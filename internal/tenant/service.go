@@ -45,7 +45,7 @@ type Service struct {
 	// whose key was checked just before its revocation must not start a
 	// stream after it (Hold looks here under the same lock).
 	revoked map[string]bool
-	rate *rates
+	rate    *rates
 	// rateLimited counts creates refused by a tenant's rate.
 	rateLimited *prometheus.CounterVec
 }
