@@ -22,6 +22,7 @@ func (a *app) benchCmd() *cobra.Command {
 		checkpoints   bool
 		templatesRun  bool
 		interpreter   string
+		e2bPython     string
 		ckptCfg       = bench.CheckpointConfig{Runs: 10, SizesMiB: []int{0, 256}}
 		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
 	)
@@ -41,6 +42,17 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 			if soak {
 				soakCfg.Log = cmd.ErrOrStderr()
 				return runSoak(cmd, a, soakCfg, asJSON)
+			}
+			if e2bPython != "" {
+				n := cfg.N
+				if quick {
+					n = 4
+				} else if !cmd.Flags().Changed("n") {
+					n = 40
+				}
+				ec := bench.E2BConfig{Python: e2bPython, N: n, Log: cmd.ErrOrStderr()}
+				ec.Addr, ec.APIKey = a.addrAndKey()
+				return runE2BBench(cmd, a, ec, asJSON)
 			}
 			if templatesRun {
 				n := cfg.N
@@ -82,7 +94,10 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 			}{
 				{"create p50 (ms)", res.CreateP50}, {"create p90 (ms)", res.CreateP90}, {"create p99 (ms)", res.CreateP99},
 				{"time to interactive p50 (ms)", res.TTIP50}, {"time to interactive p90 (ms)", res.TTIP90},
+				{"  anchor: create p50 + exec p50 (ms)", res.TTIAnchor}, {"  time to interactive / anchor", res.TTIRatio},
 				{"exec true p50 (ms)", res.ExecP50}, {"exec true p90 (ms)", res.ExecP90},
+				{"  anchor: sh -c true spawned inside the sandbox p50 (ms)", res.ExecInSandboxP50}, {"  exec / anchor", res.ExecRatio},
+				{"  runsc exec of sh -c true in a raw container p50 (ms)", res.RawRunscExecP50},
 				{"pool ready at burst start", float64(res.BurstPoolReady)},
 				{fmt.Sprintf("burst of %d p50 (ms)", res.Burst), res.BurstP50}, {fmt.Sprintf("burst of %d p95 (ms)", res.Burst), res.BurstP95},
 				{"cold create p50 (ms)", res.ColdCreateP50}, {"raw runsc create+start p50 (ms)", res.RawRunscP50},
@@ -110,6 +125,7 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.IntVar(&ckptCfg.Runs, "checkpoint-runs", ckptCfg.Runs, "pause+resume cycles per memory size")
 	f.IntSliceVar(&ckptCfg.SizesMiB, "checkpoint-sizes", ckptCfg.SizesMiB, "memory held by the sandbox, MiB per size measured")
 	f.BoolVar(&templatesRun, "templates", false, "measure template figures instead: a fully cached 10-step rebuild, create to a started template's first answer (with and without its pool), the code interpreter's first result and round trip")
+	f.StringVar(&e2bPython, "e2b", "", "measure the E2B Python SDK's Sandbox.create() + commands.run() against the native API instead, with this python (one that has the e2b package, e.g. test/e2b/.venv/bin/python)")
 	f.StringVar(&interpreter, "interpreter", "code-interpreter-v1", "code-interpreter template for --templates (\"\" skips it)")
 	return cmd
 }
@@ -142,6 +158,24 @@ func runTemplateBench(cmd *cobra.Command, a *app, cfg bench.TemplateConfig, asJS
 	} {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", row.name, figure(row.p50), figure(row.p90))
 	}
+	return w.Flush()
+}
+
+func runE2BBench(cmd *cobra.Command, a *app, cfg bench.E2BConfig, asJSON bool) error {
+	res, err := bench.E2B(cmd.Context(), a.client(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "figure (%d runs each)\tp50\tp90\n", res.N)
+	fmt.Fprintf(w, "E2B SDK: Sandbox.create() + commands.run(\"echo hi\") (ms)\t%.1f\t%.1f\n", res.SDKTotalP50, res.SDKTotalP90)
+	fmt.Fprintf(w, "  of which Sandbox.create() (ms)\t%.1f\t-\n", res.SDKCreateP50)
+	fmt.Fprintf(w, "  of which commands.run() (ms)\t%.1f\t-\n", res.SDKRunP50)
+	fmt.Fprintf(w, "  anchor: native create + echo hi (ms)\t%.1f\t%.1f\n", res.NativeP50, res.NativeP90)
+	fmt.Fprintf(w, "  SDK / native\t%.2f\t-\n", res.SDKNativeRate)
 	return w.Flush()
 }
 

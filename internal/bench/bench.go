@@ -49,6 +49,18 @@ type Result struct {
 	TTIP90            float64 `json:"tti_p90"`
 	ExecP50           float64 `json:"exec_p50"`
 	ExecP90           float64 `json:"exec_p90"`
+	// The exec anchors: the same command (sh -c true) spawned and waited
+	// for inside the sandbox, timed there (gVisor's own floor for it, with
+	// no agent, stream or HTTP); and `runsc exec` of it in a raw container
+	// (what a caller of runsc itself pays). ExecRatio is ExecP50 over the
+	// first.
+	ExecInSandboxP50 float64 `json:"exec_in_sandbox_p50"`
+	RawRunscExecP50  float64 `json:"raw_runsc_exec_p50,omitempty"`
+	ExecRatio        float64 `json:"exec_ratio"`
+	// TTIAnchor is CreateP50 + ExecP50: what a claim and a command cost
+	// apart; TTIRatio is TTIP50 over it.
+	TTIAnchor float64 `json:"tti_anchor"`
+	TTIRatio  float64 `json:"tti_ratio"`
 	BurstP50          float64 `json:"burst_p50"`
 	BurstP95          float64 `json:"burst_p95"`
 	ColdCreateP50     float64 `json:"cold_create_p50"`
@@ -109,11 +121,14 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	// machine that is not also booting sandboxes.
 	waitPoolSettled(ctx, c)
 	logf("%d execs of true", cfg.N)
-	execs, err := execLatency(ctx, c, cfg.N)
+	execs, inSandbox, err := execLatency(ctx, c, cfg.N)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	r.ExecP50, r.ExecP90 = execs.Percentile(50), execs.Percentile(90)
+	r.ExecP50, r.ExecP90, r.ExecInSandboxP50 = execs.Percentile(50), execs.Percentile(90), inSandbox
+	r.ExecRatio = round2(r.ExecP50 / r.ExecInSandboxP50)
+	r.TTIAnchor = r.CreateP50 + r.ExecP50
+	r.TTIRatio = round2(r.TTIP50 / r.TTIAnchor)
 
 	// The loops above drain the pool faster than it refills; the burst is
 	// measured against the pool as the operator sized it, so let it refill
@@ -158,7 +173,13 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	r.ColdCreateP50 = cold.Percentile(50)
 	if len(rawRuns) > 0 {
 		r.RawRunscP50 = rawRuns.Percentile(50)
-		r.ColdOverheadRatio = float64(int(r.ColdCreateP50/r.RawRunscP50*100)) / 100
+		r.ColdOverheadRatio = round2(r.ColdCreateP50 / r.RawRunscP50)
+		logf("%d runsc execs of sh -c true in a raw container", cfg.N)
+		rawExecs, err := raw.execs(ctx, cfg.N)
+		if err != nil {
+			return nil, fmt.Errorf("raw runsc exec: %w", err)
+		}
+		r.RawRunscExecP50 = rawExecs.Percentile(50)
 	}
 
 	logf("memory of %d idle sandboxes", cfg.Idle)
@@ -268,24 +289,53 @@ func timeToInteractive(ctx context.Context, c *client.Client) (time.Duration, er
 	return time.Since(start), nil
 }
 
-func execLatency(ctx context.Context, c *client.Client, n int) (Sample, error) {
+// spawnTimer times spawns of argv[1:] inside a sandbox and prints the
+// median in milliseconds.
+const spawnTimer = `import subprocess, sys, time
+runs = []
+for i in range(int(sys.argv[1]) + 5):
+    t = time.perf_counter()
+    subprocess.run(sys.argv[2:], check=True)
+    if i >= 5:
+        runs.append(time.perf_counter() - t)
+runs.sort()
+print(runs[len(runs) // 2] * 1000)
+`
+
+// execLatency times n runs of true through the API in one sandbox, and the
+// same command spawned inside it (the anchor).
+func execLatency(ctx context.Context, c *client.Client, n int) (Sample, float64, error) {
 	sb, _, err := create(ctx, c, true)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer c.KillSandbox(context.WithoutCancel(ctx), sb.ID)
 	var s Sample
 	for i := range n + 5 {
 		start := time.Now()
 		if err := runToEnd(ctx, c, sb.ID, "true"); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if i >= 5 { // the first few warm the connection and the page cache
 			s = append(s, time.Since(start))
 		}
 	}
-	return s, nil
+	if _, err := c.Upload(ctx, sb.ID, "/tmp/spawn.py", strings.NewReader(spawnTimer)); err != nil {
+		return nil, 0, err
+	}
+	out, err := runOutput(ctx, c, sb.ID, fmt.Sprintf("python3 /tmp/spawn.py %d /bin/sh -c true", n))
+	if err != nil {
+		return nil, 0, fmt.Errorf("spawns inside the sandbox: %w", err)
+	}
+	inside, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("spawns inside the sandbox printed %q", out)
+	}
+	return s, inside, nil
 }
+
+// round2 rounds a ratio to two decimals.
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 func burstCreates(ctx context.Context, c *client.Client, n int) (Sample, error) {
 	var (

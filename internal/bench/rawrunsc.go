@@ -65,6 +65,29 @@ func (r *rawRunsc) once(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
+// execs starts a container and times n `runsc exec` runs of sh -c true in
+// it (after a few not counted).
+func (r *rawRunsc) execs(ctx context.Context, n int) (Sample, error) {
+	r.runs++
+	id := fmt.Sprintf("spacebenchexec%04d%d", r.runs, time.Now().UnixNano()%100000)
+	flags := r.flags()
+	if err := exec.CommandContext(ctx, r.runsc, append(flags, "run", "--detach", "--bundle", r.bundle, id)...).Run(); err != nil {
+		return nil, fmt.Errorf("runsc run: %w (see %s)", err, filepath.Join(r.dir, "runsc.log"))
+	}
+	defer exec.Command(r.runsc, append(flags, "delete", "--force", id)...).Run()
+	var s Sample
+	for i := range n + 3 {
+		start := time.Now()
+		if err := exec.CommandContext(ctx, r.runsc, append(flags, "exec", id, "/bin/sh", "-c", "true")...).Run(); err != nil {
+			return nil, fmt.Errorf("runsc exec: %w", err)
+		}
+		if i >= 3 {
+			s = append(s, time.Since(start))
+		}
+	}
+	return s, nil
+}
+
 // flags are the global flags of every run: spaced's platform and overlay,
 // no network. The sandbox inherits runsc's stdio: no pipes (they would
 // never close), so errors are read from runsc's log instead.

@@ -33,7 +33,7 @@ func (r *Runtime) Thaw(ctx context.Context, id string) error {
 // sandbox, but its state file says "running" for a while after; Checkpoint
 // returns once the sandbox is really stopped.
 func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error {
-	args := append(r.savedFlags(id), "checkpoint", "--image-path", dir)
+	args := append(r.savedFlags(id), "checkpoint", "--exclude-committed-zero-pages", "--image-path", dir)
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}
