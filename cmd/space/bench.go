@@ -41,6 +41,7 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if soak {
 				soakCfg.Log = cmd.ErrOrStderr()
+				soakCfg.Runsc, soakCfg.RootFS = rawAnchor(runsc, templates)
 				return runSoak(cmd, a, soakCfg, asJSON)
 			}
 			if e2bPython != "" {

@@ -75,8 +75,7 @@ func (r *rawCheckpoint) checkpoint(ctx context.Context) (time.Duration, string, 
 // returns, and until a first exec in it ends; then removes both.
 func (r *rawCheckpoint) restore(ctx context.Context, image string) (restored, firstExec time.Duration, err error) {
 	defer os.RemoveAll(image)
-	r.raw.runs++
-	id := fmt.Sprintf("spacebenchrst%04d%d", r.raw.runs, time.Now().UnixNano()%100000)
+	id := fmt.Sprintf("spacebenchrst%04d%d", r.raw.runs.Add(1), time.Now().UnixNano()%100000)
 	flags := r.raw.flags()
 	defer exec.Command(r.raw.runsc, append(flags, "delete", "--force", id)...).Run()
 	start := time.Now()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -17,7 +19,7 @@ import (
 // floor that spaced's cold create is compared against.
 type rawRunsc struct {
 	runsc, dir, root, bundle string
-	runs                     int
+	runs                     atomic.Int64 // names sandboxes apart
 }
 
 func newRawRunsc(ctx context.Context, runsc, rootfs string) (_ *rawRunsc, err error) {
@@ -49,8 +51,39 @@ func newRawRunsc(ctx context.Context, runsc, rootfs string) (_ *rawRunsc, err er
 
 // once times one create+start, then deletes the sandbox.
 func (r *rawRunsc) once(ctx context.Context) (time.Duration, error) {
-	r.runs++
-	id := fmt.Sprintf("spacebench%04d%d", r.runs, time.Now().UnixNano()%100000)
+	return r.cycle(ctx, fmt.Sprintf("spacebench%04d%d", r.runs.Add(1), time.Now().UnixNano()%100000))
+}
+
+// churn runs create+start+delete cycles, conc at a time, for about d, and
+// returns how many ended and how long they took.
+func (r *rawRunsc) churn(ctx context.Context, conc int, d time.Duration) (int, time.Duration, error) {
+	var (
+		n    atomic.Int64
+		wg   sync.WaitGroup
+		errs = make(chan error, conc)
+	)
+	start := time.Now()
+	for w := range conc {
+		wg.Go(func() {
+			for time.Since(start) < d {
+				if _, err := r.cycle(ctx, fmt.Sprintf("spacebenchchurn%d-%d", w, r.runs.Add(1))); err != nil {
+					errs <- err
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, 0, err
+	}
+	return int(n.Load()), time.Since(start), nil
+}
+
+// cycle times a create+start of sandbox id, then deletes it.
+func (r *rawRunsc) cycle(ctx context.Context, id string) (time.Duration, error) {
 	flags := r.flags()
 	logPath := filepath.Join(r.dir, "runsc.log")
 	start := time.Now()
@@ -68,8 +101,7 @@ func (r *rawRunsc) once(ctx context.Context) (time.Duration, error) {
 // execs starts a container and times n `runsc exec` runs of sh -c true in
 // it (after a few not counted).
 func (r *rawRunsc) execs(ctx context.Context, n int) (Sample, error) {
-	r.runs++
-	id := fmt.Sprintf("spacebenchexec%04d%d", r.runs, time.Now().UnixNano()%100000)
+	id := fmt.Sprintf("spacebenchexec%04d%d", r.runs.Add(1), time.Now().UnixNano()%100000)
 	flags := r.flags()
 	if err := exec.CommandContext(ctx, r.runsc, append(flags, "run", "--detach", "--bundle", r.bundle, id)...).Run(); err != nil {
 		return nil, fmt.Errorf("runsc run: %w (see %s)", err, filepath.Join(r.dir, "runsc.log"))
@@ -172,8 +204,7 @@ func newRawRestore(ctx context.Context, runsc, rootfs string) (_ *rawRestore, er
 // once times one restore (until runsc returns: the process runs again),
 // then deletes the sandbox.
 func (r *rawRestore) once(ctx context.Context) (time.Duration, error) {
-	r.raw.runs++
-	id := fmt.Sprintf("spacebenchrst%04d%d", r.raw.runs, time.Now().UnixNano()%100000)
+	id := fmt.Sprintf("spacebenchrst%04d%d", r.raw.runs.Add(1), time.Now().UnixNano()%100000)
 	flags := r.raw.flags()
 	start := time.Now()
 	if err := exec.CommandContext(ctx, r.raw.runsc, append(flags, "restore", "--detach", "--bundle", r.raw.bundle, "--image-path", r.image, id)...).Run(); err != nil {

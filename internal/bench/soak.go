@@ -26,7 +26,10 @@ type SoakConfig struct {
 	// Window is how many cycles make "the first" and "the last" of the run
 	// whose daemon figures are compared; 0 means min(100, Cycles/4).
 	Window int
-	Log    io.Writer
+	// Runsc and RootFS, when set, add the anchor: raw runsc create, start
+	// and delete cycles at the same concurrency (root only).
+	Runsc, RootFS string
+	Log           io.Writer
 }
 
 // Flatness tolerances: the last window's median may exceed the first's by
@@ -61,6 +64,12 @@ type SoakResult struct {
 	Concurrency int                    `json:"concurrency"`
 	Window      int                    `json:"window"`
 	Seconds     float64                `json:"seconds"`
+	// CyclesPerSecond is Cycles over Seconds; RawCyclesPerSecond the
+	// anchor's (raw runsc create+start+delete at the same concurrency,
+	// for 10 s after the run), and the ratio of the two.
+	CyclesPerSecond    float64 `json:"cycles_per_second"`
+	RawCyclesPerSecond float64 `json:"raw_cycles_per_second,omitempty"`
+	ChurnRatio         float64 `json:"churn_ratio,omitempty"`
 	Errors      int                    `json:"errors"`
 	FirstErrors []string               `json:"first_errors,omitempty"`
 	Steps       map[string]StepFigures `json:"steps"`
@@ -200,6 +209,21 @@ func Soak(ctx context.Context, c *client.Client, cfg SoakConfig) (*SoakResult, e
 	r.First = windowFigures(samples, func(s daemonSample) bool { return s.done <= cfg.Window })
 	r.Last = windowFigures(samples, func(s daemonSample) bool { return s.done > cfg.Cycles-cfg.Window })
 	rssSlack := max(r.First.RSSMiB*rssTolerancePct/100, rssToleranceMiB)
+	r.CyclesPerSecond = round2(float64(cfg.Cycles) / elapsed.Seconds())
+	if cfg.Runsc != "" {
+		logf("raw runsc create+start+delete cycles, %d at a time, for 10 s", cfg.Concurrency)
+		raw, err := newRawRunsc(ctx, cfg.Runsc, cfg.RootFS)
+		if err != nil {
+			return nil, fmt.Errorf("soak: raw runsc: %w", err)
+		}
+		n, d, err := raw.churn(ctx, cfg.Concurrency, 10*time.Second)
+		raw.close()
+		if err != nil {
+			return nil, fmt.Errorf("soak: raw runsc: %w", err)
+		}
+		r.RawCyclesPerSecond = round2(float64(n) / d.Seconds())
+		r.ChurnRatio = round2(r.CyclesPerSecond / r.RawCyclesPerSecond)
+	}
 	r.RSSFlat = r.Last.RSSMiB <= r.First.RSSMiB+rssSlack
 	r.FDsFlat = r.Last.OpenFDs <= r.First.OpenFDs+float64(fdSlackPerWorker*cfg.Concurrency)
 	return r, nil

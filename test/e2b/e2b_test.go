@@ -10,6 +10,7 @@ package e2b_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +80,27 @@ func TestE2BSDKs(t *testing.T) {
 		}
 		suite(t, d, filepath.Join(here, "js"), sdkEnv,
 			"node", append([]string{"--test", "--test-concurrency=4", "--test-force-exit"}, tests...)...)
+	})
+	// space bench --e2b works (issue 17's SDK figure; no speed asserted).
+	t.Run("bench", func(t *testing.T) {
+		cmd := exec.Command(harness.Bin(t, "space"), "bench", "--e2b", filepath.Join(here, ".venv", "bin", "python"), "--quick", "--json")
+		cmd.Env = append(withoutE2B(os.Environ()), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("space bench --e2b: %v\n%s", err, stderr.String())
+		}
+		t.Logf("bench: %s", out)
+		var res map[string]float64
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
+		}
+		for _, k := range []string{"sdk_create_p50_ms", "sdk_run_p50_ms", "sdk_total_p50_ms", "native_total_p50_ms", "sdk_over_native"} {
+			if v, ok := res[k]; !ok || v <= 0 {
+				t.Errorf("figure %s = %v (missing or not positive)", k, v)
+			}
+		}
 	})
 }
 

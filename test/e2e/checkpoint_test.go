@@ -18,6 +18,7 @@ import (
 
 	"github.com/spacesandbox/space/client"
 	"github.com/spacesandbox/space/internal/blobstore/blobstoretest"
+	"github.com/spacesandbox/space/internal/testenv"
 	"github.com/spacesandbox/space/test/harness"
 )
 
@@ -423,7 +424,8 @@ func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 
 func TestBenchCheckpointQuick(t *testing.T) {
 	d := need(t) // its object store is the default local directory
-	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--json")
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--json",
+		"--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
 	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -438,13 +440,19 @@ func TestBenchCheckpointQuick(t *testing.T) {
 			PauseP50      float64 `json:"pause_p50_ms"`
 			ResumeP50     float64 `json:"resume_p50_ms"`
 			CheckpointMiB float64 `json:"checkpoint_mib"`
+			// The raw runsc anchor, measured in the same run.
+			RawCheckpointP50  float64 `json:"raw_checkpoint_p50_ms"`
+			RawRestoreExecP50 float64 `json:"raw_restore_to_exec_p50_ms"`
+			PauseRatio        float64 `json:"pause_ratio"`
+			ResumeRatio       float64 `json:"resume_ratio"`
 		} `json:"checkpoints"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res.Checkpoints) != 2 {
 		t.Fatalf("bench output: %v: %s", err, out)
 	}
 	for _, c := range res.Checkpoints {
-		if c.PauseP50 <= 0 || c.ResumeP50 <= 0 || c.CheckpointMiB <= float64(c.StateMiB) {
+		if c.PauseP50 <= 0 || c.ResumeP50 <= 0 || c.CheckpointMiB <= float64(c.StateMiB) ||
+			c.RawCheckpointP50 <= 0 || c.RawRestoreExecP50 <= 0 || c.PauseRatio <= 0 || c.ResumeRatio <= 0 {
 			t.Errorf("figures for %d MiB: %+v", c.StateMiB, c)
 		}
 	}

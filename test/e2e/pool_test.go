@@ -209,7 +209,8 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
 	}
 	for _, k := range []string{"create_p50", "create_p90", "create_p99", "tti_p50", "tti_p90", "exec_p50", "exec_p90",
-		"burst_p50", "burst_p95", "cold_create_p50", "raw_runsc_p50", "cold_overhead_ratio"} {
+		"burst_p50", "burst_p95", "cold_create_p50", "raw_runsc_p50", "cold_overhead_ratio",
+		"exec_in_sandbox_p50", "exec_ratio", "raw_runsc_exec_p50", "tti_anchor", "tti_ratio"} {
 		if v, ok := res[k]; !ok || v <= 0 {
 			t.Errorf("figure %s = %v (missing or not positive)", k, v)
 		}
