@@ -57,10 +57,6 @@ var layers = []layer{
 		"internal/cluster", "internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
 		"internal/tenant", "internal/volume",
-		// Known debt (conventions, habit 16): commands.go, files.go and
-		// pty.go build the agent's request messages themselves instead of
-		// calling domain methods of sandbox.
-		"api/agent/v1", "api/envd/process", "api/envd/filesystem",
 	}},
 	// The web console forwards to the public API's handler: it imports
 	// nothing of the module, as a client of the API would.
@@ -171,6 +167,11 @@ var restrictions = []restriction{
 	{
 		rule: "only the daemon starts the egress gateway (others know egress/policy and egress/secrets)",
 		pkgs: []string{"internal/egress"}, by: append([]string{"internal/daemon"}, testOnly...),
+	},
+	{
+		rule: "only the sandbox service speaks the agent's protocol: the API layers call its domain methods",
+		pkgs: []string{"api/agent/...", "api/envd/..."},
+		by:   append([]string{"api/...", "internal/sandbox", "internal/agent/...", "cmd/space-agent"}, testOnly...),
 	},
 	{
 		rule: "the agent is linked into space-agent alone",
@@ -417,6 +418,8 @@ func TestRulesCanFail(t *testing.T) {
 		{edge{"internal/interpreter", "internal/agent/users", false}, "the agent is linked into space-agent alone"},
 		{edge{"internal/agent", "internal/errdefs", false}, rowRule("internal/agent")},
 		{edge{"internal/httpapi", "api/agent/v1/agentv1connect", false}, rowRule("internal/httpapi")},
+		{edge{"internal/httpapi", "api/envd/process", false}, "only the sandbox service speaks the agent's protocol: the API layers call its domain methods"},
+		{edge{"internal/e2bcompat", "api/envd/filesystem", false}, "only the sandbox service speaks the agent's protocol: the API layers call its domain methods"},
 		{edge{"internal/bench", "internal/store", false}, rowRule("internal/bench")},
 		{edge{"client", "internal/errdefs", false}, rowRule("client")},
 	} {

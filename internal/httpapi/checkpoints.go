@@ -22,7 +22,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sb, err := s.sandboxes.Pause(r.Context(), r.PathValue("id"), sandbox.PauseOptions{DiskOnly: req.KeepMemory != nil && !*req.KeepMemory})
+	sb, err := s.checkpoints.Pause(r.Context(), r.PathValue("id"), sandbox.PauseOptions{DiskOnly: req.KeepMemory != nil && !*req.KeepMemory})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -42,7 +42,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must not be negative"))
 		return
 	}
-	sb, err := s.sandboxes.Resume(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
+	sb, err := s.checkpoints.Resume(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -64,7 +64,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "count and timeout_seconds must not be negative"))
 		return
 	}
-	forks, err := s.sandboxes.Fork(r.Context(), r.PathValue("id"), sandbox.ForkRequest{
+	forks, err := s.checkpoints.Fork(r.Context(), r.PathValue("id"), sandbox.ForkRequest{
 		Count: req.Count, Timeout: seconds(req.TimeoutSeconds), Metadata: req.Metadata,
 	})
 	if err != nil && len(forks) == 0 {
@@ -116,7 +116,7 @@ func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sn, err := s.sandboxes.TakeSnapshot(r.Context(), r.PathValue("id"), sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
+	sn, err := s.checkpoints.TakeSnapshot(r.Context(), r.PathValue("id"), sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -129,7 +129,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = r.URL.Query().Get("sandbox_id")
 	}
-	snaps, err := s.sandboxes.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: id, Ref: r.URL.Query().Get("name")})
+	snaps, err := s.checkpoints.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: id, Ref: r.URL.Query().Get("name")})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -144,7 +144,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.sandboxes.GetSnapshot(r.Context(), r.PathValue("snapshot"))
+	sn, err := s.checkpoints.GetSnapshot(r.Context(), r.PathValue("snapshot"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -153,7 +153,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.sandboxes.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
+	if _, err := s.checkpoints.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -184,7 +184,7 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 		id, err = scopedName(r, "key")
 	}
 	if err == nil {
-		err = s.sandboxes.SetKey(id, key)
+		err = s.keys.SetKey(id, key)
 	}
 	if err != nil {
 		writeError(w, r, err)
@@ -204,7 +204,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	n, err := s.sandboxes.RotateKey(r.Context(), id, key)
+	n, err := s.keys.RotateKey(r.Context(), id, key)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -217,7 +217,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 	id, err := scopedName(r, "key")
 	if err == nil {
-		err = s.sandboxes.RemoveKey(id)
+		err = s.keys.RemoveKey(id)
 	}
 	if err != nil {
 		writeError(w, r, err)
@@ -228,7 +228,7 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 
 // listKeys names the customer keys loaded on this node, never the keys.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.sandboxes.KeyIDs()
+	ids, err := s.keys.KeyIDs()
 	if err != nil {
 		writeError(w, r, err)
 		return

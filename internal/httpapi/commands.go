@@ -7,13 +7,12 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
-	"connectrpc.com/connect"
-
-	agentv1 "github.com/spacesandbox/space/api/agent/v1"
-	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/tenant"
 )
 
@@ -38,30 +37,23 @@ type commandJSON struct {
 	Cwd  string   `json:"cwd,omitempty"`
 }
 
-func (c *commandRequest) toExec() (*agentv1.ExecRequest, error) {
-	cfg := &process.ProcessConfig{Envs: c.Env}
+func (c *commandRequest) spec() (sandbox.CommandSpec, error) {
+	spec := sandbox.CommandSpec{Env: c.Env, Cwd: c.Cwd, User: c.User, Tag: c.Tag, Stdin: c.Stdin != nil || c.KeepStdinOpen}
 	switch {
 	case c.Cmd != "" && len(c.Argv) > 0:
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "give either cmd or argv, not both")
+		return spec, errdefs.New(errdefs.ErrInvalidArgument, "give either cmd or argv, not both")
 	case c.Cmd != "":
-		cfg.Cmd, cfg.Args = "/bin/sh", []string{"-c", c.Cmd}
+		spec.Argv = []string{"/bin/sh", "-c", c.Cmd}
 	case len(c.Argv) > 0 && c.Argv[0] != "":
-		cfg.Cmd, cfg.Args = c.Argv[0], c.Argv[1:]
+		spec.Argv = c.Argv
 	default:
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "cmd or argv is required")
-	}
-	if c.Cwd != "" {
-		cfg.Cwd = &c.Cwd
+		return spec, errdefs.New(errdefs.ErrInvalidArgument, "cmd or argv is required")
 	}
 	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > 7*24*3600 {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must be between 0 and 604800")
+		return spec, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must be between 0 and 604800")
 	}
-	stdin := c.Stdin != nil || c.KeepStdinOpen
-	start := &process.StartRequest{Process: cfg, Stdin: &stdin}
-	if c.Tag != "" {
-		start.Tag = &c.Tag
-	}
-	return &agentv1.ExecRequest{Start: start, TimeoutMs: uint32(c.TimeoutSeconds) * 1000, User: c.User}, nil
+	spec.Timeout = time.Duration(c.TimeoutSeconds) * time.Second
+	return spec, nil
 }
 
 func pidParam(r *http.Request) (uint32, error) {
@@ -78,82 +70,50 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	exec, err := req.toExec()
+	spec, err := req.spec()
 	if err != nil {
 		writeError(w, r, err)
-		return
-	}
-	agent, ok := s.agent(w, r)
-	if !ok {
 		return
 	}
 	// The process outlives this request (a client may reconnect to it), so
 	// the stream is cancelled when we stop reading, never the process.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stream, err := agent.Agent.Exec(ctx, connect.NewRequest(exec))
+	stream, err := s.commands.StartCommand(ctx, r.PathValue("id"), spec)
 	if err != nil {
-		writeError(w, r, fromAgent(err))
+		writeError(w, r, err)
 		return
 	}
 	defer stream.Close()
-	if !stream.Receive() {
-		writeError(w, r, fromAgent(stream.Err()))
-		return
-	}
-	first := stream.Msg()
-	startEv := first.GetEvent().GetStart()
-	if startEv == nil {
-		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "sandbox agent sent no start event"))
-		return
-	}
-	pid := startEv.GetPid()
 	if req.Stdin != nil {
-		sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
 		if *req.Stdin != "" {
-			if _, err := agent.Process.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{
-				Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte(*req.Stdin)}},
-			})); err != nil {
-				writeError(w, r, fromAgent(err))
+			if err := stream.SendStdin(ctx, []byte(*req.Stdin)); err != nil {
+				writeError(w, r, err)
 				return
 			}
 		}
 		if !req.KeepStdinOpen {
-			if _, err := agent.Process.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
-				writeError(w, r, fromAgent(err))
+			if err := stream.CloseStdin(ctx); err != nil {
+				writeError(w, r, err)
 				return
 			}
 		}
 	}
 	if req.Background {
-		writeJSON(w, http.StatusCreated, commandJSON{PID: pid, Tag: req.Tag, Cmd: exec.Start.Process.Cmd, Args: exec.Start.Process.Args, Cwd: req.Cwd})
+		writeJSON(w, http.StatusCreated, commandJSON{PID: stream.PID(), Tag: req.Tag, Cmd: spec.Argv[0], Args: spec.Argv[1:], Cwd: req.Cwd})
 		return
 	}
 	sse := newSSE(w)
 	defer sse.Close()
-	if err := writeExecEvent(sse, first); err != nil {
-		return
-	}
 	streamEvents(r.Context(), sse, stream)
 }
 
-// execStream is what Exec and Attach return.
-type execStream interface {
-	Receive() bool
-	Msg() *agentv1.ExecEvent
-	Err() error
-}
-
-// streamEvents relays the agent's events until the end event or until the
+// streamEvents relays a command's events until its end event or until the
 // client goes away.
-func streamEvents(ctx context.Context, sse *sseWriter, stream execStream) {
-	for stream.Receive() {
-		ev := stream.Msg()
-		if err := writeExecEvent(sse, ev); err != nil {
-			return
-		}
-		if ev.GetEvent().GetEnd() != nil {
-			drainStream(stream)
+func streamEvents(ctx context.Context, sse *sseWriter, stream *sandbox.CommandStream) {
+	for stream.Next() {
+		ev := stream.Event()
+		if err := writeCommandEvent(sse, ev); err != nil || ev.Kind == sandbox.CommandEnded {
 			return
 		}
 	}
@@ -161,22 +121,10 @@ func streamEvents(ctx context.Context, sse *sseWriter, stream execStream) {
 	if m, ok := revoked(ctx); ok {
 		msg = m
 	} else if err := stream.Err(); err != nil {
-		msg = errdefs.PublicMessage(fromAgent(err))
+		msg = errdefs.PublicMessage(err)
 	}
 	data, _ := json.Marshal(map[string]string{"message": msg})
 	sse.Event(0, "error", data)
-}
-
-// drainStream reads what follows a command's end event, the stream's own
-// end, so the response body is read to EOF: connect-go closes a body that
-// was not, and net/http then drops the connection to the agent with it, so
-// every command dialled a new TCP connection through the sandbox's netstack.
-func drainStream(stream execStream) {
-	for range 4 {
-		if !stream.Receive() {
-			return
-		}
-	}
 }
 
 type dataJSON struct {
@@ -196,37 +144,31 @@ func encodeData(b []byte) []byte {
 	return out
 }
 
-func writeExecEvent(sse *sseWriter, ev *agentv1.ExecEvent) error {
-	if ev.GetDropped() > 0 {
-		data, _ := json.Marshal(map[string]uint64{"dropped": ev.GetDropped()})
+func writeCommandEvent(sse *sseWriter, ev sandbox.CommandEvent) error {
+	if ev.Dropped > 0 {
+		data, _ := json.Marshal(map[string]uint64{"dropped": ev.Dropped})
 		if err := sse.Event(0, "gap", data); err != nil {
 			return err
 		}
 	}
-	pe := ev.GetEvent()
-	switch {
-	case pe.GetStart() != nil:
-		data, _ := json.Marshal(map[string]uint32{"pid": pe.GetStart().GetPid()})
-		return sse.Event(ev.GetSeq(), "start", data)
-	case pe.GetData() != nil:
-		d := pe.GetData()
-		switch {
-		case d.GetStdout() != nil:
-			return sse.Event(ev.GetSeq(), "stdout", encodeData(d.GetStdout()))
-		case d.GetStderr() != nil:
-			return sse.Event(ev.GetSeq(), "stderr", encodeData(d.GetStderr()))
-		case d.GetPty() != nil:
-			return sse.Event(ev.GetSeq(), "pty", encodeData(d.GetPty()))
-		}
-	case pe.GetEnd() != nil:
-		e := pe.GetEnd()
+	switch ev.Kind {
+	case sandbox.CommandStarted:
+		data, _ := json.Marshal(map[string]uint32{"pid": ev.PID})
+		return sse.Event(ev.Seq, "start", data)
+	case sandbox.CommandStdout:
+		return sse.Event(ev.Seq, "stdout", encodeData(ev.Data))
+	case sandbox.CommandStderr:
+		return sse.Event(ev.Seq, "stderr", encodeData(ev.Data))
+	case sandbox.CommandPTY:
+		return sse.Event(ev.Seq, "pty", encodeData(ev.Data))
+	case sandbox.CommandEnded:
 		data, _ := json.Marshal(struct {
 			ExitCode int32  `json:"exit_code"`
 			Exited   bool   `json:"exited"`
 			Status   string `json:"status"`
 			Error    string `json:"error,omitempty"`
-		}{e.GetExitCode(), e.GetExited(), e.GetStatus(), e.GetError()})
-		return sse.Event(ev.GetSeq(), "end", data)
+		}{ev.End.ExitCode, ev.End.Exited, ev.End.Status, ev.End.Error})
+		return sse.Event(ev.Seq, "end", data)
 	}
 	return nil // keepalives: the SSE writer has its own heartbeats
 }
@@ -248,24 +190,17 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	agent, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	stream, err := agent.Agent.Attach(r.Context(), connect.NewRequest(&agentv1.AttachRequest{
-		Process:  &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}},
-		AfterSeq: afterSeq,
-	}))
+	stream, err := s.commands.AttachCommand(r.Context(), r.PathValue("id"), pid, afterSeq)
 	if err != nil {
-		writeError(w, r, fromAgent(err))
+		writeError(w, r, err)
 		return
 	}
 	defer stream.Close()
 	// Read the first event before answering, so an unknown pid is a 404
 	// rather than an SSE stream that fails.
-	if !stream.Receive() {
+	if !stream.Next() {
 		if err := stream.Err(); err != nil {
-			writeError(w, r, fromAgent(err))
+			writeError(w, r, err)
 			return
 		}
 		sse := newSSE(w)
@@ -274,30 +209,24 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	sse := newSSE(w)
 	defer sse.Close()
-	first := stream.Msg()
-	if err := writeExecEvent(sse, first); err != nil || first.GetEvent().GetEnd() != nil {
+	first := stream.Event()
+	if err := writeCommandEvent(sse, first); err != nil || first.Kind == sandbox.CommandEnded {
 		return
 	}
 	streamEvents(r.Context(), sse, stream)
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
-	agent, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	resp, err := agent.Process.List(r.Context(), connect.NewRequest(&process.ListRequest{}))
+	commands, err := s.commands.ListCommands(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, r, fromAgent(err))
+		writeError(w, r, err)
 		return
 	}
 	out := struct {
 		Commands []commandJSON `json:"commands"`
 	}{Commands: []commandJSON{}}
-	for _, p := range resp.Msg.GetProcesses() {
-		out.Commands = append(out.Commands, commandJSON{
-			PID: p.GetPid(), Tag: p.GetTag(), Cmd: p.GetConfig().GetCmd(), Args: p.GetConfig().GetArgs(), Cwd: p.GetConfig().GetCwd(),
-		})
+	for _, c := range commands {
+		out.Commands = append(out.Commands, commandJSON{PID: c.PID, Tag: c.Tag, Cmd: c.Cmd, Args: c.Args, Cwd: c.Cwd})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -328,22 +257,16 @@ func (s *Server) sendStdin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	agent, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	id := r.PathValue("id")
 	if len(input) > 0 {
-		if _, err := agent.Process.SendInput(r.Context(), connect.NewRequest(&process.SendInputRequest{
-			Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: input}},
-		})); err != nil {
-			writeError(w, r, fromAgent(err))
+		if err := s.commands.SendStdin(r.Context(), id, pid, input); err != nil {
+			writeError(w, r, err)
 			return
 		}
 	}
 	if req.EOF {
-		if _, err := agent.Process.CloseStdin(r.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
-			writeError(w, r, fromAgent(err))
+		if err := s.commands.CloseStdin(r.Context(), id, pid); err != nil {
+			writeError(w, r, err)
 			return
 		}
 	}
@@ -363,24 +286,18 @@ func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	var sig process.Signal
+	var sig syscall.Signal
 	switch req.Signal {
 	case "SIGTERM", "TERM":
-		sig = process.Signal_SIGNAL_SIGTERM
+		sig = syscall.SIGTERM
 	case "SIGKILL", "KILL":
-		sig = process.Signal_SIGNAL_SIGKILL
+		sig = syscall.SIGKILL
 	default:
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "signal must be SIGTERM or SIGKILL"))
 		return
 	}
-	agent, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	if _, err := agent.Process.SendSignal(r.Context(), connect.NewRequest(&process.SendSignalRequest{
-		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}, Signal: sig,
-	})); err != nil {
-		writeError(w, r, fromAgent(err))
+	if err := s.commands.SignalCommand(r.Context(), r.PathValue("id"), pid, sig); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

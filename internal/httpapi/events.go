@@ -21,7 +21,7 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	now, err := s.sandboxes.ChangesNow()
+	now, err := s.changes.ChangesNow()
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -41,12 +41,12 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			seq = now
 		}
-		changes, next, gap, err := s.sandboxes.Changes(ctx, seq)
+		changes, next, gap, err := s.changes.Changes(ctx, seq)
 		if err != nil {
 			return // the client left
 		}
 		if gap {
-			if now, err = s.sandboxes.ChangesNow(); err != nil {
+			if now, err = s.changes.ChangesNow(); err != nil {
 				return
 			}
 			reset = true

@@ -50,7 +50,7 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	sb, err := s.sandboxes.Get(r.Context(), id)
+	sb, err := s.lifecycle.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -60,7 +60,7 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
 	if sb.Network != nil {
 		p.AllowPublicTraffic = sb.Network.AllowPublicTraffic
 	}
-	if err := s.sandboxes.SetNetwork(r.Context(), id, p); err != nil {
+	if err := s.lifecycle.SetNetwork(r.Context(), id, p); err != nil {
 		writeError(w, r, err)
 		return
 	}

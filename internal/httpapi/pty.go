@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/coder/websocket"
 
-	agentv1 "github.com/spacesandbox/space/api/agent/v1"
-	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
 )
 
 type ptyControl struct {
@@ -48,36 +47,20 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stream, err := agent.Agent.Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{
+	stream, err := s.commands.StartCommand(ctx, r.PathValue("id"), sandbox.CommandSpec{
+		Argv: []string{"/bin/bash", "-i", "-l"},
+		Env:  map[string]string{"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
 		User: r.URL.Query().Get("user"),
-		Start: &process.StartRequest{
-			Process: &process.ProcessConfig{
-				Cmd: "/bin/bash", Args: []string{"-i", "-l"},
-				Envs: map[string]string{"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
-			},
-			Pty: &process.PTY{Size: &process.PTY_Size{Cols: cols, Rows: rows}},
-		},
-	}))
+		PTY:  &sandbox.PTYSize{Cols: cols, Rows: rows},
+	})
 	if err != nil {
-		writeError(w, r, fromAgent(err))
+		writeError(w, r, err)
 		return
 	}
 	defer stream.Close()
-	if !stream.Receive() || stream.Msg().GetEvent().GetStart() == nil {
-		writeError(w, r, fromAgent(stream.Err()))
-		return
-	}
-	pid := stream.Msg().GetEvent().GetStart().GetPid()
-	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
-	defer agent.Process.SendSignal(context.WithoutCancel(ctx), connect.NewRequest(&process.SendSignalRequest{
-		Process: sel, Signal: process.Signal_SIGNAL_SIGKILL,
-	}))
+	defer stream.Signal(context.WithoutCancel(ctx), syscall.SIGKILL)
 
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -100,15 +83,11 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if typ == websocket.MessageBinary {
-				_, err = agent.Process.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{
-					Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Pty{Pty: data}},
-				}))
+				err = stream.SendPTY(ctx, data)
 			} else {
 				var c ptyControl
 				if json.Unmarshal(data, &c) == nil && c.Type == "resize" && c.Cols > 0 && c.Rows > 0 {
-					_, err = agent.Process.Update(ctx, connect.NewRequest(&process.UpdateRequest{
-						Process: sel, Pty: &process.PTY{Size: &process.PTY_Size{Cols: c.Cols, Rows: c.Rows}},
-					}))
+					err = stream.ResizePTY(ctx, sandbox.PTYSize{Cols: c.Cols, Rows: c.Rows})
 				}
 			}
 			if err != nil {
@@ -118,18 +97,18 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	// Shell -> client.
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if d := ev.GetData().GetPty(); d != nil {
+	for stream.Next() {
+		ev := stream.Event()
+		switch ev.Kind {
+		case sandbox.CommandPTY:
 			wctx, wcancel := context.WithTimeout(wsCtx, 30*time.Second)
-			err := conn.Write(wctx, websocket.MessageBinary, d)
+			err := conn.Write(wctx, websocket.MessageBinary, ev.Data)
 			wcancel()
 			if err != nil {
 				return
 			}
-		}
-		if end := ev.GetEnd(); end != nil {
-			code := end.GetExitCode()
+		case sandbox.CommandEnded:
+			code := ev.End.ExitCode
 			msg, _ := json.Marshal(ptyControl{Type: "exit", ExitCode: &code})
 			conn.Write(wsCtx, websocket.MessageText, msg)
 			conn.Close(websocket.StatusNormalClosure, "exited")

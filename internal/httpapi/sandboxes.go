@@ -118,7 +118,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds, limits and the snapshot schedule must not be negative"))
 		return
 	}
-	sb, err := s.sandboxes.Create(r.Context(), sandbox.CreateRequest{
+	sb, err := s.lifecycle.Create(r.Context(), sandbox.CreateRequest{
 		Template: req.Template, Timeout: seconds(req.TimeoutSeconds),
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
@@ -185,7 +185,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		}
 		offset = tok.Offset
 	}
-	all, err := s.sandboxes.List(r.Context(), f)
+	all, err := s.lifecycle.List(r.Context(), f)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -208,7 +208,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("id"))
+	sb, err := s.lifecycle.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -217,7 +217,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := s.sandboxes.Kill(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.lifecycle.Kill(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -232,7 +232,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sb, err := s.sandboxes.SetTimeout(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
+	sb, err := s.lifecycle.SetTimeout(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -17,7 +17,6 @@ import (
 	"github.com/spacesandbox/space/internal/cluster"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
 	"github.com/spacesandbox/space/internal/tenant"
@@ -26,24 +25,29 @@ import (
 
 // Server serves the API.
 type Server struct {
-	sandboxes *sandbox.Service
-	templates *template.Service
-	secrets   *secrets.Store
-	code      CodeRunner
-	volumes   *volume.Service
-	tenants   *tenant.Service
-	audit     *tenant.Audit
+	lifecycle   Lifecycle
+	changes     Changes
+	checkpoints Checkpoints
+	keys        Keys
+	commands    Commands
+	files       Files
+	templates   *template.Service
+	secrets     *secrets.Store
+	code        CodeRunner
+	volumes     *volume.Service
+	tenants     *tenant.Service
+	audit       *tenant.Audit
 	// owners says whose a sandbox is (the sandbox service; a test's own).
 	owners    tenant.SandboxOwners
 	maxUpload int64
 	metrics   http.Handler
-	telemetry *sandbox.Telemetry
+	telemetry Telemetry
 	cluster   Cluster
 }
 
 // Options are what the API serves.
 type Options struct {
-	Sandboxes *sandbox.Service
+	Sandboxes Sandboxes
 	Templates *template.Service
 	Secrets   *secrets.Store
 	// Code runs cells in sandboxes' code interpreters.
@@ -58,7 +62,7 @@ type Options struct {
 	Metrics   http.Handler
 	// Telemetry keeps sandboxes' metrics series and logs (nil: those
 	// routes answer 503).
-	Telemetry *sandbox.Telemetry
+	Telemetry Telemetry
 	// Cluster is cluster mode's node administration (nil with one
 	// node: those routes answer 404).
 	Cluster Cluster
@@ -74,7 +78,8 @@ type Cluster interface {
 
 // New returns the API's handler.
 func New(o Options) http.Handler {
-	s := &Server{sandboxes: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
+	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Sandboxes,
+		commands: o.Sandboxes, files: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry, cluster: o.Cluster}
 	return s.routes()
 }
@@ -258,17 +263,6 @@ func logRequests(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		slog.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
 	})
-}
-
-// agent returns the connection to the agent of the sandbox named in the
-// path, or answers the error (unknown or not running) and returns false.
-func (s *Server) agent(w http.ResponseWriter, r *http.Request) (*sandbox.AgentConn, bool) {
-	agent, err := s.sandboxes.Agent(r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, err)
-		return nil, false
-	}
-	return agent, true
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

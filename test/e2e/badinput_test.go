@@ -14,7 +14,10 @@ import (
 )
 
 // TestBadInput: requests that cannot be served get the right status and a
-// JSON error, and create nothing. No sandbox is needed for most.
+// JSON error, and create nothing. What the API refuses before it asks the
+// sandbox service (malformed JSON, negative values, bad paths, pids and
+// query values) is checked without a daemon by internal/httpapi's
+// TestBadInput; here is what needs the service's own checks or a sandbox.
 func TestBadInput(t *testing.T) {
 	d := need(t)
 	t.Parallel()
@@ -30,13 +33,6 @@ func TestBadInput(t *testing.T) {
 		{"unknown sandbox command", "POST", "/v1/sandboxes/doesnotexist123/commands", `{"cmd":"true"}`, 404, "not_found", ""},
 		{"unknown sandbox files", "GET", "/v1/sandboxes/doesnotexist123/files?path=/etc/hostname", nil, 404, "not_found", ""},
 		{"unknown route", "GET", "/v1/nothing", nil, 404, "not_found", ""},
-		{"malformed JSON", "POST", "/v1/sandboxes", `{"template":`, 400, "invalid_argument", "JSON"},
-		{"not an object", "POST", "/v1/sandboxes", `[1,2]`, 400, "invalid_argument", ""},
-		{"trailing data", "POST", "/v1/sandboxes", `{} {}`, 400, "invalid_argument", "JSON"},
-		{"unknown field", "POST", "/v1/sandboxes", `{"tempalte":"base"}`, 400, "invalid_argument", "tempalte"},
-		{"wrong type", "POST", "/v1/sandboxes", `{"memory_mb":"lots"}`, 400, "invalid_argument", "memory_mb"},
-		{"negative memory", "POST", "/v1/sandboxes", `{"memory_mb":-1}`, 400, "invalid_argument", ""},
-		{"negative timeout", "POST", "/v1/sandboxes", `{"timeout_seconds":-5}`, 400, "invalid_argument", ""},
 		{"too much memory", "POST", "/v1/sandboxes", `{"memory_mb":65537}`, 400, "invalid_argument", "memory_mb"},
 		{"too little memory", "POST", "/v1/sandboxes", `{"memory_mb":63}`, 400, "invalid_argument", "memory_mb"},
 		{"too many cpus", "POST", "/v1/sandboxes", `{"cpu":65}`, 400, "invalid_argument", "cpu"},
@@ -46,7 +42,6 @@ func TestBadInput(t *testing.T) {
 		{"bad template name", "POST", "/v1/sandboxes", `{"template":"../base"}`, 400, "invalid_argument", ""},
 		{"bad env name", "POST", "/v1/sandboxes", `{"env":{"A=B":"c"}}`, 400, "invalid_argument", ""},
 		{"unknown template", "POST", "/v1/sandboxes", `{"template":"nope"}`, 404, "not_found", "nope"},
-		{"bad state filter", "GET", "/v1/sandboxes?state=zombie", nil, 400, "invalid_argument", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := do(t, d, tc.method, tc.path, tc.body, nil)
@@ -93,14 +88,8 @@ func TestBadInput(t *testing.T) {
 		files := "/v1/sandboxes/" + sb.ID + "/files"
 		resp, body := do(t, d, "GET", files+"?path=/home/user/missing", nil, nil)
 		wantError(t, resp, body, 404, "not_found")
-		resp, body = do(t, d, "GET", files, nil, nil)
-		wantError(t, resp, body, 400, "invalid_argument")
 		resp, body = do(t, d, "GET", files+"/stat?path=/nope/nope", nil, nil)
 		wantError(t, resp, body, 404, "not_found")
-		resp, body = do(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/commands", `{"cmd":"true","argv":["true"]}`, nil)
-		wantError(t, resp, body, 400, "invalid_argument")
-		resp, body = do(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/commands", `{}`, nil)
-		wantError(t, resp, body, 400, "invalid_argument")
 		resp, body = do(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/commands/999999/signal", `{"signal":"SIGTERM"}`, nil)
 		wantError(t, resp, body, 404, "not_found")
 

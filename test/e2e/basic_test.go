@@ -148,6 +148,7 @@ func testFiles(t *testing.T, d *harness.Daemon, id string) {
 			t.Errorf("download %s: %d bytes (err %v), want the %d bytes uploaded", f.path, len(got), err, len(f.data))
 		}
 	}
+	downloadHeaders(t, d, id, "/home/user/dir/sub/small.txt")
 	// The sandbox sees the same bytes, owned by the user.
 	if got := sh(t, d, id, "sha256sum /home/user/dir/big.bin | cut -c1-64; stat -c %U /home/user/dir/bin.dat"); !strings.HasSuffix(got, "user\n") {
 		t.Errorf("inside the sandbox: %q; want the file owned by user", got)
@@ -206,6 +207,42 @@ func testFiles(t *testing.T, d *harness.Daemon, id string) {
 	}
 	if got := sh(t, d, id, "test -e /home/user/dir && echo present || echo gone"); got != "gone\n" {
 		t.Errorf("after remove: %q", got)
+	}
+}
+
+// downloadHeaders checks what a download says of the file besides its
+// bytes, whole and a byte range of it; path holds "hello\n".
+func downloadHeaders(t *testing.T, d *harness.Daemon, id, path string) {
+	t.Helper()
+	for _, tc := range []struct {
+		rng, body, length, contentRange string
+		status                           int
+	}{
+		{"", "hello\n", "6", "", http.StatusOK},
+		{"bytes=2-4", "llo", "3", "bytes 2-4/6", http.StatusPartialContent},
+	} {
+		req, _ := http.NewRequestWithContext(harness.Ctx(t, 30*time.Second), "GET",
+			"http://"+d.Addr+"/v1/sandboxes/"+id+"/files?path="+path, nil)
+		req.Header.Set("X-API-Key", d.APIKey)
+		if tc.rng != "" {
+			req.Header.Set("Range", tc.rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h := resp.Header
+		if resp.StatusCode != tc.status || string(body) != tc.body || h.Get("Content-Length") != tc.length ||
+			h.Get("Content-Range") != tc.contentRange || h.Get("Accept-Ranges") != "bytes" ||
+			h.Get("Content-Type") != "application/octet-stream" {
+			t.Errorf("download %s with Range %q: %d %q %v; want %d %q, Content-Length %s, Content-Range %q, Accept-Ranges bytes",
+				path, tc.rng, resp.StatusCode, body, h, tc.status, tc.body, tc.length, tc.contentRange)
+		}
+		if lm, err := http.ParseTime(h.Get("Last-Modified")); err != nil || time.Since(lm) > time.Hour {
+			t.Errorf("download %s: Last-Modified %q, want the file's recent modification time", path, h.Get("Last-Modified"))
+		}
 	}
 }
 

@@ -198,8 +198,10 @@ func waitSamples(t *testing.T, d *harness.Daemon, id string, since time.Time, n 
 	}
 }
 
-// TestTelemetryBadInput: wrong parameters are 400 with a JSON error that
-// says what was wrong; an unknown sandbox is 404.
+// TestTelemetryBadInput: an unknown sandbox is 404, and the Go client
+// passes a wrong parameter's 400 on. Which parameters are wrong, and what
+// the 400 says, is checked without a daemon by internal/httpapi's
+// TestBadInput.
 func TestTelemetryBadInput(t *testing.T) {
 	d := need(t)
 	t.Parallel()
@@ -208,22 +210,6 @@ func TestTelemetryBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, 30*time.Second), sb.ID) })
-	for _, tt := range []struct {
-		path, says string
-	}{
-		{"/metrics?start=yesterday", "RFC 3339"},
-		{"/metrics?end=-5", "RFC 3339"},
-		{"/logs?cursor=soon", "RFC 3339"},
-		{"/logs?limit=0", "limit"},
-		{"/logs?limit=many", "limit"},
-		{"/logs?direction=sideways", "direction"},
-		{"/logs?level=loud", "level"},
-	} {
-		resp, body := do(t, d, "GET", "/v1/sandboxes/"+sb.ID+tt.path, nil, nil)
-		if e := wantError(t, resp, body, 400, "invalid_argument"); !strings.Contains(e.Error.Message, tt.says) {
-			t.Errorf("%s: message %q does not say %q", tt.path, e.Error.Message, tt.says)
-		}
-	}
 	for _, p := range []string{"/metrics", "/logs"} {
 		resp, body := do(t, d, "GET", "/v1/sandboxes/sb-nosuchsandbox0"+p, nil, nil)
 		wantError(t, resp, body, 404, "not_found")

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/tenant"
+)
+
+// What the API needs of the sandbox service, by responsibility. In spaced
+// *sandbox.Service is all of them; a unit test gives a handler only the
+// part it uses.
+
+// Sandboxes is the whole sandbox service as the API sees it.
+type Sandboxes interface {
+	tenant.SandboxOwners
+	Lifecycle
+	Changes
+	Checkpoints
+	Keys
+	Commands
+	Files
+}
+
+// Lifecycle creates, finds, changes and ends sandboxes.
+type Lifecycle interface {
+	Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error)
+	Get(ctx context.Context, id string) (*sandbox.Sandbox, error)
+	List(ctx context.Context, f sandbox.ListFilter) ([]*sandbox.Sandbox, error)
+	Kill(ctx context.Context, id string) error
+	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
+	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
+	// Usage is what a tenant's sandboxes hold now.
+	Usage(ctx context.Context, tenant string) (tenant.Usage, error)
+}
+
+// Changes is the feed of sandboxes' state changes (GET /v1/events).
+type Changes interface {
+	ChangesNow() (uint64, error)
+	Changes(ctx context.Context, seq uint64) (changes []sandbox.Change, next uint64, reset bool, err error)
+}
+
+// Checkpoints pauses, resumes and forks sandboxes and keeps their disk
+// snapshots.
+type Checkpoints interface {
+	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
+	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
+	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
+	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
+	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
+	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, ref string) (int, error)
+}
+
+// Keys holds the customer keys that seal sandboxes' checkpoints.
+type Keys interface {
+	SetKey(id string, key []byte) error
+	RotateKey(ctx context.Context, id string, newKey []byte) (int, error)
+	RemoveKey(id string) error
+	KeyIDs() ([]string, error)
+}
+
+// Commands runs commands and terminals in sandboxes.
+type Commands interface {
+	StartCommand(ctx context.Context, id string, spec sandbox.CommandSpec) (*sandbox.CommandStream, error)
+	AttachCommand(ctx context.Context, id string, pid uint32, afterSeq uint64) (*sandbox.CommandStream, error)
+	ListCommands(ctx context.Context, id string) ([]sandbox.CommandInfo, error)
+	SendStdin(ctx context.Context, id string, pid uint32, data []byte) error
+	CloseStdin(ctx context.Context, id string, pid uint32) error
+	SignalCommand(ctx context.Context, id string, pid uint32, sig syscall.Signal) error
+}
+
+// Files reads and writes sandboxes' files.
+type Files interface {
+	ReadFile(ctx context.Context, id, path, byteRange string) (*sandbox.FileContent, error)
+	WriteFile(ctx context.Context, id, path string, body io.Reader, size int64) (sandbox.FileEntry, error)
+	StatFile(ctx context.Context, id, path string) (sandbox.FileEntry, error)
+	RemoveFile(ctx context.Context, id, path string) error
+	ListDir(ctx context.Context, id, path string, depth int) ([]sandbox.FileEntry, error)
+	MakeDir(ctx context.Context, id, path string) (sandbox.FileEntry, error)
+	MoveFile(ctx context.Context, id, source, destination string) (sandbox.FileEntry, error)
+	WatchDir(ctx context.Context, id, path string, recursive bool) (*sandbox.DirWatch, error)
+}
+
+// Telemetry is each sandbox's metrics series and log (sandbox.Telemetry).
+type Telemetry interface {
+	Interval() time.Duration
+	Metrics(ctx context.Context, id string, from, to time.Time) ([]sandbox.MetricSample, error)
+	Logs(ctx context.Context, id string, q sandbox.LogQuery) ([]sandbox.LogEntry, error)
+}
