@@ -15,16 +15,16 @@ type kernelContext struct {
 
 	kind   kernelKind
 	launch *launcher
-	// turn is the right to use the kernel (capacity 1): executions, the
-	// env sync and restarts take it in arrival order, and a waiting
-	// request whose client leaves gives up its place.
-	turn chan struct{}
+	// turns is the right to use the kernel: executions, the env sync and
+	// restarts take it in the order they arrived, and a waiting request
+	// whose client leaves gives up its place.
+	turns turns
 
 	mu      sync.Mutex
 	k       *kernel // nil: not started, or killed for a restart
 	removed bool
 
-	envVersion uint64 // the agent state version whose env vars the kernel has; held with turn
+	envVersion uint64 // the agent state version whose env vars the kernel has; held with the turn
 }
 
 // endReason says why a kernel was killed on purpose, for the execution
@@ -40,20 +40,18 @@ const (
 var errRemoved = errors.New("context was deleted")
 
 func newKernelContext(id, language string, kind kernelKind, cwd string, l *launcher) *kernelContext {
-	return &kernelContext{ID: id, Language: language, Cwd: cwd, kind: kind, launch: l, turn: make(chan struct{}, 1)}
+	return &kernelContext{ID: id, Language: language, Cwd: cwd, kind: kind, launch: l}
 }
 
-// acquire waits for the context's turn, or for ctx.
-func (c *kernelContext) acquire(ctx context.Context) error {
-	select {
-	case c.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// acquire waits for the context's turn, or for ctx; the caller ends the
+// turn with the ticket's done.
+func (c *kernelContext) acquire(ctx context.Context) (*ticket, error) {
+	tk := c.turns.join()
+	if err := tk.wait(ctx); err != nil {
+		return nil, err
 	}
+	return tk, nil
 }
-
-func (c *kernelContext) release() { <-c.turn }
 
 // kernel returns a running kernel, starting one if there is none or the
 // last one died. The caller holds the turn.
@@ -104,10 +102,11 @@ func (c *kernelContext) stop(why endReason) {
 // restart replaces the kernel with a new one in the same directory.
 func (c *kernelContext) restart(ctx context.Context) error {
 	c.stop(endRestart)
-	if err := c.acquire(ctx); err != nil {
+	tk, err := c.acquire(ctx)
+	if err != nil {
 		return err
 	}
-	defer c.release()
-	_, err := c.kernel(ctx)
+	defer tk.done()
+	_, err = c.kernel(ctx)
 	return err
 }

@@ -50,16 +50,17 @@ type executeContent struct {
 	StopOnError     bool           `json:"stop_on_error"`
 }
 
-// run runs ex on c and writes its lines to out. When ctx ends (for
-// /execute, the client left; for /executions, an interrupt) the cell is
-// interrupted, and run returns only once the kernel is free again, so the
-// next cell finds it idle. If ctx ends while the execution waits for its
-// turn, run returns without writing an end line.
-func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out lineSink) {
-	if !waitTurn(ctx, c, out) {
+// run runs ex on c in the turn of tk (joined when the request came) and
+// writes its lines to out. When ctx ends (for /execute, the client left;
+// for /executions, an interrupt) the cell is interrupted, and run returns
+// only once the kernel is free again, so the next cell finds it idle. If
+// ctx ends while the execution waits for its turn, run returns without
+// writing an end line.
+func (s *Server) run(ctx context.Context, c *kernelContext, tk *ticket, ex execution, out lineSink) {
+	if !waitTurn(ctx, tk, out) {
 		return // the client left while waiting for its turn
 	}
-	defer c.release()
+	defer tk.done()
 	// The kernel's life is not the request's: a start or a clean-up goes
 	// on when the client leaves.
 	bg := context.WithoutCancel(ctx)
@@ -98,17 +99,19 @@ func (s *Server) run(ctx context.Context, c *kernelContext, ex execution, out li
 
 // waitTurn waits for the context's turn, with keepalives meanwhile (a
 // failed one is a client gone). It reports whether it got the turn.
-func waitTurn(ctx context.Context, c *kernelContext, out lineSink) bool {
+func waitTurn(ctx context.Context, tk *ticket, out lineSink) bool {
 	t := time.NewTicker(keepaliveEvery)
 	defer t.Stop()
 	for {
 		select {
-		case c.turn <- struct{}{}:
+		case <-tk.ready:
 			return true
 		case <-ctx.Done():
+			tk.leave()
 			return false
 		case <-t.C:
 			if out.write(markerLine{Type: "keepalive"}); out.gone() {
+				tk.leave()
 				return false
 			}
 		}

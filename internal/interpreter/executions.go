@@ -127,9 +127,10 @@ func (s *Server) startExecution(c *kernelContext, ex execution) *execRecord {
 	e.log.write(executionLine{Type: "execution", ID: e.id})
 	s.execs.add(e)
 	s.log.Debug("execution started", "execution", e.id, "context", c.ID)
+	tk := c.turns.join() // now: executions on a context run in the order they were started
 	go func() {
 		defer cancel()
-		s.run(ctx, c, ex, e.log)
+		s.run(ctx, c, tk, ex, e.log)
 		if ended, _ := e.log.ended(); !ended {
 			// Interrupted while it waited for the context's turn.
 			e.log.write(errorLine{Type: "error", Name: "ExecutionInterrupted",

@@ -65,7 +65,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	s.run(r.Context(), c, ex, newLineWriter(w))
+	s.run(r.Context(), c, c.turns.join(), ex, newLineWriter(w))
 	s.log.Debug("execution done", "context", c.ID, "took", time.Since(start))
 }
 
@@ -159,11 +159,12 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 // default if asDefault and there is none).
 func (s *Server) newContext(r *http.Request, lang string, kind kernelKind, cwd string, asDefault bool) (*kernelContext, error) {
 	c := newKernelContext(jupyter.NewID(), lang, kind, cwd, s.launch)
-	if err := c.acquire(r.Context()); err != nil {
+	tk, err := c.acquire(r.Context())
+	if err != nil {
 		return nil, err
 	}
-	_, err := c.kernel(r.Context())
-	c.release()
+	_, err = c.kernel(r.Context())
+	tk.done()
 	if err != nil {
 		s.log.Error("could not start a kernel", "err", err)
 		return nil, fmt.Errorf("could not start a %s kernel: %w", lang, err)

@@ -172,11 +172,12 @@ func (s *Server) Start() {
 	def := s.defaults["python"]
 	go func() {
 		defer close(s.ready)
-		if err := def.acquire(context.Background()); err != nil {
+		tk, err := def.acquire(context.Background())
+		if err != nil {
 			s.readyErr = err
 			return
 		}
-		defer def.release()
+		defer tk.done()
 		start := time.Now()
 		if _, err := def.kernel(context.Background()); err != nil {
 			s.log.Error("default kernel did not start", "err", err)

@@ -131,7 +131,7 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 		if p.State != "paused" || p.Checkpoint == nil || p.Checkpoint.Bytes == 0 {
 			t.Fatalf("cycle %d: paused sandbox %+v, want state paused with a checkpoint", cycle, p)
 		}
-		if left := a.Leftovers(sb.ID); len(left) > 0 {
+		if left := a.LeftoversAfter(sb.ID, 10*time.Second); len(left) > 0 {
 			t.Errorf("cycle %d: a paused sandbox holds host resources: %v", cycle, left)
 		}
 		if hits := atRest(s3, []byte(marker)); len(hits) > 0 {
@@ -151,9 +151,13 @@ func TestPauseResumeAcrossNodes(t *testing.T) {
 		}
 	}
 
-	// Pause on a, resume on b: b has never heard of the sandbox.
+	// Pause on a, resume on b: b has never heard of the sandbox. (b shares
+	// this host, so it waits for a's teardown.)
 	if _, err := a.Client.PauseSandbox(harness.Ctx(t, 2*time.Minute), sb.ID); err != nil {
 		t.Fatal(err)
+	}
+	if left := a.LeftoversAfter(sb.ID, 10*time.Second); len(left) > 0 {
+		t.Fatalf("a paused sandbox holds host resources: %v", left)
 	}
 	got, err := b.Client.ResumeSandbox(harness.Ctx(t, 2*time.Minute), sb.ID, 600)
 	if err != nil {

@@ -55,8 +55,8 @@ func TestDiskOnlyPauseAndResumeOnAnotherNode(t *testing.T) {
 	if paused.State != "paused" || paused.Checkpoint == nil || paused.Checkpoint.Memory {
 		t.Fatalf("after a disk-only pause: %+v (checkpoint %+v)", paused, paused.Checkpoint)
 	}
-	if got := a.Leftovers(sb.ID); len(got) > 0 {
-		t.Errorf("a disk-only pause left on the host: %v", got)
+	if got := a.LeftoversAfter(sb.ID, 10*time.Second); len(got) > 0 {
+		t.Fatalf("a disk-only pause left on the host: %v", got)
 	}
 	t.Logf("disk-only checkpoint: %d bytes in %d ms", paused.Checkpoint.Bytes, paused.Checkpoint.TookMS)
 

@@ -403,6 +403,9 @@ func TestVolumeBackupToAnotherNode(t *testing.T) {
 	if _, err := a.Client.PauseSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
+	if left := a.LeftoversAfter(sb.ID, 10*time.Second); len(left) > 0 { // b shares this host
+		t.Fatalf("a paused sandbox holds host resources: %v", left)
+	}
 	if _, err := b.Client.ResumeSandbox(ctx, sb.ID, 600); err != nil {
 		t.Fatalf("resume on the second node: %v", err)
 	}

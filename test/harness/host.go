@@ -44,6 +44,19 @@ func (d *Daemon) Leftovers(id string) []string {
 	return left
 }
 
+// LeftoversAfter polls until sandbox id of d holds nothing on the host,
+// or the timeout passes, and returns what it still holds. A pause answers
+// once the sandbox is recorded paused and tears the old one down in the
+// background (a resume on the same node waits for it): its resources go
+// within a fraction of a second, not before the answer. Nodes that share
+// a host share the names of netns, links and cgroups, so a test that
+// resumes a sandbox on another node of this host waits for this first.
+func (d *Daemon) LeftoversAfter(id string, timeout time.Duration) []string {
+	left := d.Leftovers(id)
+	WaitFor(timeout, func() bool { left = d.Leftovers(id); return len(left) == 0 })
+	return left
+}
+
 // HostIf is the name of sandbox id's link on the host.
 func HostIf(id string) string { return "vse" + id[:min(12, len(id))] }
 
