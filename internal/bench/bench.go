@@ -42,13 +42,13 @@ func Full() Config { return Config{N: 200, Burst: 100, Cold: 30, Idle: 100} }
 
 // Result holds the figures, milliseconds unless named otherwise.
 type Result struct {
-	CreateP50         float64 `json:"create_p50"`
-	CreateP90         float64 `json:"create_p90"`
-	CreateP99         float64 `json:"create_p99"`
-	TTIP50            float64 `json:"tti_p50"`
-	TTIP90            float64 `json:"tti_p90"`
-	ExecP50           float64 `json:"exec_p50"`
-	ExecP90           float64 `json:"exec_p90"`
+	CreateP50 float64 `json:"create_p50"`
+	CreateP90 float64 `json:"create_p90"`
+	CreateP99 float64 `json:"create_p99"`
+	TTIP50    float64 `json:"tti_p50"`
+	TTIP90    float64 `json:"tti_p90"`
+	ExecP50   float64 `json:"exec_p50"`
+	ExecP90   float64 `json:"exec_p90"`
 	// The exec anchors: the same command (sh -c true) spawned and waited
 	// for inside the sandbox, timed there (gVisor's own floor for it, with
 	// no agent, stream or HTTP); and `runsc exec` of it in a raw container
@@ -59,8 +59,8 @@ type Result struct {
 	ExecRatio        float64 `json:"exec_ratio"`
 	// TTIAnchor is CreateP50 + ExecP50: what a claim and a command cost
 	// apart; TTIRatio is TTIP50 over it.
-	TTIAnchor float64 `json:"tti_anchor"`
-	TTIRatio  float64 `json:"tti_ratio"`
+	TTIAnchor         float64 `json:"tti_anchor"`
+	TTIRatio          float64 `json:"tti_ratio"`
 	BurstP50          float64 `json:"burst_p50"`
 	BurstP95          float64 `json:"burst_p95"`
 	ColdCreateP50     float64 `json:"cold_create_p50"`

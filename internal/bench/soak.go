@@ -60,19 +60,19 @@ type DaemonFigures struct {
 
 // SoakResult is what a soak run reports.
 type SoakResult struct {
-	Cycles      int                    `json:"cycles"`
-	Concurrency int                    `json:"concurrency"`
-	Window      int                    `json:"window"`
-	Seconds     float64                `json:"seconds"`
+	Cycles      int     `json:"cycles"`
+	Concurrency int     `json:"concurrency"`
+	Window      int     `json:"window"`
+	Seconds     float64 `json:"seconds"`
 	// CyclesPerSecond is Cycles over Seconds; RawCyclesPerSecond the
 	// anchor's (raw runsc create+start+delete at the same concurrency,
 	// for 10 s after the run), and the ratio of the two.
-	CyclesPerSecond    float64 `json:"cycles_per_second"`
-	RawCyclesPerSecond float64 `json:"raw_cycles_per_second,omitempty"`
-	ChurnRatio         float64 `json:"churn_ratio,omitempty"`
-	Errors      int                    `json:"errors"`
-	FirstErrors []string               `json:"first_errors,omitempty"`
-	Steps       map[string]StepFigures `json:"steps"`
+	CyclesPerSecond    float64                `json:"cycles_per_second"`
+	RawCyclesPerSecond float64                `json:"raw_cycles_per_second,omitempty"`
+	ChurnRatio         float64                `json:"churn_ratio,omitempty"`
+	Errors             int                    `json:"errors"`
+	FirstErrors        []string               `json:"first_errors,omitempty"`
+	Steps              map[string]StepFigures `json:"steps"`
 	// Before and After are at rest: before the first cycle and after the
 	// last kill. First and Last are under load, over the first and the last
 	// Window cycles.

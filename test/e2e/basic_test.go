@@ -216,7 +216,7 @@ func downloadHeaders(t *testing.T, d *harness.Daemon, id, path string) {
 	t.Helper()
 	for _, tc := range []struct {
 		rng, body, length, contentRange string
-		status                           int
+		status                          int
 	}{
 		{"", "hello\n", "6", "", http.StatusOK},
 		{"bytes=2-4", "llo", "3", "bytes 2-4/6", http.StatusPartialContent},
