@@ -81,7 +81,9 @@ func (s *Service) AutoResumeTarget(ctx context.Context, id string) (Target, erro
 
 // FindRunning returns the first running sandbox whose access token makes
 // match true. It lets a signed URL that names no sandbox (E2B download and
-// upload URLs) find the one whose token signed it.
+// upload URLs) find the one whose token signed it. It reads the records
+// as last set, waiting for no sandbox's lock: a download must not wait
+// for another sandbox's pause or kill.
 func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
 	s.mu.Lock()
 	entries := make([]*entry, 0, len(s.live))
@@ -90,11 +92,8 @@ func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
 	}
 	s.mu.Unlock()
 	for _, e := range entries {
-		e.mu.Lock()
-		id, tok, live := e.rec.ID, e.rec.AccessToken, e.rec.State == store.StateRunning
-		e.mu.Unlock()
-		if live && match(tok) {
-			return id, true
+		if rec := e.record(); rec.State == store.StateRunning && match(rec.AccessToken) {
+			return rec.ID, true
 		}
 	}
 	return "", false

@@ -85,7 +85,7 @@ func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildB
 		r.Cancel()
 		return nil, fmt.Errorf("record build sandbox: %w", err)
 	}
-	e := &entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}
+	e := (&entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}).published()
 	s.mu.Lock()
 	s.live[rec.ID] = e
 	s.mu.Unlock()

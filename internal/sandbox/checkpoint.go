@@ -252,7 +252,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	// From here on the pause is durable: the sandbox is torn down (a crash
 	// now leaves an orphan that Recover removes) and never thawed.
 	frozen = false
-	e.rec = &updated
+	e.setRec(&updated)
 	s.mu.Lock()
 	delete(s.live, rec.ID)
 	s.mu.Unlock()
@@ -555,7 +555,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
 	s.mu.Lock()
-	s.live[id] = &entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
+	s.live[id] = (&entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}).published()
 	s.consumeLocked(q, q.useOrZero())
 	s.mu.Unlock()
 	r.Done(ctx, id)
@@ -829,7 +829,7 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
+	s.live[rec.ID] = (&entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}).published()
 	s.consumeLocked(q, usageOf(rec.CPU, rec.MemoryMB))
 	s.mu.Unlock()
 	r.Done(ctx, rec.ID)

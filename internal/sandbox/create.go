@@ -400,7 +400,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
 	s.mu.Lock()
-	s.live[rec.ID] = &entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
+	s.live[rec.ID] = (&entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}).published()
 	s.consumeLocked(req.reserved, req.reserved.useOrZero())
 	s.mu.Unlock()
 	s.egressChanged()

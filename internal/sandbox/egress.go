@@ -83,10 +83,10 @@ func (s *Service) EgressAddrs() []netip.Addr {
 	s.mu.Unlock()
 	var out []netip.Addr
 	for _, e := range entries {
-		e.mu.Lock()
-		running, network := e.rec.State == store.StateRunning, e.rec.Network
-		e.mu.Unlock()
-		if p, err := policy.FromStore(network); running && err == nil && (p.Internet || len(p.Allow) > 0) {
+		// The record as last set: a create or resume that refreshes the
+		// set must not wait for another sandbox's pause or kill.
+		rec := e.record()
+		if p, err := policy.FromStore(rec.Network); rec.State == store.StateRunning && err == nil && (p.Internet || len(p.Allow) > 0) {
 			out = append(out, e.ep.SandboxIP)
 		}
 	}

@@ -112,7 +112,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		return s.store.UpdateSandbox(ctx, rec)
 	}
 	s.mu.Lock()
-	e := &entry{rec: rec, agent: agent, ep: ep}
+	e := (&entry{rec: rec, agent: agent, ep: ep}).published()
 	if rec.State != store.StatePooled && rec.Build == "" {
 		e.owner, e.use = tenant.Of(rec.Tenant), usageOf(rec.CPU, rec.MemoryMB)
 	}
@@ -270,7 +270,7 @@ func (s *Service) autoPause(ctx context.Context, id string, e *entry) bool {
 		updated := *e.rec
 		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)
 		if err := s.store.UpdateSandbox(ctx, &updated); err == nil {
-			e.rec = &updated
+			e.setRec(&updated)
 		}
 	}
 	return true

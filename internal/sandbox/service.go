@@ -129,8 +129,14 @@ type Service struct {
 // entry is a live sandbox: its record, its agent connection and a lock that
 // serialises lifecycle changes (kill vs. timeout vs. set-timeout).
 type entry struct {
-	mu    sync.Mutex
-	rec   *store.Sandbox
+	mu sync.Mutex
+	// rec is replaced (setRec), never changed in place.
+	rec *store.Sandbox
+	// pub is rec as last set, for readers that look at every sandbox
+	// (the egress set, a signed URL's sandbox): they must not wait for
+	// one that is being paused, forked or killed, which holds mu
+	// throughout (seconds on a loaded host).
+	pub   atomic.Pointer[store.Sandbox]
 	agent *AgentConn
 	ep    network.Endpoint
 	// Disk snapshot schedule: when the last one ended, and whether one is
@@ -145,6 +151,23 @@ type entry struct {
 	owner string
 	use   tenant.Usage
 }
+
+// published makes e's record readable without its lock; for an entry
+// just made.
+func (e *entry) published() *entry {
+	e.pub.Store(e.rec)
+	return e
+}
+
+// setRec replaces e's record; the caller holds e.mu.
+func (e *entry) setRec(r *store.Sandbox) {
+	e.rec = r
+	e.pub.Store(r)
+}
+
+// record is e's record as last set, without waiting for e.mu. Never
+// change it.
+func (e *entry) record() *store.Sandbox { return e.pub.Load() }
 
 // New returns a service; call Recover before serving requests.
 func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
@@ -501,7 +524,7 @@ func (s *Service) updateRunning(ctx context.Context, id, what string, change fun
 	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
 		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
-	e.rec = &updated
+	e.setRec(&updated)
 	return fromRecord(e.rec), nil
 }
 
@@ -540,7 +563,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &intent); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
-	e.rec = &intent
+	e.setRec(&intent)
 	if err := s.teardown(context.WithoutCancel(ctx), e.rec.ID, e.ep); err != nil {
 		return err
 	}
@@ -549,7 +572,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
-	e.rec = &updated
+	e.setRec(&updated)
 	s.mu.Lock()
 	delete(s.live, id)
 	s.mu.Unlock()

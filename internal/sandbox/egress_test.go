@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// TestLookupsAcrossSandboxesDoNotWait: the egress set (refreshed by every
+// create and resume before it answers) and a signed URL's sandbox are
+// found from the records as last set, without waiting for a sandbox whose
+// lock is held: a pause or kill holds it for seconds on a loaded host, and
+// every resume and create waited for whichever was in progress.
+func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
+	yes := true
+	ip := func(s string) network.Endpoint { return network.Endpoint{SandboxIP: netip.MustParseAddr(s)} }
+	svc := &Service{live: map[string]*entry{
+		"busy": (&entry{rec: &store.Sandbox{ID: "busy", State: store.StateRunning, AccessToken: "tb"}, ep: ip("10.0.0.2")}).published(),
+		"open": (&entry{rec: &store.Sandbox{ID: "open", State: store.StateRunning, AccessToken: "to",
+			Network: &store.NetworkPolicy{AllowInternet: &yes}}, ep: ip("10.0.0.6")}).published(),
+		"off": (&entry{rec: &store.Sandbox{ID: "off", State: store.StateRunning, AccessToken: "tf",
+			Network: &store.NetworkPolicy{AllowInternet: new(bool)}}, ep: ip("10.0.0.10")}).published(),
+	}}
+	busy := svc.live["busy"]
+	busy.mu.Lock() // a pause in progress
+	defer busy.mu.Unlock()
+
+	done := make(chan struct{})
+	var addrs []netip.Addr
+	var found, foundBusy string
+	go func() {
+		defer close(done)
+		addrs = svc.EgressAddrs()
+		found, _ = svc.FindRunning(func(tok string) bool { return tok == "to" })
+		foundBusy, _ = svc.FindRunning(func(tok string) bool { return tok == "tb" })
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("EgressAddrs or FindRunning waited for a sandbox's lock")
+	}
+	// "busy" has no policy: no egress. A policy that allows the internet
+	// puts its sandbox in the set; one that allows nothing does not.
+	if want := []netip.Addr{netip.MustParseAddr("10.0.0.6")}; !slices.Equal(addrs, want) {
+		t.Errorf("EgressAddrs = %v, want %v", addrs, want)
+	}
+	if found != "open" || foundBusy != "busy" {
+		t.Errorf("FindRunning = %q, %q; want open, busy", found, foundBusy)
+	}
+
+	// A record replaced under the lock (the pause recorded) is what the
+	// lookups see next.
+	paused := *busy.rec
+	paused.State = store.StatePaused
+	busy.setRec(&paused)
+	if id, ok := svc.FindRunning(func(tok string) bool { return tok == "tb" }); ok {
+		t.Errorf("FindRunning found paused sandbox %q", id)
+	}
+}
