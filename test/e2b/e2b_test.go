@@ -5,6 +5,10 @@
 // package skips where it cannot run (not root, no runsc, no base template,
 // no python3, node or npm), or fails under SPACE_TEST_STRICT=1. The SDKs
 // are installed by install-sdks.sh when missing.
+//
+// SPACE_E2B_ONLY, for working on one test, names the test files to run
+// (paths under test/e2b, space-separated, e.g. "python/test_stress.py
+// js/lifecycle.test.mjs"); the other files and the bench are left out.
 package e2b_test
 
 import (
@@ -69,18 +73,39 @@ func TestE2BSDKs(t *testing.T) {
 		// https://api.<domain>).
 		"E2B_VOLUME_API_URL=http://" + d.Addr,
 	}
-	t.Run("python", func(t *testing.T) {
-		suite(t, d, filepath.Join(here, "python"), sdkEnv,
-			filepath.Join(here, ".venv", "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", ".")
-	})
-	t.Run("js", func(t *testing.T) {
-		tests, _ := filepath.Glob(filepath.Join(here, "js", "*.test.mjs"))
-		if len(tests) == 0 {
+	pyTests, jsTests := []string{"."}, []string(nil)
+	if only := strings.Fields(os.Getenv("SPACE_E2B_ONLY")); len(only) > 0 {
+		t.Logf("SPACE_E2B_ONLY: running only %v", only)
+		pyTests = nil
+		for _, f := range only {
+			if rest, ok := strings.CutPrefix(f, "python/"); ok {
+				pyTests = append(pyTests, rest)
+			} else {
+				jsTests = append(jsTests, filepath.Join(here, f))
+			}
+		}
+	} else {
+		jsTests, _ = filepath.Glob(filepath.Join(here, "js", "*.test.mjs"))
+		if len(jsTests) == 0 {
 			t.Fatal("no JS tests found")
 		}
+	}
+	if len(pyTests) > 0 {
+		t.Run("python", func(t *testing.T) {
+			suite(t, d, filepath.Join(here, "python"), sdkEnv, filepath.Join(here, ".venv", "bin", "python"),
+				append([]string{"-m", "pytest", "-q", "-p", "no:cacheprovider"}, pyTests...)...)
+		})
+	}
+	if len(jsTests) == 0 {
+		return
+	}
+	t.Run("js", func(t *testing.T) {
 		suite(t, d, filepath.Join(here, "js"), sdkEnv,
-			"node", append([]string{"--test", "--test-concurrency=4", "--test-force-exit"}, tests...)...)
+			"node", append([]string{"--test", "--test-concurrency=4", "--test-force-exit"}, jsTests...)...)
 	})
+	if os.Getenv("SPACE_E2B_ONLY") != "" {
+		return
+	}
 	// space bench --e2b works (issue 17's SDK figure; no speed asserted).
 	t.Run("bench", func(t *testing.T) {
 		cmd := exec.Command(harness.Bin(t, "space"), "bench", "--e2b", filepath.Join(here, ".venv", "bin", "python"), "--quick", "--json")
