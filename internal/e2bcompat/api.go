@@ -45,22 +45,26 @@ func (s *Server) table() []apiRoute {
 		{"GET /v2/sandboxes/{id}/logs", false, s.logsV2},
 	}
 	routes = append(routes, s.volumeRoutes()...)
-	if s.opts.Templates != nil {
-		routes = append(routes,
-			apiRoute{"POST /v3/templates", false, s.requestTemplateBuild},
-			apiRoute{"POST /v2/templates", false, s.requestTemplateBuild},
-			apiRoute{"GET /templates", false, s.listTemplates},
-			apiRoute{"GET /templates/{id}/files/{hash}", false, s.filesLink},
-			// The upload link: signed, and the SDKs send no API key with it.
-			apiRoute{"PUT /templates/{id}/files/{hash}/upload", true, s.uploadFiles},
-			apiRoute{"POST /v2/templates/{id}/builds/{build}", false, s.startTemplateBuild},
-			apiRoute{"GET /templates/{id}/builds/{build}/status", false, s.buildStatus},
-			// /templates/aliases/{alias} and /templates/{id}/tags overlap.
-			apiRoute{"GET /templates/{a}/{b}", false, s.aliasOrTags},
-			apiRoute{"POST /templates/tags", false, s.assignTags},
-			apiRoute{"DELETE /templates/tags", false, s.removeTags},
-		)
+	templates := []apiRoute{
+		{"POST /v3/templates", false, s.requestTemplateBuild},
+		{"POST /v2/templates", false, s.requestTemplateBuild},
+		{"GET /templates", false, s.listTemplates},
+		{"GET /templates/{id}/files/{hash}", false, s.filesLink},
+		// The upload link: signed, and the SDKs send no API key with it.
+		{"PUT /templates/{id}/files/{hash}/upload", true, s.uploadFiles},
+		{"POST /v2/templates/{id}/builds/{build}", false, s.startTemplateBuild},
+		{"GET /templates/{id}/builds/{build}/status", false, s.buildStatus},
+		// /templates/aliases/{alias} and /templates/{id}/tags overlap.
+		{"GET /templates/{a}/{b}", false, s.aliasOrTags},
+		{"POST /templates/tags", false, s.assignTags},
+		{"DELETE /templates/tags", false, s.removeTags},
 	}
+	if s.opts.Templates == nil {
+		for i := range templates {
+			templates[i].handler = s.notYet("template builds are not served by this spaced (it has no template service)")
+		}
+	}
+	routes = append(routes, templates...)
 	return routes
 }
 

@@ -98,6 +98,23 @@ func TestCreate(t *testing.T) {
 	}
 }
 
+// A spaced without a template service answers E2B's template routes with
+// a 501 that says so, not a 404 as for a route that does not exist.
+func TestTemplatesWithoutTemplateService(t *testing.T) {
+	h := newHarness(t)
+	for _, r := range []struct{ method, path string }{
+		{"POST", "/v3/templates"},
+		{"GET", "/templates"},
+		{"GET", "/templates/t1/builds/b1/status"},
+		{"PUT", "/templates/t1/files/h1/upload"},
+	} {
+		e := wantError(t, h.api(r.method, r.path, `{}`), 501)
+		if !strings.Contains(e.Message, "template builds are not served") {
+			t.Errorf("%s %s: unclear message %q", r.method, r.path, e.Message)
+		}
+	}
+}
+
 func TestDomain(t *testing.T) {
 	h := newHarness(t)
 	for host, want := range map[string]string{
