@@ -27,8 +27,9 @@ type TelemetryConfig struct {
 }
 
 // Retention of the series: every sample of the last hour (at most
-// maxRecent), then one-minute summaries for a day (spaced's longest
-// timeout), about 400 KiB a sandbox at most. Of the log, the last logLines
+// maxRecent), then summaries of the rest of the sandbox's life, at most
+// maxSummaries of them (one a minute for a day, then coarser: history),
+// about 400 KiB a sandbox at most. Of the log, the last logLines
 // lines holding at most logBytes (each agent line cut to size, journal.go),
 // and one read of the agent's lines is at most maxAgentLogsBody: a sandbox
 // cannot make spaced keep more of it than that.
@@ -36,7 +37,7 @@ const (
 	recentWindow     = time.Hour
 	maxRecent        = 3600
 	summaryStep      = time.Minute
-	summaryWindow    = 24 * time.Hour
+	maxSummaries     = 1440
 	logLines         = 2000
 	logBytes         = 1 << 20
 	maxAgentLogsBody = 4 << 20

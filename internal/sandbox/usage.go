@@ -40,10 +40,10 @@ type usage struct {
 }
 
 // series is one sandbox's samples: the last hour as taken, older ones as
-// one-minute summaries, for a day.
+// summaries for the rest of its life (history).
 type series struct {
 	recent  ring[MetricSample]
-	summary ring[MetricSample]
+	history history
 	acc     accumulator
 	// The instance the last CPU reading is of (a resume makes a new one,
 	// whose CPU time starts from zero), the reading and when it was taken.
@@ -60,7 +60,7 @@ func newUsage(svc *Service, rd runtime.UsageReader, interval time.Duration) *usa
 func (u *usage) newSeries() *series {
 	return &series{
 		recent:  ring[MetricSample]{max: min(maxRecent, max(1, int(recentWindow/u.interval)))},
-		summary: ring[MetricSample]{max: int(summaryWindow / summaryStep)},
+		history: history{step: summaryStep},
 	}
 }
 
@@ -176,18 +176,45 @@ func cpuPct(used, elapsed time.Duration, cpus int) float64 {
 	return float64(int64(pct*100+0.5)) / 100
 }
 
-// add keeps m, and folds it into the summary of its minute.
+// add keeps m, and folds it into the summary of its step.
 func (s *series) add(m MetricSample) {
 	s.recent.push(m)
-	bucket := m.Time.Truncate(summaryStep)
+	bucket := m.Time.Truncate(s.history.step)
 	if s.acc.n > 0 && !bucket.Equal(s.acc.bucket) {
-		s.summary.push(s.acc.summary())
+		s.history.push(s.acc)
 		s.acc = accumulator{}
 	}
 	s.acc.add(bucket, m)
 }
 
-// accumulator sums one minute of samples: CPU is averaged, memory is the
+// history is a sandbox's summaries for its whole life in bounded memory:
+// each sums up one step of samples (a minute at first). When maxSummaries
+// are kept, each two neighbours become one and the step doubles: a day is
+// kept by the minute, a week by 8 minutes, a month by 32.
+type history struct {
+	step time.Duration
+	sums []accumulator
+}
+
+func (h *history) push(a accumulator) {
+	if len(h.sums) >= maxSummaries {
+		n := 0
+		for i := 0; i < len(h.sums); i += 2 {
+			if i+1 < len(h.sums) {
+				h.sums[n] = h.sums[i].merge(h.sums[i+1])
+			} else {
+				h.sums[n] = h.sums[i]
+			}
+			n++
+		}
+		clear(h.sums[n:])
+		h.sums = h.sums[:n]
+		h.step *= 2
+	}
+	h.sums = append(h.sums, a)
+}
+
+// accumulator sums one step of samples: CPU is averaged, memory is the
 // peak (a summary should not hide what came close to the limit), cache and
 // disk are the last.
 type accumulator struct {
@@ -206,7 +233,12 @@ func (a *accumulator) add(bucket time.Time, m MetricSample) {
 	a.last = m
 }
 
-func (a *accumulator) summary() MetricSample {
+// merge sums up a and the one after it, b.
+func (a accumulator) merge(b accumulator) accumulator {
+	return accumulator{bucket: a.bucket, n: a.n + b.n, cpu: a.cpu + b.cpu, mem: max(a.mem, b.mem), last: b.last}
+}
+
+func (a accumulator) summary() MetricSample {
 	m := a.last
 	m.CPUUsedPct = float64(int64(a.cpu/float64(a.n)*100+0.5)) / 100
 	m.MemUsed = a.mem
@@ -227,15 +259,15 @@ func (u *usage) between(id string, from, to time.Time) []MetricSample {
 		return (from.IsZero() || !m.Time.Before(from)) && (to.IsZero() || !m.Time.After(to))
 	}
 	oldest, haveRecent := s.recent.first()
-	s.summary.each(func(m MetricSample) bool {
+	for i := range s.history.sums {
+		m := s.history.sums[i].summary()
 		if haveRecent && !m.Time.Before(oldest.Time) {
-			return false
+			break
 		}
 		if in(m) {
 			out = append(out, m)
 		}
-		return true
-	})
+	}
 	s.recent.each(func(m MetricSample) bool {
 		if in(m) {
 			out = append(out, m)

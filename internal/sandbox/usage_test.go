@@ -90,12 +90,14 @@ func TestUsageTick(t *testing.T) {
 
 // TestSeriesRetention: samples stay as taken for the recent window, and
 // older ones survive as one-minute summaries (CPU averaged, memory at its
-// peak), returned oldest first without overlap; from/to bound them.
+// peak), returned oldest first without overlap; from/to bound them. The
+// summaries cover the sandbox's whole life in bounded memory: past a day,
+// neighbours are merged and the step doubles.
 func TestSeriesRetention(t *testing.T) {
 	u := &usage{interval: 5 * time.Second}
 	s := u.newSeries()
-	if s.recent.max != 720 || s.summary.max != 1440 {
-		t.Fatalf("recent %d, summary %d", s.recent.max, s.summary.max)
+	if s.recent.max != 720 || s.history.step != time.Minute {
+		t.Fatalf("recent %d, summary step %s", s.recent.max, s.history.step)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	n := 2 * 720 // two hours of samples
@@ -125,12 +127,35 @@ func TestSeriesRetention(t *testing.T) {
 	if len(part) == 0 || part[0].Time.Before(from) || part[len(part)-1].Time.After(to) {
 		t.Errorf("between %v and %v: %d points from %v", from, to, len(part), part[0].Time)
 	}
-	// A day later the oldest summaries are gone, the ring stays bounded.
-	for i := n; i < n+24*720; i++ {
-		s.add(MetricSample{Time: start.Add(time.Duration(i) * 5 * time.Second)})
+
+	// Three days on, the first minutes are still there, summed up with
+	// their neighbours (the memory peak of the first ones kept), and what
+	// is kept stays bounded.
+	days := 3 * 24 * 720
+	for i := n; i < n+days; i++ {
+		s.add(MetricSample{Time: start.Add(time.Duration(i) * 5 * time.Second), CPUUsedPct: 1})
 	}
-	if got := len(u.between("x", time.Time{}, time.Time{})); got > 1440+720 {
-		t.Errorf("%d points kept", got)
+	all = u.between("x", time.Time{}, time.Time{})
+	if len(all) > maxSummaries+720 || len(s.history.sums) > maxSummaries {
+		t.Errorf("%d points kept, %d summaries", len(all), len(s.history.sums))
+	}
+	if s.history.step != 4*time.Minute {
+		t.Errorf("after three days the step is %s, want 4m", s.history.step)
+	}
+	first = all[0]
+	if first.Time.After(start.Add(4*time.Minute)) || first.MemUsed != 47 {
+		t.Errorf("the first summary after three days: %+v", first)
+	}
+	for i := 1; i < len(all); i++ {
+		if !all[i].Time.After(all[i-1].Time) {
+			t.Fatalf("not in order at %d: %v then %v", i, all[i-1].Time, all[i].Time)
+		}
+	}
+	// A merged summary's CPU is the mean of all its samples, not of its
+	// two halves' means.
+	a := accumulator{n: 3, cpu: 30}
+	if got := a.merge(accumulator{n: 1, cpu: 50}).summary().CPUUsedPct; got != 20 {
+		t.Errorf("merged CPU %v, want 20", got)
 	}
 }
 
