@@ -73,9 +73,12 @@ func New(o Options) *Client {
 	}
 	return &Client{
 		target: o.Target,
-		// No timeout: executions stream as long as their cell runs. Each
-		// call is bounded by its context.
-		http:    &http.Client{Transport: sandbox.NewPortTransport(o.Target, o.Dial)},
+		// No overall timeout: executions stream as long as their cell
+		// runs. Each call is bounded by its context, and by the
+		// transport's deadlines for a server of spaced's own (an answer
+		// starts within a minute; a stream, with keepalives every 5 s, is
+		// never silent for one).
+		http:    &http.Client{Transport: sandbox.NewPortTransport(o.Target, o.Dial, Port)},
 		maxLine: o.MaxLineBytes,
 	}
 }

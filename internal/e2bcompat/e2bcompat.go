@@ -99,7 +99,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Sandboxes, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial))
+	s.proxy = newProxy(opts.Sandboxes, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial, InterpreterPort))
 	return s
 }
 

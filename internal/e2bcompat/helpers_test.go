@@ -84,6 +84,12 @@ func (h *harness) upstream(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		conn, _, _ := http.NewResponseController(w).Hijack()
 		conn.Close()
+	case "/health":
+		if r.URL.Query().Has("stuck") { // a live agent that never answers
+			<-r.Context().Done()
+			return
+		}
+		writeJSON(w, 200, seen{Path: r.URL.Path, Host: r.Host})
 	case "/stream":
 		w.Header().Set("Content-Type", "application/connect+json")
 		io.WriteString(w, "first\n")

@@ -55,6 +55,7 @@ var connectErrors = connect.NewErrorWriter()
 const (
 	msgSandboxNotFound = "The sandbox was not found"
 	msgPortNotOpen     = "The sandbox is running but port is not open"
+	msgNoAnswer        = "The sandbox did not answer in time"
 )
 
 // streamEndedMessage ends a Connect stream whose sandbox went away, in
@@ -115,6 +116,11 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 				writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
 			case errors.Is(err, syscall.ECONNREFUSED):
 				writeProxyError(w, r, http.StatusBadGateway, msgPortNotOpen)
+			case errors.Is(err, sandbox.ErrSilent):
+				// The agent or interpreter is stuck (or the connection
+				// dead): the SDKs read this as "unreachable, state unknown".
+				slog.WarnContext(r.Context(), "e2b proxy: sandbox did not answer in time", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
+				writeProxyError(w, r, http.StatusBadGateway, msgNoAnswer)
 			default:
 				slog.WarnContext(r.Context(), "e2b proxy: sandbox unreachable", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
 				writeProxyError(w, r, http.StatusBadGateway, "the sandbox is not reachable: it may have stopped")

@@ -202,6 +202,25 @@ func TestProxyStreams(t *testing.T) {
 	}
 }
 
+// A live but stuck agent does not hold a proxied call until the client
+// gives up: /health (is_running) is answered within the agent's health
+// bound with E2B's 502, in words the SDKs read as "unreachable, state
+// unknown", not "not found".
+func TestProxyStuckAgent(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(nil)
+	start := time.Now()
+	resp := h.do("GET", "/health?stuck=1", nil, envd(sb.SandboxID, sb.EnvdAccessToken))
+	var body errorJSON
+	decode(t, resp, &body)
+	if resp.StatusCode != 502 || body != (errorJSON{Code: 502, Message: msgNoAnswer}) {
+		t.Fatalf("stuck /health: %d %+v", resp.StatusCode, body)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("stuck /health answered after %s", took)
+	}
+}
+
 func TestHostRoute(t *testing.T) {
 	for host, want := range map[string]string{
 		"8080-abc123.localhost":        "abc123:8080",

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,16 +131,23 @@ func (t *trackedConn) Close() error {
 // agent and to its other ports.
 func (a *AgentConn) Close() { a.conns.closeAll() }
 
-// agentReplyTimeout bounds every request spaced makes to an agent: its
-// answer must start within it once the request is sent, and a streamed
-// answer may not go silent for longer (streams are asked for keepalives
-// every agentKeepalive, so only a stuck agent or a dead connection is).
-// A variable for tests.
-var agentReplyTimeout = 60 * time.Second
+// Every request spaced sends to a server of its own in a sandbox (the
+// agent, the code interpreter) is bounded (boundedRoundTrip): its answer
+// must start within agentReplyTimeout once the request is sent, and a
+// streamed answer may not go silent for longer: streams are asked for
+// keepalives at least every agentKeepalive (the interpreter sends its own
+// every 5 s), so only a stuck server or a dead connection is. A /health
+// is answered at once by a live agent: it must be answered whole within
+// agentHealthTimeout (the E2B SDKs' own health probe waits 5 s).
+// Variables for tests.
+var (
+	agentReplyTimeout  = 60 * time.Second
+	agentHealthTimeout = 5 * time.Second
+)
 
 const (
 	keepaliveHeader = "Keepalive-Ping-Interval" // E2B's, in seconds
-	agentKeepalive  = "10"
+	agentKeepalive  = 10                        // seconds
 )
 
 func newAgentConn(addr netip.Addr, token string) *AgentConn {
@@ -177,33 +185,61 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 // finds a warm connection instead of dialling through its netstack.
 func (a *AgentConn) setToken(token string) { a.token.Store(&token) }
 
-// agentTransport adds the access token to every request to the agent,
-// asks streams for keepalives, and ends a request whose answer goes silent
-// for agentReplyTimeout (ResponseHeaderTimeout bounds the wait for its
-// start).
+// agentTransport adds the access token to every request to the agent and
+// bounds it (boundedRoundTrip).
 type agentTransport struct {
 	token *atomic.Pointer[string]
 	next  http.RoundTripper
 }
 
 func (t agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	r = r.Clone(ctx)
+	r = r.Clone(r.Context())
 	r.Header.Set("X-Access-Token", *t.token.Load())
-	if r.Header.Get(keepaliveHeader) == "" {
-		r.Header.Set(keepaliveHeader, agentKeepalive)
+	return boundedRoundTrip(t.next, r)
+}
+
+// ErrSilent is the cause of a request to a server of spaced's own in a
+// sandbox that was ended because its answer did not come, or stopped
+// coming, in time: the server is stuck or the connection dead.
+var ErrSilent = errors.New("the sandbox stopped answering")
+
+// boundedRoundTrip sends r, which the caller owns, through next with the
+// deadlines above: next's ResponseHeaderTimeout must be
+// agentReplyTimeout. It asks for keepalives at least every
+// agentKeepalive, lowering what a client asked for (a keepalive more is
+// harmless; a client's hour would defeat the silence bound).
+func boundedRoundTrip(next http.RoundTripper, r *http.Request) (*http.Response, error) {
+	parent := r.Context()
+	ctx, cancel := context.WithCancelCause(parent)
+	if r.URL.Path == "/health" {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, agentHealthTimeout, ErrSilent)
+		outer := cancel
+		cancel = func(err error) { stop(); outer(err) }
 	}
-	resp, err := t.next.RoundTrip(r)
+	r = r.WithContext(ctx)
+	if n, err := strconv.ParseFloat(r.Header.Get(keepaliveHeader), 64); err != nil || n <= 0 || n > agentKeepalive {
+		r.Header.Set(keepaliveHeader, strconv.Itoa(agentKeepalive))
+	}
+	resp, err := next.RoundTrip(r)
 	if err != nil {
+		silent := errors.Is(context.Cause(ctx), ErrSilent) || (parent.Err() == nil && isTimeout(err))
 		cancel(nil)
+		if silent {
+			return nil, fmt.Errorf("%w: %w", ErrSilent, err)
+		}
 		return nil, err
 	}
 	resp.Body = &silenceBody{ReadCloser: resp.Body, ctx: ctx, cancel: cancel}
 	return resp, nil
 }
 
-// errAgentSilent ends a request whose answer stopped coming.
-var errAgentSilent = errors.New("the sandbox agent stopped answering")
+// isTimeout reports a transport's own timeout: no response headers
+// within ResponseHeaderTimeout, or a dial that timed out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
 
 // silenceBody cancels its request when a Read waits longer than
 // agentReplyTimeout. Time the caller spends between reads (a slow client
@@ -219,7 +255,7 @@ type silenceBody struct {
 func (b *silenceBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	if b.timer == nil {
-		b.timer = time.AfterFunc(agentReplyTimeout, func() { b.cancel(errAgentSilent) })
+		b.timer = time.AfterFunc(agentReplyTimeout, func() { b.cancel(ErrSilent) })
 	} else {
 		b.timer.Reset(agentReplyTimeout)
 	}
@@ -228,8 +264,8 @@ func (b *silenceBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	b.timer.Stop()
 	b.mu.Unlock()
-	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), errAgentSilent) {
-		err = errAgentSilent
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), ErrSilent) {
+		err = ErrSilent
 	}
 	return n, err
 }

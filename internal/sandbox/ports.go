@@ -48,28 +48,44 @@ func PortURL(id string, port int, path string) string {
 // pooled per instance: a kept-alive connection never carries a request to
 // another sandbox that got the address, nor to the same sandbox resumed or
 // restarted. Dials go through dial (nil: DefaultDial); a Target with no
-// connection set (a test's) is dialled untracked. Nothing else is bounded
-// here, because process and watch streams last long: the caller's context
-// is the request's deadline. Compression is left to the two ends.
-func NewPortTransport(target TargetFunc, dial DialFunc) http.RoundTripper {
+// connection set (a test's) is dialled untracked.
+//
+// Requests to the agent's port and to own (the ports of other servers of
+// spaced's own, such as the code interpreter's, whose streams all send
+// keepalives) have the deadlines of every request spaced makes to an
+// agent (boundedRoundTrip), so a stuck server cannot hold a call until its
+// client gives up. Requests to any other port (a user's service, which may
+// take its time and owes us no keepalives) are bounded only by the
+// caller's context and the instance's life. Compression is left to the two
+// ends.
+func NewPortTransport(target TargetFunc, dial DialFunc, own ...int) http.RoundTripper {
 	if dial == nil {
 		dial = DefaultDial
 	}
-	p := &portTransport{target: target}
-	p.tr = &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return p.dial(ctx, dial, network, addr)
-		},
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
+	p := &portTransport{target: target, own: map[string]bool{strconv.Itoa(AgentPort): true}}
+	for _, port := range own {
+		p.own[strconv.Itoa(port)] = true
 	}
+	transport := func(headerTimeout time.Duration) *http.Transport {
+		return &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return p.dial(ctx, dial, network, addr)
+			},
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: headerTimeout,
+			DisableCompression:    true,
+		}
+	}
+	p.bounded, p.open = transport(agentReplyTimeout), transport(0)
 	return p
 }
 
 type portTransport struct {
 	target TargetFunc
-	tr     *http.Transport
+	own    map[string]bool // ports (decimal) whose requests are bounded
+	// bounded carries the requests to own ports, open all others.
+	bounded, open *http.Transport
 }
 
 // RoundTrip sends r to the sandbox's current instance: the URL's host
@@ -89,7 +105,12 @@ func (p *portTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Host = r.URL.Host
 	}
 	out.URL.Host = net.JoinHostPort(id+"."+strconv.FormatUint(t.instance(), 10)+portHostSuffix, port)
-	resp, err := p.tr.RoundTrip(out)
+	var resp *http.Response
+	if p.own[port] {
+		resp, err = boundedRoundTrip(p.bounded, out)
+	} else {
+		resp, err = p.open.RoundTrip(out)
+	}
 	if resp != nil {
 		resp.Request = r
 	}

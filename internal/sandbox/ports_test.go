@@ -215,13 +215,13 @@ func TestAgentTransportDeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.Header.Get("X-Seen"); got != agentKeepalive+" tok" {
+	if got := resp.Header.Get("X-Seen"); got != strconv.Itoa(agentKeepalive)+" tok" {
 		t.Fatalf("agent saw %q", got)
 	}
 	start := time.Now()
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if string(b) != "ab" || !errors.Is(err, errAgentSilent) {
+	if string(b) != "ab" || !errors.Is(err, ErrSilent) {
 		t.Fatalf("read %q, %v; want ab and the agent silent", b, err)
 	}
 	// A slow reader is not the agent's silence.
@@ -237,5 +237,111 @@ func TestAgentTransportDeadlines(t *testing.T) {
 	resp.Body.Close()
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("took %s", d)
+	}
+}
+
+// TestPortTransportDeadlines: requests to the agent's port and to the
+// ports named own are bounded as spaced's own requests to an agent are: a
+// stuck server's answer must start in time (a /health's must come whole
+// sooner), a stream with keepalives lasts while one that goes silent is
+// ended, and streams are asked for keepalives often enough. A user's port
+// owes no keepalives and may take its time.
+func TestPortTransportDeadlines(t *testing.T) {
+	defer func(d, h time.Duration) { agentReplyTimeout, agentHealthTimeout = d, h }(agentReplyTimeout, agentHealthTimeout)
+	agentReplyTimeout, agentHealthTimeout = time.Second, 100*time.Millisecond
+	stuck := make(chan struct{})
+	defer close(stuck)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Keepalive", r.Header.Get(keepaliveHeader))
+		switch r.URL.Path {
+		case "/stuck", "/health": // a live server that never answers
+			select {
+			case <-stuck:
+			case <-r.Context().Done():
+			}
+			return
+		case "/late": // answers after two reply timeouts
+			time.Sleep(2 * agentReplyTimeout)
+		case "/keepalives": // a quiet stream with keepalives, then its end
+			for range 5 {
+				io.WriteString(w, ".")
+				w.(http.Flusher).Flush()
+				time.Sleep(agentReplyTimeout / 2)
+			}
+		case "/silent": // a stream that stops
+			io.WriteString(w, ".")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		io.WriteString(w, "end")
+	})
+	own, user := httptest.NewServer(handler), httptest.NewServer(handler)
+	defer own.Close()
+	defer user.Close()
+	port := func(s *httptest.Server) int { p, _ := strconv.Atoi(s.URL[len("http://127.0.0.1:"):]); return p }
+	instance := newConnSet()
+	defer instance.closeAll()
+	target := func(id string) (Target, error) {
+		return Target{ID: id, IP: netip.MustParseAddr("127.0.0.1"), conns: instance}, nil
+	}
+	hc := &http.Client{Transport: NewPortTransport(target, nil, port(own))}
+	get := func(s *httptest.Server, path string, hdr ...string) (string, http.Header, error) {
+		req, _ := http.NewRequest(http.MethodGet, PortURL("sb1", port(s), path), nil)
+		if len(hdr) == 1 {
+			req.Header.Set(keepaliveHeader, hdr[0])
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), resp.Header, err
+	}
+
+	for _, tc := range []struct {
+		name, path string
+		srv        *httptest.Server
+		want       string // the body, or "" for ErrSilent
+		bound      time.Duration
+	}{
+		{"no answer", "/stuck", own, "", agentReplyTimeout},
+		{"no answer to /health", "/health", own, "", agentHealthTimeout},
+		{"a stream with keepalives", "/keepalives", own, ".....end", 0},
+		{"a stream gone silent", "/silent", own, "", agentReplyTimeout},
+		{"a user's slow service", "/late", user, "end", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			body, _, err := get(tc.srv, tc.path)
+			took := time.Since(start)
+			if tc.want != "" {
+				if err != nil || body != tc.want {
+					t.Fatalf("got %q, %v; want %q", body, err, tc.want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrSilent) {
+				t.Fatalf("got %q, %v; want ErrSilent", body, err)
+			}
+			// Ended by its own bound: not before it, and a /health not
+			// by the longer bound of other requests.
+			if took < tc.bound || (tc.bound < agentReplyTimeout && took >= agentReplyTimeout) {
+				t.Fatalf("ended after %s; its bound is %s", took, tc.bound)
+			}
+		})
+	}
+
+	// Keepalives are asked for at least every agentKeepalive, whatever
+	// the client asked; a shorter interval stands.
+	for asked, want := range map[string]string{"": "10", "50": "10", "3600": "10", "x": "10", "2.5": "2.5"} {
+		var hdr []string
+		if asked != "" {
+			hdr = []string{asked}
+		}
+		if _, h, err := get(own, "/", hdr...); err != nil || h.Get("X-Keepalive") != want {
+			t.Errorf("asked %q: the server saw %q (%v), want %q", asked, h.Get("X-Keepalive"), err, want)
+		}
 	}
 }
