@@ -149,15 +149,17 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	}
 	// Paused is durable once recorded: the caller need not wait for the
 	// old sandbox to go (tens to hundreds of milliseconds). A resume waits
-	// for it on the paused lock.
+	// for it on the paused lock, but not for the cleanup after it.
 	if s.cfg.TeardownBeforeAnswer {
-		teardown()
+		cleanup := teardown()
 		done()
+		cleanup()
 		return paused, nil
 	}
 	s.background.Go(func() {
-		defer done()
-		teardown()
+		cleanup := teardown()
+		done()
+		cleanup()
 	})
 	return paused, nil
 }
@@ -166,9 +168,11 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 // teardown of the paused sandbox, which the caller runs (at once or in
 // the background) before it lets go of the sandbox's paused lock: a resume
 // must not start before the teardown is done (its netns and cgroup would
-// still be there). On an error the sandbox runs on and there is nothing to
-// tear down.
-func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (teardown func(), err error) {
+// still be there). The teardown returns what may run after the lock is let
+// go (deleting the checkpoint this one supersedes: a resume does not wait
+// for it). On an error the sandbox runs on and there is nothing to tear
+// down.
+func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (teardown func() (cleanup func()), err error) {
 	cp, err := s.checkpointer()
 	if err != nil {
 		return nil, err
@@ -263,18 +267,20 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	log.Debug("pause steps", "freeze_ms", tFreeze.Sub(start).Milliseconds(), "checkpoint_ms", tImage.Sub(tFreeze).Milliseconds(),
 		"upload_ms", tSaved.Sub(tImage).Milliseconds(), "record_ms", time.Since(tSaved).Milliseconds())
 	ep, old := e.ep, rec.Checkpoint
-	return func() {
+	return func() func() {
 		t := time.Now()
 		if err := s.teardown(ctx, rec.ID, ep); err != nil {
 			log.Warn("tear down paused sandbox", "err", err)
 		}
 		releaseSlot()
-		if old != nil && old.ID != m.ID {
-			if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
-				log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
+		log.Debug("paused sandbox torn down", "teardown_ms", time.Since(t).Milliseconds())
+		return func() {
+			if old != nil && old.ID != m.ID {
+				if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
+					log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
+				}
 			}
 		}
-		log.Debug("paused sandbox torn down", "teardown_ms", time.Since(t).Milliseconds())
 	}, nil
 }
 

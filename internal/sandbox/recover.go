@@ -264,7 +264,7 @@ func (s *Service) autoPause(ctx context.Context, id string, e *entry) bool {
 	}
 	teardown, err := s.pauseLocked(ctx, e, "paused at timeout", PauseOptions{DiskOnly: e.rec.AutoPauseDiskOnly})
 	if err == nil {
-		teardown()
+		teardown()()
 	} else {
 		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
 		updated := *e.rec
