@@ -26,7 +26,9 @@ import (
 	"github.com/spacesandbox/space/test/harness"
 )
 
-const suiteTimeout = 4 * time.Minute
+// suiteTimeout bounds one SDK's suite (the Python one takes about four
+// minutes on a loaded machine).
+const suiteTimeout = 6 * time.Minute
 
 // e2bCIDR is the sandbox range of the suite's spaced.
 const e2bCIDR = "10.242.0.0/20"
@@ -72,6 +74,10 @@ func TestE2BSDKs(t *testing.T) {
 		// The volume content API's address (the SDKs' default is
 		// https://api.<domain>).
 		"E2B_VOLUME_API_URL=http://" + d.Addr,
+		// runsc and the daemon's runsc root, for the tests that freeze a
+		// sandbox to make its agent stuck (test_stress.py, lifecycle.test.mjs).
+		"SPACE_TEST_RUNSC=" + testenv.Runsc(),
+		"SPACE_TEST_RUNSC_ROOT=" + filepath.Join(d.DataDir, "runsc"),
 	}
 	pyTests, jsTests := []string{"."}, []string(nil)
 	if only := strings.Fields(os.Getenv("SPACE_E2B_ONLY")); len(only) > 0 {

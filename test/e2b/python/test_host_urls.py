@@ -1,4 +1,5 @@
-"""get_host() URLs on one machine, with no DNS server of one's own (issue 14, item 7).
+"""get_host() URLs on one machine, with no DNS server of one's own (issue 14, item 7),
+through the sync and the async client.
 
 spaced reached at 127.0.0.1:PORT reports the domain "localhost:PORT", so
 get_host(port) is "<port>-<id>.localhost:PORT". Names under .localhost are
@@ -7,12 +8,13 @@ request reaches spaced, which routes it by its Host to the port in the
 sandbox, and wakes a paused auto-resume sandbox first.
 """
 
+import asyncio
 import subprocess
 import time
 from urllib.parse import urlsplit
 
 from conftest import SANDBOX_URL
-from e2b import Sandbox, SandboxState
+from e2b import AsyncSandbox, Sandbox, SandboxState
 
 
 def curl(url):
@@ -78,3 +80,65 @@ def test_a_paused_sandbox_without_auto_resume_stays_paused(sandbox: Sandbox):
     code, body, _ = curl(f"http://{host}/index.html")
     assert code == 502 and "was not found" in body
     assert Sandbox.get_info(sandbox.sandbox_id).state == SandboxState.PAUSED
+
+
+# The same through the async client (AsyncSandbox.get_host builds the same
+# names); curl runs in a thread so the event loop is never blocked.
+
+
+async def acurl(url):
+    return await asyncio.to_thread(curl, url)
+
+
+async def aserve(sbx, text):
+    await sbx.files.write("/tmp/www/index.html", text)
+    await sbx.commands.run("cd /tmp/www && python3 -m http.server 8000", background=True)
+
+
+async def await_served(host, deadline_s=15):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        code, body, ip = await acurl(f"http://{host}/index.html")
+        if code == 200 or time.monotonic() > deadline:
+            return code, body, ip
+        await asyncio.sleep(0.2)
+
+
+async def test_get_host_url_reaches_a_port_in_the_sandbox_async(async_sandbox: AsyncSandbox):
+    port = urlsplit(SANDBOX_URL).port
+    host = async_sandbox.get_host(8000)
+    assert host == f"8000-{async_sandbox.sandbox_id}.localhost:{port}"
+    await aserve(async_sandbox, "served by host name")
+    code, body, ip = await await_served(host)
+    assert (code, body) == (200, "served by host name")
+    assert ip in ("127.0.0.1", "::1")
+    assert (await acurl(f"http://{async_sandbox.get_host(49983)}/health"))[0] == 204
+    code, body, _ = await acurl(f"http://{async_sandbox.get_host(8001)}/")
+    assert code == 502 and "port is not open" in body
+
+
+async def test_get_host_url_wakes_a_paused_auto_resume_sandbox_async(test_id):
+    sbx = await AsyncSandbox.create(
+        lifecycle={"on_timeout": "pause", "auto_resume": True}, metadata={"sandbox_test_id": test_id}
+    )
+    try:
+        await aserve(sbx, "woken by traffic")
+        host = sbx.get_host(8000)
+        assert (await await_served(host))[0] == 200, "the server in the sandbox never answered"
+        assert await sbx.pause() is True
+        assert (await AsyncSandbox.get_info(sbx.sandbox_id)).state == SandboxState.PAUSED
+        start = time.monotonic()
+        assert (await acurl(f"http://{host}/index.html"))[:2] == (200, "woken by traffic")
+        assert time.monotonic() - start < 10
+        assert (await AsyncSandbox.get_info(sbx.sandbox_id)).state == SandboxState.RUNNING
+    finally:
+        await AsyncSandbox.kill(sbx.sandbox_id)
+
+
+async def test_a_paused_sandbox_without_auto_resume_stays_paused_async(async_sandbox: AsyncSandbox):
+    await aserve(async_sandbox, "x")
+    host = async_sandbox.get_host(8000)
+    assert await async_sandbox.pause() is True
+    code, body, _ = await acurl(f"http://{host}/index.html")
+    assert code == 502 and "was not found" in body
+    assert (await AsyncSandbox.get_info(async_sandbox.sandbox_id)).state == SandboxState.PAUSED
