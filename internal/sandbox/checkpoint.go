@@ -335,8 +335,8 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if timeout == 0 {
 		timeout = s.cfg.DefaultTimeout
 	}
-	if timeout < time.Second || timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(timeout); err != nil {
+		return nil, err
 	}
 	// One resume or delete of a paused sandbox at a time; a second resume
 	// waits and then finds it running.
@@ -688,8 +688,8 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	e, ok := s.entry(id)
 	if !ok {

@@ -424,6 +424,44 @@ func (b *failingBlobs) Put(ctx context.Context, key string, r io.Reader, size in
 	return b.Store.Put(ctx, key, r, size)
 }
 
+// hideArtifact moves the stored objects of every checkpoint whose key
+// ends with name out of the way, under a key no checkpoint reads.
+func (w *world) hideArtifact(name string) {
+	w.t.Helper()
+	for _, key := range w.blobs.keys(w.t) {
+		if !strings.HasSuffix(key, "/"+name) {
+			continue
+		}
+		moveObject(w.t, w.blobs.Store, key, "hidden/"+key)
+	}
+}
+
+// unhideArtifacts puts back what hideArtifact moved.
+func (w *world) unhideArtifacts() {
+	w.t.Helper()
+	for _, key := range w.blobs.keys(w.t) {
+		if orig, ok := strings.CutPrefix(key, "hidden/"); ok {
+			moveObject(w.t, w.blobs.Store, key, orig)
+		}
+	}
+}
+
+func moveObject(t *testing.T, st blobstore.Store, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	r, info, err := st.Get(ctx, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := st.Put(ctx, to, r, info.Size); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, from); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (b *failingBlobs) keys(t *testing.T) []string {
 	infos, err := b.Store.List(context.Background(), "")
 	if err != nil {

@@ -514,6 +514,10 @@ func TestResumeFailures(t *testing.T) {
 				return nil
 			})
 		}, func(w *world) { w.st.setFailUpdate(nil) }},
+		// An artifact of the checkpoint gone from the object store: the
+		// checkpoint is damaged (409), not "not found" because an object
+		// of it is.
+		{"checkpoint damaged", func(w *world) { w.hideArtifact("fake-image.json") }, func(w *world) { w.unhideArtifacts() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOptions{checkpoints: true})
@@ -528,8 +532,14 @@ func TestResumeFailures(t *testing.T) {
 			}
 			paused, _ := w.st.GetSandbox(ctx, sb.ID)
 			tc.inject(w)
-			if _, err := w.svc.Resume(ctx, sb.ID, time.Minute); err == nil {
+			_, err = w.svc.Resume(ctx, sb.ID, time.Minute)
+			if err == nil {
 				t.Fatal("resume succeeded")
+			}
+			if tc.name == "checkpoint damaged" {
+				if status, code := errdefs.HTTPStatus(err); status != 409 || code != "failed_precondition" {
+					t.Errorf("a resume of a damaged checkpoint answers %d %s (%v), want 409 failed_precondition", status, code, err)
+				}
 			}
 			if tc.undo != nil {
 				tc.undo(w)
