@@ -132,19 +132,22 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
 	unlock := s.pausedLocks.Lock(id)
-	done := func() { unlock(); release() }
 	e.mu.Lock()
 	if e.rec.State != store.StateRunning {
 		state := e.rec.State
 		e.mu.Unlock()
-		done()
+		unlock()
+		release()
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, state)
 	}
 	teardown, err := s.pauseLocked(ctx, e, "paused by request", opts)
 	paused := fromRecord(e.rec)
 	e.mu.Unlock()
+	// Recorded paused (or failed): the record counts now, not the
+	// reservation.
+	release()
 	if err != nil {
-		done()
+		unlock()
 		return nil, err
 	}
 	// Paused is durable once recorded: the caller need not wait for the
@@ -152,11 +155,11 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// for it on the paused lock.
 	if s.cfg.TeardownBeforeAnswer {
 		teardown()
-		done()
+		unlock()
 		return paused, nil
 	}
 	s.background.Go(func() {
-		defer done()
+		defer unlock()
 		teardown()
 	})
 	return paused, nil

@@ -184,6 +184,7 @@ type world struct {
 type worldOptions struct {
 	pool        *PoolConfig
 	checkpoints bool
+	quotas      func(tenant string) store.Quotas
 }
 
 // testCIDR is a /24 of loopback addresses for one test.
@@ -224,6 +225,7 @@ func (w *world) newService(o worldOptions, rt runtime.Runtime) *Service {
 	if o.pool != nil {
 		cfg.Pools = []PoolConfig{*o.pool}
 	}
+	cfg.Quotas = o.quotas
 	if o.checkpoints {
 		fs, err := blobstore.NewFS(filepath.Join(w.t.TempDir(), "objects"))
 		if err != nil {
@@ -460,6 +462,14 @@ func moveObject(t *testing.T, st blobstore.Store, from, to string) {
 	if err := st.Delete(ctx, from); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Delete fails on an ended context, as a store across a network does.
+func (b *failingBlobs) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.Store.Delete(ctx, key)
 }
 
 func (b *failingBlobs) keys(t *testing.T) []string {
