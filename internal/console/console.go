@@ -15,10 +15,13 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Prefix is where the console is served.
@@ -29,6 +32,9 @@ type Options struct {
 	// API is the public API's handler (the native /v1 routes, /metrics
 	// and /healthz); the console's calls go to it with the session's key.
 	API http.Handler
+	// Keys judges the keys signed in with (the tenant service): a session
+	// is its key's principal, and ends when the key is revoked.
+	Keys Keys
 	// Audit holds recent audit lines (egress denials); nil shows none.
 	Audit *AuditLog
 	// Logger gets sign-ins and refusals (never a key or a cookie).
@@ -36,6 +42,15 @@ type Options struct {
 	// IdleTimeout ends a session unused this long (8 h if 0); MaxAge ends
 	// any session this long after sign-in (24 h if 0).
 	IdleTimeout, MaxAge time.Duration
+}
+
+// Keys is what the console needs of the tenant service.
+type Keys interface {
+	// Principal returns the principal of key, or an error of class
+	// ErrUnauthenticated for a key that opens nothing.
+	Principal(key string) (tenant.Principal, error)
+	// OnRevoke has fn told the ID of every key revoked.
+	OnRevoke(fn func(keyID string))
 }
 
 // Console serves /ui/.
@@ -50,6 +65,9 @@ type Console struct {
 
 // New returns the console's handler; mount it at Prefix.
 func New(opts Options) (*Console, error) {
+	if opts.Keys == nil {
+		return nil, errors.New("console: no key judge (Options.Keys)")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -70,6 +88,13 @@ func New(opts Options) (*Console, error) {
 		limiter:  newSigninLimiter(10, time.Minute),
 		assets:   a,
 	}
+	// A revoked key's sessions end at once (its streams through the
+	// gateway end with the key, in the API).
+	opts.Keys.OnRevoke(func(keyID string) {
+		if n := c.sessions.endKey(keyID); n > 0 {
+			c.log.Info("console sessions of a revoked key ended", "key", keyID, "sessions", n)
+		}
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
