@@ -110,7 +110,11 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	entries := []AuditEntry{}
 	if c.opts.Audit != nil {
 		for _, e := range c.opts.Audit.Entries() {
-			if s.who.Owns(e.Attrs["tenant"]) {
+			owner := e.Attrs["tenant"]
+			if owner == "" {
+				owner = c.opts.DefaultTenant
+			}
+			if s.who.Owns(owner) {
 				entries = append(entries, e)
 			}
 		}

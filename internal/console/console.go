@@ -20,8 +20,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Prefix is where the console is served.
@@ -33,8 +31,11 @@ type Options struct {
 	// and /healthz); the console's calls go to it with the session's key.
 	API http.Handler
 	// Keys judges the keys signed in with (the tenant service): a session
-	// is its key's principal, and ends when the key is revoked.
+	// is whose its key is, and ends when the key is revoked.
 	Keys Keys
+	// DefaultTenant is the tenant of audit lines that name none (what
+	// objects made before tenants existed belong to).
+	DefaultTenant string
 	// Audit holds recent audit lines (egress denials); nil shows none.
 	Audit *AuditLog
 	// Logger gets sign-ins and refusals (never a key or a cookie).
@@ -46,12 +47,27 @@ type Options struct {
 
 // Keys is what the console needs of the tenant service.
 type Keys interface {
-	// Principal returns the principal of key, or an error of class
-	// ErrUnauthenticated for a key that opens nothing.
-	Principal(key string) (tenant.Principal, error)
+	// Who says whose key is: ErrWrongKey (wrapped) for a key that opens
+	// nothing, another error when it cannot tell now.
+	Who(key string) (Who, error)
 	// OnRevoke has fn told the ID of every key revoked.
 	OnRevoke(fn func(keyID string))
 }
+
+// Who is whose a key, and so a session, is.
+type Who struct {
+	Tenant string
+	// KeyID is the key's public ID.
+	KeyID string
+	// Admin: the admin key, which sees every tenant's.
+	Admin bool
+}
+
+// Owns reports whether w may see what belongs to tenant owner.
+func (w Who) Owns(owner string) bool { return w.Admin || owner == w.Tenant }
+
+// ErrWrongKey is Keys.Who's answer to a key that opens nothing.
+var ErrWrongKey = errors.New("invalid API key")
 
 // Console serves /ui/.
 type Console struct {

@@ -14,9 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/tenant"
 )
 
 const testKey = "space_test_key_0123456789"
@@ -35,18 +32,18 @@ type fakeKeys struct {
 	onRevoke []func(string)
 }
 
-var testPrincipals = map[string]tenant.Principal{
-	testKey:  tenant.Admin,
-	alphaKey: {Tenant: "alpha", Key: "e2b_alpha"},
-	betaKey:  {Tenant: "beta", Key: "e2b_beta"},
+var testPrincipals = map[string]Who{
+	testKey:  {Tenant: "default", KeyID: "admin", Admin: true},
+	alphaKey: {Tenant: "alpha", KeyID: "e2b_alpha"},
+	betaKey:  {Tenant: "beta", KeyID: "e2b_beta"},
 }
 
-func (k *fakeKeys) Principal(key string) (tenant.Principal, error) {
+func (k *fakeKeys) Who(key string) (Who, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p, ok := testPrincipals[key]
-	if !ok || k.revoked[p.Key] {
-		return tenant.Principal{}, errdefs.New(errdefs.ErrUnauthenticated, "invalid API key")
+	if !ok || k.revoked[p.KeyID] {
+		return Who{}, ErrWrongKey
 	}
 	return p, nil
 }
@@ -98,7 +95,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{api: &fakeAPI{}, keys: &fakeKeys{}, log: &bytes.Buffer{}}
 	f.audit = NewAuditLog(slog.NewTextHandler(io.Discard, nil), 10, "egress denied")
-	c, err := New(Options{API: f.api, Keys: f.keys, Audit: f.audit, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
+	c, err := New(Options{API: f.api, Keys: f.keys, Audit: f.audit, DefaultTenant: "default", Logger: slog.New(slog.NewTextHandler(f.log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +401,7 @@ func TestSessionOfTenant(t *testing.T) {
 	f := newFixture(t)
 	for key, want := range map[string]sessionJSON{
 		alphaKey: {Tenant: "alpha", KeyID: "e2b_alpha"},
-		testKey:  {Tenant: tenant.Default, KeyID: tenant.AdminKeyID, Admin: true},
+		testKey:  {Tenant: "default", KeyID: "admin", Admin: true},
 	} {
 		cookie, _ := f.signInWith(t, key)
 		w := f.do("GET", "/ui/session", "", "Cookie", cookie)

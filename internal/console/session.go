@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net"
@@ -14,9 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/tenant"
 )
 
 const (
@@ -31,7 +29,7 @@ const (
 // principal says whose it is (what /ui/audit shows it).
 type session struct {
 	key     string
-	who     tenant.Principal
+	who     Who
 	csrf    string
 	created time.Time
 
@@ -69,7 +67,7 @@ func randomToken() string {
 
 // create starts a session for key, of principal who, and returns its
 // cookie value.
-func (ss *sessions) create(key string, who tenant.Principal) (string, *session) {
+func (ss *sessions) create(key string, who Who) (string, *session) {
 	cookie := randomToken()
 	now := time.Now()
 	s := &session{key: key, who: who, csrf: randomToken(), created: now, lastSeen: now}
@@ -127,7 +125,7 @@ func (ss *sessions) endKey(keyID string) int {
 	defer ss.mu.Unlock()
 	n := 0
 	for id, s := range ss.m {
-		if s.who.Key == keyID {
+		if s.who.KeyID == keyID {
 			delete(ss.m, id)
 			n++
 		}
@@ -188,7 +186,7 @@ type sessionJSON struct {
 }
 
 func (s *session) json() sessionJSON {
-	return sessionJSON{CSRF: s.csrf, CreatedAt: s.created, Tenant: s.who.Tenant, KeyID: s.who.Key, Admin: s.who.Admin}
+	return sessionJSON{CSRF: s.csrf, CreatedAt: s.created, Tenant: s.who.Tenant, KeyID: s.who.KeyID, Admin: s.who.Admin}
 }
 
 // maxSignInBody bounds the sign-in request.
@@ -223,9 +221,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(req.Key)
-	who, err := c.opts.Keys.Principal(key)
+	who, err := c.opts.Keys.Who(key)
 	switch {
-	case errdefs.Class(err) == errdefs.ErrUnauthenticated:
+	case errors.Is(err, ErrWrongKey):
 		c.limiter.failed(client)
 		c.log.Warn("console sign-in refused", "remote", client)
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "invalid API key")
@@ -237,7 +235,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	cookie, s := c.sessions.create(key, who)
 	setCookie(w, r, cookie, 0)
-	c.log.Info("console sign-in", "remote", client, "tenant", who.Tenant, "key", who.Key)
+	c.log.Info("console sign-in", "remote", client, "tenant", who.Tenant, "key", who.KeyID)
 	writeJSON(w, http.StatusOK, s.json())
 }
 

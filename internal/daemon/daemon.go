@@ -232,7 +232,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes,
 	})
-	ui, err := console.New(console.Options{API: api, Keys: tenants, Audit: audit, Logger: slog.Default()})
+	ui, err := console.New(console.Options{API: api, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
 	if err != nil {
 		return err
 	}

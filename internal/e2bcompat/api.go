@@ -18,25 +18,11 @@ type apiRoute struct {
 
 // table lists every E2B control-plane route spaced answers. docs/e2b.md has
 // the same list with what each does here.
+// api/e2b-routes.txt lists them for the tests that must cover every route
+// (TestRoutesFile keeps it current).
 func (s *Server) table() []apiRoute { return s.routeTable(s.opts.Templates != nil) }
 
-// Route is one E2B control-plane route: its pattern ("POST /sandboxes"),
-// and whether it checks its callers itself instead of by API key.
-type Route struct {
-	Pattern string
-	Public  bool
-}
-
-// Routes lists every E2B control-plane route spaced can serve (template
-// routes included), so that a test of them all cannot miss a new one.
-func Routes() []Route {
-	var out []Route
-	for _, rt := range (&Server{}).routeTable(true) {
-		out = append(out, Route{rt.pattern, rt.public})
-	}
-	return out
-}
-
+// routeTable is the table, with the template routes if templates.
 func (s *Server) routeTable(templates bool) []apiRoute {
 	routes := []apiRoute{
 		{"GET /health", true, s.health},

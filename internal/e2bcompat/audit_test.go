@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,23 +117,23 @@ func TestPublicRoutesAudited(t *testing.T) {
 		tenant, key       string
 	}
 	var calls []call
-	for _, rt := range Routes() {
-		method, _, _ := strings.Cut(rt.Pattern, " ")
-		if !rt.Public || method == http.MethodGet {
+	for _, rt := range (&Server{}).routeTable(true) {
+		method, _, _ := strings.Cut(rt.pattern, " ")
+		if !rt.public || method == http.MethodGet {
 			continue
 		}
 		switch {
-		case strings.Contains(rt.Pattern, "/volumecontent/"):
-			p := strings.Replace(strings.TrimPrefix(rt.Pattern, method+" "), "{id}", "vol1", 1) + "?path=/f"
+		case strings.Contains(rt.pattern, "/volumecontent/"):
+			p := strings.Replace(strings.TrimPrefix(rt.pattern, method+" "), "{id}", "vol1", 1) + "?path=/f"
 			calls = append(calls,
-				call{rt.Pattern, p, "Bearer vol-token", 0, "acme", VolumeTokenKey},
-				call{rt.Pattern, p, "Bearer wrong", http.StatusUnauthorized, "", tenant.Anonymous})
-		case strings.HasSuffix(rt.Pattern, "/upload"):
+				call{rt.pattern, p, "Bearer vol-token", 0, "acme", VolumeTokenKey},
+				call{rt.pattern, p, "Bearer wrong", http.StatusUnauthorized, "", tenant.Anonymous})
+		case strings.HasSuffix(rt.pattern, "/upload"):
 			calls = append(calls,
-				call{rt.Pattern, upload, "", http.StatusOK, tenant.Default, UploadLinkKey},
-				call{rt.Pattern, strings.Replace(upload, "signature=", "signature=0", 1), "", http.StatusForbidden, "", tenant.Anonymous})
+				call{rt.pattern, upload, "", http.StatusOK, tenant.Default, UploadLinkKey},
+				call{rt.pattern, strings.Replace(upload, "signature=", "signature=0", 1), "", http.StatusForbidden, "", tenant.Anonymous})
 		default:
-			t.Errorf("public route %s changes state and this test does not know how to call it: add it", rt.Pattern)
+			t.Errorf("public route %s changes state and this test does not know how to call it: add it", rt.pattern)
 		}
 	}
 	if len(calls) < 10 {
@@ -155,18 +156,44 @@ func TestPublicRoutesAudited(t *testing.T) {
 	}
 }
 
-// TestRoutesAreTheTable: Routes is the table a server with templates
-// serves (what the red-team suite reads its list of routes from).
-func TestRoutesAreTheTable(t *testing.T) {
-	s := &Server{opts: Options{Templates: auditTemplates{}}}
-	table := s.table()
-	routes := Routes()
-	if len(table) != len(routes) {
-		t.Fatalf("Routes has %d, the table %d", len(routes), len(table))
-	}
-	for i, rt := range table {
-		if routes[i].Pattern != rt.pattern || routes[i].Public != rt.public {
-			t.Errorf("route %d: %+v, table %s (public %v)", i, routes[i], rt.pattern, rt.public)
+// routesFile is the list of routes the red-team suite reads.
+const routesFile = "../../api/e2b-routes.txt"
+
+// routesText is what routesFile must hold: every route of the table (with
+// the template routes), "public" after those that check their callers
+// themselves.
+func routesText() string {
+	var b strings.Builder
+	b.WriteString("# The E2B control-plane routes spaced serves (internal/e2bcompat/api.go), one per line;\n" +
+		"# \"public\": the route checks its caller itself, not by API key. Kept current by\n" +
+		"# internal/e2bcompat's TestRoutesFile (E2B_WRITE_ROUTES=1 rewrites it); the red-team suite\n" +
+		"# attacks every route listed.\n")
+	for _, rt := range (&Server{}).routeTable(true) {
+		b.WriteString(rt.pattern)
+		if rt.public {
+			b.WriteString(" public")
 		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestRoutesFile: api/e2b-routes.txt lists the router's routes.
+func TestRoutesFile(t *testing.T) {
+	want := routesText()
+	if os.Getenv("E2B_WRITE_ROUTES") != "" {
+		if err := os.WriteFile(routesFile, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(routesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("%s is not the router's table: run E2B_WRITE_ROUTES=1 go test -run TestRoutesFile ./internal/e2bcompat/", routesFile)
+	}
+	if s := &(Server{opts: Options{Templates: auditTemplates{}}}); len(s.table()) != len(s.routeTable(true)) {
+		t.Errorf("a server with templates serves %d routes, the file lists %d", len(s.table()), len(s.routeTable(true)))
 	}
 }

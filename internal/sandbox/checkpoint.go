@@ -132,17 +132,20 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
 	unlock := s.pausedLocks.Lock(id)
-	done := func() { unlock(); release() }
+	done := unlock
 	e.mu.Lock()
 	if e.rec.State != store.StateRunning {
 		state := e.rec.State
 		e.mu.Unlock()
+		release()
 		done()
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, state)
 	}
 	teardown, err := s.pauseLocked(ctx, e, "paused by request", opts)
 	paused := fromRecord(e.rec)
 	e.mu.Unlock()
+	// Recorded paused (the store counts it now), or failed.
+	release()
 	if err != nil {
 		done()
 		return nil, err

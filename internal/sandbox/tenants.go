@@ -118,8 +118,11 @@ func (s *Service) storedOf(ctx context.Context, t string) (tenant.Usage, error) 
 // keep in the object store (one, and its size as the sandbox's memory
 // and disk use now estimate it), from the quotas of ctx's tenant, or
 // refuses a tenant that would cross one. Stores in flight count, so
-// stores at once cannot all pass one count; the caller releases when its
-// artifact is recorded (or failed).
+// stores at once cannot all pass one count; the caller releases as soon as
+// its artifact is recorded (or failed). A release waits for a count in
+// progress, so a store is never missed between the record and the
+// reservation (it may be counted twice for a moment: a refusal errs on
+// the safe side).
 func (s *Service) reserveStored(ctx context.Context, add tenant.Usage) (release func(), err error) {
 	p := tenant.FromContext(ctx)
 	if p.Admin || s.cfg.Quotas == nil {
@@ -146,6 +149,8 @@ func (s *Service) reserveStored(ctx context.Context, add tenant.Usage) (release 
 	s.storing[p.Tenant] = s.storing[p.Tenant].Plus(add)
 	s.mu.Unlock()
 	return func() {
+		unlock := s.storeLocks.Lock(p.Tenant)
+		defer unlock()
 		s.mu.Lock()
 		s.storing[p.Tenant] = s.storing[p.Tenant].Minus(add)
 		s.mu.Unlock()
