@@ -14,8 +14,10 @@ import (
 	"github.com/spacesandbox/space/test/harness"
 )
 
-// deniedEgress has sandbox id try a connection the egress gateway refuses
-// (a private address), so spaced logs an "egress denied" line for it.
+// deniedEgress has sandbox id (one with internet access: its TCP goes to
+// the egress gateway) try a connection the gateway refuses (a private
+// address, in the platform floor), so spaced logs an "egress denied" line
+// for it.
 func deniedEgress(t *testing.T, c *client.Client, id string) {
 	t.Helper()
 	s, err := c.RunCommand(context.Background(), id, client.CommandRequest{Cmd: "curl -s -m 3 http://192.168.77.1/ || true"})
@@ -56,11 +58,12 @@ func TestTenantSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc := client.New(d.Addr, key.Key)
-	mine, err := tc.CreateSandbox(ctx, client.CreateSandboxRequest{Metadata: map[string]string{"owner": id}})
+	online := &client.Network{Internet: true}
+	mine, err := tc.CreateSandbox(ctx, client.CreateSandboxRequest{Network: online, Metadata: map[string]string{"owner": id}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Metadata: map[string]string{"owner": "admin"}})
+	theirs, err := d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{Network: online, Metadata: map[string]string{"owner": "admin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
