@@ -367,6 +367,15 @@ func TestTamper(t *testing.T) {
 				if err == nil || secret != nil || !slices.ContainsFunc(tc.want, func(w error) bool { return errors.Is(err, w) }) {
 					t.Fatalf("Load of a tampered checkpoint: %v, want one of %v", err, tc.want)
 				}
+				// What a client sees: the outermost class decides, so a
+				// damaged checkpoint is never a 404 because an object of
+				// it is missing, nor a 500.
+				if class := errdefs.Class(err); class != errdefs.ErrFailedPrecondition {
+					t.Errorf("class of %v = %v, want %v", err, class, errdefs.ErrFailedPrecondition)
+				}
+				if status, code := errdefs.HTTPStatus(err); status != 409 || code != "failed_precondition" {
+					t.Errorf("a client sees %d %s for %v, want 409 failed_precondition", status, code, err)
+				}
 				t.Logf("Load: %v", err)
 				if entries, _ := os.ReadDir(out); len(entries) != 0 {
 					t.Errorf("failed Load left %v", entries)

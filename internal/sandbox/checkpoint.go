@@ -132,22 +132,22 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
 	unlock := s.pausedLocks.Lock(id)
-	done := unlock
 	e.mu.Lock()
 	if e.rec.State != store.StateRunning {
 		state := e.rec.State
 		e.mu.Unlock()
+		unlock()
 		release()
-		done()
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, state)
 	}
 	teardown, err := s.pauseLocked(ctx, e, "paused by request", opts)
 	paused := fromRecord(e.rec)
 	e.mu.Unlock()
-	// Recorded paused (the store counts it now), or failed.
+	// Recorded paused (or failed): the record counts now, not the
+	// reservation.
 	release()
 	if err != nil {
-		done()
+		unlock()
 		return nil, err
 	}
 	// Paused is durable once recorded: the caller need not wait for the
@@ -155,11 +155,11 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// for it on the paused lock.
 	if s.cfg.TeardownBeforeAnswer {
 		teardown()
-		done()
+		unlock()
 		return paused, nil
 	}
 	s.background.Go(func() {
-		defer done()
+		defer unlock()
 		teardown()
 	})
 	return paused, nil
@@ -338,8 +338,8 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if timeout == 0 {
 		timeout = s.cfg.DefaultTimeout
 	}
-	if timeout < time.Second || timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(timeout); err != nil {
+		return nil, err
 	}
 	// One resume or delete of a paused sandbox at a time; a second resume
 	// waits and then finds it running.
@@ -691,8 +691,8 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	e, ok := s.entry(id)
 	if !ok {

@@ -274,8 +274,8 @@ func (s *Service) validate(ctx context.Context, req *CreateRequest) (*Image, err
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	if err := s.checkVolumes(req.Volumes); err != nil {
 		return nil, err
@@ -473,10 +473,20 @@ func (s *Service) notRunning(id string) error {
 	return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 }
 
+// checkTimeout refuses a sandbox timeout outside 1s..MaxTimeout, the one
+// range every call that sets one (create, set, resume, fork, connect,
+// create from a snapshot) allows.
+func (s *Service) checkTimeout(d time.Duration) error {
+	if d < time.Second || d > s.cfg.MaxTimeout {
+		return errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	return nil
+}
+
 // SetTimeout makes the sandbox expire d from now.
 func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
-	if d < time.Second || d > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(d); err != nil {
+		return nil, err
 	}
 	return s.updateRunning(ctx, id, "timeout", func(rec *store.Sandbox) bool {
 		rec.ExpiresAt = time.Now().UTC().Add(d)

@@ -337,8 +337,8 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	snap := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	if err := s.checkRequest(&req, &Image{Template: m.Template, ID: m.Meta[metaTemplateImage], Limits: snap}); err != nil {
