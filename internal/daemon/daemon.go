@@ -163,7 +163,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// network under the same name.
 		TeardownBeforeAnswer: cfg.DatabaseURL != "",
 	}, st, rt, metrics)
-	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, svc.Usage))
+	tenants.SetSandboxUsage(svc.Usage)
+	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
@@ -229,9 +230,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Cluster: nodes,
+		MetricsToken: cfg.MetricsToken, Cluster: nodes,
 	})
-	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
+	ui, err := console.New(console.Options{API: api, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
 	if err != nil {
 		return err
 	}

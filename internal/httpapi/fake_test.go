@@ -67,10 +67,6 @@ func (f *recordingSandboxes) SetNetwork(context.Context, string, *sandbox.Networ
 	return f.call("SetNetwork")
 }
 
-func (f *recordingSandboxes) Usage(context.Context, string) (tenant.Usage, error) {
-	return tenant.Usage{}, f.call("Usage")
-}
-
 func (f *recordingSandboxes) ChangesNow() (uint64, error) { return 0, f.call("ChangesNow") }
 
 func (f *recordingSandboxes) Changes(context.Context, uint64) ([]sandbox.Change, uint64, bool, error) {

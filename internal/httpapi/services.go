@@ -33,8 +33,6 @@ type Lifecycle interface {
 	Kill(ctx context.Context, id string) error
 	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
-	// Usage is what a tenant's sandboxes hold now.
-	Usage(ctx context.Context, tenant string) (tenant.Usage, error)
 }
 
 // Changes is the feed of sandboxes' state changes (GET /v1/events).

@@ -125,7 +125,7 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
-	release, err := s.reservePause(ctx)
+	release, err := s.reserveStored(ctx, tenant.Usage{PausedSandboxes: 1, PausedMB: s.storedEstimate(id, !opts.DiskOnly)})
 	if err != nil {
 		return nil, err
 	}

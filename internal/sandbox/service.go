@@ -100,8 +100,11 @@ type Service struct {
 	live map[string]*entry
 	// reserved is what creates in flight hold of each tenant's quotas.
 	reserved map[string]tenant.Usage
-	// pausing counts each tenant's pauses in flight (its paused quota).
-	pausing map[string]int
+	// storing is what each tenant's pauses and snapshots in flight will
+	// keep (its quotas on paused sandboxes and snapshots); storeLocks
+	// serialise each tenant's count and reservation.
+	storing    map[string]tenant.Usage
+	storeLocks keylock.Map
 
 	// quarantine holds slots whose address range was found in use on the
 	// host, and when; allocation avoids them for a while. draining holds
@@ -166,7 +169,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.Links == nil {
 		cfg.Links = network.Host{}
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pausing: map[string]int{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc)

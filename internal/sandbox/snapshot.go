@@ -125,6 +125,11 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 	if !ok {
 		return nil, s.notRunning(id)
 	}
+	release, err := s.reserveStored(ctx, tenant.Usage{Snapshots: 1, SnapshotMB: s.storedEstimate(id, opts.Memory)})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {

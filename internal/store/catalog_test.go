@@ -195,7 +195,7 @@ func TestPostgresCluster(t *testing.T) {
 			if err := a.UpdateSandbox(ctx, x); err != nil {
 				t.Fatal(err)
 			}
-			if err := a.PutAPIKey(ctx, &store.APIKey{ID: "k", Tenant: "t", Hash: "h"}); err != nil {
+			if err := a.CreateAPIKey(ctx, &store.APIKey{ID: "k", Tenant: "t", Hash: "h"}); err != nil {
 				t.Fatal(err)
 			}
 			for i, want := range []string{"x", "x"} {

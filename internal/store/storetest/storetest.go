@@ -294,14 +294,29 @@ func testTenants(t *testing.T, c store.Catalog) {
 	}
 
 	key := &store.APIKey{ID: "k1", Tenant: "acme", Hash: "h", CreatedAt: now}
-	if err := c.PutAPIKey(ctx, key); err != nil {
+	if err := c.CreateAPIKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	key.RevokedAt = now
-	if err := c.PutAPIKey(ctx, key); err != nil {
-		t.Fatal(err)
+	// A key record is never replaced: an id issued twice is refused, and
+	// the first key stands.
+	if err := c.CreateAPIKey(ctx, &store.APIKey{ID: "k1", Tenant: "other", Hash: "h2", CreatedAt: now}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("a second key under a taken id: %v", err)
 	}
-	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 || ks[0].RevokedAt.IsZero() {
+	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 || ks[0].Tenant != "acme" || ks[0].Hash != "h" {
+		t.Fatalf("keys after the refused create: %+v, %v", ks, err)
+	}
+	got, err := c.RevokeAPIKey(ctx, "k1", now)
+	if err != nil || !got.RevokedAt.Equal(now) || got.Hash != "h" {
+		t.Fatalf("revoke: %+v, %v", got, err)
+	}
+	// Revoking again keeps the first time.
+	if got, err := c.RevokeAPIKey(ctx, "k1", now.Add(time.Hour)); err != nil || !got.RevokedAt.Equal(now) {
+		t.Fatalf("second revoke: %+v, %v", got, err)
+	}
+	if _, err := c.RevokeAPIKey(ctx, "nope", now); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("revoke of a missing key: %v", err)
+	}
+	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 || !ks[0].RevokedAt.Equal(now) {
 		t.Fatalf("keys: %+v, %v", ks, err)
 	}
 
@@ -312,18 +327,60 @@ func testTenants(t *testing.T, c store.Catalog) {
 	if err := c.AppendAudit(ctx, entries); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Audit(ctx, now.Add(time.Second), now.Add(4*time.Second), 10)
-	if err != nil || len(got) != 3 || got[0].Route != "1" || got[2].Route != "3" {
-		t.Fatalf("audit [1s, 4s): %+v, %v", got, err)
+	audit := func(from, to time.Time, after string, limit int) []store.AuditEntry {
+		t.Helper()
+		got, err := c.Audit(ctx, store.AuditQuery{From: from, To: to, After: after, Limit: limit})
+		if err != nil {
+			t.Fatalf("audit [%s, %s) after %q: %v", from, to, after, err)
+		}
+		return got
 	}
-	if got, _ := c.Audit(ctx, now, now.Add(time.Hour), 2); len(got) != 2 {
+	if got := audit(now.Add(time.Second), now.Add(4*time.Second), "", 10); len(got) != 3 || got[0].Route != "1" || got[2].Route != "3" {
+		t.Fatalf("audit [1s, 4s): %+v", got)
+	}
+	if got := audit(now, now.Add(time.Hour), "", 2); len(got) != 2 {
 		t.Fatalf("audit limit 2: %d entries", len(got))
 	}
 	n, err := c.PruneAudit(ctx, now.Add(2*time.Second))
 	if err != nil || n != 2 {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
-	if got, _ := c.Audit(ctx, now, now.Add(time.Hour), 10); len(got) != 3 {
+	if got := audit(now, now.Add(time.Hour), "", 10); len(got) != 3 {
 		t.Fatalf("after prune: %d entries", len(got))
+	}
+
+	// Entries that share a time (one batch of calls in the same
+	// nanosecond, or the same microsecond in Postgres) are each read
+	// once, in order, when a reader pages through them by cursor.
+	same := now.Add(time.Minute)
+	var batch []store.AuditEntry
+	for i := range 7 {
+		batch = append(batch, store.AuditEntry{Time: same, Tenant: "acme", Route: fmt.Sprint("same-", i), Status: 200})
+	}
+	batch = append(batch, store.AuditEntry{Time: same.Add(time.Nanosecond), Tenant: "acme", Route: "next-ns", Status: 200})
+	if err := c.AppendAudit(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var paged []string
+	after := ""
+	for range 20 {
+		page := audit(same, same.Add(time.Second), after, 3)
+		for _, e := range page {
+			if e.Cursor == "" {
+				t.Fatalf("entry %s has no cursor", e.Route)
+			}
+			paged = append(paged, e.Route)
+		}
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].Cursor
+	}
+	want := []string{"same-0", "same-1", "same-2", "same-3", "same-4", "same-5", "same-6", "next-ns"}
+	if fmt.Sprint(paged) != fmt.Sprint(want) {
+		t.Fatalf("paged by cursor: %v, want %v", paged, want)
+	}
+	if _, err := c.Audit(ctx, store.AuditQuery{From: now, To: same, After: "not a cursor", Limit: 1}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("a bad cursor: %v", err)
 	}
 }
