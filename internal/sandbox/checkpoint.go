@@ -399,9 +399,10 @@ func (s *Service) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission
 	return s.need(memoryMB, bytes, 0, false)
 }
 
-// latestArtifact is the newest complete checkpoint or snapshot of sandbox id.
+// latestArtifact is the newest complete checkpoint or snapshot of sandbox
+// id (from the catalog's index by sandbox in a cluster).
 func (s *Service) latestArtifact(ctx context.Context, id, kind string) (*checkpoint.Manifest, error) {
-	all, err := s.cfg.Checkpoints.List(ctx)
+	all, err := s.cfg.Checkpoints.ListOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
