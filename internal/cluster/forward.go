@@ -50,10 +50,13 @@ type Forwarder struct {
 	templateOf func(*http.Request, []byte) string
 	idem       Idempotency
 	cache      memberCache
-	client     *http.Client
-	next       http.Handler
-	proxy      *httputil.ReverseProxy
-	log        *slog.Logger
+	// finishRetry is the first wait before an idempotent create's answer
+	// that could not be stored is tried again.
+	finishRetry time.Duration
+	client      *http.Client
+	next        http.Handler
+	proxy       *httputil.ReverseProxy
+	log         *slog.Logger
 }
 
 // ForwarderConfig configures a Forwarder.
@@ -84,7 +87,7 @@ type ForwarderConfig struct {
 // NewForwarder makes a forwarder.
 func NewForwarder(cfg ForwarderConfig) *Forwarder {
 	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, nodeOf: cfg.NodeOf, next: cfg.Next,
-		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger}
+		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger, finishRetry: time.Second}
 	if f.log == nil {
 		f.log = slog.Default()
 	}

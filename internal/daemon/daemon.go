@@ -209,6 +209,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 				}
 			},
 			Migration: func(id string) { drainer.MigrationRequested(memberCtx, id) },
+			Missed:    func() { drainer.Rescan(memberCtx) },
 			Secrets: func() {
 				if err := sec.Reload(); err != nil {
 					slog.Warn("reload secrets", "err", err)
@@ -216,6 +217,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			},
 		}, slog.Default())
 		go router.Run(memberCtx)
+		go drainer.Run(memberCtx, cfg.NodeLease/3)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)

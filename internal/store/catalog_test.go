@@ -208,6 +208,108 @@ func TestPostgresCluster(t *testing.T) {
 				}
 			}
 		}},
+		{"an idempotency claim lasts as long as its holder's registration", func(t *testing.T, a, b *store.Postgres) {
+			const lease = 400 * time.Millisecond
+			if _, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: lease}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Register(ctx, store.Registration{Address: "http://b", TTL: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			claim := func(p *store.Postgres, scope string) (bool, *store.Stored) {
+				t.Helper()
+				claimed, stored, err := p.ClaimIdempotency(ctx, scope)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return claimed, stored
+			}
+			if ok, _ := claim(a, "k1"); !ok {
+				t.Fatal("a's first claim of k1 refused")
+			}
+			// Held while a renews: b waits.
+			if ok, stored := claim(b, "k1"); ok || stored != nil {
+				t.Fatalf("b's claim of k1 held by a live node: claimed %v, stored %v", ok, stored)
+			}
+			// a crashes (its lease lapses): b takes the claim over, and
+			// a's late answer does not replace b's.
+			time.Sleep(lease + 200*time.Millisecond)
+			if ok, _ := claim(b, "k1"); !ok {
+				t.Fatal("b could not take over the claim of a node whose lease lapsed")
+			}
+			if err := a.FinishIdempotency(ctx, "k1", &store.Stored{Status: 201, Body: []byte("a's")}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("a's answer for a claim b took over: %v", err)
+			}
+			if err := a.FinishIdempotency(ctx, "k1", nil); err != nil {
+				t.Fatalf("a's release of a claim b took over: %v", err)
+			}
+			if err := b.FinishIdempotency(ctx, "k1", &store.Stored{Status: 201, ContentType: "application/json", Body: []byte("b's")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.FinishIdempotency(ctx, "k1", &store.Stored{Status: 201, ContentType: "application/json", Body: []byte("b's")}); err != nil {
+				t.Fatalf("storing the answer again: %v", err)
+			}
+			if ok, stored := claim(a, "k1"); ok || stored == nil || string(stored.Body) != "b's" {
+				t.Fatalf("k1 after b's answer: claimed %v, stored %+v", ok, stored)
+			}
+
+			// A node that registers again after a lapse (it ran on) keeps
+			// its claims; one that restarted loses them at once.
+			epoch, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := claim(a, "k2"); !ok {
+				t.Fatal("a's claim of k2 refused")
+			}
+			if err := a.Renew(ctx, epoch, store.NodeInfo{}, time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			if _, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: time.Minute, Again: true}); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := claim(b, "k2"); ok {
+				t.Fatal("b took over a claim of a node that registered again and ran on")
+			}
+			if _, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := claim(b, "k2"); !ok {
+				t.Fatal("b could not take over a claim of a node that restarted")
+			}
+		}},
+		{"a node that registers again keeps its drain; a restart ends it", func(t *testing.T, a, b *store.Postgres) {
+			draining := func() bool {
+				ms, err := b.Members(ctx)
+				if err != nil || len(ms) != 1 {
+					t.Fatalf("members: %+v, %v", ms, err)
+				}
+				return ms[0].Draining
+			}
+			if _, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.SetDraining(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				reg  store.Registration
+				want bool
+			}{
+				{store.Registration{Address: "http://a", TTL: time.Minute, Again: true, Draining: true}, true},
+				{store.Registration{Address: "http://a", TTL: time.Minute, Again: true, Draining: false}, false},
+				{store.Registration{Address: "http://a", TTL: time.Minute, Again: true, Draining: true}, true},
+				{store.Registration{Address: "http://a", TTL: time.Minute, Draining: true}, false}, // a start
+			} {
+				if _, err := a.Register(ctx, tc.reg); err != nil {
+					t.Fatal(err)
+				}
+				if got := draining(); got != tc.want {
+					t.Errorf("after %+v: draining %v, want %v", tc.reg, got, tc.want)
+				}
+			}
+		}},
 		{"changes are notified", func(t *testing.T, a, b *store.Postgres) {
 			lctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -255,11 +357,11 @@ func TestPostgresCluster(t *testing.T) {
 			}
 		}},
 		{"a lapsed node's sandboxes are reported lost and stay so", func(t *testing.T, a, b *store.Postgres) {
-			epochA, err := a.Register(ctx, "http://a", store.NodeInfo{}, 300*time.Millisecond)
+			epochA, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: 300 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.Register(ctx, "http://b", store.NodeInfo{}, time.Minute); err != nil {
+			if _, err := b.Register(ctx, store.Registration{Address: "http://b", TTL: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
 			run := &store.Sandbox{ID: "run", State: store.StateRunning, Ending: ""}
@@ -307,7 +409,7 @@ func TestPostgresCluster(t *testing.T) {
 			if err := a.UpdateSandbox(ctx, &back, store.Was(run)); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 				t.Fatalf("the returning node revived a lost record: %v", err)
 			}
-			epoch2, err := a.Register(ctx, "http://a", store.NodeInfo{}, time.Minute)
+			epoch2, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: time.Minute})
 			if err != nil || epoch2 <= epochA {
 				t.Fatalf("register again: epoch %d (was %d), %v", epoch2, epochA, err)
 			}

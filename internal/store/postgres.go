@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,9 @@ import (
 type Postgres struct {
 	pool *pgxpool.Pool
 	node string
+	// epoch is the node's registration (see Register): what its
+	// idempotency claims are held by.
+	epoch atomic.Int64
 }
 
 //go:embed migrations/*.sql
