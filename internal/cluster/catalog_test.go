@@ -356,3 +356,58 @@ func TestIdempotencyClaims(t *testing.T) {
 		t.Fatalf("k2 after both answered: %s (replayed %q), want b's %s", got, replayed, body)
 	}
 }
+
+// TestBuildRequestsGoToTheBuildsNode: a build's log and its cancel are
+// served by the node the catalog says runs the build (its log is on that
+// node's disk, and only it can stop it), whichever node they come to;
+// what the catalog answers alone (the build's record) is served where it
+// lands, and so is a build the catalog does not know.
+func TestBuildRequestsGoToTheBuildsNode(t *testing.T) {
+	url := newCatalog(t)
+	ctx := context.Background()
+	buildOf := func(r *http.Request) string {
+		rest, ok := strings.CutPrefix(r.URL.Path, "/v1/builds/")
+		id, what, _ := strings.Cut(rest, "/")
+		if !ok || what != "logs" && what != "cancel" {
+			return ""
+		}
+		return id
+	}
+	srvs := map[string]*httptest.Server{}
+	for _, name := range []string{"a", "b"} {
+		p := openNode(t, url, name)
+		fwd := NewForwarder(ForwarderConfig{Self: name, Router: NewRouter(p, Hooks{}, nil), Secret: []byte("k"), SandboxOf: sandboxOf,
+			BuildOf: buildOf, Builds: p,
+			Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) })})
+		srvs[name] = httptest.NewServer(fwd)
+		t.Cleanup(srvs[name].Close)
+		register(t, p, srvs[name].URL, time.Minute)
+		if name == "a" {
+			for id, node := range map[string]string{"on-a": "a", "on-b": "b", "legacy": ""} {
+				if err := p.PutBuild(ctx, &store.Build{ID: id, Node: node, Template: "app", State: store.BuildBuilding}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct{ via, method, path, want string }{
+		{"b", "GET", "/v1/builds/on-a/logs", "a"},
+		{"b", "POST", "/v1/builds/on-a/cancel", "a"},
+		{"a", "GET", "/v1/builds/on-a/logs", "a"},
+		{"a", "POST", "/v1/builds/on-b/cancel", "b"},
+		{"b", "GET", "/v1/builds/on-a", "b"},
+		{"b", "GET", "/v1/builds/unknown/logs", "b"},
+		{"a", "GET", "/v1/builds/legacy/logs", "a"},
+	} {
+		req, _ := http.NewRequest(tc.method, srvs[tc.via].URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != tc.want {
+			t.Errorf("%s %s through %s: served by %q, want %s", tc.method, tc.path, tc.via, got, tc.want)
+		}
+	}
+}

@@ -261,6 +261,13 @@ func Run(ctx context.Context, cfg config.Config) error {
 				return e2bcompat.CreateTemplate(body)
 			},
 			Idempotency: catalog.(*store.Postgres),
+			Builds:      catalog.(*store.Postgres),
+			BuildOf: func(r *http.Request) string {
+				if id := httpapi.BuildOf(r); id != "" {
+					return id
+				}
+				return e2bcompat.BuildOf(r)
+			},
 			SandboxOf: func(r *http.Request) string {
 				if id := e2bcompat.SandboxOf(r); id != "" {
 					return id
