@@ -446,6 +446,13 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.
 	defer os.RemoveAll(dir)
 	m, secret, err := s.cfg.Checkpoints.Load(ctx, ckptID, dir)
 	if err != nil {
+		// A kill (on any node) deletes the checkpoint once the record
+		// says killed: say that, not that the checkpoint is gone.
+		if known {
+			if cur, gerr := s.store.GetSandbox(ctx, id); gerr == nil && store.Was(cur) != store.Was(paused) {
+				return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused: it changed while it was being resumed", id, cur.State)
+			}
+		}
 		return nil, err
 	}
 	tLoad := time.Now()

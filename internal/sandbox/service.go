@@ -534,6 +534,11 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		if rec.State == store.StatePaused && state == store.StateKilled {
 			return s.deletePausedLocked(ctx, id, reason)
 		}
+		if rec.State == store.StateResuming {
+			// A resume (here or on another node) holds it: the kill
+			// comes after it.
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is resuming: retry once it runs", id)
+		}
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
 	}
 	e.mu.Lock()
