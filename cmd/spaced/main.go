@@ -4,23 +4,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/daemon"
-	"github.com/spacesandbox/space/internal/seal"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "keygen" {
-		if err := keygen(os.Args[2:], os.Stdout); err != nil {
+		if err := daemon.Keygen(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "spaced keygen:", err)
 			os.Exit(2)
 		}
@@ -41,32 +37,4 @@ func main() {
 		slog.Error("spaced failed", "err", err)
 		os.Exit(1)
 	}
-}
-
-// keygen is `spaced keygen FILE`: a fresh platform key for the nodes of a
-// cluster to share (FILE "-" writes it to stdout, for a Secret). spaced
-// makes its own at the first start when the file is missing, which serves
-// one node; nodes sharing an object store need this one key.
-func keygen(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("usage: spaced keygen FILE (or - for stdout)")
-	}
-	if args[0] != "-" {
-		return seal.NewPlatformKey(args[0])
-	}
-	dir, err := os.MkdirTemp("", "space-keygen-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "platform.json")
-	if err := seal.NewPlatformKey(path); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	_, err = stdout.Write(b)
-	return err
 }

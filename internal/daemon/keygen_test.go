@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -9,11 +9,11 @@ import (
 	"github.com/spacesandbox/space/internal/seal"
 )
 
-// TestKeygen: spaced keygen writes a platform key spaced opens (0600),
+// TestKeygen: Keygen (spaced keygen) writes a platform key spaced opens (0600),
 // never replaces one, and writes one to stdout for a Secret.
 func TestKeygen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "platform.json")
-	if err := keygen([]string{path}, nil); err != nil {
+	if err := Keygen([]string{path}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
@@ -23,14 +23,14 @@ func TestKeygen(t *testing.T) {
 	if _, err := seal.OpenKeyring(path); err != nil {
 		t.Fatalf("spaced cannot open the key: %v", err)
 	}
-	if err := keygen([]string{path}, nil); err == nil {
+	if err := Keygen([]string{path}, nil); err == nil {
 		t.Fatal("keygen replaced a key")
 	}
 	if again, _ := os.ReadFile(path); !bytes.Equal(again, first) {
 		t.Fatal("the key changed")
 	}
 	var out bytes.Buffer
-	if err := keygen([]string{"-"}, &out); err != nil {
+	if err := Keygen([]string{"-"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	copied := filepath.Join(t.TempDir(), "from-stdout.json")
@@ -40,7 +40,7 @@ func TestKeygen(t *testing.T) {
 	if _, err := seal.OpenKeyring(copied); err != nil || bytes.Equal(out.Bytes(), first) {
 		t.Fatalf("the key from stdout: %v (same as the first: %v)", err, bytes.Equal(out.Bytes(), first))
 	}
-	if err := keygen(nil, nil); err == nil {
+	if err := Keygen(nil, nil); err == nil {
 		t.Fatal("keygen without a file")
 	}
 }
