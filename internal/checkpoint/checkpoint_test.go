@@ -527,4 +527,26 @@ func TestIndex(t *testing.T) {
 	if got := list(); fmt.Sprint(got) != "[b]" {
 		t.Fatalf("after delete: %v", got)
 	}
+	// One sandbox's manifests come from the index by sandbox id, the
+	// others' never read.
+	other := manifest("c", "")
+	other.SandboxID = "sbx2"
+	save(t, e, other, dir, nil)
+	for _, tc := range []struct{ sandbox, want string }{{"sbx1", "[b]"}, {"sbx2", "[c]"}, {"sbx3", "[]"}} {
+		ms, err := e.repo.ListOf(ctx, tc.sandbox)
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.ID)
+		}
+		if err != nil || fmt.Sprint(ids) != tc.want {
+			t.Errorf("ListOf(%s) = %v, %v; want %s", tc.sandbox, ids, err, tc.want)
+		}
+	}
+	// The index answers, not the store: c unindexed is not listed.
+	if err := ix.DeleteManifest(ctx, "checkpoints/", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := e.repo.ListOf(ctx, "sbx2"); err != nil || len(ms) != 0 {
+		t.Errorf("ListOf(sbx2) after c left the index: %d manifests, %v", len(ms), err)
+	}
 }

@@ -210,6 +210,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 				}
 			},
 			Migration: func(id string) { drainer.MigrationRequested(memberCtx, id) },
+			Missed:    func() { drainer.Rescan(memberCtx) },
 			Secrets: func() {
 				if err := sec.Reload(); err != nil {
 					slog.Warn("reload secrets", "err", err)
@@ -217,6 +218,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			},
 		}, slog.Default())
 		go router.Run(memberCtx)
+		go drainer.Run(memberCtx, cfg.NodeLease/3)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -260,6 +262,13 @@ func Run(ctx context.Context, cfg config.Config) error {
 				return e2bcompat.CreateTemplate(body)
 			},
 			Idempotency: catalog.(*store.Postgres),
+			Builds:      catalog.(*store.Postgres),
+			BuildOf: func(r *http.Request) string {
+				if id := httpapi.BuildOf(r); id != "" {
+					return id
+				}
+				return e2bcompat.BuildOf(r)
+			},
 			SandboxOf: func(r *http.Request) string {
 				if id := e2bcompat.SandboxOf(r); id != "" {
 					return id

@@ -57,6 +57,10 @@ func (f *recordingSandboxes) List(context.Context, sandbox.ListFilter) ([]*sandb
 	return nil, f.call("List")
 }
 
+func (f *recordingSandboxes) ListPage(context.Context, sandbox.ListFilter, int, string) ([]*sandbox.Sandbox, string, error) {
+	return nil, "", f.call("ListPage")
+}
+
 func (f *recordingSandboxes) Kill(context.Context, string) error { return f.call("Kill") }
 
 func (f *recordingSandboxes) SetTimeout(context.Context, string, time.Duration) (*sandbox.Sandbox, error) {

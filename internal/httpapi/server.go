@@ -353,6 +353,20 @@ func SandboxOf(r *http.Request) string {
 	return id
 }
 
+// BuildOf answers the template build r reads the log of or cancels (""
+// for none): in a cluster those go to the build's node.
+func BuildOf(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/builds/")
+	if !ok {
+		return ""
+	}
+	id, what, _ := strings.Cut(rest, "/")
+	if id == "" || len(id) > 64 || !(r.Method == http.MethodGet && what == "logs" || r.Method == http.MethodPost && what == "cancel") {
+		return ""
+	}
+	return id
+}
+
 // IsCreate reports whether r creates a sandbox (a cluster places it).
 func IsCreate(r *http.Request) bool {
 	return r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes"

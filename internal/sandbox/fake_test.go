@@ -391,7 +391,7 @@ type failingStore struct {
 	failUpdate func(rec *store.Sandbox) error
 }
 
-func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox) error {
+func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox, from store.Expect) error {
 	s.mu.Lock()
 	f := s.failUpdate
 	s.mu.Unlock()
@@ -400,7 +400,7 @@ func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox) er
 			return err
 		}
 	}
-	return s.Store.UpdateSandbox(ctx, rec)
+	return s.Store.UpdateSandbox(ctx, rec, from)
 }
 
 func (s *failingStore) setFailUpdate(f func(rec *store.Sandbox) error) {

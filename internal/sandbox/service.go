@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -420,40 +420,48 @@ func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 	return fromRecord(rec), nil
 }
 
-// List returns the sandboxes matching f, newest first: the caller's
+// List returns every sandbox matching f, newest first: the caller's
 // tenant's only, unless it is the admin.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
-	recs, err := s.store.ListAllSandboxes(ctx)
+	out, _, err := s.ListPage(ctx, f, 0, "")
+	return out, err
+}
+
+// ListPage returns up to limit sandboxes matching f (0: all), newest
+// first, from where the page that answered token ended ("" for the
+// first), and the token of the next page ("" after the last). The
+// catalog filters and pages: a page reads its own records, not the table.
+func (s *Service) ListPage(ctx context.Context, f ListFilter, limit int, token string) ([]*Sandbox, string, error) {
+	q := store.Query{States: f.States, Metadata: f.Metadata, Limit: limit}
+	if p := tenant.FromContext(ctx); !p.Admin {
+		q.Tenants = []string{p.Tenant}
+		if p.Tenant == tenant.Default {
+			q.Tenants = append(q.Tenants, "") // made before tenants existed
+		}
+	}
+	if token != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(token)
+		q.After = new(store.Cursor)
+		if err != nil || json.Unmarshal(raw, q.After) != nil || q.After.ID == "" {
+			return nil, "", errdefs.New(errdefs.ErrInvalidArgument, "page_token is not valid")
+		}
+	}
+	recs, next, err := s.store.QuerySandboxes(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
+		return nil, "", fmt.Errorf("list sandboxes: %w", err)
 	}
-	p := tenant.FromContext(ctx)
-	var out []*Sandbox
+	out := make([]*Sandbox, 0, len(recs))
 	for _, r := range recs {
-		if r.State == store.StatePooled || r.Build != "" || !p.Owns(r.Tenant) {
-			continue
-		}
-		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
-			continue
-		}
-		match := true
-		for k, v := range f.Metadata {
-			if r.Metadata[k] != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			out = append(out, fromRecord(r))
-		}
+		out = append(out, fromRecord(r))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	if next == nil {
+		return out, "", nil
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, base64.RawURLEncoding.EncodeToString(raw), nil
 }
 
 // Agent returns the connection to a running sandbox's agent.
@@ -511,7 +519,7 @@ func (s *Service) updateRunning(ctx context.Context, id, what string, change fun
 	if !change(&updated) {
 		return fromRecord(e.rec), nil
 	}
-	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+	if err := s.store.UpdateSandbox(ctx, &updated, store.Was(e.rec)); err != nil {
 		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
 	e.rec = &updated
@@ -539,6 +547,11 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		if rec.State == store.StatePaused && state == store.StateKilled {
 			return s.deletePausedLocked(ctx, id, reason)
 		}
+		if rec.State == store.StateResuming {
+			// A resume (here or on another node) holds it: the kill
+			// comes after it.
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is resuming: retry once it runs", id)
+		}
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
 	}
 	e.mu.Lock()
@@ -550,7 +563,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	// Recover finishes as this end, not one it must report lost.
 	intent := *e.rec
 	intent.Ending, intent.Reason = state, reason
-	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &intent); err != nil {
+	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &intent, store.Was(e.rec)); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.rec = &intent
@@ -559,7 +572,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	}
 	updated := *e.rec
 	updated.State, updated.Reason, updated.EndedAt, updated.Ending = state, reason, time.Now().UTC(), ""
-	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated); err != nil {
+	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated, store.Was(e.rec)); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.rec = &updated

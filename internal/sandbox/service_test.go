@@ -755,8 +755,9 @@ func TestReconcile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		from := store.Was(rec)
 		rec.State, rec.Reason = store.StateLost, "its node stopped renewing its lease"
-		if err := w.st.Store.UpdateSandbox(ctx, rec); err != nil {
+		if err := w.st.Store.UpdateSandbox(ctx, rec, from); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -224,7 +224,13 @@ func (s *Service) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot,
 	if s.cfg.Checkpoints == nil {
 		return nil, nil
 	}
-	all, err := s.cfg.Checkpoints.List(ctx)
+	var all []*checkpoint.Manifest
+	var err error
+	if f.SandboxID != "" {
+		all, err = s.cfg.Checkpoints.ListOf(ctx, f.SandboxID)
+	} else {
+		all, err = s.cfg.Checkpoints.List(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

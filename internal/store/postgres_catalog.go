@@ -287,8 +287,14 @@ func (p *Postgres) DeleteVolume(ctx context.Context, id string) error {
 // The manifest index (checkpoint.Index).
 
 func (p *Postgres) PutManifest(ctx context.Context, prefix, id string, manifest []byte) error {
-	return p.exec(ctx, "index manifest "+prefix+id, `insert into manifests (prefix, id, doc) values ($1, $2, $3)
-		on conflict (prefix, id) do update set doc = excluded.doc, indexed_at = now()`, prefix, id, manifest)
+	var m struct {
+		Sandbox string `json:"sandbox_id"`
+	}
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		return fmt.Errorf("index manifest %s%s: %w", prefix, id, err)
+	}
+	return p.exec(ctx, "index manifest "+prefix+id, `insert into manifests (prefix, id, doc, sandbox) values ($1, $2, $3, $4)
+		on conflict (prefix, id) do update set doc = excluded.doc, sandbox = excluded.sandbox, indexed_at = now()`, prefix, id, manifest, m.Sandbox)
 }
 
 func (p *Postgres) DeleteManifest(ctx context.Context, prefix, id string) error {
@@ -302,6 +308,17 @@ func (p *Postgres) Manifests(ctx context.Context, prefix string) ([][]byte, erro
 	}
 	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
 	return docs, dbErr(err, "list manifests")
+}
+
+// ManifestsOf answers the manifests under prefix of sandbox id (an
+// index range of manifests_sandbox).
+func (p *Postgres) ManifestsOf(ctx context.Context, prefix, sandbox string) ([][]byte, error) {
+	rows, err := p.pool.Query(ctx, "select doc from manifests where prefix = $1 and sandbox = $2 order by id", prefix, sandbox)
+	if err != nil {
+		return nil, dbErr(err, "list a sandbox's manifests")
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	return docs, dbErr(err, "list a sandbox's manifests")
 }
 
 func (p *Postgres) KeepManifests(ctx context.Context, prefix string, ids []string, since time.Time) error {
