@@ -45,7 +45,7 @@ type Templates interface {
 	Template(ctx context.Context, name string) (*template.TemplateInfo, error)
 	Templates(ctx context.Context) ([]*template.TemplateInfo, error)
 	DeleteTemplate(ctx context.Context, name string) error
-	SetTags(ctx context.Context, target string, tags []string) (*store.Build, error)
+	SetTags(ctx context.Context, name, target string, tags []string) (*store.Build, error)
 	RemoveTags(ctx context.Context, name string, tags []string) error
 	HasFiles(ctx context.Context, hash string) (bool, error)
 	PutFiles(ctx context.Context, hash string, body io.Reader, verify bool, max int64) error
@@ -525,7 +525,7 @@ func (s *Server) assignTags(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	b, err := s.opts.Templates.SetTags(r.Context(), strings.ToLower(req.Target), req.Tags)
+	b, err := s.opts.Templates.SetTags(r.Context(), "", strings.ToLower(req.Target), req.Tags)
 	if err != nil {
 		writeError(w, r, err)
 		return

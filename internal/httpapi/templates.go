@@ -399,13 +399,8 @@ func (s *Server) setTag(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "give either build or from"))
 		return
 	}
-	b, err := s.templates.SetTags(r.Context(), target, []string{r.PathValue("tag")})
-	if err != nil {
+	if _, err := s.templates.SetTags(r.Context(), r.PathValue("name"), target, []string{r.PathValue("tag")}); err != nil {
 		writeError(w, r, err)
-		return
-	}
-	if b.Template != r.PathValue("name") {
-		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "build %s is of template %s, not %s", b.ID, b.Template, r.PathValue("name")))
 		return
 	}
 	s.getTemplate(w, r)

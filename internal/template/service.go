@@ -538,19 +538,27 @@ func (s *Service) DeleteTemplate(ctx context.Context, name string) error {
 	return nil
 }
 
-// SetTags points tags of target's template at target's build ("name:tag"
-// or a build id).
-func (s *Service) SetTags(ctx context.Context, target string, tags []string) (*store.Build, error) {
-	b, err := s.targetBuild(ctx, target)
-	if err != nil {
-		return nil, err
-	}
+// SetTags points tags of template name at target's build ("name:tag" or
+// a build id); name "" means target's own template. A build of another
+// template than name is refused, and nothing is changed unless every
+// check passed.
+func (s *Service) SetTags(ctx context.Context, name, target string, tags []string) (*store.Build, error) {
 	for _, tag := range tags {
 		if !tagRE.MatchString(tag) {
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, "tag %q is not valid: use 1-128 of A-Z a-z 0-9 . _ -", tag)
 		}
 	}
-	t, err := s.template(ctx, b.Template, true)
+	b, err := s.targetBuild(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = b.Template
+	}
+	if b.Template != name {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "build %s is of template %s, not %s: a tag points at a build of its own template", b.ID, b.Template, name)
+	}
+	t, err := s.template(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}

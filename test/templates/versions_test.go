@@ -43,6 +43,24 @@ func TestVersions(t *testing.T) {
 	if _, err := d.Client.SetTag(ctx, "ver", "default", "", "ver:v2"); err != nil {
 		t.Fatal(err)
 	}
+	// A tag of another template pointed at a build of ver: 400, and
+	// neither template changed.
+	other := mustBuild(t, d, "", client.BuildRequest{Name: "other", From: &client.BuildFrom{Template: "base"},
+		Steps: []client.BuildStep{{Run: "echo other > /home/user/version"}}})
+	for _, target := range [][2]string{{v1.ID, ""}, {"", "ver:v1"}} {
+		_, err := d.Client.SetTag(ctx, "other", "stolen", target[0], target[1])
+		if client.ErrorStatus(err) != 400 || !strings.Contains(err.Error(), "is of template ver") {
+			t.Errorf("tag of other from %v: %v, want 400", target, err)
+		}
+	}
+	for name, want := range map[string]int{"other": 1, "ver": 3} {
+		if tpl, err := d.Client.GetTemplate(ctx, name); err != nil || len(tpl.Tags) != want {
+			t.Errorf("after refused tags %s has %+v (%v), want %d tags", name, tpl, err, want)
+		}
+	}
+	if err := d.Client.DeleteTemplate(ctx, other.Template); err != nil {
+		t.Fatal(err)
+	}
 	for ref, want := range map[string]string{"ver": "v2", "ver:v2": "v2", "ver:" + v1.ID: "v1"} {
 		sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: ref})
 		if got := version(sb.ID); got != want {
