@@ -183,13 +183,13 @@ func (a *app) templateLsCmd() *cobra.Command {
 				return writeJSON(a.stdout, ts)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTAGS\tSIZE\tSANDBOXES\tUPDATED")
+			fmt.Fprintln(tw, "NAME\tTAGS\tSTORED\tLOCAL\tSANDBOXES\tUPDATED")
 			for _, t := range ts {
 				var tags []string
 				for _, tag := range t.Tags {
 					tags = append(tags, tag.Tag)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, strings.Join(tags, ","), humanBytes(t.Bytes), t.Sandboxes, t.UpdatedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", t.Name, strings.Join(tags, ","), humanBytes(t.Bytes), humanBytes(t.LocalBytes), t.Sandboxes, t.UpdatedAt.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},

@@ -332,8 +332,9 @@ type templateJSON struct {
 	Tags      []tagJSON `json:"tags"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	Bytes     int64     `json:"bytes"`
-	Sandboxes int       `json:"sandboxes"`
+	Bytes      int64     `json:"bytes"`
+	LocalBytes int64     `json:"local_bytes"`
+	Sandboxes  int       `json:"sandboxes"`
 }
 
 type tagJSON struct {
@@ -344,7 +345,7 @@ type tagJSON struct {
 }
 
 func toTemplateJSON(t *template.TemplateInfo) templateJSON {
-	out := templateJSON{Name: t.Name, Builtin: t.Builtin, Tags: []tagJSON{}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Bytes: t.Bytes, Sandboxes: t.Sandboxes}
+	out := templateJSON{Name: t.Name, Builtin: t.Builtin, Tags: []tagJSON{}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Bytes: t.Bytes, LocalBytes: t.LocalBytes, Sandboxes: t.Sandboxes}
 	for _, tag := range t.Tags {
 		out.Tags = append(out.Tags, tagJSON{Tag: tag.Tag, Build: tag.Build, At: tag.At, Image: tag.Image})
 	}

@@ -61,8 +61,7 @@ type run struct {
 	key    string
 	config recipe.Config
 	chain  chain
-	ran    bool  // a step ran (not every one was cached)
-	bytes  int64 // stored bytes of the layers this build made
+	ran    bool // a step ran (not every one was cached)
 }
 
 // stepErr is a failed step: what the build's error reports.
@@ -318,7 +317,6 @@ func (r *run) commit(ctx context.Context, box *sandbox.BuildBox, step int, key s
 	if _, err := r.svc.im.derive(ctx, key, parent.id, parent.root, func() (io.ReadCloser, error) { return os.Open(tmp) }); err != nil {
 		return err
 	}
-	r.bytes += stored
 	r.log.add("debug", step, "layer %s: %s (%s stored)", key[:12], size(st.Size()), size(stored))
 	r.key, r.chain.layers = key, append(r.chain.layers, key)
 	return nil

@@ -389,25 +389,15 @@ func (s *Service) runBuild(ctx context.Context, b *store.Build, r *recipe.Recipe
 	result, err := run.execute(bctx)
 	b.Step, b.Cached = run.b.Step, run.b.Cached
 	if err == nil {
-		result.Bytes = run.bytes + s.chainBytes(ctx, result)
+		var use usage
+		use.add(result.Layers, result.Start)
+		result.Bytes = s.stored(ctx, use)
 	}
 	if err == nil && bctx.Err() != nil {
 		err = context.Cause(bctx)
 	}
 	b.Result = result
 	s.finish(bctx, b, err, log)
-}
-
-// chainBytes is the stored size of the layers a result reuses (those it
-// made are counted as they are stored).
-func (s *Service) chainBytes(ctx context.Context, res *store.BuildImage) int64 {
-	var n int64
-	for _, key := range res.Layers {
-		if m, err := s.cfg.Repo.Get(ctx, layerID(key)); err == nil {
-			n += m.Bytes
-		}
-	}
-	return n
 }
 
 // finish records a build's end: ready (and its tags moved to it in the

@@ -116,6 +116,7 @@ func (s *Service) Collect(ctx context.Context) error {
 			if err := s.cfg.Repo.Delete(ctx, m.ID); err != nil {
 				return err
 			}
+			s.forgetSize(m.ID)
 		}
 	}
 	s.cfg.Metrics.collectedOf(out)

@@ -48,6 +48,7 @@ type images struct {
 type agentFile struct {
 	path   string
 	digest string
+	size   int64
 }
 
 // loadAgent copies the agent binary at path into dir under its digest:
@@ -60,7 +61,7 @@ func loadAgent(path, dir string) (agentFile, error) {
 		return agentFile{}, fmt.Errorf("agent binary: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	a := agentFile{digest: hex.EncodeToString(sum[:])}
+	a := agentFile{digest: hex.EncodeToString(sum[:]), size: int64(len(data))}
 	a.path = filepath.Join(dir, "space-agent-"+a.digest[:16])
 	if _, err := os.Stat(a.path); err == nil {
 		return a, nil
@@ -88,6 +89,19 @@ type imageRecord struct {
 	Created time.Time `json:"created"`
 	// Bytes is the uncompressed size of the layer that made it.
 	Bytes int64 `json:"bytes"`
+	// Disk is the file data the image added on this node: its layer's,
+	// its agent's and its /tmp marker's (everything else is hard links to
+	// its parent's files).
+	Disk int64 `json:"disk,omitempty"`
+}
+
+// disk is the file data the image holds beyond its parent's (records
+// written before Disk have only the layer's).
+func (r *imageRecord) disk() int64 {
+	if r.Disk > 0 {
+		return r.Disk
+	}
+	return r.Bytes
 }
 
 const imagePrefix = "i-"
@@ -241,10 +255,11 @@ func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, 
 	if err := im.addAgent(ctx, tmp); err != nil {
 		return "", err
 	}
-	if err := keepTmp(ctx, tmp); err != nil {
+	marker, err := keepTmp(ctx, tmp)
+	if err != nil {
 		return "", err
 	}
-	rec, _ := json.Marshal(imageRecord{ID: id, Key: key, Parent: parentID, Agent: im.agent.digest, Created: time.Now().UTC(), Bytes: n})
+	rec, _ := json.Marshal(imageRecord{ID: id, Key: key, Parent: parentID, Agent: im.agent.digest, Created: time.Now().UTC(), Bytes: n, Disk: n + im.agent.size + marker})
 	if err := os.WriteFile(filepath.Join(im.dir, id+".json"), rec, 0o600); err != nil {
 		return "", fmt.Errorf("image %s: %w", id, err)
 	}
@@ -280,17 +295,18 @@ func (im *images) addAgent(ctx context.Context, root string) error {
 // disk limit and snapshots.
 const tmpKeep = "Keeps /tmp on the sandbox's disk: gVisor mounts a tmpfs over an empty /tmp.\n"
 
-// keepTmp puts the marker into an empty /tmp of the image at root.
-func keepTmp(ctx context.Context, root string) error {
+// keepTmp puts the marker into an empty /tmp of the image at root and
+// returns the bytes it added.
+func keepTmp(ctx context.Context, root string) (int64, error) {
 	dir := filepath.Join(root, "tmp")
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
-		return nil // no /tmp, or a link (never followed on the host)
+		return 0, nil // no /tmp, or a link (never followed on the host)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) > 0 {
-		return nil
+		return 0, nil
 	}
-	return rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
+	return int64(len(tmpKeep)), rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
 }
 
 // remove deletes an image and its record.

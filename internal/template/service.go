@@ -102,6 +102,7 @@ type Service struct {
 
 	starts keylock.Map
 	cache  resolveCache
+	sizes  sync.Map // artifact id -> stored bytes (see usage.go)
 }
 
 // active is a build that is queued or running.
@@ -371,8 +372,11 @@ type TemplateInfo struct {
 	Tags      []TagInfo
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	// Bytes is what its tagged builds stored (layers, start checkpoints).
-	Bytes int64
+	// Bytes is what its tagged builds need in the object store (layers,
+	// start checkpoints), each counted once; LocalBytes what their images
+	// and start checkpoints hold on this node (see usage.go).
+	Bytes      int64
+	LocalBytes int64
 	// Sandboxes counts sandboxes (running or paused) of its images.
 	Sandboxes int
 }
@@ -424,18 +428,18 @@ func (s *Service) Templates(ctx context.Context) ([]*TemplateInfo, error) {
 func (s *Service) info(ctx context.Context, t *store.Template) (*TemplateInfo, error) {
 	info := &TemplateInfo{Name: t.Name, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	images := map[string]bool{}
+	var use usage
 	for _, tag := range slices.Sorted(maps.Keys(t.Tags)) {
 		tt := t.Tags[tag]
 		ti := TagInfo{Tag: tag, Build: tt.Build, At: tt.At}
 		if b, err := s.store.GetBuild(ctx, tt.Build); err == nil && b.Result != nil {
 			ti.Image = b.Result.Image
-			if !images[ti.Image] {
-				info.Bytes += b.Result.Bytes
-			}
 			images[ti.Image] = true
+			use.add(b.Result.Layers, b.Result.Start)
 		}
 		info.Tags = append(info.Tags, ti)
 	}
+	info.Bytes, info.LocalBytes = s.stored(ctx, use), s.local(use)
 	recs, err := s.store.ListSandboxes(ctx)
 	if err != nil {
 		return nil, err

@@ -123,7 +123,6 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	if err := r.svc.keepStart(tmp, dir, token); err != nil {
 		return "", err
 	}
-	r.bytes += stored
 	r.log.add("info", step, "started template stored (%s)", size(stored))
 	return skey, nil
 }
