@@ -144,9 +144,9 @@ type Template struct {
 	// Bytes is what its tagged builds need in the object store, each
 	// layer and start checkpoint counted once; LocalBytes what their
 	// images and start checkpoints hold on the node that answered.
-	Bytes      int64         `json:"bytes"`
-	LocalBytes int64         `json:"local_bytes"`
-	Sandboxes  int           `json:"sandboxes"`
+	Bytes      int64 `json:"bytes"`
+	LocalBytes int64 `json:"local_bytes"`
+	Sandboxes  int   `json:"sandboxes"`
 }
 
 // TemplateTag is a tag and the build it points at.

@@ -327,11 +327,11 @@ func lastEventID(r *http.Request) (uint64, error) {
 }
 
 type templateJSON struct {
-	Name      string    `json:"name"`
-	Builtin   bool      `json:"builtin,omitempty"`
-	Tags      []tagJSON `json:"tags"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Name       string    `json:"name"`
+	Builtin    bool      `json:"builtin,omitempty"`
+	Tags       []tagJSON `json:"tags"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 	Bytes      int64     `json:"bytes"`
 	LocalBytes int64     `json:"local_bytes"`
 	Sandboxes  int       `json:"sandboxes"`
