@@ -62,6 +62,7 @@ type run struct {
 	config recipe.Config
 	chain  chain
 	ran    bool // a step ran (not every one was cached)
+	pins   []func()
 }
 
 // stepErr is a failed step: what the build's error reports.
@@ -79,6 +80,30 @@ func (e *stepErr) Error() string {
 	return e.msg
 }
 func (e *stepErr) Unwrap() error { return e.cause }
+
+// pin holds names from the collector until the build ends.
+func (r *run) pin(names ...string) {
+	r.pins = append(r.pins, r.svc.pins.pin(names...))
+}
+
+func (r *run) unpin() {
+	for _, release := range r.pins {
+		release()
+	}
+}
+
+// chainNames are the names the collector knows a chain's parts by: its
+// base image, and each layer's stored artifact and image on this node.
+func (s *Service) chainNames(c chain) []string {
+	var out []string
+	if c.base != "" {
+		out = append(out, c.base)
+	}
+	for _, k := range c.layers {
+		out = append(out, layerID(k), s.im.id(k))
+	}
+	return out
+}
 
 func (r *run) fail(step int, cause error, format string, args ...any) error {
 	return &stepErr{step: step, msg: fmt.Sprintf(format, args...), cause: cause}
@@ -186,14 +211,16 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 		digest = plan.digest
 	}
 	key := recipe.StepKey(r.key, s, digest)
+	// Pinned before the cache is asked: a layer found cached stays.
+	r.pin(layerID(key), r.svc.im.id(key))
 	r.force = r.force || s.Force
 	if !r.force {
-		cached := r.svc.im.has(r.svc.im.id(key))
-		if !cached {
-			var err error
-			if cached, err = r.svc.art.has(ctx, layerID(key)); err != nil {
-				return err
-			}
+		// The stored layer decides, not an image on this node: a template
+		// must be makeable on every node, and an image may outlive its
+		// layer in the cache (made recently from an old one).
+		cached, err := r.svc.art.has(ctx, layerID(key))
+		if err != nil {
+			return err
 		}
 		if cached {
 			r.log.add("info", i+1, "%s (cached)", label)

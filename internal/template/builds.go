@@ -181,8 +181,17 @@ func (s *Service) refuse(ctx context.Context, b *store.Build, reason error) {
 }
 
 // submit validates the recipe, resolves its source and queues the build.
+// What the build will use (its file sets, its source's layers) is pinned
+// before it is looked up, until the build ends.
 func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) error {
+	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 	fail := func(err error) error {
+		release()
 		s.refuse(ctx, b, err)
 		return err
 	}
@@ -193,9 +202,15 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 	if err := r.Validate(); err != nil {
 		return fail(err)
 	}
+	if r.From.Archive != "" && hashRE.MatchString(r.From.Archive) {
+		releases = append(releases, s.pins.pin(filesID(filesKey(ctx, r.From.Archive))))
+	}
 	for i, st := range r.Steps {
 		if st.Copy == nil {
 			continue
+		}
+		if hashRE.MatchString(st.Copy.Files) {
+			releases = append(releases, s.pins.pin(filesID(filesKey(ctx, st.Copy.Files))))
 		}
 		if ok, err := s.HasFiles(ctx, st.Copy.Files); err != nil {
 			return fail(err)
@@ -207,10 +222,15 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 	if err != nil {
 		return fail(err)
 	}
+	releases = append(releases, s.pins.pin(s.chainNames(src.chain)...))
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return fail(err)
 	}
+	// The node that runs the build is the one a restart or a loss of
+	// fails it on (E2B's trigger may come to another node than the
+	// request did).
+	b.Node = s.cfg.Node
 	b.Recipe, b.Steps, b.State = raw, len(r.Steps), store.BuildQueued
 	for _, st := range r.Steps {
 		if st.Layered() {
@@ -218,9 +238,10 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 		}
 	}
 	if err := s.store.PutBuild(ctx, b, nil); err != nil {
+		release()
 		return err
 	}
-	s.launch(b, r, src)
+	s.launch(b, r, src, release)
 	return nil
 }
 
@@ -333,8 +354,9 @@ func (s *Service) templateSource(ctx context.Context, ref, building string) (*so
 	return src, nil
 }
 
-// launch runs a queued build in the background.
-func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
+// launch runs a queued build in the background; release is called once
+// it ended.
+func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source, release func()) {
 	// The build runs as its tenant: its file sets and layers are the
 	// tenant's.
 	ctx, cancel := context.WithCancelCause(tenant.NewContext(context.Background(), tenant.Principal{Tenant: tenant.Of(b.Tenant)}))
@@ -343,6 +365,7 @@ func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
 	if s.closed {
 		s.mu.Unlock()
 		cancel(errShutdown)
+		release()
 		return
 	}
 	s.active[b.ID] = &active{cancel: cancel, log: l}
@@ -350,6 +373,7 @@ func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		defer release() // after the build's end is recorded
 		defer cancel(nil)
 		s.runBuild(ctx, b, r, src, l)
 	}()
@@ -386,6 +410,7 @@ func (s *Service) runBuild(ctx context.Context, b *store.Build, r *recipe.Recipe
 	log.Info("build started", "steps", len(r.Steps))
 	limits := runtime.Limits{CPUs: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, MaxProcs: s.cfg.Defaults.MaxProcs}
 	run := &run{svc: s, b: *b, rec: r, src: src, log: l, work: work, limits: limits}
+	defer run.unpin() // after finish: the tags moved, the collector sees them
 	result, err := run.execute(bctx)
 	b.Step, b.Cached = run.b.Step, run.b.Cached
 	if err == nil {

@@ -309,18 +309,27 @@ func keepTmp(ctx context.Context, root string) (int64, error) {
 	return int64(len(tmpKeep)), rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
 }
 
-// remove deletes an image and its record.
-func (im *images) remove(id string) error {
+// detach takes an image out of the cache (its record first, then its
+// directory into this process's work directory, both renames) and
+// returns what is left to delete: the caller deletes it without holding
+// anything (an image is a large tree).
+func (im *images) detach(id string) (string, error) {
 	if !strings.HasPrefix(id, imagePrefix) {
-		return fmt.Errorf("not a cached image: %q", id)
+		return "", fmt.Errorf("not a cached image: %q", id)
 	}
-	if err := rootfs.Remove(im.path(id)); err != nil {
-		return err
-	}
+	unlock := im.locks.Lock(id)
+	defer unlock()
 	if err := os.Remove(filepath.Join(im.dir, id+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return "", err
 	}
-	return nil
+	trash := filepath.Join(im.work, "gone-"+id+"-"+randHex(4))
+	if err := os.Rename(im.path(id), trash); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", fmt.Errorf("remove image %s: %w", id, err)
+	}
+	return trash, nil
 }
 
 // list names the cached images with their records.

@@ -103,6 +103,12 @@ type Service struct {
 	starts keylock.Map
 	cache  resolveCache
 	sizes  sync.Map // artifact id -> stored bytes (see usage.go)
+
+	pins       pins       // what builds and resolves use (see pins.go)
+	collecting sync.Mutex // one collection at a time
+	// collectHook, if set (tests), runs in a collection once it chose
+	// what to keep.
+	collectHook func()
 }
 
 // active is a build that is queued or running.
@@ -276,12 +282,9 @@ func (s *Service) keepStart(tmp, dir, token string) error {
 	return nil
 }
 
-// hasStart reports whether a started template's checkpoint exists.
+// hasStart reports whether a started template's checkpoint is stored
+// (a copy on this node may outlive the stored one, which other nodes need).
 func (s *Service) hasStart(ctx context.Context, key string) (bool, error) {
-	dir, _ := s.startDir(key, false)
-	if _, err := os.Stat(dir); err == nil {
-		return true, nil
-	}
 	return s.art.has(ctx, startID(key))
 }
 

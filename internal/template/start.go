@@ -37,6 +37,7 @@ const startedNoCheck = time.Second
 func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (string, error) {
 	step := len(r.rec.Steps) + 1
 	skey := recipe.StartKey(r.key, st, r.svc.im.agent.digest, r.svc.cfg.Engine)
+	r.pin(startID(skey))
 	if !r.force {
 		if ok, err := r.svc.hasStart(ctx, skey); err != nil {
 			return "", r.fail(step, err, "start command: %s", errdefs.PublicMessage(err))
