@@ -496,6 +496,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		// Dockerfile installs packages), within the platform floor.
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
+		MaxImage: cfg.TemplateMaxImage,
 		Changed:  svc.TemplateChanged,
 		Metrics:  metrics,
 	})

@@ -37,6 +37,8 @@ type source struct {
 	// oci is a registry or archive image whose flattened layer may still
 	// have to be stored (it is chain.Layers[0]).
 	oci *ociimage.Image
+	// close removes what reading the source needed (an unpacked archive).
+	close func()
 	// start is inherited from a template source with a start command.
 	start *recipe.Start
 }
@@ -172,14 +174,14 @@ func (r *run) storeSource(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = r.src.oci.Flatten(ctx, f)
+	defer os.Remove(tmp)
+	err = r.src.oci.Flatten(ctx, f, r.svc.cfg.MaxImage)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	st, _ := os.Stat(tmp)
 	stored, err := r.svc.art.saveLayer(ctx, key, tmp)
 	if err != nil {
@@ -328,9 +330,13 @@ func (r *run) commit(ctx context.Context, box *sandbox.BuildBox, step int, key s
 		return err
 	}
 	defer os.Remove(tmp)
-	err = box.ExportLayer(ctx, f)
+	capped := &capWriter{w: f, left: r.svc.cfg.MaxImage}
+	err = box.ExportLayer(ctx, capped)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if capped.over {
+		return errdefs.New(errdefs.ErrTooLarge, "the step's layer is larger than %d bytes, the limit for images (SPACE_TEMPLATE_MAX_IMAGE)", r.svc.cfg.MaxImage)
 	}
 	if err != nil {
 		return err
@@ -388,6 +394,23 @@ func size(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// capWriter passes at most left bytes on, then fails (and says so).
+type capWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, errors.New("over the size limit")
+	}
+	n, err := c.w.Write(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // lineWriter turns output chunks into log lines.

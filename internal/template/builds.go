@@ -223,6 +223,9 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 		return fail(err)
 	}
 	releases = append(releases, s.pins.pin(s.chainNames(src.chain)...))
+	if src.close != nil {
+		releases = append(releases, src.close)
+	}
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return fail(err)
@@ -284,11 +287,16 @@ func (s *Service) resolveSource(ctx context.Context, from recipe.Source, auth *o
 			return nil, err
 		}
 		img, err := ociimage.FromArchive(file, scratch)
+		if err == nil {
+			err = s.checkImageSize("the uploaded image", img)
+		}
 		if err != nil {
 			os.RemoveAll(scratch)
 			return nil, err
 		}
-		return ociSource("the uploaded image "+img.Digest, img), nil
+		src := ociSource("the uploaded image "+img.Digest, img)
+		src.close = func() { os.RemoveAll(scratch) }
+		return src, nil
 	}
 	// An image name that is a template of this node is that template: a
 	// Dockerfile's FROM names either.
@@ -304,7 +312,19 @@ func (s *Service) resolveSource(ctx context.Context, from recipe.Source, auth *o
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkImageSize(from.Image, img); err != nil {
+		return nil, err
+	}
 	return ociSource(from.Image, img), nil
+}
+
+// checkImageSize refuses an image whose layers alone (compressed) are
+// over the limit; one that unpacks past it is stopped as it does.
+func (s *Service) checkImageSize(what string, img *ociimage.Image) error {
+	if img.Bytes > s.cfg.MaxImage {
+		return errdefs.New(errdefs.ErrTooLarge, "%s has %d bytes of compressed layers, more than the limit for images of %d bytes (SPACE_TEMPLATE_MAX_IMAGE): use a smaller image", what, img.Bytes, s.cfg.MaxImage)
+	}
+	return nil
 }
 
 func ociSource(what string, img *ociimage.Image) *source {

@@ -36,6 +36,7 @@ import (
 type images struct {
 	dir   string
 	agent agentFile
+	max   int64 // bytes of files one layer may write
 	log   *slog.Logger
 	work  string   // this process's work directory
 	held  *os.File // work, flock-held while the process lives
@@ -106,7 +107,7 @@ func (r *imageRecord) disk() int64 {
 
 const imagePrefix = "i-"
 
-func newImages(dir string, agent agentFile, log *slog.Logger) (*images, error) {
+func newImages(dir string, agent agentFile, max int64, log *slog.Logger) (*images, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("images dir: %w", err)
 	}
@@ -133,7 +134,7 @@ func newImages(dir string, agent agentFile, log *slog.Logger) (*images, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &images{dir: dir, agent: agent, log: log, work: work, held: held}, nil
+	return &images{dir: dir, agent: agent, max: max, log: log, work: work, held: held}, nil
 }
 
 const (
@@ -247,8 +248,11 @@ func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, 
 	if err != nil {
 		return "", err
 	}
-	n, err := rootfs.Apply(ctx, tmp, rc, rootfs.ApplyOptions{Private: parentRoot == "", Logger: im.log})
+	n, err := rootfs.Apply(ctx, tmp, rc, rootfs.ApplyOptions{Private: parentRoot == "", MaxBytes: im.max, Logger: im.log})
 	rc.Close()
+	if errdefs.Class(err) == errdefs.ErrTooLarge {
+		return "", errdefs.Wrap(errdefs.ErrTooLarge, err, "%s (SPACE_TEMPLATE_MAX_IMAGE)", errdefs.PublicMessage(err))
+	}
 	if err != nil {
 		return "", err
 	}

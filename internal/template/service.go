@@ -76,6 +76,11 @@ type Config struct {
 	// CacheTTL is how long an image no template or sandbox uses is kept
 	// on this node, and a layer no build refers to in the object store.
 	CacheTTL time.Duration
+	// MaxImage bounds what a build unpacks on the host: a source image
+	// (its layers' compressed sizes when the build is requested, its
+	// flattened tar as it streams), a step's layer, and each layer an
+	// image is made of (default 16 GiB).
+	MaxImage int64
 	// Changed is told when a template's tags move (a build is ready, a tag
 	// is set or removed, the template is deleted): warm pools refill.
 	Changed func(name string)
@@ -140,6 +145,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = 7 * 24 * time.Hour
 	}
+	if cfg.MaxImage <= 0 {
+		cfg.MaxImage = 16 << 30
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -148,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	im, err := newImages(filepath.Join(cfg.Dir, "_images"), agent, log)
+	im, err := newImages(filepath.Join(cfg.Dir, "_images"), agent, cfg.MaxImage, log)
 	if err != nil {
 		return nil, err
 	}
