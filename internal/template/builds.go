@@ -455,6 +455,17 @@ func (s *Service) finish(ctx context.Context, b *store.Build, err error, log *sl
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
+	if cur, gerr := s.store.GetBuild(context.Background(), b.ID); gerr == nil && cur.Final() {
+		// Ended by another node (this one was reported lost): that stands,
+		// and no tag moves to what was made meanwhile.
+		why := cur.State
+		if cur.Error != nil {
+			why = cur.Error.Message
+		}
+		l.add("error", cur.Step, "build ended by the cluster: %s", why)
+		log.Warn("build ended by the cluster while it ran here", "state", cur.State)
+		return
+	}
 	switch {
 	case err == nil && b.Result != nil:
 		b.State = store.BuildReady

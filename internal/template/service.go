@@ -204,6 +204,37 @@ func (s *Service) failInterrupted(ctx context.Context) error {
 	return nil
 }
 
+// FailBuildsOfLostNodes fails the queued and running builds of nodes the
+// cluster reported lost (their lease lapsed): their sandboxes went with
+// the node, and nothing they made half-way is used. A node that was only
+// away finds its builds ended when it next records progress, and stops
+// them. It answers how many it failed.
+func (s *Service) FailBuildsOfLostNodes(ctx context.Context, lost []string) (int, error) {
+	if len(lost) == 0 {
+		return 0, nil
+	}
+	builds, err := s.store.ListBuilds(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("templates: %w", err)
+	}
+	n := 0
+	for _, b := range builds {
+		if b.State != store.BuildQueued && b.State != store.BuildBuilding || b.Node == s.cfg.Node || !slices.Contains(lost, b.Node) {
+			continue
+		}
+		msg := fmt.Sprintf("the build's node %s was lost (it stopped renewing its lease); nothing it made half-way is used: build again", b.Node)
+		b.State, b.FinishedAt = store.BuildError, time.Now().UTC()
+		b.Error = &store.BuildErr{Step: b.Step, Message: msg}
+		if err := s.store.PutBuild(ctx, b, nil); err != nil {
+			return n, fmt.Errorf("templates: %w", err)
+		}
+		s.cfg.Metrics.ended(b.State, b.FinishedAt.Sub(b.CreatedAt).Seconds(), b.Layered, b.Cached)
+		s.log.Warn("build failed: its node was lost", "build", b.ID, "template", b.Template, "node", b.Node)
+		n++
+	}
+	return n, nil
+}
+
 // Close cancels running builds and waits for them to stop.
 func (s *Service) Close() {
 	s.mu.Lock()
@@ -219,6 +250,9 @@ func (s *Service) Close() {
 var (
 	errShutdown = errors.New("spaced is shutting down")
 	errCanceled = errors.New("canceled by request")
+	// errEnded: another node ended the build's record (it reported this
+	// node lost) while it ran here.
+	errEnded = errors.New("the build was ended by the cluster while it ran")
 )
 
 // ParseRef splits "name[:tag]" and checks both.
@@ -253,10 +287,21 @@ func (s *Service) buildLog(id string) *buildLog {
 }
 
 // progress records how far a build got (best effort: the log has it all).
+// A build whose record another node ended (it reported this one lost) is
+// stopped here.
 func (s *Service) progress(id string, step, cached int) {
 	ctx := context.Background()
 	b, err := s.store.GetBuild(ctx, id)
-	if err != nil || b.Final() {
+	if err != nil {
+		return
+	}
+	if b.Final() {
+		s.mu.Lock()
+		a := s.active[id]
+		s.mu.Unlock()
+		if a != nil {
+			a.cancel(errEnded)
+		}
 		return
 	}
 	b.Step, b.Cached = step, cached
