@@ -132,6 +132,9 @@ type LogEntry struct {
 	Level   string    `json:"level"`
 	Step    int       `json:"step"`
 	Message string    `json:"message"`
+	// Cached marks the line that starts a step found in the cache (not
+	// run).
+	Cached bool `json:"cached,omitempty"`
 }
 
 // Template is a template and its tags.

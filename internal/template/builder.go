@@ -225,7 +225,7 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 			return err
 		}
 		if cached {
-			r.log.add("info", i+1, "%s (cached)", label)
+			r.log.cached(i+1, "%s (cached)", label)
 			r.b.Cached++
 			r.key, r.chain.layers = key, append(r.chain.layers, key)
 			return nil

@@ -42,7 +42,7 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 		if ok, err := r.svc.hasStart(ctx, skey); err != nil {
 			return "", r.fail(step, err, "start command: %s", errdefs.PublicMessage(err))
 		} else if ok {
-			r.log.add("info", step, "start command: %s (cached)", st.Cmd)
+			r.log.cached(step, "start command: %s (cached)", st.Cmd)
 			return skey, nil
 		}
 	}

@@ -114,6 +114,20 @@ func TestDockerfile(t *testing.T) {
 	if strings.Contains(again.messages(-1), "bonjour from step 8") {
 		t.Errorf("a cached step ran again:\n%s", again.messages(-1))
 	}
+	// The log says which steps were cached in a field of its own, on the
+	// step's first line and nowhere else.
+	marked := 0
+	for _, e := range again.log {
+		if e.Cached {
+			marked++
+			if !strings.HasSuffix(e.Message, "(cached)") {
+				t.Errorf("a line marked cached: %q", e.Message)
+			}
+		}
+	}
+	if marked != again.Cached+1 { // the RUN/COPY steps and the start command
+		t.Errorf("%d log lines marked cached, want %d", marked, again.Cached+1)
+	}
 
 	// Change the file the third COPY (ADD notes.txt, step 7) copies: steps
 	// before it stay cached, it and the ones after it run again.
