@@ -204,6 +204,14 @@ func TestStepsAPI(t *testing.T) {
 		t.Errorf("sandbox of child: %q", got)
 	}
 
+	// A URL that answers, but not 200 itself (http.server redirects a
+	// directory asked for without its slash), is never ready.
+	redirect := build(t, d, "", client.BuildRequest{Name: "redirect", From: &client.BuildFrom{Template: "site"},
+		Start: &client.BuildStart{Cmd: "python3 -m http.server 9001 --directory /", Ready: client.BuildReady{URL: "http://localhost:9001/opt", TimeoutSeconds: 3}}})
+	if redirect.State != client.BuildStateFailed || redirect.Error == nil || !strings.Contains(redirect.Error.Message, "not ready within 3s") {
+		t.Errorf("a ready URL answering 301: %s, %+v; want failed, not ready", redirect.State, redirect.Error)
+	}
+
 	// No start command anywhere: sandboxes boot from the image.
 	plain := mustBuild(t, d, "", client.BuildRequest{
 		Name: "plain", From: &client.BuildFrom{Template: "base"},
