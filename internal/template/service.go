@@ -321,15 +321,30 @@ func (s *Service) startDir(key string, mk bool) (string, error) {
 	return filepath.Join(dir, "s-"+key[:32]), nil
 }
 
-// keepStart moves a checkpoint image into place, its token beside it.
+// keepStart moves a checkpoint image into place as dir, its token beside
+// it, unless a complete one is there already: a checkpoint and the token
+// its agent holds are a pair (another build of the same key, or another
+// daemon sharing the templates directory, may have kept its own), so a
+// kept pair is never half replaced. The token goes last: a dir without
+// one is half-kept and replaced. The caller holds s.starts for the key.
 func (s *Service) keepStart(tmp, dir, token string) error {
-	if err := os.WriteFile(dir+".token", []byte(token), 0o600); err != nil {
+	if _, err := os.Stat(dir + ".token"); err == nil {
+		if _, err := os.Stat(dir); err == nil {
+			return nil
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return nil // another build kept the same one
-		}
+		return err
+	}
+	part := dir + ".token.tmp-" + randHex(4)
+	if err := os.WriteFile(part, []byte(token), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(part, dir+".token"); err != nil {
+		os.Remove(part)
 		return err
 	}
 	return nil

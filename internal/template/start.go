@@ -121,7 +121,10 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	if err != nil {
 		return "", r.fail(step, err, "store the started template: %s", errdefs.PublicMessage(err))
 	}
-	if err := r.svc.keepStart(tmp, dir, token); err != nil {
+	unlock := r.svc.starts.Lock(skey)
+	err = r.svc.keepStart(tmp, dir, token)
+	unlock()
+	if err != nil {
 		return "", err
 	}
 	r.log.add("info", step, "started template stored (%s)", size(stored))

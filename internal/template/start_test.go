@@ -80,3 +80,49 @@ func TestURLCheck(t *testing.T) {
 		t.Errorf("with no client: exit %d, want %d", code, urlCheckNoClient)
 	}
 }
+
+// TestKeepStart: a started template's checkpoint and its agent's token
+// are kept as a pair: a complete pair there already stays whole (another
+// build or daemon kept its own; replacing only the token broke restores),
+// a checkpoint left without its token is replaced.
+func TestKeepStart(t *testing.T) {
+	e := newTestService(t, nil)
+	dir, err := e.s.startDir(key('k'), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := func(content string) string {
+		tmp := t.TempDir() + "/cp"
+		if err := os.MkdirAll(tmp, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "checkpoint.img"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return tmp
+	}
+	pair := func() (string, string) {
+		cp, _ := os.ReadFile(filepath.Join(dir, "checkpoint.img"))
+		token, _ := os.ReadFile(dir + ".token")
+		return string(cp), string(token)
+	}
+	for _, step := range []struct {
+		name, content, token string
+		prepare              func()
+		wantCP, wantToken    string
+	}{
+		{"fresh", "one", "t1", nil, "one", "t1"},
+		{"a complete pair stays", "two", "t2", nil, "one", "t1"},
+		{"a checkpoint without its token is replaced", "three", "t3", func() { os.Remove(dir + ".token") }, "three", "t3"},
+	} {
+		if step.prepare != nil {
+			step.prepare()
+		}
+		if err := e.s.keepStart(made(step.content), dir, step.token); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if cp, token := pair(); cp != step.wantCP || token != step.wantToken {
+			t.Errorf("%s: checkpoint %q with token %q, want %q with %q", step.name, cp, token, step.wantCP, step.wantToken)
+		}
+	}
+}
