@@ -11,20 +11,32 @@ import (
 // Quotas bound what a tenant may hold at once: 0 means the daemon's
 // default, -1 no limit.
 type Quotas struct {
-	Sandboxes        int     `json:"sandboxes,omitempty"`
-	VCPU             int     `json:"vcpu,omitempty"`
-	MemoryMB         int     `json:"memory_mb,omitempty"`
-	PausedSandboxes  int     `json:"paused_sandboxes,omitempty"`
+	Sandboxes       int `json:"sandboxes,omitempty"`
+	VCPU            int `json:"vcpu,omitempty"`
+	MemoryMB        int `json:"memory_mb,omitempty"`
+	PausedSandboxes int `json:"paused_sandboxes,omitempty"`
+	// PausedMB, SnapshotMB and TemplateMB bound the MiB that paused
+	// sandboxes' checkpoints, snapshots and templates' builds take.
+	PausedMB         int     `json:"paused_mb,omitempty"`
+	Snapshots        int     `json:"snapshots,omitempty"`
+	SnapshotMB       int     `json:"snapshot_mb,omitempty"`
+	Templates        int     `json:"templates,omitempty"`
+	TemplateMB       int     `json:"template_mb,omitempty"`
 	CreatesPerSecond float64 `json:"creates_per_second,omitempty"`
 	CreatesBurst     int     `json:"creates_burst,omitempty"`
 }
 
-// Usage is what a tenant holds now.
+// Usage is what a tenant holds now (sizes in MiB, rounded up).
 type Usage struct {
 	Sandboxes       int `json:"sandboxes"`
 	VCPU            int `json:"vcpu"`
 	MemoryMB        int `json:"memory_mb"`
 	PausedSandboxes int `json:"paused_sandboxes"`
+	PausedMB        int `json:"paused_mb"`
+	Snapshots       int `json:"snapshots"`
+	SnapshotMB      int `json:"snapshot_mb"`
+	Templates       int `json:"templates"`
+	TemplateMB      int `json:"template_mb"`
 }
 
 // Tenant owns sandboxes, templates, snapshots, volumes, secrets and keys.

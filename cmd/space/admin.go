@@ -38,6 +38,11 @@ func quotaFlags(cmd *cobra.Command, q *client.Quotas) {
 	f.IntVar(&q.VCPU, "max-vcpu", 0, "vCPUs of its running sandboxes")
 	f.IntVar(&q.MemoryMB, "max-memory-mb", 0, "memory (MB) of its running sandboxes")
 	f.IntVar(&q.PausedSandboxes, "max-paused", 0, "paused sandboxes kept")
+	f.IntVar(&q.PausedMB, "max-paused-mb", 0, "MiB their checkpoints take in the object store")
+	f.IntVar(&q.Snapshots, "max-snapshots", 0, "snapshots kept")
+	f.IntVar(&q.SnapshotMB, "max-snapshot-mb", 0, "MiB snapshots take in the object store")
+	f.IntVar(&q.Templates, "max-templates", 0, "templates")
+	f.IntVar(&q.TemplateMB, "max-template-mb", 0, "MiB of the builds templates' tags point at")
 	f.Float64Var(&q.CreatesPerSecond, "creates-per-second", 0, "creates, resumes and forks per second")
 	f.IntVar(&q.CreatesBurst, "creates-burst", 0, "burst above that rate")
 }
@@ -80,7 +85,7 @@ func (a *app) tenantLsCmd() *cobra.Command {
 				return writeJSON(a.stdout, ts)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tSANDBOXES\tVCPU\tMEMORY MB\tPAUSED\tCREATES/S")
+			fmt.Fprintln(tw, "TENANT\tSANDBOXES\tVCPU\tMEMORY MB\tPAUSED\tSNAPSHOTS\tTEMPLATES\tCREATES/S")
 			lim := func(n int) string {
 				if n <= 0 {
 					return "-"
@@ -92,8 +97,9 @@ func (a *app) tenantLsCmd() *cobra.Command {
 				if t.Usage != nil {
 					u = *t.Usage
 				}
-				fmt.Fprintf(tw, "%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%g\n", t.ID, u.Sandboxes, lim(q.Sandboxes), u.VCPU, lim(q.VCPU),
-					u.MemoryMB, lim(q.MemoryMB), u.PausedSandboxes, lim(q.PausedSandboxes), q.CreatesPerSecond)
+				fmt.Fprintf(tw, "%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%g\n", t.ID, u.Sandboxes, lim(q.Sandboxes), u.VCPU, lim(q.VCPU),
+					u.MemoryMB, lim(q.MemoryMB), u.PausedSandboxes, lim(q.PausedSandboxes), u.Snapshots, lim(q.Snapshots),
+					u.Templates, lim(q.Templates), q.CreatesPerSecond)
 			}
 			return tw.Flush()
 		},

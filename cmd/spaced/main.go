@@ -15,6 +15,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "keygen" {
+		if err := daemon.Keygen(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "spaced keygen:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	cfg, err := config.Load(os.Args[1:], os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "spaced:", err)

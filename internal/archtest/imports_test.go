@@ -21,7 +21,7 @@ import (
 // The module's import rules, checked on the graph `go list` reports. Paths
 // are relative to the module; "x/..." is x and every package below it.
 // docs/ARCHITECTURE.md ("Packages and who may import whom") is the same
-// table in prose: change both together.
+// table in prose: change both together (TestDocMatchesRules compares them).
 //
 // Only imports of this module's own packages are checked here. Which
 // third-party packages the two programs that run inside sandboxes may link

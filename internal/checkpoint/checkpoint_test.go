@@ -367,6 +367,15 @@ func TestTamper(t *testing.T) {
 				if err == nil || secret != nil || !slices.ContainsFunc(tc.want, func(w error) bool { return errors.Is(err, w) }) {
 					t.Fatalf("Load of a tampered checkpoint: %v, want one of %v", err, tc.want)
 				}
+				// What a client sees: the outermost class decides, so a
+				// damaged checkpoint is never a 404 because an object of
+				// it is missing, nor a 500.
+				if class := errdefs.Class(err); class != errdefs.ErrFailedPrecondition {
+					t.Errorf("class of %v = %v, want %v", err, class, errdefs.ErrFailedPrecondition)
+				}
+				if status, code := errdefs.HTTPStatus(err); status != 409 || code != "failed_precondition" {
+					t.Errorf("a client sees %d %s for %v, want 409 failed_precondition", status, code, err)
+				}
 				t.Logf("Load: %v", err)
 				if entries, _ := os.ReadDir(out); len(entries) != 0 {
 					t.Errorf("failed Load left %v", entries)
@@ -517,5 +526,27 @@ func TestIndex(t *testing.T) {
 	}
 	if got := list(); fmt.Sprint(got) != "[b]" {
 		t.Fatalf("after delete: %v", got)
+	}
+	// One sandbox's manifests come from the index by sandbox id, the
+	// others' never read.
+	other := manifest("c", "")
+	other.SandboxID = "sbx2"
+	save(t, e, other, dir, nil)
+	for _, tc := range []struct{ sandbox, want string }{{"sbx1", "[b]"}, {"sbx2", "[c]"}, {"sbx3", "[]"}} {
+		ms, err := e.repo.ListOf(ctx, tc.sandbox)
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.ID)
+		}
+		if err != nil || fmt.Sprint(ids) != tc.want {
+			t.Errorf("ListOf(%s) = %v, %v; want %s", tc.sandbox, ids, err, tc.want)
+		}
+	}
+	// The index answers, not the store: c unindexed is not listed.
+	if err := ix.DeleteManifest(ctx, "checkpoints/", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := e.repo.ListOf(ctx, "sbx2"); err != nil || len(ms) != 0 {
+		t.Errorf("ListOf(sbx2) after c left the index: %d manifests, %v", len(ms), err)
 	}
 }

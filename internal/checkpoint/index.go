@@ -18,6 +18,9 @@ type Index interface {
 	DeleteManifest(ctx context.Context, prefix, id string) error
 	// Manifests answers every manifest under prefix.
 	Manifests(ctx context.Context, prefix string) ([][]byte, error)
+	// ManifestsOf answers the manifests under prefix whose sandbox_id is
+	// sandbox.
+	ManifestsOf(ctx context.Context, prefix, sandbox string) ([][]byte, error)
 	// KeepManifests deletes, under prefix, the entries not in ids that
 	// were indexed before since (younger ones were written meanwhile).
 	KeepManifests(ctx context.Context, prefix string, ids []string, since time.Time) error
@@ -42,9 +45,15 @@ func (r *Repo) indexPut(ctx context.Context, id string, manifest []byte) error {
 	return nil
 }
 
-// listIndex is List from the index.
-func (r *Repo) listIndex(ctx context.Context) ([]*Manifest, error) {
-	docs, err := r.index.Manifests(ctx, r.prefix)
+// listIndex is List (or, for a sandbox id, ListOf) from the index.
+func (r *Repo) listIndex(ctx context.Context, sandbox string) ([]*Manifest, error) {
+	var docs [][]byte
+	var err error
+	if sandbox == "" {
+		docs, err = r.index.Manifests(ctx, r.prefix)
+	} else {
+		docs, err = r.index.ManifestsOf(ctx, r.prefix, sandbox)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}

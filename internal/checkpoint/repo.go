@@ -123,9 +123,31 @@ func (r *Repo) notFound(ctx context.Context, id string) error {
 // must not hide the rest.
 func (r *Repo) List(ctx context.Context) ([]*Manifest, error) {
 	if r.index != nil {
-		return r.listIndex(ctx)
+		return r.listIndex(ctx, "")
 	}
 	return r.listStore(ctx)
+}
+
+// ListOf returns the manifests of sandbox id's checkpoints and snapshots,
+// as List does: from the index (one sandbox's entries) when there is one.
+func (r *Repo) ListOf(ctx context.Context, id string) ([]*Manifest, error) {
+	if id == "" {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "no sandbox id")
+	}
+	if r.index != nil {
+		return r.listIndex(ctx, id)
+	}
+	all, err := r.listStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, m := range all {
+		if m.SandboxID == id {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // listStore is List from the object store: a listing, then each manifest.

@@ -43,6 +43,7 @@ type DrainCatalog interface {
 	PutMigration(ctx context.Context, m *store.Migration) error
 	GetMigration(ctx context.Context, id string) (*store.Migration, error)
 	FinishMigration(ctx context.Context, id, errText string) (bool, error)
+	PendingMigrations(ctx context.Context) ([]string, error)
 }
 
 // Move is how one sandbox's move went.
@@ -211,6 +212,36 @@ func (d *Drainer) move(ctx context.Context, sb Movable, to string) Move {
 			return fail("the drain was cancelled: %v", ctx.Err())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Run looks for migrations waiting for this node every interval until
+// ctx ends: a notification missed while the listener was away (or lost
+// with a connection) is never sent again.
+func (d *Drainer) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.Rescan(ctx)
+		}
+	}
+}
+
+// Rescan resumes every sandbox paused to move to this node that is not
+// resumed yet (MigrationRequested for each).
+func (d *Drainer) Rescan(ctx context.Context) {
+	ids, err := d.cat.PendingMigrations(ctx)
+	if err != nil {
+		d.log.Warn("look for migrations waiting for this node", "err", err)
+		return
+	}
+	for _, id := range ids {
+		d.log.Debug("a migration waits for this node", "sandbox", id)
+		d.MigrationRequested(ctx, id)
 	}
 }
 

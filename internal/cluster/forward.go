@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
 )
 
 // Headers a forwarding node adds: who forwards, when, and an HMAC of both
@@ -31,6 +32,11 @@ const (
 
 // maxSkew is how far a forwarded request's time may be from this node's.
 const maxSkew = time.Minute
+
+// Builds finds template builds in the catalog (store.Postgres).
+type Builds interface {
+	GetBuild(ctx context.Context, id string) (*store.Build, error)
+}
 
 // Forwarder sends each request that names a sandbox running on another
 // node to that node, and serves the rest itself (Next): commands and their
@@ -48,12 +54,17 @@ type Forwarder struct {
 	nodeOf     func(*http.Request) string
 	isCreate   func(*http.Request) bool
 	templateOf func(*http.Request, []byte) string
+	buildOf    func(*http.Request) string
+	builds     Builds
 	idem       Idempotency
 	cache      memberCache
-	client     *http.Client
-	next       http.Handler
-	proxy      *httputil.ReverseProxy
-	log        *slog.Logger
+	// finishRetry is the first wait before an idempotent create's answer
+	// that could not be stored is tried again.
+	finishRetry time.Duration
+	client      *http.Client
+	next        http.Handler
+	proxy       *httputil.ReverseProxy
+	log         *slog.Logger
 }
 
 // ForwarderConfig configures a Forwarder.
@@ -74,6 +85,12 @@ type ForwarderConfig struct {
 	// NodeOf answers the node a request is about ("" for none): an
 	// admin's node routes run on that node.
 	NodeOf func(*http.Request) string
+	// BuildOf answers the template build a request is about whose
+	// answer lives on the build's node ("" for none): its log is on that
+	// node's disk, and only that node can stop it. Builds says which
+	// node that is.
+	BuildOf func(*http.Request) string
+	Builds  Builds
 	// Runs reports whether this node runs sandbox id: with the catalog
 	// away, the node still serves those, and answers 503 for the rest.
 	Runs   func(id string) bool
@@ -84,7 +101,8 @@ type ForwarderConfig struct {
 // NewForwarder makes a forwarder.
 func NewForwarder(cfg ForwarderConfig) *Forwarder {
 	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, nodeOf: cfg.NodeOf, next: cfg.Next,
-		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger}
+		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger, finishRetry: time.Second,
+		buildOf: cfg.BuildOf, builds: cfg.Builds}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -126,18 +144,13 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.serveCreate(w, r)
 		return
 	}
+	if node := f.buildNode(r); node != "" && node != f.self {
+		f.forwardToNode(w, r, node)
+		return
+	}
 	if f.nodeOf != nil {
 		if node := f.nodeOf(r); node != "" && node != f.self {
-			addr, err := f.router.NodeAddress(r.Context(), node)
-			if err != nil {
-				if errdefs.Class(err) == errdefs.ErrNotFound {
-					writeError(w, http.StatusNotFound, "not_found", errdefs.PublicMessage(err))
-				} else {
-					writeError(w, http.StatusServiceUnavailable, "unavailable", "the cluster catalog is unavailable: retry")
-				}
-				return
-			}
-			f.forward(w, r, node, addr)
+			f.forwardToNode(w, r, node)
 			return
 		}
 	}
@@ -162,6 +175,38 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.forward(w, r, rt.Node, rt.Address)
+}
+
+// buildNode answers the node of the build r is about, when the answer
+// lives there ("" when r is about none, or the catalog does not know the
+// build: this node answers, 404 or 503, as it would alone).
+func (f *Forwarder) buildNode(r *http.Request) string {
+	if f.buildOf == nil || f.builds == nil {
+		return ""
+	}
+	id := f.buildOf(r)
+	if id == "" {
+		return ""
+	}
+	b, err := f.builds.GetBuild(r.Context(), id)
+	if err != nil {
+		return ""
+	}
+	return b.Node
+}
+
+// forwardToNode sends r to node (found in the catalog).
+func (f *Forwarder) forwardToNode(w http.ResponseWriter, r *http.Request, node string) {
+	addr, err := f.router.NodeAddress(r.Context(), node)
+	if err != nil {
+		if errdefs.Class(err) == errdefs.ErrNotFound {
+			writeError(w, http.StatusNotFound, "not_found", errdefs.PublicMessage(err))
+		} else {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the cluster catalog is unavailable: retry")
+		}
+		return
+	}
+	f.forward(w, r, node, addr)
 }
 
 func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, node, address string) {

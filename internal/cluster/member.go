@@ -19,7 +19,7 @@ import (
 // Catalog is the part of the cluster catalog membership uses
 // (store.Postgres).
 type Catalog interface {
-	Register(ctx context.Context, address string, info store.NodeInfo, ttl time.Duration) (int64, error)
+	Register(ctx context.Context, r store.Registration) (int64, error)
 	Renew(ctx context.Context, epoch int64, info store.NodeInfo, ttl time.Duration) error
 	ReportLost(ctx context.Context) ([]*store.Sandbox, error)
 	PruneIdempotency(ctx context.Context, before time.Time) error
@@ -34,6 +34,9 @@ type Node interface {
 	Running() int
 	PoolSizes() map[string]int
 	Reconcile(ctx context.Context) (int, error)
+	// Draining reports whether the node is draining (it says so again
+	// when it registers after a lapse).
+	Draining() bool
 }
 
 // Config configures a Member.
@@ -88,7 +91,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(m.renewals, m.lost)
 	}
-	epoch, err := cfg.Catalog.Register(ctx, cfg.Address, m.info(), cfg.Lease)
+	epoch, err := cfg.Catalog.Register(ctx, store.Registration{Address: cfg.Address, Info: m.info(), TTL: cfg.Lease})
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +150,11 @@ func (m *Member) renew(ctx context.Context) {
 	}
 	m.renewals.WithLabelValues("lapsed").Inc()
 	m.log.Warn("the node's lease lapsed: registering again and ending what the cluster gave up on")
-	epoch, err := m.cfg.Catalog.Register(ctx, m.cfg.Address, m.info(), m.cfg.Lease)
+	// It ran on: a drain it is in goes on, and so do its creates (their
+	// idempotency claims stay its own).
+	epoch, err := m.cfg.Catalog.Register(ctx, store.Registration{
+		Address: m.cfg.Address, Info: m.info(), TTL: m.cfg.Lease, Again: true, Draining: m.cfg.Node.Draining(),
+	})
 	if err != nil {
 		m.log.Error("register again", "err", err)
 		return

@@ -2,47 +2,52 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/spacesandbox/space/internal/store"
 )
 
-type lostCatalog struct{ reports int }
-
-func (c *lostCatalog) Register(context.Context, string, store.NodeInfo, time.Duration) (int64, error) {
-	return 1, nil
-}
-func (c *lostCatalog) Renew(context.Context, int64, store.NodeInfo, time.Duration) error { return nil }
-func (c *lostCatalog) ReportLost(context.Context) ([]*store.Sandbox, error) {
-	c.reports++
-	return nil, nil
-}
-func (c *lostCatalog) PruneIdempotency(context.Context, time.Time) error { return nil }
-
-type idleNode struct{}
-
-func (idleNode) Running() int                           { return 0 }
-func (idleNode) PoolSizes() map[string]int              { return nil }
-func (idleNode) Reconcile(context.Context) (int, error) { return 0, nil }
-
-// TestLostHook: the Lost hook runs after a look for lapsed nodes, and
-// not when this node has not held its own lease long enough to look.
+// TestLostHook: the Lost hook runs after this node looked for lapsed
+// nodes, not when it may itself be the one that was away (it just
+// joined), and by then the catalog lists the lapsed node as not alive
+// (what the daemon's hook fails that node's builds by).
 func TestLostHook(t *testing.T) {
+	url := newCatalog(t)
+	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ctx := context.Background()
-	cat := &lostCatalog{}
-	calls := 0
-	m, err := Join(ctx, Config{Catalog: cat, Node: idleNode{}, ID: "n1", Lease: 10 * time.Millisecond, Lost: func(context.Context) { calls++ }})
+	const lease = 300 * time.Millisecond
+	if _, err := b.Register(ctx, store.Registration{Address: "http://b", TTL: lease}); err != nil {
+		t.Fatal(err)
+	}
+	var seen [][]string
+	m, err := Join(ctx, Config{Catalog: a, Node: &fakeNode{}, ID: "a", Address: "http://a", Lease: lease, Lost: func(ctx context.Context) {
+		ms, err := a.Members(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		var lost []string
+		for _, m := range ms {
+			if !m.Alive {
+				lost = append(lost, m.ID)
+			}
+		}
+		seen = append(seen, lost)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.reportLost(ctx) // joined just now: it may be the one that was away
-	if cat.reports != 0 || calls != 0 {
-		t.Fatalf("right after joining: %d reports, %d hook calls", cat.reports, calls)
-	}
-	time.Sleep(20 * time.Millisecond)
 	m.reportLost(ctx)
-	if cat.reports != 1 || calls != 1 {
-		t.Fatalf("after a lease held: %d reports, %d hook calls; want 1, 1", cat.reports, calls)
+	if len(seen) != 0 {
+		t.Fatalf("the hook ran right after joining: %v", seen)
+	}
+	// a renews its lease; b does not.
+	for end := time.Now().Add(lease + 200*time.Millisecond); time.Now().Before(end); time.Sleep(lease / 4) {
+		m.renew(ctx)
+	}
+	m.reportLost(ctx)
+	if len(seen) != 1 || !slices.Equal(seen[0], []string{"b"}) {
+		t.Fatalf("the hook saw %v, want one look with b lost", seen)
 	}
 }

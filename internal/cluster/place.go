@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -167,11 +168,38 @@ func (f *Forwarder) serveCreate(w http.ResponseWriter, r *http.Request) {
 		if a.status/100 == 2 {
 			s = &store.Stored{Status: a.status, ContentType: a.header.Get("Content-Type"), Body: a.body.Bytes()}
 		}
-		if err := f.idem.FinishIdempotency(context.WithoutCancel(r.Context()), scope, s); err != nil {
-			f.log.Warn("store an idempotent create's answer", "err", err)
-		}
+		f.finishKey(context.WithoutCancel(r.Context()), scope, s)
 	}
 	a.writeTo(w)
+}
+
+// finishKey stores the answer of the create that claimed scope (or
+// releases it), and keeps trying in the background while the catalog
+// will not take it: creates sent again with the key wait for the answer
+// meanwhile, as long as this node holds the claim (when it goes away,
+// its claims lapse with its lease and the next create takes over).
+func (f *Forwarder) finishKey(ctx context.Context, scope string, s *store.Stored) {
+	err := f.idem.FinishIdempotency(ctx, scope, s)
+	if err == nil {
+		return
+	}
+	if errdefs.Class(err) == errdefs.ErrFailedPrecondition {
+		f.log.Warn("an idempotent create's claim was taken over meanwhile", "err", err)
+		return
+	}
+	f.log.Warn("store an idempotent create's answer; retrying", "err", err)
+	go func() {
+		wait := f.finishRetry
+		for deadline := time.Now().Add(idempotencyKept); time.Now().Before(deadline); {
+			time.Sleep(wait)
+			err := f.idem.FinishIdempotency(ctx, scope, s)
+			if err == nil || errdefs.Class(err) == errdefs.ErrFailedPrecondition {
+				f.log.Info("an idempotent create's answer stored after retries", "err", err)
+				return
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+	}()
 }
 
 // awaitKey claims scope for this create, or answers with what the create

@@ -30,6 +30,9 @@ type Hooks struct {
 	// Secrets: a secret changed on some node, or notifications were
 	// away.
 	Secrets func()
+	// Missed: notifications were away (the listener is back): look for
+	// what they would have said (migrations waiting for this node).
+	Missed func()
 }
 
 // Route is where a sandbox runs: Node "" when on no node (unknown, paused
@@ -72,6 +75,9 @@ func NewRouter(src RouteSource, hooks Hooks, log *slog.Logger) *Router {
 	if hooks.Secrets == nil {
 		hooks.Secrets = func() {}
 	}
+	if hooks.Missed == nil {
+		hooks.Missed = func() {}
+	}
 	return &Router{src: src, log: log, hooks: hooks, routes: map[string]Route{}}
 }
 
@@ -87,11 +93,13 @@ func (r *Router) Run(ctx context.Context) {
 				r.mu.Unlock()
 				r.hooks.Tenants()
 				r.hooks.Secrets()
+				r.hooks.Missed()
 			},
 			Route:     r.changed,
 			Tenants:   r.hooks.Tenants,
 			Migration: r.hooks.Migration,
 			Secrets:   r.hooks.Secrets,
+			Node:      r.nodeChanged,
 		})
 		r.mu.Lock()
 		r.routes, r.synced = map[string]Route{}, false
@@ -111,6 +119,19 @@ func (r *Router) Run(ctx context.Context) {
 func (r *Router) changed(id string) {
 	r.mu.Lock()
 	delete(r.routes, id)
+	r.gen++
+	r.mu.Unlock()
+}
+
+// nodeChanged drops the routes to node id: it registered again (perhaps
+// at another address) or left.
+func (r *Router) nodeChanged(id string) {
+	r.mu.Lock()
+	for sb, rt := range r.routes {
+		if rt.Node == id {
+			delete(r.routes, sb)
+		}
+	}
 	r.gen++
 	r.mu.Unlock()
 }

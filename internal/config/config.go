@@ -51,9 +51,13 @@ type Config struct {
 	VolumeMaxMB     int
 	// TenantQuotas are the quotas of a tenant that sets none of its own
 	// (SPACE_TENANT_MAX_SANDBOXES, _MAX_VCPU, _MAX_MEMORY_MB, _MAX_PAUSED,
-	// SPACE_TENANT_CREATES_PER_SECOND, _CREATES_BURST; 0: no limit). They
-	// bind issued keys, never the admin key.
+	// _MAX_PAUSED_MB, _MAX_SNAPSHOTS, _MAX_SNAPSHOT_MB, _MAX_TEMPLATES,
+	// _MAX_TEMPLATE_MB, SPACE_TENANT_CREATES_PER_SECOND, _CREATES_BURST;
+	// 0: no limit). They bind issued keys, never the admin key.
 	TenantQuotas store.Quotas
+	// MetricsToken, if set, is a bearer token that reads /metrics (for a
+	// Prometheus server) beside the admin key (SPACE_METRICS_TOKEN).
+	MetricsToken string
 	// AuditRetention is how long the audit log keeps an entry.
 	AuditRetention time.Duration
 	// LogLevel is one of debug, info, warn, error.
@@ -182,18 +186,19 @@ func ParsePools(v string) ([]PoolConfig, error) {
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
-		DataDir:             "/var/lib/space",
-		Addr:                "127.0.0.1:7070",
-		RunscPath:           "/usr/local/lib/space/bin/runsc",
-		SandboxCIDR:         netip.MustParsePrefix("10.240.0.0/16"),
-		DefaultTimeout:      300 * time.Second,
-		MaxTimeout:          24 * time.Hour,
-		DefaultCPU:          2,
-		DefaultMemoryMB:     512,
-		DefaultDiskMB:       1024,
-		VolumeDefaultMB:     1024,
-		VolumeMaxMB:         64 << 10,
-		TenantQuotas:        store.Quotas{Sandboxes: 100, PausedSandboxes: 1000, CreatesPerSecond: 20, CreatesBurst: 40},
+		DataDir:         "/var/lib/space",
+		Addr:            "127.0.0.1:7070",
+		RunscPath:       "/usr/local/lib/space/bin/runsc",
+		SandboxCIDR:     netip.MustParsePrefix("10.240.0.0/16"),
+		DefaultTimeout:  300 * time.Second,
+		MaxTimeout:      24 * time.Hour,
+		DefaultCPU:      2,
+		DefaultMemoryMB: 512,
+		DefaultDiskMB:   1024,
+		VolumeDefaultMB: 1024,
+		VolumeMaxMB:     64 << 10,
+		TenantQuotas: store.Quotas{Sandboxes: 100, PausedSandboxes: 1000, Snapshots: 1000, Templates: 100,
+			CreatesPerSecond: 20, CreatesBurst: 40},
 		AuditRetention:      30 * 24 * time.Hour,
 		DefaultMaxProcesses: 1024,
 		LogLevel:            "info",
@@ -275,6 +280,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_DATA_DIR":           &c.DataDir,
 		"SPACE_ADDR":               &c.Addr,
 		"SPACE_API_KEY":            &c.APIKey,
+		"SPACE_METRICS_TOKEN":      &c.MetricsToken,
 		"SPACE_TEMPLATES_DIR":      &c.TemplatesDir,
 		"SPACE_RUNSC":              &c.RunscPath,
 		"SPACE_LOG_LEVEL":          &c.LogLevel,
@@ -324,21 +330,26 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		}
 	}
 	for k, p := range map[string]*int{
-		"SPACE_DEFAULT_CPU":           &c.DefaultCPU,
-		"SPACE_DEFAULT_MEMORY_MB":     &c.DefaultMemoryMB,
-		"SPACE_DEFAULT_DISK_MB":       &c.DefaultDiskMB,
-		"SPACE_DEFAULT_MAX_PROCESSES": &c.DefaultMaxProcesses,
-		"SPACE_TEMPLATE_BUILDS":       &c.TemplateBuilds,
-		"SPACE_VOLUME_DEFAULT_MB":     &c.VolumeDefaultMB,
-		"SPACE_VOLUME_MAX_MB":         &c.VolumeMaxMB,
-		"SPACE_TENANT_MAX_SANDBOXES":  &c.TenantQuotas.Sandboxes,
-		"SPACE_TENANT_MAX_VCPU":       &c.TenantQuotas.VCPU,
-		"SPACE_TENANT_MAX_MEMORY_MB":  &c.TenantQuotas.MemoryMB,
-		"SPACE_TENANT_MAX_PAUSED":     &c.TenantQuotas.PausedSandboxes,
-		"SPACE_TENANT_CREATES_BURST":  &c.TenantQuotas.CreatesBurst,
-		"SPACE_NODE_MEMORY_MB":        &c.NodeMemoryMB,
-		"SPACE_NODE_DISK_MB":          &c.NodeDiskMB,
-		"SPACE_NODE_MAX_SANDBOXES":    &c.NodeMaxSandboxes,
+		"SPACE_DEFAULT_CPU":            &c.DefaultCPU,
+		"SPACE_DEFAULT_MEMORY_MB":      &c.DefaultMemoryMB,
+		"SPACE_DEFAULT_DISK_MB":        &c.DefaultDiskMB,
+		"SPACE_DEFAULT_MAX_PROCESSES":  &c.DefaultMaxProcesses,
+		"SPACE_TEMPLATE_BUILDS":        &c.TemplateBuilds,
+		"SPACE_VOLUME_DEFAULT_MB":      &c.VolumeDefaultMB,
+		"SPACE_VOLUME_MAX_MB":          &c.VolumeMaxMB,
+		"SPACE_TENANT_MAX_SANDBOXES":   &c.TenantQuotas.Sandboxes,
+		"SPACE_TENANT_MAX_VCPU":        &c.TenantQuotas.VCPU,
+		"SPACE_TENANT_MAX_MEMORY_MB":   &c.TenantQuotas.MemoryMB,
+		"SPACE_TENANT_MAX_PAUSED":      &c.TenantQuotas.PausedSandboxes,
+		"SPACE_TENANT_MAX_PAUSED_MB":   &c.TenantQuotas.PausedMB,
+		"SPACE_TENANT_MAX_SNAPSHOTS":   &c.TenantQuotas.Snapshots,
+		"SPACE_TENANT_MAX_SNAPSHOT_MB": &c.TenantQuotas.SnapshotMB,
+		"SPACE_TENANT_MAX_TEMPLATES":   &c.TenantQuotas.Templates,
+		"SPACE_TENANT_MAX_TEMPLATE_MB": &c.TenantQuotas.TemplateMB,
+		"SPACE_TENANT_CREATES_BURST":   &c.TenantQuotas.CreatesBurst,
+		"SPACE_NODE_MEMORY_MB":         &c.NodeMemoryMB,
+		"SPACE_NODE_DISK_MB":           &c.NodeDiskMB,
+		"SPACE_NODE_MAX_SANDBOXES":     &c.NodeMaxSandboxes,
 	} {
 		if v := getenv(k); v != "" {
 			n, err := strconv.Atoi(v)
@@ -483,6 +494,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("volume sizes: the default (%d MB) and the maximum (%d MB) must be at least 16 MB, the default at most the maximum", c.VolumeDefaultMB, c.VolumeMaxMB)
 	case c.NodeMemoryMB < 0 || c.NodeDiskMB < 0 || c.NodeMaxSandboxes < 0:
 		return fmt.Errorf("node budgets (SPACE_NODE_MEMORY_MB, SPACE_NODE_DISK_MB, SPACE_NODE_MAX_SANDBOXES) must be 0 (derived from the host) or positive")
+	case c.MetricsToken != "" && len(c.MetricsToken) < 16:
+		return fmt.Errorf("SPACE_METRICS_TOKEN must be at least 16 characters")
 	case c.PausedRetention < time.Hour:
 		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
 	case !filepath.IsAbs(c.PlatformKeyFile):

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +146,27 @@ func TestLoad(t *testing.T) {
 				t.Fatal(msg)
 			}
 		})
+	}
+}
+
+// TestREADMEListsEveryVariable: every environment variable Load reads is
+// in the README's table, so an operator can find each setting.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	src, err := os.ReadFile("config.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := regexp.MustCompile(`"(SPACE_[A-Z0-9_]+)"`).FindAllSubmatch(src, -1)
+	if len(vars) < 20 {
+		t.Fatalf("found only %d variables in config.go: the pattern is wrong", len(vars))
+	}
+	for _, v := range vars {
+		if !strings.Contains(string(readme), "`"+string(v[1])+"`") {
+			t.Errorf("README.md does not document %s", v[1])
+		}
 	}
 }

@@ -103,11 +103,21 @@ func (r *auditRing) add(e AuditEntry) {
 	r.entries = append(r.entries, e)
 }
 
-// audit answers the kept audit lines, newest first.
+// audit answers the kept audit lines, newest first: every tenant's to the
+// admin key's session, the session's tenant's alone to any other (a line
+// names its tenant; one that names none is the default tenant's).
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	entries := []AuditEntry{}
 	if c.opts.Audit != nil {
-		entries = c.opts.Audit.Entries()
+		for _, e := range c.opts.Audit.Entries() {
+			owner := e.Attrs["tenant"]
+			if owner == "" {
+				owner = c.opts.DefaultTenant
+			}
+			if s.who.Owns(owner) {
+				entries = append(entries, e)
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Entries []AuditEntry `json:"entries"`

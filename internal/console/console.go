@@ -15,6 +15,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -29,6 +30,12 @@ type Options struct {
 	// API is the public API's handler (the native /v1 routes, /metrics
 	// and /healthz); the console's calls go to it with the session's key.
 	API http.Handler
+	// Keys judges the keys signed in with (the tenant service): a session
+	// is whose its key is, and ends when the key is revoked.
+	Keys Keys
+	// DefaultTenant is the tenant of audit lines that name none (what
+	// objects made before tenants existed belong to).
+	DefaultTenant string
 	// Audit holds recent audit lines (egress denials); nil shows none.
 	Audit *AuditLog
 	// Logger gets sign-ins and refusals (never a key or a cookie).
@@ -37,6 +44,30 @@ type Options struct {
 	// any session this long after sign-in (24 h if 0).
 	IdleTimeout, MaxAge time.Duration
 }
+
+// Keys is what the console needs of the tenant service.
+type Keys interface {
+	// Who says whose key is: ErrWrongKey (wrapped) for a key that opens
+	// nothing, another error when it cannot tell now.
+	Who(key string) (Who, error)
+	// OnRevoke has fn told the ID of every key revoked.
+	OnRevoke(fn func(keyID string))
+}
+
+// Who is whose a key, and so a session, is.
+type Who struct {
+	Tenant string
+	// KeyID is the key's public ID.
+	KeyID string
+	// Admin: the admin key, which sees every tenant's.
+	Admin bool
+}
+
+// Owns reports whether w may see what belongs to tenant owner.
+func (w Who) Owns(owner string) bool { return w.Admin || owner == w.Tenant }
+
+// ErrWrongKey is Keys.Who's answer to a key that opens nothing.
+var ErrWrongKey = errors.New("invalid API key")
 
 // Console serves /ui/.
 type Console struct {
@@ -50,6 +81,9 @@ type Console struct {
 
 // New returns the console's handler; mount it at Prefix.
 func New(opts Options) (*Console, error) {
+	if opts.Keys == nil {
+		return nil, errors.New("console: no key judge (Options.Keys)")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -70,6 +104,13 @@ func New(opts Options) (*Console, error) {
 		limiter:  newSigninLimiter(10, time.Minute),
 		assets:   a,
 	}
+	// A revoked key's sessions end at once (its streams through the
+	// gateway end with the key, in the API).
+	opts.Keys.OnRevoke(func(keyID string) {
+		if n := c.sessions.endKey(keyID); n > 0 {
+			c.log.Info("console sessions of a revoked key ended", "key", keyID, "sessions", n)
+		}
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)

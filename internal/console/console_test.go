@@ -12,10 +12,60 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
 const testKey = "space_test_key_0123456789"
+
+// Two tenants' keys beside the admin's testKey.
+const (
+	alphaKey = "e2b_alpha_key_0123456789"
+	betaKey  = "e2b_beta_key_0123456789"
+)
+
+// fakeKeys stands for the tenant service: testKey is the admin's, the
+// others tenant alpha's and beta's, until revoked.
+type fakeKeys struct {
+	mu       sync.Mutex
+	revoked  map[string]bool
+	onRevoke []func(string)
+}
+
+var testPrincipals = map[string]Who{
+	testKey:  {Tenant: "default", KeyID: "admin", Admin: true},
+	alphaKey: {Tenant: "alpha", KeyID: "e2b_alpha"},
+	betaKey:  {Tenant: "beta", KeyID: "e2b_beta"},
+}
+
+func (k *fakeKeys) Who(key string) (Who, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p, ok := testPrincipals[key]
+	if !ok || k.revoked[p.KeyID] {
+		return Who{}, ErrWrongKey
+	}
+	return p, nil
+}
+
+func (k *fakeKeys) OnRevoke(fn func(string)) {
+	k.mu.Lock()
+	k.onRevoke = append(k.onRevoke, fn)
+	k.mu.Unlock()
+}
+
+func (k *fakeKeys) revoke(id string) {
+	k.mu.Lock()
+	if k.revoked == nil {
+		k.revoked = map[string]bool{}
+	}
+	k.revoked[id] = true
+	hooks := k.onRevoke
+	k.mu.Unlock()
+	for _, fn := range hooks {
+		fn(id)
+	}
+}
 
 // fakeAPI stands for the public API: it checks the key as httpapi does and
 // records what it was sent.
@@ -24,7 +74,7 @@ type fakeAPI struct {
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+testKey {
+	if _, ok := testPrincipals[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]; !ok {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
@@ -34,15 +84,18 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type fixture struct {
-	c   *Console
-	api *fakeAPI
-	log *bytes.Buffer
+	c     *Console
+	api   *fakeAPI
+	keys  *fakeKeys
+	audit *AuditLog
+	log   *bytes.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{api: &fakeAPI{}, log: &bytes.Buffer{}}
-	c, err := New(Options{API: f.api, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
+	f := &fixture{api: &fakeAPI{}, keys: &fakeKeys{}, log: &bytes.Buffer{}}
+	f.audit = NewAuditLog(slog.NewTextHandler(io.Discard, nil), 10, "egress denied")
+	c, err := New(Options{API: f.api, Keys: f.keys, Audit: f.audit, DefaultTenant: "default", Logger: slog.New(slog.NewTextHandler(f.log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +113,16 @@ func (f *fixture) do(method, path, body string, headers ...string) *httptest.Res
 	return w
 }
 
-// signIn returns the session cookie and CSRF token.
+// signIn signs in with the admin's key and returns the session cookie
+// and CSRF token.
 func (f *fixture) signIn(t *testing.T) (cookie, csrf string) {
 	t.Helper()
-	w := f.do("POST", "/ui/session", `{"key":"`+testKey+`"}`, "Content-Type", "application/json", "Origin", "http://console.test")
+	return f.signInWith(t, testKey)
+}
+
+func (f *fixture) signInWith(t *testing.T, key string) (cookie, csrf string) {
+	t.Helper()
+	w := f.do("POST", "/ui/session", `{"key":"`+key+`"}`, "Content-Type", "application/json", "Origin", "http://console.test")
 	if w.Code != http.StatusOK {
 		t.Fatalf("sign in: %d %s", w.Code, w.Body)
 	}
@@ -300,5 +359,92 @@ func TestAuditLog(t *testing.T) {
 	}
 	if !a.Enabled(context.Background(), slog.LevelWarn) || a.Enabled(context.Background(), slog.LevelInfo) {
 		t.Errorf("Enabled: warnings must be read, infos as next says")
+	}
+}
+
+// TestAuditOfTenants: a tenant's session reads its own tenant's egress
+// denials only; the admin's reads every tenant's (the positive control).
+func TestAuditOfTenants(t *testing.T) {
+	f := newFixture(t)
+	log := slog.New(f.audit)
+	log.Warn("egress denied", "sandbox", "sb-alpha", "tenant", "alpha")
+	log.Warn("egress denied", "sandbox", "sb-beta", "tenant", "beta")
+	log.Warn("egress denied", "sandbox", "sb-old", "tenant", "")
+	for _, tc := range []struct {
+		key  string
+		want []string // sandboxes, newest first
+	}{
+		{alphaKey, []string{"sb-alpha"}},
+		{betaKey, []string{"sb-beta"}},
+		{testKey, []string{"sb-old", "sb-beta", "sb-alpha"}},
+	} {
+		cookie, _ := f.signInWith(t, tc.key)
+		w := f.do("GET", "/ui/audit", "", "Cookie", cookie)
+		var got struct {
+			Entries []AuditEntry `json:"entries"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != 200 || err != nil {
+			t.Fatalf("audit as %s: %d %s %v", testPrincipals[tc.key].Tenant, w.Code, w.Body, err)
+		}
+		var sandboxes []string
+		for _, e := range got.Entries {
+			sandboxes = append(sandboxes, e.Attrs["sandbox"])
+		}
+		if strings.Join(sandboxes, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("audit as %s shows %v, want %v", testPrincipals[tc.key].Tenant, sandboxes, tc.want)
+		}
+	}
+}
+
+// TestSessionOfTenant: the session says whose it is (never the key).
+func TestSessionOfTenant(t *testing.T) {
+	f := newFixture(t)
+	for key, want := range map[string]sessionJSON{
+		alphaKey: {Tenant: "alpha", KeyID: "e2b_alpha"},
+		testKey:  {Tenant: "default", KeyID: "admin", Admin: true},
+	} {
+		cookie, _ := f.signInWith(t, key)
+		w := f.do("GET", "/ui/session", "", "Cookie", cookie)
+		var got sessionJSON
+		json.Unmarshal(w.Body.Bytes(), &got)
+		if w.Code != 200 || got.Tenant != want.Tenant || got.KeyID != want.KeyID || got.Admin != want.Admin || got.CSRF == "" {
+			t.Errorf("session of %s: %d %s, want %+v", want.Tenant, w.Code, w.Body, want)
+		}
+		if strings.Contains(w.Body.String(), key) {
+			t.Errorf("the session answer holds the key")
+		}
+	}
+}
+
+// TestRevokedKeyEndsSessions: revoking a key ends its sessions at once,
+// before their next request; another key's session goes on.
+func TestRevokedKeyEndsSessions(t *testing.T) {
+	f := newFixture(t)
+	doomed, _ := f.signInWith(t, alphaKey)
+	kept, _ := f.signInWith(t, betaKey)
+	for _, c := range []string{doomed, kept} {
+		if w := f.do("GET", "/ui/api/v1/sandboxes", "", "Cookie", c); w.Code != 200 {
+			t.Fatalf("before the revocation: %d", w.Code)
+		}
+	}
+	f.keys.revoke("e2b_alpha")
+	f.c.sessions.mu.Lock()
+	left := len(f.c.sessions.m)
+	f.c.sessions.mu.Unlock()
+	if left != 1 {
+		t.Errorf("%d sessions in memory after the revocation, want 1 (the other key's): the revoked key is still held", left)
+	}
+	f.api.got = nil
+	if w := f.do("GET", "/ui/api/v1/sandboxes", "", "Cookie", doomed); w.Code != 401 || len(f.api.got) != 0 {
+		t.Errorf("the revoked key's session: %d (the API saw %d requests), want 401 and none", w.Code, len(f.api.got))
+	}
+	if w := f.do("GET", "/ui/session", "", "Cookie", doomed); w.Code != 401 {
+		t.Errorf("the revoked key's session: %d, want 401", w.Code)
+	}
+	if w := f.do("GET", "/ui/api/v1/sandboxes", "", "Cookie", kept); w.Code != 200 {
+		t.Errorf("the other key's session after the revocation: %d", w.Code)
+	}
+	if w := f.do("POST", "/ui/session", `{"key":"`+alphaKey+`"}`, "Content-Type", "application/json", "Origin", "http://console.test"); w.Code != 401 {
+		t.Errorf("sign-in with the revoked key: %d, want 401", w.Code)
 	}
 }

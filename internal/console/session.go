@@ -25,9 +25,11 @@ const (
 )
 
 // session is one signed-in browser. The API key it was signed in with is
-// kept here (spaced's memory) and added to the calls it forwards.
+// kept here (spaced's memory) and added to the calls it forwards; its
+// principal says whose it is (what /ui/audit shows it).
 type session struct {
 	key     string
+	who     Who
 	csrf    string
 	created time.Time
 
@@ -63,11 +65,12 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for key and returns its cookie value.
-func (ss *sessions) create(key string) (string, *session) {
+// create starts a session for key, of principal who, and returns its
+// cookie value.
+func (ss *sessions) create(key string, who Who) (string, *session) {
 	cookie := randomToken()
 	now := time.Now()
-	s := &session{key: key, csrf: randomToken(), created: now, lastSeen: now}
+	s := &session{key: key, who: who, csrf: randomToken(), created: now, lastSeen: now}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.sweepLocked(now)
@@ -116,6 +119,20 @@ func (ss *sessions) delete(cookie string) {
 	delete(ss.m, sessionID(cookie))
 }
 
+// endKey ends every session of key keyID and says how many.
+func (ss *sessions) endKey(keyID string) int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n := 0
+	for id, s := range ss.m {
+		if s.who.KeyID == keyID {
+			delete(ss.m, id)
+			n++
+		}
+	}
+	return n
+}
+
 func (ss *sessions) clear() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -157,17 +174,27 @@ func setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int)
 }
 
 // sessionJSON is what the page learns of its session: the CSRF token it
-// sends back on every state-changing call. Never the key.
+// sends back on every state-changing call, and whose the session is (the
+// key's tenant and public ID, and whether it is the admin key, which the
+// page shows the node's pages to). Never the key.
 type sessionJSON struct {
 	CSRF      string    `json:"csrf"`
 	CreatedAt time.Time `json:"created_at"`
+	Tenant    string    `json:"tenant"`
+	KeyID     string    `json:"key_id"`
+	Admin     bool      `json:"admin"`
+}
+
+func (s *session) json() sessionJSON {
+	return sessionJSON{CSRF: s.csrf, CreatedAt: s.created, Tenant: s.who.Tenant, KeyID: s.who.KeyID, Admin: s.who.Admin}
 }
 
 // maxSignInBody bounds the sign-in request.
 const maxSignInBody = 16 << 10
 
-// signIn checks an API key against the API itself and starts a session.
-// The key comes in a JSON body (never a URL) and is never logged.
+// signIn checks an API key (Options.Keys, the API's own judge) and starts
+// a session as its principal. The key comes in a JSON body (never a URL)
+// and is never logged.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if reason := crossSite(r); reason != "" {
 		c.refuse(w, r, reason)
@@ -194,8 +221,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(req.Key)
-	switch err := c.checkKey(r, key); {
-	case errors.Is(err, errWrongKey):
+	who, err := c.opts.Keys.Who(key)
+	switch {
+	case errors.Is(err, ErrWrongKey):
 		c.limiter.failed(client)
 		c.log.Warn("console sign-in refused", "remote", client)
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "invalid API key")
@@ -205,55 +233,14 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot check the key now; try again")
 		return
 	}
-	cookie, s := c.sessions.create(key)
+	cookie, s := c.sessions.create(key, who)
 	setCookie(w, r, cookie, 0)
-	c.log.Info("console sign-in", "remote", client)
-	writeJSON(w, http.StatusOK, sessionJSON{CSRF: s.csrf, CreatedAt: s.created})
-}
-
-var errWrongKey = errors.New("wrong API key")
-
-// checkKey asks the API whether key opens it (the API is the one judge of
-// keys: the console keeps no list of its own).
-func (c *Console) checkKey(r *http.Request, key string) error {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/v1/sandboxes?limit=1", nil)
-	if err != nil {
-		return err
-	}
-	req.RemoteAddr = r.RemoteAddr
-	req.Header.Set("Authorization", "Bearer "+key)
-	rec := &discardWriter{header: http.Header{}}
-	c.opts.API.ServeHTTP(rec, req)
-	switch rec.code {
-	case http.StatusOK:
-		return nil
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return errWrongKey
-	}
-	return errors.New("key check answered " + http.StatusText(rec.code))
-}
-
-// discardWriter keeps a response's status only.
-type discardWriter struct {
-	header http.Header
-	code   int
-}
-
-func (d *discardWriter) Header() http.Header { return d.header }
-
-func (d *discardWriter) WriteHeader(code int) {
-	if d.code == 0 {
-		d.code = code
-	}
-}
-
-func (d *discardWriter) Write(p []byte) (int, error) {
-	d.WriteHeader(http.StatusOK)
-	return len(p), nil
+	c.log.Info("console sign-in", "remote", client, "tenant", who.Tenant, "key", who.KeyID)
+	writeJSON(w, http.StatusOK, s.json())
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request, s *session) {
-	writeJSON(w, http.StatusOK, sessionJSON{CSRF: s.csrf, CreatedAt: s.created})
+	writeJSON(w, http.StatusOK, s.json())
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s *session) {

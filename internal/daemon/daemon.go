@@ -163,7 +163,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// network under the same name.
 		TeardownBeforeAnswer: cfg.DatabaseURL != "",
 	}, st, rt, metrics)
-	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, svc.Usage))
+	tenants.SetSandboxUsage(svc.Usage)
+	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
@@ -209,6 +210,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 				}
 			},
 			Migration: func(id string) { drainer.MigrationRequested(memberCtx, id) },
+			Missed:    func() { drainer.Rescan(memberCtx) },
 			Secrets: func() {
 				if err := sec.Reload(); err != nil {
 					slog.Warn("reload secrets", "err", err)
@@ -216,6 +218,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			},
 		}, slog.Default())
 		go router.Run(memberCtx)
+		go drainer.Run(memberCtx, cfg.NodeLease/3)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -229,9 +232,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Cluster: nodes,
+		MetricsToken: cfg.MetricsToken, Cluster: nodes,
 	})
-	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
+	ui, err := console.New(console.Options{API: api, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
 	if err != nil {
 		return err
 	}
@@ -259,6 +262,13 @@ func Run(ctx context.Context, cfg config.Config) error {
 				return e2bcompat.CreateTemplate(body)
 			},
 			Idempotency: catalog.(*store.Postgres),
+			Builds:      catalog.(*store.Postgres),
+			BuildOf: func(r *http.Request) string {
+				if id := httpapi.BuildOf(r); id != "" {
+					return id
+				}
+				return e2bcompat.BuildOf(r)
+			},
 			SandboxOf: func(r *http.Request) string {
 				if id := e2bcompat.SandboxOf(r); id != "" {
 					return id

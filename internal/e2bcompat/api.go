@@ -18,7 +18,12 @@ type apiRoute struct {
 
 // table lists every E2B control-plane route spaced answers. docs/e2b.md has
 // the same list with what each does here.
-func (s *Server) table() []apiRoute {
+// api/e2b-routes.txt lists them for the tests that must cover every route
+// (TestRoutesFile keeps it current).
+func (s *Server) table() []apiRoute { return s.routeTable(s.opts.Templates != nil) }
+
+// routeTable is the table, with the template routes if templates.
+func (s *Server) routeTable(templates bool) []apiRoute {
 	routes := []apiRoute{
 		{"GET /health", true, s.health},
 		{"POST /sandboxes", false, s.create(false)},
@@ -45,7 +50,7 @@ func (s *Server) table() []apiRoute {
 		{"GET /v2/sandboxes/{id}/logs", false, s.logsV2},
 	}
 	routes = append(routes, s.volumeRoutes()...)
-	if s.opts.Templates != nil {
+	if templates {
 		routes = append(routes,
 			apiRoute{"POST /v3/templates", false, s.requestTemplateBuild},
 			apiRoute{"POST /v2/templates", false, s.requestTemplateBuild},
@@ -84,10 +89,15 @@ var creates = map[string]bool{
 
 // chain wraps a route's handler as the native API's chain does: the API
 // key's principal, the audit log, the rate of creates, and another
-// tenant's sandbox answered as an unknown one.
+// tenant's sandbox answered as an unknown one. A public route checks its
+// caller itself (a volume's token, a signed upload link) and names who it
+// runs as to the audit log (tenant.RunsAs).
 func (s *Server) chain(rt apiRoute) http.Handler {
 	h := http.Handler(rt.handler)
 	if rt.public {
+		if s.opts.Audit != nil {
+			h = s.opts.Audit.Public(h)
+		}
 		return h
 	}
 	_, path, _ := strings.Cut(rt.pattern, " ")

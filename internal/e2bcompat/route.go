@@ -93,6 +93,20 @@ func SandboxOf(r *http.Request) string {
 	return ""
 }
 
+// BuildOf answers the build whose status (with its log) r asks for (""
+// for none): in a cluster it goes to the build's node.
+func BuildOf(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/templates/")
+	if !ok || r.Method != http.MethodGet {
+		return ""
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 4 || parts[1] != "builds" || parts[3] != "status" || parts[2] == "" || len(parts[2]) > 64 {
+		return ""
+	}
+	return parts[2]
+}
+
 // IsCreate reports whether r creates a sandbox (a cluster places it).
 func IsCreate(r *http.Request) bool {
 	return r.Method == http.MethodPost && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes")

@@ -30,3 +30,18 @@ func TestSandboxOf(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildOf(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/templates/app/builds/b-1/status", "b-1"},
+		{"GET", "/templates/app/builds/b-1/status?logsOffset=3", "b-1"},
+		{"POST", "/templates/app/builds/b-1/status", ""},
+		{"GET", "/templates/app/builds/b-1", ""},
+		{"GET", "/templates/app/builds//status", ""},
+		{"GET", "/sandboxes/abc/builds/b-1/status", ""},
+	} {
+		if got := BuildOf(httptest.NewRequest(tc.method, tc.path, nil)); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

@@ -100,8 +100,16 @@ func (s *Server) requestTemplateBuild(w http.ResponseWriter, r *http.Request) {
 	if req.MemoryMB == 0 {
 		req.MemoryMB = e2bDefaultMemoryMB
 	}
-	b, err := s.opts.Templates.RequestBuild(r.Context(), template.BuildRequest{
-		Name: e2bRef(req.Name), Tags: e2bTags(req.Tags), CPU: req.CPUCount, MemoryMB: req.MemoryMB, Origin: "e2b",
+	// A new template counts against the tenant's templates quota, every
+	// build against its template_mb.
+	ref := e2bRef(req.Name)
+	name, _, _ := template.ParseRef(ref)
+	var b *store.Build
+	err := s.opts.Tenants.AdmitTemplate(r.Context(), name, func() (err error) {
+		b, err = s.opts.Templates.RequestBuild(r.Context(), template.BuildRequest{
+			Name: ref, Tags: e2bTags(req.Tags), CPU: req.CPUCount, MemoryMB: req.MemoryMB, Origin: "e2b",
+		})
+		return err
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -155,13 +163,18 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusForbidden, "the upload link's signature is not valid")
 		return
 	}
-	ctx := tenant.NewContext(r.Context(), tenant.Principal{Tenant: tenant.Of(q.Get("tenant"))})
+	p := tenant.Principal{Tenant: tenant.Of(q.Get("tenant")), Key: UploadLinkKey}
+	tenant.RunsAs(r.Context(), p)
+	ctx := tenant.NewContext(r.Context(), p)
 	if err := s.opts.Templates.PutFiles(ctx, hash, r.Body, false, s.opts.MaxUpload); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
+
+// UploadLinkKey is what audit lines name a signed upload link by.
+const UploadLinkKey = "upload-link"
 
 func (s *Server) uploadSignature(id, hash, exp, tenant string) string {
 	m := hmac.New(sha256.New, s.uploadKey)
@@ -231,7 +244,17 @@ func (s *Server) startTemplateBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := s.opts.Templates.TriggerBuild(r.Context(), b.ID, template.BuildRequest{Recipe: rec, Auth: auth}); err != nil {
+	err = s.opts.Tenants.AdmitTemplate(r.Context(), b.Template, func() error {
+		_, err := s.opts.Templates.TriggerBuild(r.Context(), b.ID, template.BuildRequest{Recipe: rec, Auth: auth})
+		return err
+	})
+	if errdefs.Class(err) == errdefs.ErrQuotaExceeded {
+		// Refused before it ran: the build ends so (the SDK polls next).
+		if ferr := s.opts.Templates.RefuseBuild(r.Context(), b.ID, err); ferr != nil {
+			slog.WarnContext(r.Context(), "e2b: record a refused build", "build", b.ID, "err", ferr)
+		}
+	}
+	if err != nil {
 		writeError(w, r, err)
 		return
 	}

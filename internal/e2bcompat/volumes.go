@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/tenant"
 	"github.com/spacesandbox/space/internal/volume"
 )
 
@@ -34,6 +35,9 @@ type Volumes interface {
 	Remove(ctx context.Context, ref, p string) error
 	SetAttrs(ctx context.Context, ref, p string, a volume.Attrs) (*volume.Entry, error)
 }
+
+// VolumeTokenKey is what audit lines name a volume's own token by.
+const VolumeTokenKey = "volume-token"
 
 // volumeRoutes are the volume routes; content routes check the volume's
 // token themselves (public here).
@@ -205,6 +209,7 @@ func (s *Server) volumeContent(next func(w http.ResponseWriter, r *http.Request,
 		principal, keyErr := s.opts.Tenants.Principal(key)
 		if key != "" && keyErr == nil {
 			// An API key reaches its own tenant's volumes only.
+			tenant.RunsAs(r.Context(), principal)
 			ctx, release := s.opts.Tenants.Hold(r.Context(), principal)
 			defer release()
 			r = r.WithContext(ctx)
@@ -213,6 +218,10 @@ func (s *Server) volumeContent(next func(w http.ResponseWriter, r *http.Request,
 			if bearer == "" || err != nil || subtle.ConstantTimeCompare([]byte(bearer), []byte(tok)) != 1 {
 				writeStatus(w, http.StatusUnauthorized, "missing or wrong volume token: send Authorization: Bearer <the token Volume.create or Volume.connect returned>")
 				return
+			}
+			// The volume's own token: the call runs as the volume's tenant.
+			if v, err := vs.Get(r.Context(), id); err == nil {
+				tenant.RunsAs(r.Context(), tenant.Principal{Tenant: tenant.Of(v.Tenant), Key: VolumeTokenKey})
 			}
 		}
 		p := r.URL.Query().Get("path")

@@ -32,7 +32,7 @@ type tenantJSON struct {
 func (s *Server) tenantJSON(r *http.Request, t *store.Tenant, withUsage bool) (tenantJSON, error) {
 	out := tenantJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, Quotas: t.Quotas, Effective: s.tenants.Quotas(t.ID)}
 	if withUsage {
-		u, err := s.lifecycle.Usage(r.Context(), t.ID)
+		u, err := s.tenants.Usage(r.Context(), t.ID)
 		if err != nil {
 			return out, err
 		}

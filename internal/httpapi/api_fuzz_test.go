@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,7 +175,7 @@ func FuzzSandboxJSONBodies(f *testing.F) {
 // Last-Event-ID header of the GET endpoints.
 func FuzzPathAndQuery(f *testing.F) {
 	tok := func(o int) string {
-		raw, _ := json.Marshal(pageToken{Offset: o})
+		raw, _ := json.Marshal(map[string]any{"t": time.Unix(int64(o), 0), "id": "sb" + strconv.Itoa(o)})
 		return base64.RawURLEncoding.EncodeToString(raw)
 	}
 	for _, s := range []struct{ id, pid, query, lastID string }{

@@ -105,6 +105,9 @@ func TestBadInputControl(t *testing.T) {
 		{"POST", "/v1/sandboxes/sb1/commands", `{"cmd":"true","timeout_seconds":604800}`, "StartCommand"},
 		{"GET", "/v1/sandboxes/sb1/commands/5/events?after=3", "", "AttachCommand"},
 		{"POST", "/v1/sandboxes/sb1/commands/5/stdin", `{"base64":"YQ=="}`, "SendStdin"},
+		// Nothing to write still asks for the command (404 when it is gone).
+		{"POST", "/v1/sandboxes/sb1/commands/5/stdin", `{}`, "SendStdin"},
+		{"POST", "/v1/sandboxes/sb1/commands/5/stdin", `{"eof":true}`, "CloseStdin"},
 		{"POST", "/v1/sandboxes/sb1/commands/5/signal", `{"signal":"KILL"}`, "SignalCommand"},
 		{"GET", "/v1/sandboxes/sb1/files/list?path=/&depth=64", "", "ListDir"},
 		{"GET", "/v1/sandboxes/sb1/logs?level=warn&direction=backward", "", "Logs"},

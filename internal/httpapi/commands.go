@@ -258,7 +258,9 @@ func (s *Server) sendStdin(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := r.PathValue("id")
-	if len(input) > 0 {
+	// An empty write still names a sandbox and a command, which must
+	// exist: it answers 404 for what is gone, as any write does.
+	if len(input) > 0 || !req.EOF {
 		if err := s.commands.SendStdin(r.Context(), id, pid, input); err != nil {
 			writeError(w, r, err)
 			return

@@ -57,6 +57,10 @@ func (f *recordingSandboxes) List(context.Context, sandbox.ListFilter) ([]*sandb
 	return nil, f.call("List")
 }
 
+func (f *recordingSandboxes) ListPage(context.Context, sandbox.ListFilter, int, string) ([]*sandbox.Sandbox, string, error) {
+	return nil, "", f.call("ListPage")
+}
+
 func (f *recordingSandboxes) Kill(context.Context, string) error { return f.call("Kill") }
 
 func (f *recordingSandboxes) SetTimeout(context.Context, string, time.Duration) (*sandbox.Sandbox, error) {
@@ -65,10 +69,6 @@ func (f *recordingSandboxes) SetTimeout(context.Context, string, time.Duration) 
 
 func (f *recordingSandboxes) SetNetwork(context.Context, string, *sandbox.NetworkPolicy) error {
 	return f.call("SetNetwork")
-}
-
-func (f *recordingSandboxes) Usage(context.Context, string) (tenant.Usage, error) {
-	return tenant.Usage{}, f.call("Usage")
 }
 
 func (f *recordingSandboxes) ChangesNow() (uint64, error) { return 0, f.call("ChangesNow") }

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
@@ -135,11 +133,6 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toJSON(sb))
 }
 
-// pageToken is an opaque cursor: the offset into the sorted list.
-type pageToken struct {
-	Offset int `json:"o"`
-}
-
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := sandbox.ListFilter{States: []string{"running"}}
@@ -175,34 +168,19 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	offset := 0
-	if v := q.Get("page_token"); v != "" {
-		var tok pageToken
-		raw, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || json.Unmarshal(raw, &tok) != nil || tok.Offset < 0 {
-			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "page_token is not valid"))
-			return
-		}
-		offset = tok.Offset
-	}
-	all, err := s.lifecycle.List(r.Context(), f)
+	// The token is opaque: the service made it (where the last page
+	// ended) and says when one is not valid.
+	page, next, err := s.lifecycle.ListPage(r.Context(), f, limit, q.Get("page_token"))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	// A token past the end (or forged) is an empty last page; clamping
-	// first keeps offset+limit from wrapping.
-	offset = min(offset, len(all))
 	resp := struct {
 		Sandboxes     []sandboxJSON `json:"sandboxes"`
 		NextPageToken string        `json:"next_page_token,omitempty"`
-	}{Sandboxes: []sandboxJSON{}}
-	for i := offset; i < len(all) && i < offset+limit; i++ {
-		resp.Sandboxes = append(resp.Sandboxes, toJSON(all[i]))
-	}
-	if offset+limit < len(all) {
-		raw, _ := json.Marshal(pageToken{Offset: offset + limit})
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString(raw)
+	}{Sandboxes: make([]sandboxJSON, 0, len(page)), NextPageToken: next}
+	for _, sb := range page {
+		resp.Sandboxes = append(resp.Sandboxes, toJSON(sb))
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

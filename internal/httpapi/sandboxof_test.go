@@ -20,3 +20,19 @@ func TestSandboxOf(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildOf(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/v1/builds/b-1/logs", "b-1"},
+		{"POST", "/v1/builds/b-1/cancel", "b-1"},
+		{"GET", "/v1/builds/b-1", ""}, // the catalog answers
+		{"POST", "/v1/builds/b-1/logs", ""},
+		{"GET", "/v1/builds/b-1/cancel", ""},
+		{"GET", "/v1/builds//logs", ""},
+		{"GET", "/v1/builds", ""},
+	} {
+		if got := BuildOf(httptest.NewRequest(tc.method, tc.path, nil)); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

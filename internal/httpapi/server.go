@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,8 +42,10 @@ type Server struct {
 	owners    tenant.SandboxOwners
 	maxUpload int64
 	metrics   http.Handler
-	telemetry Telemetry
-	cluster   Cluster
+	// metricsToken, if set, opens /metrics as the admin key does.
+	metricsToken string
+	telemetry    Telemetry
+	cluster      Cluster
 }
 
 // Options are what the API serves.
@@ -59,7 +62,10 @@ type Options struct {
 	Audit   *tenant.Audit
 	// MaxUpload bounds one file set upload.
 	MaxUpload int64
-	Metrics   http.Handler
+	// Metrics serves /metrics to the admin key, or to MetricsToken (a
+	// bearer token of its own for a Prometheus server) if that is set.
+	Metrics      http.Handler
+	MetricsToken string
 	// Telemetry keeps sandboxes' metrics series and logs (nil: those
 	// routes answer 503).
 	Telemetry Telemetry
@@ -80,7 +86,8 @@ type Cluster interface {
 func New(o Options) http.Handler {
 	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Sandboxes,
 		commands: o.Sandboxes, files: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
-		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, telemetry: o.Telemetry, cluster: o.Cluster}
+		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
+		telemetry: o.Telemetry, cluster: o.Cluster}
 	return s.routes()
 }
 
@@ -98,7 +105,7 @@ type route struct {
 func (s *Server) table() []route {
 	return []route{
 		{"GET", "/healthz", true, s.healthz, false},
-		{"GET", "/metrics", true, s.metrics.ServeHTTP, false},
+		{"GET", "/metrics", false, s.metrics.ServeHTTP, false},
 		{"POST", "/v1/sandboxes", false, s.createSandbox, true},
 		{"GET", "/v1/sandboxes", false, s.listSandboxes, false},
 		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox, false},
@@ -207,6 +214,9 @@ func (s *Server) chain(rt route) http.Handler {
 	if rt.public {
 		return h
 	}
+	if rt.path == "/metrics" {
+		return s.metricsGate(h)
+	}
 	if strings.HasPrefix(rt.path, "/v1/sandboxes/{id}") {
 		h = tenant.GuardSandbox(s.owners, h)
 	}
@@ -220,6 +230,21 @@ func (s *Server) chain(rt route) http.Handler {
 		h = s.audit.Middleware(h)
 	}
 	return s.tenants.Authenticate(h, "missing API key: send Authorization: Bearer <key> or X-API-Key", writeError)
+}
+
+// metricsGate lets the admin key, or the metrics token if one is set,
+// reach /metrics: it names every tenant and what each holds. A tenant's key
+// gets 403, no key 401.
+func (s *Server) metricsGate(next http.Handler) http.Handler {
+	admin := s.tenants.Authenticate(tenant.RequireAdmin(next, writeError), "missing API key: send Authorization: Bearer <the admin key or SPACE_METRICS_TOKEN>", writeError)
+	token := []byte(s.metricsToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(token) > 0 && subtle.ConstantTimeCompare([]byte(tenant.KeyOf(r)), token) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		admin.ServeHTTP(w, r)
+	})
 }
 
 func recoverPanics(next http.Handler) http.Handler {
@@ -323,6 +348,20 @@ func SandboxOf(r *http.Request) string {
 	}
 	id, _, _ := strings.Cut(rest, "/")
 	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return ""
+	}
+	return id
+}
+
+// BuildOf answers the template build r reads the log of or cancels (""
+// for none): in a cluster those go to the build's node.
+func BuildOf(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/builds/")
+	if !ok {
+		return ""
+	}
+	id, what, _ := strings.Cut(rest, "/")
+	if id == "" || len(id) > 64 || !(r.Method == http.MethodGet && what == "logs" || r.Method == http.MethodPost && what == "cancel") {
 		return ""
 	}
 	return id

@@ -30,11 +30,12 @@ type Lifecycle interface {
 	Create(ctx context.Context, req sandbox.CreateRequest) (*sandbox.Sandbox, error)
 	Get(ctx context.Context, id string) (*sandbox.Sandbox, error)
 	List(ctx context.Context, f sandbox.ListFilter) ([]*sandbox.Sandbox, error)
+	// ListPage is a page of List: up to limit, from where the page that
+	// answered token ended, and the next page's token ("" after the last).
+	ListPage(ctx context.Context, f sandbox.ListFilter, limit int, token string) ([]*sandbox.Sandbox, string, error)
 	Kill(ctx context.Context, id string) error
 	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
-	// Usage is what a tenant's sandboxes hold now.
-	Usage(ctx context.Context, tenant string) (tenant.Usage, error)
 }
 
 // Changes is the feed of sandboxes' state changes (GET /v1/events).

@@ -222,9 +222,16 @@ func (s *Server) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	b, err := s.templates.StartBuild(r.Context(), template.BuildRequest{
-		Name: req.Name, Tags: req.Tags, Recipe: rec, Auth: auth,
-		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, Network: req.Network.policy(),
+	// A new template counts against the tenant's templates quota, every
+	// build against its template_mb.
+	name, _, _ := template.ParseRef(req.Name)
+	var b *store.Build
+	err = s.tenants.AdmitTemplate(r.Context(), name, func() (err error) {
+		b, err = s.templates.StartBuild(r.Context(), template.BuildRequest{
+			Name: req.Name, Tags: req.Tags, Recipe: rec, Auth: auth,
+			CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, Network: req.Network.policy(),
+		})
+		return err
 	})
 	if err != nil {
 		writeError(w, r, err)

@@ -117,8 +117,8 @@ func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) e
 // ExtendTimeout makes the sandbox expire d from now unless it already
 // expires later; it never shortens the lifetime.
 func (s *Service) ExtendTimeout(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
-	if d < time.Second || d > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(d); err != nil {
+		return nil, err
 	}
 	return s.updateRunning(ctx, id, "timeout", func(rec *store.Sandbox) bool {
 		until := time.Now().UTC().Add(d)

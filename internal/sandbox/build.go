@@ -80,7 +80,7 @@ func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildB
 	rec := *b.rec
 	rec.State, rec.CreatedAt, rec.ExpiresAt = store.StateRunning, now, now.Add(spec.Timeout)
 	rec.Env, rec.Network = b.env, cloneNetwork(spec.Network)
-	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
+	if err := s.store.UpdateSandbox(ctx, &rec, store.Was(b.rec)); err != nil {
 		b.undo()
 		r.Cancel()
 		return nil, fmt.Errorf("record build sandbox: %w", err)

@@ -125,26 +125,29 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
-	release, err := s.reservePause(ctx)
+	release, err := s.reserveStored(ctx, tenant.Usage{PausedSandboxes: 1, PausedMB: s.storedEstimate(id, !opts.DiskOnly)})
 	if err != nil {
 		return nil, err
 	}
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
 	unlock := s.pausedLocks.Lock(id)
-	done := func() { unlock(); release() }
 	e.mu.Lock()
 	if e.rec.State != store.StateRunning {
 		state := e.rec.State
 		e.mu.Unlock()
-		done()
+		unlock()
+		release()
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, state)
 	}
 	teardown, err := s.pauseLocked(ctx, e, "paused by request", opts)
 	paused := fromRecord(e.rec)
 	e.mu.Unlock()
+	// Recorded paused (or failed): the record counts now, not the
+	// reservation.
+	release()
 	if err != nil {
-		done()
+		unlock()
 		return nil, err
 	}
 	// Paused is durable once recorded: the caller need not wait for the
@@ -152,11 +155,11 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// for it on the paused lock.
 	if s.cfg.TeardownBeforeAnswer {
 		teardown()
-		done()
+		unlock()
 		return paused, nil
 	}
 	s.background.Go(func() {
-		defer done()
+		defer unlock()
 		teardown()
 	})
 	return paused, nil
@@ -242,7 +245,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	updated.State, updated.Reason = store.StatePaused, reason
 	updated.PausedAt = time.Now().UTC()
 	updated.Checkpoint = &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: time.Since(start), DiskOnly: opts.DiskOnly}
-	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+	if err := s.store.UpdateSandbox(ctx, &updated, store.Was(rec)); err != nil {
 		// Not recorded: the checkpoint is of no use to anybody.
 		if derr := s.cfg.Checkpoints.Delete(ctx, m.ID); derr != nil {
 			log.Warn("delete unrecorded checkpoint", "checkpoint", m.ID, "err", derr)
@@ -335,8 +338,8 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if timeout == 0 {
 		timeout = s.cfg.DefaultTimeout
 	}
-	if timeout < time.Second || timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(timeout); err != nil {
+		return nil, err
 	}
 	// One resume or delete of a paused sandbox at a time; a second resume
 	// waits and then finds it running.
@@ -386,7 +389,7 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	return s.restore(ctx, id, ckptID, known, timeout, r, q)
+	return s.restore(ctx, id, ckptID, rec, timeout, r, q) // rec nil when unknown
 }
 
 // resumeNeed is what resuming a checkpoint of stored bytes takes: its
@@ -399,9 +402,10 @@ func (s *Service) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission
 	return s.need(memoryMB, bytes, 0, false)
 }
 
-// latestArtifact is the newest complete checkpoint or snapshot of sandbox id.
+// latestArtifact is the newest complete checkpoint or snapshot of sandbox
+// id (from the catalog's index by sandbox in a cluster).
 func (s *Service) latestArtifact(ctx context.Context, id, kind string) (*checkpoint.Manifest, error) {
-	all, err := s.cfg.Checkpoints.List(ctx)
+	all, err := s.cfg.Checkpoints.ListOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -423,10 +427,13 @@ func (s *Service) noArtifact(id string) error {
 	return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 }
 
-// restore brings sandbox id back from checkpoint ckptID. known says whether
-// this node has its (paused) record; if not, the record is made from the
-// checkpoint.
-func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, timeout time.Duration, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
+// restore brings sandbox id back from checkpoint ckptID. paused is its
+// record as read (nil when the catalog has none: the record is made from
+// the checkpoint); the record is revived only if it is still that, so a
+// kill or another resume meanwhile (on any node) wins and this resume
+// fails having changed nothing.
+func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.Sandbox, timeout time.Duration, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
+	known := paused != nil
 	start := time.Now()
 	defer func() {
 		if err != nil {
@@ -442,6 +449,13 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	defer os.RemoveAll(dir)
 	m, secret, err := s.cfg.Checkpoints.Load(ctx, ckptID, dir)
 	if err != nil {
+		// A kill (on any node) deletes the checkpoint once the record
+		// says killed: say that, not that the checkpoint is gone.
+		if known {
+			if cur, gerr := s.store.GetSandbox(ctx, id); gerr == nil && store.Was(cur) != store.Was(paused) {
+				return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused: it changed while it was being resumed", id, cur.State)
+			}
+		}
 		return nil, err
 	}
 	tLoad := time.Now()
@@ -456,11 +470,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 
 	var rec store.Sandbox
 	if known {
-		old, err := s.store.GetSandbox(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		rec = *old
+		rec = *paused
 	} else {
 		rec = store.Sandbox{
 			ID: id, Tenant: m.Meta[metaTenant], Template: m.Template, Image: m.Meta[metaTemplateImage], CreatedAt: m.CreatedAt,
@@ -483,7 +493,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	}
 	rec.State, rec.Reason = store.StateResuming, ""
 	if known {
-		err = s.store.ReviveSandbox(ctx, &rec, s.cfg.Network.Slots(), s.avoidSlot)
+		err = s.store.ReviveSandbox(ctx, &rec, store.Was(paused), s.cfg.Network.Slots(), s.avoidSlot)
 	} else {
 		// This node's record holds the mounts' claims from here on.
 		release, cerr := s.claimVolumes(ctx, &rec)
@@ -497,6 +507,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	if err != nil {
 		return nil, fmt.Errorf("record resuming sandbox: %w", err)
 	}
+	resuming := rec
 	var undo cleanup
 	defer func() {
 		if err != nil {
@@ -506,11 +517,13 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	}()
 	undo.add("record paused again", func() error {
 		if !known {
-			return s.store.DeleteSandbox(context.Background(), id)
+			return s.store.DeleteSandbox(context.Background(), id, store.Was(&resuming))
 		}
-		back := rec
+		// Its checkpoint is the one it had: nothing else could change
+		// the record while it was resuming here.
+		back := resuming
 		back.State = store.StatePaused
-		return s.store.UpdateSandbox(context.Background(), &back)
+		return s.store.UpdateSandbox(context.Background(), &back, store.Was(&resuming))
 	})
 	ep, err := s.cfg.Network.Endpoint(id, rec.Slot)
 	if err == nil {
@@ -550,7 +563,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, known bool, ti
 	}
 	now := time.Now().UTC()
 	rec.State, rec.ExpiresAt, rec.PausedAt = store.StateRunning, now.Add(timeout), time.Time{}
-	if err := s.store.UpdateSandbox(ctx, &rec); err != nil {
+	if err := s.store.UpdateSandbox(ctx, &rec, store.Was(&resuming)); err != nil {
 		agent.Close()
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
@@ -688,8 +701,8 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	e, ok := s.entry(id)
 	if !ok {
@@ -798,7 +811,8 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 	if err != nil {
 		return nil, err
 	}
-	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
+	created := *rec
+	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID, store.Was(&created)) })
 	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
 	limits := runtime.Limits{CPUs: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs}
 	mounts, err := s.runtimeMounts(ctx, rec.Volumes)
@@ -824,7 +838,7 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 	rec.OpenAccess, rec.Network, rec.Secrets = tmpl.OpenAccess, cloneNetwork(tmpl.Network), maps.Clone(tmpl.Secrets)
 	rec.AutoPause, rec.AutoResume, rec.AutoPauseDiskOnly = tmpl.AutoPause, tmpl.AutoResume, tmpl.AutoPauseDiskOnly
 	rec.SnapshotEvery, rec.SnapshotKeep = tmpl.SnapshotEvery, tmpl.SnapshotKeep
-	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
+	if err := s.store.UpdateSandbox(ctx, rec, store.Was(&created)); err != nil {
 		agent.Close()
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
@@ -855,15 +869,21 @@ func (s *Service) deletePausedLocked(ctx context.Context, id, reason string) err
 	return s.deletePaused(ctx, rec, reason)
 }
 
+// deletePaused records paused sandbox rec killed, if it still is as read
+// (a resume on another node may have won it meanwhile), and only then
+// deletes its checkpoint: a resume that loaded it before finds the record
+// killed and fails. A checkpoint whose delete fails stays named in the
+// killed record, and goes when the record is pruned.
 func (s *Service) deletePaused(ctx context.Context, rec *store.Sandbox, reason string) error {
+	killed := *rec
+	killed.State, killed.Reason, killed.EndedAt = store.StateKilled, reason, time.Now().UTC()
+	if err := s.store.UpdateSandbox(ctx, &killed, store.Was(rec)); err != nil {
+		return fmt.Errorf("record end of paused sandbox: %w", err)
+	}
 	if rec.Checkpoint != nil && s.cfg.Checkpoints != nil {
 		if err := s.cfg.Checkpoints.Delete(ctx, rec.Checkpoint.ID); err != nil {
-			return fmt.Errorf("delete checkpoint of %s: %w", rec.ID, err)
+			slog.Warn("delete the checkpoint of a killed paused sandbox; the prune of its record retries", "sandbox", rec.ID, "checkpoint", rec.Checkpoint.ID, "err", err)
 		}
-	}
-	rec.State, rec.Reason, rec.EndedAt = store.StateKilled, reason, time.Now().UTC()
-	if err := s.store.UpdateSandbox(ctx, rec); err != nil {
-		return fmt.Errorf("record end of paused sandbox: %w", err)
 	}
 	s.metrics.ended(store.StateKilled, reason)
 	slog.Info("paused sandbox deleted", "sandbox", rec.ID, "reason", reason)

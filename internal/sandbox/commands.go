@@ -56,11 +56,16 @@ func (s *Service) StartCommand(ctx context.Context, id string, spec CommandSpec)
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "a command needs a program to run")
 	}
+	start := time.Now()
 	agent, err := s.Agent(id)
 	if err != nil {
 		return nil, err
 	}
-	return agent.startCommand(ctx, spec)
+	cs, err := agent.startCommand(ctx, spec)
+	if err == nil {
+		s.metrics.execStarted(time.Since(start), spec.PTY != nil)
+	}
+	return cs, err
 }
 
 // AttachCommand returns the events of a running (or just ended) command

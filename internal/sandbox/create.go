@@ -199,7 +199,9 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 		return nil, err
 	}
 	spec.volumes = rec.Volumes
-	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID) })
+	// rec is the record as stored until a claim makes it running (the
+	// claim says so in it), and the delete expects it so.
+	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID, store.Was(rec)) })
 	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
 
 	tNet := time.Now()
@@ -341,7 +343,7 @@ func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *
 		if err == nil {
 			return ep, nil
 		}
-		if derr := s.store.DeleteSandbox(context.Background(), rec.ID); derr != nil {
+		if derr := s.store.DeleteSandbox(context.Background(), rec.ID, store.Was(rec)); derr != nil {
 			log.Warn("delete record after failed attach", "err", derr)
 		}
 		if !errors.Is(err, network.ErrRangeInUse) || attempt == 3 {
@@ -391,9 +393,13 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.AutoPauseDiskOnly = req.AutoPauseDiskOnly
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
 	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
-	storeErr := s.store.UpdateSandbox(ctx, &rec)
+	storeErr := s.store.UpdateSandbox(ctx, &rec, store.Was(b.rec))
 	tRecord := time.Now()
-	if err := <-initDone; err != nil {
+	initErr := <-initDone // the init reads b.rec no more
+	if storeErr == nil {
+		*b.rec = rec // what the undo of the boot deletes, if the init failed
+	}
+	if err := initErr; err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent init failed")
 	}
 	if storeErr != nil {

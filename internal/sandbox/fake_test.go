@@ -184,6 +184,7 @@ type world struct {
 type worldOptions struct {
 	pool        *PoolConfig
 	checkpoints bool
+	quotas      func(tenant string) store.Quotas
 }
 
 // testCIDR is a /24 of loopback addresses for one test.
@@ -224,6 +225,7 @@ func (w *world) newService(o worldOptions, rt runtime.Runtime) *Service {
 	if o.pool != nil {
 		cfg.Pools = []PoolConfig{*o.pool}
 	}
+	cfg.Quotas = o.quotas
 	if o.checkpoints {
 		fs, err := blobstore.NewFS(filepath.Join(w.t.TempDir(), "objects"))
 		if err != nil {
@@ -389,7 +391,7 @@ type failingStore struct {
 	failUpdate func(rec *store.Sandbox) error
 }
 
-func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox) error {
+func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox, from store.Expect) error {
 	s.mu.Lock()
 	f := s.failUpdate
 	s.mu.Unlock()
@@ -398,7 +400,7 @@ func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox) er
 			return err
 		}
 	}
-	return s.Store.UpdateSandbox(ctx, rec)
+	return s.Store.UpdateSandbox(ctx, rec, from)
 }
 
 func (s *failingStore) setFailUpdate(f func(rec *store.Sandbox) error) {
@@ -422,6 +424,52 @@ func (b *failingBlobs) Put(ctx context.Context, key string, r io.Reader, size in
 		return blobstore.Info{}, err
 	}
 	return b.Store.Put(ctx, key, r, size)
+}
+
+// hideArtifact moves the stored objects of every checkpoint whose key
+// ends with name out of the way, under a key no checkpoint reads.
+func (w *world) hideArtifact(name string) {
+	w.t.Helper()
+	for _, key := range w.blobs.keys(w.t) {
+		if !strings.HasSuffix(key, "/"+name) {
+			continue
+		}
+		moveObject(w.t, w.blobs.Store, key, "hidden/"+key)
+	}
+}
+
+// unhideArtifacts puts back what hideArtifact moved.
+func (w *world) unhideArtifacts() {
+	w.t.Helper()
+	for _, key := range w.blobs.keys(w.t) {
+		if orig, ok := strings.CutPrefix(key, "hidden/"); ok {
+			moveObject(w.t, w.blobs.Store, key, orig)
+		}
+	}
+}
+
+func moveObject(t *testing.T, st blobstore.Store, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	r, info, err := st.Get(ctx, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := st.Put(ctx, to, r, info.Size); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, from); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Delete fails on an ended context, as a store across a network does.
+func (b *failingBlobs) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.Store.Delete(ctx, key)
 }
 
 func (b *failingBlobs) keys(t *testing.T) []string {

@@ -22,6 +22,7 @@ type Metrics struct {
 	imageFailures  *prometheus.CounterVec
 	restoreSeconds *prometheus.HistogramVec
 	quotaRefusals  *prometheus.CounterVec
+	execSeconds    *prometheus.HistogramVec
 }
 
 // NewMetrics registers the service's series with reg; running and pools
@@ -67,6 +68,11 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 			Help:    "Time to resume a sandbox, by phase (download: fetch and decrypt; restore: runsc until the agent answers).",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
+		execSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "space_exec_seconds",
+			Help:    "Time from a request to run a command (or open a terminal) through the native API to the agent's answer that it started, by kind (command, pty).",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+		}, []string{"kind"}),
 	}
 	m.quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "space_tenant_quota_refusals_total",
@@ -74,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 	}, []string{"tenant", "quota"})
 	reg.MustRegister(m.quotaRefusals)
 	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses, m.poolReleases,
-		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds,
+		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds, m.execSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
 			Help: "Sandboxes running on this node.",
@@ -91,6 +97,16 @@ func (m *Metrics) created(d time.Duration, pooled bool) {
 			source = "pool"
 		}
 		m.createSeconds.WithLabelValues(source).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) execStarted(d time.Duration, pty bool) {
+	if m != nil {
+		kind := "command"
+		if pty {
+			kind = "pty"
+		}
+		m.execSeconds.WithLabelValues(kind).Observe(d.Seconds())
 	}
 }
 

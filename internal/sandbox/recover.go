@@ -40,6 +40,7 @@ func (s *Service) Recover(ctx context.Context) error {
 
 func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	log := slog.With("sandbox", rec.ID)
+	from := store.Was(rec) // each write below expects the record as read
 	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		if err := s.teardown(ctx, rec.ID, ep); err != nil {
 			return err
 		}
-		return s.store.DeleteSandbox(ctx, rec.ID)
+		return s.store.DeleteSandbox(ctx, rec.ID, from)
 	}
 	if rec.Ending != "" {
 		// An end (kill, timeout, lost) cut off by a crash: finish it.
@@ -61,7 +62,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		}
 		rec.State, rec.EndedAt, rec.Ending = rec.Ending, time.Now().UTC(), ""
 		s.metrics.ended(rec.State, rec.Reason)
-		return s.store.UpdateSandbox(ctx, rec)
+		return s.store.UpdateSandbox(ctx, rec, from)
 	}
 	if rec.State == store.StateResuming {
 		// A resume that never answered: its checkpoint is intact, so the
@@ -72,7 +73,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			return err
 		}
 		rec.State = store.StatePaused
-		return s.store.UpdateSandbox(ctx, rec)
+		return s.store.UpdateSandbox(ctx, rec, from)
 	}
 	st, err := s.rt.State(ctx, rec.ID)
 	if err != nil {
@@ -109,7 +110,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		}
 		rec.State, rec.Reason, rec.EndedAt = store.StateLost, reason, time.Now().UTC()
 		s.metrics.ended(store.StateLost, reason)
-		return s.store.UpdateSandbox(ctx, rec)
+		return s.store.UpdateSandbox(ctx, rec, from)
 	}
 	s.mu.Lock()
 	e := &entry{rec: rec, agent: agent, ep: ep}
@@ -269,7 +270,7 @@ func (s *Service) autoPause(ctx context.Context, id string, e *entry) bool {
 		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
 		updated := *e.rec
 		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)
-		if err := s.store.UpdateSandbox(ctx, &updated); err == nil {
+		if err := s.store.UpdateSandbox(ctx, &updated, store.Was(e.rec)); err == nil {
 			e.rec = &updated
 		}
 	}
@@ -306,7 +307,15 @@ func (s *Service) prune(ctx context.Context) {
 			continue
 		}
 		if !r.Live() && !r.EndedAt.IsZero() && now.Sub(r.EndedAt) > s.cfg.KeepEnded {
-			if err := s.store.DeleteSandbox(ctx, r.ID); err != nil {
+			// Its last checkpoint goes with it: one left behind would
+			// resume a sandbox the catalog has forgotten.
+			if r.Checkpoint != nil && s.cfg.Checkpoints != nil {
+				if err := s.cfg.Checkpoints.Delete(ctx, r.Checkpoint.ID); err != nil {
+					slog.Error("delete the checkpoint of an ended sandbox", "sandbox", r.ID, "checkpoint", r.Checkpoint.ID, "err", err)
+					continue
+				}
+			}
+			if err := s.store.DeleteSandbox(ctx, r.ID, store.Was(r)); err != nil {
 				slog.Error("prune ended sandbox", "sandbox", r.ID, "err", err)
 			}
 		}

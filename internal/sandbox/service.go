@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,8 +100,11 @@ type Service struct {
 	live map[string]*entry
 	// reserved is what creates in flight hold of each tenant's quotas.
 	reserved map[string]tenant.Usage
-	// pausing counts each tenant's pauses in flight (its paused quota).
-	pausing map[string]int
+	// storing is what each tenant's pauses and snapshots in flight will
+	// keep (its quotas on paused sandboxes and snapshots); storeLocks
+	// serialise each tenant's count and reservation.
+	storing    map[string]tenant.Usage
+	storeLocks keylock.Map
 
 	// quarantine holds slots whose address range was found in use on the
 	// host, and when; allocation avoids them for a while. draining holds
@@ -166,7 +169,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.Links == nil {
 		cfg.Links = network.Host{}
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, pausing: map[string]int{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
 	for _, pc := range cfg.Pools {
 		if pc.Max > 0 {
 			s.pools[pc.Template] = newPool(s, pc)
@@ -271,8 +274,8 @@ func (s *Service) validate(ctx context.Context, req *CreateRequest) (*Image, err
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	if err := s.checkVolumes(req.Volumes); err != nil {
 		return nil, err
@@ -417,40 +420,48 @@ func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 	return fromRecord(rec), nil
 }
 
-// List returns the sandboxes matching f, newest first: the caller's
+// List returns every sandbox matching f, newest first: the caller's
 // tenant's only, unless it is the admin.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
-	recs, err := s.store.ListAllSandboxes(ctx)
+	out, _, err := s.ListPage(ctx, f, 0, "")
+	return out, err
+}
+
+// ListPage returns up to limit sandboxes matching f (0: all), newest
+// first, from where the page that answered token ended ("" for the
+// first), and the token of the next page ("" after the last). The
+// catalog filters and pages: a page reads its own records, not the table.
+func (s *Service) ListPage(ctx context.Context, f ListFilter, limit int, token string) ([]*Sandbox, string, error) {
+	q := store.Query{States: f.States, Metadata: f.Metadata, Limit: limit}
+	if p := tenant.FromContext(ctx); !p.Admin {
+		q.Tenants = []string{p.Tenant}
+		if p.Tenant == tenant.Default {
+			q.Tenants = append(q.Tenants, "") // made before tenants existed
+		}
+	}
+	if token != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(token)
+		q.After = new(store.Cursor)
+		if err != nil || json.Unmarshal(raw, q.After) != nil || q.After.ID == "" {
+			return nil, "", errdefs.New(errdefs.ErrInvalidArgument, "page_token is not valid")
+		}
+	}
+	recs, next, err := s.store.QuerySandboxes(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
+		return nil, "", fmt.Errorf("list sandboxes: %w", err)
 	}
-	p := tenant.FromContext(ctx)
-	var out []*Sandbox
+	out := make([]*Sandbox, 0, len(recs))
 	for _, r := range recs {
-		if r.State == store.StatePooled || r.Build != "" || !p.Owns(r.Tenant) {
-			continue
-		}
-		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
-			continue
-		}
-		match := true
-		for k, v := range f.Metadata {
-			if r.Metadata[k] != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			out = append(out, fromRecord(r))
-		}
+		out = append(out, fromRecord(r))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	if next == nil {
+		return out, "", nil
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, base64.RawURLEncoding.EncodeToString(raw), nil
 }
 
 // Agent returns the connection to a running sandbox's agent.
@@ -470,10 +481,20 @@ func (s *Service) notRunning(id string) error {
 	return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 }
 
+// checkTimeout refuses a sandbox timeout outside 1s..MaxTimeout, the one
+// range every call that sets one (create, set, resume, fork, connect,
+// create from a snapshot) allows.
+func (s *Service) checkTimeout(d time.Duration) error {
+	if d < time.Second || d > s.cfg.MaxTimeout {
+		return errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	}
+	return nil
+}
+
 // SetTimeout makes the sandbox expire d from now.
 func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
-	if d < time.Second || d > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(d); err != nil {
+		return nil, err
 	}
 	return s.updateRunning(ctx, id, "timeout", func(rec *store.Sandbox) bool {
 		rec.ExpiresAt = time.Now().UTC().Add(d)
@@ -498,7 +519,7 @@ func (s *Service) updateRunning(ctx context.Context, id, what string, change fun
 	if !change(&updated) {
 		return fromRecord(e.rec), nil
 	}
-	if err := s.store.UpdateSandbox(ctx, &updated); err != nil {
+	if err := s.store.UpdateSandbox(ctx, &updated, store.Was(e.rec)); err != nil {
 		return nil, fmt.Errorf("record %s: %w", what, err)
 	}
 	e.rec = &updated
@@ -526,6 +547,11 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		if rec.State == store.StatePaused && state == store.StateKilled {
 			return s.deletePausedLocked(ctx, id, reason)
 		}
+		if rec.State == store.StateResuming {
+			// A resume (here or on another node) holds it: the kill
+			// comes after it.
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is resuming: retry once it runs", id)
+		}
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", id)
 	}
 	e.mu.Lock()
@@ -537,7 +563,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	// Recover finishes as this end, not one it must report lost.
 	intent := *e.rec
 	intent.Ending, intent.Reason = state, reason
-	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &intent); err != nil {
+	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &intent, store.Was(e.rec)); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.rec = &intent
@@ -546,7 +572,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	}
 	updated := *e.rec
 	updated.State, updated.Reason, updated.EndedAt, updated.Ending = state, reason, time.Now().UTC(), ""
-	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated); err != nil {
+	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated, store.Was(e.rec)); err != nil {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.rec = &updated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/runtime/fakeruntime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // These tests run the service on fakes (fake_test.go): no root, no
@@ -514,6 +516,10 @@ func TestResumeFailures(t *testing.T) {
 				return nil
 			})
 		}, func(w *world) { w.st.setFailUpdate(nil) }},
+		// An artifact of the checkpoint gone from the object store: the
+		// checkpoint is damaged (409), not "not found" because an object
+		// of it is.
+		{"checkpoint damaged", func(w *world) { w.hideArtifact("fake-image.json") }, func(w *world) { w.unhideArtifacts() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOptions{checkpoints: true})
@@ -528,8 +534,14 @@ func TestResumeFailures(t *testing.T) {
 			}
 			paused, _ := w.st.GetSandbox(ctx, sb.ID)
 			tc.inject(w)
-			if _, err := w.svc.Resume(ctx, sb.ID, time.Minute); err == nil {
+			_, err = w.svc.Resume(ctx, sb.ID, time.Minute)
+			if err == nil {
 				t.Fatal("resume succeeded")
+			}
+			if tc.name == "checkpoint damaged" {
+				if status, code := errdefs.HTTPStatus(err); status != 409 || code != "failed_precondition" {
+					t.Errorf("a resume of a damaged checkpoint answers %d %s (%v), want 409 failed_precondition", status, code, err)
+				}
 			}
 			if tc.undo != nil {
 				tc.undo(w)
@@ -552,6 +564,88 @@ func TestResumeFailures(t *testing.T) {
 			w.accounted(sb.ID)
 		})
 	}
+}
+
+// TestPauseTeardownOutlivesRequest: a pause answers before its teardown,
+// whose work must not end with the request's context: the sandbox is
+// detached and the checkpoint it superseded deleted after the caller has
+// gone.
+func TestPauseTeardownOutlivesRequest(t *testing.T) {
+	w := newWorld(t, worldOptions{checkpoints: true})
+	bg := context.Background()
+	sb, err := w.svc.Create(bg, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.svc.Pause(bg, sb.ID, PauseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Resume(bg, sb.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	w.rt.Fail(fakeruntime.OpDestroy, func(string) error { <-hold; return nil })
+	w.net.mu.Lock()
+	w.net.beforeDetach = func(network.Endpoint) { <-hold }
+	w.net.mu.Unlock()
+	ctx, cancel := context.WithCancel(bg)
+	second, err := w.svc.Pause(ctx, sb.ID, PauseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the caller has its answer and goes
+	close(hold)
+	w.accounted() // waits for the teardown: nothing of the paused sandbox left
+	var manifests []string
+	for _, k := range w.blobs.keys(t) {
+		if strings.HasSuffix(k, "/manifest.json") {
+			manifests = append(manifests, k)
+		}
+	}
+	if len(manifests) != 1 || !strings.Contains(manifests[0], second.Checkpoint.ID) {
+		t.Fatalf("checkpoints stored %v: want only the second pause's %s (the first, %s, is superseded)", manifests, second.Checkpoint.ID, first.Checkpoint.ID)
+	}
+}
+
+// TestPausedQuota: a tenant's paused sandboxes count against its quota
+// once recorded, and a pause that answered counts once, whether or not its
+// teardown is still running; a refusal says the use the tenant sees.
+func TestPausedQuota(t *testing.T) {
+	w := newWorld(t, worldOptions{checkpoints: true, quotas: func(string) store.Quotas { return store.Quotas{PausedSandboxes: 1} }})
+	ctx := tenant.NewContext(context.Background(), tenant.Principal{Tenant: "acme", Key: "k1"})
+	a, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold a's teardown, so the second pause comes while it runs.
+	hold := make(chan struct{})
+	w.net.mu.Lock()
+	w.net.beforeDetach = func(ep network.Endpoint) {
+		if ep.NetnsPath == network.NetnsPath(a.ID) {
+			<-hold
+		}
+	}
+	w.net.mu.Unlock()
+	if _, err := w.svc.Pause(ctx, a.ID, PauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.svc.Pause(ctx, b.ID, PauseOptions{})
+	close(hold)
+	if errdefs.Class(err) != errdefs.ErrQuotaExceeded {
+		t.Fatalf("a second pause at a paused quota of 1: %v, want a quota refusal", err)
+	}
+	if d, _ := errdefs.Details(err).(map[string]any); d["used"] != 1 || d["limit"] != 1 {
+		t.Errorf("refusal details %v, want used 1 of 1", errdefs.Details(err))
+	}
+	if u, err := w.svc.Usage(ctx, "acme"); err != nil || u.PausedSandboxes != 1 {
+		t.Errorf("usage %+v, %v; want 1 paused", u, err)
+	}
+	w.accounted(b.ID)
 }
 
 // TestPauseSlotHandover: a paused sandbox's slot is free in the store before
@@ -661,8 +755,9 @@ func TestReconcile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		from := store.Was(rec)
 		rec.State, rec.Reason = store.StateLost, "its node stopped renewing its lease"
-		if err := w.st.Store.UpdateSandbox(ctx, rec); err != nil {
+		if err := w.st.Store.UpdateSandbox(ctx, rec, from); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -125,6 +125,11 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 	if !ok {
 		return nil, s.notRunning(id)
 	}
+	release, err := s.reserveStored(ctx, tenant.Usage{Snapshots: 1, SnapshotMB: s.storedEstimate(id, opts.Memory)})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {
@@ -219,7 +224,13 @@ func (s *Service) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot,
 	if s.cfg.Checkpoints == nil {
 		return nil, nil
 	}
-	all, err := s.cfg.Checkpoints.List(ctx)
+	var all []*checkpoint.Manifest
+	var err error
+	if f.SandboxID != "" {
+		all, err = s.cfg.Checkpoints.ListOf(ctx, f.SandboxID)
+	} else {
+		all, err = s.cfg.Checkpoints.List(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -332,8 +343,8 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if req.Timeout == 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}
-	if req.Timeout < time.Second || req.Timeout > s.cfg.MaxTimeout {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "timeout must be between 1s and %s", s.cfg.MaxTimeout)
+	if err := s.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	snap := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	if err := s.checkRequest(&req, &Image{Template: m.Template, ID: m.Meta[metaTemplateImage], Limits: snap}); err != nil {

@@ -76,59 +76,96 @@ func (s *Service) usageLocked(t string) tenant.Usage {
 }
 
 // Usage is what tenant t holds now: its running sandboxes (and creates in
-// flight) and its paused ones.
+// flight), its paused ones and its snapshots.
 func (s *Service) Usage(ctx context.Context, t string) (tenant.Usage, error) {
 	s.mu.Lock()
 	use := s.usageLocked(t)
 	s.mu.Unlock()
-	paused, err := s.pausedOf(ctx, t)
-	use.PausedSandboxes = paused
-	return use, err
+	stored, err := s.storedOf(ctx, t)
+	return use.Plus(stored), err
 }
 
-func (s *Service) pausedOf(ctx context.Context, t string) (int, error) {
+// storedOf is what tenant t keeps in the object store: its paused
+// sandboxes' checkpoints and its snapshots.
+func (s *Service) storedOf(ctx context.Context, t string) (tenant.Usage, error) {
 	recs, err := s.store.ListSandboxes(ctx)
 	if err != nil {
-		return 0, err
+		return tenant.Usage{}, err
 	}
-	n := 0
+	var u tenant.Usage
+	var paused, snapshots int64
 	for _, r := range recs {
 		if r.State == store.StatePaused && tenant.Of(r.Tenant) == t {
-			n++
+			u.PausedSandboxes++
+			if r.Checkpoint != nil {
+				paused += r.Checkpoint.Bytes
+			}
 		}
 	}
-	return n, nil
+	sns, err := s.Snapshots(tenant.NewContext(ctx, tenant.Admin), SnapshotFilter{Tenant: t})
+	if err != nil {
+		return tenant.Usage{}, err
+	}
+	for _, sn := range sns {
+		u.Snapshots++
+		snapshots += sn.Bytes
+	}
+	u.PausedMB, u.SnapshotMB = tenant.MiB(paused), tenant.MiB(snapshots)
+	return u, nil
 }
 
-// reservePause takes one paused sandbox from the quota of ctx's tenant,
-// or refuses a tenant already at it. Pauses in flight count, so pauses at
-// once cannot all pass one count; the caller releases when its pause is
-// recorded (or failed).
-func (s *Service) reservePause(ctx context.Context) (release func(), err error) {
+// reserveStored takes add, what a pause or a snapshot of sandbox id will
+// keep in the object store (one, and its size as the sandbox's memory
+// and disk use now estimate it), from the quotas of ctx's tenant, or
+// refuses a tenant that would cross one. Stores in flight count, so
+// stores at once cannot all pass one count; the caller releases as soon as
+// its artifact is recorded (or failed). A release waits for a count in
+// progress, so a store is never missed between the record and the
+// reservation (it may be counted twice for a moment: a refusal errs on
+// the safe side).
+func (s *Service) reserveStored(ctx context.Context, add tenant.Usage) (release func(), err error) {
 	p := tenant.FromContext(ctx)
 	if p.Admin || s.cfg.Quotas == nil {
 		return func() {}, nil
 	}
 	q := s.cfg.Quotas(p.Tenant)
-	if q.PausedSandboxes <= 0 {
-		return func() {}, nil
+	if q.PausedSandboxes <= 0 && q.PausedMB <= 0 && q.Snapshots <= 0 && q.SnapshotMB <= 0 {
+		return func() {}, nil // nothing to count against
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.pausedOf(ctx, p.Tenant)
+	unlock := s.storeLocks.Lock(p.Tenant)
+	defer unlock()
+	use, err := s.storedOf(ctx, p.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	if err := tenant.Check(p.Tenant, q, tenant.Usage{PausedSandboxes: n + s.pausing[p.Tenant]}, tenant.Usage{PausedSandboxes: 1}); err != nil {
+	s.mu.Lock()
+	use = use.Plus(s.storing[p.Tenant])
+	s.mu.Unlock()
+	if err := tenant.Check(p.Tenant, q, use, add); err != nil {
 		s.metrics.quotaRefused(p.Tenant, err)
 		return nil, err
 	}
-	s.pausing[p.Tenant]++
+	s.mu.Lock()
+	s.storing[p.Tenant] = s.storing[p.Tenant].Plus(add)
+	s.mu.Unlock()
 	return func() {
+		unlock := s.storeLocks.Lock(p.Tenant)
+		defer unlock()
 		s.mu.Lock()
-		s.pausing[p.Tenant]--
+		s.storing[p.Tenant] = s.storing[p.Tenant].Minus(add)
 		s.mu.Unlock()
 	}, nil
+}
+
+// storedEstimate is what a checkpoint (memory too) or a disk image of
+// sandbox id will take, by what it uses now, in MiB (at least 1).
+func (s *Service) storedEstimate(id string, memory bool) int {
+	u := s.adm.Usage(id)
+	bytes := u.Disk
+	if memory {
+		bytes += u.Memory
+	}
+	return max(tenant.MiB(bytes), 1)
 }
 
 // Owner returns the tenant of sandbox id, live, paused or ended, and

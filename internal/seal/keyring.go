@@ -89,6 +89,17 @@ func OpenKeyring(path string) (*Keyring, error) {
 	}}, nil
 }
 
+// NewPlatformKey writes a fresh platform keyset to path (mode 0600), for
+// an operator to share among nodes; a file already at path is
+// ErrAlreadyExists (a key in use is never replaced).
+func NewPlatformKey(path string) error {
+	if _, err := os.Lstat(path); err == nil {
+		return errdefs.New(errdefs.ErrAlreadyExists, "%s exists: a platform key in use is never replaced", path)
+	}
+	_, err := createPlatformKey(path)
+	return err
+}
+
 func readPlatformKey(path string) (*keyset.Handle, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -85,22 +88,21 @@ func (b *Bolt) CreateSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid 
 	})
 }
 
-func (b *Bolt) ReviveSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
+func (b *Bolt) ReviveSandbox(_ context.Context, s *Sandbox, from Expect, maxSlots int, avoid func(int) bool) error {
 	if !s.Live() {
 		return fmt.Errorf("revive sandbox %s: state %s is not live", s.ID, s.State)
 	}
 	return b.writes.do(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
-		data := sb.Get([]byte(s.ID))
-		if data == nil {
-			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", s.ID)
-		}
-		var old Sandbox
-		if err := json.Unmarshal(data, &old); err != nil {
-			return fmt.Errorf("decode sandbox %s: %w", s.ID, err)
+		old, err := getSandbox(sb, s.ID)
+		if err != nil {
+			return err
 		}
 		if old.Live() {
 			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s", s.ID, old.State)
+		}
+		if err := from.check(old); err != nil {
+			return err
 		}
 		slot, err := freeSlot(tx.Bucket(bucketSlots), maxSlots, avoid)
 		if err != nil {
@@ -112,6 +114,19 @@ func (b *Bolt) ReviveSandbox(_ context.Context, s *Sandbox, maxSlots int, avoid 
 		s.Slot = slot
 		return putSandbox(sb, s)
 	})
+}
+
+// getSandbox decodes the stored record id (ErrNotFound when none).
+func getSandbox(sb *bolt.Bucket, id string) (*Sandbox, error) {
+	data := sb.Get([]byte(id))
+	if data == nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+	}
+	s := new(Sandbox)
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("decode sandbox %s: %w", id, err)
+	}
+	return s, nil
 }
 
 // freeSlot returns the lowest slot not in use and not avoided. Slots are
@@ -158,13 +173,17 @@ func putSandbox(sb *bolt.Bucket, s *Sandbox) error {
 	return sb.Put([]byte(s.ID), data)
 }
 
-func (b *Bolt) UpdateSandbox(_ context.Context, s *Sandbox) error {
+func (b *Bolt) UpdateSandbox(_ context.Context, s *Sandbox, from Expect) error {
 	rec := *s
 	err := b.writes.do(func(tx *bolt.Tx) error {
 		rec = *s
 		sb := tx.Bucket(bucketSandboxes)
-		if sb.Get([]byte(rec.ID)) == nil {
-			return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", rec.ID)
+		old, err := getSandbox(sb, rec.ID)
+		if err != nil {
+			return err
+		}
+		if err := from.check(old); err != nil {
+			return err
 		}
 		if !rec.Live() && rec.Slot >= 0 {
 			if err := releaseSlot(tx.Bucket(bucketSlots), rec.Slot, rec.ID); err != nil {
@@ -216,18 +235,47 @@ func (b *Bolt) ListSandboxes(_ context.Context) ([]*Sandbox, error) {
 	return out, err
 }
 
-// ListAllSandboxes is ListSandboxes: one node holds every record.
-func (b *Bolt) ListAllSandboxes(ctx context.Context) ([]*Sandbox, error) { return b.ListSandboxes(ctx) }
+// QuerySandboxes filters and sorts every record: one node's catalog is
+// small enough.
+func (b *Bolt) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cursor, error) {
+	all, err := b.ListSandboxes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := all[:0]
+	for _, s := range all {
+		if q.matches(s) && q.After.before(s.CreatedAt, s.ID) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Sandbox) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+		last := out[len(out)-1]
+		return out, &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}, nil
+	}
+	return out, nil, nil
+}
 
-func (b *Bolt) DeleteSandbox(_ context.Context, id string) error {
+func (b *Bolt) DeleteSandbox(_ context.Context, id string, from Expect) error {
 	return b.writes.do(func(tx *bolt.Tx) error {
 		sb := tx.Bucket(bucketSandboxes)
-		data := sb.Get([]byte(id))
-		if data == nil {
+		s, err := getSandbox(sb, id)
+		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil
 		}
-		var s Sandbox
-		if err := json.Unmarshal(data, &s); err == nil && s.Slot >= 0 {
+		if err != nil {
+			return err
+		}
+		if err := from.check(s); err != nil {
+			return err
+		}
+		if s.Slot >= 0 {
 			if err := releaseSlot(tx.Bucket(bucketSlots), s.Slot, id); err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -53,14 +54,47 @@ func (b *Bolt) ListTenants(_ context.Context) ([]*Tenant, error) {
 	return list[Tenant](b, bucketTenants)
 }
 
-func (b *Bolt) PutAPIKey(_ context.Context, k *APIKey) error {
+func (b *Bolt) CreateAPIKey(_ context.Context, k *APIKey) error {
 	data, err := json.Marshal(k)
 	if err != nil {
 		return fmt.Errorf("encode key %s: %w", k.ID, err)
 	}
 	return b.writes.do(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketAPIKeys).Put([]byte(k.ID), data)
+		kb := tx.Bucket(bucketAPIKeys)
+		if kb.Get([]byte(k.ID)) != nil {
+			return errdefs.New(errdefs.ErrAlreadyExists, "key id %q is taken", k.ID)
+		}
+		return kb.Put([]byte(k.ID), data)
 	})
+}
+
+func (b *Bolt) RevokeAPIKey(_ context.Context, id string, at time.Time) (*APIKey, error) {
+	var k *APIKey
+	err := b.writes.do(func(tx *bolt.Tx) error {
+		k = nil
+		kb := tx.Bucket(bucketAPIKeys)
+		old := kb.Get([]byte(id))
+		if old == nil {
+			return errdefs.New(errdefs.ErrNotFound, "key %q not found", id)
+		}
+		k = new(APIKey)
+		if err := json.Unmarshal(old, k); err != nil {
+			return fmt.Errorf("decode key %s: %w", id, err)
+		}
+		if !k.RevokedAt.IsZero() {
+			return nil
+		}
+		k.RevokedAt = at
+		data, err := json.Marshal(k)
+		if err != nil {
+			return fmt.Errorf("encode key %s: %w", id, err)
+		}
+		return kb.Put([]byte(id), data)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
 }
 
 func (b *Bolt) ListAPIKeys(_ context.Context) ([]*APIKey, error) {
@@ -93,16 +127,32 @@ func (b *Bolt) AppendAudit(_ context.Context, entries []AuditEntry) error {
 	})
 }
 
-func (b *Bolt) Audit(_ context.Context, from, to time.Time, limit int) ([]AuditEntry, error) {
+// An entry's cursor is its key in hex.
+func (b *Bolt) Audit(_ context.Context, q AuditQuery) ([]AuditEntry, error) {
+	start := auditKey(q.From, 0)
+	var after []byte
+	if q.After != "" {
+		var err error
+		if after, err = hex.DecodeString(q.After); err != nil || len(after) != 16 {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "audit cursor %q is not one of this store's", q.After)
+		}
+		if bytes.Compare(after, start) >= 0 {
+			start = after
+		}
+	}
 	var out []AuditEntry
 	err := b.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
-		end := auditKey(to, 0)
-		for k, v := c.Seek(auditKey(from, 0)); k != nil && bytes.Compare(k, end) < 0 && len(out) < limit; k, v = c.Next() {
+		end := auditKey(q.To, 0)
+		for k, v := c.Seek(start); k != nil && bytes.Compare(k, end) < 0 && len(out) < q.Limit; k, v = c.Next() {
+			if after != nil && bytes.Compare(k, after) <= 0 {
+				continue
+			}
 			var e AuditEntry
 			if err := json.Unmarshal(v, &e); err != nil {
 				return fmt.Errorf("decode audit entry: %w", err)
 			}
+			e.Cursor = hex.EncodeToString(k)
 			out = append(out, e)
 		}
 		return nil

@@ -39,7 +39,7 @@ func TestSlotLifecycleSurvivesReopen(t *testing.T) {
 		t.Fatalf("duplicate id: %v", err)
 	}
 	a.State = StateKilled
-	if err := b.UpdateSandbox(ctx, a); err != nil {
+	if err := b.UpdateSandbox(ctx, a, Expect{State: StateRunning}); err != nil {
 		t.Fatal(err)
 	}
 	if a.Slot != -1 {
@@ -66,7 +66,7 @@ func TestSlotLifecycleSurvivesReopen(t *testing.T) {
 	if _, err := b2.GetSandbox(ctx, "zz"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if err := b2.DeleteSandbox(ctx, "c"); err != nil {
+	if err := b2.DeleteSandbox(ctx, "c", Expect{State: StateRunning}); err != nil {
 		t.Fatal(err)
 	}
 	f := &Sandbox{ID: "f"}
@@ -88,7 +88,7 @@ func BenchmarkUpdate(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if err := st.UpdateSandbox(ctx, s); err != nil {
+		if err := st.UpdateSandbox(ctx, s, Expect{State: StateRunning}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -111,7 +111,7 @@ func BenchmarkUpdateParallel(b *testing.B) {
 			return
 		}
 		for pb.Next() {
-			if err := st.UpdateSandbox(ctx, s); err != nil {
+			if err := st.UpdateSandbox(ctx, s, Expect{State: StateRunning}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,6 +44,9 @@ import (
 type Postgres struct {
 	pool *pgxpool.Pool
 	node string
+	// epoch is the node's registration (see Register): what its
+	// idempotency claims are held by.
+	epoch atomic.Int64
 }
 
 //go:embed migrations/*.sql
@@ -164,16 +169,24 @@ func (p *Postgres) freeSlot(ctx context.Context, tx pgx.Tx, maxSlots int, avoid 
 type held struct {
 	node string
 	live bool
-	doc  []byte
+	rec  Sandbox
 }
 
 func (p *Postgres) lockSandbox(ctx context.Context, tx pgx.Tx, id string) (*held, error) {
 	var h held
-	err := tx.QueryRow(ctx, "select node, live, doc from sandboxes where id = $1 for update", id).Scan(&h.node, &h.live, &h.doc)
+	var doc []byte
+	err := tx.QueryRow(ctx, "select node, live, doc from sandboxes where id = $1 for update", id).Scan(&h.node, &h.live, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 	}
-	return &h, err
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(doc, &h.rec); err != nil {
+		return nil, fmt.Errorf("decode sandbox %s: %w", id, err)
+	}
+	h.rec.Node = h.node
+	return &h, nil
 }
 
 func (p *Postgres) putSandbox(ctx context.Context, tx pgx.Tx, s *Sandbox, insert bool) error {
@@ -181,11 +194,11 @@ func (p *Postgres) putSandbox(ctx context.Context, tx pgx.Tx, s *Sandbox, insert
 	if err != nil {
 		return fmt.Errorf("encode sandbox %s: %w", s.ID, err)
 	}
-	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, updated_at = now() where id = $1`
+	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, created_at = $8, updated_at = now() where id = $1`
 	if insert {
-		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc) values ($1, $2, $3, $4, $5, $6, $7)`
+		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc, created_at) values ($1, $2, $3, $4, $5, $6, $7, $8)`
 	}
-	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc)
+	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc, s.CreatedAt)
 	return err
 }
 
@@ -206,7 +219,7 @@ func (p *Postgres) CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int, 
 	return nil
 }
 
-func (p *Postgres) UpdateSandbox(ctx context.Context, s *Sandbox) error {
+func (p *Postgres) UpdateSandbox(ctx context.Context, s *Sandbox, from Expect) error {
 	rec := *s
 	err := p.tx(ctx, func(tx pgx.Tx) error {
 		h, err := p.lockSandbox(ctx, tx, s.ID)
@@ -217,9 +230,10 @@ func (p *Postgres) UpdateSandbox(ctx context.Context, s *Sandbox) error {
 			return err
 		}
 		if !h.live && rec.Live() {
-			var old Sandbox
-			json.Unmarshal(h.doc, &old)
-			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s in the catalog (%s): it does not run on this node any more", s.ID, old.State, old.Reason)
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s in the catalog (%s): it does not run on this node any more", s.ID, h.rec.State, h.rec.Reason)
+		}
+		if err := from.check(&h.rec); err != nil {
+			return err
 		}
 		if rec.Live() {
 			rec.Node = p.node
@@ -238,12 +252,12 @@ func (p *Postgres) UpdateSandbox(ctx context.Context, s *Sandbox) error {
 // mayWrite refuses a write to a sandbox another node holds.
 func (p *Postgres) mayWrite(id string, h *held) error {
 	if h.live && h.node != p.node {
-		return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q runs on node %s", id, h.node)
+		return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s on node %s", id, h.rec.State, h.node)
 	}
 	return nil
 }
 
-func (p *Postgres) ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(int) bool) error {
+func (p *Postgres) ReviveSandbox(ctx context.Context, s *Sandbox, from Expect, maxSlots int, avoid func(int) bool) error {
 	if !s.Live() {
 		return fmt.Errorf("revive sandbox %s: state %s is not live", s.ID, s.State)
 	}
@@ -254,12 +268,13 @@ func (p *Postgres) ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, 
 			return err
 		}
 		if h.live {
-			var old Sandbox
-			json.Unmarshal(h.doc, &old)
 			if h.node != p.node {
-				return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s on node %s", s.ID, old.State, h.node)
+				return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s on node %s", s.ID, h.rec.State, h.node)
 			}
-			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s", s.ID, old.State)
+			return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s", s.ID, h.rec.State)
+		}
+		if err := from.check(&h.rec); err != nil {
+			return err
 		}
 		slot, err := p.freeSlot(ctx, tx, maxSlots, avoid)
 		if err != nil {
@@ -297,12 +312,72 @@ func (p *Postgres) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 or not live", p.node)
 }
 
-// ListAllSandboxes answers every record of the cluster.
-func (p *Postgres) ListAllSandboxes(ctx context.Context) ([]*Sandbox, error) {
-	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes")
+// QuerySandboxes filters, orders and pages in SQL: a page of a tenant's
+// sandboxes in one state is a range of sandboxes_tenant_list (of every
+// tenant's, of sandboxes_list), however big the catalog.
+func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cursor, error) {
+	where := []string{"state <> 'pooled'", "not (doc ? 'build')"}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	// One value is an equality, so that the index gives the rows in
+	// order (with "= any" the planner sorts every match).
+	oneOf := func(col string, vals []string) {
+		switch len(vals) {
+		case 0:
+		case 1:
+			where = append(where, col+" = "+arg(vals[0]))
+		default:
+			where = append(where, col+" = any("+arg(vals)+")")
+		}
+	}
+	oneOf("tenant", q.Tenants)
+	oneOf("state", q.States)
+	if len(q.Metadata) > 0 {
+		md, err := json.Marshal(map[string]any{"metadata": q.Metadata})
+		if err != nil {
+			return nil, nil, err
+		}
+		where = append(where, "doc @> "+arg(string(md))+"::jsonb")
+	}
+	if q.After != nil {
+		where = append(where, "(created_at, id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.ID)+")")
+	}
+	sql := "select doc, created_at from sandboxes where " + strings.Join(where, " and ") + " order by created_at desc, id desc"
+	if q.Limit > 0 {
+		sql += " limit " + arg(q.Limit+1)
+	}
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, dbErr(err, "list sandboxes")
+	}
+	var out []*Sandbox
+	var next *Cursor
+	var doc []byte
+	var created, lastCreated time.Time
+	_, err = pgx.ForEachRow(rows, []any{&doc, &created}, func() error {
+		if q.Limit > 0 && len(out) == q.Limit {
+			last := out[len(out)-1]
+			next = &Cursor{CreatedAt: lastCreated, ID: last.ID}
+			return nil
+		}
+		s := new(Sandbox)
+		if err := json.Unmarshal(doc, s); err != nil {
+			return fmt.Errorf("decode sandbox: %w", err)
+		}
+		out = append(out, s)
+		lastCreated = created
+		return nil
+	})
+	if err != nil {
+		return nil, nil, dbErr(err, "list sandboxes")
+	}
+	return out, next, nil
 }
 
-func (p *Postgres) DeleteSandbox(ctx context.Context, id string) error {
+func (p *Postgres) DeleteSandbox(ctx context.Context, id string, from Expect) error {
 	err := p.tx(ctx, func(tx pgx.Tx) error {
 		h, err := p.lockSandbox(ctx, tx, id)
 		if errors.Is(err, errdefs.ErrNotFound) {
@@ -312,6 +387,9 @@ func (p *Postgres) DeleteSandbox(ctx context.Context, id string) error {
 			return err
 		}
 		if err := p.mayWrite(id, h); err != nil {
+			return err
+		}
+		if err := from.check(&h.rec); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, "delete from sandboxes where id = $1", id)

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,13 +114,50 @@ func (p *Postgres) ListTenants(ctx context.Context) ([]*Tenant, error) {
 	return pgList[Tenant](ctx, p.pool, "tenants", "select doc from tenants order by id")
 }
 
-func (p *Postgres) PutAPIKey(ctx context.Context, k *APIKey) error {
+func (p *Postgres) CreateAPIKey(ctx context.Context, k *APIKey) error {
 	doc, err := json.Marshal(k)
 	if err != nil {
 		return fmt.Errorf("encode key %s: %w", k.ID, err)
 	}
-	return p.exec(ctx, "put key "+k.ID, `insert into api_keys (id, tenant, doc) values ($1, $2, $3)
-		on conflict (id) do update set tenant = excluded.tenant, doc = excluded.doc`, k.ID, k.Tenant, doc)
+	tag, err := p.pool.Exec(ctx, `insert into api_keys (id, tenant, doc) values ($1, $2, $3) on conflict (id) do nothing`, k.ID, k.Tenant, doc)
+	if err != nil {
+		return dbErr(err, "create key %s", k.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return errdefs.New(errdefs.ErrAlreadyExists, "key id %q is taken", k.ID)
+	}
+	return nil
+}
+
+func (p *Postgres) RevokeAPIKey(ctx context.Context, id string, at time.Time) (*APIKey, error) {
+	var k *APIKey
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		var doc []byte
+		err := tx.QueryRow(ctx, "select doc from api_keys where id = $1 for update", id).Scan(&doc)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errdefs.New(errdefs.ErrNotFound, "key %q not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		k = new(APIKey)
+		if err := json.Unmarshal(doc, k); err != nil {
+			return fmt.Errorf("decode key %s: %w", id, err)
+		}
+		if !k.RevokedAt.IsZero() {
+			return nil
+		}
+		k.RevokedAt = at
+		if doc, err = json.Marshal(k); err != nil {
+			return fmt.Errorf("encode key %s: %w", id, err)
+		}
+		_, err = tx.Exec(ctx, "update api_keys set doc = $2 where id = $1", id, doc)
+		return err
+	})
+	if err != nil {
+		return nil, dbErr(err, "revoke key %s", id)
+	}
+	return k, nil
 }
 
 func (p *Postgres) ListAPIKeys(ctx context.Context) ([]*APIKey, error) {
@@ -137,16 +177,55 @@ func (p *Postgres) AppendAudit(ctx context.Context, entries []AuditEntry) error 
 	return dbErr(err, "append audit")
 }
 
-func (p *Postgres) Audit(ctx context.Context, from, to time.Time, limit int) ([]AuditEntry, error) {
-	got, err := pgList[AuditEntry](ctx, p.pool, "audit", "select doc from audit where at >= $1 and at < $2 order by at, seq limit $3", from, to, limit)
-	if err != nil {
-		return nil, err
+// An entry's cursor is its row's at (in microseconds, as the column keeps
+// it: not the entry's own time, which has nanoseconds) and seq: rows are
+// read in that order.
+func (p *Postgres) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
+	query := "select at, seq, doc from audit where at >= $1 and at < $2 order by at, seq limit $3"
+	args := []any{q.From, q.To, q.Limit}
+	if q.After != "" {
+		micros, seq, err := parsePGCursor(q.After)
+		if err != nil {
+			return nil, err
+		}
+		query = `select at, seq, doc from audit where at >= $1 and at < $2 and (at, seq) > ($4, $5)
+			order by at, seq limit $3`
+		args = append(args, time.UnixMicro(micros), seq)
 	}
-	out := make([]AuditEntry, len(got))
-	for i, e := range got {
-		out[i] = *e
+	rows, err := p.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, dbErr(err, "list audit")
+	}
+	var out []AuditEntry
+	var at time.Time
+	var seq int64
+	var doc []byte
+	_, err = pgx.ForEachRow(rows, []any{&at, &seq, &doc}, func() error {
+		var e AuditEntry
+		if err := json.Unmarshal(doc, &e); err != nil {
+			return fmt.Errorf("decode audit entry: %w", err)
+		}
+		e.Cursor = fmt.Sprintf("%d.%d", at.UnixMicro(), seq)
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, dbErr(err, "list audit")
 	}
 	return out, nil
+}
+
+func parsePGCursor(c string) (micros, seq int64, err error) {
+	a, b, ok := strings.Cut(c, ".")
+	if ok {
+		if micros, err = strconv.ParseInt(a, 10, 64); err == nil {
+			seq, err = strconv.ParseInt(b, 10, 64)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, errdefs.New(errdefs.ErrInvalidArgument, "audit cursor %q is not one of this store's", c)
+	}
+	return micros, seq, nil
 }
 
 func (p *Postgres) PruneAudit(ctx context.Context, before time.Time) (int, error) {
@@ -208,8 +287,14 @@ func (p *Postgres) DeleteVolume(ctx context.Context, id string) error {
 // The manifest index (checkpoint.Index).
 
 func (p *Postgres) PutManifest(ctx context.Context, prefix, id string, manifest []byte) error {
-	return p.exec(ctx, "index manifest "+prefix+id, `insert into manifests (prefix, id, doc) values ($1, $2, $3)
-		on conflict (prefix, id) do update set doc = excluded.doc, indexed_at = now()`, prefix, id, manifest)
+	var m struct {
+		Sandbox string `json:"sandbox_id"`
+	}
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		return fmt.Errorf("index manifest %s%s: %w", prefix, id, err)
+	}
+	return p.exec(ctx, "index manifest "+prefix+id, `insert into manifests (prefix, id, doc, sandbox) values ($1, $2, $3, $4)
+		on conflict (prefix, id) do update set doc = excluded.doc, sandbox = excluded.sandbox, indexed_at = now()`, prefix, id, manifest, m.Sandbox)
 }
 
 func (p *Postgres) DeleteManifest(ctx context.Context, prefix, id string) error {
@@ -223,6 +308,17 @@ func (p *Postgres) Manifests(ctx context.Context, prefix string) ([][]byte, erro
 	}
 	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
 	return docs, dbErr(err, "list manifests")
+}
+
+// ManifestsOf answers the manifests under prefix of sandbox id (an
+// index range of manifests_sandbox).
+func (p *Postgres) ManifestsOf(ctx context.Context, prefix, sandbox string) ([][]byte, error) {
+	rows, err := p.pool.Query(ctx, "select doc from manifests where prefix = $1 and sandbox = $2 order by id", prefix, sandbox)
+	if err != nil {
+		return nil, dbErr(err, "list a sandbox's manifests")
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	return docs, dbErr(err, "list a sandbox's manifests")
 }
 
 func (p *Postgres) KeepManifests(ctx context.Context, prefix string, ids []string, since time.Time) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 )
@@ -49,18 +50,49 @@ type Member struct {
 // reconcile.
 var ErrLeaseLost = errors.New("the node's lease lapsed")
 
-// Register enters this node with a fresh lease of ttl and a new epoch; a
-// drain it was in ends (a drained node is restarted to take work again).
-func (p *Postgres) Register(ctx context.Context, address string, info NodeInfo, ttl time.Duration) (epoch int64, err error) {
-	doc, err := json.Marshal(info)
+// Registration is what a node registers with.
+type Registration struct {
+	// Address is the URL the other nodes reach its API on.
+	Address string
+	Info    NodeInfo
+	// TTL is the lease.
+	TTL time.Duration
+	// Again: the node registers again after its lease lapsed, having run
+	// on: it keeps its drain (Draining says it) and the idempotency
+	// claims of the creates it runs. Otherwise it starts afresh: a drain
+	// it was in ends (a drained node is restarted to take work again)
+	// and the claims of its previous run lapse.
+	Again    bool
+	Draining bool
+}
+
+// Register enters this node with a fresh lease and a new epoch.
+func (p *Postgres) Register(ctx context.Context, r Registration) (epoch int64, err error) {
+	doc, err := json.Marshal(r.Info)
 	if err != nil {
 		return 0, err
 	}
-	err = p.pool.QueryRow(ctx, `insert into nodes (id, address, lease_until, info) values ($1, $2, now() + make_interval(secs => $3), $4)
-		on conflict (id) do update set address = excluded.address, epoch = nodes.epoch + 1, started_at = now(),
-			lease_until = excluded.lease_until, info = excluded.info, draining = false
-		returning epoch`, p.node, address, ttl.Seconds(), doc).Scan(&epoch)
-	return epoch, dbErr(err, "register node %s", p.node)
+	draining := r.Again && r.Draining
+	err = p.tx(ctx, func(tx pgx.Tx) error {
+		var old int64
+		if err := tx.QueryRow(ctx, `select epoch from nodes where id = $1 for update`, p.node).Scan(&old); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		err := tx.QueryRow(ctx, `insert into nodes (id, address, lease_until, info, draining) values ($1, $2, now() + make_interval(secs => $3), $4, $5)
+			on conflict (id) do update set address = excluded.address, epoch = nodes.epoch + 1, started_at = now(),
+				lease_until = excluded.lease_until, info = excluded.info, draining = excluded.draining
+			returning epoch`, p.node, r.Address, r.TTL.Seconds(), doc, draining).Scan(&epoch)
+		if err != nil || !r.Again {
+			return err
+		}
+		_, err = tx.Exec(ctx, "update idempotency set epoch = $3 where node = $1 and epoch = $2 and not done", p.node, old, epoch)
+		return err
+	})
+	if err != nil {
+		return 0, dbErr(err, "register node %s", p.node)
+	}
+	p.epoch.Store(epoch)
+	return epoch, nil
 }
 
 // Renew extends the lease of this node's epoch by ttl from now; once it
@@ -189,6 +221,8 @@ type CatalogEvents struct {
 	Migration func(id string)
 	// Secrets: a secret changed.
 	Secrets func()
+	// Node: node id registered (perhaps at another address) or left.
+	Node func(id string)
 }
 
 // Listen reports catalog changes until ctx ends or the connection fails
@@ -202,7 +236,7 @@ func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 	// A connection that listened is never handed back to the pool.
 	c := conn.Hijack()
 	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants; listen space_migrations; listen space_secrets"); err != nil {
+	if _, err := c.Exec(ctx, "listen space_routes; listen space_tenants; listen space_migrations; listen space_secrets; listen space_nodes"); err != nil {
 		return dbErr(err, "listen for catalog changes")
 	}
 	ev.Ready()
@@ -220,6 +254,10 @@ func (p *Postgres) Listen(ctx context.Context, ev CatalogEvents) error {
 			ev.Migration(n.Payload)
 		case "space_secrets":
 			ev.Secrets()
+		case "space_nodes":
+			if ev.Node != nil {
+				ev.Node(n.Payload)
+			}
 		}
 	}
 }
@@ -274,6 +312,18 @@ func (p *Postgres) GetMigration(ctx context.Context, id string) (*Migration, err
 	return m, nil
 }
 
+// PendingMigrations answers the sandboxes paused to move to this node
+// and not resumed yet (what a missed notification would have said).
+func (p *Postgres) PendingMigrations(ctx context.Context) ([]string, error) {
+	rows, err := p.pool.Query(ctx, `select sandbox from migrations
+		where to_node = $1 and paused_at is not null and resumed_at is null and error = '' order by paused_at`, p.node)
+	if err != nil {
+		return nil, dbErr(err, "list pending migrations")
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, dbErr(err, "list pending migrations")
+}
+
 // FinishMigration records how the target's resume went (err "" for
 // success), once: it answers false when the move was finished already.
 func (p *Postgres) FinishMigration(ctx context.Context, id, errText string) (bool, error) {
@@ -301,9 +351,14 @@ type Stored struct {
 
 // ClaimIdempotency claims scope for a create about to run (claimed), or
 // answers what the create that claimed it answered (stored, once done;
-// nil while it runs).
+// nil while it runs). A claim is held by the registration of the node
+// that made it: one whose node's lease lapsed, or whose node registered
+// afresh since (a restart: the create it ran is gone), is taken over.
 func (p *Postgres) ClaimIdempotency(ctx context.Context, scope string) (claimed bool, stored *Stored, err error) {
-	tag, err := p.pool.Exec(ctx, "insert into idempotency (scope) values ($1) on conflict (scope) do nothing", scope)
+	tag, err := p.pool.Exec(ctx, `insert into idempotency (scope, node, epoch) values ($1, $2, $3)
+		on conflict (scope) do update set node = excluded.node, epoch = excluded.epoch, created_at = now()
+		where not idempotency.done and not exists (select 1 from nodes n
+			where n.id = idempotency.node and n.epoch = idempotency.epoch and n.lease_until >= now())`, scope, p.node, p.epoch.Load())
 	if err != nil {
 		return false, nil, dbErr(err, "claim an idempotency key")
 	}
@@ -323,13 +378,26 @@ func (p *Postgres) ClaimIdempotency(ctx context.Context, scope string) (claimed 
 }
 
 // FinishIdempotency stores the answer of scope's create (a success), or
-// releases the key (s nil: the create failed, and may be tried again).
+// releases the key (s nil: the create failed, and may be tried again),
+// if this node still holds the claim: an answer for a claim another node
+// took over is ErrFailedPrecondition. Storing the same answer twice is
+// not an error.
 func (p *Postgres) FinishIdempotency(ctx context.Context, scope string, s *Stored) error {
+	var tag pgconn.CommandTag
+	var err error
 	if s == nil {
-		return p.exec(ctx, "release an idempotency key", "delete from idempotency where scope = $1 and not done", scope)
+		tag, err = p.pool.Exec(ctx, "delete from idempotency where scope = $1 and node = $2 and not done", scope, p.node)
+	} else {
+		tag, err = p.pool.Exec(ctx, "update idempotency set done = true, status = $3, content_type = $4, body = $5 where scope = $1 and node = $2",
+			scope, p.node, s.Status, s.ContentType, s.Body)
 	}
-	return p.exec(ctx, "store an idempotent answer", "update idempotency set done = true, status = $2, content_type = $3, body = $4 where scope = $1",
-		scope, s.Status, s.ContentType, s.Body)
+	if err != nil {
+		return dbErr(err, "finish an idempotency key")
+	}
+	if tag.RowsAffected() == 0 && s != nil {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "the idempotency claim is not this node's any more")
+	}
+	return nil
 }
 
 // PruneIdempotency forgets keys older than before.

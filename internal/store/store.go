@@ -7,7 +7,11 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
 )
 
 // Sandbox states as stored.
@@ -125,29 +129,124 @@ func (s *Sandbox) Live() bool {
 	return s.State == StateCreating || s.State == StatePooled || s.State == StateRunning || s.State == StateResuming
 }
 
+// Expect is what a write of a sandbox record expects the stored record to
+// be: the write is a compare-and-swap, made only if the stored record is
+// still in State with checkpoint Checkpoint (its id; "" for none), and
+// refused with ErrFailedPrecondition otherwise. Nodes sharing a catalog
+// race for paused records (a kill on one, a resume on another); the
+// writer that read the record last-but-one loses, and nothing it wrote
+// comes back.
+type Expect struct {
+	State      string
+	Checkpoint string
+}
+
+// Was expects the stored record to be still as rec says.
+func Was(rec *Sandbox) Expect {
+	return Expect{State: rec.State, Checkpoint: rec.checkpointID()}
+}
+
+func (s *Sandbox) checkpointID() string {
+	if s.Checkpoint == nil {
+		return ""
+	}
+	return s.Checkpoint.ID
+}
+
+// check refuses a write to stored that does not expect it.
+func (e Expect) check(stored *Sandbox) error {
+	if stored.State == e.State && stored.checkpointID() == e.Checkpoint {
+		return nil
+	}
+	if stored.State != e.State {
+		msg := fmt.Sprintf("sandbox %q is %s, not %s", stored.ID, stored.State, e.State)
+		if stored.Node != "" {
+			msg += " (on node " + stored.Node + ")"
+		}
+		return errdefs.New(errdefs.ErrFailedPrecondition, "%s: it changed meanwhile", msg)
+	}
+	return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q has checkpoint %q, not %q: it changed meanwhile", stored.ID, stored.checkpointID(), e.Checkpoint)
+}
+
+// Query selects sandbox records for a list, never pooled ones nor a
+// template build's: those of one of Tenants (none: every tenant's), in
+// one of States (none: any), whose metadata holds every pair of Metadata.
+// They come newest first (by creation time, then id, both descending),
+// from After on, at most Limit (0: all).
+type Query struct {
+	Tenants  []string
+	States   []string
+	Metadata map[string]string
+	After    *Cursor
+	Limit    int
+}
+
+// matches reports whether s is one of the records q asks for (After
+// aside).
+func (q *Query) matches(s *Sandbox) bool {
+	if s.State == StatePooled || s.Build != "" {
+		return false
+	}
+	if len(q.Tenants) > 0 && !slices.Contains(q.Tenants, s.Tenant) {
+		return false
+	}
+	if len(q.States) > 0 && !slices.Contains(q.States, s.State) {
+		return false
+	}
+	for k, v := range q.Metadata {
+		if got, ok := s.Metadata[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Cursor is where a page of a Query ended: the next page starts after
+// it. A store reads only the cursors it made.
+type Cursor struct {
+	CreatedAt time.Time `json:"t"`
+	ID        string    `json:"id"`
+}
+
+// before reports whether a record made at t with id comes after c in a
+// list (newest first).
+func (c *Cursor) before(t time.Time, id string) bool {
+	if c == nil {
+		return true
+	}
+	if !t.Equal(c.CreatedAt) {
+		return t.Before(c.CreatedAt)
+	}
+	return id < c.ID
+}
+
 // Store keeps sandbox records and network slots.
 type Store interface {
 	// CreateSandbox writes a new record and gives it the lowest free slot
 	// below maxSlots that avoid (if set) does not refuse, in one
 	// transaction. The record's Slot is set.
 	CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error
-	// UpdateSandbox replaces an existing record. A record that leaves the live
-	// states releases its slot in the same transaction.
-	UpdateSandbox(ctx context.Context, s *Sandbox) error
+	// UpdateSandbox replaces an existing record that is still as from
+	// says (a compare-and-swap). A record that leaves the live states
+	// releases its slot in the same transaction.
+	UpdateSandbox(ctx context.Context, s *Sandbox, from Expect) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
 	// ListSandboxes returns every record this node acts on: its live
 	// records and every record that is not live (filtering is the
 	// caller's). With one node, every record.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
-	// ListAllSandboxes returns every record, whichever node holds it (what
-	// the API lists).
-	ListAllSandboxes(ctx context.Context) ([]*Sandbox, error)
-	// ReviveSandbox replaces an ended record (a paused one being resumed)
-	// with s, which must be live, and gives it a free slot as CreateSandbox
+	// QuerySandboxes answers the records q asks for, whichever node holds
+	// them (what the API lists), and where the next page starts (nil
+	// when there is none).
+	QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cursor, error)
+	// ReviveSandbox replaces an ended record that is still as from says
+	// (a paused one being resumed: state paused and its checkpoint) with
+	// s, which must be live, and gives it a free slot as CreateSandbox
 	// does, in one transaction.
-	ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error
-	// DeleteSandbox removes a record and frees its slot.
-	DeleteSandbox(ctx context.Context, id string) error
+	ReviveSandbox(ctx context.Context, s *Sandbox, from Expect, maxSlots int, avoid func(slot int) bool) error
+	// DeleteSandbox removes a record that is still as from says and frees
+	// its slot; a record that is not there is not an error.
+	DeleteSandbox(ctx context.Context, id string, from Expect) error
 
 	// GetTemplate returns a template (ErrNotFound when there is none).
 	GetTemplate(ctx context.Context, name string) (*Template, error)

@@ -24,8 +24,18 @@ type Quotas struct {
 	VCPU     int `json:"vcpu,omitempty"`
 	MemoryMB int `json:"memory_mb,omitempty"`
 	// PausedSandboxes: paused sandboxes kept at once (each holds its
-	// checkpoint in the object store).
+	// checkpoint in the object store); PausedMB: the MiB their
+	// checkpoints take there.
 	PausedSandboxes int `json:"paused_sandboxes,omitempty"`
+	PausedMB        int `json:"paused_mb,omitempty"`
+	// Snapshots and SnapshotMB: disk and full snapshots kept, and the MiB
+	// they take in the object store.
+	Snapshots  int `json:"snapshots,omitempty"`
+	SnapshotMB int `json:"snapshot_mb,omitempty"`
+	// Templates and TemplateMB: templates, and the MiB of the builds
+	// their tags point at.
+	Templates  int `json:"templates,omitempty"`
+	TemplateMB int `json:"template_mb,omitempty"`
 	// CreatesPerSecond bounds creates, resumes and forks (a token bucket
 	// of that rate with a burst of CreatesBurst).
 	CreatesPerSecond float64 `json:"creates_per_second,omitempty"`
@@ -58,6 +68,18 @@ type AuditEntry struct {
 	Created string `json:"created,omitempty"`
 	Status  int    `json:"status"`
 	Remote  string `json:"remote,omitempty"`
+	// Cursor is where the entry is in the log, set by Audit: a query with
+	// After set to it resumes after this entry, even when others share its
+	// time. Opaque, and not kept in the entry itself.
+	Cursor string `json:"-"`
+}
+
+// AuditQuery selects audit entries: those in [From, To), after the entry
+// whose Cursor is After (if set), oldest first, at most Limit.
+type AuditQuery struct {
+	From, To time.Time
+	After    string
+	Limit    int
 }
 
 // TenantStore keeps tenants, their API keys and the audit log.
@@ -67,12 +89,16 @@ type TenantStore interface {
 	UpdateTenant(ctx context.Context, t *Tenant) error
 	GetTenant(ctx context.Context, id string) (*Tenant, error)
 	ListTenants(ctx context.Context) ([]*Tenant, error)
-	// PutAPIKey creates or replaces a key record.
-	PutAPIKey(ctx context.Context, k *APIKey) error
+	// CreateAPIKey writes a new key record (ErrAlreadyExists if its ID is
+	// taken: a key record is never replaced).
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// RevokeAPIKey marks key id revoked at (if it is not already) and
+	// returns the record (ErrNotFound if there is none).
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) (*APIKey, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error)
 	// AppendAudit adds entries; PruneAudit drops those older than before.
 	AppendAudit(ctx context.Context, entries []AuditEntry) error
-	// Audit returns the entries in [from, to), oldest first, at most limit.
-	Audit(ctx context.Context, from, to time.Time, limit int) ([]AuditEntry, error)
+	// Audit returns the entries q selects, each with its Cursor.
+	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	PruneAudit(ctx context.Context, before time.Time) (int, error)
 }

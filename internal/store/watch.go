@@ -64,8 +64,8 @@ func (w *Watched) CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int, a
 }
 
 // UpdateSandbox is the Store's, published.
-func (w *Watched) UpdateSandbox(ctx context.Context, s *Sandbox) error {
-	if err := w.Store.UpdateSandbox(ctx, s); err != nil {
+func (w *Watched) UpdateSandbox(ctx context.Context, s *Sandbox, from Expect) error {
+	if err := w.Store.UpdateSandbox(ctx, s, from); err != nil {
 		return err
 	}
 	w.publish(s, false)
@@ -73,8 +73,8 @@ func (w *Watched) UpdateSandbox(ctx context.Context, s *Sandbox) error {
 }
 
 // ReviveSandbox is the Store's, published.
-func (w *Watched) ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error {
-	if err := w.Store.ReviveSandbox(ctx, s, maxSlots, avoid); err != nil {
+func (w *Watched) ReviveSandbox(ctx context.Context, s *Sandbox, from Expect, maxSlots int, avoid func(slot int) bool) error {
+	if err := w.Store.ReviveSandbox(ctx, s, from, maxSlots, avoid); err != nil {
 		return err
 	}
 	w.publish(s, false)
@@ -82,9 +82,9 @@ func (w *Watched) ReviveSandbox(ctx context.Context, s *Sandbox, maxSlots int, a
 }
 
 // DeleteSandbox is the Store's, published with the record it removed.
-func (w *Watched) DeleteSandbox(ctx context.Context, id string) error {
+func (w *Watched) DeleteSandbox(ctx context.Context, id string, from Expect) error {
 	last, _ := w.Store.GetSandbox(ctx, id)
-	if err := w.Store.DeleteSandbox(ctx, id); err != nil {
+	if err := w.Store.DeleteSandbox(ctx, id, from); err != nil {
 		return err
 	}
 	if last == nil {

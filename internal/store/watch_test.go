@@ -23,13 +23,13 @@ func TestWatched(t *testing.T) {
 	}
 	run := *rec
 	run.State = StateRunning
-	if err := w.UpdateSandbox(ctx, &run); err != nil {
+	if err := w.UpdateSandbox(ctx, &run, Was(rec)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.DeleteSandbox(ctx, "a"); err != nil {
+	if err := w.DeleteSandbox(ctx, "a", Was(&run)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.UpdateSandbox(ctx, &Sandbox{ID: "missing"}); err == nil {
+	if err := w.UpdateSandbox(ctx, &Sandbox{ID: "missing"}, Expect{}); err == nil {
 		t.Fatal("update of a missing record succeeded")
 	}
 

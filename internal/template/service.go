@@ -571,6 +571,11 @@ func (s *Service) CancelBuild(ctx context.Context, id string) (*store.Build, err
 	if b.Final() {
 		return b, nil
 	}
+	if b.Node != s.cfg.Node {
+		// Only its node can stop it (a cluster forwards the request
+		// there); marked canceled here it would run on.
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "build %s runs on node %s: cancel it there (through any node, which forwards the request)", id, b.Node)
+	}
 	s.mu.Lock()
 	a := s.active[id]
 	s.mu.Unlock()

@@ -91,9 +91,12 @@ func (a *Audit) Add(e store.AuditEntry) {
 func (a *Audit) Query(ctx context.Context, from, to time.Time, tenant string, limit int) ([]store.AuditEntry, error) {
 	a.flush(ctx)
 	var out []store.AuditEntry
-	// Read in pages so a tenant filter still returns up to limit.
+	// Read in pages so a tenant filter still returns up to limit; each
+	// page goes on after the last entry of the one before (by its cursor:
+	// entries may share a time).
+	q := store.AuditQuery{From: from, To: to, Limit: 1000}
 	for len(out) < limit {
-		page, err := a.store.Audit(ctx, from, to, 1000)
+		page, err := a.store.Audit(ctx, q)
 		if err != nil {
 			return nil, err
 		}
@@ -105,10 +108,10 @@ func (a *Audit) Query(ctx context.Context, from, to time.Time, tenant string, li
 				}
 			}
 		}
-		if len(page) < 1000 {
+		if len(page) < q.Limit {
 			break
 		}
-		from = page[len(page)-1].Time.Add(time.Nanosecond)
+		q.After = page[len(page)-1].Cursor
 	}
 	return out, nil
 }
@@ -119,16 +122,60 @@ var objectParams = []string{"id", "sandboxID", "snapshot", "volume", "volumeID",
 
 // Middleware records every call of next whose method changes state. It
 // goes inside authentication, which gives the request its principal.
-func (a *Audit) Middleware(next http.Handler) http.Handler {
+func (a *Audit) Middleware(next http.Handler) http.Handler { return a.record(next, false) }
+
+// Public records every state-changing call of next, a route that checks
+// its caller its own way (a volume's token, a signed upload link): the
+// handler names who the call runs as with RunsAs once it knows. A call it
+// refused before that is recorded as key "anonymous" of no tenant.
+func (a *Audit) Public(next http.Handler) http.Handler { return a.record(next, true) }
+
+// Anonymous is the key audit lines name a public route's caller by when
+// the handler named none.
+const Anonymous = "anonymous"
+
+// runsAs is where a public route's handler leaves who its call runs as.
+type runsAs struct {
+	mu  sync.Mutex
+	p   Principal
+	set bool
+}
+
+type runsAsKey struct{}
+
+// RunsAs tells the audit log of a public route (Public) that the call of
+// ctx runs as p. Elsewhere it does nothing.
+func RunsAs(ctx context.Context, p Principal) {
+	if ra, ok := ctx.Value(runsAsKey{}).(*runsAs); ok {
+		ra.mu.Lock()
+		ra.p, ra.set = p, true
+		ra.mu.Unlock()
+	}
+}
+
+func (a *Audit) record(next http.Handler, public bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			next.ServeHTTP(w, r)
 			return
 		}
+		var ra *runsAs
+		if public {
+			ra = &runsAs{}
+			r = r.WithContext(context.WithValue(r.Context(), runsAsKey{}, ra))
+		}
 		rec := &auditRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		p := FromContext(r.Context())
+		if ra != nil {
+			ra.mu.Lock()
+			p = ra.p
+			if !ra.set {
+				p = Principal{Key: Anonymous}
+			}
+			ra.mu.Unlock()
+		}
 		e := store.AuditEntry{Time: time.Now().UTC(), Tenant: p.Tenant, Key: p.Key, Method: r.Method,
 			Route: r.Pattern, Status: rec.status, Created: rec.createdID()}
 		if e.Status == 0 {

@@ -7,31 +7,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collector reports each tenant's usage at scrape time, and the creates
-// its rate refused.
+// Collector reports each tenant's usage at scrape time (space_tenant_<the
+// quota's name>), and the creates its rate refused.
 type Collector struct {
 	svc   *Service
 	usage func(ctx context.Context, tenant string) (Usage, error)
+	descs []*prometheus.Desc // one per quota, in quotas' order
+}
 
-	sandboxes, vcpu, memory, paused *prometheus.Desc
+// usageHelp says what each quota's series counts.
+var usageHelp = map[string]string{
+	"sandboxes":        "Running sandboxes of a tenant (creates in flight included).",
+	"vcpu":             "Sum of the cpu limits of a tenant's running sandboxes.",
+	"memory_mb":        "Sum of the memory limits of a tenant's running sandboxes.",
+	"paused_sandboxes": "Paused sandboxes of a tenant.",
+	"paused_mb":        "MiB the checkpoints of a tenant's paused sandboxes take in the object store.",
+	"snapshots":        "Snapshots of a tenant.",
+	"snapshot_mb":      "MiB a tenant's snapshots take in the object store.",
+	"templates":        "Templates of a tenant.",
+	"template_mb":      "MiB of the builds a tenant's templates' tags point at.",
 }
 
 // NewCollector returns the tenants' series; usage reads what a tenant
-// holds (the sandbox service's Usage).
+// holds (the service's Usage).
 func NewCollector(svc *Service, usage func(ctx context.Context, tenant string) (Usage, error)) *Collector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, []string{"tenant"}, nil)
+	c := &Collector{svc: svc, usage: usage}
+	for _, q := range quotas {
+		c.descs = append(c.descs, prometheus.NewDesc("space_tenant_"+q.name, usageHelp[q.name], []string{"tenant"}, nil))
 	}
-	return &Collector{svc: svc, usage: usage,
-		sandboxes: d("space_tenant_sandboxes", "Running sandboxes of a tenant (creates in flight included)."),
-		vcpu:      d("space_tenant_vcpu", "Sum of the cpu limits of a tenant's running sandboxes."),
-		memory:    d("space_tenant_memory_mb", "Sum of the memory limits of a tenant's running sandboxes."),
-		paused:    d("space_tenant_paused_sandboxes", "Paused sandboxes of a tenant."),
-	}
+	return c
 }
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sandboxes, c.vcpu, c.memory, c.paused} {
+	for _, d := range c.descs {
 		ch <- d
 	}
 	c.svc.rateLimited.Describe(ch)
@@ -44,10 +52,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			slog.Warn("tenant usage for metrics", "tenant", t.ID, "err", err)
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.sandboxes, prometheus.GaugeValue, float64(u.Sandboxes), t.ID)
-		ch <- prometheus.MustNewConstMetric(c.vcpu, prometheus.GaugeValue, float64(u.VCPU), t.ID)
-		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(u.MemoryMB), t.ID)
-		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, float64(u.PausedSandboxes), t.ID)
+		for i, q := range quotas {
+			ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.GaugeValue, float64(*q.use(&u)), t.ID)
+		}
 	}
 	c.svc.rateLimited.Collect(ch)
 }

@@ -22,8 +22,11 @@ import (
 // KeyPrefix starts every issued key, as E2B's keys start (some tools check).
 const KeyPrefix = "e2b_"
 
-// idLen is how many characters of a key after KeyPrefix are its public ID.
-const idLen = 8
+// idLen is how many hex digits of a key after KeyPrefix are its public
+// ID: 64 bits, so that IDs do not meet by chance (the store refuses one
+// that does, and IssueKey draws again); the other 96 bits of the key's 160
+// stay secret.
+const idLen = 16
 
 var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
@@ -32,9 +35,15 @@ var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // request costs one SHA-256; a revoked key stops at once, and the requests
 // it has open are cancelled.
 type Service struct {
-	store    store.TenantStore
+	store    Store
 	adminKey []byte
 	defaults store.Quotas
+	// sandboxUsage reads what a tenant's sandboxes hold (the sandbox
+	// service, made after this one: SetSandboxUsage).
+	sandboxUsage func(ctx context.Context, tenant string) (Usage, error)
+	// templateLocks serialize a tenant's template creates with their
+	// quota check (AdmitTemplate).
+	templateLocks sync.Map // tenant -> *sync.Mutex
 
 	mu      sync.Mutex
 	byHash  map[string]*store.APIKey
@@ -45,14 +54,25 @@ type Service struct {
 	// whose key was checked just before its revocation must not start a
 	// stream after it (Hold looks here under the same lock).
 	revoked map[string]bool
-	rate    *rates
+	// onRevoke are told the ID of every key revoked (the console ends the
+	// key's sessions).
+	onRevoke []func(keyID string)
+	rate     *rates
 	// rateLimited counts creates refused by a tenant's rate.
 	rateLimited *prometheus.CounterVec
 }
 
+// Store is what the service keeps tenants, keys and the audit log in, and
+// reads the templates it counts against tenants' quotas from.
+type Store interface {
+	store.TenantStore
+	ListTemplates(ctx context.Context) ([]*store.Template, error)
+	GetBuild(ctx context.Context, id string) (*store.Build, error)
+}
+
 // New loads the tenants and keys. adminKey is spaced's configured key;
 // defaults are the quotas of tenants that set none.
-func New(ctx context.Context, st store.TenantStore, adminKey string, defaults store.Quotas) (*Service, error) {
+func New(ctx context.Context, st Store, adminKey string, defaults store.Quotas) (*Service, error) {
 	s := &Service{store: st, adminKey: []byte(adminKey), defaults: defaults,
 		byHash: map[string]*store.APIKey{}, tenants: map[string]*store.Tenant{},
 		open: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]bool{}, rate: newRates(),
@@ -186,27 +206,6 @@ func (s *Service) SetQuotas(ctx context.Context, id string, q store.Quotas) (*st
 	return &nt, nil
 }
 
-// checkQuotas refuses a quota other than 0 (the node's default), -1 (no
-// limit) or a positive one: Check reads every value below 1 as no limit,
-// so a mistyped -2 would lift a limit silently.
-func checkQuotas(q store.Quotas) error {
-	for _, f := range []struct {
-		name  string
-		value int
-	}{
-		{"sandboxes", q.Sandboxes}, {"vcpu", q.VCPU}, {"memory_mb", q.MemoryMB},
-		{"paused_sandboxes", q.PausedSandboxes}, {"creates_burst", q.CreatesBurst},
-	} {
-		if f.value < -1 {
-			return errdefs.New(errdefs.ErrInvalidArgument, "%s is %d: use a positive number, 0 for the node's default, or -1 for no limit", f.name, f.value)
-		}
-	}
-	if q.CreatesPerSecond < 0 && q.CreatesPerSecond != -1 {
-		return errdefs.New(errdefs.ErrInvalidArgument, "creates_per_second must be positive, or -1 for no limit")
-	}
-	return nil
-}
-
 // Tenant returns a tenant.
 func (s *Service) Tenant(id string) (*store.Tenant, error) {
 	s.mu.Lock()
@@ -239,20 +238,26 @@ func (s *Service) IssueKey(ctx context.Context, tenant, name string) (string, *s
 	if len(name) > 200 {
 		return "", nil, errdefs.New(errdefs.ErrInvalidArgument, "key name is longer than 200 bytes")
 	}
-	raw := make([]byte, 20)
-	if _, err := rand.Read(raw); err != nil {
-		return "", nil, fmt.Errorf("make key: %w", err)
+	for attempt := 0; ; attempt++ {
+		raw := make([]byte, 20)
+		if _, err := rand.Read(raw); err != nil {
+			return "", nil, fmt.Errorf("make key: %w", err)
+		}
+		key := KeyPrefix + hex.EncodeToString(raw)
+		k := &store.APIKey{ID: key[:len(KeyPrefix)+idLen], Tenant: tenant, Name: name, Hash: hashKey(key), CreatedAt: time.Now().UTC()}
+		err := s.store.CreateAPIKey(ctx, k)
+		if errdefs.Class(err) == errdefs.ErrAlreadyExists && attempt < 3 {
+			continue // an ID drawn before: draw another key
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		s.mu.Lock()
+		s.byHash[k.Hash] = k
+		s.mu.Unlock()
+		slog.Info("API key issued", "tenant", tenant, "key", k.ID)
+		return key, k, nil
 	}
-	key := KeyPrefix + hex.EncodeToString(raw)
-	k := &store.APIKey{ID: key[:len(KeyPrefix)+idLen], Tenant: tenant, Name: name, Hash: hashKey(key), CreatedAt: time.Now().UTC()}
-	if err := s.store.PutAPIKey(ctx, k); err != nil {
-		return "", nil, err
-	}
-	s.mu.Lock()
-	s.byHash[k.Hash] = k
-	s.mu.Unlock()
-	slog.Info("API key issued", "tenant", tenant, "key", k.ID)
-	return key, k, nil
 }
 
 // Keys lists the keys of tenant ("" for every tenant's), revoked ones
@@ -275,28 +280,22 @@ func (s *Service) Keys(ctx context.Context, tenant string) ([]*store.APIKey, err
 // RevokeKey stops key id at once: new requests are refused and the
 // requests it has open are cancelled.
 func (s *Service) RevokeKey(ctx context.Context, id string) (*store.APIKey, error) {
-	keys, err := s.store.ListAPIKeys(ctx)
+	k, err := s.store.RevokeAPIKey(ctx, id, time.Now().UTC())
 	if err != nil {
 		return nil, err
-	}
-	var k *store.APIKey
-	for _, c := range keys {
-		if c.ID == id {
-			k = c
-		}
-	}
-	if k == nil {
-		return nil, errdefs.New(errdefs.ErrNotFound, "key %q not found", id)
-	}
-	if k.RevokedAt.IsZero() {
-		k.RevokedAt = time.Now().UTC()
-		if err := s.store.PutAPIKey(ctx, k); err != nil {
-			return nil, err
-		}
 	}
 	n := s.drop(k)
 	slog.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", n)
 	return k, nil
+}
+
+// OnRevoke has fn told the ID of every key revoked from now on (here or,
+// once Reload sees it, on another node), after its requests in flight are
+// cancelled.
+func (s *Service) OnRevoke(fn func(keyID string)) {
+	s.mu.Lock()
+	s.onRevoke = append(s.onRevoke, fn)
+	s.mu.Unlock()
 }
 
 // drop forgets revoked key k and cancels its requests in flight; it
@@ -310,9 +309,13 @@ func (s *Service) drop(k *store.APIKey) int {
 		cancels = append(cancels, *c)
 	}
 	delete(s.open, k.ID)
+	hooks := s.onRevoke
 	s.mu.Unlock()
 	for _, c := range cancels {
 		c(ErrRevoked)
+	}
+	for _, fn := range hooks {
+		fn(k.ID)
 	}
 	return len(cancels)
 }

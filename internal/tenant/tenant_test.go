@@ -3,6 +3,7 @@ package tenant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -29,7 +30,8 @@ func newService(t *testing.T, defaults store.Quotas) (*Service, *store.Bolt) {
 }
 
 func TestCheck(t *testing.T) {
-	q := store.Quotas{Sandboxes: 2, VCPU: 4, MemoryMB: 1024, PausedSandboxes: 1}
+	q := store.Quotas{Sandboxes: 2, VCPU: 4, MemoryMB: 1024, PausedSandboxes: 1, PausedMB: 1024,
+		Snapshots: 3, SnapshotMB: 2048, Templates: 2, TemplateMB: 500}
 	for _, tc := range []struct {
 		name      string
 		use, add  Usage
@@ -40,6 +42,12 @@ func TestCheck(t *testing.T) {
 		{"vcpu", Usage{Sandboxes: 1, VCPU: 3}, Usage{Sandboxes: 1, VCPU: 2}, "vcpu"},
 		{"memory", Usage{Sandboxes: 1, MemoryMB: 1000}, Usage{Sandboxes: 1, MemoryMB: 100}, "memory_mb"},
 		{"paused", Usage{PausedSandboxes: 1}, Usage{PausedSandboxes: 1}, "paused_sandboxes"},
+		{"paused bytes", Usage{PausedSandboxes: 0, PausedMB: 900}, Usage{PausedSandboxes: 1, PausedMB: 200}, "paused_mb"},
+		{"snapshots", Usage{Snapshots: 3}, Usage{Snapshots: 1, SnapshotMB: 1}, "snapshots"},
+		{"snapshot bytes", Usage{Snapshots: 1, SnapshotMB: 2000}, Usage{Snapshots: 1, SnapshotMB: 100}, "snapshot_mb"},
+		{"templates", Usage{Templates: 2}, Usage{Templates: 1, TemplateMB: 1}, "templates"},
+		{"template bytes", Usage{Templates: 1, TemplateMB: 500}, Usage{TemplateMB: 1}, "template_mb"},
+		{"room for a snapshot", Usage{Snapshots: 2, SnapshotMB: 100}, Usage{Snapshots: 1, SnapshotMB: 100}, ""},
 		{"over one quota does not block what adds nothing to it", Usage{Sandboxes: 5}, Usage{PausedSandboxes: 1}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,9 +130,11 @@ func TestKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(key, KeyPrefix) || !strings.HasPrefix(key, k.ID) || k.Hash == "" || strings.Contains(k.Hash, key) {
-		t.Fatalf("key %q, record %+v", key, k)
+	if !strings.HasPrefix(key, KeyPrefix) || !strings.HasPrefix(key, k.ID) || len(k.ID) != len(KeyPrefix)+16 || k.Hash == "" || strings.Contains(k.Hash, key) {
+		t.Fatalf("key %q, record %+v: want an id of the prefix and 16 hex digits", key, k)
 	}
+	var revoked []string
+	svc.OnRevoke(func(id string) { revoked = append(revoked, id) })
 	p, err := svc.Principal(key)
 	if err != nil || p.Tenant != "acme" || p.Admin || p.Key != k.ID {
 		t.Fatalf("Principal: %+v, %v", p, err)
@@ -149,6 +159,12 @@ func TestKeys(t *testing.T) {
 	}
 	if _, err := svc.Principal(key); !errors.Is(err, errdefs.ErrUnauthenticated) {
 		t.Fatalf("revoked key: %v", err)
+	}
+	if len(revoked) != 1 || revoked[0] != k.ID {
+		t.Fatalf("OnRevoke was told %v, want [%s]", revoked, k.ID)
+	}
+	if _, err := svc.RevokeKey(ctx, "e2b_nosuchkey"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("revoke of an unknown key: %v", err)
 	}
 
 	// A restart knows the revocation; the stored record holds no key.
@@ -315,5 +331,158 @@ func TestHoldAfterRevocation(t *testing.T) {
 	defer release()
 	if !errors.Is(context.Cause(held), ErrRevoked) {
 		t.Fatalf("a request held after its key's revocation: cause %v, want the revocation", context.Cause(held))
+	}
+}
+
+// collidingStore answers the first key create with "the id is taken".
+type collidingStore struct {
+	Store
+	collisions int
+}
+
+func (c *collidingStore) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
+	if c.collisions > 0 {
+		c.collisions--
+		return errdefs.New(errdefs.ErrAlreadyExists, "key id %q is taken", k.ID)
+	}
+	return c.Store.CreateAPIKey(ctx, k)
+}
+
+// TestIssueKeyCollision: an id drawn before is never replaced: IssueKey
+// draws another key, and gives up after a few.
+func TestIssueKeyCollision(t *testing.T) {
+	ctx := context.Background()
+	_, st := newService(t, store.Quotas{})
+	cs := &collidingStore{Store: st, collisions: 2}
+	svc, err := New(ctx, cs, "admin-key", store.Quotas{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, k, err := svc.IssueKey(ctx, Default, "")
+	if err != nil || cs.collisions != 0 {
+		t.Fatalf("issue after two collisions: %+v, %v (%d collisions left)", k, err, cs.collisions)
+	}
+	if p, err := svc.Principal(key); err != nil || p.Key != k.ID {
+		t.Fatalf("the key issued: %+v, %v", p, err)
+	}
+	cs.collisions = 100
+	if _, _, err := svc.IssueKey(ctx, Default, ""); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("issue when every id is taken: %v", err)
+	}
+}
+
+// TestAuditQuerySameTime: more entries than a page share one time (a
+// burst of calls, or a clock that moves coarsely); a query reads every
+// one of them once.
+func TestAuditQuerySameTime(t *testing.T) {
+	_, st := newService(t, store.Quotas{})
+	a := NewAudit(st, time.Hour)
+	at := time.Now().UTC()
+	var entries []store.AuditEntry
+	for i := range 2500 {
+		tn := "acme"
+		if i%5 == 0 {
+			tn = "other"
+		}
+		entries = append(entries, store.AuditEntry{Time: at, Tenant: tn, Route: fmt.Sprint(i), Status: 200})
+	}
+	if err := st.AppendAudit(context.Background(), entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tenant string
+		want   int
+	}{{"", 2500}, {"acme", 2000}, {"other", 500}} {
+		got, err := a.Query(context.Background(), at.Add(-time.Second), at.Add(time.Second), tc.tenant, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, e := range got {
+			seen[e.Route] = true
+		}
+		if len(got) != tc.want || len(seen) != tc.want {
+			t.Errorf("tenant %q: %d entries (%d distinct), want %d", tc.tenant, len(got), len(seen), tc.want)
+		}
+	}
+}
+
+// TestAuditPublic: a public route's calls are audited as whom its handler
+// says it runs as, or as anonymous when it refused before it knew.
+func TestAuditPublic(t *testing.T) {
+	_, st := newService(t, store.Quotas{})
+	a := NewAudit(st, time.Hour)
+	mux := http.NewServeMux()
+	mux.Handle("PUT /content/{id}", a.Public(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer vol-token" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		RunsAs(r.Context(), Principal{Tenant: "acme", Key: "volume-token"})
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	for _, tok := range []string{"vol-token", "wrong"} {
+		req := httptest.NewRequest(http.MethodPut, "/content/v1", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		mux.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	got, err := a.Query(context.Background(), time.Now().Add(-time.Minute), time.Now().Add(time.Minute), "", 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("entries %+v, %v; want 2", got, err)
+	}
+	if e := got[0]; e.Tenant != "acme" || e.Key != "volume-token" || e.Route != "PUT /content/{id}" || e.Object != "v1" || e.Status != 204 {
+		t.Errorf("the token's call: %+v", e)
+	}
+	if e := got[1]; e.Tenant != "" || e.Key != Anonymous || e.Status != 401 {
+		t.Errorf("the refused call: %+v", e)
+	}
+	// RunsAs outside a public route does nothing.
+	RunsAs(context.Background(), Admin)
+}
+
+// TestAdmitTemplate: a tenant at its templates quota may build its own
+// templates again but not a new one; at its template_mb quota it may
+// build nothing; the admin is not bound; Usage counts the templates.
+func TestAdmitTemplate(t *testing.T) {
+	ctx := context.Background()
+	svc, st := newService(t, store.Quotas{})
+	if _, err := svc.CreateTenant(ctx, "acme", "", store.Quotas{Templates: 1, TemplateMB: 100}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	put := func(name, tn string, bytes int64) {
+		t.Helper()
+		b := &store.Build{ID: "b-" + name, Tenant: tn, Template: name, State: store.BuildReady, CreatedAt: now, Result: &store.BuildImage{Image: "img-" + name, Bytes: bytes}}
+		tpl := &store.Template{Name: name, Tenant: tn, Tags: map[string]store.TemplateTag{"default": {Build: b.ID, At: now}}, CreatedAt: now}
+		if err := st.PutBuild(ctx, b, tpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("acme-one", "acme", 40<<20)
+	put("platform", "", 500<<20) // the default tenant's: not acme's
+	svc.SetSandboxUsage(func(ctx context.Context, t string) (Usage, error) { return Usage{Sandboxes: 2}, nil })
+	acme := NewContext(ctx, Principal{Tenant: "acme", Key: "k"})
+	if u, err := svc.Usage(ctx, "acme"); err != nil || u != (Usage{Sandboxes: 2, Templates: 1, TemplateMB: 40}) {
+		t.Fatalf("usage of acme: %+v, %v", u, err)
+	}
+	ran := 0
+	create := func() error { ran++; return nil }
+	err := svc.AdmitTemplate(acme, "acme-two", create)
+	if d, _ := errdefs.Details(err).(map[string]any); !errors.Is(err, errdefs.ErrQuotaExceeded) || d["quota"] != "templates" || d["limit"] != 1 || d["used"] != 1 {
+		t.Fatalf("a second template at templates=1: %v %v", err, d)
+	}
+	if err := svc.AdmitTemplate(acme, "acme-one", create); err != nil {
+		t.Fatalf("a build of acme's own template: %v", err)
+	}
+	if err := svc.AdmitTemplate(NewContext(ctx, Admin), "admin-new", create); err != nil {
+		t.Fatalf("the admin: %v", err)
+	}
+	put("acme-one", "acme", 100<<20) // now at template_mb
+	err = svc.AdmitTemplate(acme, "acme-one", create)
+	if d, _ := errdefs.Details(err).(map[string]any); !errors.Is(err, errdefs.ErrQuotaExceeded) || d["quota"] != "template_mb" || d["used"] != 100 {
+		t.Fatalf("a build at template_mb: %v %v", err, d)
+	}
+	if ran != 2 {
+		t.Fatalf("create ran %d times, want 2 (the refused ones never)", ran)
 	}
 }

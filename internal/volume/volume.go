@@ -74,8 +74,10 @@ type Service struct {
 
 // Volume is what callers see of one volume.
 type Volume struct {
-	ID        string
-	Name      string
+	ID   string
+	Name string
+	// Tenant owns it.
+	Tenant    string
 	SizeMB    int
 	CreatedAt time.Time
 	// UsedBytes is what its files take now.
@@ -295,7 +297,7 @@ func (s *Service) view(_ context.Context, v *store.Volume, mounts []Mount) (*Vol
 	if err != nil {
 		s.log.Warn("volume usage", "volume", v.ID, "err", err)
 	}
-	return &Volume{ID: v.ID, Name: v.Name, SizeMB: v.SizeMB, CreatedAt: v.CreatedAt, UsedBytes: used, RestoredFrom: v.RestoredFrom, Mounts: mounts}, nil
+	return &Volume{ID: v.ID, Name: v.Name, Tenant: tenant.Of(v.Tenant), SizeMB: v.SizeMB, CreatedAt: v.CreatedAt, UsedBytes: used, RestoredFrom: v.RestoredFrom, Mounts: mounts}, nil
 }
 
 // holders maps volume IDs to the sandboxes holding them: every sandbox

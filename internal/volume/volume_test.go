@@ -143,7 +143,7 @@ func TestOneWriterAtATime(t *testing.T) {
 	// Paused, the writer still holds it.
 	w, _ := b.GetSandbox(ctx, "writer")
 	w.State = store.StatePaused
-	if err := b.UpdateSandbox(ctx, w); err != nil {
+	if err := b.UpdateSandbox(ctx, w, store.Expect{State: store.StateRunning}); err != nil {
 		t.Fatal(err)
 	}
 	if err := claim("writer2", false, store.StateRunning); !errors.Is(err, errdefs.ErrFailedPrecondition) {
@@ -160,7 +160,7 @@ func TestOneWriterAtATime(t *testing.T) {
 	}
 	// Killed, it holds nothing.
 	w.State = store.StateKilled
-	if err := b.UpdateSandbox(ctx, w); err != nil {
+	if err := b.UpdateSandbox(ctx, w, store.Expect{State: store.StatePaused}); err != nil {
 		t.Fatal(err)
 	}
 	if err := claim("writer2", false, store.StateRunning); err != nil {

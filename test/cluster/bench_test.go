@@ -72,6 +72,68 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 }
 
+// BenchmarkCreateForwarding measures creates through the node that runs
+// the new sandbox (the owner) and through another node, which places the
+// create on the owner and forwards it there, interleaved in one run. The
+// other node is drained (with nothing on it) so that placement always
+// sends its creates to the owner; each create is followed by its kill,
+// outside the time measured. It prints p50 and p90 of both and what the
+// forward adds at p50.
+//
+//	go test -run '^$' -bench CreateForwarding -benchtime 100x ./test/cluster/
+func BenchmarkCreateForwarding(b *testing.B) {
+	c := newCluster(b, 14, 0, 2)
+	owner, other := c.nodes[0], c.nodes[1]
+	ctx := harness.Ctx(b, 20*time.Minute)
+	if _, err := owner.Client.DrainNode(ctx, other.Opts.Name); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // placement's view of the nodes is a second old
+	create := func(via *harness.Daemon) (time.Duration, error) {
+		start := time.Now()
+		sb, err := via.Client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+		took := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if sb.Node != owner.Opts.Name {
+			return 0, fmt.Errorf("a create through %s ran on %s, not the owner %s", via.Opts.Name, sb.Node, owner.Opts.Name)
+		}
+		return took, via.Client.KillSandbox(ctx, sb.ID)
+	}
+	for range 3 { // warm both paths
+		create(owner)
+		create(other)
+	}
+	var direct, forwarded []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for _, via := range []*harness.Daemon{owner, other} {
+			took, err := create(via)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if via == owner {
+				direct = append(direct, took)
+			} else {
+				forwarded = append(forwarded, took)
+			}
+		}
+	}
+	b.StopTimer()
+	p := func(d []time.Duration, q float64) float64 {
+		slices.Sort(d)
+		return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(p(direct, 0.5), "owner-p50-ms")
+	b.ReportMetric(p(direct, 0.9), "owner-p90-ms")
+	b.ReportMetric(p(forwarded, 0.5), "forwarded-p50-ms")
+	b.ReportMetric(p(forwarded, 0.9), "forwarded-p90-ms")
+	b.ReportMetric(p(forwarded, 0.5)-p(direct, 0.5), "added-p50-ms")
+	b.Logf("creates through the owner: p50 %.1f ms, p90 %.1f ms; through another node: p50 %.1f ms, p90 %.1f ms (%d each)",
+		p(direct, 0.5), p(direct, 0.9), p(forwarded, 0.5), p(forwarded, 0.9), len(direct))
+}
+
 // BenchmarkMigration drains a node holding one sandbox to another and
 // reports the move's pause-to-running time, for an idle sandbox and one
 // holding 256 MiB it touched (a process keeps it). Each iteration moves

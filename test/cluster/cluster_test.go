@@ -306,6 +306,45 @@ func TestPauseHereResumeThere(t *testing.T) {
 		sh(t, n2, sb.ID, "rm -f /tmp/alive; sleep 0.6; test \"$(cat /tmp/alive)\" = 42")
 	}
 
+	// A kill through one node and a resume through another at once:
+	// whichever wins, the other fails clearly or comes after it, and a
+	// killed sandbox never runs again.
+	for round := range 2 {
+		victim, err := n1.Client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n1.Client.PauseSandbox(ctx, victim.ID); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var killErr, resumeErr error
+		wg.Go(func() { killErr = n1.Client.KillSandbox(ctx, victim.ID) })
+		wg.Go(func() { _, resumeErr = n2.Client.ResumeSandbox(ctx, victim.ID, 300) })
+		wg.Wait()
+		t.Logf("round %d: kill through n1: %v; resume through n2: %v", round, killErr, resumeErr)
+		for what, err := range map[string]error{"kill": killErr, "resume": resumeErr} {
+			var apiErr *client.APIError
+			if err != nil && (!errors.As(err, &apiErr) || apiErr.Status >= 500) {
+				t.Errorf("round %d: the %s failed unclearly: %v", round, what, err)
+			}
+		}
+		state, _ := nodeOf(t, n3, victim.ID)
+		switch {
+		case state == "killed":
+			for _, n := range c.nodes {
+				if left := n.LeftoversAfter(victim.ID, 10*time.Second); len(left) > 0 {
+					t.Errorf("round %d: the killed sandbox is held by %s: %v", round, n.Opts.Name, left)
+				}
+			}
+		case state == "running" && killErr != nil:
+			sh(t, n3, victim.ID, "true")
+			n3.Client.KillSandbox(ctx, victim.ID)
+		default:
+			t.Errorf("round %d: the sandbox is %s after a kill that answered %v and a resume that answered %v", round, state, killErr, resumeErr)
+		}
+	}
+
 	// A snapshot taken through one node lists through every node (from
 	// the catalog's manifest index, not the object store).
 	snap, err := n1.Client.TakeSnapshot(ctx, sb.ID)

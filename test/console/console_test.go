@@ -271,7 +271,8 @@ func TestConsole(t *testing.T) {
 	waitFor(t, ctx, "the template gone", `!document.querySelector('[data-template="console-test"]')`, 10*time.Second)
 
 	do(t, ctx, "open the platform page", chromedp.Navigate("http://"+d.Addr+"/ui/#/platform"))
-	waitFor(t, ctx, "the platform page", `document.querySelector("[data-testid=health]") && document.querySelector("[data-testid=pools]") && document.querySelector("[data-testid=chart-create] canvas")`, 10*time.Second)
+	// The commands and the terminal above are in the command start chart.
+	waitFor(t, ctx, "the platform page", `document.querySelector("[data-testid=health]") && document.querySelector("[data-testid=pools]") && document.querySelector("[data-testid=chart-create] canvas") && document.querySelector("[data-testid=chart-exec] canvas")`, 10*time.Second)
 	screenshot(t, ctx, "platform")
 
 	// Kill from the sandbox page and see the state change there and in the

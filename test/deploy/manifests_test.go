@@ -198,6 +198,53 @@ func TestManifests(t *testing.T) {
 		}
 	}
 
+	// The platform key comes from the Secret, read-only, where spaced
+	// reads it, and 0400 or tighter (spaced refuses a key group or others
+	// can read). The example Secret holds no key (a key is never in a
+	// file like it; "{}" made spaced fail at start): it says how to make
+	// the one every node shares.
+	keyDir := filepath.Dir(cm.Data["SPACE_PLATFORM_KEY_FILE"])
+	var keyVol *corev1.Volume
+	for _, vm := range spaced.VolumeMounts {
+		if vm.MountPath == keyDir {
+			v := volumes[vm.Name]
+			keyVol = &v
+			if !vm.ReadOnly {
+				t.Errorf("the platform key's volume %s is mounted writable", vm.Name)
+			}
+		}
+	}
+	if keyVol == nil || keyVol.Secret == nil || keyVol.Secret.SecretName != sec.Name {
+		t.Fatalf("the platform key (%s) is not mounted from Secret %s: %+v", keyDir, sec.Name, keyVol)
+	}
+	exampleText, err := os.ReadFile("../../deploy/kubernetes/secret.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Base(cm.Data["SPACE_PLATFORM_KEY_FILE"])
+	found := false
+	for _, it := range keyVol.Secret.Items {
+		mode := keyVol.Secret.DefaultMode
+		if it.Mode != nil {
+			mode = it.Mode
+		}
+		if mode == nil || *mode&0o077 != 0 {
+			t.Errorf("Secret item %s is mounted with mode %v: spaced refuses a key group or others can read", it.Key, mode)
+		}
+		if it.Path == keyFile {
+			found = true
+		}
+		if _, ok := sec.StringData[it.Key]; ok {
+			t.Errorf("the example Secret holds %s: make the key with spaced keygen, never in the example", it.Key)
+		}
+		if !strings.Contains(string(exampleText), "spaced keygen") || !strings.Contains(string(exampleText), "--from-file="+it.Key+"=") {
+			t.Errorf("the example Secret does not say how to make %s (spaced keygen, --from-file=%s=...)", it.Key, it.Key)
+		}
+	}
+	if !found {
+		t.Errorf("no item of the key's Secret volume is %s", keyFile)
+	}
+
 	// The Service's target port is the container's.
 	var ports []string
 	for _, p := range spaced.Ports {
@@ -242,6 +289,45 @@ func TestExamples(t *testing.T) {
 	}
 	main := load(t, "../../deploy/kubernetes/*.yaml")
 	cm, sec := main.configMaps[0], main.secrets[0]
+
+	// The example S3 has the bucket spaced uses: versitygw's posix
+	// backend serves the directories under its root as buckets, and an
+	// init container makes spaced's there, on the same volume.
+	bucket, ok := strings.CutPrefix(cm.Data["SPACE_OBJECT_STORE"], "s3://")
+	if !ok || bucket == "" {
+		t.Fatalf("SPACE_OBJECT_STORE %q is not an S3 bucket", cm.Data["SPACE_OBJECT_STORE"])
+	}
+	s3pod := m.deployments[0].Spec.Template.Spec
+	var gw *corev1.Container
+	for i, c := range s3pod.Containers {
+		if at := slices.Index(c.Args, "posix"); at >= 0 && at+1 < len(c.Args) {
+			gw = &s3pod.Containers[i]
+		}
+	}
+	if gw == nil {
+		t.Fatal("the S3 example runs no versitygw posix backend")
+	}
+	root := gw.Args[slices.Index(gw.Args, "posix")+1]
+	volumeAt := func(c corev1.Container, path string) string {
+		for _, vm := range c.VolumeMounts {
+			if path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/") {
+				return vm.Name + strings.TrimPrefix(path, vm.MountPath)
+			}
+		}
+		return ""
+	}
+	want := volumeAt(*gw, root+"/"+bucket)
+	made := false
+	for _, c := range s3pod.InitContainers {
+		for i, arg := range c.Command {
+			if i > 0 && slices.Contains(c.Command[:i], "mkdir") && want != "" && volumeAt(c, arg) == want {
+				made = true
+			}
+		}
+	}
+	if !made {
+		t.Errorf("no init container of the S3 example makes the bucket %s (%s/%s on volume %q)", bucket, root, bucket, want)
+	}
 	if !strings.Contains(cm.Data["SPACE_S3_ENDPOINT"], "//space-s3.space.svc:") {
 		t.Errorf("SPACE_S3_ENDPOINT %q is not the example S3", cm.Data["SPACE_S3_ENDPOINT"])
 	}

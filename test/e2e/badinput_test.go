@@ -75,11 +75,15 @@ func TestBadInput(t *testing.T) {
 				}
 			})
 		}
-		// Health and metrics are public.
-		for _, p := range []string{"/healthz", "/metrics"} {
-			if resp, body := do(t, d, "GET", p, nil, map[string]string{"Authorization": ""}); resp.StatusCode != 200 {
-				t.Errorf("%s without a key: %d %s", p, resp.StatusCode, body)
-			}
+		// Health is public; the metrics (every tenant's usage) need the
+		// admin key.
+		if resp, body := do(t, d, "GET", "/healthz", nil, map[string]string{"Authorization": ""}); resp.StatusCode != 200 {
+			t.Errorf("/healthz without a key: %d %s", resp.StatusCode, body)
+		}
+		resp, body := do(t, d, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
+		wantError(t, resp, body, 401, "unauthenticated")
+		if resp, body := do(t, d, "GET", "/metrics", nil, nil); resp.StatusCode != 200 || !strings.Contains(string(body), "space_sandboxes_running") {
+			t.Errorf("/metrics with the admin key: %d %.200s", resp.StatusCode, body)
 		}
 	})
 

@@ -4,16 +4,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/client"
 	"github.com/spacesandbox/space/test/harness"
@@ -202,44 +198,21 @@ func hostAddrs(t *testing.T) []string {
 // and 169.254.169.254 with a listener, reachable from the host, with IP
 // forwarding on. The sandbox must still reach neither.
 func testNoInternet(t *testing.T, d *harness.Daemon, id string) {
-	// The namespace is held by a process of its own rather than made with
-	// `ip netns add`, which would bind-mount /var/run/netns over itself and
-	// make spaced's existing netns mounts impossible to remove (see the
-	// report of TestIsolation).
-	suffix := harness.RandHex(3)
-	hostEnd, nsEnd := "e2eh"+suffix, "e2en"+suffix
-	holder := exec.Command("unshare", "--net", "sleep", "600")
-	if err := holder.Start(); err != nil {
+	host, err := harness.NewTestHost(harness.TestHostOptions{
+		Prefix: "e2e", HostAddrs: []string{"203.0.113.1/24"},
+		Addrs: []string{"203.0.113.10/24", "169.254.169.254/32"}, Gateway: "203.0.113.1",
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	pid := strconv.Itoa(holder.Process.Pid)
-	nsPath := "/proc/" + pid + "/ns/net"
-	if !harness.WaitFor(5*time.Second, func() bool {
-		self, _ := os.Readlink("/proc/self/ns/net")
-		other, _ := os.Readlink(nsPath)
-		return other != "" && other != self
-	}) {
-		t.Fatal("unshare --net did not make a namespace")
+	t.Cleanup(host.Close)
+	if err := host.Route("169.254.169.254/32", 60*time.Second); err != nil {
+		t.Fatal(err)
 	}
-	hostCmd(t, "ip", "link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd)
-	t.Cleanup(func() { exec.Command("ip", "link", "del", hostEnd).Run() })
-	in := func(args ...string) []string { return append([]string{"nsenter", "-t", pid, "-n", "ip"}, args...) }
-	for _, args := range [][]string{
-		{"ip", "link", "set", nsEnd, "netns", pid},
-		{"ip", "addr", "add", "203.0.113.1/24", "dev", hostEnd},
-		{"ip", "link", "set", hostEnd, "up"},
-		in("addr", "add", "203.0.113.10/24", "dev", nsEnd),
-		in("addr", "add", "169.254.169.254/32", "dev", nsEnd),
-		in("link", "set", nsEnd, "up"),
-		in("link", "set", "lo", "up"),
-		in("route", "add", "default", "via", "203.0.113.1"),
-		{"ip", "route", "add", "169.254.169.254/32", "dev", hostEnd},
-	} {
-		hostCmd(t, args[0], args[1:]...)
+	ln, err := host.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	ln := listenInNetns(t, nsPath)
 	hits := countingListener(t, ln)
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	targets := []string{net.JoinHostPort("203.0.113.10", port), net.JoinHostPort("169.254.169.254", port)}
@@ -269,35 +242,4 @@ func testNoInternet(t *testing.T, d *harness.Daemon, id string) {
 	if n := hits.Load() - base; n != 0 {
 		t.Errorf("the test namespace's listener accepted %d connections from the sandbox", n)
 	}
-}
-
-// listenInNetns opens a TCP listener inside the network namespace at
-// nsPath. The socket keeps its namespace; the thread that made it is
-// thrown away (it stays locked, so it exits with its goroutine).
-func listenInNetns(t *testing.T, nsPath string) net.Listener {
-	type answer struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: this thread's netns changes
-		f, err := os.Open(nsPath)
-		if err != nil {
-			ch <- answer{err: err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- answer{err: fmt.Errorf("setns: %w", err)}
-			return
-		}
-		ln, err := net.Listen("tcp4", "0.0.0.0:0")
-		ch <- answer{ln, err}
-	}()
-	a := <-ch
-	if a.err != nil {
-		t.Fatalf("listen in %s: %v", nsPath, a.err)
-	}
-	return a.ln
 }

@@ -32,7 +32,9 @@ func TestTenants(t *testing.T) {
 		Env: []string{
 			"SPACE_DEFAULT_CPU=2", "SPACE_DEFAULT_MEMORY_MB=512",
 			"SPACE_TENANT_MAX_SANDBOXES=4", "SPACE_TENANT_MAX_MEMORY_MB=4096", "SPACE_TENANT_MAX_PAUSED=2",
+			"SPACE_TENANT_MAX_SNAPSHOTS=50", "SPACE_TENANT_MAX_TEMPLATES=5",
 			"SPACE_TENANT_CREATES_PER_SECOND=10", "SPACE_TENANT_CREATES_BURST=10",
+			"SPACE_METRICS_TOKEN=" + metricsToken,
 		}})
 	for _, part := range []struct {
 		name string
@@ -45,6 +47,11 @@ func TestTenants(t *testing.T) {
 		{"Revocation", testTenantRevocation},
 		{"Audit", testTenantAudit},
 		{"AdminRoutes", testTenantAdminRoutes},
+		{"SnapshotQuotas", testTenantSnapshotQuotas},
+		{"PausedBytes", testTenantPausedBytes},
+		{"TemplateQuotas", testTenantTemplateQuotas},
+		{"Metrics", testTenantMetrics},
+		{"AuditPublic", testTenantAuditPublic},
 	} {
 		t.Run(part.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,6 +59,9 @@ func TestTenants(t *testing.T) {
 		})
 	}
 }
+
+// metricsToken is the TestTenants daemon's SPACE_METRICS_TOKEN.
+const metricsToken = "space-metrics-token-of-the-tenants-test"
 
 // newTenant makes tenant id with quotas q and issues it a key; it returns
 // a client of that key and the key.
@@ -324,7 +334,12 @@ func testTenantPausedQuota(t *testing.T, d *harness.Daemon) {
 	if p, err := c.PauseSandbox(ctx, a.ID); err != nil || p.State != "paused" {
 		t.Fatalf("pause %s: %+v, %v", a.ID, p, err)
 	}
-	checkUsage(t, c, client.Usage{Sandboxes: 1, VCPU: b.CPU, MemoryMB: b.MemoryMB, PausedSandboxes: 1})
+	// The checkpoint's size is the store's to say; it is counted.
+	pausedMB := usageOf(t, c).PausedMB
+	if pausedMB < 1 {
+		t.Errorf("paused_mb with a sandbox paused: %d", pausedMB)
+	}
+	checkUsage(t, c, client.Usage{Sandboxes: 1, VCPU: b.CPU, MemoryMB: b.MemoryMB, PausedSandboxes: 1, PausedMB: pausedMB})
 
 	resp, body := do(t, d, "POST", "/v1/sandboxes/"+b.ID+"/pause", nil, bearer(key.Key))
 	wantQuota(t, "native pause", parseRefusal(t, resp, body, false), false, "paused_sandboxes", 1, 1, 1)
@@ -769,7 +784,7 @@ func testTenantAudit(t *testing.T, d *harness.Daemon) {
 func testTenantAdminRoutes(t *testing.T, d *harness.Daemon) {
 	ctx := harness.Ctx(t, time.Minute)
 	c, key := newTenant(t, d, "plain", client.Quotas{})
-	defaults := client.Quotas{Sandboxes: 4, MemoryMB: 4096, PausedSandboxes: 2, CreatesPerSecond: 10, CreatesBurst: 10}
+	defaults := client.Quotas{Sandboxes: 4, MemoryMB: 4096, PausedSandboxes: 2, Snapshots: 50, Templates: 5, CreatesPerSecond: 10, CreatesBurst: 10}
 	if tn, err := d.Client.GetTenant(ctx, "plain"); err != nil || tn.Effective != defaults || tn.Quotas != (client.Quotas{}) || tn.Usage == nil {
 		t.Errorf("tenant plain: %+v, %v; want effective quotas %+v", tn, err, defaults)
 	}

@@ -14,16 +14,11 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/test/harness"
 )
@@ -45,8 +40,7 @@ const (
 
 // internet is the test's stand-in for the world.
 type internet struct {
-	holder   *exec.Cmd
-	hostLink string
+	host     *harness.TestHost
 	dnsAddr  string
 	dns      *dnsServer
 	caPEM    []byte
@@ -93,51 +87,21 @@ func newInternet() (_ *internet, err error) {
 			n.close()
 		}
 	}()
-	n.holder = exec.Command("unshare", "--net", "sleep", "3600")
-	if err := n.holder.Start(); err != nil {
-		return nil, err
-	}
-	pid := strconv.Itoa(n.holder.Process.Pid)
-	nsPath := "/proc/" + pid + "/ns/net"
-	for i := 0; ; i++ {
-		self, _ := os.Readlink("/proc/self/ns/net")
-		other, _ := os.Readlink(nsPath)
-		if other != "" && other != self {
-			break
-		}
-		if i > 100 {
-			return nil, fmt.Errorf("unshare --net made no namespace")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	suffix := harness.RandHex(3)
-	n.hostLink = "egh" + suffix
-	nsLink := "egn" + suffix
-	in := func(args ...string) []string { return append([]string{"nsenter", "-t", pid, "-n", "ip"}, args...) }
-	steps := [][]string{
-		{"ip", "link", "add", n.hostLink, "type", "veth", "peer", "name", nsLink},
-		{"ip", "link", "set", nsLink, "netns", pid},
-		{"ip", "addr", "add", hostSideIP + "/25", "dev", n.hostLink},
-		{"ip", "link", "set", n.hostLink, "up"},
-		in("addr", "add", allowedIP+"/25", "dev", nsLink),
-		in("link", "set", nsLink, "up"),
-		in("link", "set", "lo", "up"),
-		in("route", "add", "default", "via", hostSideIP),
-	}
+	addrs := []string{allowedIP + "/25"}
 	for _, ip := range []string{evilIP, metaIP, cgnatIP, privIP, priv2IP} {
-		steps = append(steps, in("addr", "add", ip+"/32", "dev", nsLink))
+		addrs = append(addrs, ip+"/32")
 	}
-	for _, s := range steps {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s: %w: %s", strings.Join(s, " "), err, out)
-		}
+	if n.host, err = harness.NewTestHost(harness.TestHostOptions{
+		Prefix: "eg", HostAddrs: []string{hostSideIP + "/25"}, Addrs: addrs, Gateway: hostSideIP,
+	}); err != nil {
+		return nil, err
 	}
 	// Host routes to the floor addresses, so that the host (and a gateway
 	// that forgot its floor) could reach them. A metric of our own lets
 	// another test add its own route to the same address (169.254.169.254
 	// is everybody's metadata stand-in) without a clash.
 	for _, ip := range []string{metaIP, cgnatIP, privIP, priv2IP} {
-		exec.Command("ip", "route", "add", ip+"/32", "dev", n.hostLink, "metric", "4243").Run()
+		n.host.Route(ip+"/32", 0, "metric", "4243")
 	}
 
 	ca, caKey, caPEM, err := newCA()
@@ -146,7 +110,7 @@ func newInternet() (_ *internet, err error) {
 	}
 	n.caPEM = caPEM
 	for _, ip := range []string{allowedIP, evilIP, metaIP, cgnatIP, privIP, priv2IP} {
-		ln, err := listenIn(nsPath, "tcp", ip+":80")
+		ln, err := n.host.Listen("tcp", ip+":80")
 		if err != nil {
 			return nil, err
 		}
@@ -157,21 +121,21 @@ func newInternet() (_ *internet, err error) {
 		if err != nil {
 			return nil, err
 		}
-		ln, err := listenIn(nsPath, "tcp", ip+":443")
+		ln, err := n.host.Listen("tcp", ip+":443")
 		if err != nil {
 			return nil, err
 		}
 		n.serveHTTP(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
 	}
 	for _, addr := range []string{allowedIP + ":8080", allowedIP + ":2222", evilIP + ":8080"} {
-		ln, err := listenIn(nsPath, "tcp", addr)
+		ln, err := n.host.Listen("tcp", addr)
 		if err != nil {
 			return nil, err
 		}
 		n.serveBanner(ln)
 	}
 	for _, addr := range []string{allowedIP + ":5353", allowedIP + ":8080", evilIP + ":53"} {
-		pc, err := listenPacketIn(nsPath, addr)
+		pc, err := n.host.ListenPacket("udp4", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -196,12 +160,8 @@ func (n *internet) close() {
 	for _, c := range n.closers {
 		c()
 	}
-	if n.hostLink != "" {
-		exec.Command("ip", "link", "del", n.hostLink).Run() // takes its routes along
-	}
-	if n.holder != nil && n.holder.Process != nil {
-		n.holder.Process.Kill()
-		n.holder.Wait()
+	if n.host != nil {
+		n.host.Close() // the link takes its routes along
 	}
 }
 
@@ -270,42 +230,6 @@ func (n *internet) serveUDPEcho(pc net.PacketConn) {
 		}
 	}()
 	n.closers = append(n.closers, func() { pc.Close() })
-}
-
-// inNetns runs f on a thread moved into the namespace at nsPath; sockets
-// made there keep the namespace. The thread is thrown away afterwards.
-func inNetns[T any](nsPath string, f func() (T, error)) (T, error) {
-	type answer struct {
-		v   T
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread's netns changed
-		var zero T
-		fd, err := os.Open(nsPath)
-		if err != nil {
-			ch <- answer{zero, err}
-			return
-		}
-		defer fd.Close()
-		if err := unix.Setns(int(fd.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- answer{zero, fmt.Errorf("setns: %w", err)}
-			return
-		}
-		v, err := f()
-		ch <- answer{v, err}
-	}()
-	a := <-ch
-	return a.v, a.err
-}
-
-func listenIn(nsPath, network, addr string) (net.Listener, error) {
-	return inNetns(nsPath, func() (net.Listener, error) { return net.Listen(network, addr) })
-}
-
-func listenPacketIn(nsPath, addr string) (net.PacketConn, error) {
-	return inNetns(nsPath, func() (net.PacketConn, error) { return net.ListenPacket("udp4", addr) })
 }
 
 func newCA() (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {

@@ -343,9 +343,7 @@ func abuseAttempts(sb func() *client.Sandbox) []attempt {
 						return err
 					}
 					defer c.Close()
-					_, err = env.d.Exec(harness.Ctx(t, time.Minute), id, client.CommandRequest{Cmd: `python3 -c "
-import os
-for i in range(5000): open('/home/user/w/%d' % i, 'w').close()"`})
+					_, err = env.d.Exec(harness.Ctx(t, time.Minute), id, client.CommandRequest{Cmd: `for i in $(seq 5000); do : > /home/user/w/$i; done`})
 					return err
 				})
 			}},

@@ -171,9 +171,10 @@ func buildNetProbe(t *testing.T) error {
 	}
 	t.Cleanup(func() { hostLn.Close() })
 	serve(hostLn, hostMark)
-	nsPath := testNamespace(t)
-	var nsLn net.Listener
-	inNetns(t, nsPath, func() (err error) { nsLn, err = net.Listen("tcp", ":0"); return err })
+	nsLn, err := testNamespace(t).Listen("tcp", ":0")
+	if err != nil {
+		return err
+	}
 	t.Cleanup(func() { nsLn.Close() })
 	serve(nsLn, nsMark)
 	n := getNeighbour(t, d)

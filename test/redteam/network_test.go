@@ -10,15 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spacesandbox/space/client"
 	"github.com/spacesandbox/space/test/harness"
@@ -195,86 +192,26 @@ func countUDP(t *testing.T, pc net.PacketConn) *atomic.Int64 {
 	return &n
 }
 
-// testNamespace makes a network namespace of the test's own, held by a
-// process (not `ip netns add`, which would remount /var/run/netns under
-// spaced), reachable from the host, holding 198.51.100.10 (an internet
-// stand-in), 169.254.169.254, 100.64.0.1 and 2001:db8:245::10. It returns
-// the namespace's path.
-func testNamespace(t *testing.T) string {
-	suffix := harness.RandHex(3)
-	hostEnd, nsEnd := "rth"+suffix, "rtn"+suffix
-	holder := exec.Command("unshare", "--net", "sleep", "600")
-	if err := holder.Start(); err != nil {
+// testNamespace makes a network namespace of the test's own (a
+// harness.TestHost), reachable from the host, holding 198.51.100.10 (an
+// internet stand-in), 169.254.169.254, 100.64.0.1 and 2001:db8:245::10.
+func testNamespace(t *testing.T) *harness.TestHost {
+	host, err := harness.NewTestHost(harness.TestHostOptions{
+		Prefix:    "rt",
+		HostAddrs: []string{"198.51.100.1/24", "2001:db8:245::1/64"},
+		Addrs:     []string{"198.51.100.10/24", "169.254.169.254/32", "100.64.0.1/32", "2001:db8:245::10/64"},
+		Gateway:   "198.51.100.1",
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	pid := strconv.Itoa(holder.Process.Pid)
-	nsPath := "/proc/" + pid + "/ns/net"
-	if !harness.WaitFor(5*time.Second, func() bool {
-		self, _ := os.Readlink("/proc/self/ns/net")
-		other, _ := os.Readlink(nsPath)
-		return other != "" && other != self
-	}) {
-		t.Fatal("unshare --net did not make a namespace")
-	}
-	run := func(args ...string) {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("ip", "link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd)
-	t.Cleanup(func() { exec.Command("ip", "link", "del", hostEnd).Run() })
-	in := func(args ...string) []string { return append([]string{"nsenter", "-t", pid, "-n", "ip"}, args...) }
-	for _, args := range [][]string{
-		{"ip", "link", "set", nsEnd, "netns", pid},
-		{"ip", "addr", "add", "198.51.100.1/24", "dev", hostEnd},
-		{"ip", "-6", "addr", "add", "2001:db8:245::1/64", "dev", hostEnd, "nodad"},
-		{"ip", "link", "set", hostEnd, "up"},
-		in("addr", "add", "198.51.100.10/24", "dev", nsEnd),
-		in("addr", "add", "169.254.169.254/32", "dev", nsEnd),
-		in("addr", "add", "100.64.0.1/32", "dev", nsEnd),
-		in("-6", "addr", "add", "2001:db8:245::10/64", "dev", nsEnd, "nodad"),
-		in("link", "set", nsEnd, "up"),
-		in("link", "set", "lo", "up"),
-		in("route", "add", "default", "via", "198.51.100.1"),
-	} {
-		run(args...)
-	}
-	// Another test (test/e2e) may hold a route to one of these for a while.
+	t.Cleanup(host.Close)
 	for _, dst := range []string{"169.254.169.254/32", "100.64.0.1/32"} {
-		var out []byte
-		if !harness.WaitFor(60*time.Second, func() bool {
-			var err error
-			out, err = exec.Command("ip", "route", "add", dst, "dev", hostEnd).CombinedOutput()
-			return err == nil
-		}) {
-			t.Fatalf("ip route add %s dev %s: %s", dst, hostEnd, out)
+		if err := host.Route(dst, 60*time.Second); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return nsPath
-}
-
-// inNetns runs fn on a thread that joined the namespace at nsPath; the
-// thread is thrown away afterwards (it stays locked).
-func inNetns(t *testing.T, nsPath string, fn func() error) {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(nsPath)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in %s: %v", nsPath, err)
-	}
+	return host
 }
 
 func TestNetwork(t *testing.T) {
@@ -297,16 +234,15 @@ func TestNetwork(t *testing.T) {
 	}
 	netFix.udpHits = countUDP(t, pc)
 
-	nsPath := testNamespace(t)
-	var nsLn net.Listener
-	var nsPC net.PacketConn
-	inNetns(t, nsPath, func() (err error) {
-		if nsLn, err = net.Listen("tcp", ":0"); err != nil {
-			return err
-		}
-		nsPC, err = net.ListenPacket("udp", ":0")
-		return err
-	})
+	host := testNamespace(t)
+	nsLn, err := host.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsPC, err := host.ListenPacket("udp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	netFix.nsTCPHits, netFix.nsUDPHits = countTCP(t, nsLn), countUDP(t, nsPC)
 	nsPort := strconv.Itoa(nsLn.Addr().(*net.TCPAddr).Port)
 	for _, target := range []string{"198.51.100.10:" + nsPort, "169.254.169.254:" + nsPort, "100.64.0.1:" + nsPort, "[2001:db8:245::10]:" + nsPort} {

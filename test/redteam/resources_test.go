@@ -175,15 +175,19 @@ func stillServes(t *testing.T, d *harness.Daemon, id string) error {
 	return fmt.Errorf("the sandbox neither serves (%v) nor is reported ended", err)
 }
 
-const floodPy = `python3 -c "import sys
-b = b'A' * 65535 + b'\n'
-while True: sys.stdout.buffer.write(b)"`
+// flood writes 64 KiB lines to stdout as fast as it can, until killed
+// (attempts/flood.py).
+var flood = floodCmd("")
 
 // floodMiB writes n MiB to stdout as fast as it can.
-func floodMiB(n int) string {
-	return fmt.Sprintf(`python3 -c "import sys
-b = b'A' * 65535 + b'\n'
-for i in range(%d): sys.stdout.buffer.write(b)"`, n*16)
+func floodMiB(n int) string { return floodCmd(strconv.Itoa(n)) }
+
+func floodCmd(arg string) string {
+	src, err := scripts.ReadFile("attempts/flood.py")
+	if err != nil {
+		panic(err)
+	}
+	return "python3 - " + arg + " <<'PY'\n" + string(src) + "PY"
 }
 
 // cgroupValue reads one file of sandbox id's host cgroups ("" if none has it).
@@ -613,7 +617,7 @@ func resourceAttempts() []attempt {
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {
-					c, err := stalledSSE(env.d, "/v1/sandboxes/"+sb.ID+"/commands", `{"cmd":`+quoteJSON(floodPy)+`,"timeout_seconds":8}`)
+					c, err := stalledSSE(env.d, "/v1/sandboxes/"+sb.ID+"/commands", `{"cmd":`+quoteJSON(flood)+`,"timeout_seconds":8}`)
 					if err != nil {
 						return err
 					}
@@ -627,7 +631,7 @@ func resourceAttempts() []attempt {
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {
-					c, err := env.d.Client.StartBackground(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: floodPy, TimeoutSeconds: 6})
+					c, err := env.d.Client.StartBackground(harness.Ctx(t, 10*time.Second), sb.ID, client.CommandRequest{Cmd: flood, TimeoutSeconds: 6})
 					if err != nil {
 						return err
 					}

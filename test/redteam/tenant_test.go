@@ -2,12 +2,14 @@ package redteam
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"regexp"
@@ -54,6 +56,29 @@ func (f *tenantFixture) as(key, method, path string, body []byte) (int, []byte, 
 	}
 	hdr["Authorization"], hdr["X-API-Key"] = "", key
 	return cp.req(method, path, body, hdr)
+}
+
+// stream reads a server-sent event stream with key for d, and returns
+// what came in that time.
+func (f *tenantFixture) stream(key, path string, d time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+f.d.Addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("%s: %d %.200s", path, resp.StatusCode, b)
+	}
+	b, _ := io.ReadAll(resp.Body) // until the time is up
+	return b, nil
 }
 
 // unknownLike is an id or name of the same shape as s that nobody has:
@@ -113,10 +138,12 @@ func (f *tenantFixture) objectParam(path, param string) (string, bool) {
 		return f.sandbox, true
 	case param == "{id}" && (strings.HasPrefix(path, "/sandboxes/") || strings.HasPrefix(path, "/v2/sandboxes/")):
 		return f.sandbox, true
-	case param == "{id}" && strings.HasPrefix(path, "/volumes/"):
+	case param == "{id}" && (strings.HasPrefix(path, "/volumes/") || strings.HasPrefix(path, "/volumecontent/")):
 		return f.volumeID, true
-	case param == "{id}" && strings.HasPrefix(path, "/templates/"):
+	case param == "{id}" && (strings.HasPrefix(path, "/templates/") || strings.HasPrefix(path, "/v2/templates/")):
 		return f.template, true
+	case param == "{build}":
+		return f.build, true
 	case param == "{snapshot}":
 		return f.snapshot, true
 	case param == "{volume}":
@@ -156,7 +183,11 @@ func (f *tenantFixture) fill(path, obj string) string {
 		}
 		return "x"
 	})
-	if strings.Contains(path, "/files") && !strings.HasSuffix(path, "mkdir") && !strings.HasSuffix(path, "move") && !strings.HasPrefix(path, "/v1/files/") {
+	switch {
+	case strings.HasPrefix(path, "/volumecontent/"):
+		u += "?path=/"
+	case strings.Contains(path, "/files") && !strings.HasSuffix(path, "mkdir") && !strings.HasSuffix(path, "move") &&
+		!strings.HasPrefix(path, "/v1/files/") && !strings.HasPrefix(path, "/templates/"):
 		u += "?path=/home/user"
 	}
 	return u
@@ -172,9 +203,80 @@ func (f *tenantFixture) objectOf(path string) (param, obj string) {
 	return "", ""
 }
 
-// tenantE2BRoutes are the E2B routes that name an object (beside
-// e2bRoutes' sandbox and volume routes).
-var tenantE2BRoutes = []string{"DELETE /templates/{id}", "GET /templates/{id}/files/{hash}"}
+// How the cross-tenant attempts cover each route of the E2B API
+// (api/e2b-routes.txt, the router's own table). A route whose path names
+// objects is attacked through it; the others are listed here with how
+// they are covered. tenantAttempts fails (and with it TestSecurityDoc) for
+// a route that is neither, so a new route cannot be missed.
+var (
+	// e2bPaths are the concrete paths of a route whose path parameters
+	// are not object names themselves.
+	e2bPaths = map[string][]string{
+		"GET /templates/{a}/{b}": {"/templates/aliases/{id}", "/templates/{id}/tags"},
+	}
+	// e2bBodies are the routes that name their object in the body (%q:
+	// the object).
+	e2bBodies = map[string]struct{ body, obj string }{
+		"POST /templates/tags":   {`{"target":%q,"tags":["rt-beta"]}`, "template:default"},
+		"DELETE /templates/tags": {`{"name":%q,"tags":["rt-none"]}`, "template"},
+	}
+	// e2bNoObject are the routes that name no object of anyone's.
+	e2bNoObject = map[string]string{
+		"GET /health":            "public, and names nothing",
+		"POST /sandboxes":        "a create: the cp-tenant-create attempts name other tenants' objects in its body",
+		"POST /v2/sandboxes":     "a create, as POST /sandboxes",
+		"GET /sandboxes":         "a list: cp-tenant-list",
+		"GET /v2/sandboxes":      "a list: cp-tenant-list",
+		"GET /sandboxes/metrics": "a list: cp-tenant-list asks for another tenant's sandbox by id",
+		"GET /snapshots":         "a list: cp-tenant-list",
+		"GET /volumes":           "a list: cp-tenant-list",
+		"GET /templates":         "a list: cp-tenant-list",
+		"POST /volumes":          "a create under a new name (volume names are one namespace: a taken one is 409, docs/security.md)",
+		"POST /v2/templates":     "a create under a new name (template names are one namespace, as E2B's aliases)",
+		"POST /v3/templates":     "a create, as POST /v2/templates",
+		"PUT /templates/{id}/files/{hash}/upload": "no API key: the signed link names the tenant it uploads for, and " +
+			"GET /templates/{id}/files/{hash} gives none for another tenant's template",
+	}
+)
+
+// e2bRouteName is a route's path as part of an attempt id.
+func e2bRouteName(p string) string {
+	return strings.NewReplacer("/", "-", "{", "", "}", "").Replace(strings.Trim(p, "/"))
+}
+
+// e2bTenantCase is one cross-tenant attempt on an E2B route: a path with
+// placeholders, or a body naming the object.
+type e2bTenantCase struct {
+	method, path, id string
+	body             string // with %q for the object, or ""
+	obj              string // which of alpha's objects the body names
+}
+
+// e2bTenantCases lists the E2B attempts, failing t for a route of the
+// router that none covers.
+func e2bTenantCases(t testing.TB) []e2bTenantCase {
+	var out []e2bTenantCase
+	for _, r := range e2bAPIRoutes(t) {
+		m, p, _ := strings.Cut(r.pattern, " ")
+		switch {
+		case e2bNoObject[r.pattern] != "":
+		case e2bBodies[r.pattern].body != "":
+			b := e2bBodies[r.pattern]
+			out = append(out, e2bTenantCase{m, p, strings.ToLower(m) + "-" + e2bRouteName(p), b.body, b.obj})
+		case e2bPaths[r.pattern] != nil:
+			for _, cp := range e2bPaths[r.pattern] {
+				out = append(out, e2bTenantCase{method: m, path: cp, id: strings.ToLower(m) + "-" + e2bRouteName(cp)})
+			}
+		default:
+			if param, _ := (&tenantFixture{}).objectOf(p); param == "" {
+				t.Errorf("the E2B route %s names no object the cross-tenant attempts know, and is not listed as covered otherwise: add it to e2bPaths, e2bBodies or e2bNoObject", r.pattern)
+				continue
+			}
+			out = append(out, e2bTenantCase{method: m, path: p, id: strings.ToLower(m) + "-" + e2bRouteName(p)})
+		}
+	}
+	return out
+}
 
 func tenantAttempts(t testing.TB, f *tenantFixture) []attempt {
 	var out []attempt
@@ -215,26 +317,94 @@ func tenantAttempts(t testing.TB, f *tenantFixture) []attempt {
 				return nil
 			}})
 	}
-	for _, rt := range append(append([]string{}, e2bRoutes...), tenantE2BRoutes...) {
-		m, p, _ := strings.Cut(rt, " ")
-		if !strings.Contains(p, "{") {
-			continue
+	for _, c := range e2bTenantCases(t) {
+		desc := "with tenant beta's key in X-API-Key, call the E2B route " + c.method + " " + c.path + " on tenant alpha's object: it must answer as for an unknown one"
+		ctl := ""
+		if c.method == "GET" || c.method == "DELETE" && c.body != "" {
+			ctl = "alpha's own key on the same route is answered as for an object that exists"
 		}
-		name := strings.NewReplacer("/", "-", "{id}", "id", "{hash}", "hash").Replace(strings.Trim(p, "/"))
-		out = append(out, attempt{id: "cp-tenant-e2b-" + strings.ToLower(m) + "-" + name, category: "control-plane", family: "cp-tenant", stops: stops,
-			desc: "with tenant beta's key in X-API-Key, call the E2B route " + rt + " on tenant alpha's object: it must answer as for an unknown one",
+		if c.body != "" {
+			desc = "with tenant beta's key in X-API-Key, call the E2B route " + c.method + " " + c.path + " with tenant alpha's " + c.obj + " named in the body: it must answer as for an unknown one"
+		}
+		out = append(out, attempt{id: "cp-tenant-e2b-" + c.id, category: "control-plane", family: "cp-tenant", stops: stops, control: ctl, desc: desc,
 			run: func(t *testing.T) error {
-				_, obj := f.objectOf(p)
-				unknown := unknownLike(obj)
-				var body []byte
-				if m == "POST" || m == "PUT" {
-					body = []byte(`{"timeout":60}`)
+				var got, want, own answer
+				var obj, unknown string
+				if c.body != "" {
+					// The answers name the template: compare them by it.
+					obj = f.template
+					unknown = unknownLike(obj)
+					ref := func(name string) string {
+						if c.obj == "template:default" {
+							return name + ":default"
+						}
+						return name
+					}
+					got = ask(f.as(f.betaKey, c.method, c.path, fmt.Appendf(nil, c.body, ref(obj))))
+					want = ask(f.as(f.betaKey, c.method, c.path, fmt.Appendf(nil, c.body, ref(unknown))))
+					if ctl != "" {
+						own = ask(f.as(f.alphaKey, c.method, c.path, fmt.Appendf(nil, c.body, ref(obj))))
+					}
+				} else {
+					_, obj = f.objectOf(c.path)
+					unknown = unknownLike(obj)
+					var body []byte
+					if c.method == "POST" || c.method == "PUT" || c.method == "PATCH" {
+						body = []byte(`{}`)
+						if strings.HasPrefix(c.path, "/sandboxes/") || strings.HasPrefix(c.path, "/v2/sandboxes/") {
+							body = []byte(`{"timeout":60}`)
+						}
+					}
+					got = ask(f.as(f.betaKey, c.method, f.fill(c.path, obj), body))
+					want = ask(f.as(f.betaKey, c.method, f.fill(c.path, unknown), body))
+					if ctl != "" {
+						own = ask(f.as(f.alphaKey, c.method, f.fill(c.path, obj), body))
+					}
 				}
-				got := ask(f.as(f.betaKey, m, f.fill(p, obj), body))
-				want := ask(f.as(f.betaKey, m, f.fill(p, unknown), body))
-				return sameAnswer(got, want, obj, unknown)
+				if err := sameAnswer(got, want, obj, unknown); err != nil {
+					return err
+				}
+				if ctl != "" && own.err == nil && own.status == want.status && sameAnswer(own, want, obj, unknown) == nil {
+					return fmt.Errorf("control: alpha's own key gets the unknown-object answer too (%d %.200s)", own.status, own.body)
+				}
+				return nil
 			}})
 	}
+	// The feed of sandbox changes names no object: another tenant's
+	// sandboxes must not be in it, from now or replayed from the start.
+	out = append(out, attempt{id: "cp-tenant-events", category: "control-plane", family: "cp-tenant-list", stops: "GET /v1/events sends a change only to a key that owns its sandbox",
+		control: "alpha's own feed, from the same point, shows alpha's sandbox",
+		desc:    "with tenant beta's key, follow GET /v1/events replayed from its first change (?after=1) while tenant alpha changes its sandbox, and look for alpha's sandbox",
+		run: func(t *testing.T) error {
+			type feed struct {
+				body []byte
+				err  error
+			}
+			read := func(key string) <-chan feed {
+				ch := make(chan feed, 1)
+				go func() {
+					b, err := f.stream(key, "/v1/events?after=1", 4*time.Second)
+					ch <- feed{b, err}
+				}()
+				return ch
+			}
+			beta, alpha := read(f.betaKey), read(f.alphaKey)
+			time.Sleep(time.Second)
+			if st, b, err := f.as(f.alphaKey, "POST", "/v1/sandboxes/"+f.sandbox+"/timeout", []byte(`{"timeout_seconds":1800}`)); err != nil || st >= 300 {
+				return fmt.Errorf("alpha's change: %d %.200s %v", st, b, err)
+			}
+			b, a := <-beta, <-alpha
+			if b.err != nil || a.err != nil {
+				return fmt.Errorf("the feeds: %v / %v", b.err, a.err)
+			}
+			if bytes.Contains(b.body, []byte(f.sandbox)) {
+				return fmt.Errorf("beta's feed shows alpha's sandbox: %.300s", b.body)
+			}
+			if !bytes.Contains(a.body, []byte(f.sandbox)) {
+				return fmt.Errorf("control: alpha's own feed does not show alpha's sandbox: %.300s", a.body)
+			}
+			return nil
+		}})
 	// Creates whose bodies name another tenant's objects.
 	for _, c := range []struct{ id, path, body, what string }{
 		{"template", "/v1/sandboxes", `{"template":%q}`, "template"},

@@ -3,7 +3,6 @@ package templates
 import (
 	"bufio"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,12 +213,11 @@ func poolReady(t *testing.T, d *harness.Daemon, template string) int {
 // metric reads one sample of spaced's /metrics (0 when absent).
 func metric(t *testing.T, d *harness.Daemon, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + d.Addr + "/metrics")
+	text, err := d.Client.Metrics(harness.Ctx(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)

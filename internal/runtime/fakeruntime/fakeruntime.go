@@ -309,6 +309,12 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		r.h.mu.Unlock()
 		return err
 	}
+	// A real runtime's work ends with its context (runsc runs under it):
+	// a teardown that outlives its request must not use that one.
+	if err := ctx.Err(); err != nil {
+		r.h.mu.Unlock()
+		return fmt.Errorf("fakeruntime: destroy %s: %w", id, err)
+	}
 	b := r.h.boxes[id]
 	delete(r.h.boxes, id)
 	r.h.mu.Unlock()

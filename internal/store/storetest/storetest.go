@@ -25,6 +25,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Catalog) {
 		{"SlotLifecycle", testSlotLifecycle},
 		{"SlotAvoid", testSlotAvoid},
 		{"Revive", testRevive},
+		{"CompareAndSwap", testCompareAndSwap},
+		{"KilledNeverRevives", testKilledNeverRevives},
+		{"Query", testQuery},
 		{"TemplatesAndBuilds", testTemplatesAndBuilds},
 		{"VolumeNamesAreUnique", testVolumeNames},
 		{"TenantsKeysAudit", testTenants},
@@ -75,7 +78,7 @@ func testSlotLifecycle(t *testing.T, c store.Catalog) {
 		t.Fatalf("third create with 2 slots: %v", err)
 	}
 	a.State = store.StateKilled
-	if err := c.UpdateSandbox(ctx, a); err != nil {
+	if err := c.UpdateSandbox(ctx, a, store.Expect{State: store.StateRunning}); err != nil {
 		t.Fatal(err)
 	}
 	if a.Slot != -1 {
@@ -95,13 +98,13 @@ func testSlotLifecycle(t *testing.T, c store.Catalog) {
 	if _, err := c.GetSandbox(ctx, "zz"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if err := c.UpdateSandbox(ctx, &store.Sandbox{ID: "zz", State: store.StateKilled}); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := c.UpdateSandbox(ctx, &store.Sandbox{ID: "zz", State: store.StateKilled}, store.Expect{State: store.StateRunning}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("update of a missing record: %v", err)
 	}
-	if err := c.DeleteSandbox(ctx, "b"); err != nil {
+	if err := c.DeleteSandbox(ctx, "b", store.Expect{State: store.StateRunning}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.DeleteSandbox(ctx, "b"); err != nil {
+	if err := c.DeleteSandbox(ctx, "b", store.Expect{State: store.StateRunning}); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
 	f := &store.Sandbox{ID: "f", State: store.StateCreating}
@@ -140,22 +143,27 @@ func testRevive(t *testing.T, c store.Catalog) {
 		t.Fatal(err)
 	}
 	a.State = store.StatePaused
-	if err := c.UpdateSandbox(ctx, a); err != nil || a.Slot != -1 {
+	a.Checkpoint = &store.CheckpointRef{ID: "a-c1"}
+	if err := c.UpdateSandbox(ctx, a, store.Expect{State: store.StateRunning}); err != nil || a.Slot != -1 {
 		t.Fatalf("pause: slot %d, err %v", a.Slot, err)
 	}
+	paused := store.Expect{State: store.StatePaused, Checkpoint: "a-c1"}
 	for _, tc := range []struct {
 		name    string
 		rec     store.Sandbox
+		from    store.Expect
 		wantErr error
 	}{
-		{"not live", store.Sandbox{ID: "a", State: store.StatePaused}, errors.New("any")},
-		{"unknown", store.Sandbox{ID: "zz", State: store.StateResuming}, errdefs.ErrNotFound},
-		{"paused to resuming", store.Sandbox{ID: "a", State: store.StateResuming}, nil},
-		{"already live", store.Sandbox{ID: "a", State: store.StateResuming}, errdefs.ErrFailedPrecondition},
+		{"not live", store.Sandbox{ID: "a", State: store.StatePaused}, paused, errors.New("any")},
+		{"unknown", store.Sandbox{ID: "zz", State: store.StateResuming}, paused, errdefs.ErrNotFound},
+		{"another checkpoint", store.Sandbox{ID: "a", State: store.StateResuming}, store.Expect{State: store.StatePaused, Checkpoint: "a-c0"}, errdefs.ErrFailedPrecondition},
+		{"not paused", store.Sandbox{ID: "a", State: store.StateResuming}, store.Expect{State: store.StateKilled, Checkpoint: "a-c1"}, errdefs.ErrFailedPrecondition},
+		{"paused to resuming", store.Sandbox{ID: "a", State: store.StateResuming}, paused, nil},
+		{"already live", store.Sandbox{ID: "a", State: store.StateResuming}, paused, errdefs.ErrFailedPrecondition},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := tc.rec
-			err := c.ReviveSandbox(ctx, &rec, 4, nil)
+			err := c.ReviveSandbox(ctx, &rec, tc.from, 4, nil)
 			if (err != nil) != (tc.wantErr != nil) || err != nil && errdefs.Class(tc.wantErr) != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("ReviveSandbox = %v, want %v", err, tc.wantErr)
 			}
@@ -163,6 +171,186 @@ func testRevive(t *testing.T, c store.Catalog) {
 				t.Fatalf("slot = %d, want 0", rec.Slot)
 			}
 		})
+	}
+}
+
+// testCompareAndSwap: a write that expects another state or checkpoint
+// than the stored one is refused and changes nothing.
+func testCompareAndSwap(t *testing.T, c store.Catalog) {
+	ctx := context.Background()
+	a := &store.Sandbox{ID: "a", State: store.StateRunning, Checkpoint: &store.CheckpointRef{ID: "a-c1"}}
+	if err := c.CreateSandbox(ctx, a, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	running := store.Was(a)
+	if running != (store.Expect{State: store.StateRunning, Checkpoint: "a-c1"}) {
+		t.Fatalf("Was = %+v", running)
+	}
+	for _, tc := range []struct {
+		name string
+		from store.Expect
+	}{
+		{"another state", store.Expect{State: store.StatePaused, Checkpoint: "a-c1"}},
+		{"another checkpoint", store.Expect{State: store.StateRunning, Checkpoint: "a-c2"}},
+		{"no checkpoint", store.Expect{State: store.StateRunning}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			upd := *a
+			upd.State, upd.Reason = store.StateKilled, "by "+tc.name
+			if err := c.UpdateSandbox(ctx, &upd, tc.from); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("update: %v, want failed precondition", err)
+			}
+			if err := c.DeleteSandbox(ctx, "a", tc.from); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("delete: %v, want failed precondition", err)
+			}
+			got, err := c.GetSandbox(ctx, "a")
+			if err != nil || got.State != store.StateRunning || got.Reason != "" {
+				t.Fatalf("after the refused writes: %+v, %v", got, err)
+			}
+		})
+	}
+	paused := *a
+	paused.State, paused.Checkpoint = store.StatePaused, &store.CheckpointRef{ID: "a-c2"}
+	if err := c.UpdateSandbox(ctx, &paused, running); err != nil {
+		t.Fatal(err)
+	}
+	// The writer that read before the pause loses.
+	stale := *a
+	stale.Metadata = map[string]string{"stale": "yes"}
+	if err := c.UpdateSandbox(ctx, &stale, running); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("a write expecting the record before the pause: %v", err)
+	}
+	if err := c.DeleteSandbox(ctx, "a", store.Was(&paused)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetSandbox(ctx, "a"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("after the delete: %v", err)
+	}
+}
+
+// testKilledNeverRevives: of a kill and a resume of one paused sandbox
+// that both read it paused, one wins: a resume that loses never makes
+// the killed record live, and a kill that loses leaves the resume's
+// record (whose undo brings back the same checkpoint).
+func testKilledNeverRevives(t *testing.T, c store.Catalog) {
+	ctx := context.Background()
+	for round := range 20 {
+		id := fmt.Sprintf("r%02d", round)
+		rec := &store.Sandbox{ID: id, State: store.StateRunning}
+		if err := c.CreateSandbox(ctx, rec, 64, nil); err != nil {
+			t.Fatal(err)
+		}
+		ckpt := &store.CheckpointRef{ID: id + "-c1"}
+		paused := *rec
+		paused.State, paused.Checkpoint = store.StatePaused, ckpt
+		if err := c.UpdateSandbox(ctx, &paused, store.Was(rec)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var killErr, resumeErr error
+		resuming := paused
+		resuming.State = store.StateResuming
+		wg.Go(func() {
+			killed := paused
+			killed.State, killed.Reason = store.StateKilled, "killed by request"
+			killErr = c.UpdateSandbox(ctx, &killed, store.Was(&paused))
+		})
+		wg.Go(func() { resumeErr = c.ReviveSandbox(ctx, &resuming, store.Was(&paused), 64, nil) })
+		wg.Wait()
+		if (killErr == nil) == (resumeErr == nil) {
+			t.Fatalf("round %d: kill %v, resume %v: want exactly one to win", round, killErr, resumeErr)
+		}
+		got, _ := c.GetSandbox(ctx, id)
+		if killErr == nil {
+			if got.State != store.StateKilled || !errors.Is(resumeErr, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("round %d: the kill won but the record is %s (resume: %v)", round, got.State, resumeErr)
+			}
+			continue
+		}
+		if got.State != store.StateResuming || !errors.Is(killErr, errdefs.ErrFailedPrecondition) {
+			t.Fatalf("round %d: the resume won but the record is %s (kill: %v)", round, got.State, killErr)
+		}
+		// The resume fails after all: its undo is paused again, with the
+		// checkpoint it never lost.
+		back := resuming
+		back.State = store.StatePaused
+		if err := c.UpdateSandbox(ctx, &back, store.Was(&resuming)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := c.GetSandbox(ctx, id); got.State != store.StatePaused || got.Checkpoint == nil || got.Checkpoint.ID != ckpt.ID {
+			t.Fatalf("round %d: after the undo: %+v", round, got)
+		}
+	}
+}
+
+// testQuery: lists filter by tenant, state and metadata, never show
+// pooled or build sandboxes, and page newest first: every record once.
+func testQuery(t *testing.T, c store.Catalog) {
+	ctx := context.Background()
+	base := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	var want []string // newest first
+	for i := range 25 {
+		s := &store.Sandbox{
+			ID: fmt.Sprintf("q%02d", i), Tenant: []string{"", "t1"}[i%2], State: []string{store.StateRunning, store.StatePaused, store.StateKilled}[i%3],
+			CreatedAt: base.Add(time.Duration(i/2) * time.Second), // pairs made in the same second: the id decides
+			Metadata:  map[string]string{"i": fmt.Sprint(i), "odd": fmt.Sprint(i%2 == 1)},
+		}
+		if err := c.CreateSandbox(ctx, s, 64, nil); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{s.ID}, want...)
+	}
+	for _, hidden := range []*store.Sandbox{
+		{ID: "pool", State: store.StatePooled, CreatedAt: base},
+		{ID: "build", State: store.StateRunning, Build: "b1", CreatedAt: base},
+	} {
+		if err := c.CreateSandbox(ctx, hidden, 64, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(sbs []*store.Sandbox) []string {
+		var out []string
+		for _, s := range sbs {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	all, next, err := c.QuerySandboxes(ctx, store.Query{})
+	if err != nil || next != nil || fmt.Sprint(ids(all)) != fmt.Sprint(want) {
+		t.Fatalf("everything: %v (next %v, %v), want %v", ids(all), next, err, want)
+	}
+	for _, limit := range []int{1, 4, 7, 25} {
+		var paged []string
+		var after *store.Cursor
+		for pages := 0; ; pages++ {
+			page, next, err := c.QuerySandboxes(ctx, store.Query{Limit: limit, After: after})
+			if err != nil || len(page) > limit || pages > 30 {
+				t.Fatalf("limit %d: page of %d, %v", limit, len(page), err)
+			}
+			paged = append(paged, ids(page)...)
+			if next == nil {
+				break
+			}
+			after = next
+		}
+		if fmt.Sprint(paged) != fmt.Sprint(want) {
+			t.Errorf("pages of %d: %v, want %v", limit, paged, want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.Query
+		want string
+	}{
+		{"tenant", store.Query{Tenants: []string{"t1"}, States: []string{store.StateRunning}}, "[q21 q15 q09 q03]"},
+		{"default tenant", store.Query{Tenants: []string{""}, States: []string{store.StatePaused, store.StateKilled}, Limit: 3}, "[q22 q20 q16]"},
+		{"metadata", store.Query{Metadata: map[string]string{"odd": "true", "i": "7"}}, "[q07]"},
+		{"metadata no match", store.Query{Metadata: map[string]string{"i": "7", "odd": "false"}}, "[]"},
+	} {
+		got, _, err := c.QuerySandboxes(ctx, tc.q)
+		if err != nil || fmt.Sprint(ids(got)) != tc.want {
+			t.Errorf("%s: %v, %v; want %s", tc.name, ids(got), err, tc.want)
+		}
 	}
 }
 
@@ -294,14 +482,29 @@ func testTenants(t *testing.T, c store.Catalog) {
 	}
 
 	key := &store.APIKey{ID: "k1", Tenant: "acme", Hash: "h", CreatedAt: now}
-	if err := c.PutAPIKey(ctx, key); err != nil {
+	if err := c.CreateAPIKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	key.RevokedAt = now
-	if err := c.PutAPIKey(ctx, key); err != nil {
-		t.Fatal(err)
+	// A key record is never replaced: an id issued twice is refused, and
+	// the first key stands.
+	if err := c.CreateAPIKey(ctx, &store.APIKey{ID: "k1", Tenant: "other", Hash: "h2", CreatedAt: now}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("a second key under a taken id: %v", err)
 	}
-	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 || ks[0].RevokedAt.IsZero() {
+	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 || ks[0].Tenant != "acme" || ks[0].Hash != "h" {
+		t.Fatalf("keys after the refused create: %+v, %v", ks, err)
+	}
+	got, err := c.RevokeAPIKey(ctx, "k1", now)
+	if err != nil || !got.RevokedAt.Equal(now) || got.Hash != "h" {
+		t.Fatalf("revoke: %+v, %v", got, err)
+	}
+	// Revoking again keeps the first time.
+	if got, err := c.RevokeAPIKey(ctx, "k1", now.Add(time.Hour)); err != nil || !got.RevokedAt.Equal(now) {
+		t.Fatalf("second revoke: %+v, %v", got, err)
+	}
+	if _, err := c.RevokeAPIKey(ctx, "nope", now); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("revoke of a missing key: %v", err)
+	}
+	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 || !ks[0].RevokedAt.Equal(now) {
 		t.Fatalf("keys: %+v, %v", ks, err)
 	}
 
@@ -312,18 +515,60 @@ func testTenants(t *testing.T, c store.Catalog) {
 	if err := c.AppendAudit(ctx, entries); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Audit(ctx, now.Add(time.Second), now.Add(4*time.Second), 10)
-	if err != nil || len(got) != 3 || got[0].Route != "1" || got[2].Route != "3" {
-		t.Fatalf("audit [1s, 4s): %+v, %v", got, err)
+	audit := func(from, to time.Time, after string, limit int) []store.AuditEntry {
+		t.Helper()
+		got, err := c.Audit(ctx, store.AuditQuery{From: from, To: to, After: after, Limit: limit})
+		if err != nil {
+			t.Fatalf("audit [%s, %s) after %q: %v", from, to, after, err)
+		}
+		return got
 	}
-	if got, _ := c.Audit(ctx, now, now.Add(time.Hour), 2); len(got) != 2 {
+	if got := audit(now.Add(time.Second), now.Add(4*time.Second), "", 10); len(got) != 3 || got[0].Route != "1" || got[2].Route != "3" {
+		t.Fatalf("audit [1s, 4s): %+v", got)
+	}
+	if got := audit(now, now.Add(time.Hour), "", 2); len(got) != 2 {
 		t.Fatalf("audit limit 2: %d entries", len(got))
 	}
 	n, err := c.PruneAudit(ctx, now.Add(2*time.Second))
 	if err != nil || n != 2 {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
-	if got, _ := c.Audit(ctx, now, now.Add(time.Hour), 10); len(got) != 3 {
+	if got := audit(now, now.Add(time.Hour), "", 10); len(got) != 3 {
 		t.Fatalf("after prune: %d entries", len(got))
+	}
+
+	// Entries that share a time (one batch of calls in the same
+	// nanosecond, or the same microsecond in Postgres) are each read
+	// once, in order, when a reader pages through them by cursor.
+	same := now.Add(time.Minute)
+	var batch []store.AuditEntry
+	for i := range 7 {
+		batch = append(batch, store.AuditEntry{Time: same, Tenant: "acme", Route: fmt.Sprint("same-", i), Status: 200})
+	}
+	batch = append(batch, store.AuditEntry{Time: same.Add(time.Nanosecond), Tenant: "acme", Route: "next-ns", Status: 200})
+	if err := c.AppendAudit(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var paged []string
+	after := ""
+	for range 20 {
+		page := audit(same, same.Add(time.Second), after, 3)
+		for _, e := range page {
+			if e.Cursor == "" {
+				t.Fatalf("entry %s has no cursor", e.Route)
+			}
+			paged = append(paged, e.Route)
+		}
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].Cursor
+	}
+	want := []string{"same-0", "same-1", "same-2", "same-3", "same-4", "same-5", "same-6", "next-ns"}
+	if fmt.Sprint(paged) != fmt.Sprint(want) {
+		t.Fatalf("paged by cursor: %v, want %v", paged, want)
+	}
+	if _, err := c.Audit(ctx, store.AuditQuery{From: now, To: same, After: "not a cursor", Limit: 1}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("a bad cursor: %v", err)
 	}
 }

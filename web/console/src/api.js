@@ -35,12 +35,25 @@ async function fail(res) {
   throw new APIError(res.status, code, message);
 }
 
-// session asks whether this browser is signed in (and learns the CSRF token).
+// who is the signed-in session: { tenant, key_id, admin }. The admin key's
+// session sees the node's pages; a tenant's sees its own tenant only.
+let who = null;
+export function whoami() {
+  return who;
+}
+
+function learn(s) {
+  csrf = s.csrf;
+  who = { tenant: s.tenant, key_id: s.key_id, admin: !!s.admin };
+}
+
+// session asks whether this browser is signed in (and learns the CSRF
+// token and whose the session is).
 export async function session() {
   const res = await fetch("session", { credentials: "same-origin" });
   if (res.status === 401) return false;
   if (!res.ok) await fail(res);
-  csrf = (await res.json()).csrf;
+  learn(await res.json());
   return true;
 }
 
@@ -60,12 +73,13 @@ export async function signIn(key) {
     }
     throw new APIError(res.status, "unauthenticated", message);
   }
-  csrf = (await res.json()).csrf;
+  learn(await res.json());
 }
 
 export async function signOut() {
   await fetch("session", { method: "DELETE", credentials: "same-origin", headers: { "X-CSRF-Token": csrf } });
   csrf = "";
+  who = null;
 }
 
 // url is where path of the API is reached through the session gateway.

@@ -70,6 +70,7 @@ const pages = [
 
 function Shell({ hash, onSignOut }) {
   const state = live.useLive();
+  const who = api.whoami();
   let page;
   let m;
   if ((m = /^#\/sandboxes\/([a-z0-9]+)(?:\/(\w+))?/.exec(hash))) page = <SandboxPage id={m[1]} tab={m[2] || "overview"} />;
@@ -92,6 +93,11 @@ function Shell({ hash, onSignOut }) {
         <span class={`live ${state.connected ? "on" : "off"}`} title="live updates (server-sent events)" data-testid="live">
           {state.connected ? "live" : "reconnecting"}
         </span>
+        {who && (
+          <span class="who muted" title={`key ${who.key_id}`} data-testid="who">
+            {who.admin ? "admin" : `tenant ${who.tenant}`}
+          </span>
+        )}
         <button class="link" onClick={onSignOut} data-testid="signout">
           Sign out
         </button>

@@ -1,5 +1,7 @@
-// Platform: node health, warm pools, latency histograms (from /metrics),
-// recent egress denials, secrets and keys by name.
+// Platform: node health, warm pools, latency histograms (from /metrics:
+// the admin key's session only, as /metrics names every tenant), the
+// tenant's usage against its quotas, recent egress denials (the session's
+// tenant's), secrets and keys by name.
 import * as api from "./api.js";
 import { Histogram, histograms } from "./charts.jsx";
 import { ErrorBox, bytes, duration, time, useAsync } from "./util.jsx";
@@ -16,11 +18,13 @@ function byLabel(metrics, name, label) {
 }
 
 async function loadPlatform() {
-  const [health, text] = await Promise.all([
+  const admin = (api.whoami() || {}).admin;
+  const [health, text, usage] = await Promise.all([
     api.get("/healthz").catch((e) => ({ status: e.message })),
-    api.call("GET", "/metrics"),
+    admin ? api.call("GET", "/metrics") : Promise.resolve(""),
+    api.get("/v1/usage"),
   ]);
-  return { health, metrics: api.parseMetrics(text), at: Date.now() };
+  return { admin, health, metrics: api.parseMetrics(text), usage, at: Date.now() };
 }
 
 function Health({ p }) {
@@ -36,6 +40,7 @@ function Health({ p }) {
     ["Template builds running", value(m, "space_template_builds_active")],
     ["Creates failed", value(m, "space_sandbox_create_failures_total")],
   ];
+  if (!p.admin) rows.splice(1);
   return (
     <div class="card">
       <h2>Node</h2>
@@ -49,7 +54,9 @@ function Health({ p }) {
             </tr>
           ))}
       </table>
-      <p class="muted small">Read at {new Date(p.at).toLocaleTimeString()} from /healthz and /metrics.</p>
+      <p class="muted small">
+        Read at {new Date(p.at).toLocaleTimeString()} from /healthz{p.admin ? " and /metrics" : " (the node's metrics are the admin key's to read)"}.
+      </p>
     </div>
   );
 }
@@ -93,17 +100,61 @@ function Pools({ m }) {
   );
 }
 
+// quotaRows are the quotas of /v1/usage, in the order of the API.
+const quotaRows = [
+  ["sandboxes", "Running sandboxes"],
+  ["vcpu", "vCPUs"],
+  ["memory_mb", "Memory (MiB)"],
+  ["paused_sandboxes", "Paused sandboxes"],
+  ["paused_mb", "Paused sandboxes' checkpoints (MiB)"],
+  ["snapshots", "Snapshots"],
+  ["snapshot_mb", "Snapshots (MiB)"],
+  ["templates", "Templates"],
+  ["template_mb", "Templates' builds (MiB)"],
+];
+
+function Usage({ u }) {
+  const q = u.effective_quotas || {};
+  const used = u.usage || {};
+  return (
+    <div class="card">
+      <h2>
+        Usage of tenant <span class="mono">{u.id}</span>
+      </h2>
+      <table class="kv" data-testid="usage">
+        {quotaRows.map(([k, label]) => (
+          <tr data-quota={k}>
+            <th>{label}</th>
+            <td>
+              {used[k] ?? 0}
+              <span class="muted"> / {q[k] > 0 ? q[k] : "no limit"}</span>
+            </td>
+          </tr>
+        ))}
+        <tr>
+          <th>Creates per second</th>
+          <td>{q.creates_per_second > 0 ? `${q.creates_per_second} (burst ${q.creates_burst})` : "no limit"}</td>
+        </tr>
+      </table>
+      <p class="muted small">Quotas bind this tenant's issued keys, never the admin key.</p>
+    </div>
+  );
+}
+
 function Latencies({ m }) {
   return (
     <div class="card wide">
       <h2>Latencies</h2>
       <div class="charts">
         <Histogram title="Sandbox create (to a sandbox that runs commands)" groups={histograms(m, "space_sandbox_create_seconds")} testid="chart-create" />
+        <Histogram title="Command start (native API: request to the agent's start)" groups={histograms(m, "space_exec_seconds")} testid="chart-exec" />
         <Histogram title="Checkpoint and snapshot" groups={histograms(m, "space_checkpoint_seconds")} />
         <Histogram title="Resume" groups={histograms(m, "space_restore_seconds")} />
         <Histogram title="Template build" groups={histograms(m, "space_template_build_seconds")} />
       </div>
-      <p class="muted small">Counts since spaced started, per bucket. spaced has no exec (command) latency histogram yet, so there is none to show.</p>
+      <p class="muted small">
+        Counts since spaced started, per bucket. Commands started through the E2B SDKs go to the sandbox's agent through the proxy and are not in the command start chart.
+      </p>
     </div>
   );
 }
@@ -152,7 +203,9 @@ function Denials() {
           </tbody>
         </table>
       )}
-      <p class="muted small">The egress gateway's audit lines, kept in spaced's memory (the last {audit.value ? audit.value.kept : 200}); the full record is spaced's log.</p>
+      <p class="muted small">
+        The egress gateway's audit lines{(api.whoami() || {}).admin ? "" : " of this tenant's sandboxes"}, kept in spaced's memory (the last {audit.value ? audit.value.kept : 200} of every tenant's); the full record is spaced's log.
+      </p>
     </div>
   );
 }
@@ -224,9 +277,10 @@ export function PlatformPage() {
       {p.value && (
         <div class="cols">
           <Health p={p.value} />
-          <Pools m={p.value.metrics} />
+          {p.value.admin && <Pools m={p.value.metrics} />}
+          <Usage u={p.value.usage} />
           <Secrets />
-          <Latencies m={p.value.metrics} />
+          {p.value.admin && <Latencies m={p.value.metrics} />}
           <Denials />
         </div>
       )}
