@@ -132,6 +132,9 @@ type LogEntry struct {
 	Level   string    `json:"level"`
 	Step    int       `json:"step"`
 	Message string    `json:"message"`
+	// Cached marks the line that starts a step found in the cache (not
+	// run).
+	Cached bool `json:"cached,omitempty"`
 }
 
 // Template is a template and its tags.
@@ -141,8 +144,12 @@ type Template struct {
 	Tags      []TemplateTag `json:"tags"`
 	CreatedAt time.Time     `json:"created_at"`
 	UpdatedAt time.Time     `json:"updated_at"`
-	Bytes     int64         `json:"bytes"`
-	Sandboxes int           `json:"sandboxes"`
+	// Bytes is what its tagged builds need in the object store, each
+	// layer and start checkpoint counted once; LocalBytes what their
+	// images and start checkpoints hold on the node that answered.
+	Bytes      int64 `json:"bytes"`
+	LocalBytes int64 `json:"local_bytes"`
+	Sandboxes  int   `json:"sandboxes"`
 }
 
 // TemplateTag is a tag and the build it points at.

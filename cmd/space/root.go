@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,9 @@ type app struct {
 	getenv         func(string) string
 	addr, apiKey   string // flag values
 	root           *cobra.Command
+	// signals, if set (tests), stands in for Ctrl-C while a build is
+	// followed.
+	signals chan os.Signal
 }
 
 // exitError ends the CLI with a code and no message (a remote command's exit code).

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -23,7 +25,7 @@ func (a *app) templateCmd() *cobra.Command {
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.templateBuildCmd(), a.templateLsCmd(), a.templateRmCmd(), a.templateBuildsCmd(), a.templateLogsCmd())
+	cmd.AddCommand(a.templateBuildCmd(), a.templateLsCmd(), a.templateRmCmd(), a.templateBuildsCmd(), a.templateLogsCmd(), a.templateCancelCmd())
 	return cmd
 }
 
@@ -42,7 +44,11 @@ func (a *app) templateBuildCmd() *cobra.Command {
 		Long: "build uploads the context directory (without what .dockerignore excludes) and the\n" +
 			"Dockerfile, and follows the build: each step runs in a sandbox, cached steps are not run\n" +
 			"again. The Dockerfile's CMD/ENTRYPOINT is the template's start command, running when\n" +
-			"its sandboxes start (ready when HEALTHCHECK passes or the first EXPOSEd port listens).",
+			"its sandboxes start (ready when HEALTHCHECK passes or the first EXPOSEd port listens).\n\n" +
+			"On a terminal the progress is drawn in place (the step running, step n of m, cached or\n" +
+			"running, its last lines of output, the time so far); elsewhere the log's lines are\n" +
+			"printed. Ctrl-C cancels the build on the server (asked first on a terminal; a second\n" +
+			"Ctrl-C answers yes); -d returns at once, and `space template cancel <build>` cancels later.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			if name == "" {
@@ -77,7 +83,7 @@ func (a *app) templateBuildCmd() *cobra.Command {
 				_, err := fmt.Fprintln(a.stdout, b.ID)
 				return err
 			}
-			return a.followBuild(ctx, c, b)
+			return a.followBuild(ctx, c, b, true)
 		},
 	}
 	f := cmd.Flags()
@@ -107,47 +113,156 @@ func (a *app) uploadContext(ctx context.Context, c *client.Client, dir string) (
 	return up.Hash, nil
 }
 
-// followBuild prints a build's log as it runs, each step's header line
-// with its number and state, the end of each step's output, and the
-// elapsed time; it fails when the build does.
-func (a *app) followBuild(ctx context.Context, c *client.Client, b *client.Build) error {
+// followBuild shows a build's progress until it ends (a live display on
+// a terminal, the log's lines elsewhere) and fails when the build does.
+// With cancelable, Ctrl-C cancels the build on the server: asked first
+// when stdin is a terminal (a second Ctrl-C answers yes), else at once,
+// saying so; once it is being canceled, another Ctrl-C stops waiting for
+// the end. Without, Ctrl-C stops following.
+func (a *app) followBuild(ctx context.Context, c *client.Client, b *client.Build, cancelable bool) error {
 	start := time.Now()
+	var view buildView = &plainView{out: a.stdout, errOut: a.stderr, start: start}
+	if fd, ok := terminalFD(a.stdout); ok {
+		view = newTTYView(a.stdout, fd, b)
+	}
 	fmt.Fprintf(a.stderr, "build %s of %s\n", b.ID, b.Template)
+	interrupts, stop := a.interrupts()
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	items := make(chan logItem)
+	go streamBuildLog(ctx, c, b.ID, items)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	canceling := false
+	for {
+		select {
+		case it := <-items:
+			switch {
+			case it.err != nil:
+				view.clear()
+				return it.err
+			case it.end != nil:
+				view.end(it.end)
+				return a.buildEnded(it.end, time.Since(start))
+			}
+			view.entry(it.entry)
+		case <-tick.C:
+			view.tick()
+		case <-interrupts:
+			if !cancelable {
+				view.clear()
+				return exitError{130}
+			}
+			if canceling {
+				view.clear()
+				fmt.Fprintf(a.stderr, "stopped waiting; build %s is being canceled on the server\n", b.ID)
+				return exitError{130}
+			}
+			if a.interactive() {
+				view.clear()
+				if !a.confirm(fmt.Sprintf("cancel build %s on the server? [y/N] ", b.ID), interrupts) {
+					view.note("the build goes on (space template cancel %s stops it)", b.ID)
+					continue
+				}
+			}
+			if _, err := c.CancelBuild(context.WithoutCancel(ctx), b.ID); err != nil {
+				view.note("space: cancel build %s: %v", b.ID, err)
+				continue
+			}
+			canceling = true
+			view.note("canceling build %s on the server (Ctrl-C again to stop waiting)", b.ID)
+		}
+	}
+}
+
+// logItem is what the log stream gives: an entry, the build's end, or an
+// error that ends the follow.
+type logItem struct {
+	entry *client.LogEntry
+	end   *client.Build
+	err   error
+}
+
+// streamBuildLog sends build id's log to items until its end, resuming
+// after a broken stream from the last entry it sent.
+func streamBuildLog(ctx context.Context, c *client.Client, id string, items chan<- logItem) {
+	send := func(it logItem) bool {
+		select {
+		case items <- it:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	var after uint64
 	for {
-		s, err := c.BuildLogs(ctx, b.ID, after)
+		s, err := c.BuildLogs(ctx, id, after)
 		if err != nil {
-			return err
+			if ctx.Err() == nil {
+				send(logItem{err: err})
+			}
+			return
 		}
 		for {
 			e, err := s.Next()
 			if errors.Is(err, io.EOF) && s.End != nil {
 				s.Close()
-				return a.buildEnded(s.End, time.Since(start))
+				send(logItem{end: s.End})
+				return
 			}
 			if err != nil {
 				break // the stream broke: resume from the last entry
 			}
-			a.printLog(e, time.Since(start))
+			if !send(logItem{entry: e}) {
+				s.Close()
+				return
+			}
 		}
 		after = s.LastID
 		s.Close()
-		if ctx.Err() != nil {
-			return ctx.Err()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 }
 
-func (a *app) printLog(e *client.LogEntry, elapsed time.Duration) {
-	if e.Level == "debug" {
-		return
+// interrupts delivers Ctrl-C (os.Interrupt) while a build is followed.
+func (a *app) interrupts() (<-chan os.Signal, func()) {
+	if a.signals != nil {
+		return a.signals, func() {}
 	}
-	if strings.HasPrefix(e.Message, "[") || e.Step == 0 && strings.HasPrefix(e.Message, "FROM ") || strings.HasPrefix(e.Message, "start command") {
-		fmt.Fprintf(a.stdout, "%6.1fs #%d %s\n", elapsed.Seconds(), e.Step, e.Message)
-		return
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// interactive reports whether the CLI may ask (stdin and stderr are a
+// terminal).
+func (a *app) interactive() bool {
+	_, ok := terminalFD(a.stderr)
+	return ok && isTerminal(a.stdin)
+}
+
+// confirm asks a yes/no question on stderr and reads the answer from
+// stdin; another interrupt meanwhile answers yes.
+func (a *app) confirm(question string, interrupts <-chan os.Signal) bool {
+	fmt.Fprint(a.stderr, question)
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case line := <-answer:
+		line = strings.ToLower(strings.TrimSpace(line))
+		return line == "y" || line == "yes"
+	case <-interrupts:
+		fmt.Fprintln(a.stderr)
+		return true
 	}
-	fmt.Fprintf(a.stdout, "%6.1fs #%d   %s\n", elapsed.Seconds(), e.Step, e.Message)
 }
 
 func (a *app) buildEnded(b *client.Build, took time.Duration) error {
@@ -183,13 +298,13 @@ func (a *app) templateLsCmd() *cobra.Command {
 				return writeJSON(a.stdout, ts)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTAGS\tSIZE\tSANDBOXES\tUPDATED")
+			fmt.Fprintln(tw, "NAME\tTAGS\tSTORED\tLOCAL\tSANDBOXES\tUPDATED")
 			for _, t := range ts {
 				var tags []string
 				for _, tag := range t.Tags {
 					tags = append(tags, tag.Tag)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, strings.Join(tags, ","), humanBytes(t.Bytes), t.Sandboxes, t.UpdatedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", t.Name, strings.Join(tags, ","), humanBytes(t.Bytes), humanBytes(t.LocalBytes), t.Sandboxes, t.UpdatedAt.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},
@@ -256,7 +371,38 @@ func (a *app) templateLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.followBuild(cmd.Context(), c, b)
+			return a.followBuild(cmd.Context(), c, b, false)
+		},
+	}
+}
+
+func (a *app) templateCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel <build>",
+		Short: "Cancel a queued or running build on the server and wait until it stopped",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c := a.client()
+			b, err := c.CancelBuild(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			// A running build stops at once but records it a moment later.
+			for deadline := time.Now().Add(time.Minute); !b.Done() && time.Now().Before(deadline); {
+				time.Sleep(200 * time.Millisecond)
+				if b, err = c.GetBuild(ctx, args[0]); err != nil {
+					return err
+				}
+			}
+			switch b.State {
+			case client.BuildStateCanceled:
+				fmt.Fprintf(a.stdout, "build %s canceled\n", b.ID)
+				return nil
+			case client.BuildStateReady, client.BuildStateFailed:
+				return fmt.Errorf("build %s had already ended (%s): nothing to cancel", b.ID, b.State)
+			}
+			return fmt.Errorf("build %s is still %s after a minute", b.ID, b.State)
 		},
 	}
 }

@@ -53,6 +53,9 @@ type Config struct {
 	Version  string
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
+	// Lost, if set, runs after each look for lapsed nodes that this node
+	// was sure enough to make (the template service fails their builds).
+	Lost func(ctx context.Context)
 }
 
 // Member keeps this node in the cluster.
@@ -176,4 +179,7 @@ func (m *Member) reportLost(ctx context.Context) {
 		m.log.Warn("sandbox reported lost: its node's lease lapsed", "sandbox", s.ID, "reason", s.Reason)
 	}
 	m.lost.Add(float64(len(lost)))
+	if m.cfg.Lost != nil {
+		m.cfg.Lost(ctx)
+	}
 }

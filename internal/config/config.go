@@ -118,6 +118,11 @@ type Config struct {
 	TemplateGCInterval time.Duration
 	// TemplateMaxUpload bounds one upload (a build context, an image archive).
 	TemplateMaxUpload int64
+	// TemplateMaxImage bounds what a build unpacks on the host: a registry
+	// or uploaded image (its layers' compressed sizes when the build is
+	// requested, its flattened files as they stream) and each layer a
+	// step makes or an image is made of.
+	TemplateMaxImage int64
 	// The node's budgets (admission control): the memory and the disk its
 	// sandboxes may take, as measured on the host, and how many it may
 	// hold; a create, resume or fork past one is refused with 503.
@@ -209,6 +214,7 @@ func Default() Config {
 		TemplateCacheTTL:     7 * 24 * time.Hour,
 		TemplateGCInterval:   time.Hour,
 		TemplateMaxUpload:    4 << 30,
+		TemplateMaxImage:     16 << 30,
 		MetricsInterval:      5 * time.Second,
 		NodeLease:            15 * time.Second,
 	}
@@ -353,12 +359,14 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 			*p = n
 		}
 	}
-	if v := getenv("SPACE_TEMPLATE_MAX_UPLOAD"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return fmt.Errorf("SPACE_TEMPLATE_MAX_UPLOAD must be a positive number of bytes")
+	for k, p := range map[string]*int64{"SPACE_TEMPLATE_MAX_UPLOAD": &c.TemplateMaxUpload, "SPACE_TEMPLATE_MAX_IMAGE": &c.TemplateMaxImage} {
+		if v := getenv(k); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%s must be a positive number of bytes", k)
+			}
+			*p = n
 		}
-		c.TemplateMaxUpload = n
 	}
 	if v := getenv("SPACE_REGISTRY_ALLOW"); v != "" {
 		p, err := policy.ParsePrefixes(v)

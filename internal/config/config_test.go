@@ -79,6 +79,26 @@ func TestLoad(t *testing.T) {
 				return ""
 			},
 		},
+		{
+			name: "template limits",
+			env:  map[string]string{"SPACE_TEMPLATE_MAX_UPLOAD": "1000", "SPACE_TEMPLATE_MAX_IMAGE": "2000"},
+			check: func(c Config) string {
+				if c.TemplateMaxUpload != 1000 || c.TemplateMaxImage != 2000 {
+					return "template limits not parsed"
+				}
+				return ""
+			},
+		},
+		{
+			name: "template image limit by default",
+			check: func(c Config) string {
+				if c.TemplateMaxImage != 16<<30 {
+					return "default image limit is not 16 GiB"
+				}
+				return ""
+			},
+		},
+		{name: "bad image limit", env: map[string]string{"SPACE_TEMPLATE_MAX_IMAGE": "0"}, wantErr: "SPACE_TEMPLATE_MAX_IMAGE must be a positive number"},
 		{name: "negative node budget", env: map[string]string{"SPACE_NODE_MEMORY_MB": "-1"}, wantErr: "node budgets"},
 		{name: "bad node budget", env: map[string]string{"SPACE_NODE_MAX_SANDBOXES": "many"}, wantErr: "integer"},
 		{name: "bad level", args: []string{"-log-level", "loud"}, wantErr: "log level"},

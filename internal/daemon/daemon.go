@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if pg, ok := catalog.(*store.Postgres); ok {
 		m, err := cluster.Join(ctx, cluster.Config{
 			Catalog: pg, Node: svc, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
-			Capacity: budget.Sandboxes, Registry: reg,
+			Capacity: budget.Sandboxes, Registry: reg, Lost: func(ctx context.Context) { failLostBuilds(ctx, pg, tpl) },
 		})
 		if err != nil {
 			return err
@@ -506,11 +506,31 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		// Dockerfile installs packages), within the platform floor.
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
+		MaxImage: cfg.TemplateMaxImage,
 		Changed:  svc.TemplateChanged,
 		Metrics:  metrics,
 	})
 	opened.Store(tpl)
 	return tpl, err
+}
+
+// failLostBuilds fails the builds of the nodes whose lease lapsed (their
+// build sandboxes went with them).
+func failLostBuilds(ctx context.Context, pg *store.Postgres, tpl *template.Service) {
+	members, err := pg.Members(ctx)
+	if err != nil {
+		slog.Warn("list nodes for their builds", "err", err)
+		return
+	}
+	var lost []string
+	for _, m := range members {
+		if !m.Alive {
+			lost = append(lost, m.ID)
+		}
+	}
+	if _, err := tpl.FailBuildsOfLostNodes(ctx, lost); err != nil {
+		slog.Warn("fail the builds of lost nodes", "err", err)
+	}
 }
 
 // lateTemplates lets the sandbox service, made first, ask the template

@@ -41,11 +41,12 @@ type Templates interface {
 	RefuseBuild(ctx context.Context, id string, reason error) error
 	SourceEnv(ctx context.Context, from recipe.Source, auth *ociimage.Auth) (map[string]string, error)
 	Build(ctx context.Context, id string) (*store.Build, error)
+	Builds(ctx context.Context, name string) ([]*store.Build, error)
 	Logs(ctx context.Context, id string, offset, limit int) ([]template.LogEntry, bool, <-chan struct{}, error)
 	Template(ctx context.Context, name string) (*template.TemplateInfo, error)
 	Templates(ctx context.Context) ([]*template.TemplateInfo, error)
 	DeleteTemplate(ctx context.Context, name string) error
-	SetTags(ctx context.Context, target string, tags []string) (*store.Build, error)
+	SetTags(ctx context.Context, name, target string, tags []string) (*store.Build, error)
 	RemoveTags(ctx context.Context, name string, tags []string) error
 	HasFiles(ctx context.Context, hash string) (bool, error)
 	PutFiles(ctx context.Context, hash string, body io.Reader, verify bool, max int64) error
@@ -101,11 +102,12 @@ func (s *Server) requestTemplateBuild(w http.ResponseWriter, r *http.Request) {
 	}
 	// A new template counts against the tenant's templates quota, every
 	// build against its template_mb.
-	name, _, _ := template.ParseRef(strings.ToLower(req.Name))
+	ref := e2bRef(req.Name)
+	name, _, _ := template.ParseRef(ref)
 	var b *store.Build
 	err := s.opts.Tenants.AdmitTemplate(r.Context(), name, func() (err error) {
 		b, err = s.opts.Templates.RequestBuild(r.Context(), template.BuildRequest{
-			Name: strings.ToLower(req.Name), Tags: req.Tags, CPU: req.CPUCount, MemoryMB: req.MemoryMB, Origin: "e2b",
+			Name: ref, Tags: e2bTags(req.Tags), CPU: req.CPUCount, MemoryMB: req.MemoryMB, Origin: "e2b",
 		})
 		return err
 	})
@@ -291,7 +293,7 @@ func e2bRecipe(req buildStartJSON, sourceEnv func(recipe.Source, *ociimage.Auth)
 	case req.FromTemplate != "" && req.FromImage != "":
 		return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "give fromImage or fromTemplate, not both")
 	case req.FromTemplate != "":
-		rec.From.Template = strings.ToLower(req.FromTemplate)
+		rec.From.Template = e2bRef(req.FromTemplate)
 	case req.FromImage != "":
 		rec.From.Image = req.FromImage
 		if reg := req.FromImageRegistry; reg != nil {
@@ -547,12 +549,12 @@ func (s *Server) assignTags(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	b, err := s.opts.Templates.SetTags(r.Context(), strings.ToLower(req.Target), req.Tags)
+	b, err := s.opts.Templates.SetTags(r.Context(), "", e2bRef(req.Target), e2bTags(req.Tags))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"buildID": b.ID, "tags": req.Tags})
+	writeJSON(w, http.StatusCreated, map[string]any{"buildID": b.ID, "tags": e2bTags(req.Tags)})
 }
 
 // removeTags is DELETE /templates/tags; the default tag stays (as E2B).
@@ -565,11 +567,12 @@ func (s *Server) removeTags(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if slices.Contains(req.Tags, template.DefaultTag) {
+	tags := e2bTags(req.Tags)
+	if slices.Contains(tags, template.DefaultTag) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "the %s tag cannot be removed", template.DefaultTag))
 		return
 	}
-	if err := s.opts.Templates.RemoveTags(r.Context(), strings.ToLower(req.Name), req.Tags); err != nil {
+	if err := s.opts.Templates.RemoveTags(r.Context(), e2bRef(req.Name), tags); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -634,18 +637,76 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []templateJSON{}
 	for _, t := range ts {
-		tj := templateJSON{TemplateID: t.Name, Aliases: []string{t.Name}, Names: []string{t.Name}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-			EnvdVersion: EnvdVersion, BuildStatus: "ready", CPUCount: e2bDefaultCPU, MemoryMB: e2bDefaultMemoryMB}
-		for _, tag := range t.Tags {
-			if tag.Tag != template.DefaultTag || tag.Build == "" {
-				continue
-			}
-			tj.BuildID = tag.Build
-			if b, err := s.opts.Templates.Build(r.Context(), tag.Build); err == nil {
-				tj.CPUCount, tj.MemoryMB, tj.DiskSizeMB = b.CPU, b.MemoryMB, b.DiskMB
+		var builds []*store.Build
+		if !t.Builtin {
+			if builds, err = s.opts.Templates.Builds(r.Context(), t.Name); err != nil {
+				writeError(w, r, err)
+				return
 			}
 		}
-		out = append(out, tj)
+		out = append(out, e2bTemplate(t, builds))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// noBuild is the buildID E2B lists for a template with no ready build.
+const noBuild = "00000000-0000-0000-0000-000000000000"
+
+// e2bTemplate is a template as E2B lists it, given the builds of it the
+// caller may see (newest first): its buildID, cpu and memory are those of
+// the ready build its default tag points at (none: zero), and its
+// buildStatus is the state of the newest build meant for the default tag,
+// ready or not ("waiting" when there is none), as E2B's own listing has
+// it. Of a platform template another tenant sees no builds: ready when
+// its default tag points at one. The base template has no builds and is
+// always ready.
+func e2bTemplate(t *template.TemplateInfo, builds []*store.Build) templateJSON {
+	tj := templateJSON{TemplateID: t.Name, Aliases: []string{t.Name}, Names: []string{t.Name}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		EnvdVersion: EnvdVersion, BuildID: noBuild, BuildStatus: "waiting", BuildCount: len(builds)}
+	if t.Builtin {
+		tj.BuildStatus, tj.CPUCount, tj.MemoryMB = "ready", e2bDefaultCPU, e2bDefaultMemoryMB
+		return tj
+	}
+	for _, tag := range t.Tags {
+		if tag.Tag != template.DefaultTag || tag.Build == "" {
+			continue
+		}
+		tj.BuildID, tj.BuildStatus = tag.Build, "ready"
+		for _, b := range builds {
+			if b.ID == tag.Build {
+				tj.BuildID, tj.CPUCount, tj.MemoryMB, tj.DiskSizeMB = b.ID, b.CPU, b.MemoryMB, b.DiskMB
+			}
+		}
+	}
+	for _, b := range builds {
+		if slices.Contains(b.Tags, template.DefaultTag) {
+			tj.BuildStatus = e2bBuildStatus(b.State)
+			break
+		}
+	}
+	return tj
+}
+
+// e2bRef is a template name with an optional tag as E2B reads it
+// (id.ParseTemplateIDOrAliasWithTag): trimmed, name and tag lower-cased.
+func e2bRef(ref string) string {
+	name, tag, hasTag := strings.Cut(strings.TrimSpace(ref), ":")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !hasTag {
+		return name
+	}
+	return name + ":" + strings.ToLower(strings.TrimSpace(tag))
+}
+
+// e2bTags are tags as E2B reads them (id.ValidateAndDeduplicateTags):
+// trimmed, lower-cased, each once.
+func e2bTags(tags []string) []string {
+	var out []string
+	for _, t := range tags {
+		t = strings.ToLower(strings.TrimSpace(t))
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

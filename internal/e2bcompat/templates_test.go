@@ -1,12 +1,16 @@
 package e2bcompat
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
+	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/template"
 )
 
 func TestE2BRecipe(t *testing.T) {
@@ -94,5 +98,59 @@ func TestE2BRecipe(t *testing.T) {
 			}
 			tc.check(t, r)
 		})
+	}
+}
+
+// TestE2BTemplateListing: GET /templates shows the state of the newest
+// build meant for the default tag (a failed one is "error" even when an
+// older build is ready), and the buildID, cpu and memory of the ready
+// build the default tag points at, as E2B's listing does.
+func TestE2BTemplateListing(t *testing.T) {
+	now := time.Now()
+	ready := &store.Build{ID: "b-ready", Tags: []string{"default"}, State: store.BuildReady, CPU: 4, MemoryMB: 2048, DiskMB: 512, CreatedAt: now.Add(-time.Hour)}
+	failed := &store.Build{ID: "b-failed", Tags: []string{"default"}, State: store.BuildError, CreatedAt: now.Add(-time.Minute)}
+	building := &store.Build{ID: "b-building", Tags: []string{"default"}, State: store.BuildBuilding, CreatedAt: now}
+	otherTag := &store.Build{ID: "b-v2", Tags: []string{"v2"}, State: store.BuildError, CreatedAt: now}
+	tagged := &template.TemplateInfo{Name: "app", Tags: []template.TagInfo{{Tag: "default", Build: "b-ready"}}}
+	untagged := &template.TemplateInfo{Name: "app"}
+	for _, tc := range []struct {
+		name                string
+		t                   *template.TemplateInfo
+		builds              []*store.Build
+		status, build       string
+		cpu, memoryMB, disk int
+	}{
+		{"the only build failed", untagged, []*store.Build{failed}, "error", noBuild, 0, 0, 0},
+		{"building its first", untagged, []*store.Build{building}, "building", noBuild, 0, 0, 0},
+		{"ready", tagged, []*store.Build{ready}, "ready", "b-ready", 4, 2048, 512},
+		{"a newer build failed", tagged, []*store.Build{failed, ready}, "error", "b-ready", 4, 2048, 512},
+		{"a newer build runs", tagged, []*store.Build{building, failed, ready}, "building", "b-ready", 4, 2048, 512},
+		{"builds of another tag only", untagged, []*store.Build{otherTag}, "waiting", noBuild, 0, 0, 0},
+		{"another tenant's view of a platform template", tagged, nil, "ready", "b-ready", 0, 0, 0},
+		{"the base", &template.TemplateInfo{Name: "base", Builtin: true}, nil, "ready", noBuild, e2bDefaultCPU, e2bDefaultMemoryMB, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := e2bTemplate(tc.t, tc.builds)
+			if got.BuildStatus != tc.status || got.BuildID != tc.build || got.CPUCount != tc.cpu || got.MemoryMB != tc.memoryMB || got.DiskSizeMB != tc.disk {
+				t.Errorf("got status %q build %q cpu %d memory %d disk %d; want %q %q %d %d %d",
+					got.BuildStatus, got.BuildID, got.CPUCount, got.MemoryMB, got.DiskSizeMB, tc.status, tc.build, tc.cpu, tc.memoryMB, tc.disk)
+			}
+			if got.BuildCount != len(tc.builds) {
+				t.Errorf("buildCount %d, want %d", got.BuildCount, len(tc.builds))
+			}
+		})
+	}
+}
+
+// TestE2BNames: names and tags are read as E2B reads them: trimmed, the
+// name and the tag lower-cased, a tag list without repeats.
+func TestE2BNames(t *testing.T) {
+	for in, want := range map[string]string{"App": "app", " My-App:V1 ": "my-app:v1", "app:Latest": "app:latest", "APP:": "app:"} {
+		if got := e2bRef(in); got != want {
+			t.Errorf("e2bRef(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := e2bTags([]string{"V1", " v1", "Prod", "prod "}); !slices.Equal(got, []string{"v1", "prod"}) {
+		t.Errorf("e2bTags = %v", got)
 	}
 }

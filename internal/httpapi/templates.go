@@ -334,13 +334,14 @@ func lastEventID(r *http.Request) (uint64, error) {
 }
 
 type templateJSON struct {
-	Name      string    `json:"name"`
-	Builtin   bool      `json:"builtin,omitempty"`
-	Tags      []tagJSON `json:"tags"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Bytes     int64     `json:"bytes"`
-	Sandboxes int       `json:"sandboxes"`
+	Name       string    `json:"name"`
+	Builtin    bool      `json:"builtin,omitempty"`
+	Tags       []tagJSON `json:"tags"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	Bytes      int64     `json:"bytes"`
+	LocalBytes int64     `json:"local_bytes"`
+	Sandboxes  int       `json:"sandboxes"`
 }
 
 type tagJSON struct {
@@ -351,7 +352,7 @@ type tagJSON struct {
 }
 
 func toTemplateJSON(t *template.TemplateInfo) templateJSON {
-	out := templateJSON{Name: t.Name, Builtin: t.Builtin, Tags: []tagJSON{}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Bytes: t.Bytes, Sandboxes: t.Sandboxes}
+	out := templateJSON{Name: t.Name, Builtin: t.Builtin, Tags: []tagJSON{}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Bytes: t.Bytes, LocalBytes: t.LocalBytes, Sandboxes: t.Sandboxes}
 	for _, tag := range t.Tags {
 		out.Tags = append(out.Tags, tagJSON{Tag: tag.Tag, Build: tag.Build, At: tag.At, Image: tag.Image})
 	}
@@ -406,13 +407,8 @@ func (s *Server) setTag(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "give either build or from"))
 		return
 	}
-	b, err := s.templates.SetTags(r.Context(), target, []string{r.PathValue("tag")})
-	if err != nil {
+	if _, err := s.templates.SetTags(r.Context(), r.PathValue("name"), target, []string{r.PathValue("tag")}); err != nil {
 		writeError(w, r, err)
-		return
-	}
-	if b.Template != r.PathValue("name") {
-		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "build %s is of template %s, not %s", b.ID, b.Template, r.PathValue("name")))
 		return
 	}
 	s.getTemplate(w, r)

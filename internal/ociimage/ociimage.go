@@ -49,6 +49,9 @@ type Image struct {
 	Digest string
 	// Config is what the image's config says of env, workdir and user.
 	Config recipe.Config
+	// Bytes is the sum of its layers' sizes as the manifest gives them
+	// (compressed): less than the image unpacks to.
+	Bytes int64
 	// open gives the image for reading its layers, within ctx (a pull
 	// outlives the request that resolved it).
 	open func(ctx context.Context) (v1.Image, error)
@@ -117,7 +120,14 @@ func newImage(img v1.Image, what string) (*Image, error) {
 	if cf.OS != "" && cf.OS != "linux" || cf.Architecture != "" && cf.Architecture != "amd64" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %s is for %s/%s; templates run linux/amd64", what, cf.OS, cf.Architecture)
 	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s: cannot read its manifest", what)
+	}
 	out := &Image{Digest: d.String(), open: func(context.Context) (v1.Image, error) { return img, nil }}
+	for _, l := range m.Layers {
+		out.Bytes += l.Size
+	}
 	out.Config.Workdir = cf.Config.WorkingDir
 	out.Config.User = cf.Config.User
 	for _, kv := range cf.Config.Env {
@@ -331,16 +341,40 @@ func pickImage(idx v1.ImageIndex) (v1.Image, error) {
 
 // Flatten writes the image's whole filesystem as one tar (what its layers
 // leave, whiteouts applied): a template keeps its source as this one
-// layer, so no node needs the registry again.
-func (i *Image) Flatten(ctx context.Context, w io.Writer) error {
+// layer, so no node needs the registry again. It stops, with ErrTooLarge,
+// before the tar grows past max bytes: layers are unpacked as they
+// stream, so a small download may unpack to much more (a hostile one to
+// far more than any disk).
+func (i *Image) Flatten(ctx context.Context, w io.Writer, max int64) error {
 	img, err := i.open(ctx)
 	if err != nil {
 		return err
 	}
 	rc := mutate.Extract(img)
 	defer rc.Close()
-	if _, err := io.Copy(w, rc); err != nil {
+	capped := &capWriter{w: w, left: max}
+	if _, err := io.Copy(capped, rc); err != nil {
+		if errors.Is(err, errOverCap) {
+			return errdefs.New(errdefs.ErrTooLarge, "the image unpacks to more than %d bytes, the limit for images (SPACE_TEMPLATE_MAX_IMAGE): use a smaller image", max)
+		}
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "download the image's layers: %v", err)
 	}
 	return nil
+}
+
+var errOverCap = errors.New("over the size limit")
+
+// capWriter passes at most left bytes on, then fails.
+type capWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errOverCap
+	}
+	n, err := c.w.Write(p)
+	c.left -= int64(n)
+	return n, err
 }

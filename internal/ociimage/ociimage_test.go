@@ -38,7 +38,7 @@ func testImage(t *testing.T) v1.Image {
 func unpack(t *testing.T, img *Image) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := img.Flatten(context.Background(), &buf); err != nil {
+	if err := img.Flatten(context.Background(), &buf, 1<<30); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -199,3 +199,45 @@ func tarDir(t *testing.T, src, dst string) {
 }
 
 func emptyIndex() v1.ImageIndex { return empty.Index }
+
+// TestFlattenLimit: an image whose layers unpack past the limit stops
+// there with ErrTooLarge, however small its download (a layer of zeros
+// compresses to almost nothing), and what was written stays under the
+// limit; its manifest's sizes are the compressed ones.
+func TestFlattenLimit(t *testing.T) {
+	reg := ocitest.NewRegistry(t, "", "")
+	zeros := strings.Repeat("\x00", 2<<20)
+	ref := reg.Push(t, "team/bomb", "v1", ocitest.Image(t, nil, "/", "",
+		ocitest.Layer(t, ocitest.File{Name: "a", Body: zeros}), ocitest.Layer(t, ocitest.File{Name: "b", Body: zeros})))
+	ctx := context.Background()
+	img, err := NewPuller(loopback).Resolve(ctx, ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Bytes <= 0 || img.Bytes > 256<<10 {
+		t.Errorf("compressed size %d: want the layers' gzip sizes (a few KB)", img.Bytes)
+	}
+	for _, tc := range []struct {
+		max      int64
+		tooLarge bool
+	}{{512 << 10, true}, {3 << 20, true}, {8 << 20, false}} {
+		var out countWriter
+		err := img.Flatten(ctx, &out, tc.max)
+		switch {
+		case tc.tooLarge && (errdefs.Class(err) != errdefs.ErrTooLarge || !strings.Contains(err.Error(), "SPACE_TEMPLATE_MAX_IMAGE")):
+			t.Errorf("limit %d: %v, want too large naming SPACE_TEMPLATE_MAX_IMAGE", tc.max, err)
+		case !tc.tooLarge && err != nil:
+			t.Errorf("limit %d: %v", tc.max, err)
+		}
+		if out.n > tc.max {
+			t.Errorf("limit %d: %d bytes written", tc.max, out.n)
+		}
+		if !tc.tooLarge && out.n < 4<<20 {
+			t.Errorf("limit %d: only %d bytes of a 4 MiB image", tc.max, out.n)
+		}
+	}
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }

@@ -104,6 +104,10 @@ type ApplyOptions struct {
 	// being unpacked from a registry image into an empty directory): hard
 	// links may then point at files of earlier layers.
 	Private bool
+	// MaxBytes, if not 0, bounds the file data the layer may write: an
+	// entry that would take it past stops the apply with ErrTooLarge,
+	// before it is written.
+	MaxBytes int64
 	// Logger gets a line for each entry left out.
 	Logger *slog.Logger
 }
@@ -116,8 +120,12 @@ func Apply(ctx context.Context, dir string, r io.Reader, o ApplyOptions) (int64,
 		log = slog.Default()
 	}
 	made := map[string]bool{} // what this layer made, for its hard links
+	var total int64
 	filter := func(h *tar.Header) (bool, error) {
 		name := path.Clean("/" + h.Name)
+		if total += h.Size; o.MaxBytes > 0 && total > o.MaxBytes {
+			return false, errdefs.New(errdefs.ErrTooLarge, "the layer holds more than %d bytes of files (at %s), the limit", o.MaxBytes, name)
+		}
 		switch h.Typeflag {
 		case tar.TypeBlock, tar.TypeChar:
 			log.Debug("layer: device node left out", "path", name)

@@ -174,3 +174,23 @@ func TestAddFileReplacesSharedFile(t *testing.T) {
 		t.Errorf("Size = %d, %v", n, err)
 	}
 }
+
+// TestApplyLimit: a layer whose files take more than MaxBytes stops with
+// ErrTooLarge before the entry that passes it is written.
+func TestApplyLimit(t *testing.T) {
+	big := strings.Repeat("x", 600)
+	mk := func() *bytes.Buffer {
+		return layer(t, ent{name: "a", body: big, typ: tar.TypeReg}, ent{name: "b", body: big, typ: tar.TypeReg})
+	}
+	dir := t.TempDir()
+	_, err := Apply(context.Background(), dir, mk(), ApplyOptions{MaxBytes: 1000})
+	if errdefs.Class(err) != errdefs.ErrTooLarge || !strings.Contains(err.Error(), "more than 1000 bytes") {
+		t.Fatalf("err = %v, want too large", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "b")); !os.IsNotExist(err) {
+		t.Errorf("the entry past the limit was written: %v", err)
+	}
+	if n, err := Apply(context.Background(), t.TempDir(), mk(), ApplyOptions{MaxBytes: 1200}); err != nil || n != 1200 {
+		t.Errorf("at the limit: %d, %v", n, err)
+	}
+}

@@ -97,7 +97,8 @@ type BuildImage struct {
 	// Start is the key of the started template's checkpoint, when the
 	// recipe has a start command.
 	Start string `json:"start,omitempty"`
-	// Bytes is the size of the layers the build made or reused.
+	// Bytes is what the image needs in the object store: its layers and
+	// start checkpoint, each counted once, as stored.
 	Bytes int64 `json:"bytes"`
 }
 

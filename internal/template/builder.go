@@ -37,6 +37,8 @@ type source struct {
 	// oci is a registry or archive image whose flattened layer may still
 	// have to be stored (it is chain.Layers[0]).
 	oci *ociimage.Image
+	// close removes what reading the source needed (an unpacked archive).
+	close func()
 	// start is inherited from a template source with a start command.
 	start *recipe.Start
 }
@@ -61,8 +63,8 @@ type run struct {
 	key    string
 	config recipe.Config
 	chain  chain
-	ran    bool  // a step ran (not every one was cached)
-	bytes  int64 // stored bytes of the layers this build made
+	ran    bool // a step ran (not every one was cached)
+	pins   []func()
 }
 
 // stepErr is a failed step: what the build's error reports.
@@ -80,6 +82,30 @@ func (e *stepErr) Error() string {
 	return e.msg
 }
 func (e *stepErr) Unwrap() error { return e.cause }
+
+// pin holds names from the collector until the build ends.
+func (r *run) pin(names ...string) {
+	r.pins = append(r.pins, r.svc.pins.pin(names...))
+}
+
+func (r *run) unpin() {
+	for _, release := range r.pins {
+		release()
+	}
+}
+
+// chainNames are the names the collector knows a chain's parts by: its
+// base image, and each layer's stored artifact and image on this node.
+func (s *Service) chainNames(c chain) []string {
+	var out []string
+	if c.base != "" {
+		out = append(out, c.base)
+	}
+	for _, k := range c.layers {
+		out = append(out, layerID(k), s.im.id(k))
+	}
+	return out
+}
 
 func (r *run) fail(step int, cause error, format string, args ...any) error {
 	return &stepErr{step: step, msg: fmt.Sprintf(format, args...), cause: cause}
@@ -148,14 +174,14 @@ func (r *run) storeSource(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = r.src.oci.Flatten(ctx, f)
+	defer os.Remove(tmp)
+	err = r.src.oci.Flatten(ctx, f, r.svc.cfg.MaxImage)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	st, _ := os.Stat(tmp)
 	stored, err := r.svc.art.saveLayer(ctx, key, tmp)
 	if err != nil {
@@ -187,17 +213,19 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 		digest = plan.digest
 	}
 	key := recipe.StepKey(r.key, s, digest)
+	// Pinned before the cache is asked: a layer found cached stays.
+	r.pin(layerID(key), r.svc.im.id(key))
 	r.force = r.force || s.Force
 	if !r.force {
-		cached := r.svc.im.has(r.svc.im.id(key))
-		if !cached {
-			var err error
-			if cached, err = r.svc.art.has(ctx, layerID(key)); err != nil {
-				return err
-			}
+		// The stored layer decides, not an image on this node: a template
+		// must be makeable on every node, and an image may outlive its
+		// layer in the cache (made recently from an old one).
+		cached, err := r.svc.art.has(ctx, layerID(key))
+		if err != nil {
+			return err
 		}
 		if cached {
-			r.log.add("info", i+1, "%s (cached)", label)
+			r.log.cached(i+1, "%s (cached)", label)
 			r.b.Cached++
 			r.key, r.chain.layers = key, append(r.chain.layers, key)
 			return nil
@@ -302,9 +330,13 @@ func (r *run) commit(ctx context.Context, box *sandbox.BuildBox, step int, key s
 		return err
 	}
 	defer os.Remove(tmp)
-	err = box.ExportLayer(ctx, f)
+	capped := &capWriter{w: f, left: r.svc.cfg.MaxImage}
+	err = box.ExportLayer(ctx, capped)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if capped.over {
+		return errdefs.New(errdefs.ErrTooLarge, "the step's layer is larger than %d bytes, the limit for images (SPACE_TEMPLATE_MAX_IMAGE)", r.svc.cfg.MaxImage)
 	}
 	if err != nil {
 		return err
@@ -318,7 +350,6 @@ func (r *run) commit(ctx context.Context, box *sandbox.BuildBox, step int, key s
 	if _, err := r.svc.im.derive(ctx, key, parent.id, parent.root, func() (io.ReadCloser, error) { return os.Open(tmp) }); err != nil {
 		return err
 	}
-	r.bytes += stored
 	r.log.add("debug", step, "layer %s: %s (%s stored)", key[:12], size(st.Size()), size(stored))
 	r.key, r.chain.layers = key, append(r.chain.layers, key)
 	return nil
@@ -363,6 +394,23 @@ func size(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// capWriter passes at most left bytes on, then fails (and says so).
+type capWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, errors.New("over the size limit")
+	}
+	n, err := c.w.Write(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // lineWriter turns output chunks into log lines.

@@ -181,8 +181,17 @@ func (s *Service) refuse(ctx context.Context, b *store.Build, reason error) {
 }
 
 // submit validates the recipe, resolves its source and queues the build.
+// What the build will use (its file sets, its source's layers) is pinned
+// before it is looked up, until the build ends.
 func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) error {
+	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 	fail := func(err error) error {
+		release()
 		s.refuse(ctx, b, err)
 		return err
 	}
@@ -193,9 +202,15 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 	if err := r.Validate(); err != nil {
 		return fail(err)
 	}
+	if r.From.Archive != "" && hashRE.MatchString(r.From.Archive) {
+		releases = append(releases, s.pins.pin(filesID(filesKey(ctx, r.From.Archive))))
+	}
 	for i, st := range r.Steps {
 		if st.Copy == nil {
 			continue
+		}
+		if hashRE.MatchString(st.Copy.Files) {
+			releases = append(releases, s.pins.pin(filesID(filesKey(ctx, st.Copy.Files))))
 		}
 		if ok, err := s.HasFiles(ctx, st.Copy.Files); err != nil {
 			return fail(err)
@@ -207,10 +222,18 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 	if err != nil {
 		return fail(err)
 	}
+	releases = append(releases, s.pins.pin(s.chainNames(src.chain)...))
+	if src.close != nil {
+		releases = append(releases, src.close)
+	}
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return fail(err)
 	}
+	// The node that runs the build is the one a restart or a loss of
+	// fails it on (E2B's trigger may come to another node than the
+	// request did).
+	b.Node = s.cfg.Node
 	b.Recipe, b.Steps, b.State = raw, len(r.Steps), store.BuildQueued
 	for _, st := range r.Steps {
 		if st.Layered() {
@@ -218,9 +241,10 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) 
 		}
 	}
 	if err := s.store.PutBuild(ctx, b, nil); err != nil {
+		release()
 		return err
 	}
-	s.launch(b, r, src)
+	s.launch(b, r, src, release)
 	return nil
 }
 
@@ -263,11 +287,16 @@ func (s *Service) resolveSource(ctx context.Context, from recipe.Source, auth *o
 			return nil, err
 		}
 		img, err := ociimage.FromArchive(file, scratch)
+		if err == nil {
+			err = s.checkImageSize("the uploaded image", img)
+		}
 		if err != nil {
 			os.RemoveAll(scratch)
 			return nil, err
 		}
-		return ociSource("the uploaded image "+img.Digest, img), nil
+		src := ociSource("the uploaded image "+img.Digest, img)
+		src.close = func() { os.RemoveAll(scratch) }
+		return src, nil
 	}
 	// An image name that is a template of this node is that template: a
 	// Dockerfile's FROM names either.
@@ -283,7 +312,19 @@ func (s *Service) resolveSource(ctx context.Context, from recipe.Source, auth *o
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkImageSize(from.Image, img); err != nil {
+		return nil, err
+	}
 	return ociSource(from.Image, img), nil
+}
+
+// checkImageSize refuses an image whose layers alone (compressed) are
+// over the limit; one that unpacks past it is stopped as it does.
+func (s *Service) checkImageSize(what string, img *ociimage.Image) error {
+	if img.Bytes > s.cfg.MaxImage {
+		return errdefs.New(errdefs.ErrTooLarge, "%s has %d bytes of compressed layers, more than the limit for images of %d bytes (SPACE_TEMPLATE_MAX_IMAGE): use a smaller image", what, img.Bytes, s.cfg.MaxImage)
+	}
+	return nil
 }
 
 func ociSource(what string, img *ociimage.Image) *source {
@@ -333,8 +374,9 @@ func (s *Service) templateSource(ctx context.Context, ref, building string) (*so
 	return src, nil
 }
 
-// launch runs a queued build in the background.
-func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
+// launch runs a queued build in the background; release is called once
+// it ended.
+func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source, release func()) {
 	// The build runs as its tenant: its file sets and layers are the
 	// tenant's.
 	ctx, cancel := context.WithCancelCause(tenant.NewContext(context.Background(), tenant.Principal{Tenant: tenant.Of(b.Tenant)}))
@@ -343,6 +385,7 @@ func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
 	if s.closed {
 		s.mu.Unlock()
 		cancel(errShutdown)
+		release()
 		return
 	}
 	s.active[b.ID] = &active{cancel: cancel, log: l}
@@ -350,6 +393,7 @@ func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		defer release() // after the build's end is recorded
 		defer cancel(nil)
 		s.runBuild(ctx, b, r, src, l)
 	}()
@@ -386,28 +430,19 @@ func (s *Service) runBuild(ctx context.Context, b *store.Build, r *recipe.Recipe
 	log.Info("build started", "steps", len(r.Steps))
 	limits := runtime.Limits{CPUs: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, MaxProcs: s.cfg.Defaults.MaxProcs}
 	run := &run{svc: s, b: *b, rec: r, src: src, log: l, work: work, limits: limits}
+	defer run.unpin() // after finish: the tags moved, the collector sees them
 	result, err := run.execute(bctx)
 	b.Step, b.Cached = run.b.Step, run.b.Cached
 	if err == nil {
-		result.Bytes = run.bytes + s.chainBytes(ctx, result)
+		var use usage
+		use.add(result.Layers, result.Start)
+		result.Bytes = s.stored(ctx, use)
 	}
 	if err == nil && bctx.Err() != nil {
 		err = context.Cause(bctx)
 	}
 	b.Result = result
 	s.finish(bctx, b, err, log)
-}
-
-// chainBytes is the stored size of the layers a result reuses (those it
-// made are counted as they are stored).
-func (s *Service) chainBytes(ctx context.Context, res *store.BuildImage) int64 {
-	var n int64
-	for _, key := range res.Layers {
-		if m, err := s.cfg.Repo.Get(ctx, layerID(key)); err == nil {
-			n += m.Bytes
-		}
-	}
-	return n
 }
 
 // finish records a build's end: ready (and its tags moved to it in the
@@ -419,6 +454,17 @@ func (s *Service) finish(ctx context.Context, b *store.Build, err error, log *sl
 	var tpl *store.Template
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
+	}
+	if cur, gerr := s.store.GetBuild(context.Background(), b.ID); gerr == nil && cur.Final() {
+		// Ended by another node (this one was reported lost): that stands,
+		// and no tag moves to what was made meanwhile.
+		why := cur.State
+		if cur.Error != nil {
+			why = cur.Error.Message
+		}
+		l.add("error", cur.Step, "build ended by the cluster: %s", why)
+		log.Warn("build ended by the cluster while it ran here", "state", cur.State)
+		return
 	}
 	switch {
 	case err == nil && b.Result != nil:

@@ -36,6 +36,7 @@ import (
 type images struct {
 	dir   string
 	agent agentFile
+	max   int64 // bytes of files one layer may write
 	log   *slog.Logger
 	work  string   // this process's work directory
 	held  *os.File // work, flock-held while the process lives
@@ -48,6 +49,7 @@ type images struct {
 type agentFile struct {
 	path   string
 	digest string
+	size   int64
 }
 
 // loadAgent copies the agent binary at path into dir under its digest:
@@ -60,7 +62,7 @@ func loadAgent(path, dir string) (agentFile, error) {
 		return agentFile{}, fmt.Errorf("agent binary: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	a := agentFile{digest: hex.EncodeToString(sum[:])}
+	a := agentFile{digest: hex.EncodeToString(sum[:]), size: int64(len(data))}
 	a.path = filepath.Join(dir, "space-agent-"+a.digest[:16])
 	if _, err := os.Stat(a.path); err == nil {
 		return a, nil
@@ -88,11 +90,24 @@ type imageRecord struct {
 	Created time.Time `json:"created"`
 	// Bytes is the uncompressed size of the layer that made it.
 	Bytes int64 `json:"bytes"`
+	// Disk is the file data the image added on this node: its layer's,
+	// its agent's and its /tmp marker's (everything else is hard links to
+	// its parent's files).
+	Disk int64 `json:"disk,omitempty"`
+}
+
+// disk is the file data the image holds beyond its parent's (records
+// written before Disk have only the layer's).
+func (r *imageRecord) disk() int64 {
+	if r.Disk > 0 {
+		return r.Disk
+	}
+	return r.Bytes
 }
 
 const imagePrefix = "i-"
 
-func newImages(dir string, agent agentFile, log *slog.Logger) (*images, error) {
+func newImages(dir string, agent agentFile, max int64, log *slog.Logger) (*images, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("images dir: %w", err)
 	}
@@ -119,7 +134,7 @@ func newImages(dir string, agent agentFile, log *slog.Logger) (*images, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &images{dir: dir, agent: agent, log: log, work: work, held: held}, nil
+	return &images{dir: dir, agent: agent, max: max, log: log, work: work, held: held}, nil
 }
 
 const (
@@ -233,18 +248,22 @@ func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, 
 	if err != nil {
 		return "", err
 	}
-	n, err := rootfs.Apply(ctx, tmp, rc, rootfs.ApplyOptions{Private: parentRoot == "", Logger: im.log})
+	n, err := rootfs.Apply(ctx, tmp, rc, rootfs.ApplyOptions{Private: parentRoot == "", MaxBytes: im.max, Logger: im.log})
 	rc.Close()
+	if errdefs.Class(err) == errdefs.ErrTooLarge {
+		return "", errdefs.Wrap(errdefs.ErrTooLarge, err, "%s (SPACE_TEMPLATE_MAX_IMAGE)", errdefs.PublicMessage(err))
+	}
 	if err != nil {
 		return "", err
 	}
 	if err := im.addAgent(ctx, tmp); err != nil {
 		return "", err
 	}
-	if err := keepTmp(ctx, tmp); err != nil {
+	marker, err := keepTmp(ctx, tmp)
+	if err != nil {
 		return "", err
 	}
-	rec, _ := json.Marshal(imageRecord{ID: id, Key: key, Parent: parentID, Agent: im.agent.digest, Created: time.Now().UTC(), Bytes: n})
+	rec, _ := json.Marshal(imageRecord{ID: id, Key: key, Parent: parentID, Agent: im.agent.digest, Created: time.Now().UTC(), Bytes: n, Disk: n + im.agent.size + marker})
 	if err := os.WriteFile(filepath.Join(im.dir, id+".json"), rec, 0o600); err != nil {
 		return "", fmt.Errorf("image %s: %w", id, err)
 	}
@@ -280,31 +299,41 @@ func (im *images) addAgent(ctx context.Context, root string) error {
 // disk limit and snapshots.
 const tmpKeep = "Keeps /tmp on the sandbox's disk: gVisor mounts a tmpfs over an empty /tmp.\n"
 
-// keepTmp puts the marker into an empty /tmp of the image at root.
-func keepTmp(ctx context.Context, root string) error {
+// keepTmp puts the marker into an empty /tmp of the image at root and
+// returns the bytes it added.
+func keepTmp(ctx context.Context, root string) (int64, error) {
 	dir := filepath.Join(root, "tmp")
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
-		return nil // no /tmp, or a link (never followed on the host)
+		return 0, nil // no /tmp, or a link (never followed on the host)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) > 0 {
-		return nil
+		return 0, nil
 	}
-	return rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
+	return int64(len(tmpKeep)), rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
 }
 
-// remove deletes an image and its record.
-func (im *images) remove(id string) error {
+// detach takes an image out of the cache (its record first, then its
+// directory into this process's work directory, both renames) and
+// returns what is left to delete: the caller deletes it without holding
+// anything (an image is a large tree).
+func (im *images) detach(id string) (string, error) {
 	if !strings.HasPrefix(id, imagePrefix) {
-		return fmt.Errorf("not a cached image: %q", id)
+		return "", fmt.Errorf("not a cached image: %q", id)
 	}
-	if err := rootfs.Remove(im.path(id)); err != nil {
-		return err
-	}
+	unlock := im.locks.Lock(id)
+	defer unlock()
 	if err := os.Remove(filepath.Join(im.dir, id+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return "", err
 	}
-	return nil
+	trash := filepath.Join(im.work, "gone-"+id+"-"+randHex(4))
+	if err := os.Rename(im.path(id), trash); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", fmt.Errorf("remove image %s: %w", id, err)
+	}
+	return trash, nil
 }
 
 // list names the cached images with their records.

@@ -16,7 +16,7 @@ func TestImagesWorkDirs(t *testing.T) {
 	dir := t.TempDir()
 	agent := agentFile{digest: "d"}
 
-	live, err := newImages(dir, agent, slog.Default())
+	live, err := newImages(dir, agent, 0, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestImagesWorkDirs(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(filepath.Join(dir, ".new-old"), old, old)
 
-	other, err := newImages(dir, agent, slog.Default())
+	other, err := newImages(dir, agent, 0, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,9 @@ type LogEntry struct {
 	Level   string    `json:"level"` // debug, info, warn, error
 	Step    int       `json:"step"`
 	Message string    `json:"message"`
+	// Cached is set on the line that starts a step found in the cache
+	// (the step is not run; its message ends in "(cached)").
+	Cached bool `json:"cached,omitempty"`
 }
 
 // Limits of a build's log: a step that prints without end cannot fill the
@@ -64,7 +67,16 @@ func openLog(path string) (*buildLog, error) {
 // add appends an entry; it never fails the build (a log that cannot be
 // written to disk is still kept in memory).
 func (l *buildLog) add(level string, step int, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	l.append(LogEntry{Level: level, Step: step, Message: fmt.Sprintf(format, args...)})
+}
+
+// cached appends the line of a step found in the cache.
+func (l *buildLog) cached(step int, format string, args ...any) {
+	l.append(LogEntry{Level: "info", Step: step, Message: fmt.Sprintf(format, args...), Cached: true})
+}
+
+func (l *buildLog) append(e LogEntry) {
+	msg := e.Message
 	if len(msg) > maxLogLine {
 		msg = msg[:maxLogLine] + " [line cut]"
 	}
@@ -77,7 +89,7 @@ func (l *buildLog) add(level string, step int, format string, args ...any) {
 		l.dropped++
 		return
 	}
-	e := LogEntry{Seq: len(l.entries), Time: time.Now().UTC(), Level: level, Step: step, Message: msg}
+	e.Seq, e.Time, e.Message = len(l.entries), time.Now().UTC(), msg
 	l.entries = append(l.entries, e)
 	if l.file == nil {
 		if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err == nil {

@@ -80,6 +80,9 @@ func (s *Service) resolve(ctx context.Context, ref string) (*sandbox.Image, erro
 	if res == nil {
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "build %s of template %s has no image", b.ID, name)
 	}
+	// What the image is made of stays while it is made and fetched.
+	release := s.pins.pin(append(s.chainNames(chain{base: res.Base, layers: res.Layers}), startID(res.Start))...)
+	defer release()
 	cur, err := s.materialize(ctx, chain{base: res.Base, layers: res.Layers})
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "template %s: its image cannot be made on this node: %s", name, errdefs.PublicMessage(err))
@@ -101,13 +104,17 @@ func (s *Service) resolve(ctx context.Context, ref string) (*sandbox.Image, erro
 }
 
 // ImageRoot is the directory of image (of template): a cached image, or
-// one of the base template's.
+// one of the base template's. An image this node lacks (a sandbox paused
+// on another node resumes here) is made from the layers of the build that
+// made it, whatever became of its template: the collector keeps them
+// while a sandbox or checkpoint names the image. Made under this node's
+// agent, it may be the same files under another image id.
 func (s *Service) ImageRoot(template, image string) (string, error) {
 	if strings.HasPrefix(image, imagePrefix) {
-		if !s.im.has(image) {
-			return "", errdefs.New(errdefs.ErrFailedPrecondition, "image %s of template %q is no longer on this node", image, template)
+		if s.im.has(image) {
+			return s.im.path(image), nil
 		}
-		return s.im.path(image), nil
+		return s.remake(context.Background(), template, image)
 	}
 	if image == "" {
 		img, err := s.Resolve(context.Background(), template)
@@ -117,6 +124,26 @@ func (s *Service) ImageRoot(template, image string) (string, error) {
 		return img.Root, nil
 	}
 	return s.baseRoot(image)
+}
+
+// remake makes image (of template) on this node from its build's chain.
+func (s *Service) remake(ctx context.Context, template, image string) (string, error) {
+	builds, err := s.store.ListBuilds(ctx)
+	if err != nil {
+		return "", err
+	}
+	res := s.chains(builds)[image]
+	if res == nil {
+		return "", errdefs.New(errdefs.ErrFailedPrecondition, "image %s of template %q is not on this node and no build says how to make it", image, template)
+	}
+	c := chain{base: res.Base, layers: res.Layers}
+	release := s.pins.pin(s.chainNames(c)...)
+	defer release()
+	cur, err := s.materialize(ctx, c)
+	if err != nil {
+		return "", errdefs.Wrap(errdefs.ErrUnavailable, err, "image %s of template %q cannot be made on this node: %s", image, template, errdefs.PublicMessage(err))
+	}
+	return cur.root, nil
 }
 
 // baseInfo describes the base template (made by the install script).

@@ -76,6 +76,11 @@ type Config struct {
 	// CacheTTL is how long an image no template or sandbox uses is kept
 	// on this node, and a layer no build refers to in the object store.
 	CacheTTL time.Duration
+	// MaxImage bounds what a build unpacks on the host: a source image
+	// (its layers' compressed sizes when the build is requested, its
+	// flattened tar as it streams), a step's layer, and each layer an
+	// image is made of (default 16 GiB).
+	MaxImage int64
 	// Changed is told when a template's tags move (a build is ready, a tag
 	// is set or removed, the template is deleted): warm pools refill.
 	Changed func(name string)
@@ -102,6 +107,13 @@ type Service struct {
 
 	starts keylock.Map
 	cache  resolveCache
+	sizes  sync.Map // artifact id -> stored bytes (see usage.go)
+
+	pins       pins       // what builds and resolves use (see pins.go)
+	collecting sync.Mutex // one collection at a time
+	// collectHook, if set (tests), runs in a collection once it chose
+	// what to keep.
+	collectHook func()
 }
 
 // active is a build that is queued or running.
@@ -133,6 +145,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = 7 * 24 * time.Hour
 	}
+	if cfg.MaxImage <= 0 {
+		cfg.MaxImage = 16 << 30
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -141,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	im, err := newImages(filepath.Join(cfg.Dir, "_images"), agent, log)
+	im, err := newImages(filepath.Join(cfg.Dir, "_images"), agent, cfg.MaxImage, log)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +204,37 @@ func (s *Service) failInterrupted(ctx context.Context) error {
 	return nil
 }
 
+// FailBuildsOfLostNodes fails the queued and running builds of nodes the
+// cluster reported lost (their lease lapsed): their sandboxes went with
+// the node, and nothing they made half-way is used. A node that was only
+// away finds its builds ended when it next records progress, and stops
+// them. It answers how many it failed.
+func (s *Service) FailBuildsOfLostNodes(ctx context.Context, lost []string) (int, error) {
+	if len(lost) == 0 {
+		return 0, nil
+	}
+	builds, err := s.store.ListBuilds(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("templates: %w", err)
+	}
+	n := 0
+	for _, b := range builds {
+		if b.State != store.BuildQueued && b.State != store.BuildBuilding || b.Node == s.cfg.Node || !slices.Contains(lost, b.Node) {
+			continue
+		}
+		msg := fmt.Sprintf("the build's node %s was lost (it stopped renewing its lease); nothing it made half-way is used: build again", b.Node)
+		b.State, b.FinishedAt = store.BuildError, time.Now().UTC()
+		b.Error = &store.BuildErr{Step: b.Step, Message: msg}
+		if err := s.store.PutBuild(ctx, b, nil); err != nil {
+			return n, fmt.Errorf("templates: %w", err)
+		}
+		s.cfg.Metrics.ended(b.State, b.FinishedAt.Sub(b.CreatedAt).Seconds(), b.Layered, b.Cached)
+		s.log.Warn("build failed: its node was lost", "build", b.ID, "template", b.Template, "node", b.Node)
+		n++
+	}
+	return n, nil
+}
+
 // Close cancels running builds and waits for them to stop.
 func (s *Service) Close() {
 	s.mu.Lock()
@@ -204,6 +250,9 @@ func (s *Service) Close() {
 var (
 	errShutdown = errors.New("spaced is shutting down")
 	errCanceled = errors.New("canceled by request")
+	// errEnded: another node ended the build's record (it reported this
+	// node lost) while it ran here.
+	errEnded = errors.New("the build was ended by the cluster while it ran")
 )
 
 // ParseRef splits "name[:tag]" and checks both.
@@ -238,10 +287,21 @@ func (s *Service) buildLog(id string) *buildLog {
 }
 
 // progress records how far a build got (best effort: the log has it all).
+// A build whose record another node ended (it reported this one lost) is
+// stopped here.
 func (s *Service) progress(id string, step, cached int) {
 	ctx := context.Background()
 	b, err := s.store.GetBuild(ctx, id)
-	if err != nil || b.Final() {
+	if err != nil {
+		return
+	}
+	if b.Final() {
+		s.mu.Lock()
+		a := s.active[id]
+		s.mu.Unlock()
+		if a != nil {
+			a.cancel(errEnded)
+		}
 		return
 	}
 	b.Step, b.Cached = step, cached
@@ -261,26 +321,38 @@ func (s *Service) startDir(key string, mk bool) (string, error) {
 	return filepath.Join(dir, "s-"+key[:32]), nil
 }
 
-// keepStart moves a checkpoint image into place, its token beside it.
+// keepStart moves a checkpoint image into place as dir, its token beside
+// it, unless a complete one is there already: a checkpoint and the token
+// its agent holds are a pair (another build of the same key, or another
+// daemon sharing the templates directory, may have kept its own), so a
+// kept pair is never half replaced. The token goes last: a dir without
+// one is half-kept and replaced. The caller holds s.starts for the key.
 func (s *Service) keepStart(tmp, dir, token string) error {
-	if err := os.WriteFile(dir+".token", []byte(token), 0o600); err != nil {
+	if _, err := os.Stat(dir + ".token"); err == nil {
+		if _, err := os.Stat(dir); err == nil {
+			return nil
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return nil // another build kept the same one
-		}
+		return err
+	}
+	part := dir + ".token.tmp-" + randHex(4)
+	if err := os.WriteFile(part, []byte(token), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(part, dir+".token"); err != nil {
+		os.Remove(part)
 		return err
 	}
 	return nil
 }
 
-// hasStart reports whether a started template's checkpoint exists.
+// hasStart reports whether a started template's checkpoint is stored
+// (a copy on this node may outlive the stored one, which other nodes need).
 func (s *Service) hasStart(ctx context.Context, key string) (bool, error) {
-	dir, _ := s.startDir(key, false)
-	if _, err := os.Stat(dir); err == nil {
-		return true, nil
-	}
 	return s.art.has(ctx, startID(key))
 }
 
@@ -371,8 +443,11 @@ type TemplateInfo struct {
 	Tags      []TagInfo
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	// Bytes is what its tagged builds stored (layers, start checkpoints).
-	Bytes int64
+	// Bytes is what its tagged builds need in the object store (layers,
+	// start checkpoints), each counted once; LocalBytes what their images
+	// and start checkpoints hold on this node (see usage.go).
+	Bytes      int64
+	LocalBytes int64
 	// Sandboxes counts sandboxes (running or paused) of its images.
 	Sandboxes int
 }
@@ -424,18 +499,18 @@ func (s *Service) Templates(ctx context.Context) ([]*TemplateInfo, error) {
 func (s *Service) info(ctx context.Context, t *store.Template) (*TemplateInfo, error) {
 	info := &TemplateInfo{Name: t.Name, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	images := map[string]bool{}
+	var use usage
 	for _, tag := range slices.Sorted(maps.Keys(t.Tags)) {
 		tt := t.Tags[tag]
 		ti := TagInfo{Tag: tag, Build: tt.Build, At: tt.At}
 		if b, err := s.store.GetBuild(ctx, tt.Build); err == nil && b.Result != nil {
 			ti.Image = b.Result.Image
-			if !images[ti.Image] {
-				info.Bytes += b.Result.Bytes
-			}
 			images[ti.Image] = true
+			use.add(b.Result.Layers, b.Result.Start)
 		}
 		info.Tags = append(info.Tags, ti)
 	}
+	info.Bytes, info.LocalBytes = s.stored(ctx, use), s.local(use)
 	recs, err := s.store.ListSandboxes(ctx)
 	if err != nil {
 		return nil, err
@@ -543,19 +618,27 @@ func (s *Service) DeleteTemplate(ctx context.Context, name string) error {
 	return nil
 }
 
-// SetTags points tags of target's template at target's build ("name:tag"
-// or a build id).
-func (s *Service) SetTags(ctx context.Context, target string, tags []string) (*store.Build, error) {
-	b, err := s.targetBuild(ctx, target)
-	if err != nil {
-		return nil, err
-	}
+// SetTags points tags of template name at target's build ("name:tag" or
+// a build id); name "" means target's own template. A build of another
+// template than name is refused, and nothing is changed unless every
+// check passed.
+func (s *Service) SetTags(ctx context.Context, name, target string, tags []string) (*store.Build, error) {
 	for _, tag := range tags {
 		if !tagRE.MatchString(tag) {
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, "tag %q is not valid: use 1-128 of A-Z a-z 0-9 . _ -", tag)
 		}
 	}
-	t, err := s.template(ctx, b.Template, true)
+	b, err := s.targetBuild(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = b.Template
+	}
+	if b.Template != name {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "build %s is of template %s, not %s: a tag points at a build of its own template", b.ID, b.Template, name)
+	}
+	t, err := s.template(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}

@@ -37,11 +37,12 @@ const startedNoCheck = time.Second
 func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (string, error) {
 	step := len(r.rec.Steps) + 1
 	skey := recipe.StartKey(r.key, st, r.svc.im.agent.digest, r.svc.cfg.Engine)
+	r.pin(startID(skey))
 	if !r.force {
 		if ok, err := r.svc.hasStart(ctx, skey); err != nil {
 			return "", r.fail(step, err, "start command: %s", errdefs.PublicMessage(err))
 		} else if ok {
-			r.log.add("info", step, "start command: %s (cached)", st.Cmd)
+			r.log.cached(step, "start command: %s (cached)", st.Cmd)
 			return skey, nil
 		}
 	}
@@ -120,10 +121,12 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	if err != nil {
 		return "", r.fail(step, err, "store the started template: %s", errdefs.PublicMessage(err))
 	}
-	if err := r.svc.keepStart(tmp, dir, token); err != nil {
+	unlock := r.svc.starts.Lock(skey)
+	err = r.svc.keepStart(tmp, dir, token)
+	unlock()
+	if err != nil {
 		return "", err
 	}
-	r.bytes += stored
 	r.log.add("info", step, "started template stored (%s)", size(stored))
 	return skey, nil
 }
@@ -145,7 +148,18 @@ func (r *run) ready(ctx context.Context, box *sandbox.BuildBox, rd recipe.Ready,
 	case rd.File != "":
 		return check(`test -e "$1"`, rd.File)
 	case rd.URL != "":
-		return check(`curl -fsS -o /dev/null "$1" 2>/dev/null || wget -q -O /dev/null "$1" 2>/dev/null || python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$1" 2>/dev/null`, rd.URL)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		code, err := box.Run(cctx, sandbox.Exec{Argv: []string{"/bin/sh", "-c", urlCheck, "ready", rd.URL}, Cwd: r.config.Workdir}, nil)
+		switch {
+		case err != nil && cctx.Err() != nil && ctx.Err() == nil:
+			return false, nil
+		case err != nil:
+			return false, err
+		case code == urlCheckNoClient:
+			return false, errdefs.New(errdefs.ErrInvalidArgument, "the image has none of curl, python3 or wget to GET %s with: install one, or use a port or command ready check", rd.URL)
+		}
+		return code == 0, nil
 	case rd.Port != 0:
 		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 			data, err := box.ReadFile(ctx, f, 4<<20)
@@ -160,6 +174,26 @@ func (r *run) ready(ctx context.Context, box *sandbox.BuildBox, rd recipe.Ready,
 	}
 	return time.Since(began) >= startedNoCheck, nil
 }
+
+// urlCheck GETs $1 inside the sandbox with whatever client the image
+// has and exits 0 only when the answer is 200 itself: another 2xx, a
+// redirect (not followed, as E2B's waitForURL does not) or an error is not
+// ready. It exits urlCheckNoClient when the image has no client at all.
+const urlCheck = `url=$1
+if command -v curl >/dev/null 2>&1; then
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url" 2>/dev/null)" = 200 ]
+elif command -v python3 >/dev/null 2>&1; then
+  python3 -c "$(printf '%s\n' 'import sys, urllib.request as u' 'class R(u.HTTPRedirectHandler):' '    redirect_request = lambda *a, **k: None' 'try: sys.exit(u.build_opener(R).open(sys.argv[1], timeout=5).status != 200)' 'except Exception: sys.exit(1)')" "$url" 2>/dev/null
+elif command -v wget >/dev/null 2>&1; then
+  # -S prints each response's status line; the first is the URL's own.
+  [ "$(wget -S -O /dev/null "$url" 2>&1 | sed -n 's/^ *HTTP\/[0-9.]* \([0-9][0-9][0-9]\).*/\1/p' | head -n 1)" = 200 ]
+else
+  exit 99
+fi`
+
+// urlCheckNoClient is urlCheck's exit code when the image has none of
+// curl, python3 and wget.
+const urlCheckNoClient = 99
 
 // listening reports whether a /proc/net/tcp table has a socket in LISTEN
 // state (0A) on port.

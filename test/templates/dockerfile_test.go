@@ -114,6 +114,20 @@ func TestDockerfile(t *testing.T) {
 	if strings.Contains(again.messages(-1), "bonjour from step 8") {
 		t.Errorf("a cached step ran again:\n%s", again.messages(-1))
 	}
+	// The log says which steps were cached in a field of its own, on the
+	// step's first line and nowhere else.
+	marked := 0
+	for _, e := range again.log {
+		if e.Cached {
+			marked++
+			if !strings.HasSuffix(e.Message, "(cached)") {
+				t.Errorf("a line marked cached: %q", e.Message)
+			}
+		}
+	}
+	if marked != again.Cached+1 { // the RUN/COPY steps and the start command
+		t.Errorf("%d log lines marked cached, want %d", marked, again.Cached+1)
+	}
 
 	// Change the file the third COPY (ADD notes.txt, step 7) copies: steps
 	// before it stay cached, it and the ones after it run again.
@@ -188,6 +202,14 @@ func TestStepsAPI(t *testing.T) {
 	sb2 := d.NewSandbox(t, client.CreateSandboxRequest{Template: "child"})
 	if got := sh(t, d, sb2.ID, "", "id -un; echo $EXTRA $SITE; curl -s http://localhost:9000/index.html"); got != "root\n1 /opt/site\n<h1>steps</h1>\n" {
 		t.Errorf("sandbox of child: %q", got)
+	}
+
+	// A URL that answers, but not 200 itself (http.server redirects a
+	// directory asked for without its slash), is never ready.
+	redirect := build(t, d, "", client.BuildRequest{Name: "redirect", From: &client.BuildFrom{Template: "site"},
+		Start: &client.BuildStart{Cmd: "python3 -m http.server 9001 --directory /", Ready: client.BuildReady{URL: "http://localhost:9001/opt", TimeoutSeconds: 3}}})
+	if redirect.State != client.BuildStateFailed || redirect.Error == nil || !strings.Contains(redirect.Error.Message, "not ready within 3s") {
+		t.Errorf("a ready URL answering 301: %s, %+v; want failed, not ready", redirect.State, redirect.Error)
 	}
 
 	// No start command anywhere: sandboxes boot from the image.

@@ -3,16 +3,19 @@ package templates
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -199,4 +202,74 @@ func tarTree(t *testing.T, src, dst string) {
 	if err := os.WriteFile(dst, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestImageSizeLimit: what a build unpacks on the host is bounded by
+// SPACE_TEMPLATE_MAX_IMAGE. An image whose compressed layers alone are
+// over it is refused with 413 when the build is asked for, from a
+// registry or an upload; one that only unpacks past it (a small download
+// of zeros) and a step whose layer is over it fail the build at that
+// point, saying so. Nothing of them is left: no layer stored, no image,
+// no unpacked archive or partial tar in the work directory.
+func TestImageSizeLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 4 << 20
+	d := ownDaemon(t, harness.Options{Name: "sizelimit", CIDR: "10.247.40.0/22",
+		Env: []string{"SPACE_TEMPLATE_MAX_IMAGE=" + strconv.Itoa(limit)}})
+	ctx := harness.Ctx(t, 5*time.Minute)
+	reg := ocitest.NewRegistry(t, "", "")
+	noise := make([]byte, 6<<20)
+	rand.Read(noise)
+	big := ocitest.Image(t, nil, "/", "", ocitest.Layer(t, ocitest.File{Name: "noise", Body: string(noise)}))
+	bomb := ocitest.Image(t, nil, "/", "", ocitest.Layer(t, ocitest.File{Name: "zeros", Body: strings.Repeat("\x00", 8<<20)}))
+	archive := func(img v1.Image) string {
+		file := filepath.Join(t.TempDir(), "image.tar")
+		tag, _ := name.NewTag("img:v1")
+		if err := tarball.WriteToFile(file, tag, img); err != nil {
+			t.Fatal(err)
+		}
+		return upload(t, d, file)
+	}
+
+	for _, from := range map[string]client.BuildFrom{
+		"registry": {Image: reg.Push(t, "team/big", "v1", big)},
+		"archive":  {Archive: archive(big)},
+	} {
+		_, err := d.Client.StartBuild(ctx, client.BuildRequest{Name: "big", From: &from})
+		if client.ErrorStatus(err) != 413 || !strings.Contains(err.Error(), "SPACE_TEMPLATE_MAX_IMAGE") {
+			t.Errorf("an image over the limit from %+v: %v, want 413 naming SPACE_TEMPLATE_MAX_IMAGE", from, err)
+		}
+	}
+	for what, req := range map[string]client.BuildRequest{
+		"a registry image": {Name: "bomb", From: &client.BuildFrom{Image: reg.Push(t, "team/bomb", "v1", bomb)}},
+		"an archive":       {Name: "bomb", From: &client.BuildFrom{Archive: archive(bomb)}},
+		"a step":           {Name: "bigstep", From: &client.BuildFrom{Template: "base"}, Steps: []client.BuildStep{{Run: "head -c 6291456 /dev/zero > /home/user/big"}}},
+	} {
+		b := build(t, d, "", req)
+		if b.State != client.BuildStateFailed || b.Error == nil || !strings.Contains(b.Error.Message, "SPACE_TEMPLATE_MAX_IMAGE") {
+			t.Errorf("%s unpacking past the limit: %s, %+v; want failed naming SPACE_TEMPLATE_MAX_IMAGE\n%s", what, b.State, b.Error, b.messages(-1))
+		}
+	}
+	if n := storedBytes(t, d); n != 0 {
+		t.Errorf("%d bytes of layers stored by builds over the limit", n)
+	}
+	for _, e := range harness.DirEntries(filepath.Join(d.Opts.TemplatesDir, "_images")) {
+		if !strings.HasPrefix(e, ".tmp-") {
+			t.Errorf("image %s left", e)
+		}
+	}
+	if !harness.WaitFor(10*time.Second, func() bool { return len(workLeft(d)) == 0 }) {
+		t.Errorf("left in the template work directory: %v", workLeft(d))
+	}
+}
+
+// workLeft is what d's template work directory holds besides its uploads.
+func workLeft(d *harness.Daemon) []string {
+	var out []string
+	for _, e := range harness.DirEntries(filepath.Join(d.DataDir, "template-work")) {
+		if e != "files" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package templates
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,10 +29,19 @@ func TestVersions(t *testing.T) {
 			Steps: []client.BuildStep{{Run: "echo " + v + " > /home/user/version"}}}
 	}
 	v1 := mustBuild(t, d, "", step("v1"))
+	// The only layer in the object store is v1's one step: its build's
+	// size is that layer's, as stored.
+	if got, want := v1.Bytes, storedBytes(t, d); got != want || got <= 0 {
+		t.Errorf("build v1: %d bytes, the object store holds %d", got, want)
+	}
 	a := d.NewSandbox(t, client.CreateSandboxRequest{Template: "ver:v1"})
 	v2 := mustBuild(t, d, "", step("v2"))
 	if v1.Image == v2.Image {
 		t.Fatal("two different builds made the same image")
+	}
+	// Three tags on two builds: each layer once.
+	if tpl, err := d.Client.GetTemplate(ctx, "ver"); err != nil || tpl.Bytes != storedBytes(t, d) || tpl.LocalBytes <= 0 {
+		t.Errorf("template ver: %+v (%v), the object store holds %d bytes", tpl, err, storedBytes(t, d))
 	}
 	version := func(id string) string { return strings.TrimSpace(sh(t, d, id, "", "cat /home/user/version")) }
 
@@ -40,6 +50,24 @@ func TestVersions(t *testing.T) {
 		t.Errorf("create of ver with no default tag: %v, want 404", err)
 	}
 	if _, err := d.Client.SetTag(ctx, "ver", "default", "", "ver:v2"); err != nil {
+		t.Fatal(err)
+	}
+	// A tag of another template pointed at a build of ver: 400, and
+	// neither template changed.
+	other := mustBuild(t, d, "", client.BuildRequest{Name: "other", From: &client.BuildFrom{Template: "base"},
+		Steps: []client.BuildStep{{Run: "echo other > /home/user/version"}}})
+	for _, target := range [][2]string{{v1.ID, ""}, {"", "ver:v1"}} {
+		_, err := d.Client.SetTag(ctx, "other", "stolen", target[0], target[1])
+		if client.ErrorStatus(err) != 400 || !strings.Contains(err.Error(), "is of template ver") {
+			t.Errorf("tag of other from %v: %v, want 400", target, err)
+		}
+	}
+	for name, want := range map[string]int{"other": 1, "ver": 3} {
+		if tpl, err := d.Client.GetTemplate(ctx, name); err != nil || len(tpl.Tags) != want {
+			t.Errorf("after refused tags %s has %+v (%v), want %d tags", name, tpl, err, want)
+		}
+	}
+	if err := d.Client.DeleteTemplate(ctx, other.Template); err != nil {
 		t.Fatal(err)
 	}
 	for ref, want := range map[string]string{"ver": "v2", "ver:v2": "v2", "ver:" + v1.ID: "v1"} {
@@ -116,6 +144,31 @@ func TestVersions(t *testing.T) {
 	if !harness.WaitFor(30*time.Second, func() bool { return len(stored()) == 0 }) {
 		t.Errorf("layers left in the object store: %v", stored())
 	}
+}
+
+// storedBytes is the sum of the sizes the manifests of the layers and
+// start checkpoints in d's object store give.
+func storedBytes(t *testing.T, d *harness.Daemon) int64 {
+	t.Helper()
+	dir := filepath.Join(d.DataDir, "objects", "templates")
+	var n int64
+	for _, e := range harness.DirEntries(dir) {
+		if !strings.HasPrefix(e, "layer-") && !strings.HasPrefix(e, "start-") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e, "manifest.json"))
+		if err != nil {
+			continue // an incomplete or deleted one
+		}
+		var m struct {
+			Bytes int64 `json:"bytes"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		n += m.Bytes
+	}
+	return n
 }
 
 // TestPoolPerTemplate: a warm pool of a started template fills once the
