@@ -32,7 +32,13 @@ type Config struct {
 	// RequireContextToken makes /contexts* refuse requests without a
 	// token too; the published SDKs do not send one there (see doc.go).
 	RequireContextToken bool
-	KernelUser          string // run kernels as this user ("": the server's)
+	// MaxContexts bounds the contexts (each a kernel process), the
+	// default ones included; MaxAnonymousContexts those of them made by a
+	// request without a token. Past either a new one is a 429. Zero
+	// derives them from the sandbox's memory (ContextLimits).
+	MaxContexts          int
+	MaxAnonymousContexts int
+	KernelUser           string // run kernels as this user ("": the server's)
 	// KernelAddressSpace is each kernel's RLIMIT_AS: -1 derives it from
 	// the sandbox's memory (KernelAddressSpace), 0 sets none.
 	KernelAddressSpace int64
@@ -63,6 +69,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.KernelStartTimeout == 0 {
 		c.KernelStartTimeout = 60 * time.Second
+	}
+	if c.MaxContexts <= 0 || c.MaxAnonymousContexts <= 0 {
+		all, anonymous := ContextLimits(SandboxMemory())
+		if c.MaxContexts <= 0 {
+			c.MaxContexts = all
+		}
+		if c.MaxAnonymousContexts <= 0 {
+			c.MaxAnonymousContexts = min(anonymous, c.MaxContexts)
+		}
 	}
 	if c.KeepExecutions <= 0 {
 		c.KeepExecutions = 64
@@ -95,6 +110,9 @@ type Server struct {
 	mu       sync.Mutex
 	contexts map[string]*kernelContext
 	defaults map[string]*kernelContext // language -> its default context
+	// starting counts the contexts whose kernels are starting, which hold
+	// their place under the caps (anonymous: those made without a token).
+	starting, startingAnonymous int
 
 	ready    chan struct{} // closed when the default context's first start is over
 	readyErr error
