@@ -104,8 +104,13 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 	// anything: Go cannot give one child an rlimit, and prlimit(2) on a
 	// child that runs as another user needs CAP_SYS_RESOURCE.
 	pyKernel := func(module string, args ...string) []string {
+		quick := "0"
+		if l.quick {
+			quick = "1"
+			args = append(args, "--Kernel._execute_sleep=0") // kernel.go, quickFlush
+		}
 		return append([]string{"-c", bootstrap, strconv.FormatUint(l.addrSpace, 10), strconv.Itoa(iopubQueue),
-			module, "-f", conn}, args...)
+			quick, module, "-f", conn}, args...)
 	}
 	switch kind {
 	case bashKernel:
