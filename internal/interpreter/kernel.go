@@ -75,9 +75,9 @@ if quick:
     iostream.OutStream.flush = _space_flush
 runpy.run_module(module, run_name="__main__", alter_sys=True)`
 
-// Per-cell costs of ipykernel that this server does not need, dropped
-// unless a benchmark turns them back on for its anchor (the changes are
-// set when a kernel starts). Measured in gVisor, where every hand-off
+// Per-cell costs of ipykernel that this server does not need, dropped in
+// Python kernels (not bash_kernel's) unless a benchmark turns them back on
+// for its anchor (the changes are set when a kernel starts). Measured in gVisor, where every hand-off
 // between a kernel's threads is a wake-up of 150-220 us on an idle
 // machine and far more on a busy one (docs/code-interpreter.md, Numbers):
 //
