@@ -79,14 +79,12 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 
 // BenchmarkQuickFlush is BenchmarkExecuteWarm's python cell on two
 // servers at once, cell for cell: one with the kernels' per-cell costs
-// this server drops (quickFlush), one, the anchor, with ipykernel as it
-// comes. Run it in gVisor too (runsc do the test binary), where those
+// this server drops (quick flushes), one, the anchor, with ipykernel as it
+// comes (PlainKernels). Run it in gVisor too (runsc do the test binary), where those
 // costs are thread wake-ups.
 func BenchmarkQuickFlush(b *testing.B) {
 	quick := startServer(b, Config{})
-	quickFlush = false
-	plain := startServer(b, Config{})
-	quickFlush = true
+	plain := startServer(b, Config{PlainKernels: true})
 	body := map[string]any{"code": "1+1"}
 	servers := []*testServer{quick, plain}
 	samples := make([][]time.Duration, len(servers))

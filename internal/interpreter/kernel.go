@@ -27,7 +27,7 @@ type launcher struct {
 	env        []string
 	cred       *syscall.Credential // nil: run as the server's user
 	addrSpace  uint64              // RLIMIT_AS per kernel; 0: none
-	quick      bool                // quickFlush, as it was at New
+	quick      bool                // quick flushes (below), unless Config.PlainKernels
 	startLimit time.Duration
 	log        *slog.Logger
 }
@@ -43,8 +43,8 @@ type launcher struct {
 // each write to bash (for programs that turn echo off after their prompt,
 // which readline does not need): bash_kernel writes twice per cell (the
 // cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
-// With quickFlush it also makes a flush of stdout or stderr with nothing
-// written since the last one return at once (see quickFlush).
+// With quick flushes it also makes a flush of stdout or stderr with
+// nothing written since the last one return at once (see below).
 const bootstrap = `import resource, runpy, sys, threading
 n, hwm, quick, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1) == "1", sys.argv.pop(1)
 if n:
@@ -75,23 +75,23 @@ if quick:
     iostream.OutStream.flush = _space_flush
 runpy.run_module(module, run_name="__main__", alter_sys=True)`
 
-// Per-cell costs of ipykernel that this server does not need, dropped in
-// Python kernels (not bash_kernel's) unless a benchmark turns them back on
-// for its anchor (the changes are set when a kernel starts). Measured in gVisor, where every hand-off
-// between a kernel's threads is a wake-up of 150-220 us on an idle
-// machine and far more on a busy one (docs/code-interpreter.md, Numbers):
+// Quick flushes: per-cell costs of ipykernel that this server does not
+// need, dropped in Python kernels (not bash_kernel's) unless
+// Config.PlainKernels keeps them (a benchmark's anchor). Measured in
+// gVisor, where every hand-off between a kernel's threads is a wake-up of
+// 150-220 us on an idle machine and far more on a busy one
+// (docs/code-interpreter.md, Numbers):
 //
 //   - ipykernel flushes stdout and stderr twice per cell (around the
 //     displayhook and before the reply), and each flush, even of nothing,
 //     is a round trip to its IOPub thread (two wake-ups). A flush with
 //     nothing written since the last one has nothing to send, and what an
 //     earlier one is still sending goes out on that thread ahead of
-//     anything sent after it, so quickFlush returns at once then.
+//     anything sent after it, so such a flush returns at once.
 //   - it sleeps 0.5 ms before each reply so that IOPub output reaches
 //     clients that stop at the reply; this server waits for the kernel's
 //     idle status on IOPub, which comes after all of it, so the sleep is
 //     dropped (Kernel._execute_sleep).
-var quickFlush = true
 
 // iopubQueue is the kernel's IOPub queue, in messages (each a few hundred
 // bytes to the output limit; RLIMIT_AS bounds what a stalled reader can

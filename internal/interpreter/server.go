@@ -39,6 +39,9 @@ type Config struct {
 	MaxContexts          int
 	MaxAnonymousContexts int
 	KernelUser           string // run kernels as this user ("": the server's)
+	// PlainKernels keeps the per-cell costs of ipykernel the server drops
+	// otherwise (kernel.go, quick flushes): for a benchmark's anchor.
+	PlainKernels bool
 	// KernelAddressSpace is each kernel's RLIMIT_AS: -1 derives it from
 	// the sandbox's memory (KernelAddressSpace), 0 sets none.
 	KernelAddressSpace int64
@@ -128,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StatePath != "" {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
-	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: quickFlush}
+	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels}
 	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno}
 	home := ""
 	if cfg.KernelUser != "" {

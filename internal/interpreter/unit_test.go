@@ -169,14 +169,12 @@ func TestKernelEnv(t *testing.T) {
 	}
 }
 
-// The per-cell costs the server drops (quickFlush) are dropped in its
-// kernels, and only there.
+// The per-cell costs the server drops (quick flushes) are dropped in its
+// kernels, and kept with PlainKernels.
 func TestQuickFlush(t *testing.T) {
 	code := map[string]any{"code": "import sys\n(get_ipython().kernel._execute_sleep, type(sys.stdout).flush.__name__)"}
 	quick := startServer(t, Config{})
-	quickFlush = false
-	plain := startServer(t, Config{})
-	quickFlush = true
+	plain := startServer(t, Config{PlainKernels: true})
 	for _, tc := range []struct {
 		s    *testServer
 		want string

@@ -25,6 +25,10 @@ import (
 // iterations so that a loaded machine weighs on all alike:
 //
 //	proxy-execute   POST /execute through spaced's E2B proxy (what an SDK pays)
+//	proxy-execute-plain  the same to a second space-interpreter in the sandbox,
+//	                started with -plain-kernels (and no auth: the proxy sends
+//	                a user port no token): the anchor of the per-cell costs
+//	                the server drops
 //	proxy-health    GET /health the same way: the proxy, veth, gVisor's netstack, HTTP
 //	direct-execute  POST /execute from the host to the sandbox's address: no spaced
 //	direct-health   GET /health the same way
@@ -49,15 +53,22 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}, "scripts/build-code-interpreter.sh")
 	sb := d.NewSandbox(b, client.CreateSandboxRequest{Template: "code-interpreter-v1", TimeoutSeconds: 900})
 	ip := sandboxIP(b, d, sb.ID)
+	if _, err := d.Client.StartBackground(harness.Ctx(b, time.Minute), sb.ID, client.CommandRequest{User: "root", Argv: []string{
+		"/usr/local/bin/space-interpreter", "-addr", "0.0.0.0:49998", "-state", "", "-plain-kernels",
+		"-runtime-dir", "/run/space-interpreter-plain", "-python", "/opt/space/interpreter/venv/bin/python", "-kernel-user", "user",
+	}}); err != nil {
+		b.Fatalf("start the plain interpreter: %v", err)
+	}
 
 	hc := &http.Client{Timeout: 30 * time.Second}
-	proxied := func(method, path string, body []byte) *http.Request {
+	proxiedTo := func(port, method, path string, body []byte) *http.Request {
 		r, _ := http.NewRequest(method, "http://"+d.Addr+path, bytes.NewReader(body))
 		r.Header.Set("E2b-Sandbox-Id", sb.ID)
-		r.Header.Set("E2b-Sandbox-Port", "49999")
+		r.Header.Set("E2b-Sandbox-Port", port)
 		r.Header.Set("X-Access-Token", sb.AccessToken)
 		return r
 	}
+	proxied := func(method, path string, body []byte) *http.Request { return proxiedTo("49999", method, path, body) }
 	direct := func(method, path string, body []byte) *http.Request {
 		r, _ := http.NewRequest(method, "http://"+ip+":49999"+path, bytes.NewReader(body))
 		r.Header.Set("X-Access-Token", sb.AccessToken)
@@ -70,6 +81,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		want string
 	}{
 		{"proxy-execute", func() *http.Request { return proxied("POST", "/execute", cell) }, `"text":"2"`},
+		{"proxy-execute-plain", func() *http.Request { return proxiedTo("49998", "POST", "/execute", cell) }, `"text":"2"`},
 		{"proxy-health", func() *http.Request { return proxied("GET", "/health", nil) }, `"OK"`},
 		{"direct-execute", func() *http.Request { return direct("POST", "/execute", cell) }, `"text":"2"`},
 		{"direct-health", func() *http.Request { return direct("GET", "/health", nil) }, `"OK"`},
@@ -87,6 +99,17 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.Fatalf("%s: %d %s", hops[i].name, resp.StatusCode, body)
 		}
 		return took
+	}
+	// The plain interpreter's default kernel takes a few seconds to start.
+	if !harness.WaitFor(2*time.Minute, func() bool {
+		resp, err := hc.Do(proxiedTo("49998", "GET", "/health", nil))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		b.Fatal("the plain interpreter did not come up")
 	}
 	for i := range hops {
 		for range 5 {
@@ -149,7 +172,7 @@ kc.load_connection_file(conn)
 kc.start_channels()
 # The anchor: a kernel as the server starts one (its profile, its flags),
 # but without what the server drops per cell (internal/interpreter's
-# quickFlush).
+# quick flushes).
 from jupyter_client import KernelManager
 km = KernelManager(kernel_name="python3")
 km.start_kernel(extra_arguments=["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"],
