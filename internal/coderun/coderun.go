@@ -160,7 +160,8 @@ func (c *Client) transportError(ctx context.Context, id string, err error) error
 }
 
 // statusError classifies an error answer. The interpreter answers plain
-// text; its words are shown where they describe the caller's request.
+// text (JSON for a 429); its words are shown where they describe the
+// caller's request.
 func statusError(cl call, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes+1))
 	msg := strings.TrimSpace(string(b))
@@ -183,6 +184,13 @@ func statusError(cl call, resp *http.Response) error {
 	case http.StatusUnauthorized:
 		return errdefs.Wrap(errdefs.ErrFailedPrecondition, cause,
 			"the code interpreter of sandbox %s refused the sandbox's access token: it must run as root to read the agent's state file", id)
+	case http.StatusTooManyRequests:
+		// A cap on the interpreter's contexts; its body is JSON.
+		var e struct{ Error struct{ Message string } }
+		if json.Unmarshal([]byte(msg), &e) == nil && e.Error.Message != "" {
+			msg = e.Error.Message
+		}
+		return errdefs.Wrap(errdefs.ErrResourceExhausted, cause, "the code interpreter of sandbox %s: %s", id, msg)
 	case http.StatusServiceUnavailable:
 		return errdefs.Wrap(errdefs.ErrUnavailable, cause, "the code interpreter of sandbox %s is not ready: %s", id, msg)
 	case http.StatusInternalServerError:

@@ -281,6 +281,12 @@ func TestErrors(t *testing.T) {
 				return err
 			},
 			errdefs.ErrUnavailable, "failed: could not start a python kernel: boom"},
+		{"context cap", 429, `{"error":{"code":"resource_exhausted","message":"this code interpreter already has 8 contexts, its limit"}}` + "\n",
+			func(c *Client) error {
+				_, err := c.CreateContext(context.Background(), "sb", ContextRequest{})
+				return err
+			},
+			errdefs.ErrResourceExhausted, "sandbox sb: this code interpreter already has 8 contexts, its limit"},
 		{"teapot", 418, "",
 			func(c *Client) error { _, err := c.Contexts(context.Background(), "sb"); return err },
 			errdefs.ErrUnavailable, "answered HTTP 418"},

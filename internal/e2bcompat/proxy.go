@@ -174,15 +174,20 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 		u = &upstream{id: t.ID, port: rt.port, addr: addr}
 		if rt.port == InterpreterPort {
-			// E2B's code-interpreter SDKs send the sandbox's token here
-			// (none when it was made with secure=false); the interpreter
-			// gets the token derived for it instead, never this one.
+			// E2B's code-interpreter SDKs send the sandbox's token to
+			// /execute (none when it was made with secure=false) and, on
+			// every route, the traffic token of a sandbox with private
+			// ports; their context calls send nothing else. A request
+			// that proved itself either way is the owner's: the
+			// interpreter gets the token derived for it, never the
+			// sandbox's own. Without it the interpreter treats the
+			// request as anonymous (internal/interpreter's doc, Auth).
 			got := r.Header.Get(headerAccessToken)
 			switch {
 			case got != "" && !equal(got, t.AccessToken):
 				writeProxyError(w, r, http.StatusUnauthorized, "invalid access token")
 				return
-			case got != "" || t.OpenAccess:
+			case got != "" || t.OpenAccess || hasTrafficToken(r, t):
 				u.token = accesstoken.Interpreter(t.AccessToken)
 			}
 		}
@@ -304,13 +309,19 @@ func portAccess(r *http.Request, t sandbox.Target) (int, string) {
 	if t.Network != nil && t.Network.AllowPublicTraffic != nil && *t.Network.AllowPublicTraffic {
 		return 0, ""
 	}
-	if tok := r.Header.Get(headerTraffic); tok != "" && equal(tok, trafficToken(t.AccessToken)) {
+	if hasTrafficToken(r, t) {
 		return 0, ""
 	}
 	if tok := r.Header.Get(headerAccessToken); tok != "" && equal(tok, t.AccessToken) {
 		return 0, ""
 	}
 	return http.StatusForbidden, "this sandbox's ports are private: send e2b-traffic-access-token"
+}
+
+// hasTrafficToken says whether r carries t's traffic access token.
+func hasTrafficToken(r *http.Request, t sandbox.Target) bool {
+	tok := r.Header.Get(headerTraffic)
+	return tok != "" && equal(tok, trafficToken(t.AccessToken))
 }
 
 // trafficToken is the token for a sandbox's private ports, derived from its

@@ -121,6 +121,48 @@ func TestProxyInterpreterToken(t *testing.T) {
 	}
 }
 
+// TestProxyInterpreterContexts: the SDKs' context calls carry no access
+// token, only the traffic token of a sandbox with private ports. That
+// proves the caller as well, so the interpreter gets the derived token;
+// without either it gets none (and treats the call as anonymous).
+func TestProxyInterpreterContexts(t *testing.T) {
+	h := newHarness(t)
+	pub := h.create(nil)
+	priv := h.create(map[string]any{"templateID": "base", "network": map[string]any{"allowPublicTraffic": false}})
+	call := func(sb sandboxJSON, traffic string) map[string]string {
+		m := map[string]string{headerSandboxID: sb.SandboxID, headerSandboxPort: "49999"}
+		if traffic != "" {
+			m[headerTraffic] = traffic
+		}
+		return m
+	}
+	derived := func(sb sandboxJSON) string { return accesstoken.Interpreter(h.fake.token(sb.SandboxID)) }
+	var s seen
+	for _, tc := range []struct {
+		name    string
+		sb      sandboxJSON
+		traffic string
+		want    string
+	}{
+		{"public, nothing", pub, "", ""},
+		{"public, a wrong traffic token", pub, "nope", ""},
+		{"public, its traffic token", pub, trafficToken(h.fake.token(pub.SandboxID)), derived(pub)},
+		{"private, its traffic token", priv, *priv.TrafficAccessToken, derived(priv)},
+	} {
+		decode(t, h.do("POST", "/contexts", `{}`, call(tc.sb, tc.traffic)), &s)
+		if s.Path != "/contexts" || s.Token != tc.want || s.Traffic != "" {
+			t.Errorf("%s: the interpreter saw %+v, want token %q", tc.name, s, tc.want)
+		}
+	}
+	dials := len(h.dials)
+	for _, traffic := range []string{"", "nope", *priv.TrafficAccessToken + "x"} {
+		wantError(t, h.do("POST", "/contexts", `{}`, call(priv, traffic)), 403)
+	}
+	if len(h.dials) != dials {
+		t.Fatalf("refused requests dialled the sandbox: %v", h.dials[dials:])
+	}
+}
+
 func TestProxyUserPorts(t *testing.T) {
 	h := newHarness(t)
 	pub := h.create(nil)

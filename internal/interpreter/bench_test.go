@@ -76,3 +76,40 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 	b.ReportMetric(at(0.50), "p50-ms")
 	b.ReportMetric(at(0.99), "p99-ms")
 }
+
+// BenchmarkQuickFlush is BenchmarkExecuteWarm's python cell on two
+// servers at once, cell for cell: one with the kernels' per-cell costs
+// this server drops (quick flushes), one, the anchor, with ipykernel as it
+// comes (PlainKernels). Run it in gVisor too (runsc do the test binary), where those
+// costs are thread wake-ups.
+func BenchmarkQuickFlush(b *testing.B) {
+	quick := startServer(b, Config{})
+	plain := startServer(b, Config{PlainKernels: true})
+	body := map[string]any{"code": "1+1"}
+	servers := []*testServer{quick, plain}
+	samples := make([][]time.Duration, len(servers))
+	for _, s := range servers {
+		for range 5 {
+			s.execute(b, body)
+		}
+	}
+	for b.Loop() {
+		for i, s := range servers {
+			start := time.Now()
+			ls, status, msg := s.tryExecute(b.Context(), body, nil)
+			samples[i] = append(samples[i], time.Since(start))
+			if status != http.StatusOK || ls.mainText() != "2" {
+				b.Fatalf("%d %s %v", status, msg, ls)
+			}
+		}
+	}
+	b.StopTimer()
+	p50 := func(s []time.Duration) float64 {
+		slices.Sort(s)
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	q, p := p50(samples[0]), p50(samples[1])
+	b.ReportMetric(q, "quick-p50-ms")
+	b.ReportMetric(p, "plain-p50-ms")
+	b.ReportMetric(q/p, "quick/plain")
+}

@@ -15,6 +15,11 @@ type kernelContext struct {
 
 	kind   kernelKind
 	launch *launcher
+	// anonymous: made by a request to /contexts without a token, which
+	// only the published SDKs' context calls on a public sandbox are
+	// (see doc.go). Only such contexts are listed to, restarted and
+	// deleted by anonymous requests.
+	anonymous bool
 	// turns is the right to use the kernel: executions, the env sync and
 	// restarts take it in the order they arrived, and a waiting request
 	// whose client leaves gives up its place.

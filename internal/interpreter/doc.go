@@ -142,18 +142,39 @@
 //
 // /executions* require it too: spaced calls them with the derived token.
 //
-// /contexts* accept a request without a token, and refuse a wrong one. The
-// published SDKs (e2b-code-interpreter 2.11.5, @e2b/code-interpreter 2.8.0)
-// never send X-Access-Token on these routes, so requiring it would break
-// create_code_context and the rest; E2B's own newest server requires it
-// everywhere, which only newer SDKs will satisfy. What an anonymous caller
-// can do there is bounded: start and list kernels (ids, languages and
-// directories), restart or delete them (losing a user's variables). It
-// cannot run code, read output or files: running code in a context needs
-// /execute and so the token. RequireContextToken
-// (-require-context-token) closes these routes too once the SDKs send the
-// token. A sandbox made private (allowPublicTraffic false) is covered by
-// the proxy's traffic token on every route.
+// /contexts* refuse a wrong token (401) but must take a request without
+// one. Of E2B's SDKs (read 2026-12: PyPI 2.0.0 to 2.11.5, npm 2.0.0 to
+// 2.8.0) only e2b-code-interpreter's sync Sandbox 2.0 to 2.8 sends
+// X-Access-Token there; its AsyncSandbox, its sync one from 2.9 (2.11.5
+// is pinned here) and every @e2b/code-interpreter (2.8.0 pinned) send at
+// most E2B-Traffic-Access-Token, which exists only for a sandbox whose
+// ports are private. spaced's proxy turns a valid traffic token into the derived
+// access token, so on a private sandbox every SDK call arrives with a
+// token; on a public one (E2B's default) the SDKs' context calls carry no
+// credential at all, and the server cannot tell the user from anyone who
+// knows the sandbox's address. Such anonymous requests (access.go) are
+// confined to what they made themselves:
+//
+//   - GET lists only the contexts anonymous requests made;
+//   - restart and delete of any other context (the default ones, those
+//     made with a token, by /execute or by spaced's native API) is a 404,
+//     as for an unknown id;
+//   - POST is capped: MaxAnonymousContexts (-max-anonymous-contexts;
+//     by default as many idle Deno kernels, 200 MiB each, as fit in half
+//     the sandbox's memory: 2 in 1 GiB) of the MaxContexts
+//     (-max-contexts; one per 128 MiB, 8 in 1 GiB) that every caller
+//     shares, default contexts included. Past either, a 429 with a JSON
+//     body {"error":{"code":"resource_exhausted","message"}}, so that
+//     nobody can start kernels until the sandbox runs out of memory
+//     (gVisor then kills all of it).
+//
+// An anonymous caller cannot run code, read output or files: that needs
+// /execute and so the token. What it can do is start a few kernels and
+// restart or delete the contexts other anonymous callers (the SDK user of
+// a public sandbox among them) made. RequireContextToken
+// (-require-context-token) closes the routes to requests without a token
+// altogether, for templates whose users use SDKs that send it or private
+// sandboxes.
 //
 // Without the state file (-state "") there is no auth at all: that is for
 // running the server outside a sandbox (tests, E2B_DEBUG); an unreadable

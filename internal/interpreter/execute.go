@@ -27,8 +27,12 @@ var (
 	// its kernel is restarted (a C extension may ignore SIGINT).
 	interruptGrace = 10 * time.Second
 	// replyGrace is how long to wait for execute_reply after the kernel
-	// went idle (the reply may come on shell just after).
+	// went idle (the reply may come on shell just after), and for IOPub
+	// to go quiet after the reply before a fence is sent down it.
 	replyGrace = 2 * time.Second
+	// maxFences unanswered fences end a cell that replied but never said
+	// idle.
+	maxFences = 5
 	// silentLimit bounds the executions we add around a cell.
 	silentLimit = 30 * time.Second
 	// denoSettle is how long a Deno cell's output must be quiet, after
@@ -143,6 +147,13 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 	if k.kind == denoKernel {
 		st.settle = denoSettle
 	}
+	var fence *jupyter.Route // see the reply without idle, below
+	fences := 0
+	defer func() {
+		if fence != nil {
+			fence.Close()
+		}
+	}()
 	interrupted := false
 	interrupt := func() {
 		interrupted = true
@@ -177,11 +188,27 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 		if st.replied && st.idleAt.IsZero() {
 			// The kernel's IOPub socket drops messages when its queue to us
 			// is full (a flood while we were slow): an idle status lost so
-			// would hold the cell forever. Once replied and quiet a while,
-			// the cell is over.
-			if d = min(d, time.Until(st.lastAt.Add(replyGrace))); d <= 0 {
-				s.log.Warn("the kernel replied but never said idle; ending the cell", "context", c.ID)
+			// would hold the cell forever. But the reply also comes well
+			// ahead of a large output still on its way (megabytes of
+			// stdout read slowly on a busy machine). So once replied and
+			// quiet a while, a fence goes down IOPub behind whatever is
+			// still coming: if it arrives and the idle has not, the idle
+			// was dropped and the cell is over. A fence may be dropped too:
+			// after maxFences unanswered ones the cell ends all the same.
+			if st.fenced || fences == maxFences {
+				s.log.Warn("the kernel replied but never said idle; ending the cell", "context", c.ID, "fenced", st.fenced)
 				break
+			}
+			if d = min(d, time.Until(st.lastAt.Add(replyGrace))); d <= 0 {
+				if fence != nil {
+					fence.Close()
+				}
+				if fence, err = k.client.Fence(r); err != nil {
+					st.kernelGone(k)
+					return
+				}
+				fences++
+				st.lastAt, d = time.Now(), replyGrace
 			}
 		}
 		m, err := r.Recv(wait, d)
@@ -224,6 +251,7 @@ type cellState struct {
 	// before the cell is over, unless final (0: not needed; see denoSettle).
 	settle time.Duration
 	final  bool // a result or error came, which Deno sends last
+	fenced bool // a Fence came through IOPub after the reply
 }
 
 // done reports whether the kernel is done with the cell: it went idle
@@ -286,6 +314,8 @@ func (st *cellState) handle(m *jupyter.Message) {
 				}
 			}
 		}
+	case jupyter.FenceType:
+		st.fenced = true
 	case truncatedType:
 		st.out.write(streamLine{Type: "stderr", Timestamp: time.Now().UTC().Format(time.RFC3339Nano),
 			Text: fmt.Sprintf("\n[output truncated: this execution's output passed %d bytes; the rest was dropped]\n", st.maxOutput)})

@@ -106,8 +106,8 @@ func (s *Server) parseExecution(w http.ResponseWriter, r *http.Request) (*kernel
 		if c == nil {
 			// As E2B's server: the language's default context is made by
 			// its first execution (python's at start; again if deleted).
-			if c, err = s.newContext(r, lang, kind, s.cfg.Cwd, true); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
+			if c, err = s.newContext(r, lang, kind, s.cfg.Cwd, true, false); err != nil {
+				s.contextError(w, err)
 				return nil, execution{}, false
 			}
 		}
@@ -125,7 +125,7 @@ type contextRequest struct {
 	Cwd      *string `json:"cwd"`
 }
 
-func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createContext(w http.ResponseWriter, r *http.Request, anonymous bool) {
 	var req contextRequest
 	if err := decodeBody(r, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -147,30 +147,48 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cwd: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c, err := s.newContext(r, lang, kind, cwd, false)
+	c, err := s.newContext(r, lang, kind, cwd, false, anonymous)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		s.contextError(w, err)
 		return
 	}
 	writeJSON(w, c)
 }
 
+// contextError answers a failed newContext.
+func (s *Server) contextError(w http.ResponseWriter, err error) {
+	var capErr *capacityError
+	if errors.As(err, &capErr) {
+		s.log.Warn("context refused", "err", err)
+		writeError(w, http.StatusTooManyRequests, "resource_exhausted", capErr.msg)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
+
 // newContext starts a context's kernel and adds it (as the language's
-// default if asDefault and there is none).
-func (s *Server) newContext(r *http.Request, lang string, kind kernelKind, cwd string, asDefault bool) (*kernelContext, error) {
-	c := newKernelContext(jupyter.NewID(), lang, kind, cwd, s.launch)
-	tk, err := c.acquire(r.Context())
+// default if asDefault and there is none), if the caps leave room for it.
+func (s *Server) newContext(r *http.Request, lang string, kind kernelKind, cwd string, asDefault, anonymous bool) (*kernelContext, error) {
+	s.mu.Lock()
+	err := s.reserve(anonymous)
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	_, err = c.kernel(r.Context())
-	tk.done()
+	c := newKernelContext(jupyter.NewID(), lang, kind, cwd, s.launch)
+	c.anonymous = anonymous
+	tk, err := c.acquire(r.Context())
+	if err == nil {
+		_, err = c.kernel(r.Context())
+		tk.done()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(anonymous)
 	if err != nil {
 		s.log.Error("could not start a kernel", "err", err)
 		return nil, fmt.Errorf("could not start a %s kernel: %w", lang, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.contexts[c.ID] = c
 	if asDefault {
 		if d := s.defaults[lang]; d != nil {
@@ -184,13 +202,19 @@ func (s *Server) newContext(r *http.Request, lang string, kind kernelKind, cwd s
 	return c, nil
 }
 
-func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, s.list())
+func (s *Server) listContexts(w http.ResponseWriter, r *http.Request, anonymous bool) {
+	out := []*kernelContext{}
+	for _, c := range s.list() {
+		if c.visibleTo(anonymous) {
+			out = append(out, c)
+		}
+	}
+	writeJSON(w, out)
 }
 
-func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
+func (s *Server) restartContext(w http.ResponseWriter, r *http.Request, anonymous bool) {
 	c := s.context(r.PathValue("id"))
-	if c == nil {
+	if c == nil || !c.visibleTo(anonymous) {
 		http.Error(w, fmt.Sprintf("Context %s not found!", r.PathValue("id")), http.StatusNotFound)
 		return
 	}
@@ -202,11 +226,16 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, nil)
 }
 
-func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request, anonymous bool) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	c := s.contexts[id]
-	delete(s.contexts, id)
+	if c != nil && !c.visibleTo(anonymous) {
+		c = nil // as unknown: an anonymous caller does not learn it exists
+	}
+	if c != nil {
+		delete(s.contexts, id)
+	}
 	for lang, d := range s.defaults {
 		if d == c {
 			delete(s.defaults, lang)
@@ -283,13 +312,16 @@ func (s *Server) checkToken(r *http.Request, required bool) (agentState, uint64,
 	return st, version, nil
 }
 
-func (s *Server) authContexts(h http.HandlerFunc) http.HandlerFunc {
+// authContexts checks a /contexts request's token and hands h whether
+// the caller is anonymous (access.go).
+func (s *Server) authContexts(h func(http.ResponseWriter, *http.Request, bool)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, _, err := s.checkToken(r, s.cfg.RequireContextToken); err != nil {
+		anonymous, err := s.contextCaller(r)
+		if err != nil {
 			s.refuse(w, err)
 			return
 		}
-		h(w, r)
+		h(w, r, anonymous)
 	}
 }
 

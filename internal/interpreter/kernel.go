@@ -27,6 +27,7 @@ type launcher struct {
 	env        []string
 	cred       *syscall.Credential // nil: run as the server's user
 	addrSpace  uint64              // RLIMIT_AS per kernel; 0: none
+	quick      bool                // quick flushes (below), unless Config.PlainKernels
 	startLimit time.Duration
 	log        *slog.Logger
 }
@@ -42,8 +43,10 @@ type launcher struct {
 // each write to bash (for programs that turn echo off after their prompt,
 // which readline does not need): bash_kernel writes twice per cell (the
 // cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
-const bootstrap = `import resource, runpy, sys
-n, hwm, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1)
+// With quick flushes it also makes a flush of stdout or stderr with
+// nothing written since the last one return at once (see below).
+const bootstrap = `import resource, runpy, sys, threading
+n, hwm, quick, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1) == "1", sys.argv.pop(1)
 if n:
     resource.setrlimit(resource.RLIMIT_AS, (n, n))
 import zmq
@@ -61,7 +64,34 @@ if module == "bash_kernel":
         _spawn(self, *args, **kwargs)
         self.delaybeforesend = None
     pexpect.spawn.__init__ = _space_spawn
+if quick:
+    from ipykernel import iostream
+    _flush = iostream.OutStream.flush
+    def _space_flush(self):
+        t = self.pub_thread
+        if (getattr(self, "_buffers", True) or self.echo is not None or t is None
+                or t.thread is None or t.thread.ident == threading.get_ident()):
+            return _flush(self)
+    iostream.OutStream.flush = _space_flush
 runpy.run_module(module, run_name="__main__", alter_sys=True)`
+
+// Quick flushes: per-cell costs of ipykernel that this server does not
+// need, dropped in Python kernels (not bash_kernel's) unless
+// Config.PlainKernels keeps them (a benchmark's anchor). Measured in
+// gVisor, where every hand-off between a kernel's threads is a wake-up of
+// 150-220 us on an idle machine and far more on a busy one
+// (docs/code-interpreter.md, Numbers):
+//
+//   - ipykernel flushes stdout and stderr twice per cell (around the
+//     displayhook and before the reply), and each flush, even of nothing,
+//     is a round trip to its IOPub thread (two wake-ups). A flush with
+//     nothing written since the last one has nothing to send, and what an
+//     earlier one is still sending goes out on that thread ahead of
+//     anything sent after it, so such a flush returns at once.
+//   - it sleeps 0.5 ms before each reply so that IOPub output reaches
+//     clients that stop at the reply; this server waits for the kernel's
+//     idle status on IOPub, which comes after all of it, so the sleep is
+//     dropped (Kernel._execute_sleep).
 
 // iopubQueue is the kernel's IOPub queue, in messages (each a few hundred
 // bytes to the output limit; RLIMIT_AS bounds what a stalled reader can

@@ -104,8 +104,15 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 	// anything: Go cannot give one child an rlimit, and prlimit(2) on a
 	// child that runs as another user needs CAP_SYS_RESOURCE.
 	pyKernel := func(module string, args ...string) []string {
+		// Quick flushes (kernel.go) for ipykernel only: bash_kernel's cells
+		// do not go through its flushes, and are not worth a change there.
+		quick := "0"
+		if l.quick && module == "ipykernel_launcher" {
+			quick = "1"
+			args = append(args, "--Kernel._execute_sleep=0")
+		}
 		return append([]string{"-c", bootstrap, strconv.FormatUint(l.addrSpace, 10), strconv.Itoa(iopubQueue),
-			module, "-f", conn}, args...)
+			quick, module, "-f", conn}, args...)
 	}
 	switch kind {
 	case bashKernel:

@@ -32,7 +32,16 @@ type Config struct {
 	// RequireContextToken makes /contexts* refuse requests without a
 	// token too; the published SDKs do not send one there (see doc.go).
 	RequireContextToken bool
-	KernelUser          string // run kernels as this user ("": the server's)
+	// MaxContexts bounds the contexts (each a kernel process), the
+	// default ones included; MaxAnonymousContexts those of them made by a
+	// request without a token. Past either a new one is a 429. Zero
+	// derives them from the sandbox's memory (ContextLimits).
+	MaxContexts          int
+	MaxAnonymousContexts int
+	KernelUser           string // run kernels as this user ("": the server's)
+	// PlainKernels keeps the per-cell costs of ipykernel the server drops
+	// otherwise (kernel.go, quick flushes): for a benchmark's anchor.
+	PlainKernels bool
 	// KernelAddressSpace is each kernel's RLIMIT_AS: -1 derives it from
 	// the sandbox's memory (KernelAddressSpace), 0 sets none.
 	KernelAddressSpace int64
@@ -63,6 +72,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.KernelStartTimeout == 0 {
 		c.KernelStartTimeout = 60 * time.Second
+	}
+	if c.MaxContexts <= 0 || c.MaxAnonymousContexts <= 0 {
+		all, anonymous := ContextLimits(SandboxMemory())
+		if c.MaxContexts <= 0 {
+			c.MaxContexts = all
+		}
+		if c.MaxAnonymousContexts <= 0 {
+			c.MaxAnonymousContexts = min(anonymous, c.MaxContexts)
+		}
 	}
 	if c.KeepExecutions <= 0 {
 		c.KeepExecutions = 64
@@ -95,6 +113,9 @@ type Server struct {
 	mu       sync.Mutex
 	contexts map[string]*kernelContext
 	defaults map[string]*kernelContext // language -> its default context
+	// starting counts the contexts whose kernels are starting, which hold
+	// their place under the caps (anonymous: those made without a token).
+	starting, startingAnonymous int
 
 	ready    chan struct{} // closed when the default context's first start is over
 	readyErr error
@@ -110,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StatePath != "" {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
-	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger}
+	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels}
 	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno}
 	home := ""
 	if cfg.KernelUser != "" {

@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spacesandbox/space/internal/interpreter/jupyter"
 )
 
 func TestExecuteOutputs(t *testing.T) {
@@ -549,4 +552,50 @@ func TestFloodKept(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A fence comes through IOPub after everything the kernel published for
+// the request before it: a cell that replied with megabytes of output
+// still on their way is not taken for one whose idle was dropped.
+func TestFenceAfterOutput(t *testing.T) {
+	s := startServer(t, Config{})
+	c := s.defaults["python"]
+	tk, err := c.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.done()
+	k, err := c.kernel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := k.client.Request(jupyter.Shell, "execute_request", executeContent{
+		Code: "print('x' * (8 << 20))", UserExpressions: map[string]any{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fence, err := k.client.Fence(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fence.Close()
+	var seen []string
+	stdout := 0
+	for len(seen) == 0 || seen[len(seen)-1] != jupyter.FenceType {
+		m, err := r.Recv(context.Background(), 60*time.Second)
+		if err != nil || m == nil {
+			t.Fatalf("after %v: %v", seen, err)
+		}
+		seen = append(seen, m.Channel+":"+m.Type())
+		if m.Type() == jupyter.FenceType {
+			seen[len(seen)-1] = m.Type()
+		}
+		if m.Type() == "stream" {
+			stdout += len(m.Content)
+		}
+	}
+	if stdout < 8<<20 || !slices.Contains(seen, "iopub:status") || !slices.Contains(seen, "shell:execute_reply") {
+		t.Errorf("before the fence: %v, %d bytes of stdout", seen, stdout)
+	}
 }

@@ -168,3 +168,22 @@ func TestKernelEnv(t *testing.T) {
 		}
 	}
 }
+
+// The per-cell costs the server drops (quick flushes) are dropped in its
+// kernels, and kept with PlainKernels.
+func TestQuickFlush(t *testing.T) {
+	code := map[string]any{"code": "import sys\n(get_ipython().kernel._execute_sleep, type(sys.stdout).flush.__name__)"}
+	quick := startServer(t, Config{})
+	plain := startServer(t, Config{PlainKernels: true})
+	for _, tc := range []struct {
+		s    *testServer
+		want string
+	}{
+		{quick, "(0.0, '_space_flush')"},
+		{plain, "(0.0005, 'flush')"},
+	} {
+		if got := tc.s.execute(t, code).mainText(); got != tc.want {
+			t.Errorf("got %s, want %s", got, tc.want)
+		}
+	}
+}

@@ -139,7 +139,7 @@ func run(t *testing.T, dir, name string, args ...string) {
 
 // runEnv runs a command on the host with more environment; a failure
 // skips t (strict mode: fails it).
-func runEnv(t *testing.T, dir string, env []string, name string, args ...string) {
+func runEnv(t testing.TB, dir string, env []string, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir

@@ -177,6 +177,25 @@ func (c *Client) Request(channel, msgType string, content any, filter Filter) (*
 	return r, nil
 }
 
+// FenceType is the type of the message Fence delivers.
+const FenceType = "space_fence"
+
+// Fence sends a kernel_info_request, which the kernel answers on IOPub too
+// (its busy status), and delivers a message of type FenceType to r when
+// that status arrives. IOPub is one ordered stream: by then everything
+// the kernel published for r before has reached r, unless ZeroMQ dropped
+// it. The caller closes the returned Route.
+func (c *Client) Fence(r *Route) (*Route, error) {
+	var once sync.Once
+	return c.Request(Shell, "kernel_info_request", struct{}{}, func(m *Message, _ func(*Message)) {
+		if m.Channel == IOPub {
+			once.Do(func() {
+				r.q.push(&Message{Header: Header{MsgType: FenceType}, ParentHeader: Header{MsgID: r.id}, Channel: IOPub})
+			})
+		}
+	})
+}
+
 // WaitReady returns once the kernel answers on shell and its iopub
 // messages reach us. A SUB socket misses what is published before its
 // subscription lands (ZeroMQ's slow joiner), so kernel_info_request is

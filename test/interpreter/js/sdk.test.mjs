@@ -69,6 +69,70 @@ test('chart', async () => {
   assert.deepEqual(result.chart.elements[0].points, [[1, 4], [2, 5], [3, 6]])
 })
 
+test('bar chart', async () => {
+  const execution = await sandbox.runCode(
+    "import matplotlib.pyplot as plt\nplt.bar(['a', 'b', 'c'], [3, 4, 5]); plt.title('bars'); plt.xlabel('key'); plt.ylabel('count'); plt.show()")
+  assert.equal(execution.error, undefined)
+  const [result] = execution.results
+  assert.ok(result.png.length > 1000)
+  assert.equal(result.chart.type, 'bar')
+  assert.equal(result.chart.title, 'bars')
+  assert.equal(result.chart.x_label, 'key')
+  assert.equal(result.chart.y_label, 'count')
+  assert.deepEqual(result.chart.elements.map((e) => [e.label, e.value]), [['a', 3], ['b', 4], ['c', 5]])
+})
+
+test('several displays in one cell', async () => {
+  const execution = await sandbox.runCode([
+    'import pandas as pd',
+    'from IPython.display import HTML, Markdown, display',
+    'display(1)',
+    "display('two')",
+    "display(HTML('<b>three</b>'), Markdown('# four'))",
+    "display(pd.DataFrame({'n': [5]}))",
+    '6',
+  ].join('\n'))
+  assert.equal(execution.error, undefined)
+  const results = execution.results
+  assert.deepEqual(results.map((r) => r.isMainResult), [false, false, false, false, false, true])
+  assert.deepEqual(results.slice(0, 2).map((r) => r.text), ['1', 'two'])
+  assert.equal(results[2].html, '<b>three</b>')
+  assert.equal(results[3].markdown, '# four')
+  assert.deepEqual(results[4].data, { n: [5] })
+  assert.equal(execution.text, '6')
+})
+
+test('two contexts at once', async () => {
+  // Each cell waits for the other's file: they finish only if both run at
+  // the same time, in contexts of their own.
+  const dir = await workdir()
+  const a = await sandbox.createCodeContext({ cwd: dir })
+  const b = await sandbox.createCodeContext({ cwd: dir })
+  try {
+    const cell = (me, other) => [
+      'import os, time',
+      `me, other = '${me}', '${other}'`,
+      "open(me, 'w').close()",
+      'for _ in range(600):',
+      '    if os.path.exists(other):',
+      '        break',
+      '    time.sleep(0.05)',
+      'who = me',
+      'os.path.exists(other)',
+    ].join('\n')
+    const runs = await Promise.all([
+      sandbox.runCode(cell('a', 'b'), { context: a }),
+      sandbox.runCode(cell('b', 'a'), { context: b }),
+    ])
+    assert.deepEqual(runs.map((r) => r.text), ['True', 'True'])
+    assert.equal((await sandbox.runCode('who', { context: a })).text, 'a')
+    assert.equal((await sandbox.runCode('who', { context: b })).text, 'b')
+  } finally {
+    await sandbox.removeCodeContext(a)
+    await sandbox.removeCodeContext(b)
+  }
+})
+
 test('callbacks in order', async () => {
   const events = []
   const execution = await sandbox.runCode(

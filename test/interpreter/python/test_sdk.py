@@ -53,6 +53,59 @@ def test_charts(sandbox):
     assert [(e.label, e.value) for e in bar.chart.elements] == [("a", 3), ("b", 4)]
 
 
+def test_several_displays(sandbox):
+    execution = sandbox.run_code(
+        "import pandas as pd\n"
+        "from IPython.display import HTML, Markdown, display\n"
+        "display(1)\n"
+        "display('two')\n"
+        "display(HTML('<b>three</b>'), Markdown('# four'))\n"
+        "display(pd.DataFrame({'n': [5]}))\n"
+        "6"
+    )
+    assert execution.error is None
+    results = execution.results
+    assert [r.is_main_result for r in results] == [False] * 5 + [True], results
+    assert [r.text for r in results[:2]] == ["1", "two"]
+    assert results[2].html == "<b>three</b>"
+    assert results[3].markdown == "# four"
+    assert results[4].data == {"n": [5]} and "<table" in results[4].html
+    assert execution.text == "6"
+
+
+def test_two_contexts_at_once(sandbox, workdir):
+    """Each cell waits for the other's file: they finish only if both run
+    at the same time, in contexts of their own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = sandbox.create_code_context(cwd=workdir)
+    b = sandbox.create_code_context(cwd=workdir)
+    try:
+        cell = (
+            "import os, time\n"
+            "me, other = {!r}, {!r}\n"
+            "open(me, 'w').close()\n"
+            "for _ in range(600):\n"
+            "    if os.path.exists(other):\n"
+            "        break\n"
+            "    time.sleep(0.05)\n"
+            "who = me\n"
+            "os.path.exists(other)"
+        )
+        with ThreadPoolExecutor(2) as pool:
+            runs = [
+                pool.submit(sandbox.run_code, cell.format("a", "b"), context=a),
+                pool.submit(sandbox.run_code, cell.format("b", "a"), context=b),
+            ]
+            texts = [r.result().text for r in runs]
+        assert texts == ["True", "True"], texts
+        assert sandbox.run_code("who", context=a).text == "a"
+        assert sandbox.run_code("who", context=b).text == "b"
+    finally:
+        sandbox.remove_code_context(a)
+        sandbox.remove_code_context(b)
+
+
 def test_callbacks_in_order(sandbox):
     events = []
     execution = sandbox.run_code(
