@@ -54,7 +54,11 @@ type Options struct {
 	Sandboxes Sandboxes
 	// Keys are the customer keys (sandbox.CustomerKeys; nil: none can be
 	// loaded).
-	Keys      Keys
+	Keys Keys
+	// Commands and Files run commands in and move files of sandboxes
+	// (sandbox.Commands, sandbox.Files).
+	Commands  Commands
+	Files     Files
 	Templates *template.Service
 	Secrets   *secrets.Store
 	// Code runs cells in sandboxes' code interpreters.
@@ -92,7 +96,7 @@ func New(o Options) http.Handler {
 		o.Keys = sandbox.NewCustomerKeys(nil, nil) // no object store: every key call says so
 	}
 	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Keys,
-		commands: o.Sandboxes, files: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
+		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
 		telemetry: o.Telemetry, cluster: o.Cluster}
 	return s.routes()

@@ -11,8 +11,9 @@ import (
 )
 
 // What the API needs of the sandbox domain, by responsibility. In spaced
-// *sandbox.Service is Sandboxes and sandbox.CustomerKeys is Keys; a unit
-// test gives a handler only the part it uses.
+// *sandbox.Service is Sandboxes, and sandbox's CustomerKeys, Commands and
+// Files are Keys, Commands and Files; a unit test gives a handler only the
+// part it uses.
 
 // Sandboxes is the sandbox service as the API sees it.
 type Sandboxes interface {
@@ -20,8 +21,6 @@ type Sandboxes interface {
 	Lifecycle
 	Changes
 	Checkpoints
-	Commands
-	Files
 }
 
 // Lifecycle creates, finds, changes and ends sandboxes.
