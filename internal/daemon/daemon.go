@@ -230,7 +230,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
-		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
+		Sandboxes: svc, Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
+		Commands: sandbox.NewCommands(svc, metrics), Files: sandbox.NewFiles(svc), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes,
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/spacesandbox/space/internal/cluster"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
 	"github.com/spacesandbox/space/internal/tenant"
@@ -51,6 +52,13 @@ type Server struct {
 // Options are what the API serves.
 type Options struct {
 	Sandboxes Sandboxes
+	// Keys are the customer keys (sandbox.CustomerKeys; nil: none can be
+	// loaded).
+	Keys Keys
+	// Commands and Files run commands in and move files of sandboxes
+	// (sandbox.Commands, sandbox.Files).
+	Commands  Commands
+	Files     Files
 	Templates *template.Service
 	Secrets   *secrets.Store
 	// Code runs cells in sandboxes' code interpreters.
@@ -84,8 +92,11 @@ type Cluster interface {
 
 // New returns the API's handler.
 func New(o Options) http.Handler {
-	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Sandboxes,
-		commands: o.Sandboxes, files: o.Sandboxes, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
+	if o.Keys == nil {
+		o.Keys = sandbox.NewCustomerKeys(nil, nil) // no object store: every key call says so
+	}
+	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Keys,
+		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
 		telemetry: o.Telemetry, cluster: o.Cluster}
 	return s.routes()

@@ -10,19 +10,17 @@ import (
 	"github.com/spacesandbox/space/internal/tenant"
 )
 
-// What the API needs of the sandbox service, by responsibility. In spaced
-// *sandbox.Service is all of them; a unit test gives a handler only the
+// What the API needs of the sandbox domain, by responsibility. In spaced
+// *sandbox.Service is Sandboxes, and sandbox's CustomerKeys, Commands and
+// Files are Keys, Commands and Files; a unit test gives a handler only the
 // part it uses.
 
-// Sandboxes is the whole sandbox service as the API sees it.
+// Sandboxes is the sandbox service as the API sees it.
 type Sandboxes interface {
 	tenant.SandboxOwners
 	Lifecycle
 	Changes
 	Checkpoints
-	Keys
-	Commands
-	Files
 }
 
 // Lifecycle creates, finds, changes and ends sandboxes.

@@ -12,9 +12,25 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 )
 
-// Commands in a sandbox, run by its agent: the API layers start, attach to,
-// feed and signal them through these methods and never see the agent's
-// protocol. Every error is classified (errdefs) here.
+// Commands runs commands in sandboxes, through each one's agent: the API
+// layers start, attach to, feed and signal them through its methods and
+// never see the agent's protocol. Every error is classified (errdefs) here.
+type Commands struct {
+	agents  Agents
+	metrics *Metrics
+}
+
+// Agents finds the agent of a running sandbox (*Service); a sandbox that
+// is not running is ErrNotFound.
+type Agents interface {
+	Agent(id string) (*AgentConn, error)
+}
+
+// NewCommands runs commands through the agents of agents; metrics (nil:
+// none) times their starts.
+func NewCommands(agents Agents, metrics *Metrics) *Commands {
+	return &Commands{agents: agents, metrics: metrics}
+}
 
 // CommandSpec is a command to start in a sandbox.
 type CommandSpec struct {
@@ -52,26 +68,26 @@ type CommandInfo struct {
 
 // StartCommand starts a command and returns its events, the first of which
 // is CommandStarted. The command outlives ctx: ctx ends the stream only.
-func (s *Service) StartCommand(ctx context.Context, id string, spec CommandSpec) (*CommandStream, error) {
+func (c *Commands) StartCommand(ctx context.Context, id string, spec CommandSpec) (*CommandStream, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "a command needs a program to run")
 	}
 	start := time.Now()
-	agent, err := s.Agent(id)
+	agent, err := c.agents.Agent(id)
 	if err != nil {
 		return nil, err
 	}
 	cs, err := agent.startCommand(ctx, spec)
 	if err == nil {
-		s.metrics.execStarted(time.Since(start), spec.PTY != nil)
+		c.metrics.execStarted(time.Since(start), spec.PTY != nil)
 	}
 	return cs, err
 }
 
 // AttachCommand returns the events of a running (or just ended) command
 // from the one after afterSeq on (0: from its first kept event).
-func (s *Service) AttachCommand(ctx context.Context, id string, pid uint32, afterSeq uint64) (*CommandStream, error) {
-	agent, err := s.Agent(id)
+func (c *Commands) AttachCommand(ctx context.Context, id string, pid uint32, afterSeq uint64) (*CommandStream, error) {
+	agent, err := c.agents.Agent(id)
 	if err != nil {
 		return nil, err
 	}
@@ -83,8 +99,8 @@ func (s *Service) AttachCommand(ctx context.Context, id string, pid uint32, afte
 }
 
 // ListCommands lists the commands running in a sandbox.
-func (s *Service) ListCommands(ctx context.Context, id string) ([]CommandInfo, error) {
-	agent, err := s.Agent(id)
+func (c *Commands) ListCommands(ctx context.Context, id string) ([]CommandInfo, error) {
+	agent, err := c.agents.Agent(id)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +117,8 @@ func (s *Service) ListCommands(ctx context.Context, id string) ([]CommandInfo, e
 }
 
 // SendStdin writes data to a command's stdin (or its terminal).
-func (s *Service) SendStdin(ctx context.Context, id string, pid uint32, data []byte) error {
-	agent, err := s.Agent(id)
+func (c *Commands) SendStdin(ctx context.Context, id string, pid uint32, data []byte) error {
+	agent, err := c.agents.Agent(id)
 	if err != nil {
 		return err
 	}
@@ -110,8 +126,8 @@ func (s *Service) SendStdin(ctx context.Context, id string, pid uint32, data []b
 }
 
 // CloseStdin closes a command's stdin, so it reads EOF.
-func (s *Service) CloseStdin(ctx context.Context, id string, pid uint32) error {
-	agent, err := s.Agent(id)
+func (c *Commands) CloseStdin(ctx context.Context, id string, pid uint32) error {
+	agent, err := c.agents.Agent(id)
 	if err != nil {
 		return err
 	}
@@ -119,8 +135,8 @@ func (s *Service) CloseStdin(ctx context.Context, id string, pid uint32) error {
 }
 
 // SignalCommand sends a command SIGTERM or SIGKILL.
-func (s *Service) SignalCommand(ctx context.Context, id string, pid uint32, sig syscall.Signal) error {
-	agent, err := s.Agent(id)
+func (c *Commands) SignalCommand(ctx context.Context, id string, pid uint32, sig syscall.Signal) error {
+	agent, err := c.agents.Agent(id)
 	if err != nil {
 		return err
 	}

@@ -15,10 +15,16 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 )
 
-// A sandbox's files, read and written through its agent, which resolves
-// every path inside the sandbox's own view: spaced never opens a sandbox's
-// files by host path, so symlinks inside a sandbox cannot point spaced
-// anywhere. Every error is classified (errdefs) here.
+// Files reads and writes sandboxes' files through each one's agent, which
+// resolves every path inside the sandbox's own view: spaced never opens a
+// sandbox's files by host path, so symlinks inside a sandbox cannot point
+// spaced anywhere. Every error is classified (errdefs) here.
+type Files struct {
+	agents Agents
+}
+
+// NewFiles moves files through the agents of agents.
+func NewFiles(agents Agents) *Files { return &Files{agents: agents} }
 
 // FileType is what kind of file an entry is.
 type FileType string
@@ -43,8 +49,8 @@ type FileEntry struct {
 }
 
 // StatFile describes the file at path.
-func (s *Service) StatFile(ctx context.Context, id, path string) (FileEntry, error) {
-	agent, err := s.Agent(id)
+func (f *Files) StatFile(ctx context.Context, id, path string) (FileEntry, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return FileEntry{}, err
 	}
@@ -52,8 +58,8 @@ func (s *Service) StatFile(ctx context.Context, id, path string) (FileEntry, err
 }
 
 // RemoveFile removes the file or directory tree at path.
-func (s *Service) RemoveFile(ctx context.Context, id, path string) error {
-	agent, err := s.Agent(id)
+func (f *Files) RemoveFile(ctx context.Context, id, path string) error {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return err
 	}
@@ -62,8 +68,8 @@ func (s *Service) RemoveFile(ctx context.Context, id, path string) error {
 }
 
 // ListDir lists the directory at path, depth levels down (1: its entries).
-func (s *Service) ListDir(ctx context.Context, id, path string, depth int) ([]FileEntry, error) {
-	agent, err := s.Agent(id)
+func (f *Files) ListDir(ctx context.Context, id, path string, depth int) ([]FileEntry, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +85,8 @@ func (s *Service) ListDir(ctx context.Context, id, path string, depth int) ([]Fi
 }
 
 // MakeDir makes the directory at path, and its parents.
-func (s *Service) MakeDir(ctx context.Context, id, path string) (FileEntry, error) {
-	agent, err := s.Agent(id)
+func (f *Files) MakeDir(ctx context.Context, id, path string) (FileEntry, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return FileEntry{}, err
 	}
@@ -92,8 +98,8 @@ func (s *Service) MakeDir(ctx context.Context, id, path string) (FileEntry, erro
 }
 
 // MoveFile renames source to destination.
-func (s *Service) MoveFile(ctx context.Context, id, source, destination string) (FileEntry, error) {
-	agent, err := s.Agent(id)
+func (f *Files) MoveFile(ctx context.Context, id, source, destination string) (FileEntry, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return FileEntry{}, err
 	}
@@ -152,8 +158,8 @@ type FileContent struct {
 
 // ReadFile opens the file at path. byteRange, if not "", is an HTTP Range
 // header's value (RFC 9110, "bytes=0-99") asking for part of it.
-func (s *Service) ReadFile(ctx context.Context, id, path, byteRange string) (*FileContent, error) {
-	agent, err := s.Agent(id)
+func (f *Files) ReadFile(ctx context.Context, id, path, byteRange string) (*FileContent, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return nil, err
 	}
@@ -184,8 +190,8 @@ func (s *Service) ReadFile(ctx context.Context, id, path, byteRange string) (*Fi
 
 // WriteFile writes the file at path (making its directories) from body,
 // size bytes long (-1: unknown), and describes what it wrote.
-func (s *Service) WriteFile(ctx context.Context, id, path string, body io.Reader, size int64) (FileEntry, error) {
-	agent, err := s.Agent(id)
+func (f *Files) WriteFile(ctx context.Context, id, path string, body io.Reader, size int64) (FileEntry, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return FileEntry{}, err
 	}
@@ -230,8 +236,8 @@ type DirWatch struct {
 
 // WatchDir watches the directory at path (and below it, if recursive). It
 // returns once the watch is in place.
-func (s *Service) WatchDir(ctx context.Context, id, path string, recursive bool) (*DirWatch, error) {
-	agent, err := s.Agent(id)
+func (f *Files) WatchDir(ctx context.Context, id, path string, recursive bool) (*DirWatch, error) {
+	agent, err := f.agents.Agent(id)
 	if err != nil {
 		return nil, err
 	}
