@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Cluster: nodes,
+		Cluster: nodes, Pools: svc,
 	})
 	ui, err := console.New(console.Options{API: api, Audit: audit, Logger: slog.Default()})
 	if err != nil {
