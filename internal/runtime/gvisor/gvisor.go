@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -470,4 +471,46 @@ func (r *Runtime) commandRunning() bool {
 		}
 	}
 	return false
+}
+
+var _ runtime.Resizer = (*Runtime)(nil)
+
+// Resizable: only the CPU limit changes in place, and only between values
+// the guest cannot tell apart. runsc fixes at boot what the guest sees of
+// its memory (MemTotal, the --total-memory of the sentry), its disk (the
+// overlay's size) and its process limit (the init's RLIMIT_NPROC), and of
+// its CPUs the count: the quota rounded up, at least 2 (fewer can make
+// programs drop locks) and at most the host's cores (runsc/sandbox:
+// --cpu-num). The quota itself is the host's cgroup, which can change.
+func (r *Runtime) Resizable(from, to runtime.Limits) bool {
+	return from.MemoryMB == to.MemoryMB && from.DiskMB == to.DiskMB && from.MaxProcs == to.MaxProcs &&
+		guestCPUs(from.CPUs) == guestCPUs(to.CPUs)
+}
+
+func guestCPUs(n int) int { return min(goruntime.NumCPU(), max(2, n)) }
+
+// Resize writes the sandbox's CPU quota into its cgroup (cgroup v1
+// cpu.cfs_quota_us, v2 cpu.max; the period stays 100 ms), as its OCI spec
+// set it at create.
+func (r *Runtime) Resize(_ context.Context, id string, to runtime.Limits) error {
+	if !idPattern.MatchString(id) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
+	}
+	quota := int64(to.CPUs) * cpuPeriod
+	for _, dir := range CgroupDirs(id) {
+		for file, value := range map[string]string{
+			"cpu.cfs_quota_us": strconv.FormatInt(quota, 10),
+			"cpu.max":          fmt.Sprintf("%d %d", quota, cpuPeriod),
+		} {
+			path := filepath.Join(dir, file)
+			if !exists(path) {
+				continue
+			}
+			if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+				return fmt.Errorf("set the CPU limit of %s: %w", id, err)
+			}
+			return nil
+		}
+	}
+	return errdefs.New(errdefs.ErrNotFound, "set the CPU limit of %s: no cpu cgroup", id)
 }
