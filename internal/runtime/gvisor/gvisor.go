@@ -42,6 +42,11 @@ type Runtime struct {
 
 	versionOnce sync.Once
 	version     string
+
+	// layerFDs remembers where each sandbox's writable layer file is open
+	// (usage.go).
+	layerMu  sync.Mutex
+	layerFDs map[string]string
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9]{8,64}$`)
@@ -215,6 +220,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if !idPattern.MatchString(id) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
+	r.forgetLayer(id)
 	var errs []error
 	// runsc holds a container exactly when its state file exists; a failed
 	// delete matters only if the container is still there afterwards.
@@ -293,12 +299,49 @@ func ProcessAlive(pid int) bool {
 const cgroupParent = "space"
 
 // CgroupDirs returns the cgroup directories of sandbox id that exist.
+// The hierarchies under /sys/fs/cgroup are listed once: the samplers ask
+// for every sandbox every second or so, and a glob (a directory read and
+// a sort per call) was half of an idle spaced's CPU with 100 sandboxes.
 func CgroupDirs(id string) []string {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent, id))
-	if d := filepath.Join("/sys/fs/cgroup", cgroupParent, id); exists(d) {
+	var dirs []string
+	for _, h := range cgroupHierarchies() {
+		if d := filepath.Join(h, cgroupParent, id); lexists(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	if d := filepath.Join(cgroupRoot, cgroupParent, id); lexists(d) {
 		dirs = append(dirs, d) // cgroup v2
 	}
 	return dirs
+}
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+var hierarchies struct {
+	mu   sync.Mutex
+	dirs []string
+}
+
+// cgroupHierarchies are the directories under /sys/fs/cgroup (cgroup v1
+// hierarchies, and their aliases such as cpu -> cpu,cpuacct), sorted;
+// read again until the list is not empty.
+func cgroupHierarchies() []string {
+	hierarchies.mu.Lock()
+	defer hierarchies.mu.Unlock()
+	if len(hierarchies.dirs) == 0 {
+		entries, _ := os.ReadDir(cgroupRoot) // sorted by name
+		for _, e := range entries {
+			if e.IsDir() || e.Type()&os.ModeSymlink != 0 {
+				hierarchies.dirs = append(hierarchies.dirs, filepath.Join(cgroupRoot, e.Name()))
+			}
+		}
+	}
+	return hierarchies.dirs
+}
+
+func lexists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // removeCgroups removes what runsc leaves of a sandbox's cgroups (it does
