@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,12 @@ runs.sort()
 print(runs[len(runs) // 2] * 1000)
 `
 
-// staticTrue is where the exec figure's anchor program is written in the
-// sandbox.
-const staticTrue = "/tmp/space-bench-true"
+// Where the exec figure's anchor program and the stopwatch are written in
+// the sandbox.
+const (
+	staticTrue     = "/tmp/space-bench-true"
+	spawnTimerPath = "/tmp/space-bench-spawn"
+)
 
 // execFigures are the exec figure and its anchors, from one sandbox.
 type execFigures struct {
@@ -72,21 +76,67 @@ func execLatency(ctx context.Context, c *client.Client, n int) (*execFigures, er
 	if f.staticAPI, err = timeRuns(n, func() error { return runArgvToEnd(ctx, c, sb.ID, argv) }); err != nil {
 		return nil, fmt.Errorf("the static program through the API: %w", err)
 	}
+	timer := spawnTimerELF()
+	if timer != nil {
+		if _, err := c.Upload(ctx, sb.ID, spawnTimerPath, bytes.NewReader(timer)); err != nil {
+			return nil, err
+		}
+		if err := runToEnd(ctx, c, sb.ID, "chmod 755 "+spawnTimerPath); err != nil {
+			return nil, err
+		}
+	}
 	for _, a := range []struct {
 		dst  *float64
 		argv string
 	}{{&f.shSpawn, "/bin/sh -c true"}, {&f.staticSpawn, staticTrue}} {
-		out, err := runOutput(ctx, c, sb.ID, fmt.Sprintf("python3 /tmp/spawn.py %d %s", n, a.argv))
-		if err != nil {
+		if *a.dst, err = spawnP50(ctx, c, sb.ID, timer != nil, n, a.argv); err != nil {
 			return nil, fmt.Errorf("spawns of %s inside the sandbox: %w", a.argv, err)
+		}
+	}
+	return f, nil
+}
+
+// spawnP50 is the median of n spawns of argv inside sandbox id (after 5
+// not counted), timed there by spawnTimerELF, or by Python's posix_spawn
+// without it.
+func spawnP50(ctx context.Context, c *client.Client, id string, timer bool, n int, argv string) (float64, error) {
+	if !timer {
+		out, err := runOutput(ctx, c, id, fmt.Sprintf("python3 /tmp/spawn.py %d %s", n, argv))
+		if err != nil {
+			return 0, err
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
 		if err != nil {
-			return nil, fmt.Errorf("spawns of %s inside the sandbox printed %q", a.argv, out)
+			return 0, fmt.Errorf("the timer printed %q", out)
 		}
-		*a.dst = round2(v)
+		return round2(v), nil
 	}
-	return f, nil
+	out, err := runOutput(ctx, c, id, fmt.Sprintf("%s %d %s", spawnTimerPath, n+5, argv))
+	if err != nil {
+		return 0, err
+	}
+	runs, err := timerSamples([]byte(out), n+5)
+	if err != nil {
+		return 0, err
+	}
+	return runs[5:].Percentile(50), nil
+}
+
+// timerSamples decodes spawnTimerELF's output: want little-endian int64
+// nanoseconds, none negative (a run that failed).
+func timerSamples(out []byte, want int) (Sample, error) {
+	if len(out) != 8*want {
+		return nil, fmt.Errorf("the timer wrote %d bytes, want %d", len(out), 8*want)
+	}
+	s := make(Sample, want)
+	for i := range s {
+		ns := int64(binary.LittleEndian.Uint64(out[8*i:]))
+		if ns < 0 {
+			return nil, fmt.Errorf("run %d of the timed program did not exit 0", i)
+		}
+		s[i] = time.Duration(ns)
+	}
+	return s, nil
 }
 
 // timeRuns times n runs of f after 5 that are not counted (they warm the
