@@ -96,7 +96,7 @@ func (p *pool) resize(min, max int) {
 	p.retryAt = time.Time{}
 	p.mu.Unlock()
 	for _, b := range gone {
-		go b.undo()
+		p.svc.background.Go(b.undo) // Close waits for it
 	}
 	p.kick()
 }
