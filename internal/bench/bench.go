@@ -181,7 +181,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	r.ExecInSandboxP50, r.ExecStaticSpawnP50, r.ExecStaticAPIP50 = ex.shSpawn, ex.staticSpawn, ex.staticAPI.Percentile(50)
 	r.ExecRatio = round2(r.ExecP50 / r.ExecInSandboxP50)
 	r.ExecStaticRatio = round2(r.ExecP50 / r.ExecStaticSpawnP50)
-	r.TTIAnchor = r.CreateP50 + r.ExecP50
+	r.TTIAnchor = round2(r.CreateP50 + r.ExecP50)
 	r.TTIRatio = round2(r.TTIP50 / r.TTIAnchor)
 
 	if err := bursts(ctx, c, cfg, r, logf); err != nil {
