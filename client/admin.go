@@ -220,3 +220,32 @@ func (c *Client) DrainNode(ctx context.Context, node string) (*DrainReport, erro
 func (c *Client) UndrainNode(ctx context.Context, node string) error {
 	return c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "admin", "nodes", node, "drain")
 }
+
+// Pool is one warm pool of the node that answered.
+type Pool struct {
+	Template string `json:"template"`
+	// Ready sandboxes wait to be claimed; Booting are being made.
+	Ready   int `json:"ready"`
+	Booting int `json:"booting"`
+	// Target is what the pool refills to (it follows demand within
+	// [Min, Max]).
+	Target int `json:"target"`
+	Min    int `json:"min"`
+	Max    int `json:"max"`
+}
+
+// Pools lists the warm pools of the node that answers (admin key).
+func (c *Client) Pools(ctx context.Context) ([]Pool, error) {
+	var out struct {
+		Pools []Pool `json:"pools"`
+	}
+	return out.Pools, c.call(ctx, http.MethodGet, nil, nil, &out, "v1", "admin", "pools")
+}
+
+// SetPool sizes the warm pool of template on the node that answers until
+// it restarts (admin key); max 0 empties it.
+func (c *Client) SetPool(ctx context.Context, template string, min, max int) (*Pool, error) {
+	out := new(Pool)
+	in := map[string]int{"min": min, "max": max}
+	return out, c.call(ctx, http.MethodPut, nil, in, out, "v1", "admin", "pools", template)
+}

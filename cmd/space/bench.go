@@ -25,13 +25,17 @@ func (a *app) benchCmd() *cobra.Command {
 		e2bPython     string
 		ckptCfg       = bench.CheckpointConfig{Runs: 10, SizesMiB: []int{0, 256}}
 		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
+		all           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure create, time-to-interactive, exec, burst, cold-create and memory figures of a running spaced",
+		Short: "Measure create, time-to-interactive, exec, burst, cold-create, churn and density figures of a running spaced",
 		Long: `bench drives the spaced at SPACE_ADDR through the public API and prints medians and
-percentiles (milliseconds). It must run on spaced's host: the idle-memory figure reads
-/proc/meminfo, and the raw runsc comparison (root only) runs runsc itself.
+percentiles (milliseconds), each beside its anchor measured in the same run. It must run on
+spaced's host: the density figure reads /proc/meminfo, and the raw runsc anchors (root only)
+run runsc itself. The burst's anchor (a full pool) resizes the base pool through the admin
+API for a while and puts it back. --all adds the pause/resume and (with --e2b) the E2B SDK
+figures to the same result.
 
 With --soak it runs create -> exec -> write file -> read it back -> kill cycles instead,
 --concurrency at a time, and reports errors, per-step latencies and spaced's RSS, open
@@ -44,14 +48,17 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 				soakCfg.Runsc, soakCfg.RootFS = rawAnchor(runsc, templates)
 				return runSoak(cmd, a, soakCfg, asJSON)
 			}
-			if e2bPython != "" {
-				n := cfg.N
-				if quick {
-					n = 4
-				} else if !cmd.Flags().Changed("n") {
-					n = 40
+			e2bN := func() int {
+				switch {
+				case quick:
+					return 4
+				case cmd.Flags().Changed("n"):
+					return cfg.N
 				}
-				ec := bench.E2BConfig{Python: e2bPython, N: n, Log: cmd.ErrOrStderr()}
+				return 40
+			}
+			if e2bPython != "" && !all {
+				ec := bench.E2BConfig{Python: e2bPython, N: e2bN(), Log: cmd.ErrOrStderr()}
 				ec.Addr, ec.APIKey = a.addrAndKey()
 				return runE2BBench(cmd, a, ec, asJSON)
 			}
@@ -66,17 +73,27 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 				tc.Runsc, tc.RootFS = rawAnchor(runsc, templates)
 				return runTemplateBench(cmd, a, tc, asJSON)
 			}
+			if quick {
+				ckptCfg.Runs = 2
+			}
+			ckptCfg.Log = cmd.ErrOrStderr()
+			ckptCfg.Runsc, ckptCfg.RootFS = rawAnchor(runsc, templates)
 			if checkpoints {
-				if quick {
-					ckptCfg.Runs = 2
-				}
-				ckptCfg.Log = cmd.ErrOrStderr()
-				ckptCfg.Runsc, ckptCfg.RootFS = rawAnchor(runsc, templates)
 				return runCheckpoints(cmd, a, ckptCfg, asJSON)
 			}
 			if quick {
 				q := bench.Quick()
-				cfg.N, cfg.Burst, cfg.Cold, cfg.Idle = q.N, q.Burst, q.Cold, q.Idle
+				for _, f := range []struct {
+					flag     string
+					dst, val *int
+				}{
+					{"n", &cfg.N, &q.N}, {"burst", &cfg.Burst, &q.Burst}, {"cold", &cfg.Cold, &q.Cold}, {"idle", &cfg.Idle, &q.Idle},
+					{"density-runs", &cfg.DensityRuns, &q.DensityRuns}, {"churn-cycles", &cfg.ChurnCycles, &q.ChurnCycles},
+				} {
+					if !cmd.Flags().Changed(f.flag) {
+						*f.dst = *f.val
+					}
+				}
 			}
 			cfg.Runsc, cfg.RootFS = rawAnchor(runsc, templates)
 			cfg.Log = cmd.ErrOrStderr()
@@ -84,29 +101,22 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 			if err != nil {
 				return err
 			}
+			if all {
+				if res.Checkpoints, err = bench.Checkpoints(cmd.Context(), a.client(), ckptCfg); err != nil {
+					return err
+				}
+				if e2bPython != "" {
+					ec := bench.E2BConfig{Python: e2bPython, N: e2bN(), Log: cmd.ErrOrStderr()}
+					ec.Addr, ec.APIKey = a.addrAndKey()
+					if res.E2B, err = bench.E2B(cmd.Context(), a.client(), ec); err != nil {
+						return err
+					}
+				}
+			}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "figure\tvalue\n")
-			for _, row := range []struct {
-				name string
-				v    float64
-			}{
-				{"create p50 (ms)", res.CreateP50}, {"create p90 (ms)", res.CreateP90}, {"create p99 (ms)", res.CreateP99},
-				{"time to interactive p50 (ms)", res.TTIP50}, {"time to interactive p90 (ms)", res.TTIP90},
-				{"  anchor: create p50 + exec p50 (ms)", res.TTIAnchor}, {"  time to interactive / anchor", res.TTIRatio},
-				{"exec true p50 (ms)", res.ExecP50}, {"exec true p90 (ms)", res.ExecP90},
-				{"  anchor: sh -c true spawned inside the sandbox p50 (ms)", res.ExecInSandboxP50}, {"  exec / anchor", res.ExecRatio},
-				{"  runsc exec of sh -c true in a raw container p50 (ms)", res.RawRunscExecP50},
-				{"pool ready at burst start", float64(res.BurstPoolReady)},
-				{fmt.Sprintf("burst of %d p50 (ms)", res.Burst), res.BurstP50}, {fmt.Sprintf("burst of %d p95 (ms)", res.Burst), res.BurstP95},
-				{"cold create p50 (ms)", res.ColdCreateP50}, {"raw runsc create+start p50 (ms)", res.RawRunscP50},
-				{"cold overhead ratio", res.ColdOverheadRatio}, {fmt.Sprintf("idle MiB per sandbox (%d held)", res.Idle), res.IdleMiBPerSandbox},
-			} {
-				fmt.Fprintf(w, "%s\t%.2f\n", row.name, row.v)
-			}
-			return w.Flush()
+			return printResult(cmd, res)
 		},
 	}
 	f := cmd.Flags()
@@ -115,7 +125,11 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.IntVarP(&cfg.N, "n", "n", cfg.N, "sequential creates, time-to-interactive and exec runs")
 	f.IntVar(&cfg.Burst, "burst", cfg.Burst, "creates fired at once")
 	f.IntVar(&cfg.Cold, "cold", cfg.Cold, "cold creates and raw runsc runs")
-	f.IntVar(&cfg.Idle, "idle", cfg.Idle, "idle sandboxes held for the memory figure")
+	f.IntVar(&cfg.Idle, "idle", cfg.Idle, "idle sandboxes held for the density figures (memory per sandbox, create and exec with them held)")
+	f.IntVar(&cfg.DensityRuns, "density-runs", cfg.DensityRuns, "creates and execs timed with the box empty and with the idle sandboxes held")
+	f.IntVar(&cfg.ChurnCycles, "churn-cycles", cfg.ChurnCycles, "create/exec/write/read/kill cycles of the churn figure (0 skips it)")
+	f.IntVar(&cfg.ChurnConcurrency, "churn-concurrency", cfg.ChurnConcurrency, "churn cycles at a time")
+	f.BoolVar(&all, "all", false, "also measure pause/resume (as --checkpoint) and, with --e2b PYTHON, the E2B SDK figure, into the same result")
 	f.StringVar(&runsc, "runsc", "/usr/local/lib/space/bin/runsc", "runsc for the raw comparison (root only)")
 	f.StringVar(&templates, "templates-dir", "/var/lib/space/templates", "templates, for the raw comparison's root filesystem")
 	f.BoolVar(&soak, "soak", false, "run the soak (create/exec/file/kill cycles) instead of the figures")
@@ -126,9 +140,56 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.IntVar(&ckptCfg.Runs, "checkpoint-runs", ckptCfg.Runs, "pause+resume cycles per memory size")
 	f.IntSliceVar(&ckptCfg.SizesMiB, "checkpoint-sizes", ckptCfg.SizesMiB, "memory held by the sandbox, MiB per size measured")
 	f.BoolVar(&templatesRun, "templates", false, "measure template figures instead: a fully cached 10-step rebuild, create to a started template's first answer (with and without its pool), the code interpreter's first result and round trip")
-	f.StringVar(&e2bPython, "e2b", "", "measure the E2B Python SDK's Sandbox.create() + commands.run() against the native API instead, with this python (one that has the e2b package, e.g. test/e2b/.venv/bin/python)")
+	f.StringVar(&e2bPython, "e2b", "", "measure the E2B Python SDK's Sandbox.create() + commands.run() against the native API instead (with --all: as well), with this python (one that has the e2b package, e.g. test/e2b/.venv/bin/python)")
 	f.StringVar(&interpreter, "interpreter", "code-interpreter-v1", "code-interpreter template for --templates (\"\" skips it)")
 	return cmd
+}
+
+func printResult(cmd *cobra.Command, res *bench.Result) error {
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "figure\tvalue\n")
+	for _, row := range []struct {
+		name string
+		v    float64
+	}{
+		{"create p50 (ms)", res.CreateP50}, {"create p90 (ms)", res.CreateP90}, {"create p99 (ms)", res.CreateP99},
+		{"time to interactive p50 (ms)", res.TTIP50}, {"time to interactive p90 (ms)", res.TTIP90},
+		{"  anchor: create p50 + exec p50 (ms)", res.TTIAnchor}, {"  time to interactive / anchor", res.TTIRatio},
+		{"exec true p50 (ms)", res.ExecP50}, {"exec true p90 (ms)", res.ExecP90}, {"exec true p95 (ms)", res.ExecP95},
+		{"  anchor: a tiny static program spawned inside the sandbox p50 (ms)", res.ExecStaticSpawnP50}, {"  exec / static spawn", res.ExecStaticRatio},
+		{"  the static program through the API p50 (ms)", res.ExecStaticAPIP50},
+		{"  sh -c true spawned inside the sandbox p50 (ms)", res.ExecInSandboxP50}, {"  exec / sh spawn", res.ExecRatio},
+		{"  runsc exec of sh -c true in a raw container p50 (ms)", res.RawRunscExecP50},
+		{"pool ready at burst start", float64(res.BurstPoolReady)},
+		{fmt.Sprintf("burst of %d p50 (ms)", res.Burst), res.BurstP50}, {fmt.Sprintf("burst of %d p95 (ms)", res.Burst), res.BurstP95},
+		{"  anchor: pool ready at the full-pool burst", float64(res.BurstFullPoolReady)},
+		{"  anchor: burst against a full pool p50 (ms)", res.BurstFullPoolP50}, {"  anchor: burst against a full pool p95 (ms)", res.BurstFullPoolP95},
+		{"  burst / full pool (p50)", res.BurstRatio},
+		{"cold create p50 (ms)", res.ColdCreateP50}, {"raw runsc create+start p50 (ms)", res.RawRunscP50},
+		{"cold overhead ratio", res.ColdOverheadRatio},
+		{fmt.Sprintf("churn at concurrency %d (cycles/s)", res.ChurnConcurrency), res.ChurnCyclesPerSecond},
+		{"  churn create p50 (ms)", res.ChurnCreateP50}, {"  churn create p95 (ms)", res.ChurnCreateP95}, {"  churn exec p50 (ms)", res.ChurnExecP50},
+		{"  churn cycles failed", float64(res.ChurnErrors)},
+		{"  anchor: raw runsc create+start+delete (cycles/s)", res.ChurnRawCyclesPerSec}, {"  churn / raw", res.ChurnRatio},
+		{fmt.Sprintf("idle MiB per sandbox (%d held)", res.Idle), res.IdleMiBPerSandbox},
+		{"  create p50, box empty / held (ms)", res.DensityCreateP50Empty}, {"", res.DensityCreateP50Held}, {"  held / empty", res.DensityCreateRatio},
+		{"  exec p50, box empty / held (ms)", res.DensityExecP50Empty}, {"", res.DensityExecP50Held}, {"  held / empty", res.DensityExecRatio},
+		{"load average at start / end", res.LoadStart}, {"", res.LoadEnd},
+	} {
+		fmt.Fprintf(w, "%s\t%.2f\n", row.name, row.v)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if res.Checkpoints != nil {
+		if err := printCheckpoints(cmd, res.Checkpoints); err != nil {
+			return err
+		}
+	}
+	if res.E2B != nil {
+		return printE2B(cmd, res.E2B)
+	}
+	return nil
 }
 
 func runTemplateBench(cmd *cobra.Command, a *app, cfg bench.TemplateConfig, asJSON bool) error {
@@ -170,6 +231,10 @@ func runE2BBench(cmd *cobra.Command, a *app, cfg bench.E2BConfig, asJSON bool) e
 	if asJSON {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 	}
+	return printE2B(cmd, res)
+}
+
+func printE2B(cmd *cobra.Command, res *bench.E2BFigures) error {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "figure (%d runs each)\tp50\tp90\n", res.N)
 	fmt.Fprintf(w, "E2B SDK: Sandbox.create() + commands.run(\"echo hi\") (ms)\t%.1f\t%.1f\n", res.SDKTotalP50, res.SDKTotalP90)

@@ -22,6 +22,10 @@ func runCheckpoints(cmd *cobra.Command, a *app, cfg bench.CheckpointConfig, asJS
 			Sizes []bench.CheckpointFigures `json:"checkpoints"`
 		}{cfg.Runs, res})
 	}
+	return printCheckpoints(cmd, res)
+}
+
+func printCheckpoints(cmd *cobra.Command, res []bench.CheckpointFigures) error {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "memory held (MiB)\tcheckpoint (MiB)\tpause p50 (ms)\traw checkpoint p50 (ms)\tratio\tresume p50 (ms)\tresume to exec p50 (ms)\traw restore / to exec p50 (ms)\tratio\n")
 	for _, f := range res {

@@ -25,8 +25,13 @@ type Config struct {
 	Burst int
 	// Cold is how many creates with the pool skipped, and raw runsc runs.
 	Cold int
-	// Idle is how many sandboxes are held to measure memory per sandbox.
-	Idle int
+	// Idle is how many idle sandboxes the density figure holds;
+	// DensityRuns how many creates and execs it times with the box empty
+	// and with them held.
+	Idle, DensityRuns int
+	// ChurnCycles create -> exec -> write -> read -> kill cycles run
+	// ChurnConcurrency at a time (0 cycles: no churn figure).
+	ChurnCycles, ChurnConcurrency int
 	// Runsc and RootFS, when set, enable the raw runsc comparison (root only).
 	Runsc  string
 	RootFS string
@@ -35,12 +40,18 @@ type Config struct {
 }
 
 // Quick is the configuration CI runs: small counts, same code paths.
-func Quick() Config { return Config{N: 10, Burst: 10, Cold: 3, Idle: 5} }
+func Quick() Config {
+	return Config{N: 10, Burst: 10, Cold: 3, Idle: 5, DensityRuns: 5, ChurnCycles: 16, ChurnConcurrency: 8}
+}
 
 // Full is the configuration docs/benchmarks.md reports.
-func Full() Config { return Config{N: 200, Burst: 100, Cold: 30, Idle: 100} }
+func Full() Config {
+	return Config{N: 200, Burst: 100, Cold: 30, Idle: 1000, DensityRuns: 50, ChurnCycles: 240, ChurnConcurrency: 8}
+}
 
-// Result holds the figures, milliseconds unless named otherwise.
+// Result holds the figures, milliseconds unless named otherwise. Each
+// figure of issue 17's table sits beside its anchor, measured in the same
+// run, and the ratio of the two.
 type Result struct {
 	CreateP50 float64 `json:"create_p50"`
 	CreateP90 float64 `json:"create_p90"`
@@ -49,6 +60,7 @@ type Result struct {
 	TTIP90    float64 `json:"tti_p90"`
 	ExecP50   float64 `json:"exec_p50"`
 	ExecP90   float64 `json:"exec_p90"`
+	ExecP95   float64 `json:"exec_p95"`
 	// The exec anchors: the same command (sh -c true) spawned and waited
 	// for inside the sandbox, timed there (gVisor's own floor for it, with
 	// no agent, stream or HTTP); and `runsc exec` of it in a raw container
@@ -57,19 +69,59 @@ type Result struct {
 	ExecInSandboxP50 float64 `json:"exec_in_sandbox_p50"`
 	RawRunscExecP50  float64 `json:"raw_runsc_exec_p50,omitempty"`
 	ExecRatio        float64 `json:"exec_ratio"`
+	// ExecStaticSpawnP50 is a tiny static program (one exit system call,
+	// no libc) spawned and waited for inside the sandbox: the floor under
+	// starting any process there. ExecStaticAPIP50 is the same program run
+	// through the API (argv, no shell), so the two apart are what the API,
+	// spaced and the agent add; ExecStaticRatio is ExecP50 over the floor.
+	ExecStaticSpawnP50 float64 `json:"exec_static_spawn_p50"`
+	ExecStaticAPIP50   float64 `json:"exec_static_api_p50"`
+	ExecStaticRatio    float64 `json:"exec_static_ratio"`
 	// TTIAnchor is CreateP50 + ExecP50: what a claim and a command cost
 	// apart; TTIRatio is TTIP50 over it.
-	TTIAnchor         float64 `json:"tti_anchor"`
-	TTIRatio          float64 `json:"tti_ratio"`
-	BurstP50          float64 `json:"burst_p50"`
-	BurstP95          float64 `json:"burst_p95"`
-	ColdCreateP50     float64 `json:"cold_create_p50"`
-	RawRunscP50       float64 `json:"raw_runsc_p50"`
-	ColdOverheadRatio float64 `json:"cold_overhead_ratio"`
-	IdleMiBPerSandbox float64 `json:"idle_mib_per_sandbox"`
-	// BurstPoolReady is how many pooled sandboxes were ready when the burst
-	// started (-1 when the daemon reports no pool).
-	BurstPoolReady int `json:"burst_pool_ready"`
+	TTIAnchor float64 `json:"tti_anchor"`
+	TTIRatio  float64 `json:"tti_ratio"`
+	// BurstP50 and BurstP95 are a burst against the pool as the daemon is
+	// configured (the default configuration, in the documented run),
+	// BurstPoolReady how many were ready when it started (-1 when the
+	// daemon reports no pool). The anchor is the same burst against a pool
+	// raised (through the admin API) until it holds the whole burst, and
+	// BurstRatio the first p50 over the anchor's.
+	BurstP50           float64 `json:"burst_p50"`
+	BurstP95           float64 `json:"burst_p95"`
+	BurstPoolReady     int     `json:"burst_pool_ready"`
+	BurstFullPoolP50   float64 `json:"burst_full_pool_p50,omitempty"`
+	BurstFullPoolP95   float64 `json:"burst_full_pool_p95,omitempty"`
+	BurstFullPoolReady int     `json:"burst_full_pool_ready,omitempty"`
+	BurstRatio         float64 `json:"burst_ratio,omitempty"`
+	ColdCreateP50      float64 `json:"cold_create_p50"`
+	RawRunscP50        float64 `json:"raw_runsc_p50"`
+	ColdOverheadRatio  float64 `json:"cold_overhead_ratio"`
+	// Churn: create, exec, write, read, kill cycles at ChurnConcurrency,
+	// against raw runsc create+start+delete cycles at the same concurrency.
+	ChurnConcurrency      int     `json:"churn_concurrency,omitempty"`
+	ChurnCyclesPerSecond  float64 `json:"churn_cycles_per_second,omitempty"`
+	ChurnCreateP50        float64 `json:"churn_create_p50,omitempty"`
+	ChurnCreateP95        float64 `json:"churn_create_p95,omitempty"`
+	ChurnExecP50          float64 `json:"churn_exec_p50,omitempty"`
+	ChurnErrors           int     `json:"churn_errors"`
+	ChurnRawCyclesPerSec  float64 `json:"churn_raw_cycles_per_second,omitempty"`
+	ChurnRatio            float64 `json:"churn_ratio,omitempty"`
+	IdleMiBPerSandbox     float64 `json:"idle_mib_per_sandbox"`
+	DensityCreateP50Empty float64 `json:"density_create_p50_empty"`
+	DensityCreateP50Held  float64 `json:"density_create_p50_held"`
+	DensityCreateRatio    float64 `json:"density_create_ratio"`
+	DensityExecP50Empty   float64 `json:"density_exec_p50_empty"`
+	DensityExecP50Held    float64 `json:"density_exec_p50_held"`
+	DensityExecRatio      float64 `json:"density_exec_ratio"`
+	// LoadStart and LoadEnd are the host's 1-minute load average when the
+	// run started and ended: the machine the figures were taken on.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
+
+	// With --all, the pause/resume and E2B SDK figures of the same run.
+	Checkpoints []CheckpointFigures `json:"checkpoints,omitempty"`
+	E2B         *E2BFigures         `json:"e2b,omitempty"`
 
 	N     int `json:"n"`
 	Burst int `json:"burst"`
@@ -82,7 +134,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 		cfg.Log = io.Discard
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, "bench: "+format+"\n", args...) }
-	r := &Result{N: cfg.N, Burst: cfg.Burst, Idle: cfg.Idle}
+	r := &Result{N: cfg.N, Burst: cfg.Burst, Idle: cfg.Idle, LoadStart: loadAverage()}
 
 	logf("warm-up")
 	for range 3 {
@@ -120,26 +172,21 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	// The loops above left the pool refilling; exec is measured on a
 	// machine that is not also booting sandboxes.
 	waitPoolSettled(ctx, c)
-	logf("%d execs of true", cfg.N)
-	execs, inSandbox, err := execLatency(ctx, c, cfg.N)
+	logf("%d execs of true, and their anchors", cfg.N)
+	ex, err := execLatency(ctx, c, cfg.N)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	r.ExecP50, r.ExecP90, r.ExecInSandboxP50 = execs.Percentile(50), execs.Percentile(90), inSandbox
+	r.ExecP50, r.ExecP90, r.ExecP95 = ex.api.Percentile(50), ex.api.Percentile(90), ex.api.Percentile(95)
+	r.ExecInSandboxP50, r.ExecStaticSpawnP50, r.ExecStaticAPIP50 = ex.shSpawn, ex.staticSpawn, ex.staticAPI.Percentile(50)
 	r.ExecRatio = round2(r.ExecP50 / r.ExecInSandboxP50)
-	r.TTIAnchor = r.CreateP50 + r.ExecP50
+	r.ExecStaticRatio = round2(r.ExecP50 / r.ExecStaticSpawnP50)
+	r.TTIAnchor = round2(r.CreateP50 + r.ExecP50)
 	r.TTIRatio = round2(r.TTIP50 / r.TTIAnchor)
 
-	// The loops above drain the pool faster than it refills; the burst is
-	// measured against the pool as the operator sized it, so let it refill
-	// (for at most 3 minutes) and report how many were ready.
-	r.BurstPoolReady = waitPoolAtLeast(ctx, c, cfg.Burst, 3*time.Minute)
-	logf("burst of %d creates (%d sandboxes ready in the pool)", cfg.Burst, r.BurstPoolReady)
-	burst, err := burstCreates(ctx, c, cfg.Burst)
-	if err != nil {
-		return nil, fmt.Errorf("burst: %w", err)
+	if err := bursts(ctx, c, cfg, r, logf); err != nil {
+		return nil, err
 	}
-	r.BurstP50, r.BurstP95 = burst.Percentile(50), burst.Percentile(95)
 
 	// Cold creates boot while nothing else does: the burst above set the
 	// pool refilling. Raw runsc runs alternate with them, so both see the
@@ -182,11 +229,40 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 		r.RawRunscExecP50 = rawExecs.Percentile(50)
 	}
 
-	logf("memory of %d idle sandboxes", cfg.Idle)
-	if r.IdleMiBPerSandbox, err = idleMemory(ctx, c, cfg.Idle); err != nil {
-		return nil, fmt.Errorf("idle memory: %w", err)
+	if cfg.ChurnCycles > 0 {
+		waitPoolSettled(ctx, c)
+		logf("churn: %d create/exec/write/read/kill cycles, %d at a time", cfg.ChurnCycles, cfg.ChurnConcurrency)
+		sr, err := Soak(ctx, c, SoakConfig{Cycles: cfg.ChurnCycles, Concurrency: cfg.ChurnConcurrency, Runsc: cfg.Runsc, RootFS: cfg.RootFS, Log: cfg.Log})
+		if err != nil {
+			return nil, fmt.Errorf("churn: %w", err)
+		}
+		r.ChurnConcurrency, r.ChurnCyclesPerSecond, r.ChurnErrors = sr.Concurrency, sr.CyclesPerSecond, sr.Errors
+		r.ChurnCreateP50, r.ChurnCreateP95, r.ChurnExecP50 = sr.Steps["create"].P50, sr.Steps["create"].P95, sr.Steps["exec"].P50
+		r.ChurnRawCyclesPerSec, r.ChurnRatio = sr.RawCyclesPerSecond, sr.ChurnRatio
+		if sr.Errors > 0 {
+			logf("churn: %d cycles failed: %v", sr.Errors, sr.FirstErrors)
+		}
 	}
+
+	if err := density(ctx, c, cfg, r, logf); err != nil {
+		return nil, fmt.Errorf("density: %w", err)
+	}
+	r.LoadEnd = loadAverage()
 	return r, nil
+}
+
+// loadAverage is the host's 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // waitPoolReady waits until the base template's pool has a sandbox ready,
@@ -289,81 +365,8 @@ func timeToInteractive(ctx context.Context, c *client.Client) (time.Duration, er
 	return time.Since(start), nil
 }
 
-// spawnTimer times spawns of argv[1:] inside a sandbox and prints the
-// median in milliseconds.
-const spawnTimer = `import subprocess, sys, time
-runs = []
-for i in range(int(sys.argv[1]) + 5):
-    t = time.perf_counter()
-    subprocess.run(sys.argv[2:], check=True)
-    if i >= 5:
-        runs.append(time.perf_counter() - t)
-runs.sort()
-print(runs[len(runs) // 2] * 1000)
-`
-
-// execLatency times n runs of true through the API in one sandbox, and the
-// same command spawned inside it (the anchor).
-func execLatency(ctx context.Context, c *client.Client, n int) (Sample, float64, error) {
-	sb, _, err := create(ctx, c, true)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer c.KillSandbox(context.WithoutCancel(ctx), sb.ID)
-	var s Sample
-	for i := range n + 5 {
-		start := time.Now()
-		if err := runToEnd(ctx, c, sb.ID, "true"); err != nil {
-			return nil, 0, err
-		}
-		if i >= 5 { // the first few warm the connection and the page cache
-			s = append(s, time.Since(start))
-		}
-	}
-	if _, err := c.Upload(ctx, sb.ID, "/tmp/spawn.py", strings.NewReader(spawnTimer)); err != nil {
-		return nil, 0, err
-	}
-	out, err := runOutput(ctx, c, sb.ID, fmt.Sprintf("python3 /tmp/spawn.py %d /bin/sh -c true", n))
-	if err != nil {
-		return nil, 0, fmt.Errorf("spawns inside the sandbox: %w", err)
-	}
-	inside, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("spawns inside the sandbox printed %q", out)
-	}
-	return s, inside, nil
-}
-
 // round2 rounds a ratio to two decimals.
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
-
-func burstCreates(ctx context.Context, c *client.Client, n int) (Sample, error) {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		s    Sample
-		ids  []string
-		errs []error
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sb, d, err := create(ctx, c, true)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			s = append(s, d)
-			ids = append(ids, sb.ID)
-		}()
-	}
-	wg.Wait()
-	killAll(ctx, c, ids)
-	return s, errors.Join(errs...)
-}
 
 func killAll(ctx context.Context, c *client.Client, ids []string) {
 	var wg sync.WaitGroup
@@ -379,36 +382,6 @@ func killAll(ctx context.Context, c *client.Client, ids []string) {
 		}()
 	}
 	wg.Wait()
-}
-
-// idleMemory holds n idle sandboxes and reports the growth of the host's
-// used memory per sandbox (so it must run on spaced's host). The creates
-// skip the warm pool: a pooled sandbox was booted, and its memory taken,
-// before the baseline was read, so taking n from a large pool measured the
-// claim alone (3.2 MiB "per sandbox" where each costs the host about 19).
-func idleMemory(ctx context.Context, c *client.Client, n int) (float64, error) {
-	settle := func() { time.Sleep(3 * time.Second) }
-	settle()
-	before, err := usedMemory()
-	if err != nil {
-		return 0, err
-	}
-	var ids []string
-	defer func() { killAll(ctx, c, ids) }()
-	for range n {
-		sb, _, err := create(ctx, c, false)
-		if err != nil {
-			return 0, err
-		}
-		ids = append(ids, sb.ID)
-	}
-	settle()
-	after, err := usedMemory()
-	if err != nil {
-		return 0, err
-	}
-	per := float64(after-before) / float64(n) / (1 << 20)
-	return float64(int(per*10)) / 10, nil
 }
 
 // usedMemory is MemTotal - MemAvailable from /proc/meminfo, in bytes.

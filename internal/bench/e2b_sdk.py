@@ -2,13 +2,28 @@
 # commands.run("echo hi") to its result, N times after two warm-ups, one
 # sandbox at a time (each killed after, not timed). Prints one JSON line
 # of samples in milliseconds. Argument: N. Environment: E2B_API_URL,
-# E2B_SANDBOX_URL, E2B_API_KEY, as a user sets them.
-import json, sys, time
+# E2B_SANDBOX_URL, E2B_API_KEY, as a user sets them; SPACE_METRICS_URL,
+# when set, is spaced's /metrics: each create first waits (at most 5 s)
+# until the base pool has a sandbox ready, as the native figure's do, so
+# both are warm creates.
+import json, os, re, sys, time, urllib.request
 from e2b import Sandbox
+
+
+def wait_pool():
+    url = os.environ.get("SPACE_METRICS_URL")
+    deadline = time.time() + 5
+    while url and time.time() < deadline:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        m = re.search(r'^space_pool_ready\{template="base"\} (\S+)$', text, re.M)
+        if not m or float(m.group(1)) >= 1:
+            return
+        time.sleep(0.05)
 
 n = int(sys.argv[1])
 create, run, total = [], [], []
 for i in range(n + 2):
+    wait_pool()
     t0 = time.perf_counter()
     sb = Sandbox.create(timeout=300)
     t1 = time.perf_counter()

@@ -33,7 +33,8 @@ type E2BConfig struct {
 
 // E2BFigures compare the E2B Python SDK's Sandbox.create() +
 // commands.run("echo hi") with the same through the native API, measured
-// in the same run (native first, then the SDK, then native again).
+// in the same run (native first, then the SDK, then native again), each
+// create of both after the pool has a sandbox ready.
 type E2BFigures struct {
 	N             int     `json:"n"`
 	SDKCreateP50  float64 `json:"sdk_create_p50_ms"`
@@ -99,7 +100,10 @@ func runSDK(ctx context.Context, cfg E2BConfig) (map[string]Sample, error) {
 		addr = "http://" + addr
 	}
 	cmd := exec.CommandContext(ctx, cfg.Python, script.Name(), strconv.Itoa(cfg.N))
-	cmd.Env = append(os.Environ(), "E2B_API_URL="+addr, "E2B_SANDBOX_URL="+addr, "E2B_API_KEY="+cfg.APIKey)
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+addr, "E2B_SANDBOX_URL="+addr, "E2B_API_KEY="+cfg.APIKey,
+		// Each SDK create waits for a ready pool sandbox, as the native
+		// ones do (waitPoolReady): both figures are of warm creates.
+		"SPACE_METRICS_URL="+strings.TrimSuffix(addr, "/")+"/metrics")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

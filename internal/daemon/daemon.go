@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Sandboxes: svc, Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
 		Commands: sandbox.NewCommands(svc, metrics), Files: sandbox.NewFiles(svc), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		MetricsToken: cfg.MetricsToken, Cluster: nodes,
+		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc,
 	})
 	ui, err := console.New(console.Options{API: api, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
 	if err != nil {

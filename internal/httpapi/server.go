@@ -47,6 +47,7 @@ type Server struct {
 	metricsToken string
 	telemetry    Telemetry
 	cluster      Cluster
+	pools        Pools
 }
 
 // Options are what the API serves.
@@ -80,6 +81,8 @@ type Options struct {
 	// Cluster is cluster mode's node administration (nil with one
 	// node: those routes answer 404).
 	Cluster Cluster
+	// Pools are the node's warm pools (nil: those routes answer 404).
+	Pools Pools
 }
 
 // Cluster is what the node routes need of cluster mode (cluster.Drainer).
@@ -98,7 +101,7 @@ func New(o Options) http.Handler {
 	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Keys,
 		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
-		telemetry: o.Telemetry, cluster: o.Cluster}
+		telemetry: o.Telemetry, cluster: o.Cluster, pools: o.Pools}
 	return s.routes()
 }
 
@@ -202,6 +205,8 @@ func (s *Server) table() []route {
 		{"GET", "/v1/admin/nodes", false, s.listNodes, false},
 		{"POST", "/v1/admin/nodes/{node}/drain", false, s.drainNode, false},
 		{"DELETE", "/v1/admin/nodes/{node}/drain", false, s.undrainNode, false},
+		{"GET", "/v1/admin/pools", false, s.listPools, false},
+		{"PUT", "/v1/admin/pools/{template}", false, s.setPool, false},
 	}
 }
 

@@ -47,6 +47,20 @@ type Prioritizer interface {
 	Foreground(ctx context.Context, id string) error
 }
 
+// Resizer is implemented by runtimes that can change the limits of a
+// running sandbox in place, so a warm-pool sandbox booted with the
+// default limits can be given a caller's other ones at claim.
+type Resizer interface {
+	// Resizable reports whether a sandbox made with from can be given to
+	// by Resize such that nothing inside it can tell it from a sandbox
+	// made with to (what the guest sees of its CPUs, memory, disk and
+	// process limit is the same).
+	Resizable(from, to Limits) bool
+	// Resize gives running sandbox id the limits to (Resizable from its
+	// own).
+	Resize(ctx context.Context, id string, to Limits) error
+}
+
 // Limits per sandbox.
 type Limits struct {
 	CPUs     int

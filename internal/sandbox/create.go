@@ -267,6 +267,11 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 	return &booted{rec: rec, ep: ep, agent: agent, env: env, undo: func() { agent.Close(); steps.run(log) }}, nil
 }
 
+// recordLimits are the limits rec's sandbox was made with.
+func recordLimits(rec *store.Sandbox) runtime.Limits {
+	return runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs}
+}
+
 func connectMessage(err error) string {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
@@ -368,6 +373,18 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	if st, err := s.rt.State(ctx, b.rec.ID); err != nil || st != runtime.StateRunning {
 		return nil, errdefs.New(errdefs.ErrUnavailable, "sandbox %s is not running (state %v, %v)", b.rec.ID, st, err)
 	}
+	// A pooled sandbox booted with the template's limits gets the
+	// caller's (poolFor took it only if the runtime can give them).
+	limits := req.limits()
+	if booted := recordLimits(b.rec); limits != booted {
+		rs, ok := s.rt.(runtime.Resizer)
+		if !ok || !rs.Resizable(booted, limits) {
+			return nil, errdefs.New(errdefs.ErrUnavailable, "sandbox %s was booted with other limits", b.rec.ID)
+		}
+		if err := rs.Resize(ctx, b.rec.ID, limits); err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not give sandbox %s its limits", b.rec.ID)
+		}
+	}
 	tChecked := time.Now()
 	initDone := make(chan error, 1)
 	if !maps.Equal(req.Env, b.env) {
@@ -387,6 +404,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec := *b.rec
 	rec.Tenant = tenant.FromContext(ctx).Tenant
 	rec.State = store.StateRunning
+	rec.CPU, rec.MemoryMB, rec.DiskMB, rec.MaxProcs = limits.CPUs, limits.MemoryMB, limits.DiskMB, limits.MaxProcs
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(req.Timeout)
 	rec.Env, rec.Metadata = req.Env, req.Metadata
 	rec.AutoPause, rec.AutoResume, rec.KeyID = req.AutoPause, req.AutoResume, req.KeyID

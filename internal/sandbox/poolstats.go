@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spacesandbox/space/internal/errdefs"
 )
 
 // PoolStat is one warm pool as it is now.
@@ -55,3 +58,47 @@ func (c poolStatsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(p.Target), p.Template)
 	}
 }
+
+// SetPool sizes the warm pool of template until the daemon restarts (its
+// configuration decides again then): the target is kept within the new
+// [min, max], ready sandboxes beyond max are torn down, and a pool below
+// its new target refills now. Only pools the configuration made exist.
+func (s *Service) SetPool(template string, min, max int) (PoolStat, error) {
+	if min < 0 || min > max || max > maxPoolSize {
+		return PoolStat{}, errdefs.New(errdefs.ErrInvalidArgument, "pool sizes must be integers with 0 <= min <= max <= %d", maxPoolSize)
+	}
+	p := s.pools[template]
+	if p == nil {
+		return PoolStat{}, errdefs.New(errdefs.ErrNotFound, "template %q has no warm pool on this node (SPACE_POOL configures them)", template)
+	}
+	p.resize(min, max)
+	for _, st := range s.PoolStats() {
+		if st.Template == template {
+			return st, nil
+		}
+	}
+	return PoolStat{}, errdefs.New(errdefs.ErrNotFound, "template %q has no warm pool on this node", template)
+}
+
+// maxPoolSize bounds a pool as the configuration does.
+const maxPoolSize = 1000
+
+// resize sets the pool's bounds and moves its target into them.
+func (p *pool) resize(min, max int) {
+	p.mu.Lock()
+	p.cfg.Min, p.cfg.Max = min, max
+	p.target = clampInt(p.target, min, max)
+	var gone []*booted
+	if extra := len(p.ready) - max; extra > 0 {
+		gone = append(gone, p.ready[:extra]...)
+		p.ready = p.ready[extra:]
+	}
+	p.retryAt = time.Time{}
+	p.mu.Unlock()
+	for _, b := range gone {
+		p.svc.background.Go(b.undo) // Close waits for it
+	}
+	p.kick()
+}
+
+func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }

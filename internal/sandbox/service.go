@@ -240,14 +240,27 @@ func (s *Service) Close() {
 }
 
 // poolFor returns the pool that can serve req, if any: pool sandboxes have
-// their template's limits, so a request for other limits boots its own.
+// their template's limits, so a request for other limits boots its own
+// unless the runtime can give them to a booted sandbox at claim.
 func (s *Service) poolFor(req CreateRequest, img *Image) *pool {
 	p := s.pools[req.Template]
 	// Pool sandboxes boot without volumes (a mount is made at boot).
-	if p == nil || req.NoPool || req.Snapshot != "" || len(req.Volumes) > 0 || req.limits() != s.limitsOf(img) {
+	if p == nil || req.NoPool || req.Snapshot != "" || len(req.Volumes) > 0 || !s.resizable(s.limitsOf(img), req.limits()) {
 		return nil
 	}
 	return p
+}
+
+// resizable reports whether a sandbox booted with from can be claimed by
+// a request for to: the same limits, or others the runtime can give it in
+// place (runtime.Resizer) without the guest seeing any difference from a
+// sandbox booted with them.
+func (s *Service) resizable(from, to runtime.Limits) bool {
+	if from == to {
+		return true
+	}
+	rs, ok := s.rt.(runtime.Resizer)
+	return ok && rs.Resizable(from, to)
 }
 
 // limitsOf is what a sandbox of img gets when the request names no limits:

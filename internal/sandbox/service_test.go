@@ -202,6 +202,63 @@ func TestCreateFromPool(t *testing.T) {
 	}
 }
 
+// TestCreateFromPoolResized: a request for other limits takes a pooled
+// sandbox when the runtime can give them in place (the fake changes CPUs
+// only), and the sandbox, its record and the runtime all have the
+// caller's; a request for limits the runtime cannot change boots its own;
+// a failed resize never hands the pooled sandbox out.
+func TestCreateFromPoolResized(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		req      CreateRequest
+		fail     bool
+		fromPool bool
+	}{
+		{"cpu", CreateRequest{CPU: 4}, false, true},
+		{"memory", CreateRequest{MemoryMB: 512}, false, false},
+		{"cpu, resize fails", CreateRequest{CPU: 4}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 1, Max: 1}})
+			ctx := context.Background()
+			w.svc.StartPools(ctx)
+			waitFor(t, "the pool to fill", func() bool { return w.svc.PoolSizes()["base"] == 1 })
+			ready := pooled(w.svc)
+			if tc.fail {
+				w.rt.Fail(fakeruntime.OpResize, func(string) error { return errors.New("cgroup write failed") })
+			}
+			sb, err := w.svc.Create(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(ready, sb.ID); got != tc.fromPool {
+				t.Fatalf("sandbox %s from the pool: %v, want %v", sb.ID, got, tc.fromPool)
+			}
+			want := runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 256, MaxProcs: 256}
+			if tc.req.CPU != 0 {
+				want.CPUs = tc.req.CPU
+			}
+			if tc.req.MemoryMB != 0 {
+				want.MemoryMB = tc.req.MemoryMB
+			}
+			rec, err := w.st.GetSandbox(ctx, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.rt.Limits(sb.ID); got != want || recordLimits(rec) != want || sb.CPU != want.CPUs || sb.MemoryMB != want.MemoryMB {
+				t.Errorf("limits: runtime %+v, record %+v, sandbox cpu %d memory %d; want %+v", got, recordLimits(rec), sb.CPU, sb.MemoryMB, want)
+			}
+			if tc.fail {
+				if _, err := w.st.GetSandbox(ctx, ready[0]); !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("the pooled sandbox whose resize failed is still recorded (%v)", err)
+				}
+			}
+			w.svc.Close()
+			w.accounted(sb.ID)
+		})
+	}
+}
+
 func TestKill(t *testing.T) {
 	w := newWorld(t, worldOptions{})
 	ctx := context.Background()

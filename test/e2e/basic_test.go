@@ -377,3 +377,38 @@ func TestCommandSignalDefaults(t *testing.T) {
 		t.Fatalf("the agent did not survive SIGHUP/SIGQUIT/SIGABRT: %q", out)
 	}
 }
+
+// TestOrphansReaped: the agent, the sandbox's init, reaps the orphans it
+// inherits, whether they end long after the command that left them or at
+// the same moment as it (an orphan behind a zombie of the agent's own is
+// reaped once that one is waited for). The positive control: a process that does not wait for its child shows a
+// zombie to the same check.
+func TestOrphansReaped(t *testing.T) {
+	d := need(t)
+	t.Parallel()
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
+	const zombies = `ps -eo stat= | grep -c ^Z || true`
+	control := sh(t, d, sb.ID, `python3 -c 'import os, subprocess, time
+if os.fork() == 0:
+    os._exit(0)
+time.sleep(0.5)
+print(subprocess.run(["sh", "-c", "`+zombies+`"], capture_output=True, text=True).stdout.strip())'`)
+	if strings.TrimSpace(control) == "0" {
+		t.Fatalf("the check saw no zombie under a parent that does not wait: %q", control)
+	}
+	for range 10 {
+		sh(t, d, sb.ID, `sleep 0.2 & exit 0`)                // ends after the command
+		sh(t, d, sb.ID, `(sleep 0.2 &) ; sleep 0.2; exit 0`) // ends with the command
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := strings.TrimSpace(sh(t, d, sb.ID, zombies))
+		if out == "0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s zombies left in the sandbox:\n%s", out, sh(t, d, sb.ID, "ps -eo pid,ppid,stat,args"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -210,7 +210,12 @@ func TestBenchQuick(t *testing.T) {
 	}
 	for _, k := range []string{"create_p50", "create_p90", "create_p99", "tti_p50", "tti_p90", "exec_p50", "exec_p90",
 		"burst_p50", "burst_p95", "cold_create_p50", "raw_runsc_p50", "cold_overhead_ratio",
-		"exec_in_sandbox_p50", "exec_ratio", "raw_runsc_exec_p50", "tti_anchor", "tti_ratio"} {
+		"exec_in_sandbox_p50", "exec_ratio", "raw_runsc_exec_p50", "tti_anchor", "tti_ratio",
+		// Issue 17's figures and their same-run anchors.
+		"exec_static_spawn_p50", "exec_static_api_p50", "exec_static_ratio",
+		"burst_full_pool_p50", "burst_full_pool_p95", "burst_full_pool_ready", "burst_ratio",
+		"churn_cycles_per_second", "churn_create_p50", "churn_raw_cycles_per_second", "churn_ratio",
+		"density_create_p50_empty", "density_create_p50_held", "density_exec_p50_empty", "density_exec_p50_held"} {
 		if v, ok := res[k]; !ok || v <= 0 {
 			t.Errorf("figure %s = %v (missing or not positive)", k, v)
 		}
@@ -220,5 +225,19 @@ func TestBenchQuick(t *testing.T) {
 	// noise, even negative, so only its presence is checked here.
 	if _, ok := res["idle_mib_per_sandbox"]; !ok {
 		t.Error("figure idle_mib_per_sandbox missing")
+	}
+	if res["churn_errors"] != 0 {
+		t.Errorf("%v churn cycles failed", res["churn_errors"])
+	}
+	// The burst's anchor resized the pool through the admin API: it must
+	// be back as the daemon was configured.
+	pools, err := d.Client.Pools(harness.Ctx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pools {
+		if p.Template == "base" && p.Max > 20 {
+			t.Errorf("the bench left the base pool at %d:%d", p.Min, p.Max)
+		}
 	}
 }

@@ -42,6 +42,7 @@ const (
 	OpRestore      Op = "restore"
 	OpSnapshotDisk Op = "snapshot-disk"
 	OpForeground   Op = "foreground"
+	OpResize       Op = "resize"
 )
 
 // Boot is what the Boot hook is told about a sandbox that starts.
@@ -373,6 +374,46 @@ func (r *Runtime) Foreground(ctx context.Context, id string) error {
 	}
 	b.priority = Normal
 	return nil
+}
+
+var _ runtime.Resizer = (*Runtime)(nil)
+
+// Resizable: the fake changes CPUs in place, and nothing else (as a
+// runtime whose guest sees its memory, disk and process limit as booted).
+func (r *Runtime) Resizable(from, to runtime.Limits) bool {
+	from.CPUs, to.CPUs = 0, 0
+	return from == to
+}
+
+// Resize sets a running sandbox's limits (Limits reads them).
+func (r *Runtime) Resize(ctx context.Context, id string, to runtime.Limits) error {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if err := r.begin(OpResize, id); err != nil {
+		return err
+	}
+	b := r.h.boxes[id]
+	if b == nil {
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %s not found", id)
+	}
+	if b.state != runtime.StateRunning {
+		return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %s is %s", id, b.state)
+	}
+	if !r.Resizable(b.spec.Limits, to) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "sandbox %s cannot be resized from %+v to %+v", id, b.spec.Limits, to)
+	}
+	b.spec.Limits = to
+	return nil
+}
+
+// Limits are sandbox id's limits now (zero for an unknown id).
+func (r *Runtime) Limits(id string) runtime.Limits {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if b := r.h.boxes[id]; b != nil {
+		return b.spec.Limits
+	}
+	return runtime.Limits{}
 }
 
 // transition moves a sandbox from one state to another under op.

@@ -29,6 +29,7 @@ func TestConformance(t *testing.T) {
 		},
 		Leftovers:   func(t *testing.T, id string) []string { return base.Leftovers(id) },
 		CPUPriority: func(t *testing.T, id string) int { return base.Priority(id) },
+		CPULimit:    func(t *testing.T, id string) float64 { return float64(base.Limits(id).CPUs) },
 	})
 }
 

@@ -63,6 +63,13 @@ func TestConformance(t *testing.T) {
 		Busy: func(spec *runtime.Spec) {
 			spec.Args = []string{"/bin/sh", "-c", "head -c 33554432 /dev/urandom > /big && while :; do :; done"}
 		},
+		CPULimit: func(t *testing.T, id string) float64 {
+			v, err := cpuLimit(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		},
 		CPUPriority: func(t *testing.T, id string) int {
 			n, err := cpuShares(id)
 			if err != nil {
@@ -118,6 +125,30 @@ func cpuShares(id string) (int, error) {
 			if err == nil {
 				return strconv.Atoi(strings.TrimSpace(string(data)))
 			}
+		}
+	}
+	return 0, fmt.Errorf("no cpu cgroup for %s", id)
+}
+
+// cpuLimit reads the CPUs sandbox id's cgroup allows (quota over period).
+func cpuLimit(id string) (float64, error) {
+	for _, dir := range CgroupDirs(id) {
+		if data, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
+			var quota, period float64
+			if _, err := fmt.Sscan(string(data), &quota, &period); err != nil {
+				return 0, fmt.Errorf("cpu.max %q: %w", data, err)
+			}
+			return quota / period, nil
+		}
+		quota, qerr := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+		period, perr := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+		if qerr == nil && perr == nil {
+			q, err1 := strconv.ParseFloat(strings.TrimSpace(string(quota)), 64)
+			p, err2 := strconv.ParseFloat(strings.TrimSpace(string(period)), 64)
+			if err1 != nil || err2 != nil || p == 0 {
+				return 0, fmt.Errorf("cpu quota %q over period %q", quota, period)
+			}
+			return q / p, nil
 		}
 	}
 	return 0, fmt.Errorf("no cpu cgroup for %s", id)

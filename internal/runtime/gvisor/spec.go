@@ -89,6 +89,9 @@ const (
 	defaultShares    = 1024
 )
 
+// cpuPeriod is the CFS period of every sandbox's CPU quota (µs).
+const cpuPeriod = 100000
+
 type ociPids struct {
 	Limit int64 `json:"limit"`
 }
@@ -142,7 +145,7 @@ func ociSpec(s runtime.Spec) ociConfig {
 			},
 			Resources: ociResources{
 				Memory: ociMemory{Limit: memory},
-				CPU:    ociCPU{Shares: shares(s.Background), Quota: int64(s.Limits.CPUs) * 100000, Period: 100000},
+				CPU:    ociCPU{Shares: shares(s.Background), Quota: int64(s.Limits.CPUs) * cpuPeriod, Period: cpuPeriod},
 				// A backstop far above RLIMIT_NPROC: each guest process costs
 				// about two host pids (sentry threads and systrap stubs).
 				Pids: ociPids{Limit: int64(s.Limits.MaxProcs)*4 + 256},

@@ -31,6 +31,9 @@ type Harness struct {
 	// CPUPriority reads sandbox id's CPU priority (any scale, higher is
 	// more), for drivers that implement runtime.Prioritizer.
 	CPUPriority func(t *testing.T, id string) int
+	// CPULimit reads the CPUs sandbox id may use now, for drivers that
+	// implement runtime.Resizer.
+	CPULimit func(t *testing.T, id string) float64
 	// Busy changes a spec (of one CPU) so that its init writes 32 MiB to
 	// its writable layer and then keeps one CPU busy, for drivers that
 	// implement runtime.UsageReader.
@@ -55,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { runCheckpoint(t, h) })
 	t.Run("BackgroundThenForeground", func(t *testing.T) { testBackground(t, h) })
+	t.Run("Resize", func(t *testing.T) { testResize(t, h) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, h) })
 }
 
@@ -180,6 +184,53 @@ func testBackground(t *testing.T, h Harness) {
 	low, raised, normal := h.CPUPriority(t, bg), h.CPUPriority(t, ids[true]), h.CPUPriority(t, ids[false])
 	if low >= normal || raised != normal {
 		t.Fatalf("CPU priority: background %d, raised %d, never background %d", low, raised, normal)
+	}
+}
+
+// testResize: a running sandbox of one CPU is given two in place, and
+// keeps running; the limits it was made with can always be given again;
+// a sandbox that does not exist cannot be resized.
+func testResize(t *testing.T, h Harness) {
+	r := h.New(t)
+	rs, ok := r.(runtime.Resizer)
+	if !ok {
+		t.Skip("the runtime cannot resize a running sandbox")
+	}
+	ctx := ctxT(t)
+	id := NewID()
+	spec := h.Spec(t, id)
+	spec.Limits.CPUs = 1
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Destroy(context.Background(), id) })
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if !rs.Resizable(spec.Limits, spec.Limits) {
+		t.Fatalf("Resizable(%+v, itself) = false", spec.Limits)
+	}
+	two := spec.Limits
+	two.CPUs = 2
+	if !rs.Resizable(spec.Limits, two) {
+		t.Skipf("the runtime cannot give %+v two CPUs in place here", spec.Limits)
+	}
+	if h.CPULimit != nil {
+		if got := h.CPULimit(t, id); got != 1 {
+			t.Fatalf("CPU limit before the resize: %v, want 1", got)
+		}
+	}
+	if err := rs.Resize(ctx, id, two); err != nil {
+		t.Fatal(err)
+	}
+	mustState(t, r, id, runtime.StateRunning)
+	if h.CPULimit != nil {
+		if got := h.CPULimit(t, id); got != 2 {
+			t.Errorf("CPU limit after the resize: %v, want 2", got)
+		}
+	}
+	if err := rs.Resize(ctx, NewID(), two); err == nil {
+		t.Error("Resize of a sandbox that does not exist succeeded")
 	}
 }
 

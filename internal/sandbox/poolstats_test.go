@@ -1,0 +1,50 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+)
+
+// TestSetPool: an admin resizes a pool at run time; it refills to a raised
+// minimum, tears down what is beyond a lowered maximum, and refuses bad
+// sizes and pools the configuration did not make.
+func TestSetPool(t *testing.T) {
+	w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 1, Max: 2}})
+	w.svc.StartPools(context.Background())
+	waitFor(t, "the pool to fill to 1", func() bool { return w.svc.PoolSizes()["base"] == 1 })
+
+	st, err := w.svc.SetPool("base", 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Min != 3 || st.Max != 4 || st.Target != 3 {
+		t.Errorf("after SetPool(3, 4): %+v", st)
+	}
+	waitFor(t, "the pool to refill to 3", func() bool { return w.svc.PoolSizes()["base"] == 3 })
+
+	if st, err = w.svc.SetPool("base", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 1 || st.Target != 1 {
+		t.Errorf("after SetPool(0, 1): %+v", st)
+	}
+	for _, tc := range []struct {
+		template string
+		min, max int
+		class    error
+	}{
+		{"base", 2, 1, errdefs.ErrInvalidArgument},
+		{"base", -1, 1, errdefs.ErrInvalidArgument},
+		{"base", 0, 1001, errdefs.ErrInvalidArgument},
+		{"other", 0, 1, errdefs.ErrNotFound},
+	} {
+		if _, err := w.svc.SetPool(tc.template, tc.min, tc.max); !errors.Is(err, tc.class) {
+			t.Errorf("SetPool(%q, %d, %d) = %v, want %v", tc.template, tc.min, tc.max, err, tc.class)
+		}
+	}
+	w.svc.Close()
+	w.accounted()
+}
