@@ -184,9 +184,10 @@ func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 		r.Cancel()
 		return
 	}
+	id := b.rec.ID // once ready, a claim may rewrite b.rec at any time
 	p.ready = append(p.ready, b)
 	p.mu.Unlock()
-	r.Done(ctx, b.rec.ID)
+	r.Done(ctx, id)
 }
 
 // drain waits for boots in flight, then tears down every ready sandbox;
