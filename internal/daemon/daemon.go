@@ -175,6 +175,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	templates.t = tpl
+	tenants.SetTemplateBytes(tpl.TenantBytes)
 	defer tpl.Close()
 	if err := svc.Recover(ctx); err != nil {
 		return err

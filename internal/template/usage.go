@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // Disk use. A template's images need its builds' layers and start
@@ -95,3 +97,26 @@ func filesSize(dir string) int64 {
 
 // forgetSize drops artifact id's remembered size (it was removed).
 func (s *Service) forgetSize(id string) { s.sizes.Delete(id) }
+
+// TenantBytes is what tenant t's templates hold in the object store: the
+// layers and start checkpoints of the builds their tags point at, each
+// once however many of its builds and templates share it (the tenant's
+// template_mb quota counts this).
+func (s *Service) TenantBytes(ctx context.Context, t string) (int64, error) {
+	all, err := s.store.ListTemplates(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var use usage
+	for _, tpl := range all {
+		if tenant.Of(tpl.Tenant) != t {
+			continue
+		}
+		for _, tag := range tpl.Tags {
+			if b, err := s.store.GetBuild(ctx, tag.Build); err == nil && b.Result != nil {
+				use.add(b.Result.Layers, b.Result.Start)
+			}
+		}
+	}
+	return s.stored(ctx, use), nil
+}

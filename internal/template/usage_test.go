@@ -74,4 +74,13 @@ func TestDiskUse(t *testing.T) {
 			t.Errorf("%s: %d stored, %d local; want %d, %d", tc.name, info.Bytes, info.LocalBytes, tc.stored, tc.local)
 		}
 	}
+	// The tenant of both (the default one) holds each layer once: l1 and
+	// l2 are in both templates, and count once in its template_mb.
+	want := stored[l1] + stored[l2] + stored[l3] + stored[l4] + stored[start]
+	if got, err := s.TenantBytes(ctx, "default"); err != nil || got != want {
+		t.Errorf("TenantBytes = %d, %v; want %d (each layer once)", got, err, want)
+	}
+	if got, err := s.TenantBytes(ctx, "other"); err != nil || got != 0 {
+		t.Errorf("another tenant's TenantBytes = %d, %v; want 0", got, err)
+	}
 }

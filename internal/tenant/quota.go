@@ -141,6 +141,13 @@ func (s *Service) SetSandboxUsage(fn func(ctx context.Context, tenant string) (U
 	s.sandboxUsage = fn
 }
 
+// SetTemplateBytes says where the bytes a tenant's templates hold are
+// read (the template service's TenantBytes, which counts a layer shared by
+// several builds once). Unset, each build's own bytes are summed.
+func (s *Service) SetTemplateBytes(fn func(ctx context.Context, tenant string) (int64, error)) {
+	s.templateBytes = fn
+}
+
 // Usage is what tenant t holds now: its sandboxes, paused sandboxes and
 // snapshots (the sandbox service's count) and its templates.
 func (s *Service) Usage(ctx context.Context, t string) (Usage, error) {
@@ -190,6 +197,11 @@ func (s *Service) templateUsage(ctx context.Context, t, name string) (Usage, boo
 			if b.Result != nil {
 				bytes += b.Result.Bytes
 			}
+		}
+	}
+	if s.templateBytes != nil {
+		if bytes, err = s.templateBytes(ctx, t); err != nil {
+			return Usage{}, false, fmt.Errorf("count templates' bytes: %w", err)
 		}
 	}
 	u.TemplateMB = MiB(bytes)

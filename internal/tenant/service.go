@@ -41,6 +41,9 @@ type Service struct {
 	// sandboxUsage reads what a tenant's sandboxes hold (the sandbox
 	// service, made after this one: SetSandboxUsage).
 	sandboxUsage func(ctx context.Context, tenant string) (Usage, error)
+	// templateBytes reads what a tenant's templates hold (the template
+	// service, made after this one: SetTemplateBytes).
+	templateBytes func(ctx context.Context, tenant string) (int64, error)
 	// templateLocks serialize a tenant's template creates with their
 	// quota check (AdmitTemplate).
 	templateLocks sync.Map // tenant -> *sync.Mutex

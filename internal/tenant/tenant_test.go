@@ -485,4 +485,18 @@ func TestAdmitTemplate(t *testing.T) {
 	if ran != 2 {
 		t.Fatalf("create ran %d times, want 2 (the refused ones never)", ran)
 	}
+	// With the template service's count (layers shared by builds once),
+	// that is what template_mb holds, not the builds' sum.
+	svc.SetTemplateBytes(func(_ context.Context, tn string) (int64, error) {
+		if tn != "acme" {
+			t.Errorf("template bytes asked for %q", tn)
+		}
+		return 30 << 20, nil
+	})
+	if u, err := svc.Usage(ctx, "acme"); err != nil || u.TemplateMB != 30 {
+		t.Fatalf("usage with the template service's bytes: %+v, %v; want 30 MiB", u, err)
+	}
+	if err := svc.AdmitTemplate(acme, "acme-one", create); err != nil {
+		t.Fatalf("a build under template_mb by the shared count: %v", err)
+	}
 }
