@@ -5,7 +5,7 @@
 # E2B_SANDBOX_URL, E2B_API_KEY, as a user sets them; SPACE_METRICS_URL,
 # when set, is spaced's /metrics: each create first waits (at most 5 s)
 # until the base pool has a sandbox ready, as the native figure's do, so
-# both are warm creates.
+# both are warm creates (read with the API key, which /metrics asks for).
 import json, os, re, sys, time, urllib.request
 from e2b import Sandbox
 
@@ -14,7 +14,8 @@ def wait_pool():
     url = os.environ.get("SPACE_METRICS_URL")
     deadline = time.time() + 5
     while url and time.time() < deadline:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["E2B_API_KEY"]})
+        text = urllib.request.urlopen(req, timeout=5).read().decode()
         m = re.search(r'^space_pool_ready\{template="base"\} (\S+)$', text, re.M)
         if not m or float(m.group(1)) >= 1:
             return
