@@ -471,7 +471,7 @@ func resourceAttempts() []attempt {
 				}
 			}},
 		{id: "res-fd-exhaustion", category: "resources", desc: "open files (backed by the host through the gofer) until the descriptor limit or 200,000, holding them while the host counts the descriptors of the sandbox's runsc processes", stops: "the sentry's own file table: guest descriptors are not host descriptors (runsc holds a few hundred whatever the guest opens)",
-			control: "the guest opens 200,000 descriptors (or stops at EMFILE)",
+			control: "the guest opens 200,000 descriptors (or stops at EMFILE, or holds 50,000 when its 15 s are up on a slow machine)",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {
@@ -494,7 +494,11 @@ func resourceAttempts() []attempt {
 						peak = maxOf(peak, s.v)
 					}
 					t.Logf("guest opened %v (%s); runsc's host descriptors %d before, at most %d during", r["opened"], r.s("err"), before, peak)
-					if r.n("opened") < 200000 && r.s("err") != "EMFILE" && r.s("err") != "ENFILE" {
+					// Refused, or out of time with far more open than
+					// runsc's host descriptors could follow, is a working
+					// control; fewer is a guest that could not try.
+					full := r.n("opened") >= 200000 || r.s("err") == "EMFILE" || r.s("err") == "ENFILE"
+					if !full && !(r.s("err") == "time" && r.n("opened") >= 50000) {
 						return fmt.Errorf("control: the guest opened %v descriptors and stopped with %q", r["opened"], r.s("err"))
 					}
 					if peak > before+1000 {

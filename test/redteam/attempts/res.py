@@ -160,11 +160,15 @@ def memory(R, chunks, mib):
 
 
 def open_files(R, cap=200000, hold=3, seconds=15):
-    """Opens files (through the gofer) until refused or cap, holding them a
-    while for the host to count its own descriptors."""
+    """Opens files (through the gofer) until refused, cap or the time is
+    up ("time"), holding them a while for the host to count its own
+    descriptors."""
     fds, err = [], ""
     end = time.time() + seconds
-    while len(fds) < cap and time.time() < end:
+    while len(fds) < cap:
+        if time.time() >= end:
+            err = "time"
+            break
         try:
             fds.append(os.open("/etc/hostname" if len(fds) % 2 else "/usr/bin/python3.11", os.O_RDONLY))
         except OSError as e:
