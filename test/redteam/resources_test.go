@@ -291,7 +291,8 @@ func forkBomb(t *testing.T, uid int, shell bool) error {
 		case uid == 0 && r.s("fork_at_limit") != "EAGAIN":
 			return fmt.Errorf("a fork at the limit failed with %q, want EAGAIN", r.s("fork_at_limit"))
 		case !r.b("recovered") || !r.b("fork_after"):
-			return fmt.Errorf("after the bomb was killed uid %d holds %v tasks and cannot fork (%v)", uid, r["after"], r["fork_after"])
+			return fmt.Errorf("after the bomb was killed uid %d holds %v tasks besides the agent (%v before it; %v with the agent) and a fork works: %v",
+				uid, r["after_others"], r["baseline_others"], r["after"], r["fork_after"])
 		}
 		if err := pidsPeak(t, samples, pidsMax, cgroupField(sb.ID, "pids.events", "max")); err != nil {
 			return err

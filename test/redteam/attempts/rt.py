@@ -326,11 +326,12 @@ def agent_alive():
         return False
 
 
-def tasks_of(uid):
-    """(processes, tasks) the user uid runs in the sandbox, threads counted."""
+def tasks_of(uid, skip=()):
+    """(processes, tasks) the user uid runs in the sandbox, threads counted;
+    the processes whose pids are in skip are left out."""
     procs = tasks = 0
     for p in os.listdir("/proc"):
-        if not p.isdigit():
+        if not p.isdigit() or int(p) in skip:
             continue
         try:
             if os.stat("/proc/" + p).st_uid != uid:
