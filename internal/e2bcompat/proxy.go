@@ -1,8 +1,6 @@
 package e2bcompat
 
 import (
-	"github.com/spacesandbox/space/internal/accesstoken"
-
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -19,8 +17,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/spacesandbox/space/internal/accesstoken"
+
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // proxy is the sandbox side: it checks a request against the target
@@ -143,7 +144,15 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	if errors.Is(err, errdefs.ErrNotFound) {
 		t, err = p.autoResume(r, rt)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errdefs.ErrQuotaExceeded) || errors.Is(err, errdefs.ErrCapacity):
+		// The traffic had the right to wake the sandbox, but its tenant's
+		// quota or the node's budget has no room for it: say so (403 or
+		// 503, with the limit), and it stays paused.
+		status, _ := errdefs.HTTPStatus(err)
+		writeProxyError(w, r, status, errdefs.PublicMessage(err))
+		return
+	case err != nil:
 		// 502 is what E2B's proxy answers for a sandbox that is gone; the SDKs
 		// read it as "not running" (is_running() is false).
 		if !errors.Is(err, errdefs.ErrNotFound) {
@@ -195,6 +204,10 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	p.forward(w, r, u)
 }
 
+// AutoResumeKey names, in audit lines and metrics, the principal a resume
+// on traffic runs as: the sandbox's tenant, by no API key.
+const AutoResumeKey = "auto-resume"
+
 // autoResume resumes a paused sandbox created with autoResume when r has
 // the right to reach it (the same checks as for a running one), and
 // returns its target; anything else stays NotFound.
@@ -213,7 +226,11 @@ func (p *proxy) autoResume(r *http.Request, rt route) (sandbox.Target, error) {
 		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", rt.id)
 	}
 	slog.InfoContext(r.Context(), "e2b proxy: resuming a paused sandbox on traffic", "sandbox", rt.id)
-	if _, err := p.sandboxes.Resume(r.Context(), rt.id, 0); err != nil {
+	// The proxy's requests carry no API key: the resume runs as the
+	// sandbox's own tenant, so that tenant's quotas hold for it (without a
+	// principal it would run as spaced's own, which no quota limits).
+	ctx := tenant.NewContext(r.Context(), tenant.Principal{Tenant: tenant.Of(paused.Tenant), Key: AutoResumeKey})
+	if _, err := p.sandboxes.Resume(ctx, rt.id, 0); err != nil {
 		return sandbox.Target{}, err
 	}
 	return p.sandboxes.Target(rt.id)

@@ -22,6 +22,9 @@ type Target struct {
 	// OpenAccess: the proxy lets requests in without a token (E2B secure=false).
 	OpenAccess bool
 	Network    *NetworkPolicy
+	// Tenant owns the sandbox (set by AutoResumeTarget, whose resume runs
+	// as that tenant).
+	Tenant string
 	// conns is the running instance's connection set (nil in a test's
 	// Target): connections to the sandbox are tracked in it.
 	conns *connSet
@@ -76,7 +79,7 @@ func (s *Service) AutoResumeTarget(ctx context.Context, id string) (Target, erro
 		// afresh: such a sandbox is resumed only by an explicit call.
 		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is paused without its memory: resume it with connect", id)
 	}
-	return Target{ID: id, AccessToken: rec.AccessToken, OpenAccess: rec.OpenAccess, Network: cloneNetwork(rec.Network)}, nil
+	return Target{ID: id, AccessToken: rec.AccessToken, OpenAccess: rec.OpenAccess, Network: cloneNetwork(rec.Network), Tenant: rec.Tenant}, nil
 }
 
 // FindRunning returns the first running sandbox whose access token makes

@@ -42,6 +42,7 @@ func TestTenants(t *testing.T) {
 	}{
 		{"Quotas", testTenantQuotas},
 		{"PausedQuota", testTenantPausedQuota},
+		{"AutoResumeQuota", testTenantAutoResumeQuota},
 		{"Rate", testTenantRate},
 		{"Storm", testTenantStorm},
 		{"Revocation", testTenantRevocation},
@@ -378,6 +379,49 @@ func testTenantPausedQuota(t *testing.T, d *harness.Daemon) {
 	if u, err := c.Usage(ctx); err != nil || u.Usage == nil || u.Usage.PausedSandboxes != 1 {
 		t.Errorf("usage after two pauses at once: %+v, %v; want 1 paused", u, err)
 	}
+}
+
+// testTenantAutoResumeQuota: traffic through the E2B proxy that wakes a
+// paused auto-resume sandbox carries no API key; the resume runs as the
+// sandbox's tenant, so at that tenant's quota of running sandboxes the
+// wake is refused (403, naming the quota) and the sandbox stays paused.
+// Control: once another sandbox of the tenant ends, the same request wakes
+// it.
+func testTenantAutoResumeQuota(t *testing.T, d *harness.Daemon) {
+	c, _ := newTenant(t, d, "autoresume", client.Quotas{Sandboxes: 1})
+	a := createAs(t, d, c, client.CreateSandboxRequest{AutoPause: true, AutoResume: true})
+	ctx := harness.Ctx(t, 3*time.Minute)
+	if p, err := c.PauseSandbox(ctx, a.ID); err != nil || p.State != "paused" {
+		t.Fatalf("pause %s: %+v, %v", a.ID, p, err)
+	}
+	b := createAs(t, d, c, client.CreateSandboxRequest{})
+	wake := func() (*http.Response, []byte) {
+		// envd's /health needs no token (as for a running sandbox).
+		return do(t, d, "GET", "/health", nil, map[string]string{"Authorization": "",
+			"E2b-Sandbox-Id": a.ID, "E2b-Sandbox-Port": "49983"})
+	}
+	resp, body := wake()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "sandboxes quota") {
+		t.Errorf("traffic to a paused auto-resume sandbox of a tenant at its quota: %d %s, want 403 naming the sandboxes quota", resp.StatusCode, body)
+	}
+	if got, err := c.GetSandbox(ctx, a.ID); err != nil || got.State != "paused" {
+		t.Errorf("after the refused wake: %+v, %v; want it still paused", got, err)
+	}
+	checkUsage(t, c, client.Usage{Sandboxes: 1, VCPU: b.CPU, MemoryMB: b.MemoryMB, PausedSandboxes: 1, PausedMB: usageOf(t, c).PausedMB})
+
+	if err := c.KillSandbox(ctx, b.ID); err != nil {
+		t.Fatalf("kill %s: %v", b.ID, err)
+	}
+	if resp, body := wake(); resp.StatusCode/100 != 2 {
+		t.Fatalf("control: traffic with the quota free: %d %s, want the sandbox woken", resp.StatusCode, body)
+	}
+	if got, err := c.GetSandbox(ctx, a.ID); err != nil || got.State != client.StateRunning {
+		t.Errorf("control: after the wake: %+v, %v; want it running", got, err)
+	}
+	if err := echoAs(ctx, c, a.ID, "woken"); err != nil {
+		t.Error(err)
+	}
+	checkUsage(t, c, addUse(client.Usage{}, a, 1))
 }
 
 // createResult is one raw create's answer and when its request was sent.
