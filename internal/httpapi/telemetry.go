@@ -63,13 +63,17 @@ func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	out := metricsJSON{IntervalSeconds: s.telemetry.Interval().Seconds(), Samples: make([]sampleJSON, 0, len(ms))}
 	for _, m := range ms {
-		out.Samples = append(out.Samples, sampleJSON{
-			Time: m.Time, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
-			MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
-			DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
-		})
+		out.Samples = append(out.Samples, toSampleJSON(m))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func toSampleJSON(m sandbox.MetricSample) sampleJSON {
+	return sampleJSON{
+		Time: m.Time, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
+		MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
+		DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+	}
 }
 
 func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {

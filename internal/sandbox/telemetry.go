@@ -91,6 +91,15 @@ func (t *Telemetry) LatestMetrics(ids []string) map[string]MetricSample {
 	return out
 }
 
+// FollowMetrics returns the newest sample of each running sandbox, and a
+// channel that gets every sample of every sandbox as it is taken, with
+// the sandbox's tenant (the caller shows each only to those who own it).
+// The channel closes at cancel, or when its reader falls feedBuffer samples
+// behind: then it follows again, from a fresh now.
+func (t *Telemetry) FollowMetrics() (now []SandboxSample, next <-chan SandboxSample, cancel func()) {
+	return t.usage.follow()
+}
+
 // Logs returns sandbox id's log, oldest first: for a running sandbox its
 // agent's newest lines are read first.
 func (t *Telemetry) Logs(ctx context.Context, id string, q LogQuery) ([]LogEntry, error) {
