@@ -125,3 +125,50 @@ func TestEventsWithMetrics(t *testing.T) {
 		})
 	}
 }
+
+// followedLogs has one line now, and the lines the test sends on next.
+type followedLogs struct {
+	recordingSandboxes
+	next chan sandbox.LogEntry
+	q    sandbox.LogQuery
+}
+
+func (f *followedLogs) FollowLogs(_ context.Context, _ string, q sandbox.LogQuery) ([]sandbox.LogEntry, <-chan sandbox.LogEntry, func(), error) {
+	f.q = q
+	return []sandbox.LogEntry{{Level: "info", Message: "was there"}}, f.next, func() {}, nil
+}
+
+// TestFollowLogs: GET /v1/sandboxes/{id}/logs?follow=true is an SSE stream
+// of `log` events, the lines there first, then each new line the query
+// selects (a debug line is left out at level=info), and it ends when the
+// log's channel closes (the sandbox is gone).
+func TestFollowLogs(t *testing.T) {
+	fake := &followedLogs{next: make(chan sandbox.LogEntry, 4)}
+	fake.next <- sandbox.LogEntry{Level: "debug", Message: "too quiet"}
+	fake.next <- sandbox.LogEntry{Level: "warn", Message: "came later", Fields: map[string]string{"source": "agent"}}
+	close(fake.next)
+	srv := httptest.NewServer(New(Options{Sandboxes: fake, Telemetry: fake, Tenants: testTenants(t, "k"), Metrics: http.NotFoundHandler()}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/sandboxes/sb1/logs?follow=true&level=info&limit=5", nil)
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body) // the stream ends with the channel
+	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("%d %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), err)
+	}
+	got := string(body)
+	if strings.Count(got, "event: log\n") != 2 || !strings.Contains(got, `"message":"was there"`) || !strings.Contains(got, `"message":"came later","fields":{"source":"agent"}`) ||
+		strings.Index(got, "was there") > strings.Index(got, "came later") {
+		t.Errorf("stream:\n%s\nwant the line there, then the warn line", got)
+	}
+	if strings.Contains(got, "too quiet") {
+		t.Errorf("the debug line was sent at level=info:\n%s", got)
+	}
+	if fake.q.Level != "info" || fake.q.Limit != 5 {
+		t.Errorf("the service was asked %+v", fake.q)
+	}
+}

@@ -181,6 +181,10 @@ func (f *recordingSandboxes) Logs(context.Context, string, sandbox.LogQuery) ([]
 	return nil, f.call("Logs")
 }
 
+func (f *recordingSandboxes) FollowLogs(context.Context, string, sandbox.LogQuery) ([]sandbox.LogEntry, <-chan sandbox.LogEntry, func(), error) {
+	return nil, nil, nil, f.call("FollowLogs")
+}
+
 func (f *recordingSandboxes) FollowMetrics() ([]sandbox.SandboxSample, <-chan sandbox.SandboxSample, func()) {
 	f.call("FollowMetrics")
 	ch := make(chan sandbox.SandboxSample)

@@ -57,3 +57,15 @@ func (f *feed[T]) publish(key string, v T) {
 		}
 	}
 }
+
+// end closes the channels of key's subscribers: there will be no more.
+func (f *feed[T]) end(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		if s.key == key {
+			delete(f.subs, s)
+			close(s.ch)
+		}
+	}
+}

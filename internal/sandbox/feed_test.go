@@ -83,3 +83,38 @@ func TestFeedCutsOff(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowLines: a follower of a sandbox's log gets the newest lines the
+// query selects, by time, then each new line of that sandbox (not of
+// another), and its channel closes when the sandbox is forgotten.
+func TestFollowLines(t *testing.T) {
+	j := newJournal(nil, time.Second)
+	t0 := time.Now().UTC()
+	for _, e := range []LogEntry{
+		{Time: t0.Add(3 * time.Second), Level: "warn", Message: "third"},
+		{Time: t0.Add(1 * time.Second), Level: "warn", Message: "first"}, // an agent line, read late
+		{Time: t0.Add(2 * time.Second), Level: "error", Message: "second"},
+		{Time: t0.Add(4 * time.Second), Level: "debug", Message: "quiet"},
+	} {
+		j.add("a", e)
+	}
+	now, next, cancel := j.followLines("a", LogQuery{Level: "warn", Limit: 2})
+	defer cancel()
+	if len(now) != 2 || now[0].Message != "second" || now[1].Message != "third" {
+		t.Fatalf("followed from %+v, want second and third", now)
+	}
+	j.add("b", LogEntry{Time: t0, Level: "error", Message: "another sandbox's"})
+	j.add("a", LogEntry{Time: t0.Add(5 * time.Second), Level: "info", Message: "new"})
+	select {
+	case e := <-next:
+		if e.Message != "new" {
+			t.Errorf("followed %+v, want the new line", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no new line followed")
+	}
+	j.forget("a")
+	if e, ok := <-next; ok {
+		t.Errorf("followed %+v after the sandbox was forgotten; want the channel closed", e)
+	}
+}

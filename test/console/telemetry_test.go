@@ -20,7 +20,8 @@ import (
 // the sandbox's CPU and memory in use beside its limits. The samples are
 // pushed (GET /v1/events?metrics=true): the list never asks for a
 // sandbox's metrics, and the open chart gains points with no request
-// after its first.
+// after its first. The log is followed (logs?follow=true): a command
+// started while it is open shows up.
 func TestSandboxTelemetry(t *testing.T) {
 	d := need(t)
 	ctx := browser(t)
@@ -77,8 +78,22 @@ func TestSandboxTelemetry(t *testing.T) {
 	if asked != 1 || metricsAsked() != asked {
 		t.Errorf("the metrics page asked for the series %d times before the new samples and %d after; want once (the past), then none", asked, metricsAsked())
 	}
-	waitFor(t, ctx, "the created line in the log",
-		`[...document.querySelectorAll("[data-testid=sandbox-log] tbody tr")].some(r => r.innerText.includes("Sandbox created") && r.dataset.level == "info")`, 30*time.Second)
+	logHas := func(text string) string {
+		return `[...document.querySelectorAll("[data-testid=sandbox-log] tbody tr")].some(r => r.innerText.includes(` + strconv.Quote(text) + `) && r.dataset.level == "info")`
+	}
+	waitFor(t, ctx, "the created line in the log", logHas("Sandbox created"), 30*time.Second)
+	// The log follows: a command started now shows up without a reload,
+	// and the page never asked for the log but to follow it.
+	cmd, err := c.StartBackground(context.Background(), sb.ID, client.CommandRequest{Cmd: "sleep 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the new command's line in the log", logHas(fmt.Sprintf("Process with pid %d started", cmd.PID)), 30*time.Second)
+	for _, u := range urls() {
+		if strings.Contains(u, "/v1/sandboxes/"+sb.ID+"/logs") && !strings.Contains(u, "follow=true") {
+			t.Errorf("the page asked for the log instead of following it: %s", u)
+		}
+	}
 	screenshot(t, ctx, "metrics")
 
 	if v := eval[[]string](t, ctx, `cspViolations`); len(v) > 0 {

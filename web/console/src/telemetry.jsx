@@ -1,5 +1,5 @@
 // A sandbox's telemetry from the API: its metrics over time as charts and
-// its log (GET /v1/sandboxes/{id}/metrics and /logs) on its page, and the
+// its log (GET /v1/sandboxes/{id}/metrics and /logs?follow=true) on its page, and the
 // latest sample of each running sandbox in the list. The samples are
 // pushed: the page's event stream (live.js) brings each one as spaced
 // takes it; the API's series fills the charts' past.
@@ -15,31 +15,11 @@ const RANGES = [
   [86400, "24 hours"],
 ];
 const LEVELS = ["debug", "info", "warn", "error"];
-// The log refreshes no more often than this.
-const MIN_REFRESH_MS = 5000;
+// The log view keeps this many lines.
+const LOG_LINES = 500;
 
-// Sandboxes in these states gain samples and log lines; others are fetched
-// once (when the page opens or the state changes).
+// Sandboxes in these states gain samples and log lines.
 const LIVE_STATES = new Set(["creating", "running", "resuming"]);
-
-// usePoll calls fn now and, while live, again every ms once the previous
-// call has finished; never while the browser tab is hidden.
-function usePoll(fn, ms, live, deps) {
-  useEffect(() => {
-    let stop = false;
-    let timer = null;
-    const tick = async () => {
-      if (stop) return;
-      if (!document.hidden) await fn().catch(() => {});
-      if (!stop && live) timer = setTimeout(tick, ms());
-    };
-    tick();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, deps);
-}
 
 // merge returns the samples of a and b by time, each time once.
 function merge(a, b) {
@@ -195,31 +175,57 @@ export function SandboxTelemetry({ sb }) {
           note="What the sandbox's writable layer holds (the template's files are shared and not counted)."
         />
       </div>
-      <SandboxLog sb={sb} live={live} />
+      <SandboxLog sb={sb} />
     </div>
   );
 }
 
 // SandboxLog shows the sandbox's last lines (its agent's and its lifecycle
-// from spaced), oldest first, refreshed while it runs.
-function SandboxLog({ sb, live }) {
+// from spaced), newest first, following its log
+// (GET /v1/sandboxes/{id}/logs?follow=true): the lines there, then each
+// new one as spaced keeps it.
+function SandboxLog({ sb }) {
   const [level, setLevel] = useState("");
   const [search, setSearch] = useState("");
   const [q, setQ] = useState("");
   const [log, setLog] = useState({ lines: [], error: "", loaded: false });
-  usePoll(
-    async () => {
-      try {
-        const r = await api.get(`/v1/sandboxes/${sb.id}/logs`, { direction: "backward", limit: 500, level, search: q });
-        setLog({ lines: r.logs.slice().reverse(), error: "", loaded: true });
-      } catch (e) {
-        setLog((l) => ({ ...l, error: e.message, loaded: true }));
-      }
-    },
-    () => MIN_REFRESH_MS,
-    live,
-    [sb.id, sb.state, level, q, live],
-  );
+  useEffect(() => {
+    let lines = [];
+    let frame = 0;
+    // A burst of lines (the first 500) renders once, in the next frame.
+    const show = () => {
+      if (!frame)
+        frame = requestAnimationFrame(() => {
+          frame = 0;
+          setLog({ lines, error: "", loaded: true });
+        });
+    };
+    const es = new EventSource(api.url(`/v1/sandboxes/${sb.id}/logs`, { follow: true, limit: LOG_LINES, level, search: q }));
+    // Each (re)connection starts with the selected lines again.
+    es.addEventListener("open", () => {
+      lines = [];
+      show();
+    });
+    es.addEventListener("log", (e) => {
+      const l = JSON.parse(e.data);
+      // Agent lines are read every interval: they may be older than lines
+      // shown already. Newest first.
+      const t = Date.parse(l.time);
+      let i = 0;
+      while (i < lines.length && Date.parse(lines[i].time) > t) i++;
+      lines = lines.slice(0, i).concat([l], lines.slice(i, LOG_LINES - 1));
+      show();
+    });
+    es.addEventListener("error", () => {
+      // Closed: the API refused the stream (the sandbox is gone); else
+      // the browser reconnects by itself.
+      if (es.readyState === EventSource.CLOSED) setLog((c) => ({ ...c, loaded: true, error: "The log's stream ended: reload the page to read it again." }));
+    });
+    return () => {
+      es.close();
+      cancelAnimationFrame(frame);
+    };
+  }, [sb.id, level, q]);
   return (
     <div class="card">
       <div class="toolbar">
@@ -270,7 +276,7 @@ function SandboxLog({ sb, live }) {
         </tbody>
       </table>
       {log.loaded && !log.lines.length && <p class="muted empty">No lines{level || q ? " match" : ""}.</p>}
-      <p class="muted small">The last 500 lines; spaced keeps the last 2000 of each sandbox, in memory.</p>
+      <p class="muted small">The last 500 lines, and new ones as spaced reads them; spaced keeps the last 2000 of each sandbox, in memory.</p>
     </div>
   );
 }
