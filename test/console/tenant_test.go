@@ -140,7 +140,7 @@ func TestTenantSignIn(t *testing.T) {
 	if !strings.Contains(seen, mine.ID) || strings.Contains(seen, theirs.ID) {
 		t.Errorf("the tenant's session reads egress denials of %q; want its sandbox %s and not %s", seen, mine.ID, theirs.ID)
 	}
-	screenshot(t, b, "tenant-platform")
+	screenshotPage(t, b, "tenant-platform")
 
 	// The positive control: the admin key's session sees both.
 	do(t, b, "sign out", chromedp.Navigate("http://"+d.Addr+"/ui/#/sandboxes"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=signout]`)),
