@@ -270,9 +270,18 @@ func TestConsole(t *testing.T) {
 	)
 	waitFor(t, ctx, "the template gone", `!document.querySelector('[data-template="console-test"]')`, 10*time.Second)
 
-	// An egress denial and a secret for the platform page to list.
+	// An egress denial, a secret and a tenant with a key for the platform
+	// page to list.
 	deniedEgress(t, c, other.ID)
 	putSecret(t, d, "console-demo", `{"value":"not-shown","host":"api.example.com","header":"Authorization"}`)
+	acme := "acme-" + harness.RandHex(3)
+	if _, err := c.CreateTenant(context.Background(), acme, "Acme agents", client.Quotas{Sandboxes: 20}); err != nil {
+		t.Fatal(err)
+	}
+	acmeKey, err := c.IssueKey(context.Background(), acme, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
 	do(t, ctx, "open the platform page", chromedp.Navigate("http://"+d.Addr+"/ui/#/platform"))
 	// The commands and the terminal above are in the command start chart.
 	waitFor(t, ctx, "the platform page", `document.querySelector("[data-testid=health]") && document.querySelector("[data-testid=pools]") && document.querySelector("[data-testid=chart-create] canvas") && document.querySelector("[data-testid=chart-exec] canvas")`, 10*time.Second)
@@ -280,6 +289,19 @@ func TestConsole(t *testing.T) {
 		document.querySelector("[data-testid=secrets]") && document.querySelector("[data-testid=secrets]").innerText.includes("console-demo")`, 15*time.Second)
 	if eval[bool](t, ctx, `document.body.innerText.includes("not-shown")`) {
 		t.Errorf("the platform page shows a secret's value")
+	}
+	// This node's admission budget, and the tenants with their keys' public
+	// ids (never the keys).
+	waitFor(t, ctx, "the admission budget and the tenants", `document.querySelector('[data-testid=admission] tr[data-resource=sandboxes]') &&
+		document.querySelector('[data-testid=tenants] tr[data-tenant=`+acme+`] [data-key=`+acmeKey.ID+`]')`, 10*time.Second)
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid=admission] tr[data-resource=sandboxes]').innerText`); !regexp.MustCompile(`^Sandboxes\s+\d+\s+[\d.]+%\s+\d+`).MatchString(got) {
+		t.Errorf("the sandboxes' budget row says %q; want the count in use, its share and the budget", got)
+	}
+	if !strings.HasPrefix(acmeKey.Key, acmeKey.ID) || eval[bool](t, ctx, `document.body.innerText.includes(`+strconv.Quote(acmeKey.Key)+`)`) {
+		t.Errorf("the platform page shows the tenant's key %s, or its id %s is not its start", acmeKey.Key, acmeKey.ID)
+	}
+	if eval[bool](t, ctx, `!!document.querySelector("[data-testid=nodes]")`) {
+		t.Errorf("a spaced alone shows a node list")
 	}
 	screenshotPage(t, ctx, "platform")
 

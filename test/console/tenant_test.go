@@ -124,8 +124,8 @@ func TestTenantSignIn(t *testing.T) {
 	if got := eval[string](t, b, `document.querySelector('[data-testid=usage] tr[data-quota=sandboxes] td').innerText`); !strings.HasPrefix(got, "1") {
 		t.Errorf("the usage says %q running sandboxes, want 1", got)
 	}
-	if eval[bool](t, b, `!!document.querySelector("[data-testid=pools]") || !!document.querySelector("[data-testid=chart-create]")`) {
-		t.Errorf("the tenant's Platform page shows the node's pools or latencies")
+	if eval[bool](t, b, `!!document.querySelector("[data-testid=pools]") || !!document.querySelector("[data-testid=chart-create]") || !!document.querySelector("[data-testid=admission]") || !!document.querySelector("[data-testid=tenants]")`) {
+		t.Errorf("the tenant's Platform page shows the node's pools, latencies or budget, or the tenants")
 	}
 	status, err := chromedp.Run(b, chromedp.Evaluate[int](`fetch("api/metrics").then(r => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != http.StatusForbidden {
