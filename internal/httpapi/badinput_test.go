@@ -72,6 +72,9 @@ func TestBadInput(t *testing.T) {
 		{name: "logs: limit not a number", method: "GET", path: sb + "/logs?limit=many", says: "limit"},
 		{name: "logs: bad direction", method: "GET", path: sb + "/logs?direction=sideways", says: "direction"},
 		{name: "logs: bad level", method: "GET", path: sb + "/logs?level=loud", says: "level"},
+		{name: "logs: follow not a boolean", method: "GET", path: sb + "/logs?follow=always", says: "follow"},
+		{name: "logs: follow backward", method: "GET", path: sb + "/logs?follow=true&direction=backward", says: "backward"},
+		{name: "events: metrics not a boolean", method: "GET", path: "/v1/events?metrics=some", says: "metrics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recordingSandboxes{}
@@ -111,6 +114,7 @@ func TestBadInputControl(t *testing.T) {
 		{"POST", "/v1/sandboxes/sb1/commands/5/signal", `{"signal":"KILL"}`, "SignalCommand"},
 		{"GET", "/v1/sandboxes/sb1/files/list?path=/&depth=64", "", "ListDir"},
 		{"GET", "/v1/sandboxes/sb1/logs?level=warn&direction=backward", "", "Logs"},
+		{"GET", "/v1/sandboxes/sb1/logs?level=warn&follow=1", "", "FollowLogs"},
 	} {
 		fake := &recordingSandboxes{}
 		rec := serveFake(t, fake, tc.method, tc.path, tc.body, nil)

@@ -180,3 +180,13 @@ func (f *recordingSandboxes) Metrics(context.Context, string, time.Time, time.Ti
 func (f *recordingSandboxes) Logs(context.Context, string, sandbox.LogQuery) ([]sandbox.LogEntry, error) {
 	return nil, f.call("Logs")
 }
+
+func (f *recordingSandboxes) FollowLogs(context.Context, string, sandbox.LogQuery) ([]sandbox.LogEntry, <-chan sandbox.LogEntry, func(), error) {
+	return nil, nil, nil, f.call("FollowLogs")
+}
+
+func (f *recordingSandboxes) FollowMetrics() ([]sandbox.SandboxSample, <-chan sandbox.SandboxSample, func()) {
+	f.call("FollowMetrics")
+	ch := make(chan sandbox.SandboxSample)
+	return nil, ch, func() {}
+}

@@ -28,7 +28,8 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": ms})
+	// self: which of them answered (the console marks this node).
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": ms, "self": s.cluster.Self()})
 }
 
 func (s *Server) thisNode(w http.ResponseWriter, r *http.Request) bool {

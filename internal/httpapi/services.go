@@ -89,4 +89,10 @@ type Telemetry interface {
 	Interval() time.Duration
 	Metrics(ctx context.Context, id string, from, to time.Time) ([]sandbox.MetricSample, error)
 	Logs(ctx context.Context, id string, q sandbox.LogQuery) ([]sandbox.LogEntry, error)
+	// FollowMetrics is the newest sample of each running sandbox and
+	// every sample from then on (GET /v1/events?metrics=true).
+	FollowMetrics() (now []sandbox.SandboxSample, next <-chan sandbox.SandboxSample, cancel func())
+	// FollowLogs is a sandbox's lines and each new one (GET
+	// /v1/sandboxes/{id}/logs?follow=true).
+	FollowLogs(ctx context.Context, id string, q sandbox.LogQuery) (now []sandbox.LogEntry, next <-chan sandbox.LogEntry, cancel func(), err error)
 }

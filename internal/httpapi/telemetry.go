@@ -63,13 +63,17 @@ func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	out := metricsJSON{IntervalSeconds: s.telemetry.Interval().Seconds(), Samples: make([]sampleJSON, 0, len(ms))}
 	for _, m := range ms {
-		out.Samples = append(out.Samples, sampleJSON{
-			Time: m.Time, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
-			MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
-			DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
-		})
+		out.Samples = append(out.Samples, toSampleJSON(m))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func toSampleJSON(m sandbox.MetricSample) sampleJSON {
+	return sampleJSON{
+		Time: m.Time, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
+		MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
+		DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+	}
 }
 
 func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +110,21 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lq.Search = q.Get("search")
+	follow := false
+	if v := q.Get("follow"); v != "" {
+		if follow, err = strconv.ParseBool(v); err != nil {
+			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "follow %q is neither true nor false", v))
+			return
+		}
+	}
+	if follow {
+		if lq.Backward {
+			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "follow goes forward: direction backward does not go with it"))
+			return
+		}
+		s.followLogs(w, r, lq)
+		return
+	}
 	entries, err := s.telemetry.Logs(r.Context(), r.PathValue("id"), lq)
 	if err != nil {
 		writeError(w, r, err)
@@ -113,9 +132,50 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := logsJSON{Logs: make([]logJSON, 0, len(entries))}
 	for _, e := range entries {
-		out.Logs = append(out.Logs, logJSON{Time: e.Time, Level: e.Level, Message: e.Message, Fields: e.Fields})
+		out.Logs = append(out.Logs, toLogJSON(e))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func toLogJSON(e sandbox.LogEntry) logJSON {
+	return logJSON{Time: e.Time, Level: e.Level, Message: e.Message, Fields: e.Fields}
+}
+
+// followLogs streams the sandbox's log as SSE, as tail -f does: `log`
+// events of the lines lq selects (the newest lq.Limit of them), then of
+// each new line it selects, until the client leaves or the sandbox's
+// record is gone. They carry no id: a client that reconnects gets the
+// selected lines again, and starts its view afresh.
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, lq sandbox.LogQuery) {
+	now, next, cancel, err := s.telemetry.FollowLogs(r.Context(), r.PathValue("id"), lq)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	defer cancel()
+	sse := newSSE(w)
+	defer sse.Close()
+	for _, e := range now {
+		if err := sse.Event(0, "log", mustJSON(toLogJSON(e))); err != nil {
+			return
+		}
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case e, ok := <-next:
+			if !ok {
+				return
+			}
+			if !lq.Selects(e) {
+				continue
+			}
+			if err := sse.Event(0, "log", mustJSON(toLogJSON(e))); err != nil {
+				return
+			}
+		}
+	}
 }
 
 // timeParam reads query parameter name, an RFC 3339 time or unix seconds

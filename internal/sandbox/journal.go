@@ -54,6 +54,9 @@ type journal struct {
 
 	mu   sync.Mutex
 	logs map[string]*sandboxLog
+	// lines publishes every line as it is kept, under its sandbox's id
+	// (FollowLogs).
+	lines feed[LogEntry]
 }
 
 type sandboxLog struct {
@@ -89,6 +92,7 @@ func (j *journal) forget(id string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	delete(j.logs, id)
+	j.lines.end(id)
 }
 
 func (j *journal) add(id string, e LogEntry) {
@@ -96,6 +100,7 @@ func (j *journal) add(id string, e LogEntry) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	l.push(e)
+	j.lines.publish(id, e)
 }
 
 // push keeps e and drops the oldest lines beyond the bounds (j.mu held).
@@ -262,7 +267,9 @@ func (j *journal) pull(ctx context.Context, id string) {
 		if g.Seq <= l.seq {
 			continue
 		}
-		l.push(agentEntry(g, now))
+		e := agentEntry(g, now)
+		l.push(e)
+		j.lines.publish(id, e)
 		l.seq = g.Seq
 	}
 }
@@ -352,6 +359,19 @@ func (j *journal) fetch(ctx context.Context, ac *AgentConn, after uint64) (*agen
 
 var levelRank = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
 
+// Selects reports whether q selects e, but for its Limit.
+func (q LogQuery) Selects(e LogEntry) bool {
+	switch {
+	case levelRank[e.Level] < levelRank[q.Level]:
+	case q.Search != "" && !strings.Contains(e.Message, q.Search):
+	case !q.Cursor.IsZero() && !q.Backward && e.Time.Before(q.Cursor):
+	case !q.Cursor.IsZero() && q.Backward && e.Time.After(q.Cursor):
+	default:
+		return true
+	}
+	return false
+}
+
 // read returns id's lines that q selects, by time.
 func (j *journal) read(id string, q LogQuery) []LogEntry {
 	j.mu.Lock()
@@ -360,20 +380,20 @@ func (j *journal) read(id string, q LogQuery) []LogEntry {
 		all = slices.Clone(l.lines)
 	}
 	j.mu.Unlock()
+	return selectLines(all, q)
+}
+
+// selectLines returns the lines of all that q selects, by time (all is
+// the caller's to reorder).
+func selectLines(all []LogEntry, q LogQuery) []LogEntry {
 	// Agent lines arrive late (read every interval): order by time.
 	slices.SortStableFunc(all, func(a, b LogEntry) int { return a.Time.Compare(b.Time) })
 	if q.Backward {
 		slices.Reverse(all)
 	}
-	minLevel := levelRank[q.Level]
 	out := []LogEntry{}
 	for _, e := range all {
-		switch {
-		case levelRank[e.Level] < minLevel:
-		case q.Search != "" && !strings.Contains(e.Message, q.Search):
-		case !q.Cursor.IsZero() && !q.Backward && e.Time.Before(q.Cursor):
-		case !q.Cursor.IsZero() && q.Backward && e.Time.After(q.Cursor):
-		default:
+		if q.Selects(e) {
 			out = append(out, e)
 		}
 		if q.Limit > 0 && len(out) == q.Limit {
@@ -381,4 +401,24 @@ func (j *journal) read(id string, q LogQuery) []LogEntry {
 		}
 	}
 	return out
+}
+
+// followLines returns id's lines that q (forward) selects, by time, the newest
+// q.Limit of them if it has one, and a channel of every line of id kept
+// after them (which the caller filters with q.Selects), until cancel.
+func (j *journal) followLines(id string, q LogQuery) (now []LogEntry, next <-chan LogEntry, cancel func()) {
+	j.mu.Lock()
+	var all []LogEntry
+	if l, ok := j.logs[id]; ok {
+		all = slices.Clone(l.lines)
+	}
+	next, cancel = j.lines.subscribe(id)
+	j.mu.Unlock()
+	limit := q.Limit
+	q.Backward, q.Limit = false, 0
+	now = selectLines(all, q)
+	if limit > 0 && len(now) > limit {
+		now = now[len(now)-limit:]
+	}
+	return now, next, cancel
 }

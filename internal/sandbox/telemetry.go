@@ -91,6 +91,15 @@ func (t *Telemetry) LatestMetrics(ids []string) map[string]MetricSample {
 	return out
 }
 
+// FollowMetrics returns the newest sample of each running sandbox, and a
+// channel that gets every sample of every sandbox as it is taken, with
+// the sandbox's tenant (the caller shows each only to those who own it).
+// The channel closes at cancel, or when its reader falls feedBuffer samples
+// behind: then it follows again, from a fresh now.
+func (t *Telemetry) FollowMetrics() (now []SandboxSample, next <-chan SandboxSample, cancel func()) {
+	return t.usage.follow()
+}
+
 // Logs returns sandbox id's log, oldest first: for a running sandbox its
 // agent's newest lines are read first.
 func (t *Telemetry) Logs(ctx context.Context, id string, q LogQuery) ([]LogEntry, error) {
@@ -99,6 +108,22 @@ func (t *Telemetry) Logs(ctx context.Context, id string, q LogQuery) ([]LogEntry
 	}
 	t.logs.pull(ctx, id)
 	return t.logs.read(id, q), nil
+}
+
+// FollowLogs returns sandbox id's lines that q selects going forward, by
+// time (the newest q.Limit of them, if it has a limit), and a channel of
+// each line of its log kept from then on, which the caller filters with
+// q.Selects: agent lines are read every interval and may be older than
+// lines sent before them. The channel closes at cancel, when the
+// sandbox's record is gone, or when its reader falls feedBuffer lines
+// behind (then it follows again).
+func (t *Telemetry) FollowLogs(ctx context.Context, id string, q LogQuery) (now []LogEntry, next <-chan LogEntry, cancel func(), err error) {
+	if _, err := t.svc.Get(ctx, id); err != nil {
+		return nil, nil, nil, err
+	}
+	t.logs.pull(ctx, id)
+	now, next, cancel = t.logs.followLines(id, q)
+	return now, next, cancel, nil
 }
 
 // ring keeps the last max values pushed, in order.

@@ -37,6 +37,15 @@ type usage struct {
 
 	mu     sync.Mutex
 	series map[string]*series
+	// samples publishes every sample as it is taken (FollowMetrics).
+	samples feed[SandboxSample]
+}
+
+// SandboxSample is a sample as Telemetry publishes it: whose sandbox it is
+// of, and that sandbox's tenant, with it.
+type SandboxSample struct {
+	Sandbox, Tenant string
+	MetricSample
 }
 
 // series is one sandbox's samples: the last hour as taken, older ones as
@@ -91,11 +100,12 @@ func (u *usage) run(ctx context.Context) {
 
 // target is a running sandbox to sample.
 type target struct {
-	id   string
-	e    *entry
-	cpus int
-	mem  uint64
-	disk uint64
+	id     string
+	tenant string
+	e      *entry
+	cpus   int
+	mem    uint64
+	disk   uint64
 }
 
 // runningTargets lists the running sandboxes callers can see (not pooled,
@@ -115,7 +125,7 @@ func (s *Service) runningTargets() []target {
 		}
 		rec := e.rec
 		if rec.State == store.StateRunning && rec.Ending == "" {
-			out = append(out, target{id: id, e: e, cpus: rec.CPU, mem: uint64(rec.MemoryMB) << 20, disk: uint64(rec.DiskMB) << 20})
+			out = append(out, target{id: id, tenant: rec.Tenant, e: e, cpus: rec.CPU, mem: uint64(rec.MemoryMB) << 20, disk: uint64(rec.DiskMB) << 20})
 		}
 		e.mu.Unlock()
 	}
@@ -153,13 +163,16 @@ func (u *usage) tick(ctx context.Context, now time.Time) {
 			u.mu.Unlock()
 			continue
 		}
-		s.add(MetricSample{
+		m := MetricSample{
 			Time:       at.UTC(),
 			CPUCount:   t.cpus,
 			CPUUsedPct: cpuPct(got.CPU-s.cpu, at.Sub(s.readAt), t.cpus),
 			MemUsed:    got.Memory, MemTotal: t.mem, MemCache: got.MemoryCache,
 			DiskUsed: got.Disk, DiskTotal: t.disk,
-		})
+		}
+		s.add(m)
+		// Under u.mu, so that follow's snapshot and this are in order.
+		u.samples.publish(t.id, SandboxSample{Sandbox: t.id, Tenant: t.tenant, MetricSample: m})
 		s.cpu, s.readAt, s.sampled = got.CPU, at, at
 		u.mu.Unlock()
 	}
@@ -284,6 +297,26 @@ func (u *usage) latest(id string) (MetricSample, bool) {
 		return s.recent.last()
 	}
 	return MetricSample{}, false
+}
+
+// follow returns the newest sample of each running sandbox (if taken in
+// the last few intervals: one from before a pause is not its use now),
+// and a channel of every sample taken after them, until cancel.
+func (u *usage) follow() (now []SandboxSample, next <-chan SandboxSample, cancel func()) {
+	targets := u.svc.runningTargets()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	next, cancel = u.samples.subscribe("")
+	for _, t := range targets {
+		s, ok := u.series[t.id]
+		if !ok {
+			continue
+		}
+		if m, ok := s.recent.last(); ok && time.Since(m.Time) < 3*u.interval {
+			now = append(now, SandboxSample{Sandbox: t.id, Tenant: t.tenant, MetricSample: m})
+		}
+	}
+	return now, next, cancel
 }
 
 func (u *usage) forget(id string) {

@@ -162,7 +162,7 @@ func TestConsole(t *testing.T) {
 	}
 
 	// One made elsewhere appears too: the list follows the events.
-	other, err := c.CreateSandbox(context.Background(), client.CreateSandboxRequest{Metadata: map[string]string{"owner": "api"}})
+	other, err := c.CreateSandbox(context.Background(), client.CreateSandboxRequest{Metadata: map[string]string{"owner": "api"}, Network: &client.Network{Internet: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,10 +270,40 @@ func TestConsole(t *testing.T) {
 	)
 	waitFor(t, ctx, "the template gone", `!document.querySelector('[data-template="console-test"]')`, 10*time.Second)
 
+	// An egress denial, a secret and a tenant with a key for the platform
+	// page to list.
+	deniedEgress(t, c, other.ID)
+	putSecret(t, d, "console-demo", `{"value":"not-shown","host":"api.example.com","header":"Authorization"}`)
+	acme := "acme-" + harness.RandHex(3)
+	if _, err := c.CreateTenant(context.Background(), acme, "Acme agents", client.Quotas{Sandboxes: 20}); err != nil {
+		t.Fatal(err)
+	}
+	acmeKey, err := c.IssueKey(context.Background(), acme, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
 	do(t, ctx, "open the platform page", chromedp.Navigate("http://"+d.Addr+"/ui/#/platform"))
 	// The commands and the terminal above are in the command start chart.
 	waitFor(t, ctx, "the platform page", `document.querySelector("[data-testid=health]") && document.querySelector("[data-testid=pools]") && document.querySelector("[data-testid=chart-create] canvas") && document.querySelector("[data-testid=chart-exec] canvas")`, 10*time.Second)
-	screenshot(t, ctx, "platform")
+	waitFor(t, ctx, "the denial and the secret", `document.querySelector("[data-testid=denials]") && document.querySelector("[data-testid=denials]").innerText.includes(`+strconv.Quote(other.ID)+`) &&
+		document.querySelector("[data-testid=secrets]") && document.querySelector("[data-testid=secrets]").innerText.includes("console-demo")`, 15*time.Second)
+	if eval[bool](t, ctx, `document.body.innerText.includes("not-shown")`) {
+		t.Errorf("the platform page shows a secret's value")
+	}
+	// This node's admission budget, and the tenants with their keys' public
+	// ids (never the keys).
+	waitFor(t, ctx, "the admission budget and the tenants", `document.querySelector('[data-testid=admission] tr[data-resource=sandboxes]') &&
+		document.querySelector('[data-testid=tenants] tr[data-tenant=`+acme+`] [data-key=`+acmeKey.ID+`]')`, 10*time.Second)
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid=admission] tr[data-resource=sandboxes]').innerText`); !regexp.MustCompile(`^Sandboxes\s+\d+\s+[\d.]+%\s+\d+`).MatchString(got) {
+		t.Errorf("the sandboxes' budget row says %q; want the count in use, its share and the budget", got)
+	}
+	if !strings.HasPrefix(acmeKey.Key, acmeKey.ID) || eval[bool](t, ctx, `document.body.innerText.includes(`+strconv.Quote(acmeKey.Key)+`)`) {
+		t.Errorf("the platform page shows the tenant's key %s, or its id %s is not its start", acmeKey.Key, acmeKey.ID)
+	}
+	if eval[bool](t, ctx, `!!document.querySelector("[data-testid=nodes]")`) {
+		t.Errorf("a spaced alone shows a node list")
+	}
+	screenshotPage(t, ctx, "platform")
 
 	// Kill from the sandbox page and see the state change there and in the
 	// list.
@@ -387,4 +417,22 @@ func killAtEnd(t *testing.T, d *harness.Daemon) {
 			d.Client.KillSandbox(context.Background(), sb.ID)
 		}
 	})
+}
+
+// putSecret creates or rotates secret name with the admin key (body is
+// PUT /v1/secrets/{name}'s).
+func putSecret(t *testing.T, d *harness.Daemon, name, body string) {
+	t.Helper()
+	req, _ := http.NewRequest("PUT", "http://"+d.Addr+"/v1/secrets/"+name, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("put secret %s: %s %s", name, resp.Status, msg)
+	}
 }

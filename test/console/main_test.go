@@ -112,8 +112,24 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
+	saveScreenshot(t, name, buf)
+}
+
+// screenshotPage saves the whole page, down to its end, as name.png: the
+// viewport grows to the page's height for the shot, then is as it was.
+func screenshotPage(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	w, h := eval[int](t, ctx, `window.innerWidth`), eval[int](t, ctx, `window.innerHeight`)
+	full := eval[int](t, ctx, `document.documentElement.scrollHeight`)
+	do(t, ctx, "grow the viewport to the page", chromedp.EmulateViewport(int64(w), int64(max(full, h))))
+	screenshot(t, ctx, name)
+	do(t, ctx, "restore the viewport", chromedp.EmulateViewport(int64(w), int64(h)))
+}
+
+func saveScreenshot(t *testing.T, name string, png []byte) {
+	t.Helper()
 	path := filepath.Join(screenshotDir(t), name+".png")
-	if err := os.WriteFile(path, buf, 0o644); err != nil {
+	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)

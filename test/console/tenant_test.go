@@ -40,6 +40,34 @@ func deniedEgress(t *testing.T, c *client.Client, id string) {
 // sandboxes its egress denials name.
 const auditSandboxes = `fetch("audit").then(r => r.json()).then(b => b.entries.map(e => e.attrs.sandbox).join(","))`
 
+// sampledSandboxes reads the page's session's event stream with samples
+// (what the list's CPU and memory follow) until it has had three samples
+// of sandbox id, or 20 s passed, and answers the sandboxes of every
+// sample it had, comma-separated. The suite samples every second, so
+// three of one sandbox's span a round of every running sandbox.
+func sampledSandboxes(id string) string {
+	return `(async () => {
+	  const ctl = new AbortController();
+	  const res = await fetch("api/v1/events?metrics=true", { signal: ctl.signal });
+	  const rd = res.body.getReader(), dec = new TextDecoder();
+	  let text = "", ids = [];
+	  const deadline = Date.now() + 20000;
+	  while (Date.now() < deadline && ids.filter(x => x == "` + id + `").length < 3) {
+	    const { value, done } = await rd.read();
+	    if (done) break;
+	    text += dec.decode(value, { stream: true });
+	    const events = text.split("\n\n");
+	    text = events.pop();
+	    for (const e of events) {
+	      const data = e.split("\n").find(l => l.startsWith("data: "));
+	      if (e.includes("event: metrics") && data) ids.push(JSON.parse(data.slice(6)).id);
+	    }
+	  }
+	  ctl.abort();
+	  return ids.join(",");
+	})()`
+}
+
 // TestTenantSignIn signs in with a tenant's key: the console shows that
 // tenant's sandboxes and not another tenant's, its Platform page its usage
 // and not the node's metrics, its egress denials only; the admin key's
@@ -82,7 +110,13 @@ func TestTenantSignIn(t *testing.T) {
 	if who := eval[string](t, b, `document.querySelector("[data-testid=who]").innerText`); who != "tenant "+id {
 		t.Errorf("the header says %q, want %q", who, "tenant "+id)
 	}
+	waitFor(t, b, "the tenant's sandbox's usage in the list", mineRow+`.querySelector("[data-testid=mem-usage]")`, 30*time.Second)
 	screenshot(t, b, "tenant-sandboxes")
+	// The samples the page follows are its tenant's only.
+	sampled, err := chromedp.Run(b, chromedp.Evaluate[string](sampledSandboxes(mine.ID), chromedp.EvalAwaitPromise))
+	if err != nil || strings.Count(sampled, mine.ID) < 3 || strings.Contains(sampled, theirs.ID) {
+		t.Errorf("the tenant's session followed samples of %q (%v); want its sandbox %s's and none of %s", sampled, err, mine.ID, theirs.ID)
+	}
 
 	// Its Platform page: its usage and quotas, not the node's metrics.
 	do(t, b, "open the platform page", chromedp.Navigate("http://"+d.Addr+"/ui/#/platform"))
@@ -90,8 +124,8 @@ func TestTenantSignIn(t *testing.T) {
 	if got := eval[string](t, b, `document.querySelector('[data-testid=usage] tr[data-quota=sandboxes] td').innerText`); !strings.HasPrefix(got, "1") {
 		t.Errorf("the usage says %q running sandboxes, want 1", got)
 	}
-	if eval[bool](t, b, `!!document.querySelector("[data-testid=pools]") || !!document.querySelector("[data-testid=chart-create]")`) {
-		t.Errorf("the tenant's Platform page shows the node's pools or latencies")
+	if eval[bool](t, b, `!!document.querySelector("[data-testid=pools]") || !!document.querySelector("[data-testid=chart-create]") || !!document.querySelector("[data-testid=admission]") || !!document.querySelector("[data-testid=tenants]")`) {
+		t.Errorf("the tenant's Platform page shows the node's pools, latencies or budget, or the tenants")
 	}
 	status, err := chromedp.Run(b, chromedp.Evaluate[int](`fetch("api/metrics").then(r => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != http.StatusForbidden {
@@ -106,7 +140,7 @@ func TestTenantSignIn(t *testing.T) {
 	if !strings.Contains(seen, mine.ID) || strings.Contains(seen, theirs.ID) {
 		t.Errorf("the tenant's session reads egress denials of %q; want its sandbox %s and not %s", seen, mine.ID, theirs.ID)
 	}
-	screenshot(t, b, "tenant-platform")
+	screenshotPage(t, b, "tenant-platform")
 
 	// The positive control: the admin key's session sees both.
 	do(t, b, "sign out", chromedp.Navigate("http://"+d.Addr+"/ui/#/sandboxes"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=signout]`)),
@@ -119,6 +153,10 @@ func TestTenantSignIn(t *testing.T) {
 	})
 	if !strings.Contains(seen, mine.ID) || !strings.Contains(seen, theirs.ID) {
 		t.Errorf("control: the admin's session reads egress denials of %q; want both %s and %s", seen, mine.ID, theirs.ID)
+	}
+	sampled, err = chromedp.Run(b, chromedp.Evaluate[string](sampledSandboxes(mine.ID), chromedp.EvalAwaitPromise))
+	if err != nil || !strings.Contains(sampled, mine.ID) || !strings.Contains(sampled, theirs.ID) {
+		t.Errorf("control: the admin's session followed samples of %q (%v); want both %s and %s", sampled, err, mine.ID, theirs.ID)
 	}
 
 	// A revoked key's session ends at once: a new browser signed in with

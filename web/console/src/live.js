@@ -2,6 +2,9 @@
 // The stream starts with `reset` (list the sandboxes now); after it every
 // change comes as a `sandbox` or `removed` event, so the page never polls.
 // Events that arrive while the list is being read are applied after it.
+// The stream also carries each running sandbox's metrics samples as spaced
+// takes them (?metrics=true): the list's CPU and memory columns and the
+// charts of a sandbox's page follow them.
 import { useEffect, useState } from "preact/hooks";
 import { get, url } from "./api.js";
 
@@ -9,11 +12,14 @@ const ALL_STATES = "creating,running,paused,resuming,killed,lost";
 
 const state = {
   sandboxes: new Map(), // id -> sandbox
+  usage: new Map(), // id -> its newest metrics sample, while it runs
   connected: false,
+  connects: 0, // how many times the stream (re)connected: samples may have been missed before each
   loaded: false,
   error: "",
 };
 const listeners = new Set();
+const sampleListeners = new Set();
 let source = null;
 let listing = null; // events held while a list is read
 let generation = 0;
@@ -22,9 +28,26 @@ function notify() {
   for (const fn of listeners) fn();
 }
 
+// Samples come in bursts (every running sandbox each interval): the page
+// renders once per frame for them, not once per sample.
+let frame = 0;
+function notifySoon() {
+  if (!frame) {
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      notify();
+    });
+  }
+}
+
 function apply(event, data) {
-  if (event === "sandbox") state.sandboxes.set(data.id, data);
-  else if (event === "removed") state.sandboxes.delete(data.id);
+  if (event === "sandbox") {
+    state.sandboxes.set(data.id, data);
+    if (data.state !== "running") state.usage.delete(data.id);
+  } else if (event === "removed") {
+    state.sandboxes.delete(data.id);
+    state.usage.delete(data.id);
+  }
 }
 
 async function relist() {
@@ -63,9 +86,10 @@ function onEvent(event) {
 // start opens the stream (once); stop closes it (sign-out).
 export function start() {
   if (source) return;
-  source = new EventSource(url("/v1/events"));
+  source = new EventSource(url("/v1/events", { metrics: true }));
   source.addEventListener("open", () => {
     state.connected = true;
+    state.connects++;
     notify();
   });
   source.addEventListener("error", () => {
@@ -76,12 +100,20 @@ export function start() {
   source.addEventListener("reset", () => relist());
   source.addEventListener("sandbox", onEvent("sandbox"));
   source.addEventListener("removed", onEvent("removed"));
+  source.addEventListener("metrics", (e) => {
+    const { id, ...sample } = JSON.parse(e.data);
+    const sb = state.sandboxes.get(id);
+    if (!sb || sb.state === "running") state.usage.set(id, sample);
+    for (const fn of sampleListeners) fn(id, sample);
+    notifySoon();
+  });
 }
 
 export function stop() {
   if (source) source.close();
   source = null;
   state.sandboxes = new Map();
+  state.usage = new Map();
   state.loaded = false;
   state.connected = false;
   generation++;
@@ -96,6 +128,13 @@ export function useLive() {
     return () => listeners.delete(fn);
   }, []);
   return state;
+}
+
+// onSample calls fn(id, sample) for every metrics sample the stream
+// brings, until the returned function is called.
+export function onSample(fn) {
+  sampleListeners.add(fn);
+  return () => sampleListeners.delete(fn);
 }
 
 // update puts a sandbox the page just got from the API (a create's answer)

@@ -1,7 +1,9 @@
-// Platform: node health, warm pools, latency histograms (from /metrics:
-// the admin key's session only, as /metrics names every tenant), the
-// tenant's usage against its quotas, recent egress denials (the session's
-// tenant's), secrets and keys by name.
+// Platform: node health, warm pools, this node's admission budget and
+// latency histograms (from /metrics: the admin key's session only, as
+// /metrics names every tenant), the cluster's nodes (cluster mode), the
+// tenants and their API keys by public id (the admin's), the tenant's usage
+// against its quotas, recent egress denials (the session's tenant's),
+// secrets and keys by name.
 import * as api from "./api.js";
 import { Histogram, histograms } from "./charts.jsx";
 import { ErrorBox, bytes, duration, time, useAsync } from "./util.jsx";
@@ -17,14 +19,22 @@ function byLabel(metrics, name, label) {
   return out;
 }
 
+// orNull answers what p answers, null when it is 404 (a spaced not in
+// cluster mode has no nodes to list).
+const orNull = (p) => p.catch((e) => (e.status === 404 ? null : Promise.reject(e)));
+
 async function loadPlatform() {
   const admin = (api.whoami() || {}).admin;
-  const [health, text, usage] = await Promise.all([
+  const none = Promise.resolve(null);
+  const [health, text, usage, nodes, tenants, keys] = await Promise.all([
     api.get("/healthz").catch((e) => ({ status: e.message })),
     admin ? api.call("GET", "/metrics") : Promise.resolve(""),
     api.get("/v1/usage"),
+    admin ? orNull(api.get("/v1/admin/nodes")) : none,
+    admin ? api.get("/v1/admin/tenants") : none,
+    admin ? api.get("/v1/admin/keys") : none,
   ]);
-  return { admin, health, metrics: api.parseMetrics(text), usage, at: Date.now() };
+  return { admin, health, metrics: api.parseMetrics(text), usage, nodes, tenants, keys, at: Date.now() };
 }
 
 function Health({ p }) {
@@ -56,7 +66,164 @@ function Health({ p }) {
       </table>
       <p class="muted small">
         Read at {new Date(p.at).toLocaleTimeString()} from /healthz{p.admin ? " and /metrics" : " (the node's metrics are the admin key's to read)"}.
+        {p.admin && !p.nodes ? " This spaced runs alone (not in cluster mode)." : ""}
       </p>
+    </div>
+  );
+}
+
+// share is part of whole as a percentage, to a tenth below 10%.
+function share(part, whole) {
+  const p = (part / whole) * 100;
+  return `${p < 10 ? Math.round(p * 10) / 10 : Math.round(p)}%`;
+}
+
+// Admission shows what this node's sandboxes take of its budgets (what
+// admission control admits creates, resumes and forks against): in use
+// includes the reservations of starts not measured yet.
+function Admission({ m }) {
+  const rows = [
+    ["memory", "Memory", bytes],
+    ["disk", "Disk", bytes],
+    ["sandboxes", "Sandboxes", (v) => v],
+  ];
+  if (!(m.space_node_budget || []).length) return null;
+  const refused = (res) => (m.space_admission_refusals_total || []).filter((s) => s.labels.resource === res).reduce((n, s) => n + s.value, 0);
+  return (
+    <div class="card">
+      <h2>Admission budget</h2>
+      <table class="list small" data-testid="admission">
+        <thead>
+          <tr>
+            <th>Resource</th>
+            <th>In use</th>
+            <th>Budget</th>
+            <th title="what the host has free, as last sampled">Host free</th>
+            <th title="starts refused at this budget or for the host">Refused</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(([res, label, fmt]) => {
+            const used = value(m, "space_node_used", { resource: res }) || 0;
+            const budget = value(m, "space_node_budget", { resource: res }) || 0;
+            const reserved = value(m, "space_node_reserved", { resource: res }) || 0;
+            const free = value(m, "space_node_host_available", { resource: res });
+            return (
+              <tr data-resource={res}>
+                <td>{label}</td>
+                <td class="nowrap">
+                  {fmt(used)}
+                  {budget > 0 && <div class="muted">{share(used, budget)}</div>}
+                  {reserved > 0 && <div class="muted">{fmt(reserved)} reserved</div>}
+                </td>
+                <td class="nowrap">{budget > 0 ? fmt(budget) : <span class="muted">no limit</span>}</td>
+                <td class="nowrap">{free !== undefined ? fmt(free) : ""}</td>
+                <td>{refused(res)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      <p class="muted small">This node's: creates, resumes and forks that would pass a budget are refused (503 node_at_capacity); warm pools fill at most 90% of each.</p>
+    </div>
+  );
+}
+
+// Nodes lists the cluster's nodes as the catalog knows them.
+function Nodes({ nodes, at }) {
+  return (
+    <div class="card wide">
+      <h2>Nodes</h2>
+      <table class="list" data-testid="nodes">
+        <thead>
+          <tr>
+            <th>Node</th>
+            <th>Address</th>
+            <th>State</th>
+            <th>Sandboxes</th>
+            <th>Warm pools (ready)</th>
+            <th>Version</th>
+            <th>Up</th>
+          </tr>
+        </thead>
+        <tbody>
+          {nodes.nodes.map((n) => (
+            <tr data-node={n.id} data-alive={n.alive}>
+              <td class="mono">
+                {n.id}
+                {n.id === nodes.self && <span class="tag">this node</span>}
+              </td>
+              <td class="mono small">{n.address}</td>
+              <td>
+                <span class={`state state-${n.alive ? "running" : "lost"}`}>{n.alive ? "alive" : "lease lapsed"}</span>
+                {n.draining && <span class="tag">draining</span>}
+              </td>
+              <td>
+                {n.info.sandboxes}
+                {n.info.capacity ? <span class="muted"> / {n.info.capacity}</span> : ""}
+              </td>
+              <td class="small">
+                {Object.entries(n.info.pools || {}).map(([t, k]) => (
+                  <span class="tag">
+                    {t}: {k}
+                  </span>
+                ))}
+              </td>
+              <td class="small">{n.info.version}</td>
+              <td>{n.alive ? duration(at - Date.parse(n.started_at)) : ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p class="muted small">From the cluster's catalog (GET /v1/admin/nodes): a node is alive while it renews its lease. Drain one with `space node drain`.</p>
+    </div>
+  );
+}
+
+// Tenants lists the tenants, their running sandboxes against their quota,
+// and their API keys by public id (the start of the key; the keys
+// themselves are hashed and never shown).
+function Tenants({ tenants, keys }) {
+  const byTenant = {};
+  for (const k of keys.keys) (byTenant[k.tenant] ||= []).push(k);
+  return (
+    <div class="card wide">
+      <h2>Tenants and API keys</h2>
+      <table class="list small" data-testid="tenants">
+        <thead>
+          <tr>
+            <th>Tenant</th>
+            <th>Created</th>
+            <th>Running sandboxes</th>
+            <th>API keys (public id, name)</th>
+          </tr>
+        </thead>
+        <tbody>
+          {tenants.tenants.map((t) => (
+            <tr data-tenant={t.id}>
+              <td>
+                <span class="mono">{t.id}</span>
+                {t.name && <div class="muted">{t.name}</div>}
+              </td>
+              <td>{time(t.created_at)}</td>
+              <td>
+                {t.usage ? t.usage.sandboxes : ""}
+                <span class="muted"> / {t.effective_quotas.sandboxes > 0 ? t.effective_quotas.sandboxes : "no limit"}</span>
+              </td>
+              <td>
+                {(byTenant[t.id] || []).map((k) => (
+                  <div class={k.revoked_at ? "muted revoked" : ""} data-key={k.id}>
+                    <span class="mono">{k.id}…</span> {k.name}
+                    {k.revoked_at ? ` (revoked ${time(k.revoked_at)})` : ""}
+                  </div>
+                ))}
+                {!(byTenant[t.id] || []).length && <span class="muted">none</span>}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p class="muted small">Read-only here: issue and revoke keys and set quotas with `space admin key`, `space admin tenant` or /v1/admin. The admin key is spaced's own and is not listed.</p>
     </div>
   );
 }
@@ -277,9 +444,12 @@ export function PlatformPage() {
       {p.value && (
         <div class="cols">
           <Health p={p.value} />
+          {p.value.admin && <Admission m={p.value.metrics} />}
           {p.value.admin && <Pools m={p.value.metrics} />}
+          {p.value.nodes && <Nodes nodes={p.value.nodes} at={p.value.at} />}
           <Usage u={p.value.usage} />
           <Secrets />
+          {p.value.tenants && p.value.keys && <Tenants tenants={p.value.tenants} keys={p.value.keys} />}
           {p.value.admin && <Latencies m={p.value.metrics} />}
           <Denials />
         </div>

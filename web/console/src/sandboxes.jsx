@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import * as api from "./api.js";
 import * as live from "./live.js";
-import { CPUUsage, MemoryUsage, useUsage } from "./telemetry.jsx";
+import { CPUUsage, MemoryUsage } from "./telemetry.jsx";
 import { Action, ErrorBox, State, duration, navigate, useAsync, useNow } from "./util.jsx";
 
 const STATES = ["creating", "running", "paused", "resuming", "killed", "lost"];
@@ -178,7 +178,8 @@ export function SandboxesPage() {
   };
   const all = [...state.sandboxes.values()].sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
   const rows = all.filter((sb) => shown.has(sb.state) && matches(sb, q));
-  const usage = useUsage(rows.filter((sb) => sb.state === "running").map((sb) => sb.id));
+  // The newest sample of each running sandbox, pushed by the event stream.
+  const usage = (sb) => (sb.state === "running" ? state.usage.get(sb.id) : undefined);
   const counts = {};
   for (const sb of all) counts[sb.state] = (counts[sb.state] || 0) + 1;
   return (
@@ -232,10 +233,10 @@ export function SandboxesPage() {
               <td>{duration(now - Date.parse(sb.created_at))}</td>
               <td>{sb.state === "running" ? duration(Date.parse(sb.expires_at) - now) : ""}</td>
               <td class="nowrap">
-                <CPUUsage sb={sb} u={usage.get(sb.id)} />
+                <CPUUsage sb={sb} u={usage(sb)} />
               </td>
               <td class="nowrap">
-                <MemoryUsage sb={sb} u={usage.get(sb.id)} />
+                <MemoryUsage sb={sb} u={usage(sb)} />
               </td>
               <td class="small">
                 {Object.entries(sb.metadata || {}).map(([k, v]) => (
@@ -253,7 +254,7 @@ export function SandboxesPage() {
       </table>
       {state.loaded && rows.length === 0 && <p class="muted empty">No sandboxes match.</p>}
       {!state.loaded && <p class="muted empty">Loading…</p>}
-      <p class="muted small">CPU and memory: a running sandbox's use in its latest sample (spaced samples it from the host; this list asks again every 10 s), of its limit. CPU is a percentage of all its vCPUs.</p>
+      <p class="muted small">CPU and memory: a running sandbox's use in its latest sample, of its limit (spaced samples it from the host and sends each sample to this page as it takes it). CPU is a percentage of all its vCPUs.</p>
     </section>
   );
 }

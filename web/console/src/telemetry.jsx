@@ -1,10 +1,11 @@
 // A sandbox's telemetry from the API: its metrics over time as charts and
-// its log (GET /v1/sandboxes/{id}/metrics and /logs) on its page, and the
-// latest sample of each running sandbox in the list. Both poll, gently:
-// spaced samples every interval_seconds (SPACE_METRICS_INTERVAL), and the
-// API has no stream of samples.
+// its log (GET /v1/sandboxes/{id}/metrics and /logs?follow=true) on its page, and the
+// latest sample of each running sandbox in the list. The samples are
+// pushed: the page's event stream (live.js) brings each one as spaced
+// takes it; the API's series fills the charts' past.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import * as api from "./api.js";
+import * as live from "./live.js";
 import { TimeChart } from "./charts.jsx";
 import { ErrorBox, bytes } from "./util.jsx";
 
@@ -14,65 +15,69 @@ const RANGES = [
   [86400, "24 hours"],
 ];
 const LEVELS = ["debug", "info", "warn", "error"];
-// The page refreshes no more often than this, whatever the sampling interval.
-const MIN_REFRESH_MS = 5000;
-const LIST_REFRESH_MS = 10000;
-const LIST_CONCURRENCY = 4;
-const LIST_MAX_ROWS = 100;
+// The log view keeps this many lines.
+const LOG_LINES = 500;
 
-// Sandboxes in these states gain samples and log lines; others are fetched
-// once (when the page opens or the state changes).
+// Sandboxes in these states gain samples and log lines.
 const LIVE_STATES = new Set(["creating", "running", "resuming"]);
 
-// usePoll calls fn now and, while live, again every ms once the previous
-// call has finished; never while the browser tab is hidden.
-function usePoll(fn, ms, live, deps) {
-  useEffect(() => {
-    let stop = false;
-    let timer = null;
-    const tick = async () => {
-      if (stop) return;
-      if (!document.hidden) await fn().catch(() => {});
-      if (!stop && live) timer = setTimeout(tick, ms());
-    };
-    tick();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, deps);
+// merge returns the samples of a and b by time, each time once.
+function merge(a, b) {
+  if (!b.length) return a;
+  const all = a.concat(b).sort((x, y) => Date.parse(x.time) - Date.parse(y.time));
+  return all.filter((x, i) => i === 0 || x.time !== all[i - 1].time);
 }
 
-// useSeries keeps the samples of the last range seconds, fetching only the
-// new ones at each refresh (start = the newest sample's time).
-function useSeries(id, range, live) {
+// useSeries keeps the samples of the last range seconds: the API's series
+// when the page opens (and, after the event stream reconnected, the
+// samples it may have missed meanwhile), then every sample of the sandbox
+// the stream brings.
+function useSeries(id, range) {
   const key = `${id}/${range}`;
+  const { connects } = live.useLive();
   const [s, setS] = useState({ key, interval: 0, samples: [], error: "" });
   const cur = useRef(s);
   cur.current = s;
-  usePoll(
-    async () => {
-      const have = cur.current.key === key ? cur.current.samples : [];
-      const newest = have.length ? have[have.length - 1].time : "";
-      try {
-        const m = await api.get(`/v1/sandboxes/${id}/metrics`, { start: newest || Math.floor(Date.now() / 1000) - range });
-        // start is "at or after": the newest sample comes again.
-        const fresh = newest ? m.samples.filter((x) => Date.parse(x.time) > Date.parse(newest)) : m.samples;
-        if (newest && !fresh.length && m.interval_seconds === cur.current.interval && !cur.current.error) return;
-        let all = have.concat(fresh);
-        if (all.length) {
-          const from = Date.parse(all[all.length - 1].time) - range * 1000;
-          all = all.filter((x) => Date.parse(x.time) >= from);
-        }
-        setS({ key, interval: m.interval_seconds, samples: all, error: "" });
-      } catch (e) {
-        setS({ ...cur.current, key, samples: have, error: e.message });
-      }
-    },
-    () => Math.max(MIN_REFRESH_MS, (cur.current.interval || 0) * 1000),
-    live,
-    [key, live],
+  const trim = (all) => {
+    if (!all.length) return all;
+    const from = Date.parse(all[all.length - 1].time) - range * 1000;
+    return all.filter((x) => Date.parse(x.time) >= from);
+  };
+  // Samples pushed for this sandbox.
+  useEffect(
+    () =>
+      live.onSample((sid, sample) => {
+        if (sid !== id) return;
+        setS((c) => {
+          if (c.key !== key) return c;
+          const newest = c.samples.length ? c.samples[c.samples.length - 1].time : "";
+          if (newest && Date.parse(sample.time) <= Date.parse(newest)) return c;
+          return { ...c, samples: trim(c.samples.concat([sample])) };
+        });
+      }),
+    [key],
   );
+  // The past, from the API: at first, and the gap after a reconnect.
+  useEffect(() => {
+    let stop = false;
+    const have = cur.current.key === key ? cur.current.samples : [];
+    const newest = have.length ? have[have.length - 1].time : "";
+    api.get(`/v1/sandboxes/${id}/metrics`, { start: newest || Math.floor(Date.now() / 1000) - range }).then(
+      (m) => {
+        if (stop) return;
+        setS((c) => {
+          const kept = c.key === key ? c.samples : [];
+          return { key, interval: m.interval_seconds, samples: trim(merge(kept, m.samples)), error: "" };
+        });
+      },
+      (e) => {
+        if (!stop) setS((c) => ({ ...c, key, samples: c.key === key ? c.samples : [], error: e.message }));
+      },
+    );
+    return () => {
+      stop = true;
+    };
+  }, [key, connects]);
   return s.key === key ? s : { interval: s.interval, samples: [], error: "" };
 }
 
@@ -114,7 +119,7 @@ const pct = (v) => `${Math.round(v * 10) / 10}%`;
 export function SandboxTelemetry({ sb }) {
   const [range, setRange] = useState(900);
   const live = LIVE_STATES.has(sb.state);
-  const series = useSeries(sb.id, range, live);
+  const series = useSeries(sb.id, range);
   const c = useMemo(() => columns(series.samples, series.interval), [series.samples, series.interval]);
   const last = series.samples[series.samples.length - 1];
   return (
@@ -132,7 +137,7 @@ export function SandboxTelemetry({ sb }) {
       </div>
       <ErrorBox error={series.error} />
       <p class="muted small" data-testid="metrics-note">
-        Sampled from the host every {series.interval || "?"} s{live ? `; this page refreshes every ${Math.max(MIN_REFRESH_MS / 1000, series.interval)} s` : ""}. CPU is a percentage of all
+        Sampled from the host every {series.interval || "?"} s{live ? "; each sample reaches this page as spaced takes it (server-sent events)" : ""}. CPU is a percentage of all
         the sandbox's {sb.cpu} vCPU; memory in use excludes the page cache of its files. Kept in spaced's memory: the last hour sample by sample, then one-minute summaries for 24 hours.
         {sb.state === "paused" ? " A paused sandbox has no samples." : ""} Click a legend entry to show or hide its line (the limits start hidden).
       </p>
@@ -170,31 +175,57 @@ export function SandboxTelemetry({ sb }) {
           note="What the sandbox's writable layer holds (the template's files are shared and not counted)."
         />
       </div>
-      <SandboxLog sb={sb} live={live} />
+      <SandboxLog sb={sb} />
     </div>
   );
 }
 
 // SandboxLog shows the sandbox's last lines (its agent's and its lifecycle
-// from spaced), oldest first, refreshed while it runs.
-function SandboxLog({ sb, live }) {
+// from spaced), newest first, following its log
+// (GET /v1/sandboxes/{id}/logs?follow=true): the lines there, then each
+// new one as spaced keeps it.
+function SandboxLog({ sb }) {
   const [level, setLevel] = useState("");
   const [search, setSearch] = useState("");
   const [q, setQ] = useState("");
   const [log, setLog] = useState({ lines: [], error: "", loaded: false });
-  usePoll(
-    async () => {
-      try {
-        const r = await api.get(`/v1/sandboxes/${sb.id}/logs`, { direction: "backward", limit: 500, level, search: q });
-        setLog({ lines: r.logs.slice().reverse(), error: "", loaded: true });
-      } catch (e) {
-        setLog((l) => ({ ...l, error: e.message, loaded: true }));
-      }
-    },
-    () => MIN_REFRESH_MS,
-    live,
-    [sb.id, sb.state, level, q, live],
-  );
+  useEffect(() => {
+    let lines = [];
+    let frame = 0;
+    // A burst of lines (the first 500) renders once, in the next frame.
+    const show = () => {
+      if (!frame)
+        frame = requestAnimationFrame(() => {
+          frame = 0;
+          setLog({ lines, error: "", loaded: true });
+        });
+    };
+    const es = new EventSource(api.url(`/v1/sandboxes/${sb.id}/logs`, { follow: true, limit: LOG_LINES, level, search: q }));
+    // Each (re)connection starts with the selected lines again.
+    es.addEventListener("open", () => {
+      lines = [];
+      show();
+    });
+    es.addEventListener("log", (e) => {
+      const l = JSON.parse(e.data);
+      // Agent lines are read every interval: they may be older than lines
+      // shown already. Newest first.
+      const t = Date.parse(l.time);
+      let i = 0;
+      while (i < lines.length && Date.parse(lines[i].time) > t) i++;
+      lines = lines.slice(0, i).concat([l], lines.slice(i, LOG_LINES - 1));
+      show();
+    });
+    es.addEventListener("error", () => {
+      // Closed: the API refused the stream (the sandbox is gone); else
+      // the browser reconnects by itself.
+      if (es.readyState === EventSource.CLOSED) setLog((c) => ({ ...c, loaded: true, error: "The log's stream ended: reload the page to read it again." }));
+    });
+    return () => {
+      es.close();
+      cancelAnimationFrame(frame);
+    };
+  }, [sb.id, level, q]);
   return (
     <div class="card">
       <div class="toolbar">
@@ -245,67 +276,9 @@ function SandboxLog({ sb, live }) {
         </tbody>
       </table>
       {log.loaded && !log.lines.length && <p class="muted empty">No lines{level || q ? " match" : ""}.</p>}
-      <p class="muted small">The last 500 lines; spaced keeps the last 2000 of each sandbox, in memory.</p>
+      <p class="muted small">The last 500 lines, and new ones as spaced reads them; spaced keeps the last 2000 of each sandbox, in memory.</p>
     </div>
   );
-}
-
-// useUsage fetches the latest metrics sample of each of ids (the running
-// sandboxes the list shows, at most LIST_MAX_ROWS), LIST_CONCURRENCY
-// requests at a time, every LIST_REFRESH_MS, and sooner when a sandbox
-// without one appears. It answers a Map id -> sample.
-export function useUsage(ids) {
-  const [usage, setUsage] = useState(new Map());
-  const want = useRef([]);
-  const kick = useRef(() => {});
-  want.current = ids.slice(0, LIST_MAX_ROWS);
-  useEffect(() => {
-    let stop = false;
-    let timer = null;
-    let busy = false;
-    const round = async () => {
-      clearTimeout(timer);
-      if (busy || stop) return;
-      busy = true;
-      if (!document.hidden) {
-        const queue = [...want.current];
-        const got = new Map();
-        // The newest sample is within the last few intervals; a minute
-        // back keeps the answer small and forgives some clock skew.
-        const start = Math.floor(Date.now() / 1000) - 60;
-        const worker = async () => {
-          while (queue.length && !stop) {
-            const id = queue.shift();
-            try {
-              const m = await api.get(`/v1/sandboxes/${id}/metrics`, { start });
-              if (m.samples.length) got.set(id, m.samples[m.samples.length - 1]);
-            } catch {
-              // gone or not sampled yet: no usage shown
-            }
-          }
-        };
-        await Promise.all(Array.from({ length: Math.min(LIST_CONCURRENCY, queue.length) }, worker));
-        if (!stop) setUsage(got);
-      }
-      busy = false;
-      if (!stop) timer = setTimeout(round, LIST_REFRESH_MS);
-    };
-    kick.current = round;
-    round();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, []);
-  // A running sandbox the last round did not cover is fetched soon.
-  const missing = want.current.some((id) => !usage.has(id));
-  const key = want.current.join(",");
-  useEffect(() => {
-    if (!missing) return;
-    const t = setTimeout(() => kick.current(), 1000);
-    return () => clearTimeout(t);
-  }, [key]);
-  return usage;
 }
 
 // Usage renders one list cell: the latest sample's use beside the limit.
