@@ -236,7 +236,12 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc,
 	})
-	ui, err := console.New(console.Options{API: api, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
+	// The console's calls go through the whole chain (set below), so that
+	// in cluster mode one for a sandbox of another node reaches that node
+	// as any API call does.
+	var top http.Handler
+	viaTop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { top.ServeHTTP(w, r) })
+	ui, err := console.New(console.Options{API: viaTop, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
 	if err != nil {
 		return err
 	}
@@ -279,6 +284,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 			},
 		})
 	}
+	top = handler
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

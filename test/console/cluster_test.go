@@ -3,11 +3,13 @@ package console
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/spacesandbox/space/client"
 	"github.com/spacesandbox/space/internal/store/pgtest"
 	"github.com/spacesandbox/space/test/harness"
 )
@@ -47,4 +49,25 @@ func TestClusterPlatform(t *testing.T) {
 		t.Errorf("no admission budget on a cluster node's platform page")
 	}
 	screenshotPage(t, b, "platform-cluster")
+
+	// The console of one node drives a sandbox of another: its calls go
+	// through the cluster's forwarding like any API call (a file listing
+	// reaches only the owner's agent). Placement picks the owner; the
+	// console of the other node is the one asked.
+	sb := n1.NewSandbox(t, client.CreateSandboxRequest{})
+	owner, viewer := nodes[0], nodes[1]
+	if sb.Node == "c2" {
+		owner, viewer = nodes[1], nodes[0]
+	}
+	if _, err := owner.Client.Upload(harness.Ctx(t, 30*time.Second), sb.ID, "/tmp/on-owner.txt", strings.NewReader("here")); err != nil {
+		t.Fatalf("upload to %s through its node %s: %v", sb.ID, sb.Node, err)
+	}
+	if viewer != n1 {
+		signIn(t, b, viewer, key)
+	}
+	listed, err := chromedp.Run(b, chromedp.Evaluate[string](`fetch("api/v1/sandboxes/`+sb.ID+`/files/list?path=/tmp").then(r => r.status + " " + r.statusText).catch(e => String(e))`, chromedp.EvalAwaitPromise))
+	body, err2 := chromedp.Run(b, chromedp.Evaluate[string](`fetch("api/v1/sandboxes/`+sb.ID+`/files/list?path=/tmp").then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil || err2 != nil || !strings.HasPrefix(listed, "200") || !strings.Contains(body, "on-owner.txt") {
+		t.Errorf("the console of %s listing /tmp of %s (on %s): %s %s (%v, %v), want 200 with on-owner.txt", viewer.Addr, sb.ID, sb.Node, listed, body, err, err2)
+	}
 }
