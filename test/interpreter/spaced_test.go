@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 // Sandbox.create() restores its kernel already running, and every call
 // goes through spaced's E2B proxy to port 49999 in the sandbox. Its
 // native subtest drives spaced's own code API (native_test.go) on the
-// same daemon, so that the template is built once per run.
+// same daemon, so that the template is built once per run; its bench
+// subtest runs `space bench --templates --quick` there, the one run of the
+// bench's code-interpreter figures in the tests.
 func TestSDKsThroughSpaced(t *testing.T) {
 	testenv.NeedCommand(t, "python3", "node", "npm")
 	d := harness.Own(t, harness.Options{Name: "spaced", CIDR: "10.248.0.0/22", NoPool: true, BootTimeout: 10 * time.Second})
@@ -57,6 +59,8 @@ func TestSDKsThroughSpaced(t *testing.T) {
 		suite(t, logs, filepath.Join(here, "js"), env,
 			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
 	})
+	// Last: it builds templates of its own on d.
+	t.Run("bench", func(t *testing.T) { benchQuick(t, d) })
 }
 
 // daemonLog shows spaced's log where the debug-mode run shows the server's.
