@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -366,6 +367,53 @@ func TestHugeOutputTruncated(t *testing.T) {
 		t.Errorf("last %q, main result %q (dropped results count too)", ls.last(), ls.mainText())
 	}
 	// The limit is per execution.
+	if got := s.execute(t, map[string]any{"code": "print('small')"}).stdout(); got != "small\n" {
+		t.Errorf("next execution's stdout %q", got)
+	}
+}
+
+// TestHugeSingleMessage: one print of 64 MiB, and one display of a 64 MiB
+// value, each one kernel message: the server keeps the start of the text
+// up to the limit and marks the cut, and never holds the message whole
+// (what this process allocates while each cell runs stays far under its
+// size; holding it whole allocated over 128 MiB).
+func TestHugeSingleMessage(t *testing.T) {
+	const limit = 1 << 20
+	s := startServer(t, Config{MaxOutputBytes: limit})
+	for _, tc := range []struct {
+		name, code string
+		stdout     bool // the start of the text is kept
+	}{
+		{"print", "print('é' + 'x' * (64 << 20))\nprint('tail')\n7", true},
+		{"display", "from IPython.display import display, HTML\ndisplay(HTML('x' * (64 << 20)))\nprint('tail')\n7", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			ls := s.execute(t, map[string]any{"code": tc.code})
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("allocated %.1f MiB while the cell ran", float64(alloc)/(1<<20))
+			if alloc > 24<<20 {
+				t.Errorf("the server (and this test's client) allocated %d MiB for a 64 MiB message", alloc>>20)
+			}
+			out := ls.stdout()
+			switch {
+			case tc.stdout && (len(out) > limit || len(out) < limit/2 || !strings.HasPrefix(out, "éxxx") || strings.Trim(out, "éx") != ""):
+				t.Errorf("stdout: %d bytes, %.20q...; want the start of the text, under %d bytes", len(out), out, limit)
+			case !tc.stdout && out != "":
+				t.Errorf("stdout %.60q; want nothing (the display was dropped, then everything)", out)
+			}
+			marker := ls.of("stderr")
+			if len(marker) != 1 || !strings.Contains(marker[0].str("text"), "output truncated") {
+				t.Errorf("no truncation marker: %v", marker)
+			}
+			if len(ls.of("result")) != 0 || ls.last() != "end_of_execution" {
+				t.Errorf("results %d, last line %q", len(ls.of("result")), ls.last())
+			}
+		})
+	}
 	if got := s.execute(t, map[string]any{"code": "print('small')"}).stdout(); got != "small\n" {
 		t.Errorf("next execution's stdout %q", got)
 	}
