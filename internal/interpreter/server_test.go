@@ -1,7 +1,9 @@
 package interpreter
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -102,6 +104,33 @@ func TestExecuteOutputs(t *testing.T) {
 				t.Errorf("main result %v", r[2])
 			}
 		}},
+		// Each of the other result fields, from IPython.display's objects
+		// (pdf from the display protocol's _repr_pdf_, which has none).
+		{"svg", "from IPython.display import SVG\nSVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"><rect width=\"4\" height=\"4\"/></svg>')", func(t *testing.T, ls lines) {
+			if r := mainResult(t, ls); !strings.Contains(r.str("svg"), "<rect") || !strings.HasPrefix(r.str("svg"), "<svg") {
+				t.Errorf("svg %q", r.str("svg"))
+			}
+		}},
+		{"jpeg", "import io\nfrom PIL import Image as P\nfrom IPython.display import Image\nb = io.BytesIO()\nP.new('RGB', (4, 4), 'red').save(b, 'JPEG')\nImage(data=b.getvalue(), format='jpeg')", func(t *testing.T, ls lines) {
+			if b, err := base64.StdEncoding.DecodeString(mainResult(t, ls).str("jpeg")); err != nil || !bytes.HasPrefix(b, []byte{0xff, 0xd8, 0xff}) {
+				t.Errorf("jpeg: %d bytes, %v (want a JPEG in base64)", len(b), err)
+			}
+		}},
+		{"pdf", "class Doc:\n    def _repr_pdf_(self):\n        return b'%PDF-1.4 tiny'\nDoc()", func(t *testing.T, ls lines) {
+			if b, err := base64.StdEncoding.DecodeString(mainResult(t, ls).str("pdf")); err != nil || string(b) != "%PDF-1.4 tiny" {
+				t.Errorf("pdf %q, %v (want the bytes in base64)", b, err)
+			}
+		}},
+		{"latex", "from IPython.display import Latex\nLatex(r'$x^2 + \\alpha$')", func(t *testing.T, ls lines) {
+			if got := mainResult(t, ls).str("latex"); got != `$x^2 + \alpha$` {
+				t.Errorf("latex %q", got)
+			}
+		}},
+		{"javascript", "from IPython.display import Javascript\nJavascript('console.log(1)')", func(t *testing.T, ls lines) {
+			if got := mainResult(t, ls).str("javascript"); got != "console.log(1)" {
+				t.Errorf("javascript %q", got)
+			}
+		}},
 		{"unknown mime in extra", "class X:\n    def _repr_mimebundle_(self, include=None, exclude=None):\n        return {'text/plain': 'x', 'application/vnd.custom+json': {'a': 1}}\nX()", func(t *testing.T, ls lines) {
 			r := ls.of("result")
 			extra, _ := r[0]["extra"].(map[string]any)
@@ -121,6 +150,16 @@ func TestExecuteOutputs(t *testing.T) {
 			tc.check(t, ls)
 		})
 	}
+}
+
+// mainResult is the execution's one result, which must be its main one.
+func mainResult(t *testing.T, ls lines) line {
+	t.Helper()
+	r := ls.of("result")
+	if len(r) != 1 || r[0]["is_main_result"] != true {
+		t.Fatalf("want one main result, got %v (all lines: %v)", r, ls)
+	}
+	return r[0]
 }
 
 // Lines come in the order the kernel produced them, each as it happens.
