@@ -105,7 +105,9 @@
 // group and the sessions of its children (bash_kernel's bash runs on a
 // pty in a session of its own), so what a cell started goes with it. Output past MaxOutputBytes is dropped
 // where it is read from the kernel, with one marker line, so a cell that
-// prints without end never grows the server.
+// prints without end never grows the server; and no single kernel message
+// is read into memory past MaxOutputBytes and 64 KiB (jupyter's frame
+// limit: the rest is read and dropped), so neither does one huge print.
 //
 // Env vars: the sandbox's own (the agent's state file) are set in a kernel
 // by a silent execution whenever they change, and an execution's env_vars

@@ -28,6 +28,7 @@ type launcher struct {
 	cred       *syscall.Credential // nil: run as the server's user
 	addrSpace  uint64              // RLIMIT_AS per kernel; 0: none
 	quick      bool                // quick flushes (below), unless Config.PlainKernels
+	maxFrame   int64               // no kernel message is held past it (frameLimit); 0: none
 	startLimit time.Duration
 	log        *slog.Logger
 }
@@ -163,7 +164,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	if err := waitForSockets(ctx, info, k.exited); err != nil {
 		return k, err
 	}
-	c, err := jupyter.Dial(info, l.log.With("kernel", id))
+	c, err := jupyter.Dial(info, l.maxFrame, l.log.With("kernel", id))
 	if err != nil {
 		return k, fmt.Errorf("connect to kernel: %w", err)
 	}

@@ -131,7 +131,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StatePath != "" {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
-	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels}
+	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels,
+		maxFrame: frameLimit(cfg.MaxOutputBytes)}
 	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno}
 	home := ""
 	if cfg.KernelUser != "" {

@@ -1,13 +1,16 @@
 package interpreter
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -101,6 +104,33 @@ func TestExecuteOutputs(t *testing.T) {
 				t.Errorf("main result %v", r[2])
 			}
 		}},
+		// Each of the other result fields, from IPython.display's objects
+		// (pdf from the display protocol's _repr_pdf_, which has none).
+		{"svg", "from IPython.display import SVG\nSVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"><rect width=\"4\" height=\"4\"/></svg>')", func(t *testing.T, ls lines) {
+			if r := mainResult(t, ls); !strings.Contains(r.str("svg"), "<rect") || !strings.HasPrefix(r.str("svg"), "<svg") {
+				t.Errorf("svg %q", r.str("svg"))
+			}
+		}},
+		{"jpeg", "import io\nfrom PIL import Image as P\nfrom IPython.display import Image\nb = io.BytesIO()\nP.new('RGB', (4, 4), 'red').save(b, 'JPEG')\nImage(data=b.getvalue(), format='jpeg')", func(t *testing.T, ls lines) {
+			if b, err := base64.StdEncoding.DecodeString(mainResult(t, ls).str("jpeg")); err != nil || !bytes.HasPrefix(b, []byte{0xff, 0xd8, 0xff}) {
+				t.Errorf("jpeg: %d bytes, %v (want a JPEG in base64)", len(b), err)
+			}
+		}},
+		{"pdf", "class Doc:\n    def _repr_pdf_(self):\n        return b'%PDF-1.4 tiny'\nDoc()", func(t *testing.T, ls lines) {
+			if b, err := base64.StdEncoding.DecodeString(mainResult(t, ls).str("pdf")); err != nil || string(b) != "%PDF-1.4 tiny" {
+				t.Errorf("pdf %q, %v (want the bytes in base64)", b, err)
+			}
+		}},
+		{"latex", "from IPython.display import Latex\nLatex(r'$x^2 + \\alpha$')", func(t *testing.T, ls lines) {
+			if got := mainResult(t, ls).str("latex"); got != `$x^2 + \alpha$` {
+				t.Errorf("latex %q", got)
+			}
+		}},
+		{"javascript", "from IPython.display import Javascript\nJavascript('console.log(1)')", func(t *testing.T, ls lines) {
+			if got := mainResult(t, ls).str("javascript"); got != "console.log(1)" {
+				t.Errorf("javascript %q", got)
+			}
+		}},
 		{"unknown mime in extra", "class X:\n    def _repr_mimebundle_(self, include=None, exclude=None):\n        return {'text/plain': 'x', 'application/vnd.custom+json': {'a': 1}}\nX()", func(t *testing.T, ls lines) {
 			r := ls.of("result")
 			extra, _ := r[0]["extra"].(map[string]any)
@@ -120,6 +150,16 @@ func TestExecuteOutputs(t *testing.T) {
 			tc.check(t, ls)
 		})
 	}
+}
+
+// mainResult is the execution's one result, which must be its main one.
+func mainResult(t *testing.T, ls lines) line {
+	t.Helper()
+	r := ls.of("result")
+	if len(r) != 1 || r[0]["is_main_result"] != true {
+		t.Fatalf("want one main result, got %v (all lines: %v)", r, ls)
+	}
+	return r[0]
 }
 
 // Lines come in the order the kernel produced them, each as it happens.
@@ -366,6 +406,53 @@ func TestHugeOutputTruncated(t *testing.T) {
 		t.Errorf("last %q, main result %q (dropped results count too)", ls.last(), ls.mainText())
 	}
 	// The limit is per execution.
+	if got := s.execute(t, map[string]any{"code": "print('small')"}).stdout(); got != "small\n" {
+		t.Errorf("next execution's stdout %q", got)
+	}
+}
+
+// TestHugeSingleMessage: one print of 64 MiB, and one display of a 64 MiB
+// value, each one kernel message: the server keeps the start of the text
+// up to the limit and marks the cut, and never holds the message whole
+// (what this process allocates while each cell runs stays far under its
+// size; holding it whole allocated over 128 MiB).
+func TestHugeSingleMessage(t *testing.T) {
+	const limit = 1 << 20
+	s := startServer(t, Config{MaxOutputBytes: limit})
+	for _, tc := range []struct {
+		name, code string
+		stdout     bool // the start of the text is kept
+	}{
+		{"print", "print('é' + 'x' * (64 << 20))\nprint('tail')\n7", true},
+		{"display", "from IPython.display import display, HTML\ndisplay(HTML('x' * (64 << 20)))\nprint('tail')\n7", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			ls := s.execute(t, map[string]any{"code": tc.code})
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("allocated %.1f MiB while the cell ran", float64(alloc)/(1<<20))
+			if alloc > 24<<20 {
+				t.Errorf("the server (and this test's client) allocated %d MiB for a 64 MiB message", alloc>>20)
+			}
+			out := ls.stdout()
+			switch {
+			case tc.stdout && (len(out) > limit || len(out) < limit/2 || !strings.HasPrefix(out, "éxxx") || strings.Trim(out, "éx") != ""):
+				t.Errorf("stdout: %d bytes, %.20q...; want the start of the text, under %d bytes", len(out), out, limit)
+			case !tc.stdout && out != "":
+				t.Errorf("stdout %.60q; want nothing (the display was dropped, then everything)", out)
+			}
+			marker := ls.of("stderr")
+			if len(marker) != 1 || !strings.Contains(marker[0].str("text"), "output truncated") {
+				t.Errorf("no truncation marker: %v", marker)
+			}
+			if len(ls.of("result")) != 0 || ls.last() != "end_of_execution" {
+				t.Errorf("results %d, last line %q", len(ls.of("result")), ls.last())
+			}
+		})
+	}
 	if got := s.execute(t, map[string]any{"code": "print('small')"}).stdout(); got != "small\n" {
 		t.Errorf("next execution's stdout %q", got)
 	}

@@ -70,6 +70,77 @@ func TestOutputLimit(t *testing.T) {
 	}
 }
 
+// TestStreamStart: the text a cut stream message's first bytes hold, as
+// ipykernel (spaces) and Deno (none) write it, cut anywhere.
+func TestStreamStart(t *testing.T) {
+	for _, tc := range []struct {
+		content string
+		n       int64
+		name    string
+		text    string
+		nothing bool
+	}{
+		{content: `{"name": "stderr", "text": "abcdef`, n: 100, name: "stderr", text: "abcdef"},
+		{content: `{"name":"stdout","text":"abcdef`, n: 3, name: "stdout", text: "abc"},
+		{content: `{"name": "stdout", "text": "ab\ncd`, n: 3, name: "stdout", text: "ab"}, // the escape would pass n
+		{content: `{"name": "stdout", "text": "ab\u00e9`, n: 100, name: "stdout", text: "abé"},
+		{content: `{"name": "stdout", "text": "ab\u00`, n: 100, name: "stdout", text: "ab"},                 // an escape cut in its middle
+		{content: "{\"name\": \"stdout\", \"text\": \"ab\xc3\xa9\xc3", n: 100, name: "stdout", text: "abé"}, // a character cut in its middle
+		{content: `{"name": "stdout", "text": "whole"} junk`, n: 100, name: "stdout", text: "whole"},
+		{content: `{"text": "first", "name": "stderr"`, n: 100, name: "stdout", text: "first"},
+		{content: `{"name": "stdout", "te`, n: 100, nothing: true},
+		{content: `{"name": "stdout", "text": "`, n: 100, nothing: true},
+		{content: `{"name": "stdout", "text": "abc`, n: 0, nothing: true},
+		{content: `["not", "an object"`, n: 100, nothing: true},
+	} {
+		m := &jupyter.Message{Header: jupyter.Header{MsgType: "stream"}, Content: json.RawMessage(tc.content), Cut: true}
+		part := streamStart(m, tc.n)
+		if tc.nothing {
+			if part != nil {
+				t.Errorf("%q: %s, want nothing", tc.content, part.Content)
+			}
+			continue
+		}
+		var c streamContent
+		if part == nil || part.Cut || json.Unmarshal(part.Content, &c) != nil || c.Name != tc.name || c.Text != tc.text {
+			t.Errorf("%q (n %d): %+v, want %s %q", tc.content, tc.n, part, tc.name, tc.text)
+		}
+	}
+}
+
+// TestOutputLimitCut: a message the connection cut ends the execution's
+// output with the start of its text (a stream) or nothing (a display, an
+// error), then the marker; nothing of the execution's output follows.
+func TestOutputLimitCut(t *testing.T) {
+	for _, tc := range []struct {
+		typ, content, want string
+	}{
+		{"stream", `{"name": "stdout", "text": "abcdefghij`, "stream " + truncatedType},
+		{"display_data", `{"data": {"text/html": "xxxx`, truncatedType},
+		{"error", `{"traceback": ["xxxx`, truncatedType},
+	} {
+		l := &outputLimit{max: int64(len(stream("hello").Content)) + 9} // "hello", then 9 bytes
+		var kept []string
+		var texts []string
+		push := func(m *jupyter.Message) {
+			kept = append(kept, m.Type())
+			var c streamContent
+			if m.Type() == "stream" && json.Unmarshal(m.Content, &c) == nil {
+				texts = append(texts, c.Text)
+			}
+		}
+		l.filter(stream("hello"), push)
+		l.filter(&jupyter.Message{Header: jupyter.Header{MsgType: tc.typ}, Content: json.RawMessage(tc.content), Cut: true, Channel: jupyter.IOPub}, push)
+		l.filter(stream("dropped"), push)
+		if got := strings.Join(kept[1:], " "); got != tc.want {
+			t.Errorf("%s: kept %s, want %s", tc.typ, got, tc.want)
+		}
+		if tc.typ == "stream" && (len(texts) != 2 || texts[1] != "abcdefghi") {
+			t.Errorf("texts %q", texts)
+		}
+	}
+}
+
 func TestKernelAddressSpace(t *testing.T) {
 	for _, tc := range []struct{ total, want uint64 }{
 		{0, 0},

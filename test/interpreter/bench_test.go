@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -210,4 +211,36 @@ func inSandbox(tb testing.TB, d *harness.Daemon, sb *client.Sandbox, n int) map[
 		tb.Fatalf("in-sandbox round trips: %q: %v", r.Stdout, err)
 	}
 	return out
+}
+
+// benchQuick proves `space bench --templates` measures the code
+// interpreter (test/templates' TestBenchTemplatesQuick skips that part,
+// having no such template): a quick run against d, where
+// code-interpreter-v1 is built, gives every code figure, each positive. It
+// asserts no speed.
+func benchQuick(t *testing.T, d *harness.Daemon) {
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--templates", "--quick", "--json", "--interpreter", "code-interpreter-v1",
+		"--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
+	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("space bench --templates: %v\n%s", err, stderr.String())
+	}
+	t.Logf("bench: %s", out)
+	var res map[string]any
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
+	}
+	for _, k := range []string{"code_first_result_p50", "code_first_result_p90", "code_round_trip_p50", "code_round_trip_p90",
+		"code_in_sandbox_round_trip_p50", "code_new_context_p50"} {
+		if v, ok := res[k].(float64); !ok || v <= 0 {
+			t.Errorf("figure %s = %v (missing or not positive)\n%s", k, res[k], stderr.String())
+		}
+	}
+	// The daemon has no pools: every create restored the template.
+	if res["code_pooled"] != false || res["n"] != float64(3) {
+		t.Errorf("code_pooled = %v, n = %v; want false and 3", res["code_pooled"], res["n"])
+	}
 }

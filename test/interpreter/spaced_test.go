@@ -21,10 +21,13 @@ func TestMain(m *testing.M) {
 // TestSDKsThroughSpaced runs the same SDK suites against a real spaced:
 // the code-interpreter-v1 template is built there the way a user builds
 // it (scripts/build-code-interpreter.sh, offline from the wheelhouse),
-// Sandbox.create() restores its kernel already running, and every call
+// Sandbox.create() restores its kernel already running (checked first, in
+// warm_test.go), and every call
 // goes through spaced's E2B proxy to port 49999 in the sandbox. Its
 // native subtest drives spaced's own code API (native_test.go) on the
-// same daemon, so that the template is built once per run.
+// same daemon, so that the template is built once per run; its bench
+// subtest runs `space bench --templates --quick` there, the one run of the
+// bench's code-interpreter figures in the tests.
 func TestSDKsThroughSpaced(t *testing.T) {
 	testenv.NeedCommand(t, "python3", "node", "npm")
 	d := harness.Own(t, harness.Options{Name: "spaced", CIDR: "10.248.0.0/22", NoPool: true, BootTimeout: 10 * time.Second})
@@ -42,6 +45,7 @@ func TestSDKsThroughSpaced(t *testing.T) {
 	runEnv(t, root, build, "scripts/build-code-interpreter.sh")
 	t.Logf("code-interpreter-v1 built in %s", time.Since(start).Round(time.Millisecond))
 
+	t.Run("kernel running at create", func(t *testing.T) { kernelWarmAtCreate(t, d) })
 	// spaced's own code API, on the same daemon and template.
 	t.Run("native", func(t *testing.T) { nativeAPI(t, d) })
 
@@ -57,6 +61,8 @@ func TestSDKsThroughSpaced(t *testing.T) {
 		suite(t, logs, filepath.Join(here, "js"), env,
 			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
 	})
+	// Last: it builds templates of its own on d.
+	t.Run("bench", func(t *testing.T) { benchQuick(t, d) })
 }
 
 // daemonLog shows spaced's log where the debug-mode run shows the server's.

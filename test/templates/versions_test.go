@@ -226,3 +226,68 @@ func metric(t *testing.T, d *harness.Daemon, series string) float64 {
 	}
 	return 0
 }
+
+// TestFailedRebuild: a rebuild of a tag that fails (at a RUN step, or at
+// its start command once every layer and its image are made) leaves the
+// tag on the previous good build, and creates get that build, restored from
+// its start checkpoint, also after the collector has removed what the
+// failed builds made.
+func TestFailedRebuild(t *testing.T) {
+	t.Parallel()
+	d := ownDaemon(t, harness.Options{Name: "rebuild", CIDR: "10.247.44.0/22",
+		Env: []string{"SPACE_TEMPLATE_CACHE_TTL=1s", "SPACE_TEMPLATE_GC_INTERVAL=1s"}})
+	ctx := harness.Ctx(t, 5*time.Minute)
+	page := func(v string) client.BuildStep {
+		return client.BuildStep{Run: "mkdir -p /home/user/www && echo " + v + " > /home/user/www/index.html"}
+	}
+	serve := &client.BuildStart{Cmd: "python3 -m http.server 8000 --directory /home/user/www", Ready: client.BuildReady{Port: 8000}}
+	v1 := mustBuild(t, d, "", client.BuildRequest{Name: "keep:v1", From: &client.BuildFrom{Template: "base"},
+		Steps: []client.BuildStep{page("v1")}, Start: serve})
+
+	// checkV1 holds after each failed rebuild: the tag names v1's build
+	// and image, and a new sandbox of keep:v1 serves v1's page.
+	checkV1 := func(after string) {
+		t.Helper()
+		tpl, err := d.Client.GetTemplate(ctx, "keep")
+		if err != nil {
+			t.Fatalf("after %s: %v", after, err)
+		}
+		if len(tpl.Tags) != 1 || tpl.Tags[0].Tag != "v1" || tpl.Tags[0].Build != v1.ID || tpl.Tags[0].Image != v1.Image {
+			t.Errorf("after %s the tags are %+v, want only v1 on build %s (image %s)", after, tpl.Tags, v1.ID, v1.Image)
+		}
+		sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: "keep:v1"})
+		if got := sh(t, d, sb.ID, "", "cat /home/user/www/index.html"); got != "v1\n" {
+			t.Errorf("after %s a sandbox of keep:v1 has the page %q", after, got)
+		}
+		if got := sh(t, d, sb.ID, "", "curl -sf http://localhost:8000/index.html"); got != "v1\n" {
+			t.Errorf("after %s a sandbox of keep:v1 serves %q", after, got)
+		}
+	}
+	checkV1("the first build")
+
+	// A RUN that fails after a step that changed the page: the failed
+	// build made a layer and an image holding v2.
+	runFails := build(t, d, "", client.BuildRequest{Name: "keep:v1", From: &client.BuildFrom{Template: "base"},
+		Steps: []client.BuildStep{page("v2"), {Run: "exit 7"}}, Start: serve})
+	if e := runFails.Error; runFails.State != client.BuildStateFailed || e == nil || e.Step != 2 || e.ExitCode == nil || *e.ExitCode != 7 {
+		t.Fatalf("rebuild with a failing RUN: %s, error %+v; want failed at step 2 with exit 7", runFails.State, e)
+	}
+	checkV1("a rebuild whose RUN failed")
+
+	// Every step succeeds, the start command exits before it is ready.
+	startFails := build(t, d, "", client.BuildRequest{Name: "keep:v1", From: &client.BuildFrom{Template: "base"},
+		Steps: []client.BuildStep{page("v3")}, Start: &client.BuildStart{Cmd: "exit 5", Ready: client.BuildReady{Port: 8000}}})
+	if e := startFails.Error; startFails.State != client.BuildStateFailed || e == nil || !strings.Contains(e.Message, "exited with code 5") {
+		t.Fatalf("rebuild with a failing start command: %s, error %+v", startFails.State, e)
+	}
+	checkV1("a rebuild whose start command failed")
+
+	// The collector removes the failed builds' layers (v2's and v3's
+	// pages), never the tagged build's.
+	if !harness.WaitFor(time.Minute, func() bool {
+		return metric(t, d, `space_template_collected_total{kind="layer"}`) >= 2
+	}) {
+		t.Fatalf("the failed builds' layers were not collected (%v layers)", metric(t, d, `space_template_collected_total{kind="layer"}`))
+	}
+	checkV1("a collection")
+}

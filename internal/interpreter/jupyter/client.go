@@ -32,6 +32,8 @@ var ErrClosed = errors.New("kernel connection closed")
 // as fast as it comes.
 type Client struct {
 	sig     signer
+	limit   *frameLimit // nil: frames are not bounded
+	token   string      // the limit's key in frameLimits
 	session string
 	log     *slog.Logger
 	ctx     context.Context
@@ -47,8 +49,10 @@ type Client struct {
 }
 
 // Dial connects to the kernel of info. The kernel must already listen
-// (ZeroMQ's dial fails otherwise); see ConnInfo.SocketPaths.
-func Dial(info ConnInfo, logger *slog.Logger) (*Client, error) {
+// (ZeroMQ's dial fails otherwise); see ConnInfo.Listening. With maxFrame >
+// 0 no frame the kernel sends is held past maxFrame bytes (see Frame limit
+// in limit.go): a message over it arrives with Message.Cut.
+func Dial(info ConnInfo, maxFrame int64, logger *slog.Logger) (*Client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		sig: signer{key: []byte(info.Key)}, session: NewID(), log: logger,
@@ -69,9 +73,21 @@ func Dial(info ConnInfo, logger *slog.Logger) (*Client, error) {
 	c.socks[Shell] = zmq.NewDealer(ctx, dealer...)
 	c.socks[Control] = zmq.NewDealer(ctx, dealer...)
 	c.socks[IOPub] = zmq.NewSub(ctx, common...)
+	if maxFrame > 0 {
+		c.limit, c.token = newFrameLimit(maxFrame, []byte(info.Key)), NewID()
+		frameLimits.Store(c.token, c.limit)
+	}
 	ports := map[string]int{Shell: info.ShellPort, Control: info.ControlPort, IOPub: info.IOPubPort}
 	for name, s := range c.socks {
-		if err := s.Dial(info.Endpoint(ports[name])); err != nil {
+		ep := info.Endpoint(ports[name])
+		if c.limit != nil {
+			var err error
+			if ep, err = limitedEndpoint(ep, c.token); err != nil {
+				c.Close(err)
+				return nil, err
+			}
+		}
+		if err := s.Dial(ep); err != nil {
 			c.Close(err)
 			return nil, fmt.Errorf("dial %s: %w", name, err)
 		}
@@ -109,6 +125,10 @@ func (c *Client) Close(cause error) {
 	c.routes = map[string]*Route{}
 	c.mu.Unlock()
 	c.cancel()
+	if c.limit != nil {
+		c.limit.close() // before the sockets: their readers may wait on it
+		frameLimits.Delete(c.token)
+	}
 	for _, s := range c.socks {
 		_ = s.Close()
 	}
@@ -129,18 +149,31 @@ func (c *Client) read(name string, s zmq.Socket) {
 			}
 			return
 		}
-		m, err := c.sig.decode(raw.Frames)
-		if err != nil {
-			c.log.Warn("dropped a kernel message", "channel", name, "err", err)
-			continue
+		c.handle(name, raw)
+	}
+}
+
+// handle routes one message read from a socket; then the frame limit's
+// count of messages to handle goes down by its size.
+func (c *Client) handle(name string, raw zmq.Msg) {
+	if c.limit != nil && raw.Type != zmq.CmdMsg {
+		var n int64
+		for _, f := range raw.Frames {
+			n += int64(len(f))
 		}
-		m.Channel = name
-		c.mu.Lock()
-		r := c.routes[m.Parent()]
-		c.mu.Unlock()
-		if r != nil {
-			r.deliver(m)
-		}
+		defer c.limit.release(n)
+	}
+	m, err := c.sig.decode(raw.Frames)
+	if err != nil {
+		c.log.Warn("dropped a kernel message", "channel", name, "err", err)
+		return
+	}
+	m.Channel = name
+	c.mu.Lock()
+	r := c.routes[m.Parent()]
+	c.mu.Unlock()
+	if r != nil {
+		r.deliver(m)
 	}
 }
 

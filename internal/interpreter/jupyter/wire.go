@@ -42,6 +42,10 @@ type Message struct {
 	Metadata     json.RawMessage
 	Content      json.RawMessage
 	Channel      string // Shell, Control or IOPub: where it arrived
+	// Cut says the message was over the Client's frame limit: Content
+	// (or Metadata) holds only its first bytes, not valid JSON. Its
+	// signature was checked over the whole message as it arrived.
+	Cut bool
 }
 
 // Type is the message type.
@@ -92,6 +96,12 @@ var errBadSignature = errors.New("bad message signature")
 // before the delimiter in varying number (iopub topics, none at all for
 // some kernels), so it is searched for rather than assumed at an index.
 func (s signer) decode(frames [][]byte) (*Message, error) {
+	cut, signed := false, false
+	if n := len(frames); n > 0 {
+		if cut, signed = trailer(frames[n-1]); cut {
+			frames = frames[:n-1]
+		}
+	}
 	i := 0
 	for i < len(frames) && !bytes.Equal(frames[i], delimiter) {
 		i++
@@ -100,10 +110,13 @@ func (s signer) decode(frames [][]byte) (*Message, error) {
 		return nil, fmt.Errorf("short message: %d frames, delimiter at %d", len(frames), i)
 	}
 	sig, h, p, md, c := frames[i+1], frames[i+2], frames[i+3], frames[i+4], frames[i+5]
-	if len(s.key) > 0 && !hmac.Equal(sig, s.sign(h, p, md, c)) {
+	switch {
+	case cut && !signed:
+		return nil, errBadSignature
+	case !cut && len(s.key) > 0 && !hmac.Equal(sig, s.sign(h, p, md, c)):
 		return nil, errBadSignature
 	}
-	m := &Message{Metadata: md, Content: c}
+	m := &Message{Metadata: md, Content: c, Cut: cut}
 	if err := json.Unmarshal(h, &m.Header); err != nil {
 		return nil, fmt.Errorf("decode header: %w", err)
 	}
