@@ -55,6 +55,7 @@ func TestTenants(t *testing.T) {
 		{"TemplateQuotas", testTenantTemplateQuotas},
 		{"Metrics", testTenantMetrics},
 		{"AuditPublic", testTenantAuditPublic},
+		{"CLI", testTenantCLI},
 	} {
 		t.Run(part.name, func(t *testing.T) {
 			t.Parallel()
@@ -212,8 +213,9 @@ func sandboxIDs(sbs []client.Sandbox) []string {
 }
 
 // testTenantQuotas: a create that would cross a quota is refused with 403
-// quota_exceeded naming it, through both APIs, leaves nothing behind, and
-// a create within the quota then passes.
+// quota_exceeded naming it, through both APIs, leaves nothing behind, a
+// create within the quota then passes, and the refused request itself
+// passes once a kill lowers the use.
 func testTenantQuotas(t *testing.T, d *harness.Daemon) {
 	for _, tc := range []struct {
 		quota              string
@@ -277,7 +279,27 @@ func testTenantQuotas(t *testing.T, d *harness.Daemon) {
 			if err := echoAs(ctx, c, sb.ID, "fits"); err != nil {
 				t.Error(err)
 			}
-			checkUsage(t, c, addUse(want, sb, 1))
+			want = addUse(want, sb, 1)
+			checkUsage(t, c, want)
+			if tc.killFirst {
+				return // the refused request itself passed after the kill
+			}
+			// The refused request itself passes once a kill lowers the
+			// use: refused while fill[0] runs, made after it is killed.
+			resp, body = do(t, d, "POST", "/v1/sandboxes", client.CreateSandboxRequest{}, bearer(key.Key))
+			if r := parseRefusal(t, resp, body, false); r.Status != http.StatusForbidden || r.Details["quota"] != tc.quota {
+				t.Errorf("the first request again, at the quota: %d %s, want 403 naming %s", r.Status, body, tc.quota)
+			}
+			if err := c.KillSandbox(ctx, made[0].ID); err != nil {
+				t.Fatalf("kill %s: %v", made[0].ID, err)
+			}
+			want = addUse(want, &made[0], -1)
+			checkUsage(t, c, want)
+			again := createAs(t, d, c, client.CreateSandboxRequest{})
+			if err := echoAs(ctx, c, again.ID, "again"); err != nil {
+				t.Error(err)
+			}
+			checkUsage(t, c, addUse(want, again, 1))
 		})
 	}
 	// Creates in flight hold their share: six at once at sandboxes=2 make two.
