@@ -254,7 +254,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 		MaxUpload: cfg.TemplateMaxUpload,
 		Tenants:   tenants,
 		Audit:     apiAudit,
-		Next:      withConsole(api, ui),
+		// The cluster's forwarder keeps creates' Idempotency-Keys.
+		IdempotencyKeys: router != nil,
+		Next:            withConsole(api, ui),
 	})
 	if router != nil {
 		// Any node serves every request: one that names a sandbox

@@ -399,3 +399,64 @@ func TestParseMetadataQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsupportedOptions: what the SDKs can send and spaced does not act on
+// is a 501 that names it, on create and on the network update, and nothing
+// is made or changed; the same fields sent as null pass.
+func TestUnsupportedOptions(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(nil)
+	for _, tc := range []struct {
+		name, body string
+		hdr        map[string]string
+		want       string // in the message; "" for a create that passes
+	}{
+		{"mcp", `{"templateID":"base","mcp":{"github":{}}}`, nil, "MCP gateway sandboxes are not supported"},
+		{"mcp null", `{"templateID":"base","mcp":null}`, nil, ""},
+		{"iam", `{"templateID":"base","iam":{"tokens":{"aws":{}}}}`, nil, "workload identity"},
+		{"idempotency key", `{"templateID":"base"}`, map[string]string{"Idempotency-Key": "k-1"}, "Idempotency-Key"},
+		{"egress proxy", `{"templateID":"base","network":{"egressProxy":{"address":"proxy.example:1080"}}}`, nil, "network.egressProxy"},
+		{"egress proxy null", `{"templateID":"base","network":{"egressProxy":null}}`, nil, ""},
+		{"dns servers", `{"templateID":"base","network":{"dnsServers":["1.1.1.1"]}}`, nil, "network.dnsServers"},
+		{"no dns servers", `{"templateID":"base","network":{"dnsServers":[]}}`, nil, "network.dnsServers"},
+		{"mask request host", `{"templateID":"base","network":{"maskRequestHost":"${PORT}-app.example"}}`, nil, "network.maskRequestHost"},
+		{"https ports", `{"templateID":"base","network":{"httpsPorts":[3000]}}`, nil, "network.httpsPorts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := map[string]string{"X-API-KEY": testKey}
+			for k, v := range tc.hdr {
+				hdr[k] = v
+			}
+			before := len(h.fake.creates)
+			resp := h.do("POST", "/v2/sandboxes", tc.body, hdr)
+			if tc.want == "" {
+				if resp.StatusCode != 201 {
+					t.Fatalf("create: %d %s", resp.StatusCode, readAll(resp))
+				}
+				return
+			}
+			if e := wantError(t, resp, 501); !strings.Contains(e.Message, tc.want) || !strings.Contains(e.Message, "not supported by") {
+				t.Errorf("message %q, want it to name %q and say spaced does not support it", e.Message, tc.want)
+			}
+			if len(h.fake.creates) != before {
+				t.Errorf("a refused create reached the sandbox service: %+v", h.fake.creates[before:])
+			}
+		})
+	}
+	// The network update refuses the same fields and keeps the policy.
+	for _, body := range []string{`{"egressProxy":{"address":"p:1080"}}`, `{"dnsServers":[]}`, `{"allowOut":["8.8.8.8"],"httpsPorts":[443]}`} {
+		if e := wantError(t, h.api("PUT", "/sandboxes/"+sb.SandboxID+"/network", body), 501); !strings.Contains(e.Message, "not supported by spaced") {
+			t.Errorf("update %s: message %q", body, e.Message)
+		}
+	}
+	var d sandboxDetailJSON
+	decode(t, h.api("GET", "/sandboxes/"+sb.SandboxID, nil), &d)
+	if d.Network != nil && len(d.Network.AllowOut) > 0 {
+		t.Errorf("a refused update changed the policy: %+v", d.Network)
+	}
+	// Where a cluster's forwarder keeps the keys, a keyed create passes.
+	clustered := newHarness(t, func(o *Options) { o.IdempotencyKeys = true })
+	if resp := clustered.do("POST", "/v2/sandboxes", `{"templateID":"base"}`, map[string]string{"X-API-KEY": testKey, "Idempotency-Key": "k-1"}); resp.StatusCode != 201 {
+		t.Errorf("a keyed create behind the cluster's forwarder: %d %s", resp.StatusCode, readAll(resp))
+	}
+}

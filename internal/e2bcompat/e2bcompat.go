@@ -75,6 +75,10 @@ type Options struct {
 	// gives <port>-<id>.<Domain>. Empty: the host name the client used to reach
 	// spaced, with "localhost" standing in for a loopback address.
 	Domain string
+	// IdempotencyKeys: a forwarder in front keeps creates' Idempotency-Keys
+	// (cluster mode). Without it a create that sends one is refused (501),
+	// as a key ignored would let a retry make a second sandbox.
+	IdempotencyKeys bool
 	// Next serves every request that is not E2B's (the native API).
 	Next http.Handler
 	// Dial connects to a sandbox address (ip:port); nil means a plain TCP

@@ -19,6 +19,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		slog.ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
+	if v := errdefs.RetryAfterHeader(err); v != "" {
+		w.Header().Set("Retry-After", v)
+	}
 	writeJSON(w, code, errorJSON{Code: code, Message: errdefs.PublicMessage(err), Details: errdefs.Details(err)})
 }
 

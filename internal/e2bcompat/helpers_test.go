@@ -42,7 +42,8 @@ type seen struct {
 	Path, Query, Host, Token, SandboxID, Port, Traffic string
 }
 
-func newHarness(t *testing.T) *harness {
+// newHarness serves the E2B layer over fakes; opts change its Options.
+func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 	h := &harness{t: t, fake: newFakeSandboxes(), release: make(chan string, 1)}
 	h.tel = &fakeTelemetry{sbs: h.fake}
 	h.agent = httptest.NewServer(http.HandlerFunc(h.upstream))
@@ -52,7 +53,7 @@ func newHarness(t *testing.T) *harness {
 	native := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "native "+r.URL.Path)
 	})
-	s := New(Options{
+	o := Options{
 		Sandboxes: h.fake, Telemetry: h.tel, Tenants: testTenants(t, testKey), Next: native,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			h.mu.Lock()
@@ -60,7 +61,11 @@ func newHarness(t *testing.T) *harness {
 			h.mu.Unlock()
 			return (&net.Dialer{}).DialContext(ctx, network, upstream)
 		},
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := New(o)
 	h.srv = httptest.NewServer(s)
 	t.Cleanup(h.srv.Close)
 	return h

@@ -26,7 +26,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			writeError(w, r, err)
 			return
 		}
-		if msg := unsupported(&req); msg != "" {
+		if msg := unsupported(r, &req, s.opts.IdempotencyKeys); msg != "" {
 			writeStatus(w, http.StatusNotImplemented, msg)
 			return
 		}
@@ -75,13 +75,34 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 }
 
 // unsupported names a create option that would silently behave differently
-// here, so it is refused rather than ignored.
-func unsupported(req *newSandbox) string {
+// here, so it is refused (501) rather than ignored.
+func unsupported(r *http.Request, req *newSandbox, idempotencyKeys bool) string {
 	switch {
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
 		return "MCP gateway sandboxes are not supported by spaced"
 	case req.IAM != nil && len(req.IAM.Tokens) > 0:
 		return "workload identity (iam tokens) is not supported by spaced"
+	case r.Header.Get("Idempotency-Key") != "" && !idempotencyKeys:
+		return "idempotent creates (Idempotency-Key, idempotency_key) are not supported by a single spaced (only in cluster mode): a retried create would make a second sandbox"
+	}
+	return unsupportedNetwork(req.Network)
+}
+
+// unsupportedNetwork names a network setting spaced does not act on (the
+// create's and the update's), so it is refused (501) rather than stored
+// and ignored: traffic meant for the user's SOCKS5 proxy would go out
+// directly, say. A field sent as null counts as not sent.
+func unsupportedNetwork(n *networkConfig) string {
+	switch {
+	case n == nil:
+	case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
+		return "network.egressProxy (tunnelling egress through a SOCKS5 proxy) is not supported by spaced"
+	case n.DNSServers != nil:
+		return "network.dnsServers is not supported by spaced: sandboxes resolve names through spaced's gateway, which answers only names the sandbox's policy lets it reach"
+	case n.MaskRequestHost != nil:
+		return "network.maskRequestHost is not supported by spaced: requests reach a sandbox's ports with the Host they were sent with"
+	case n.HTTPSPorts != nil:
+		return "network.httpsPorts is not supported by spaced: the proxy speaks plain HTTP to a sandbox's ports"
 	}
 	return ""
 }
@@ -415,6 +436,10 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if msg := unsupportedNetwork(&req); msg != "" {
+		writeStatus(w, http.StatusNotImplemented, msg)
+		return
+	}
 	policy, err := toPolicy(req.AllowInternetAccess, &req)
 	if err != nil {
 		writeError(w, r, err)
@@ -483,11 +508,9 @@ func toPolicy(allowInternet *bool, n *networkConfig) (*sandbox.NetworkPolicy, er
 			}
 		}
 	}
-	extra := networkExtra{
-		DNSServers: n.DNSServers, EgressProxy: n.EgressProxy, MaskRequestHost: n.MaskRequestHost,
-		HTTPSPorts: n.HTTPSPorts, Rules: n.Rules,
-	}
-	if b, err := json.Marshal(extra); err == nil && string(b) != "{}" {
+	// The rules are reported back as sent (unsupportedNetwork refused the
+	// other fields networkExtra reads from older records).
+	if b, err := json.Marshal(networkExtra{Rules: n.Rules}); err == nil && string(b) != "{}" {
 		p.Extra = b
 	}
 	return p, nil

@@ -47,7 +47,9 @@ type networkConfig struct {
 }
 
 // networkExtra is what of networkConfig has no field in the domain's
-// NetworkPolicy; it is stored as sent and reported back.
+// NetworkPolicy; it is stored as sent and reported back. Only rules are
+// stored now (the other fields are refused, 501); records stored before
+// that may hold them and still report them.
 type networkExtra struct {
 	DNSServers      []string        `json:"dnsServers,omitempty"`
 	EgressProxy     json.RawMessage `json:"egressProxy,omitempty"`

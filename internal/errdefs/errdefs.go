@@ -6,6 +6,7 @@ package errdefs
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Classes. Wrap them; compare with errors.Is.
@@ -103,4 +104,34 @@ func Class(err error) error {
 		}
 	}
 	return nil
+}
+
+// retryable is an error that says when its request may be tried again.
+type retryable struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryable) Error() string { return e.err.Error() }
+func (e *retryable) Unwrap() error { return e.err }
+
+// Retryable returns err with a hint that the same request may succeed after
+// d (a rate limit's wait): both APIs send it as a Retry-After header.
+func Retryable(err error, d time.Duration) error { return &retryable{err: err, after: d} }
+
+// RetryAfter is the wait of the Retryable hint in err, or 0. Like the
+// details, the hint belongs to its classified error: one wrapped in an outer
+// class of its own has none.
+func RetryAfter(err error) time.Duration {
+	var r *retryable
+	if !errors.As(err, &r) {
+		return 0
+	}
+	var outer, inner *classified
+	errors.As(err, &outer)
+	errors.As(r.err, &inner)
+	if outer != inner {
+		return 0
+	}
+	return r.after
 }

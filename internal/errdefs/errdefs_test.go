@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestClassAndMessage(t *testing.T) {
@@ -82,5 +83,40 @@ func TestDetails(t *testing.T) {
 	}
 	if Details(errors.New("x")) != nil {
 		t.Error("details of an internal error")
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	limited := func(d time.Duration) error {
+		return Retryable(WithDetails(ErrResourceExhausted, map[string]int{"burst": 2}, "slow down"), d)
+	}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		after  time.Duration
+		header string
+	}{
+		{"under a second rounds up", limited(1500 * time.Millisecond), 1500 * time.Millisecond, "2"},
+		{"a whole second stays", limited(2 * time.Second), 2 * time.Second, "2"},
+		{"a millisecond is a second", limited(time.Millisecond), time.Millisecond, "1"},
+		{"wrapped with %w", fmt.Errorf("create: %w", limited(300*time.Millisecond)), 300 * time.Millisecond, "1"},
+		// An outer class is another answer: the hint was not its.
+		{"outer class drops it", Wrap(ErrUnavailable, limited(time.Second), "outer"), 0, ""},
+		{"no hint", New(ErrResourceExhausted, "x"), 0, ""},
+		{"zero wait", limited(0), 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RetryAfter(tc.err); got != tc.after {
+				t.Errorf("RetryAfter = %v, want %v", got, tc.after)
+			}
+			if got := RetryAfterHeader(tc.err); got != tc.header {
+				t.Errorf("RetryAfterHeader = %q, want %q", got, tc.header)
+			}
+		})
+	}
+	// The hint keeps the class, message and details.
+	err := limited(time.Second)
+	if Class(err) != ErrResourceExhausted || PublicMessage(err) != "slow down" || Details(err) == nil {
+		t.Errorf("class %v message %q details %v", Class(err), PublicMessage(err), Details(err))
 	}
 }

@@ -3,7 +3,9 @@ package errdefs
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"syscall"
+	"time"
 )
 
 // HTTPStatus is the status and error code both APIs (native and E2B)
@@ -46,4 +48,15 @@ func NodeCondition(err error) error {
 		return Wrap(ErrNoSpace, err, "no space left on the node")
 	}
 	return err
+}
+
+// RetryAfterHeader is the Retry-After header both APIs send for err: its
+// Retryable wait in whole seconds, rounded up (so a client that waits that
+// long is not refused again for the same reason), or "" for none.
+func RetryAfterHeader(err error) string {
+	d := RetryAfter(err)
+	if d <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }

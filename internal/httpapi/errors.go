@@ -31,6 +31,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		slog.DebugContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
+	if v := errdefs.RetryAfterHeader(err); v != "" {
+		w.Header().Set("Retry-After", v)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: name, Message: msg, Details: errdefs.Details(err)}})

@@ -3,6 +3,7 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -252,10 +253,15 @@ func (r *rates) forget(tenant string) {
 	r.mu.Unlock()
 }
 
-// AllowCreate takes one create (or resume or fork) from p's tenant's
-// bucket, or answers ErrResourceExhausted (429) saying when to retry. The
+// AllowCreate takes n creates (or resumes or forks) from p's tenant's
+// bucket, or answers ErrResourceExhausted (429) saying what is left of the
+// burst and when to retry (a Retryable error: the Retry-After header). The
 // admin key is not limited.
 func (s *Service) AllowCreate(p Principal, n int) error {
+	return s.allowCreate(p, n, time.Now())
+}
+
+func (s *Service) allowCreate(p Principal, n int, now time.Time) error {
 	if p.Admin {
 		return nil
 	}
@@ -271,13 +277,27 @@ func (s *Service) AllowCreate(p Principal, n int) error {
 		s.rate.by[p.Tenant] = l
 	}
 	s.rate.mu.Unlock()
-	now := time.Now()
-	if n > burst || !l.AllowN(now, n) {
-		s.rateLimited.WithLabelValues(p.Tenant).Inc()
-		wait := time.Duration(float64(n) / q.CreatesPerSecond * float64(time.Second))
-		return errdefs.WithDetails(errdefs.ErrResourceExhausted,
-			map[string]any{"quota": "creates_per_second", "limit": q.CreatesPerSecond, "burst": burst, "retry_after_ms": wait.Milliseconds()},
-			"tenant %s is over its rate of %g creates per second (burst %d); retry in %s", p.Tenant, q.CreatesPerSecond, burst, wait.Round(time.Millisecond))
+	if n <= burst && l.AllowN(now, n) {
+		return nil
 	}
-	return nil
+	s.rateLimited.WithLabelValues(p.Tenant).Inc()
+	// What is left of the burst now (a refused AllowN takes nothing), in
+	// hundredths rounded down so it never promises a create that fails.
+	left := math.Floor(max(l.TokensAt(now), 0)*100) / 100
+	used := math.Round((float64(burst)-left)*100) / 100
+	details := map[string]any{"quota": "creates_per_second", "limit": q.CreatesPerSecond, "burst": burst,
+		"used": used, "tokens_left": left, "requested": n}
+	if n > burst {
+		return errdefs.WithDetails(errdefs.ErrResourceExhausted, details,
+			"tenant %s is limited to bursts of %d creates (at %g per second): a request for %d at once can never pass; ask for %d or fewer",
+			p.Tenant, burst, q.CreatesPerSecond, n, burst)
+	}
+	// The time until the bucket holds n again, rounded up to the
+	// millisecond, so a retry after it passes.
+	wait := time.Duration(math.Ceil((float64(n)-l.TokensAt(now))/q.CreatesPerSecond*1000)) * time.Millisecond
+	wait = max(wait, time.Millisecond)
+	details["retry_after_ms"] = wait.Milliseconds()
+	return errdefs.Retryable(errdefs.WithDetails(errdefs.ErrResourceExhausted, details,
+		"tenant %s is over its rate of %g creates per second (burst %d): %g of %d creates left, this request needs %d; retry in %s",
+		p.Tenant, q.CreatesPerSecond, burst, left, burst, n, wait), wait)
 }

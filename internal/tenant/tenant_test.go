@@ -224,6 +224,58 @@ func TestAllowCreate(t *testing.T) {
 	}
 }
 
+// TestAllowCreateAnswer: a refusal says what is left of the burst and how
+// long until the request would pass, in its details and as a Retry-After.
+func TestAllowCreateAnswer(t *testing.T) {
+	svc, _ := newService(t, store.Quotas{CreatesPerSecond: 2, CreatesBurst: 2})
+	p := Principal{Tenant: "acme", Key: "k"}
+	t0 := time.Now()
+	for i := range 2 {
+		if err := svc.allowCreate(p, 1, t0); err != nil {
+			t.Fatalf("create %d within the burst: %v", i, err)
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		at          time.Duration
+		n           int
+		left, used  float64
+		waitMS      int64 // 0: no retry hint
+		retryHeader string
+		message     string
+	}{
+		{"empty bucket", 0, 1, 0, 2, 500, "1", "0 of 2 creates left, this request needs 1; retry in 500ms"},
+		{"part refilled", 200 * time.Millisecond, 1, 0.4, 1.6, 300, "1", "0.4 of 2 creates left, this request needs 1; retry in 300ms"},
+		{"two at once", 200 * time.Millisecond, 2, 0.4, 1.6, 800, "1", "this request needs 2; retry in 800ms"},
+		{"more than the burst", 0, 3, 0, 2, 0, "", "a request for 3 at once can never pass"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := svc.allowCreate(p, tc.n, t0.Add(tc.at))
+			d, _ := errdefs.Details(err).(map[string]any)
+			if !errors.Is(err, errdefs.ErrResourceExhausted) || d == nil {
+				t.Fatalf("refusal: %v", err)
+			}
+			want := map[string]any{"quota": "creates_per_second", "limit": 2.0, "burst": 2, "tokens_left": tc.left, "used": tc.used, "requested": tc.n}
+			if tc.waitMS > 0 {
+				want["retry_after_ms"] = tc.waitMS
+			}
+			if fmt.Sprint(d) != fmt.Sprint(want) {
+				t.Errorf("details %v, want %v", d, want)
+			}
+			if got := errdefs.RetryAfterHeader(err); got != tc.retryHeader {
+				t.Errorf("Retry-After %q, want %q", got, tc.retryHeader)
+			}
+			if msg := errdefs.PublicMessage(err); !strings.Contains(msg, tc.message) {
+				t.Errorf("message %q, want it to say %q", msg, tc.message)
+			}
+		})
+	}
+	// The wait it was told is enough.
+	if err := svc.allowCreate(p, 1, t0.Add(500*time.Millisecond)); err != nil {
+		t.Errorf("a create after the wait: %v", err)
+	}
+}
+
 func TestAuditMiddleware(t *testing.T) {
 	svc, st := newService(t, store.Quotas{})
 	a := NewAudit(st, time.Hour)

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +55,7 @@ func TestTenants(t *testing.T) {
 		{"TemplateQuotas", testTenantTemplateQuotas},
 		{"Metrics", testTenantMetrics},
 		{"AuditPublic", testTenantAuditPublic},
+		{"CLI", testTenantCLI},
 	} {
 		t.Run(part.name, func(t *testing.T) {
 			t.Parallel()
@@ -142,15 +145,16 @@ func echoAs(ctx context.Context, c *client.Client, id, word string) error {
 
 // refusal is a quota or rate error answer of either API, with its details.
 type refusal struct {
-	Status  int
-	Code    string // the native code; E2B's body has the status only
-	Message string
-	Details map[string]any
+	Status     int
+	Code       string // the native code; E2B's body has the status only
+	Message    string
+	Details    map[string]any
+	RetryAfter string // the Retry-After header
 }
 
 func parseRefusal(t *testing.T, resp *http.Response, body []byte, e2b bool) refusal {
 	t.Helper()
-	r := refusal{Status: resp.StatusCode}
+	r := refusal{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("%s %s: content type %q, want JSON; body %s", resp.Request.Method, resp.Request.URL.Path, ct, body)
 	}
@@ -209,8 +213,9 @@ func sandboxIDs(sbs []client.Sandbox) []string {
 }
 
 // testTenantQuotas: a create that would cross a quota is refused with 403
-// quota_exceeded naming it, through both APIs, leaves nothing behind, and
-// a create within the quota then passes.
+// quota_exceeded naming it, through both APIs, leaves nothing behind, a
+// create within the quota then passes, and the refused request itself
+// passes once a kill lowers the use.
 func testTenantQuotas(t *testing.T, d *harness.Daemon) {
 	for _, tc := range []struct {
 		quota              string
@@ -274,7 +279,27 @@ func testTenantQuotas(t *testing.T, d *harness.Daemon) {
 			if err := echoAs(ctx, c, sb.ID, "fits"); err != nil {
 				t.Error(err)
 			}
-			checkUsage(t, c, addUse(want, sb, 1))
+			want = addUse(want, sb, 1)
+			checkUsage(t, c, want)
+			if tc.killFirst {
+				return // the refused request itself passed after the kill
+			}
+			// The refused request itself passes once a kill lowers the
+			// use: refused while fill[0] runs, made after it is killed.
+			resp, body = do(t, d, "POST", "/v1/sandboxes", client.CreateSandboxRequest{}, bearer(key.Key))
+			if r := parseRefusal(t, resp, body, false); r.Status != http.StatusForbidden || r.Details["quota"] != tc.quota {
+				t.Errorf("the first request again, at the quota: %d %s, want 403 naming %s", r.Status, body, tc.quota)
+			}
+			if err := c.KillSandbox(ctx, made[0].ID); err != nil {
+				t.Fatalf("kill %s: %v", made[0].ID, err)
+			}
+			want = addUse(want, &made[0], -1)
+			checkUsage(t, c, want)
+			again := createAs(t, d, c, client.CreateSandboxRequest{})
+			if err := echoAs(ctx, c, again.ID, "again"); err != nil {
+				t.Error(err)
+			}
+			checkUsage(t, c, addUse(want, again, 1))
 		})
 	}
 	// Creates in flight hold their share: six at once at sandboxes=2 make two.
@@ -473,16 +498,32 @@ func createdID(t *testing.T, body []byte) string {
 	return sb.ID
 }
 
-// wantRateLimited checks a 429 answer to a create.
-func wantRateLimited(t *testing.T, what string, r refusal, e2b bool, perSecond float64) (retry time.Duration) {
+// wantRateLimited checks a 429 answer to a create of a tenant whose burst
+// is spent: its details (the rate, the burst and what is left of it, the
+// wait), its message, and a Retry-After header of the wait in seconds,
+// rounded up.
+func wantRateLimited(t *testing.T, what string, r refusal, e2b bool, perSecond float64, burst int) (retry time.Duration) {
 	t.Helper()
 	if r.Status != http.StatusTooManyRequests || (!e2b && r.Code != "resource_exhausted") {
 		t.Errorf("%s: status %d code %q (%s), want 429 resource_exhausted", what, r.Status, r.Code, r.Message)
 		return 0
 	}
 	ms, _ := r.Details["retry_after_ms"].(float64)
-	if r.Details["quota"] != "creates_per_second" || r.Details["limit"] != perSecond || ms <= 0 || ms > 1000/perSecond {
-		t.Errorf("%s: details %v, want quota creates_per_second, limit %g, retry_after_ms in (0, %g]", what, r.Details, perSecond, 1000/perSecond)
+	left, okLeft := r.Details["tokens_left"].(float64)
+	used, okUsed := r.Details["used"].(float64)
+	if r.Details["quota"] != "creates_per_second" || r.Details["limit"] != perSecond || r.Details["burst"] != float64(burst) ||
+		r.Details["requested"] != 1.0 || ms <= 0 || ms > 1000/perSecond {
+		t.Errorf("%s: details %v, want quota creates_per_second, limit %g, burst %d, requested 1, retry_after_ms in (0, %g]", what, r.Details, perSecond, burst, 1000/perSecond)
+	}
+	// Refused, so less than one create is left; the use is the rest.
+	if !okLeft || !okUsed || left < 0 || left >= 1 || math.Abs(used+left-float64(burst)) > 0.011 {
+		t.Errorf("%s: details %v, want tokens_left in [0, 1) and used = burst - tokens_left", what, r.Details)
+	}
+	if want := fmt.Sprintf("of %d creates left", burst); !strings.Contains(r.Message, want) || !strings.Contains(r.Message, "retry in") {
+		t.Errorf("%s: message %q, want it to say what is left (%q) and when to retry", what, r.Message, want)
+	}
+	if want := strconv.Itoa(int(math.Ceil(ms / 1000))); r.RetryAfter != want {
+		t.Errorf("%s: Retry-After %q, want %q (retry_after_ms %g in seconds, rounded up)", what, r.RetryAfter, want, ms)
 	}
 	return time.Duration(ms) * time.Millisecond
 }
@@ -502,9 +543,9 @@ func testTenantRate(t *testing.T, d *harness.Daemon) {
 	<-wrote
 	time.Sleep(200 * time.Millisecond) // the daemon has read both
 	resp, body := do(t, d, "POST", "/v1/sandboxes", "{}", bearer(key.Key))
-	retry := wantRateLimited(t, "third create", parseRefusal(t, resp, body, false), false, 0.5)
+	retry := wantRateLimited(t, "third create", parseRefusal(t, resp, body, false), false, 0.5, 2)
 	resp, body = do(t, d, "POST", "/sandboxes", map[string]any{"templateID": "base"}, xAPIKey(key.Key))
-	wantRateLimited(t, "E2B create", parseRefusal(t, resp, body, true), true, 0.5)
+	wantRateLimited(t, "E2B create", parseRefusal(t, resp, body, true), true, 0.5, 2)
 	limitedAt := time.Now()
 	for range 2 {
 		r := <-results
