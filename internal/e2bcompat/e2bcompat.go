@@ -45,7 +45,6 @@ type Sandboxes interface {
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
-	Agent(id string) (*sandbox.AgentConn, error)
 	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
 	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)

@@ -47,7 +47,6 @@ func newHarness(t *testing.T) *harness {
 	h.tel = &fakeTelemetry{sbs: h.fake}
 	h.agent = httptest.NewServer(http.HandlerFunc(h.upstream))
 	t.Cleanup(h.agent.Close)
-	h.fake.agentURL = h.agent.URL
 	upstream := h.agent.Listener.Addr().String()
 	native := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "native "+r.URL.Path)
