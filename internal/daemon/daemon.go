@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
-	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.PoolSizes() })
+	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.Pools().PoolSizes() })
 	egressDir := filepath.Join(cfg.DataDir, "egress")
 	sec, err := openSecrets(ctx, egressDir, catalog, keys)
 	if err != nil {
@@ -164,7 +164,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		TeardownBeforeAnswer: cfg.DatabaseURL != "",
 	}, st, rt, metrics)
 	tenants.SetSandboxUsage(svc.Usage)
-	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
+	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
 	gw, err = startEgress(cfg, svc, sec, egressDir)
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	var nodes httpapi.Cluster // nil with one node
 	if pg, ok := catalog.(*store.Postgres); ok {
 		m, err := cluster.Join(ctx, cluster.Config{
-			Catalog: pg, Node: svc, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
+			Catalog: pg, Node: memberNode{svc}, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
 			Capacity: budget.Sandboxes, Registry: reg, Lost: func(ctx context.Context) { failLostBuilds(ctx, pg, tpl) },
 		})
 		if err != nil {
@@ -234,7 +234,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Sandboxes: svc, Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
 		Commands: sandbox.NewCommands(svc, metrics), Files: sandbox.NewFiles(svc), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc,
+		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc.Pools(),
 	})
 	ui, err := console.New(console.Options{API: api, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
 	if err != nil {
@@ -509,7 +509,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
 		MaxImage: cfg.TemplateMaxImage,
-		Changed:  svc.TemplateChanged,
+		Changed:  svc.Pools().TemplateChanged,
 		Metrics:  metrics,
 	})
 	opened.Store(tpl)
@@ -583,6 +583,12 @@ func nodeBudget(cfg config.Config) (admission.Budget, error) {
 		"host_memory_floor_mb", b.MemoryFloor>>20, "host_disk_floor_mb", b.DiskFloor>>20)
 	return b, nil
 }
+
+// memberNode is this node as its cluster membership sees it: the sandbox
+// service and the sizes of its pools.
+type memberNode struct{ *sandbox.Service }
+
+func (n memberNode) PoolSizes() map[string]int { return n.Pools().PoolSizes() }
 
 // drainSandboxes is the sandbox service as a drain sees it.
 type drainSandboxes struct{ svc *sandbox.Service }

@@ -86,7 +86,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		onSnap.ID, onSnap.Root, onSnap.Start = snapImage, root, nil
 		img, diskImage = &onSnap, dir
 	}
-	if p := s.poolFor(req, img); p != nil {
+	if p := s.pools.poolFor(req, img); p != nil {
 		for b := p.take(img.ID); b != nil; b = p.take(img.ID) {
 			sb, err := s.claim(ctx, b, req)
 			if err == nil {

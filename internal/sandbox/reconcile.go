@@ -55,7 +55,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		e.mu.Unlock()
 		n++
 	}
-	for _, p := range s.pools {
+	for _, p := range s.pools.byTemplate {
 		var checkErr error
 		n += p.prune(func(b *booted) bool {
 			ok, err := still(b.rec)

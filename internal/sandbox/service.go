@@ -121,7 +121,7 @@ type Service struct {
 	// boots holds a token per create booting a sandbox (MaxBoots).
 	boots chan struct{}
 
-	pools     map[string]*pool
+	pools     *Pools
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
 
@@ -192,12 +192,8 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.Links == nil {
 		cfg.Links = network.Host{}
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
-	for _, pc := range cfg.Pools {
-		if pc.Max > 0 {
-			s.pools[pc.Template] = newPool(s, pc)
-		}
-	}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
+	s.pools = newPools(s, cfg.Pools)
 	s.adm = s.newAdmission(cfg.Admission)
 	return s
 }
@@ -215,15 +211,11 @@ func (s *Service) StartPools(ctx context.Context) {
 		defer s.poolsDone.Done()
 		s.adm.Run(ctx, time.Second)
 	}()
-	sem := make(chan struct{}, s.cfg.PoolBoots)
-	for _, p := range s.pools {
-		s.poolsDone.Add(1)
-		go func() {
-			defer s.poolsDone.Done()
-			p.run(ctx, sem)
-		}()
-	}
+	s.pools.start(ctx, &s.poolsDone)
 }
+
+// Pools are the node's warm pools.
+func (s *Service) Pools() *Pools { return s.pools }
 
 // Close stops the pools and tears down their unclaimed sandboxes, and
 // waits for the teardowns of paused sandboxes. Claimed sandboxes keep
@@ -234,33 +226,7 @@ func (s *Service) Close() {
 	}
 	s.poolsDone.Wait()
 	s.background.Wait()
-	for _, p := range s.pools {
-		p.drain()
-	}
-}
-
-// poolFor returns the pool that can serve req, if any: pool sandboxes have
-// their template's limits, so a request for other limits boots its own
-// unless the runtime can give them to a booted sandbox at claim.
-func (s *Service) poolFor(req CreateRequest, img *Image) *pool {
-	p := s.pools[req.Template]
-	// Pool sandboxes boot without volumes (a mount is made at boot).
-	if p == nil || req.NoPool || req.Snapshot != "" || len(req.Volumes) > 0 || !s.resizable(s.limitsOf(img), req.limits()) {
-		return nil
-	}
-	return p
-}
-
-// resizable reports whether a sandbox booted with from can be claimed by
-// a request for to: the same limits, or others the runtime can give it in
-// place (runtime.Resizer) without the guest seeing any difference from a
-// sandbox booted with them.
-func (s *Service) resizable(from, to runtime.Limits) bool {
-	if from == to {
-		return true
-	}
-	rs, ok := s.rt.(runtime.Resizer)
-	return ok && rs.Resizable(from, to)
+	s.pools.drain()
 }
 
 // limitsOf is what a sandbox of img gets when the request names no limits:
@@ -276,15 +242,6 @@ func (s *Service) limitsOf(img *Image) runtime.Limits {
 		}
 	}
 	return l
-}
-
-// PoolSizes returns the number of ready sandboxes per template.
-func (s *Service) PoolSizes() map[string]int {
-	out := map[string]int{}
-	for t, p := range s.pools {
-		out[t] = p.size()
-	}
-	return out
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

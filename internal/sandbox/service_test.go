@@ -143,7 +143,7 @@ func TestCreateRangeInUse(t *testing.T) {
 
 // pooled returns the ids of the pool's ready sandboxes, oldest first.
 func pooled(s *Service) []string {
-	p := s.pools["base"]
+	p := s.pools.byTemplate["base"]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ids []string
@@ -169,7 +169,7 @@ func TestCreateFromPool(t *testing.T) {
 			w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 2, Max: 2}})
 			ctx := context.Background()
 			w.svc.StartPools(ctx)
-			waitFor(t, "the pool to fill", func() bool { return w.svc.PoolSizes()["base"] == 2 })
+			waitFor(t, "the pool to fill", func() bool { return w.svc.Pools().PoolSizes()["base"] == 2 })
 			ready := pooled(w.svc)
 			for _, id := range ready {
 				if p := w.rt.Priority(id); p != fakeruntime.Normal {
@@ -222,7 +222,7 @@ func TestCreateFromPoolResized(t *testing.T) {
 			w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 1, Max: 1}})
 			ctx := context.Background()
 			w.svc.StartPools(ctx)
-			waitFor(t, "the pool to fill", func() bool { return w.svc.PoolSizes()["base"] == 1 })
+			waitFor(t, "the pool to fill", func() bool { return w.svc.Pools().PoolSizes()["base"] == 1 })
 			ready := pooled(w.svc)
 			if tc.fail {
 				w.rt.Fail(fakeruntime.OpResize, func(string) error { return errors.New("cgroup write failed") })
