@@ -45,19 +45,26 @@ type Sandboxes interface {
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
-	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
-	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
 	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
-	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
 	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
 	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
 	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, ref string) (int, error)
 }
 
+// Checkpoints pauses, resumes and forks sandboxes (sandbox.Checkpoints).
+type Checkpoints interface {
+	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
+	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
+	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
+}
+
 // Options configure the E2B layer.
 type Options struct {
-	Sandboxes Sandboxes
+	// Sandboxes and Checkpoints are the sandbox service and its pauses,
+	// resumes and forks (sandbox.Service, sandbox.Checkpoints).
+	Sandboxes   Sandboxes
+	Checkpoints Checkpoints
 	// Templates serves E2B's template builds (nil: they answer 501).
 	Templates Templates
 	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).
@@ -98,7 +105,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Sandboxes, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial, InterpreterPort))
+	s.proxy = newProxy(opts.Sandboxes, opts.Checkpoints, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial, InterpreterPort))
 	return s
 }
 

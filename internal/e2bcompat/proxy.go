@@ -28,7 +28,9 @@ import (
 // sandbox's token and forwards it, streaming both ways, to that sandbox.
 type proxy struct {
 	sandboxes Sandboxes
-	rp        *httputil.ReverseProxy
+	// checkpoints resumes an auto-resume sandbox that traffic wakes.
+	checkpoints Checkpoints
+	rp          *httputil.ReverseProxy
 }
 
 // upstream is where one request goes; it rides in the request context from
@@ -71,8 +73,8 @@ const InterpreterPort = 49999
 // nativeAgentPrefix is the agent's native service, which only spaced uses.
 const nativeAgentPrefix = "/spaceagent.v1.Agent/"
 
-func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
-	p := &proxy{sandboxes: sb}
+func newProxy(sb Sandboxes, ck Checkpoints, tr http.RoundTripper) *proxy {
+	p := &proxy{sandboxes: sb, checkpoints: ck}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.In.Context().Value(upstreamKey{}).(*upstream)
@@ -230,7 +232,7 @@ func (p *proxy) autoResume(r *http.Request, rt route) (sandbox.Target, error) {
 	// sandbox's own tenant, so that tenant's quotas hold for it (without a
 	// principal it would run as spaced's own, which no quota limits).
 	ctx := tenant.NewContext(r.Context(), tenant.Principal{Tenant: tenant.Of(paused.Tenant), Key: AutoResumeKey})
-	if _, err := p.sandboxes.Resume(ctx, rt.id, 0); err != nil {
+	if _, err := p.checkpoints.Resume(ctx, rt.id, 0); err != nil {
 		return sandbox.Target{}, err
 	}
 	return p.sandboxes.Target(rt.id)

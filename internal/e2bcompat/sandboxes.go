@@ -273,7 +273,7 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 					return
 				}
 			}
-			if _, rerr := s.opts.Sandboxes.Resume(r.Context(), id, d); rerr != nil {
+			if _, rerr := s.opts.Checkpoints.Resume(r.Context(), id, d); rerr != nil {
 				if errdefs.Class(rerr) == errdefs.ErrNotFound || errdefs.Class(rerr) == errdefs.ErrFailedPrecondition && errdefs.Class(err) == errdefs.ErrNotFound {
 					rerr = notRunning(id)
 				}
@@ -323,7 +323,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := s.opts.Sandboxes.Pause(r.Context(), id, opts); err != nil {
+	if _, err := s.opts.Checkpoints.Pause(r.Context(), id, opts); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -349,7 +349,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already running")
 		return
 	}
-	sb, err := s.opts.Sandboxes.Resume(r.Context(), id, d)
+	sb, err := s.opts.Checkpoints.Resume(r.Context(), id, d)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -384,7 +384,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	forks, err := s.opts.Sandboxes.Fork(r.Context(), id, sandbox.ForkRequest{Count: count, Timeout: d})
+	forks, err := s.opts.Checkpoints.Fork(r.Context(), id, sandbox.ForkRequest{Count: count, Timeout: d})
 	if err != nil && len(forks) == 0 {
 		writeError(w, r, err)
 		return

@@ -236,7 +236,7 @@ func (b *BuildBox) ExportLayer(ctx context.Context, w io.Writer) error {
 // and stops it: a started template's checkpoint, which sandboxes of the
 // template restore. It returns the access token its agent holds.
 func (b *BuildBox) Checkpoint(ctx context.Context, dir string) (string, error) {
-	cp, err := b.s.checkpointer()
+	cp, err := b.s.ckpts.checkpointer()
 	if err != nil {
 		return "", err
 	}

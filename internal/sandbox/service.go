@@ -115,8 +115,9 @@ type Service struct {
 	quarantine   map[int]time.Time
 	draining     map[int]int
 
-	// pausedLocks serialise resume and delete of paused sandboxes.
-	pausedLocks keylock.Map
+	// ckpts pauses, resumes and forks sandboxes; it owns the locks of
+	// paused sandboxes.
+	ckpts *Checkpoints
 
 	// boots holds a token per create booting a sandbox (MaxBoots).
 	boots chan struct{}
@@ -194,6 +195,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	}
 	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
 	s.pools = newPools(s, cfg.Pools)
+	s.ckpts = &Checkpoints{svc: s}
 	s.adm = s.newAdmission(cfg.Admission)
 	return s
 }
@@ -216,6 +218,9 @@ func (s *Service) StartPools(ctx context.Context) {
 
 // Pools are the node's warm pools.
 func (s *Service) Pools() *Pools { return s.pools }
+
+// Checkpoints pauses, resumes and forks the node's sandboxes.
+func (s *Service) Checkpoints() *Checkpoints { return s.ckpts }
 
 // Close stops the pools and tears down their unclaimed sandboxes, and
 // waits for the teardowns of paused sandboxes. Claimed sandboxes keep
@@ -388,6 +393,22 @@ func (s *Service) entry(id string) (*entry, bool) {
 	return e, true
 }
 
+// addLive makes e a live sandbox and moves part of q into it under the
+// same hold of s.mu, so the tenant's usage counts it exactly once.
+func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
+	s.mu.Lock()
+	s.live[e.rec.ID] = e.published()
+	s.consumeLocked(q, part)
+	s.mu.Unlock()
+}
+
+// dropLive forgets live sandbox id.
+func (s *Service) dropLive(id string) {
+	s.mu.Lock()
+	delete(s.live, id)
+	s.mu.Unlock()
+}
+
 // liveEntry is any live sandbox.
 func (s *Service) liveEntry(id string) (*entry, bool) {
 	s.mu.Lock()
@@ -538,7 +559,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 			return err
 		}
 		if rec.State == store.StatePaused && state == store.StateKilled {
-			return s.deletePausedLocked(ctx, id, reason)
+			return s.ckpts.deletePausedLocked(ctx, id, reason)
 		}
 		if rec.State == store.StateResuming {
 			// A resume (here or on another node) holds it: the kill
@@ -569,9 +590,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.setRec(&updated)
-	s.mu.Lock()
-	delete(s.live, id)
-	s.mu.Unlock()
+	s.dropLive(id)
 	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	s.metrics.ended(state, reason)

@@ -117,7 +117,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 		}
 		meta[metaName], meta[metaTag] = name, tag
 	}
-	cp, err := s.checkpointer()
+	cp, err := s.ckpts.checkpointer()
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 	}()
 	start := time.Now()
 	snapID := newArtifactID(id, "s")
-	dir, err := s.imageDir(snapID)
+	dir, err := s.ckpts.imageDir(snapID)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 		return nil, err
 	}
 	tImage := time.Now()
-	m, err := s.saveCheckpoint(ctx, &rec, snapID, kindSnapshot, dir, meta)
+	m, err := s.ckpts.saveCheckpoint(ctx, &rec, snapID, kindSnapshot, dir, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (s *Service) GetSnapshot(ctx context.Context, ref string) (*Snapshot, error
 
 // snapshotManifest resolves ref as GetSnapshot does.
 func (s *Service) snapshotManifest(ctx context.Context, ref string) (*checkpoint.Manifest, error) {
-	if _, err := s.checkpointer(); err != nil {
+	if _, err := s.ckpts.checkpointer(); err != nil {
 		return nil, err
 	}
 	if !strings.Contains(ref, ":") {
@@ -316,13 +316,13 @@ func (s *Service) loadSnapshot(ctx context.Context, m *checkpoint.Manifest, req 
 	if req.Template != m.Template {
 		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s is of template %q, not %q", m.ID, m.Template, req.Template)
 	}
-	dir, err = s.imageDir(newArtifactID("create", "l"))
+	dir, err = s.ckpts.imageDir(newArtifactID("create", "l"))
 	if err != nil {
 		return "", "", err
 	}
 	m, _, err = s.cfg.Checkpoints.Load(ctx, m.ID, dir)
 	if err == nil {
-		_, err = s.checkRestorable(m)
+		_, err = s.ckpts.checkRestorable(m)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -384,7 +384,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to start a sandbox")
 	}
 	defer func() { <-s.boots }()
-	dir, err := s.imageDir(newArtifactID("create", "l"))
+	dir, err := s.ckpts.imageDir(newArtifactID("create", "l"))
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if err := json.Unmarshal(secret, &st); err != nil {
 		return nil, fmt.Errorf("decode sealed state of %s: %w", m.ID, err)
 	}
-	rootfs, err := s.checkRestorable(m)
+	rootfs, err := s.ckpts.checkRestorable(m)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +427,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
 		return nil, err
 	}
-	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r, q)
+	sb, err := s.ckpts.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r, q)
 	if err != nil {
 		return nil, err
 	}
