@@ -46,10 +46,6 @@ type Sandboxes interface {
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
 	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
-	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
-	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
-	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, ref string) (int, error)
 }
 
 // Checkpoints pauses, resumes and forks sandboxes (sandbox.Checkpoints).
@@ -59,12 +55,22 @@ type Checkpoints interface {
 	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
 }
 
+// Snapshots takes and keeps sandboxes' snapshots (sandbox.Snapshots).
+type Snapshots interface {
+	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
+	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
+	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, ref string) (int, error)
+}
+
 // Options configure the E2B layer.
 type Options struct {
-	// Sandboxes and Checkpoints are the sandbox service and its pauses,
-	// resumes and forks (sandbox.Service, sandbox.Checkpoints).
+	// Sandboxes, Checkpoints and Snapshots are the sandbox service, its
+	// pauses, resumes and forks, and its snapshots (sandbox.Service,
+	// sandbox.Checkpoints, sandbox.Snapshots).
 	Sandboxes   Sandboxes
 	Checkpoints Checkpoints
+	Snapshots   Snapshots
 	// Templates serves E2B's template builds (nil: they answer 501).
 	Templates Templates
 	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).

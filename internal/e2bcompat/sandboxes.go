@@ -61,7 +61,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 		if err != nil && errdefs.Class(err) == errdefs.ErrNotFound {
 			// Not a template: E2B starts a sandbox from a snapshot by
 			// naming the snapshot as the template.
-			if snap, serr := s.opts.Sandboxes.GetSnapshot(r.Context(), create.Template); serr == nil {
+			if snap, serr := s.opts.Snapshots.GetSnapshot(r.Context(), create.Template); serr == nil {
 				create.Template, create.Snapshot = "", snap.ID
 				sb, err = s.opts.Sandboxes.Create(r.Context(), create)
 			}

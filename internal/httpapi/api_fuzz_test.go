@@ -63,7 +63,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(Options{Sandboxes: svc, Checkpoints: svc.Checkpoints(), Commands: sandbox.NewCommands(svc, nil), Files: sandbox.NewFiles(svc), Secrets: sec, Code: coderun.New(coderun.Options{Target: svc.Target}), Tenants: testTenants(f, fuzzKey), MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
+	return New(Options{Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Commands: sandbox.NewCommands(svc, nil), Files: sandbox.NewFiles(svc), Secrets: sec, Code: coderun.New(coderun.Options{Target: svc.Target}), Tenants: testTenants(f, fuzzKey), MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
 }
 
 // serve runs one request through h; the request must not panic out of

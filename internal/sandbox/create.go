@@ -49,7 +49,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	var snap *checkpoint.Manifest
 	if req.Snapshot != "" {
-		m, err := s.snapshotManifest(ctx, req.Snapshot)
+		m, err := s.snaps.snapshotManifest(ctx, req.Snapshot)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +57,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			req.Template = m.Template
 		}
 		if hasMemory(m) {
-			return s.createFromImage(ctx, req, m)
+			return s.snaps.createFromImage(ctx, req, m)
 		}
 		snap, req.Snapshot = m, m.ID
 	}
@@ -71,7 +71,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	defer s.release(req.reserved)
 	var diskImage string
 	if snap != nil {
-		dir, snapImage, err := s.loadSnapshot(ctx, snap, &req)
+		dir, snapImage, err := s.snaps.loadSnapshot(ctx, snap, &req)
 		if err != nil {
 			return nil, err
 		}

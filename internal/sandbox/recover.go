@@ -186,7 +186,7 @@ func (s *Service) reap(ctx context.Context) {
 		entries[id] = e
 	}
 	s.mu.Unlock()
-	s.runSnapshotSchedules(ctx, entries)
+	s.snaps.runSnapshotSchedules(ctx, entries)
 	var expired []string
 	for id, e := range entries {
 		e.mu.Lock()

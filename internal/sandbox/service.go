@@ -118,6 +118,8 @@ type Service struct {
 	// ckpts pauses, resumes and forks sandboxes; it owns the locks of
 	// paused sandboxes.
 	ckpts *Checkpoints
+	// snaps takes and keeps snapshots of sandboxes.
+	snaps *Snapshots
 
 	// boots holds a token per create booting a sandbox (MaxBoots).
 	boots chan struct{}
@@ -196,6 +198,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
 	s.pools = newPools(s, cfg.Pools)
 	s.ckpts = &Checkpoints{svc: s}
+	s.snaps = &Snapshots{svc: s, ckpts: s.ckpts}
 	s.adm = s.newAdmission(cfg.Admission)
 	return s
 }
@@ -221,6 +224,9 @@ func (s *Service) Pools() *Pools { return s.pools }
 
 // Checkpoints pauses, resumes and forks the node's sandboxes.
 func (s *Service) Checkpoints() *Checkpoints { return s.ckpts }
+
+// Snapshots takes and keeps snapshots of the node's sandboxes.
+func (s *Service) Snapshots() *Snapshots { return s.snaps }
 
 // Close stops the pools and tears down their unclaimed sandboxes, and
 // waits for the teardowns of paused sandboxes. Claimed sandboxes keep
