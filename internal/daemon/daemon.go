@@ -227,12 +227,14 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// The native API's client of the code interpreters in sandboxes.
-	code := coderun.New(coderun.Options{Target: svc.Target})
+	// How the API layers reach into running sandboxes.
+	targets := sandbox.NewTargets(svc)
+	code := coderun.New(coderun.Options{Target: targets.Target})
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
-		Commands: sandbox.NewCommands(svc, metrics), Files: sandbox.NewFiles(svc), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
+		Commands: sandbox.NewCommands(targets, metrics), Files: sandbox.NewFiles(targets), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc.Pools(),
 	})
@@ -242,7 +244,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}
 	defer ui.Close()
 	var handler http.Handler = e2bcompat.New(e2bcompat.Options{
-		Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(),
+		Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Targets: targets,
 		Templates: tpl,
 		Telemetry: tel,
 		Volumes:   vols,
@@ -255,7 +257,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// Any node serves every request: one that names a sandbox
 		// another node runs goes there.
 		handler = cluster.NewForwarder(cluster.ForwarderConfig{
-			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: svc.Runs, NodeOf: httpapi.NodeOf,
+			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: targets.Runs, NodeOf: httpapi.NodeOf,
 			IsCreate: func(r *http.Request) bool { return httpapi.IsCreate(r) || e2bcompat.IsCreate(r) },
 			TemplateOf: func(r *http.Request, body []byte) string {
 				if httpapi.IsCreate(r) {

@@ -80,7 +80,7 @@ func TestPublicRoutesAudited(t *testing.T) {
 	}
 	audit := tenant.NewAudit(st, time.Hour)
 	fake := newFakeSandboxes()
-	srv := httptest.NewServer(New(Options{Sandboxes: fake, Checkpoints: fake, Snapshots: fake, Tenants: tenants, Audit: audit,
+	srv := httptest.NewServer(New(Options{Sandboxes: fake, Checkpoints: fake, Snapshots: fake, Targets: fake, Tenants: tenants, Audit: audit,
 		Volumes: auditVolumes{}, Templates: auditTemplates{}, Next: http.NotFoundHandler()}))
 	t.Cleanup(srv.Close)
 	send := func(method, path, auth string) int {

@@ -43,6 +43,11 @@ type Sandboxes interface {
 	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	ExtendTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
+}
+
+// Targets finds running sandboxes for the proxy and for connect
+// (sandbox.Targets).
+type Targets interface {
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
 	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
@@ -65,12 +70,14 @@ type Snapshots interface {
 
 // Options configure the E2B layer.
 type Options struct {
-	// Sandboxes, Checkpoints and Snapshots are the sandbox service, its
-	// pauses, resumes and forks, and its snapshots (sandbox.Service,
-	// sandbox.Checkpoints, sandbox.Snapshots).
+	// Sandboxes, Checkpoints, Snapshots and Targets are the sandbox
+	// service, its pauses, resumes and forks, its snapshots, and the
+	// lookup of its running sandboxes (sandbox.Service,
+	// sandbox.Checkpoints, sandbox.Snapshots, sandbox.Targets).
 	Sandboxes   Sandboxes
 	Checkpoints Checkpoints
 	Snapshots   Snapshots
+	Targets     Targets
 	// Templates serves E2B's template builds (nil: they answer 501).
 	Templates Templates
 	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).
@@ -111,7 +118,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Sandboxes, opts.Checkpoints, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial, InterpreterPort))
+	s.proxy = newProxy(opts.Targets, opts.Checkpoints, sandbox.NewPortTransport(opts.Targets.Target, opts.Dial, InterpreterPort))
 	return s
 }
 

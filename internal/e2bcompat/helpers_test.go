@@ -52,7 +52,7 @@ func newHarness(t *testing.T) *harness {
 		io.WriteString(w, "native "+r.URL.Path)
 	})
 	s := New(Options{
-		Sandboxes: h.fake, Checkpoints: h.fake, Snapshots: h.fake, Telemetry: h.tel, Tenants: testTenants(t, testKey), Next: native,
+		Sandboxes: h.fake, Checkpoints: h.fake, Snapshots: h.fake, Targets: h.fake, Telemetry: h.tel, Tenants: testTenants(t, testKey), Next: native,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			h.mu.Lock()
 			h.dials = append(h.dials, addr)

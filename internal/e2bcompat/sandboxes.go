@@ -153,7 +153,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	}
 	var t sandbox.Target
 	if sb.State == store.StateRunning {
-		if t, err = s.opts.Sandboxes.Target(id); err != nil {
+		if t, err = s.opts.Targets.Target(id); err != nil {
 			writeError(w, r, err)
 			return
 		}
@@ -287,7 +287,7 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			writeError(w, r, err)
 			return
 		}
-		t, err := s.opts.Sandboxes.Target(id)
+		t, err := s.opts.Targets.Target(id)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -354,7 +354,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	t, err := s.opts.Sandboxes.Target(id)
+	t, err := s.opts.Targets.Target(id)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -25,6 +25,7 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 		"off": (&entry{rec: &store.Sandbox{ID: "off", State: store.StateRunning, AccessToken: "tf",
 			Network: &store.NetworkPolicy{AllowInternet: new(bool)}}, ep: ip("10.0.0.10")}).published(),
 	}}
+	targets := NewTargets(svc)
 	busy := svc.live["busy"]
 	busy.mu.Lock() // a pause in progress
 	defer busy.mu.Unlock()
@@ -35,8 +36,8 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 	go func() {
 		defer close(done)
 		addrs = svc.EgressAddrs()
-		found, _ = svc.FindRunning(func(tok string) bool { return tok == "to" })
-		foundBusy, _ = svc.FindRunning(func(tok string) bool { return tok == "tb" })
+		found, _ = targets.FindRunning(func(tok string) bool { return tok == "to" })
+		foundBusy, _ = targets.FindRunning(func(tok string) bool { return tok == "tb" })
 	}()
 	select {
 	case <-done:
@@ -57,7 +58,7 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 	paused := *busy.rec
 	paused.State = store.StatePaused
 	busy.setRec(&paused)
-	if id, ok := svc.FindRunning(func(tok string) bool { return tok == "tb" }); ok {
+	if id, ok := targets.FindRunning(func(tok string) bool { return tok == "tb" }); ok {
 		t.Errorf("FindRunning found paused sandbox %q", id)
 	}
 }

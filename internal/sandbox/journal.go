@@ -48,7 +48,9 @@ type LogQuery struct {
 // change feed, and its agent's lines, read every interval (and before
 // every read) while it runs, so that they outlive a pause or the end.
 type journal struct {
-	svc      *Service
+	svc *Service
+	// targets finds a running sandbox's agent.
+	targets  *Targets
 	interval time.Duration
 	client   *http.Client
 
@@ -71,7 +73,7 @@ type sandboxLog struct {
 }
 
 func newJournal(svc *Service, interval time.Duration) *journal {
-	return &journal{svc: svc, interval: interval, logs: map[string]*sandboxLog{}}
+	return &journal{svc: svc, targets: NewTargets(svc), interval: interval, logs: map[string]*sandboxLog{}}
 }
 
 func (j *journal) log(id string) *sandboxLog {
@@ -234,7 +236,7 @@ type agentLogs struct {
 // pull reads sandbox id's new agent lines, if it runs; a failure leaves the
 // log as it was (the lines are read again next time).
 func (j *journal) pull(ctx context.Context, id string) {
-	ac, err := j.svc.Agent(id)
+	ac, err := j.targets.Agent(id)
 	if err != nil {
 		return
 	}

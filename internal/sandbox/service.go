@@ -399,6 +399,18 @@ func (s *Service) entry(id string) (*entry, bool) {
 	return e, true
 }
 
+// liveEntries are the live sandboxes as they are now. Take their locks
+// only after this returns: end holds an entry's lock while it takes s.mu.
+func (s *Service) liveEntries() []*entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		out = append(out, e)
+	}
+	return out
+}
+
 // addLive makes e a live sandbox and moves part of q into it under the
 // same hold of s.mu, so the tenant's usage counts it exactly once.
 func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
@@ -482,15 +494,6 @@ func (s *Service) ListPage(ctx context.Context, f ListFilter, limit int, token s
 		return nil, "", err
 	}
 	return out, base64.RawURLEncoding.EncodeToString(raw), nil
-}
-
-// Agent returns the connection to a running sandbox's agent.
-func (s *Service) Agent(id string) (*AgentConn, error) {
-	e, ok := s.entry(id)
-	if !ok {
-		return nil, s.notRunning(id)
-	}
-	return e.agent, nil
 }
 
 func (s *Service) notRunning(id string) error {

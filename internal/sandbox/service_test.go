@@ -277,7 +277,7 @@ func TestKill(t *testing.T) {
 	if rec.State != store.StateKilled || rec.EndedAt.IsZero() || rec.Ending != "" {
 		t.Fatalf("record after kill: %s, ended %v, ending %q", rec.State, rec.EndedAt, rec.Ending)
 	}
-	if _, err := w.svc.Agent(sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := NewTargets(w.svc).Agent(sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("agent of a killed sandbox: %v", err)
 	}
 	if err := w.svc.Kill(ctx, sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
@@ -451,7 +451,7 @@ func TestRecover(t *testing.T) {
 				if st, _ := w.rt.State(ctx, id); st != runtime.StateRunning {
 					t.Fatalf("runtime state %s", st)
 				}
-				if _, err := w.svc.Agent(id); err != nil {
+				if _, err := NewTargets(w.svc).Agent(id); err != nil {
 					t.Fatal(err)
 				}
 				w.accounted(id)
