@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}, st, rt, metrics)
 	tenants.SetSandboxUsage(svc.Usage)
 	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
-	gw, err = startEgress(cfg, svc, sec, egressDir)
+	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir)
 	if err != nil {
 		return err
 	}
@@ -440,7 +440,7 @@ func openKeyring(cfg config.Config) (*seal.Keyring, error) {
 
 // startEgress starts the egress gateway, which installs the firewall that
 // steers every sandbox packet to it, before any sandbox is re-attached.
-func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, dir string) (*egress.Gateway, error) {
+func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Store, dir string) (*egress.Gateway, error) {
 	upstream := cfg.EgressDNS
 	if upstream == "" {
 		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
@@ -464,9 +464,9 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 	}
 	return egress.Start(egress.Config{
 		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
-		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: svc.EgressAddrs,
+		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: sandboxes.EgressAddrs,
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
-			v, ok := svc.ByAddr(ip)
+			v, ok := sandboxes.ByAddr(ip)
 			return egress.Sandbox{ID: v.ID, Tenant: v.Tenant, Network: v.Network, Secrets: v.Secrets}, ok
 		},
 	})
