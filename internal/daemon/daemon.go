@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
-		Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
+		Sandboxes: svc, Changes: sandbox.NewFeed(st), Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
 		Commands: sandbox.NewCommands(targets, metrics), Files: sandbox.NewFiles(targets), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc.Pools(),

@@ -11,15 +11,15 @@ import (
 )
 
 // What the API needs of the sandbox domain, by responsibility. In spaced
-// *sandbox.Service is Sandboxes, and sandbox's Checkpoints, Snapshots,
-// CustomerKeys, Commands and Files are Checkpoints, Snapshots, Keys,
-// Commands and Files; a unit test gives a handler only the part it uses.
+// *sandbox.Service is Sandboxes, and sandbox's Feed, Checkpoints,
+// Snapshots, CustomerKeys, Commands and Files are Changes, Checkpoints,
+// Snapshots, Keys, Commands and Files; a unit test gives a handler only
+// the part it uses.
 
 // Sandboxes is the sandbox service as the API sees it.
 type Sandboxes interface {
 	tenant.SandboxOwners
 	Lifecycle
-	Changes
 }
 
 // Lifecycle creates, finds, changes and ends sandboxes.
