@@ -499,7 +499,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Node:         clusterNode(cfg),
 		Repo:         repos.templates,
 		Checkpoints:  repos.checkpoints,
-		Boxes:        svc,
+		Boxes:        sandbox.NewBuildBoxes(svc),
 		Puller:       ociimage.NewPuller(cfg.RegistryAllow),
 		Agent:        agent,
 		Engine:       engine,
