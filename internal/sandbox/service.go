@@ -85,7 +85,13 @@ type Network interface {
 	Detach(ep network.Endpoint) error
 }
 
-// Service owns the sandboxes of this node.
+// Service owns the sandboxes of this node: their lifecycle (create, kill,
+// timeouts, recovery at start) and what every part that boots, restores or
+// looks up sandboxes stands on (the live sandboxes, their records, boots,
+// quotas, admission, the network). The parts have a job each: Pools,
+// Checkpoints and Snapshots, which the service makes and hands out;
+// BuildBoxes, Targets, Egress and Feed, which the daemon makes on it;
+// Commands and Files on Targets' agent lookup.
 type Service struct {
 	cfg     Config
 	store   store.Store
