@@ -49,7 +49,7 @@ const (
 
 // Options configure a Client.
 type Options struct {
-	// Target finds a running sandbox (sandbox.Service.Target).
+	// Target finds a running sandbox (sandbox.Targets.Target).
 	Target sandbox.TargetFunc
 	// Dial connects to a sandbox address; nil is sandbox.DefaultDial.
 	Dial sandbox.DialFunc

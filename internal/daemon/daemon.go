@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var svc *sandbox.Service
-	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.PoolSizes() })
+	metrics := sandbox.NewMetrics(reg, func() int { return svc.Running() }, func() map[string]int { return svc.Pools().PoolSizes() })
 	egressDir := filepath.Join(cfg.DataDir, "egress")
 	sec, err := openSecrets(ctx, egressDir, catalog, keys)
 	if err != nil {
@@ -164,8 +164,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 		TeardownBeforeAnswer: cfg.DatabaseURL != "",
 	}, st, rt, metrics)
 	tenants.SetSandboxUsage(svc.Usage)
-	reg.MustRegister(sandbox.PoolCollector(svc), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
-	gw, err = startEgress(cfg, svc, sec, egressDir)
+	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
+	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	var nodes httpapi.Cluster // nil with one node
 	if pg, ok := catalog.(*store.Postgres); ok {
 		m, err := cluster.Join(ctx, cluster.Config{
-			Catalog: pg, Node: svc, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
+			Catalog: pg, Node: memberNode{svc}, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
 			Capacity: budget.Sandboxes, Registry: reg, Lost: func(ctx context.Context) { failLostBuilds(ctx, pg, tpl) },
 		})
 		if err != nil {
@@ -227,14 +227,16 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// The native API's client of the code interpreters in sandboxes.
-	code := coderun.New(coderun.Options{Target: svc.Target})
+	// How the API layers reach into running sandboxes.
+	targets := sandbox.NewTargets(svc)
+	code := coderun.New(coderun.Options{Target: targets.Target})
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
-		Sandboxes: svc, Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
-		Commands: sandbox.NewCommands(svc, metrics), Files: sandbox.NewFiles(svc), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
+		Sandboxes: svc, Changes: sandbox.NewFeed(st), Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
+		Commands: sandbox.NewCommands(targets, metrics), Files: sandbox.NewFiles(targets), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc,
+		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc.Pools(),
 	})
 	// The console's calls go through the whole chain (set below), so that
 	// in cluster mode one for a sandbox of another node reaches that node
@@ -247,7 +249,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}
 	defer ui.Close()
 	var handler http.Handler = e2bcompat.New(e2bcompat.Options{
-		Sandboxes: svc,
+		Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Targets: targets,
 		Templates: tpl,
 		Telemetry: tel,
 		Volumes:   vols,
@@ -262,7 +264,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// Any node serves every request: one that names a sandbox
 		// another node runs goes there.
 		handler = cluster.NewForwarder(cluster.ForwarderConfig{
-			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: svc.Runs, NodeOf: httpapi.NodeOf,
+			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: targets.Runs, NodeOf: httpapi.NodeOf,
 			IsCreate: func(r *http.Request) bool { return httpapi.IsCreate(r) || e2bcompat.IsCreate(r) },
 			TemplateOf: func(r *http.Request, body []byte) string {
 				if httpapi.IsCreate(r) {
@@ -446,7 +448,7 @@ func openKeyring(cfg config.Config) (*seal.Keyring, error) {
 
 // startEgress starts the egress gateway, which installs the firewall that
 // steers every sandbox packet to it, before any sandbox is re-attached.
-func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, dir string) (*egress.Gateway, error) {
+func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Store, dir string) (*egress.Gateway, error) {
 	upstream := cfg.EgressDNS
 	if upstream == "" {
 		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
@@ -470,9 +472,9 @@ func startEgress(cfg config.Config, svc *sandbox.Service, sec *secrets.Store, di
 	}
 	return egress.Start(egress.Config{
 		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
-		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: svc.EgressAddrs,
+		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: sandboxes.EgressAddrs,
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
-			v, ok := svc.ByAddr(ip)
+			v, ok := sandboxes.ByAddr(ip)
 			return egress.Sandbox{ID: v.ID, Tenant: v.Tenant, Network: v.Network, Secrets: v.Secrets}, ok
 		},
 	})
@@ -505,7 +507,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Node:         clusterNode(cfg),
 		Repo:         repos.templates,
 		Checkpoints:  repos.checkpoints,
-		Boxes:        svc,
+		Boxes:        sandbox.NewBuildBoxes(svc),
 		Puller:       ociimage.NewPuller(cfg.RegistryAllow),
 		Agent:        agent,
 		Engine:       engine,
@@ -517,7 +519,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
 		MaxImage: cfg.TemplateMaxImage,
-		Changed:  svc.TemplateChanged,
+		Changed:  svc.Pools().TemplateChanged,
 		Metrics:  metrics,
 	})
 	opened.Store(tpl)
@@ -592,6 +594,12 @@ func nodeBudget(cfg config.Config) (admission.Budget, error) {
 	return b, nil
 }
 
+// memberNode is this node as its cluster membership sees it: the sandbox
+// service and the sizes of its pools.
+type memberNode struct{ *sandbox.Service }
+
+func (n memberNode) PoolSizes() map[string]int { return n.Pools().PoolSizes() }
+
 // drainSandboxes is the sandbox service as a drain sees it.
 type drainSandboxes struct{ svc *sandbox.Service }
 
@@ -606,12 +614,12 @@ func (d drainSandboxes) Movable() []cluster.Movable {
 }
 
 func (d drainSandboxes) Pause(ctx context.Context, id string) error {
-	_, err := d.svc.Pause(ctx, id, sandbox.PauseOptions{})
+	_, err := d.svc.Checkpoints().Pause(ctx, id, sandbox.PauseOptions{})
 	return err
 }
 
 func (d drainSandboxes) Resume(ctx context.Context, id string, timeout time.Duration) error {
-	_, err := d.svc.Resume(ctx, id, timeout)
+	_, err := d.svc.Checkpoints().Resume(ctx, id, timeout)
 	return err
 }
 

@@ -79,7 +79,8 @@ func TestPublicRoutesAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	audit := tenant.NewAudit(st, time.Hour)
-	srv := httptest.NewServer(New(Options{Sandboxes: newFakeSandboxes(), Tenants: tenants, Audit: audit,
+	fake := newFakeSandboxes()
+	srv := httptest.NewServer(New(Options{Sandboxes: fake, Checkpoints: fake, Snapshots: fake, Targets: fake, Tenants: tenants, Audit: audit,
 		Volumes: auditVolumes{}, Templates: auditTemplates{}, Next: http.NotFoundHandler()}))
 	t.Cleanup(srv.Close)
 	send := func(method, path, auth string) int {

@@ -23,7 +23,7 @@ import (
 func fuzzE2B(t testing.TB) (*Server, *fakeSandboxes) {
 	fake := newFakeSandboxes()
 	s := New(Options{
-		Sandboxes: fake, Tenants: testTenants(t, testKey), Domain: "e2b.test",
+		Sandboxes: fake, Checkpoints: fake, Snapshots: fake, Targets: fake, Tenants: testTenants(t, testKey), Domain: "e2b.test",
 		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }),
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return nil, fmt.Errorf("no sandboxes in a fuzz run")

@@ -43,13 +43,25 @@ type Sandboxes interface {
 	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	ExtendTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
+}
+
+// Targets finds running sandboxes for the proxy and for connect
+// (sandbox.Targets).
+type Targets interface {
 	Target(id string) (sandbox.Target, error)
 	FindRunning(match func(token string) bool) (string, bool)
-	Agent(id string) (*sandbox.AgentConn, error)
+	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
+}
+
+// Checkpoints pauses, resumes and forks sandboxes (sandbox.Checkpoints).
+type Checkpoints interface {
 	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
-	AutoResumeTarget(ctx context.Context, id string) (sandbox.Target, error)
 	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
+}
+
+// Snapshots takes and keeps sandboxes' snapshots (sandbox.Snapshots).
+type Snapshots interface {
 	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
 	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
 	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)
@@ -58,7 +70,14 @@ type Sandboxes interface {
 
 // Options configure the E2B layer.
 type Options struct {
-	Sandboxes Sandboxes
+	// Sandboxes, Checkpoints, Snapshots and Targets are the sandbox
+	// service, its pauses, resumes and forks, its snapshots, and the
+	// lookup of its running sandboxes (sandbox.Service,
+	// sandbox.Checkpoints, sandbox.Snapshots, sandbox.Targets).
+	Sandboxes   Sandboxes
+	Checkpoints Checkpoints
+	Snapshots   Snapshots
+	Targets     Targets
 	// Templates serves E2B's template builds (nil: they answer 501).
 	Templates Templates
 	// Telemetry serves sandboxes' metrics and logs (nil: they answer 501).
@@ -103,7 +122,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Sandboxes, sandbox.NewPortTransport(opts.Sandboxes.Target, opts.Dial, InterpreterPort))
+	s.proxy = newProxy(opts.Targets, opts.Checkpoints, sandbox.NewPortTransport(opts.Targets.Target, opts.Dial, InterpreterPort))
 	return s
 }
 

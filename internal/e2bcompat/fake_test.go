@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -22,13 +21,12 @@ import (
 // fakeSandboxes is an in-memory sandbox service for the layers above it:
 // it proves the translation, never that sandboxes work (test/e2b does).
 type fakeSandboxes struct {
-	mu       sync.Mutex
-	sbs      map[string]*fakeSandbox
-	n        int
-	creates  []sandbox.CreateRequest
-	agentURL string // BaseURL of every sandbox's fake agent
-	snaps    []*sandbox.Snapshot
-	pauses   []sandbox.PauseOptions
+	mu      sync.Mutex
+	sbs     map[string]*fakeSandbox
+	n       int
+	creates []sandbox.CreateRequest
+	snaps   []*sandbox.Snapshot
+	pauses  []sandbox.PauseOptions
 }
 
 type fakeSandbox struct {
@@ -198,15 +196,6 @@ func (f *fakeSandboxes) FindRunning(match func(token string) bool) (string, bool
 		}
 	}
 	return "", false
-}
-
-func (f *fakeSandboxes) Agent(id string) (*sandbox.AgentConn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.running(id); err != nil {
-		return nil, err
-	}
-	return &sandbox.AgentConn{BaseURL: f.agentURL, HTTP: http.DefaultClient}, nil
 }
 
 func (f *fakeSandboxes) token(id string) string {

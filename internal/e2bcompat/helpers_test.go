@@ -48,13 +48,12 @@ func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 	h.tel = &fakeTelemetry{sbs: h.fake}
 	h.agent = httptest.NewServer(http.HandlerFunc(h.upstream))
 	t.Cleanup(h.agent.Close)
-	h.fake.agentURL = h.agent.URL
 	upstream := h.agent.Listener.Addr().String()
 	native := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "native "+r.URL.Path)
 	})
 	o := Options{
-		Sandboxes: h.fake, Telemetry: h.tel, Tenants: testTenants(t, testKey), Next: native,
+		Sandboxes: h.fake, Checkpoints: h.fake, Snapshots: h.fake, Targets: h.fake, Telemetry: h.tel, Tenants: testTenants(t, testKey), Next: native,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			h.mu.Lock()
 			h.dials = append(h.dials, addr)

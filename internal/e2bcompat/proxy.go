@@ -27,8 +27,10 @@ import (
 // proxy is the sandbox side: it checks a request against the target
 // sandbox's token and forwards it, streaming both ways, to that sandbox.
 type proxy struct {
-	sandboxes Sandboxes
-	rp        *httputil.ReverseProxy
+	targets Targets
+	// checkpoints resumes an auto-resume sandbox that traffic wakes.
+	checkpoints Checkpoints
+	rp          *httputil.ReverseProxy
 }
 
 // upstream is where one request goes; it rides in the request context from
@@ -71,8 +73,8 @@ const InterpreterPort = 49999
 // nativeAgentPrefix is the agent's native service, which only spaced uses.
 const nativeAgentPrefix = "/spaceagent.v1.Agent/"
 
-func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
-	p := &proxy{sandboxes: sb}
+func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper) *proxy {
+	p := &proxy{targets: tg, checkpoints: ck}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.In.Context().Value(upstreamKey{}).(*upstream)
@@ -111,7 +113,7 @@ func newProxy(sb Sandboxes, tr http.RoundTripper) *proxy {
 				return
 			}
 			u := r.Context().Value(upstreamKey{}).(*upstream)
-			switch _, terr := p.sandboxes.Target(u.id); {
+			switch _, terr := p.targets.Target(u.id); {
 			case errors.Is(terr, errdefs.ErrNotFound):
 				// It ended (or paused) while the request was on its way.
 				writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
@@ -140,7 +142,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		writeProxyError(w, r, http.StatusBadRequest, "E2b-Sandbox-Port must be a port number")
 		return
 	}
-	t, err := p.sandboxes.Target(rt.id)
+	t, err := p.targets.Target(rt.id)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		t, err = p.autoResume(r, rt)
 	}
@@ -212,7 +214,7 @@ const AutoResumeKey = "auto-resume"
 // the right to reach it (the same checks as for a running one), and
 // returns its target; anything else stays NotFound.
 func (p *proxy) autoResume(r *http.Request, rt route) (sandbox.Target, error) {
-	paused, err := p.sandboxes.AutoResumeTarget(r.Context(), rt.id)
+	paused, err := p.targets.AutoResumeTarget(r.Context(), rt.id)
 	if err != nil {
 		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", rt.id)
 	}
@@ -230,10 +232,10 @@ func (p *proxy) autoResume(r *http.Request, rt route) (sandbox.Target, error) {
 	// sandbox's own tenant, so that tenant's quotas hold for it (without a
 	// principal it would run as spaced's own, which no quota limits).
 	ctx := tenant.NewContext(r.Context(), tenant.Principal{Tenant: tenant.Of(paused.Tenant), Key: AutoResumeKey})
-	if _, err := p.sandboxes.Resume(ctx, rt.id, 0); err != nil {
+	if _, err := p.checkpoints.Resume(ctx, rt.id, 0); err != nil {
 		return sandbox.Target{}, err
 	}
-	return p.sandboxes.Target(rt.id)
+	return p.targets.Target(rt.id)
 }
 
 // serveSignedFile forwards a /files request that carries an envd URL
@@ -246,14 +248,14 @@ func (p *proxy) serveSignedFile(w http.ResponseWriter, r *http.Request) {
 		op = "write"
 	}
 	path, user, exp, sig := q.Get("path"), q.Get("username"), q.Get("signature_expiration"), q.Get("signature")
-	id, ok := p.sandboxes.FindRunning(func(token string) bool {
+	id, ok := p.targets.FindRunning(func(token string) bool {
 		return equal(fileSignature(path, op, user, token, exp), sig)
 	})
 	if !ok {
 		writeProxyError(w, r, http.StatusUnauthorized, "the signature matches no running sandbox")
 		return
 	}
-	t, err := p.sandboxes.Target(id)
+	t, err := p.targets.Target(id)
 	if err != nil {
 		writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
 		return

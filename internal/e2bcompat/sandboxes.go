@@ -61,7 +61,7 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 		if err != nil && errdefs.Class(err) == errdefs.ErrNotFound {
 			// Not a template: E2B starts a sandbox from a snapshot by
 			// naming the snapshot as the template.
-			if snap, serr := s.opts.Sandboxes.GetSnapshot(r.Context(), create.Template); serr == nil {
+			if snap, serr := s.opts.Snapshots.GetSnapshot(r.Context(), create.Template); serr == nil {
 				create.Template, create.Snapshot = "", snap.ID
 				sb, err = s.opts.Sandboxes.Create(r.Context(), create)
 			}
@@ -174,7 +174,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	}
 	var t sandbox.Target
 	if sb.State == store.StateRunning {
-		if t, err = s.opts.Sandboxes.Target(id); err != nil {
+		if t, err = s.opts.Targets.Target(id); err != nil {
 			writeError(w, r, err)
 			return
 		}
@@ -294,7 +294,7 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 					return
 				}
 			}
-			if _, rerr := s.opts.Sandboxes.Resume(r.Context(), id, d); rerr != nil {
+			if _, rerr := s.opts.Checkpoints.Resume(r.Context(), id, d); rerr != nil {
 				if errdefs.Class(rerr) == errdefs.ErrNotFound || errdefs.Class(rerr) == errdefs.ErrFailedPrecondition && errdefs.Class(err) == errdefs.ErrNotFound {
 					rerr = notRunning(id)
 				}
@@ -308,7 +308,7 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			writeError(w, r, err)
 			return
 		}
-		t, err := s.opts.Sandboxes.Target(id)
+		t, err := s.opts.Targets.Target(id)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -344,7 +344,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := s.opts.Sandboxes.Pause(r.Context(), id, opts); err != nil {
+	if _, err := s.opts.Checkpoints.Pause(r.Context(), id, opts); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -370,12 +370,12 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already running")
 		return
 	}
-	sb, err := s.opts.Sandboxes.Resume(r.Context(), id, d)
+	sb, err := s.opts.Checkpoints.Resume(r.Context(), id, d)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	t, err := s.opts.Sandboxes.Target(id)
+	t, err := s.opts.Targets.Target(id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -405,7 +405,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	forks, err := s.opts.Sandboxes.Fork(r.Context(), id, sandbox.ForkRequest{Count: count, Timeout: d})
+	forks, err := s.opts.Checkpoints.Fork(r.Context(), id, sandbox.ForkRequest{Count: count, Timeout: d})
 	if err != nil && len(forks) == 0 {
 		writeError(w, r, err)
 		return

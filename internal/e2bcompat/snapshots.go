@@ -65,7 +65,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sn, err := s.opts.Sandboxes.TakeSnapshot(r.Context(), id, sandbox.SnapshotOptions{
+	sn, err := s.opts.Snapshots.TakeSnapshot(r.Context(), id, sandbox.SnapshotOptions{
 		Memory: req.Memory == nil || *req.Memory, Name: name,
 	})
 	if err != nil {
@@ -109,7 +109,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		}
 		cur = c
 	}
-	all, err := s.opts.Sandboxes.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: q.Get("sandboxID"), Ref: q.Get("name")})
+	all, err := s.opts.Snapshots.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: q.Get("sandboxID"), Ref: q.Get("name")})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -151,7 +151,7 @@ func (s *Server) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http.Request
 		s.deleteTemplate(w, r)
 		return
 	}
-	if _, err := s.opts.Sandboxes.DeleteSnapshot(r.Context(), ref); err != nil {
+	if _, err := s.opts.Snapshots.DeleteSnapshot(r.Context(), ref); err != nil {
 		if errdefs.Class(err) == errdefs.ErrNotFound {
 			err = errdefs.New(errdefs.ErrNotFound, "no template or snapshot %q", ref)
 		}

@@ -63,7 +63,8 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	return New(Options{Sandboxes: svc, Commands: sandbox.NewCommands(svc, nil), Files: sandbox.NewFiles(svc), Secrets: sec, Code: coderun.New(coderun.Options{Target: svc.Target}), Tenants: testTenants(f, fuzzKey), MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
+	targets := sandbox.NewTargets(svc)
+	return New(Options{Sandboxes: svc, Changes: sandbox.NewFeed(st), Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Commands: sandbox.NewCommands(targets, nil), Files: sandbox.NewFiles(targets), Secrets: sec, Code: coderun.New(coderun.Options{Target: targets.Target}), Tenants: testTenants(f, fuzzKey), MaxUpload: 1 << 20, Metrics: http.NotFoundHandler()})
 }
 
 // serve runs one request through h; the request must not panic out of

@@ -127,7 +127,7 @@ func TestBadInputControl(t *testing.T) {
 // serveFake serves one request with an admin key over fake.
 func serveFake(t *testing.T, fake *recordingSandboxes, method, path, body string, header map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
-	h := New(Options{Sandboxes: fake, Keys: fake, Commands: fake, Files: fake, Telemetry: fake, Tenants: testTenants(t, "k"), Metrics: http.NotFoundHandler()})
+	h := New(Options{Sandboxes: fake, Changes: fake, Checkpoints: fake, Snapshots: fake, Keys: fake, Commands: fake, Files: fake, Telemetry: fake, Tenants: testTenants(t, "k"), Metrics: http.NotFoundHandler()})
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer k")
 	for k, v := range header {

@@ -116,7 +116,7 @@ func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sn, err := s.checkpoints.TakeSnapshot(r.Context(), r.PathValue("id"), sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
+	sn, err := s.snapshots.TakeSnapshot(r.Context(), r.PathValue("id"), sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -129,7 +129,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = r.URL.Query().Get("sandbox_id")
 	}
-	snaps, err := s.checkpoints.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: id, Ref: r.URL.Query().Get("name")})
+	snaps, err := s.snapshots.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: id, Ref: r.URL.Query().Get("name")})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -144,7 +144,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.checkpoints.GetSnapshot(r.Context(), r.PathValue("snapshot"))
+	sn, err := s.snapshots.GetSnapshot(r.Context(), r.PathValue("snapshot"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -153,7 +153,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.checkpoints.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
+	if _, err := s.snapshots.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
 		writeError(w, r, err)
 		return
 	}

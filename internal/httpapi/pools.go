@@ -7,7 +7,7 @@ import (
 	"github.com/spacesandbox/space/internal/sandbox"
 )
 
-// Pools are this node's warm pools (the sandbox service).
+// Pools are this node's warm pools (sandbox.Pools).
 type Pools interface {
 	PoolStats() []sandbox.PoolStat
 	SetPool(template string, min, max int) (sandbox.PoolStat, error)

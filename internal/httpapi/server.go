@@ -30,6 +30,7 @@ type Server struct {
 	lifecycle   Lifecycle
 	changes     Changes
 	checkpoints Checkpoints
+	snapshots   Snapshots
 	keys        Keys
 	commands    Commands
 	files       Files
@@ -53,6 +54,13 @@ type Server struct {
 // Options are what the API serves.
 type Options struct {
 	Sandboxes Sandboxes
+	// Changes is the feed of sandboxes' state changes (sandbox.Feed).
+	Changes Changes
+	// Checkpoints pauses, resumes and forks sandboxes
+	// (sandbox.Checkpoints).
+	Checkpoints Checkpoints
+	// Snapshots takes and keeps sandboxes' snapshots (sandbox.Snapshots).
+	Snapshots Snapshots
 	// Keys are the customer keys (sandbox.CustomerKeys; nil: none can be
 	// loaded).
 	Keys Keys
@@ -98,7 +106,7 @@ func New(o Options) http.Handler {
 	if o.Keys == nil {
 		o.Keys = sandbox.NewCustomerKeys(nil, nil) // no object store: every key call says so
 	}
-	s := &Server{lifecycle: o.Sandboxes, changes: o.Sandboxes, checkpoints: o.Sandboxes, keys: o.Keys,
+	s := &Server{lifecycle: o.Sandboxes, changes: o.Changes, checkpoints: o.Checkpoints, snapshots: o.Snapshots, keys: o.Keys,
 		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
 		telemetry: o.Telemetry, cluster: o.Cluster, pools: o.Pools}

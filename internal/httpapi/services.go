@@ -11,16 +11,15 @@ import (
 )
 
 // What the API needs of the sandbox domain, by responsibility. In spaced
-// *sandbox.Service is Sandboxes, and sandbox's CustomerKeys, Commands and
-// Files are Keys, Commands and Files; a unit test gives a handler only the
-// part it uses.
+// *sandbox.Service is Sandboxes, and sandbox's Feed, Checkpoints,
+// Snapshots, CustomerKeys, Commands and Files are Changes, Checkpoints,
+// Snapshots, Keys, Commands and Files; a unit test gives a handler only
+// the part it uses.
 
 // Sandboxes is the sandbox service as the API sees it.
 type Sandboxes interface {
 	tenant.SandboxOwners
 	Lifecycle
-	Changes
-	Checkpoints
 }
 
 // Lifecycle creates, finds, changes and ends sandboxes.
@@ -42,12 +41,15 @@ type Changes interface {
 	Changes(ctx context.Context, seq uint64) (changes []sandbox.Change, next uint64, reset bool, err error)
 }
 
-// Checkpoints pauses, resumes and forks sandboxes and keeps their disk
-// snapshots.
+// Checkpoints pauses, resumes and forks sandboxes.
 type Checkpoints interface {
 	Pause(ctx context.Context, id string, opts sandbox.PauseOptions) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (*sandbox.Sandbox, error)
 	Fork(ctx context.Context, id string, req sandbox.ForkRequest) ([]*sandbox.Sandbox, error)
+}
+
+// Snapshots takes and keeps sandboxes' snapshots.
+type Snapshots interface {
 	TakeSnapshot(ctx context.Context, id string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error)
 	Snapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]*sandbox.Snapshot, error)
 	GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error)

@@ -38,18 +38,30 @@ func (t Target) instance() uint64 {
 	return t.conns.n
 }
 
+// Targets finds running sandboxes for what reaches into them: the proxies
+// in front of them (E2B's, the code interpreters' client, the port
+// transport), the cluster's forwarder (Runs), and Commands and Files,
+// which stand on its agent lookup (Agent). It only reads the sandboxes the
+// service keeps.
+type Targets struct {
+	svc *Service
+}
+
+// NewTargets finds the running sandboxes of svc.
+func NewTargets(svc *Service) *Targets { return &Targets{svc: svc} }
+
 // Runs reports whether this node runs sandbox id.
-func (s *Service) Runs(id string) bool {
-	_, ok := s.entry(id)
+func (t *Targets) Runs(id string) bool {
+	_, ok := t.svc.entry(id)
 	return ok
 }
 
 // Target returns how to reach a running sandbox. A sandbox that is not
 // running is NotFound.
-func (s *Service) Target(id string) (Target, error) {
-	e, ok := s.entry(id)
+func (t *Targets) Target(id string) (Target, error) {
+	e, ok := t.svc.entry(id)
 	if !ok {
-		return Target{}, s.notRunning(id)
+		return Target{}, t.svc.notRunning(id)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -66,8 +78,8 @@ func (s *Service) Target(id string) (Target, error) {
 // AutoResumeTarget is Target for a paused sandbox created with auto-resume:
 // what a proxy needs to check a request's right to wake it (no address: it
 // has none until it is resumed). Any other sandbox is NotFound.
-func (s *Service) AutoResumeTarget(ctx context.Context, id string) (Target, error) {
-	rec, err := s.store.GetSandbox(ctx, id)
+func (t *Targets) AutoResumeTarget(ctx context.Context, id string) (Target, error) {
+	rec, err := t.svc.store.GetSandbox(ctx, id)
 	if err != nil {
 		return Target{}, err
 	}
@@ -87,19 +99,22 @@ func (s *Service) AutoResumeTarget(ctx context.Context, id string) (Target, erro
 // upload URLs) find the one whose token signed it. It reads the records
 // as last set, waiting for no sandbox's lock: a download must not wait
 // for another sandbox's pause or kill.
-func (s *Service) FindRunning(match func(token string) bool) (string, bool) {
-	s.mu.Lock()
-	entries := make([]*entry, 0, len(s.live))
-	for _, e := range s.live {
-		entries = append(entries, e)
-	}
-	s.mu.Unlock()
-	for _, e := range entries {
+func (t *Targets) FindRunning(match func(token string) bool) (string, bool) {
+	for _, e := range t.svc.liveEntries() {
 		if rec := e.record(); rec.State == store.StateRunning && match(rec.AccessToken) {
 			return rec.ID, true
 		}
 	}
 	return "", false
+}
+
+// Agent returns the connection to a running sandbox's agent.
+func (t *Targets) Agent(id string) (*AgentConn, error) {
+	e, ok := t.svc.entry(id)
+	if !ok {
+		return nil, t.svc.notRunning(id)
+	}
+	return e.agent, nil
 }
 
 // SetNetwork replaces a running sandbox's egress policy; the gateway

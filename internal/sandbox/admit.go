@@ -55,10 +55,7 @@ func (s *Service) held() int {
 	s.mu.Lock()
 	n := len(s.live)
 	s.mu.Unlock()
-	for _, p := range s.pools {
-		n += p.size()
-	}
-	return n
+	return n + s.pools.size()
 }
 
 type usageSampler struct {
@@ -111,7 +108,7 @@ func (s *Service) need(memoryMB int, imageBytes, diskBytes int64, fresh bool) ad
 // until the start fits; only then is it refused (503, saying which budget).
 func (s *Service) admit(ctx context.Context, need admission.Need, what string) (*admission.Reservation, error) {
 	r, ref := s.adm.Admit(need)
-	for ref != nil && s.releasePooled(ctx, ref) {
+	for ref != nil && s.pools.releaseOne(ctx, ref) {
 		r, ref = s.adm.Admit(need)
 	}
 	if ref != nil {
@@ -123,12 +120,12 @@ func (s *Service) admit(ctx context.Context, need admission.Need, what string) (
 	return r, nil
 }
 
-// releasePooled tears down one idle pool sandbox, from the pool with the
+// releaseOne tears down one idle pool sandbox, from the pool with the
 // most ready, to make room for a start; false when no pool has one.
-func (s *Service) releasePooled(ctx context.Context, ref *admission.Refusal) bool {
+func (ps *Pools) releaseOne(ctx context.Context, ref *admission.Refusal) bool {
 	var from *pool
 	most := 0
-	for _, p := range s.pools {
+	for _, p := range ps.byTemplate {
 		if n := p.size(); n > most {
 			from, most = p, n
 		}
@@ -144,7 +141,7 @@ func (s *Service) releasePooled(ctx context.Context, ref *admission.Refusal) boo
 	from.holdRefills(poolHold)
 	slog.Info("pool sandbox given up to make room", "sandbox", b.rec.ID, "template", from.cfg.Template, "resource", ref.Resource)
 	b.undo() // forgets it in the controller once it is gone
-	s.metrics.poolReleased(from.cfg.Template)
+	ps.svc.metrics.poolReleased(from.cfg.Template)
 	return true
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // A template build runs each step in a sandbox of its own: the same gVisor
@@ -46,6 +47,16 @@ type BuildBoxSpec struct {
 	Timeout time.Duration
 }
 
+// BuildBoxes starts the sandboxes of template builds' steps on the service,
+// which boots and tears them down as any other but lets no caller reach
+// them.
+type BuildBoxes struct {
+	svc *Service
+}
+
+// NewBuildBoxes starts build sandboxes on svc.
+func NewBuildBoxes(svc *Service) *BuildBoxes { return &BuildBoxes{svc: svc} }
+
 // BuildBox is a running build sandbox.
 type BuildBox struct {
 	ID  string
@@ -55,7 +66,7 @@ type BuildBox struct {
 }
 
 // StartBuildBox boots a build sandbox (taking a boot turn like any create).
-func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildBox, error) {
+func (bs *BuildBoxes) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildBox, error) {
 	if spec.Build == "" {
 		return nil, fmt.Errorf("build box without a build")
 	}
@@ -67,11 +78,11 @@ func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildB
 		img.User = "root"
 	}
 	// A build's sandbox takes the node's memory like any other.
-	r, err := s.admit(ctx, s.need(spec.Limits.MemoryMB, 0, 0, false), "build")
+	r, err := bs.svc.admit(ctx, bs.svc.need(spec.Limits.MemoryMB, 0, 0, false), "build")
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: spec.Limits, state: store.StateCreating, build: spec.Build})
+	b, err := bs.svc.bootTurn(ctx, bootSpec{img: img, limits: spec.Limits, state: store.StateCreating, build: spec.Build})
 	if err != nil {
 		r.Cancel()
 		return nil, err
@@ -80,18 +91,16 @@ func (s *Service) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*BuildB
 	rec := *b.rec
 	rec.State, rec.CreatedAt, rec.ExpiresAt = store.StateRunning, now, now.Add(spec.Timeout)
 	rec.Env, rec.Network = b.env, cloneNetwork(spec.Network)
-	if err := s.store.UpdateSandbox(ctx, &rec, store.Was(b.rec)); err != nil {
+	if err := bs.svc.store.UpdateSandbox(ctx, &rec, store.Was(b.rec)); err != nil {
 		b.undo()
 		r.Cancel()
 		return nil, fmt.Errorf("record build sandbox: %w", err)
 	}
-	e := (&entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}).published()
-	s.mu.Lock()
-	s.live[rec.ID] = e
-	s.mu.Unlock()
+	e := &entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}
+	bs.svc.addLive(e, nil, tenant.Usage{}) // a build's: no tenant's quotas
 	r.Done(ctx, rec.ID)
-	s.egressChanged()
-	return &BuildBox{ID: rec.ID, s: s, e: e, rec: rec}, nil
+	bs.svc.egressChanged()
+	return &BuildBox{ID: rec.ID, s: bs.svc, e: e, rec: rec}, nil
 }
 
 // Exec is a command of a build step.
@@ -236,7 +245,7 @@ func (b *BuildBox) ExportLayer(ctx context.Context, w io.Writer) error {
 // and stops it: a started template's checkpoint, which sandboxes of the
 // template restore. It returns the access token its agent holds.
 func (b *BuildBox) Checkpoint(ctx context.Context, dir string) (string, error) {
-	cp, err := b.s.checkpointer()
+	cp, err := b.s.ckpts.checkpointer()
 	if err != nil {
 		return "", err
 	}

@@ -17,6 +17,16 @@ type Change struct {
 	Removed bool
 }
 
+// Feed is the feed of sandboxes' state changes, as callers see sandboxes:
+// the store's own log of its writes (store.Watched), on the store alone.
+type Feed struct {
+	store store.Store
+}
+
+// NewFeed follows the sandbox changes written to st; a store that keeps
+// none (not a store.Watched) says so at every call.
+func NewFeed(st store.Store) *Feed { return &Feed{store: st} }
+
 // changeFeed is what the store must offer for Changes: store.Watched does.
 type changeFeed interface {
 	LastSandboxChange() uint64
@@ -25,8 +35,8 @@ type changeFeed interface {
 
 // ChangesNow is the Seq to follow changes from: everything up to it is in
 // what List returns from now on.
-func (s *Service) ChangesNow() (uint64, error) {
-	feed, ok := s.store.(changeFeed)
+func (f *Feed) ChangesNow() (uint64, error) {
+	feed, ok := f.store.(changeFeed)
 	if !ok {
 		return 0, errdefs.New(errdefs.ErrUnavailable, "this node does not publish sandbox changes")
 	}
@@ -38,8 +48,8 @@ func (s *Service) ChangesNow() (uint64, error) {
 // the caller lists the sandboxes again and follows from ChangesNow, read
 // first. Changes of sandboxes callers never see are left out, so the
 // result may be empty with Seq moved: next is where to follow from.
-func (s *Service) Changes(ctx context.Context, seq uint64) (changes []Change, next uint64, reset bool, err error) {
-	feed, ok := s.store.(changeFeed)
+func (f *Feed) Changes(ctx context.Context, seq uint64) (changes []Change, next uint64, reset bool, err error) {
+	feed, ok := f.store.(changeFeed)
 	if !ok {
 		return nil, seq, false, errdefs.New(errdefs.ErrUnavailable, "this node does not publish sandbox changes")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/keylock"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
@@ -90,10 +91,23 @@ type PauseOptions struct {
 	RequireHealthyAgent bool
 }
 
-func (s *Service) checkpointer() (runtime.Checkpointer, error) {
-	cp, ok := s.rt.(runtime.Checkpointer)
-	if !ok || s.cfg.Checkpoints == nil {
-		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "this node cannot checkpoint sandboxes (runtime %s)", s.rt.Name())
+// Checkpoints pauses running sandboxes into object storage, resumes paused
+// ones (on this node, or on any spaced sharing the store), forks running
+// ones, and ends paused ones: a kill's, a retention's or, at a timeout,
+// an auto-pause's. It holds the lock of each paused sandbox that its
+// resume and its delete take; everything else (the live sandboxes, boots,
+// quotas, admission, the network) it reaches through the service, which
+// makes it and hands it out (Service.Checkpoints).
+type Checkpoints struct {
+	svc *Service
+	// pausedLocks serialise resume and delete of paused sandboxes.
+	pausedLocks keylock.Map
+}
+
+func (c *Checkpoints) checkpointer() (runtime.Checkpointer, error) {
+	cp, ok := c.svc.rt.(runtime.Checkpointer)
+	if !ok || c.svc.cfg.Checkpoints == nil {
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "this node cannot checkpoint sandboxes (runtime %s)", c.svc.rt.Name())
 	}
 	return cp, nil
 }
@@ -104,8 +118,8 @@ func newArtifactID(id, kind string) string {
 }
 
 // imageDir is a fresh local directory for one image; the caller removes it.
-func (s *Service) imageDir(name string) (string, error) {
-	dir := filepath.Join(s.cfg.ImagesDir, name)
+func (c *Checkpoints) imageDir(name string) (string, error) {
+	dir := filepath.Join(c.svc.cfg.ImagesDir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("image dir: %w", err)
 	}
@@ -113,10 +127,10 @@ func (s *Service) imageDir(name string) (string, error) {
 }
 
 // Pause checkpoints a running sandbox to object storage and stops it.
-func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*Sandbox, error) {
-	e, ok := s.entry(id)
+func (c *Checkpoints) Pause(ctx context.Context, id string, opts PauseOptions) (*Sandbox, error) {
+	e, ok := c.svc.entry(id)
 	if !ok {
-		rec, err := s.store.GetSandbox(ctx, id)
+		rec, err := c.svc.store.GetSandbox(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -125,13 +139,13 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
-	release, err := s.reserveStored(ctx, tenant.Usage{PausedSandboxes: 1, PausedMB: s.storedEstimate(id, !opts.DiskOnly)})
+	release, err := c.svc.reserveStored(ctx, tenant.Usage{PausedSandboxes: 1, PausedMB: c.svc.storedEstimate(id, !opts.DiskOnly)})
 	if err != nil {
 		return nil, err
 	}
 	// The paused lock first (the order Resume takes them in): a resume
 	// waits until the pause has torn the sandbox down, not just recorded it.
-	unlock := s.pausedLocks.Lock(id)
+	unlock := c.pausedLocks.Lock(id)
 	e.mu.Lock()
 	if e.rec.State != store.StateRunning {
 		state := e.rec.State
@@ -140,7 +154,7 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 		release()
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, state)
 	}
-	teardown, err := s.pauseLocked(ctx, e, "paused by request", opts)
+	teardown, err := c.pauseLocked(ctx, e, "paused by request", opts)
 	paused := fromRecord(e.rec)
 	e.mu.Unlock()
 	// Recorded paused (or failed): the record counts now, not the
@@ -153,13 +167,13 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 	// Paused is durable once recorded: the caller need not wait for the
 	// old sandbox to go (tens to hundreds of milliseconds). A resume waits
 	// for it on the paused lock, but not for the cleanup after it.
-	if s.cfg.TeardownBeforeAnswer {
+	if c.svc.cfg.TeardownBeforeAnswer {
 		cleanup := teardown()
 		unlock()
 		cleanup()
 		return paused, nil
 	}
-	s.background.Go(func() {
+	c.svc.background.Go(func() {
 		cleanup := teardown()
 		unlock()
 		cleanup()
@@ -175,8 +189,8 @@ func (s *Service) Pause(ctx context.Context, id string, opts PauseOptions) (*San
 // go (deleting the checkpoint this one supersedes: a resume does not wait
 // for it). On an error the sandbox runs on and there is nothing to tear
 // down.
-func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (teardown func() (cleanup func()), err error) {
-	cp, err := s.checkpointer()
+func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, opts PauseOptions) (teardown func() (cleanup func()), err error) {
+	cp, err := c.checkpointer()
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +200,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave it half-paused
 	defer func() {
 		if err != nil {
-			s.metrics.checkpointFailed("pause")
+			c.svc.metrics.checkpointFailed("pause")
 			log.Warn("pause failed; the sandbox goes on running", "err", err)
 		}
 	}()
@@ -200,7 +214,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 		}
 	}
 	ckptID := newArtifactID(rec.ID, "c")
-	dir, err := s.imageDir(ckptID)
+	dir, err := c.imageDir(ckptID)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +244,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 		return nil, err
 	}
 	tImage := time.Now()
-	m, err := s.saveCheckpoint(ctx, rec, ckptID, checkpoint.KindCheckpoint, dir, map[string]string{metaContents: contents})
+	m, err := c.saveCheckpoint(ctx, rec, ckptID, checkpoint.KindCheckpoint, dir, map[string]string{metaContents: contents})
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +253,7 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	// Recorded paused, the sandbox no longer holds its slot in the store,
 	// but its network stays on the host until the teardown below: nothing
 	// else may get the slot before then.
-	releaseSlot := s.drainSlot(rec.Slot)
+	releaseSlot := c.svc.drainSlot(rec.Slot)
 	defer func() {
 		if err != nil {
 			releaseSlot()
@@ -249,9 +263,9 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	updated.State, updated.Reason = store.StatePaused, reason
 	updated.PausedAt = time.Now().UTC()
 	updated.Checkpoint = &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: time.Since(start), DiskOnly: opts.DiskOnly}
-	if err := s.store.UpdateSandbox(ctx, &updated, store.Was(rec)); err != nil {
+	if err := c.svc.store.UpdateSandbox(ctx, &updated, store.Was(rec)); err != nil {
 		// Not recorded: the checkpoint is of no use to anybody.
-		if derr := s.cfg.Checkpoints.Delete(ctx, m.ID); derr != nil {
+		if derr := c.svc.cfg.Checkpoints.Delete(ctx, m.ID); derr != nil {
 			log.Warn("delete unrecorded checkpoint", "checkpoint", m.ID, "err", derr)
 		}
 		return nil, fmt.Errorf("record paused sandbox: %w", err)
@@ -260,26 +274,24 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 	// now leaves an orphan that Recover removes) and never thawed.
 	frozen = false
 	e.setRec(&updated)
-	s.mu.Lock()
-	delete(s.live, rec.ID)
-	s.mu.Unlock()
-	go s.egressChanged() // not under e.mu: it reads every entry
+	c.svc.dropLive(rec.ID)
+	go c.svc.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
-	s.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), tSaved.Sub(tImage))
+	c.svc.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), tSaved.Sub(tImage))
 	log.Info("sandbox paused", "checkpoint", m.ID, "contents", contents, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
 	log.Debug("pause steps", "freeze_ms", tFreeze.Sub(start).Milliseconds(), "checkpoint_ms", tImage.Sub(tFreeze).Milliseconds(),
 		"upload_ms", tSaved.Sub(tImage).Milliseconds(), "record_ms", time.Since(tSaved).Milliseconds())
 	ep, old := e.ep, rec.Checkpoint
 	return func() func() {
 		t := time.Now()
-		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+		if err := c.svc.teardown(ctx, rec.ID, ep); err != nil {
 			log.Warn("tear down paused sandbox", "err", err)
 		}
 		releaseSlot()
 		log.Debug("paused sandbox torn down", "teardown_ms", time.Since(t).Milliseconds())
 		return func() {
 			if old != nil && old.ID != m.ID {
-				if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
+				if err := c.svc.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
 					log.Warn("delete superseded checkpoint", "checkpoint", old.ID, "err", err)
 				}
 			}
@@ -289,8 +301,8 @@ func (s *Service) pauseLocked(ctx context.Context, e *entry, reason string, opts
 
 // saveCheckpoint uploads the image in dir as artifact id of rec; meta is
 // added to the manifest's Meta.
-func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string, meta map[string]string) (*checkpoint.Manifest, error) {
-	image, err := s.imageRoot(rec.Template, rec.Image)
+func (c *Checkpoints) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string, meta map[string]string) (*checkpoint.Manifest, error) {
+	image, err := c.svc.imageRoot(rec.Template, rec.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +318,7 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 	if err != nil {
 		return nil, fmt.Errorf("encode sandbox state: %w", err)
 	}
-	cp, _ := s.rt.(runtime.Checkpointer)
+	cp, _ := c.svc.rt.(runtime.Checkpointer)
 	m := &checkpoint.Manifest{
 		ID: id, Kind: kind, SandboxID: rec.ID, Template: rec.Template,
 		CreatedAt:      time.Now().UTC(),
@@ -324,7 +336,7 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 	} else if vols != "" {
 		m.Meta[metaVolumes] = vols
 	}
-	if err := s.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
+	if err := c.svc.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -334,29 +346,29 @@ func (s *Service) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, ki
 // expire timeout from now (0: the default). A sandbox this node has no
 // record of is looked for in object storage: it was paused by another
 // spaced sharing the store. Resuming a running sandbox returns it.
-func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
-	if _, err := s.checkpointer(); err != nil {
+func (c *Checkpoints) Resume(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	if _, err := c.checkpointer(); err != nil {
 		return nil, err
 	}
-	if err := s.refuseIfDraining(); err != nil {
+	if err := c.svc.refuseIfDraining(); err != nil {
 		return nil, err
 	}
 	if timeout == 0 {
-		timeout = s.cfg.DefaultTimeout
+		timeout = c.svc.cfg.DefaultTimeout
 	}
-	if err := s.checkTimeout(timeout); err != nil {
+	if err := c.svc.checkTimeout(timeout); err != nil {
 		return nil, err
 	}
 	// One resume or delete of a paused sandbox at a time; a second resume
 	// waits and then finds it running.
-	unlock := s.pausedLocks.Lock(id)
+	unlock := c.pausedLocks.Lock(id)
 	defer unlock()
-	if e, ok := s.entry(id); ok {
+	if e, ok := c.svc.entry(id); ok {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return fromRecord(e.rec), nil
 	}
-	rec, err := s.store.GetSandbox(ctx, id)
+	rec, err := c.svc.store.GetSandbox(ctx, id)
 	known := err == nil
 	switch {
 	case err != nil && !errors.Is(err, errdefs.ErrNotFound):
@@ -372,46 +384,46 @@ func (s *Service) Resume(ctx context.Context, id string, timeout time.Duration) 
 			return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is paused but has no checkpoint", id)
 		}
 		ckptID, use = rec.Checkpoint.ID, usageOf(rec.CPU, rec.MemoryMB)
-		need = s.resumeNeed(rec.MemoryMB, rec.Checkpoint.Bytes, rec.Checkpoint.DiskOnly)
+		need = c.resumeNeed(rec.MemoryMB, rec.Checkpoint.Bytes, rec.Checkpoint.DiskOnly)
 	} else {
-		m, err := s.latestArtifact(ctx, id, "checkpoint")
+		m, err := c.latestArtifact(ctx, id, "checkpoint")
 		if err != nil {
 			return nil, err
 		}
 		if !tenant.FromContext(ctx).Owns(m.Meta[metaTenant]) {
-			return nil, s.noArtifact(id)
+			return nil, c.noArtifact(id)
 		}
 		ckptID, use = m.ID, usageOf(m.Limits.CPU, m.Limits.MemoryMB)
-		need = s.resumeNeed(m.Limits.MemoryMB, m.Bytes, !hasMemory(m))
+		need = c.resumeNeed(m.Limits.MemoryMB, m.Bytes, !hasMemory(m))
 	}
-	q, err := s.reserve(ctx, use)
+	q, err := c.svc.reserve(ctx, use)
 	if err != nil {
 		return nil, err
 	}
-	defer s.release(q)
+	defer c.svc.release(q)
 	// A resume starts a sandbox: admitted before the download, so a node
 	// at a budget refuses it at once (and the sandbox stays paused).
-	r, err := s.admit(ctx, need, "resume")
+	r, err := c.svc.admit(ctx, need, "resume")
 	if err != nil {
 		return nil, err
 	}
-	return s.restore(ctx, id, ckptID, rec, timeout, r, q) // rec nil when unknown
+	return c.restore(ctx, id, ckptID, rec, timeout, r, q) // rec nil when unknown
 }
 
 // resumeNeed is what resuming a checkpoint of stored bytes takes: its
 // memory image is restored into memory; a disk-only one boots afresh on
 // its layer.
-func (s *Service) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission.Need {
+func (c *Checkpoints) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission.Need {
 	if diskOnly {
-		return s.need(memoryMB, 0, bytes, false)
+		return c.svc.need(memoryMB, 0, bytes, false)
 	}
-	return s.need(memoryMB, bytes, 0, false)
+	return c.svc.need(memoryMB, bytes, 0, false)
 }
 
 // latestArtifact is the newest complete checkpoint or snapshot of sandbox
 // id (from the catalog's index by sandbox in a cluster).
-func (s *Service) latestArtifact(ctx context.Context, id, kind string) (*checkpoint.Manifest, error) {
-	all, err := s.cfg.Checkpoints.ListOf(ctx, id)
+func (c *Checkpoints) latestArtifact(ctx context.Context, id, kind string) (*checkpoint.Manifest, error) {
+	all, err := c.svc.cfg.Checkpoints.ListOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -422,14 +434,14 @@ func (s *Service) latestArtifact(ctx context.Context, id, kind string) (*checkpo
 		}
 	}
 	if best == nil {
-		return nil, s.noArtifact(id)
+		return nil, c.noArtifact(id)
 	}
 	return best, nil
 }
 
 // noArtifact is the answer for a sandbox with no artifact here
 // (or one of another tenant: the same answer).
-func (s *Service) noArtifact(id string) error {
+func (c *Checkpoints) noArtifact(id string) error {
 	return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 }
 
@@ -438,7 +450,7 @@ func (s *Service) noArtifact(id string) error {
 // the checkpoint); the record is revived only if it is still that, so a
 // kill or another resume meanwhile (on any node) wins and this resume
 // fails having changed nothing.
-func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.Sandbox, timeout time.Duration, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
+func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *store.Sandbox, timeout time.Duration, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
 	known := paused != nil
 	start := time.Now()
 	defer func() {
@@ -448,17 +460,17 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.
 	}()
 	log := slog.With("sandbox", id, "checkpoint", ckptID)
 	ctx = context.WithoutCancel(ctx)
-	dir, err := s.imageDir(ckptID + "-restore")
+	dir, err := c.imageDir(ckptID + "-restore")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	m, secret, err := s.cfg.Checkpoints.Load(ctx, ckptID, dir)
+	m, secret, err := c.svc.cfg.Checkpoints.Load(ctx, ckptID, dir)
 	if err != nil {
 		// A kill (on any node) deletes the checkpoint once the record
 		// says killed: say that, not that the checkpoint is gone.
 		if known {
-			if cur, gerr := s.store.GetSandbox(ctx, id); gerr == nil && store.Was(cur) != store.Was(paused) {
+			if cur, gerr := c.svc.store.GetSandbox(ctx, id); gerr == nil && store.Was(cur) != store.Was(paused) {
 				return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused: it changed while it was being resumed", id, cur.State)
 			}
 		}
@@ -469,7 +481,7 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.
 	if err := json.Unmarshal(secret, &st); err != nil {
 		return nil, fmt.Errorf("decode sealed state of %s: %w", ckptID, err)
 	}
-	rootfs, err := s.checkRestorable(m)
+	rootfs, err := c.checkRestorable(m)
 	if err != nil {
 		return nil, err
 	}
@@ -499,15 +511,15 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.
 	}
 	rec.State, rec.Reason = store.StateResuming, ""
 	if known {
-		err = s.store.ReviveSandbox(ctx, &rec, store.Was(paused), s.cfg.Network.Slots(), s.avoidSlot)
+		err = c.svc.store.ReviveSandbox(ctx, &rec, store.Was(paused), c.svc.cfg.Network.Slots(), c.svc.avoidSlot)
 	} else {
 		// This node's record holds the mounts' claims from here on.
-		release, cerr := s.claimVolumes(ctx, &rec)
+		release, cerr := c.svc.claimVolumes(ctx, &rec)
 		if cerr != nil {
 			return nil, cerr
 		}
 		rec.Slot = -1
-		err = s.store.CreateSandbox(ctx, &rec, s.cfg.Network.Slots(), s.avoidSlot)
+		err = c.svc.store.CreateSandbox(ctx, &rec, c.svc.cfg.Network.Slots(), c.svc.avoidSlot)
 		release()
 	}
 	if err != nil {
@@ -518,130 +530,91 @@ func (s *Service) restore(ctx context.Context, id, ckptID string, paused *store.
 	defer func() {
 		if err != nil {
 			undo.run(log)
-			s.metrics.checkpointFailed("resume")
+			c.svc.metrics.checkpointFailed("resume")
 		}
 	}()
 	undo.add("record paused again", func() error {
 		if !known {
-			return s.store.DeleteSandbox(context.Background(), id, store.Was(&resuming))
+			return c.svc.store.DeleteSandbox(context.Background(), id, store.Was(&resuming))
 		}
 		// Its checkpoint is the one it had: nothing else could change
 		// the record while it was resuming here.
 		back := resuming
 		back.State = store.StatePaused
-		return s.store.UpdateSandbox(context.Background(), &back, store.Was(&resuming))
+		return c.svc.store.UpdateSandbox(context.Background(), &back, store.Was(&resuming))
 	})
-	ep, err := s.cfg.Network.Endpoint(id, rec.Slot)
+	ep, err := c.svc.cfg.Network.Endpoint(id, rec.Slot)
 	if err == nil {
 		// What a failed teardown of its pause left under its names (the
 		// sandbox is paused and its lock held: nothing else has them).
-		if derr := s.cfg.Links.Detach(ep); derr != nil {
+		if derr := c.svc.cfg.Links.Detach(ep); derr != nil {
 			log.Warn("remove the paused sandbox's leftover network", "err", derr)
 		}
-		err = s.cfg.Links.Attach(ep)
+		err = c.svc.cfg.Links.Attach(ep)
 	}
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
 	}
-	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
+	undo.add("detach network", func() error { return c.svc.cfg.Links.Detach(ep) })
 	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	var agent *AgentConn
 	if hasMemory(m) {
 		var mounts []runtime.Mount
-		if mounts, err = s.runtimeMounts(ctx, rec.Volumes); err != nil {
+		if mounts, err = c.svc.runtimeMounts(ctx, rec.Volumes); err != nil {
 			return nil, err
 		}
-		agent, err = s.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, st.AccessToken, &undo)
+		agent, err = c.svc.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, st.AccessToken, &undo)
 		if err != nil {
 			return nil, err
 		}
 		// The sandbox has a new address: point its resolver at its gateway.
-		if err := s.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
+		if err := c.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
 			agent.Close()
 			return nil, err
 		}
 	} else {
 		// Only the disk was kept: a fresh sandbox boots on it.
-		agent, err = s.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
+		agent, err = c.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
 		if err != nil {
 			return nil, err
 		}
 	}
 	now := time.Now().UTC()
 	rec.State, rec.ExpiresAt, rec.PausedAt = store.StateRunning, now.Add(timeout), time.Time{}
-	if err := s.store.UpdateSandbox(ctx, &rec, store.Was(&resuming)); err != nil {
+	if err := c.svc.store.UpdateSandbox(ctx, &rec, store.Was(&resuming)); err != nil {
 		agent.Close()
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
-	s.mu.Lock()
-	s.live[id] = (&entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}).published()
-	s.consumeLocked(q, q.useOrZero())
-	s.mu.Unlock()
+	c.svc.addLive(&entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, q, q.useOrZero())
 	r.Done(ctx, id)
-	s.egressChanged()
-	s.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
+	c.svc.egressChanged()
+	c.svc.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
 	return fromRecord(&rec), nil
 }
 
 // checkRestorable refuses a checkpoint this node cannot restore, and says
 // why; it returns the template image to restore over.
-func (s *Service) checkRestorable(m *checkpoint.Manifest) (string, error) {
-	cp, _ := s.rt.(runtime.Checkpointer)
+func (c *Checkpoints) checkRestorable(m *checkpoint.Manifest) (string, error) {
+	cp, _ := c.svc.rt.(runtime.Checkpointer)
 	if m.RuntimeVersion != cp.Version() {
 		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s was taken by %q and this node runs %q", m.ID, m.RuntimeVersion, cp.Version())
 	}
 	// The image the sandbox ran on, not the template's current one: a
 	// restored process maps its binaries again by path.
-	return s.imageRoot(m.Template, m.Meta[metaTemplateImage])
-}
-
-// restoreInto restores the image in dir as sandbox id on ep and waits for
-// its agent, which still holds token. It pushes its undo steps.
-func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, mounts []runtime.Mount, dir, token string, undo *cleanup) (*AgentConn, error) {
-	cp, _ := s.rt.(runtime.Checkpointer)
-	spec := runtime.Spec{
-		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
-		Args:   []string{"/usr/local/bin/space-agent"},
-		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Limits: limits,
-		// The checkpointed sandbox's volumes, at the same paths.
-		Mounts: mounts,
-	}
-	if err := cp.Restore(ctx, spec, dir); err != nil {
-		return nil, restoreError(err, mounts)
-	}
-	undo.add("destroy runtime", func() error { return s.destroy(id) })
-	// A pause checkpoints a frozen sandbox, and it comes back frozen.
-	if st, err := s.rt.State(ctx, id); err == nil && st == runtime.StatePaused {
-		if err := cp.Thaw(ctx, id); err != nil {
-			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not start the restored sandbox")
-		}
-	}
-	agent := newAgentConn(ep.SandboxIP, token)
-	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
-	defer cancel()
-	alive := func() bool {
-		st, err := s.rt.State(ctx, id)
-		return err != nil || st == runtime.StateRunning
-	}
-	if err := agent.waitHealthy(bootCtx, alive); err != nil {
-		agent.Close()
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent did not answer")
-	}
-	return agent, nil
+	return c.svc.imageRoot(m.Template, m.Meta[metaTemplateImage])
 }
 
 // initRestored sends a restored agent Init: token becomes its token (the
 // one it has, for a resume), env its env, and its resolver and trust store
 // point at this node's egress gateway on the sandbox's new address.
-func (s *Service) initRestored(ctx context.Context, agent *AgentConn, token string, env map[string]string, ep network.Endpoint) error {
+func (c *Checkpoints) initRestored(ctx context.Context, agent *AgentConn, token string, env map[string]string, ep network.Endpoint) error {
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
 		// No default user or workdir: the restored agent keeps its own.
 		AccessToken: token, EnvVars: env,
-		Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+		Nameserver: ep.HostIP.String(), CaPem: string(c.svc.cfg.Egress.CAPEM),
 	})); err != nil {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent init failed")
 	}
@@ -652,24 +625,24 @@ func (s *Service) initRestored(ctx context.Context, agent *AgentConn, token stri
 // that kept no memory) and gives its agent what a create's boot and claim
 // would: token, env, the template's user and workdir, resolver and CA. It
 // pushes its undo steps.
-func (s *Service) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
-	agent, err := s.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State, volumes: rec.Volumes}, undo)
+func (c *Checkpoints) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
+	agent, err := c.svc.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State, volumes: rec.Volumes}, undo)
 	if err != nil {
 		return nil, err
 	}
 	// The user and workdir are the template's, as at the sandbox's create
 	// (the agent's own state is not on its disk: /run is a tmpfs).
 	user, workdir := "user", ""
-	if img, err := s.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
+	if img, err := c.svc.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
 		user, workdir = defaultUser(img), img.Workdir
 	} else {
 		slog.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
 	}
-	ictx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	ictx, cancel := context.WithTimeout(ctx, c.svc.cfg.AgentBootTimeout)
 	defer cancel()
 	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
 		AccessToken: token, EnvVars: rec.Env, DefaultUser: user, DefaultWorkdir: workdir,
-		Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+		Nameserver: ep.HostIP.String(), CaPem: string(c.svc.cfg.Egress.CAPEM),
 	})); err != nil {
 		agent.Close()
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox booted on its saved disk, but its agent init failed")
@@ -690,11 +663,11 @@ const maxForks = 16
 // Fork makes req.Count new sandboxes that go on from the running sandbox
 // id's current state (memory, processes, files), each with its own id,
 // address and access token. The parent keeps running.
-func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sandbox, error) {
-	if err := s.refuseIfDraining(); err != nil {
+func (c *Checkpoints) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sandbox, error) {
+	if err := c.svc.refuseIfDraining(); err != nil {
 		return nil, err
 	}
-	cp, err := s.checkpointer()
+	cp, err := c.checkpointer()
 	if err != nil {
 		return nil, err
 	}
@@ -705,14 +678,14 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "count must be between 1 and %d", maxForks)
 	}
 	if req.Timeout == 0 {
-		req.Timeout = s.cfg.DefaultTimeout
+		req.Timeout = c.svc.cfg.DefaultTimeout
 	}
-	if err := s.checkTimeout(req.Timeout); err != nil {
+	if err := c.svc.checkTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
-	e, ok := s.entry(id)
+	e, ok := c.svc.entry(id)
 	if !ok {
-		return nil, s.notRunning(id)
+		return nil, c.svc.notRunning(id)
 	}
 	// Every fork is a running copy of the parent: each is admitted, with
 	// what the parent takes now, before the parent is checkpointed; all of
@@ -726,13 +699,13 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	e.mu.Lock()
 	memoryMB, cpu := e.rec.MemoryMB, e.rec.CPU
 	e.mu.Unlock()
-	q, err := s.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * cpu, MemoryMB: req.Count * memoryMB})
+	q, err := c.svc.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * cpu, MemoryMB: req.Count * memoryMB})
 	if err != nil {
 		return nil, err
 	}
-	defer s.release(q)
+	defer c.svc.release(q)
 	for range req.Count {
-		r, err := s.admit(ctx, s.need(memoryMB, s.adm.Usage(id).Memory, 0, false), "fork")
+		r, err := c.svc.admit(ctx, c.svc.need(memoryMB, c.svc.adm.Usage(id).Memory, 0, false), "fork")
 		if err != nil {
 			return nil, err
 		}
@@ -749,7 +722,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition,
 			"sandbox %s mounts volume %q read-write, and its forks would mount it too: one sandbox at a time may write to a volume (file locks do not reach across sandboxes); fork a sandbox whose volumes are read-only", id, name)
 	}
-	dir, err := s.imageDir(newArtifactID(id, "f"))
+	dir, err := c.imageDir(newArtifactID(id, "f"))
 	if err == nil {
 		defer os.RemoveAll(dir)
 		err = cp.Checkpoint(context.WithoutCancel(ctx), id, dir, true)
@@ -758,7 +731,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	if err != nil {
 		return nil, err
 	}
-	rootfs, err := s.imageRoot(parent.Template, parent.Image)
+	rootfs, err := c.svc.imageRoot(parent.Template, parent.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -771,7 +744,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 	}
 	var out []*Sandbox
 	for i := range req.Count {
-		sb, err := s.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID, rs[i], q)
+		sb, err := c.forkOne(ctx, &tmpl, rootfs, dir, req.Timeout, parent.ID, rs[i], q)
 		if err != nil {
 			// The forks made so far are the caller's; say how many.
 			return out, fmt.Errorf("fork %d of %d: %w", len(out)+1, req.Count, err)
@@ -787,7 +760,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) ([]*Sand
 // token; tmpl gives its template, image, limits, key, env, metadata,
 // policy, secrets and lifecycle, and it expires timeout from now. from
 // names the parent or snapshot (logs).
-func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
+func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir string, timeout time.Duration, from string, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {
@@ -808,31 +781,31 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 			undo.run(log)
 		}
 	}()
-	release, err := s.claimVolumes(ctx, rec)
+	release, err := c.svc.claimVolumes(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := s.recordAndAttach(ctx, rec, log)
+	ep, err := c.svc.recordAndAttach(ctx, rec, log)
 	release()
 	if err != nil {
 		return nil, err
 	}
 	created := *rec
-	undo.add("delete record", func() error { return s.store.DeleteSandbox(context.Background(), rec.ID, store.Was(&created)) })
-	undo.add("detach network", func() error { return s.cfg.Links.Detach(ep) })
+	undo.add("delete record", func() error { return c.svc.store.DeleteSandbox(context.Background(), rec.ID, store.Was(&created)) })
+	undo.add("detach network", func() error { return c.svc.cfg.Links.Detach(ep) })
 	limits := runtime.Limits{CPUs: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs}
-	mounts, err := s.runtimeMounts(ctx, rec.Volumes)
+	mounts, err := c.svc.runtimeMounts(ctx, rec.Volumes)
 	if err != nil {
 		return nil, err
 	}
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, tmpl.AccessToken, &undo)
+	agent, err := c.svc.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, tmpl.AccessToken, &undo)
 	if err != nil {
 		return nil, err
 	}
 	// The new agent still answers to the old token: give it its own, its
 	// env, and point its resolver at its own gateway address.
 	token := newToken()
-	if err := s.initRestored(ctx, agent, token, tmpl.Env, ep); err != nil {
+	if err := c.initRestored(ctx, agent, token, tmpl.Env, ep); err != nil {
 		agent.Close()
 		return nil, err
 	}
@@ -844,16 +817,13 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 	rec.OpenAccess, rec.Network, rec.Secrets = tmpl.OpenAccess, cloneNetwork(tmpl.Network), maps.Clone(tmpl.Secrets)
 	rec.AutoPause, rec.AutoResume, rec.AutoPauseDiskOnly = tmpl.AutoPause, tmpl.AutoResume, tmpl.AutoPauseDiskOnly
 	rec.SnapshotEvery, rec.SnapshotKeep = tmpl.SnapshotEvery, tmpl.SnapshotKeep
-	if err := s.store.UpdateSandbox(ctx, rec, store.Was(&created)); err != nil {
+	if err := c.svc.store.UpdateSandbox(ctx, rec, store.Was(&created)); err != nil {
 		agent.Close()
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
-	s.mu.Lock()
-	s.live[rec.ID] = (&entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}).published()
-	s.consumeLocked(q, usageOf(rec.CPU, rec.MemoryMB))
-	s.mu.Unlock()
+	c.svc.addLive(&entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, q, usageOf(rec.CPU, rec.MemoryMB))
 	r.Done(ctx, rec.ID)
-	s.egressChanged()
+	c.svc.egressChanged()
 	log.Info("sandbox restored from a running sandbox's image")
 	out := fromRecord(rec)
 	out.AccessToken = token
@@ -862,17 +832,17 @@ func (s *Service) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, dir 
 
 // deletePausedLocked ends paused sandbox id under its paused lock: its
 // record says killed and its checkpoint is deleted.
-func (s *Service) deletePausedLocked(ctx context.Context, id, reason string) error {
-	unlock := s.pausedLocks.Lock(id)
+func (c *Checkpoints) deletePausedLocked(ctx context.Context, id, reason string) error {
+	unlock := c.pausedLocks.Lock(id)
 	defer unlock()
-	rec, err := s.store.GetSandbox(ctx, id)
+	rec, err := c.svc.store.GetSandbox(ctx, id)
 	if err != nil {
 		return err
 	}
 	if rec.State != store.StatePaused {
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
-	return s.deletePaused(ctx, rec, reason)
+	return c.deletePaused(ctx, rec, reason)
 }
 
 // deletePaused records paused sandbox rec killed, if it still is as read
@@ -880,18 +850,46 @@ func (s *Service) deletePausedLocked(ctx context.Context, id, reason string) err
 // deletes its checkpoint: a resume that loaded it before finds the record
 // killed and fails. A checkpoint whose delete fails stays named in the
 // killed record, and goes when the record is pruned.
-func (s *Service) deletePaused(ctx context.Context, rec *store.Sandbox, reason string) error {
+func (c *Checkpoints) deletePaused(ctx context.Context, rec *store.Sandbox, reason string) error {
 	killed := *rec
 	killed.State, killed.Reason, killed.EndedAt = store.StateKilled, reason, time.Now().UTC()
-	if err := s.store.UpdateSandbox(ctx, &killed, store.Was(rec)); err != nil {
+	if err := c.svc.store.UpdateSandbox(ctx, &killed, store.Was(rec)); err != nil {
 		return fmt.Errorf("record end of paused sandbox: %w", err)
 	}
-	if rec.Checkpoint != nil && s.cfg.Checkpoints != nil {
-		if err := s.cfg.Checkpoints.Delete(ctx, rec.Checkpoint.ID); err != nil {
+	if rec.Checkpoint != nil && c.svc.cfg.Checkpoints != nil {
+		if err := c.svc.cfg.Checkpoints.Delete(ctx, rec.Checkpoint.ID); err != nil {
 			slog.Warn("delete the checkpoint of a killed paused sandbox; the prune of its record retries", "sandbox", rec.ID, "checkpoint", rec.Checkpoint.ID, "err", err)
 		}
 	}
-	s.metrics.ended(store.StateKilled, reason)
+	c.svc.metrics.ended(store.StateKilled, reason)
 	slog.Info("paused sandbox deleted", "sandbox", rec.ID, "reason", reason)
 	return nil
+}
+
+// autoPauseRetry is how long an expired auto-pause sandbox whose pause
+// failed runs on before the next try: its work is never thrown away.
+const autoPauseRetry = 30 * time.Second
+
+// autoPause pauses an expired sandbox created with auto-pause, and says
+// whether it was one.
+func (c *Checkpoints) autoPause(ctx context.Context, id string, e *entry) bool {
+	unlock := c.pausedLocks.Lock(id)
+	defer unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.rec.AutoPause || e.rec.State != store.StateRunning {
+		return false
+	}
+	teardown, err := c.pauseLocked(ctx, e, "paused at timeout", PauseOptions{DiskOnly: e.rec.AutoPauseDiskOnly})
+	if err == nil {
+		teardown()()
+	} else {
+		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
+		updated := *e.rec
+		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)
+		if err := c.svc.store.UpdateSandbox(ctx, &updated, store.Was(e.rec)); err == nil {
+			e.setRec(&updated)
+		}
+	}
+	return true
 }

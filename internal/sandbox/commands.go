@@ -20,7 +20,7 @@ type Commands struct {
 	metrics *Metrics
 }
 
-// Agents finds the agent of a running sandbox (*Service); a sandbox that
+// Agents finds the agent of a running sandbox (Targets); a sandbox that
 // is not running is ErrNotFound.
 type Agents interface {
 	Agent(id string) (*AgentConn, error)

@@ -49,7 +49,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	var snap *checkpoint.Manifest
 	if req.Snapshot != "" {
-		m, err := s.snapshotManifest(ctx, req.Snapshot)
+		m, err := s.snaps.snapshotManifest(ctx, req.Snapshot)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +57,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			req.Template = m.Template
 		}
 		if hasMemory(m) {
-			return s.createFromImage(ctx, req, m)
+			return s.snaps.createFromImage(ctx, req, m)
 		}
 		snap, req.Snapshot = m, m.ID
 	}
@@ -71,7 +71,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	defer s.release(req.reserved)
 	var diskImage string
 	if snap != nil {
-		dir, snapImage, err := s.loadSnapshot(ctx, snap, &req)
+		dir, snapImage, err := s.snaps.loadSnapshot(ctx, snap, &req)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +86,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		onSnap.ID, onSnap.Root, onSnap.Start = snapImage, root, nil
 		img, diskImage = &onSnap, dir
 	}
-	if p := s.poolFor(req, img); p != nil {
+	if p := s.pools.poolFor(req, img); p != nil {
 		for b := p.take(img.ID); b != nil; b = p.take(img.ID) {
 			sb, err := s.claim(ctx, b, req)
 			if err == nil {
@@ -333,6 +333,42 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 	return agent, nil
 }
 
+// restoreInto restores the image in dir as sandbox id on ep and waits for
+// its agent, which still holds token. It pushes its undo steps.
+func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, mounts []runtime.Mount, dir, token string, undo *cleanup) (*AgentConn, error) {
+	cp, _ := s.rt.(runtime.Checkpointer)
+	spec := runtime.Spec{
+		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
+		Args:   []string{"/usr/local/bin/space-agent"},
+		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Limits: limits,
+		// The checkpointed sandbox's volumes, at the same paths.
+		Mounts: mounts,
+	}
+	if err := cp.Restore(ctx, spec, dir); err != nil {
+		return nil, restoreError(err, mounts)
+	}
+	undo.add("destroy runtime", func() error { return s.destroy(id) })
+	// A pause checkpoints a frozen sandbox, and it comes back frozen.
+	if st, err := s.rt.State(ctx, id); err == nil && st == runtime.StatePaused {
+		if err := cp.Thaw(ctx, id); err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not start the restored sandbox")
+		}
+	}
+	agent := newAgentConn(ep.SandboxIP, token)
+	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	alive := func() bool {
+		st, err := s.rt.State(ctx, id)
+		return err != nil || st == runtime.StateRunning
+	}
+	if err := agent.waitHealthy(bootCtx, alive); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent did not answer")
+	}
+	return agent, nil
+}
+
 // recordAndAttach writes the record with a free slot and sets up the
 // sandbox's network on it. A slot whose range turns out to be in use on the
 // host is quarantined and the next one tried, a few times.
@@ -423,10 +459,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	if storeErr != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
-	s.mu.Lock()
-	s.live[rec.ID] = (&entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}).published()
-	s.consumeLocked(req.reserved, req.reserved.useOrZero())
-	s.mu.Unlock()
+	s.addLive(&entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, req.reserved, req.reserved.useOrZero())
 	s.egressChanged()
 	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	slog.Debug("sandbox claimed", "sandbox", rec.ID, "check_ms", tChecked.Sub(start).Milliseconds(),

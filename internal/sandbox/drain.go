@@ -12,13 +12,7 @@ import (
 // moves its running ones elsewhere; false undoes it.
 func (s *Service) SetDraining(on bool) {
 	s.nodeDraining.Store(on)
-	for _, p := range s.pools {
-		if on {
-			p.prune(func(*booted) bool { return false })
-		} else {
-			p.kick()
-		}
-	}
+	s.pools.setDraining(on)
 }
 
 // Draining reports whether the node is draining.

@@ -29,17 +29,21 @@ type EgressView struct {
 	Secrets map[string]string
 }
 
+// Egress answers the egress gateway's questions about the service's
+// sandboxes: whose a connection from an address is, and which sandboxes
+// may send anything at all.
+type Egress struct {
+	svc *Service
+}
+
+// NewEgress answers for the sandboxes of svc.
+func NewEgress(svc *Service) *Egress { return &Egress{svc: svc} }
+
 // ByAddr returns the running sandbox whose veth address is ip: how the
 // egress gateway knows whose a connection is. A pooled or booting sandbox
 // is not found, so it has no egress at all.
-func (s *Service) ByAddr(ip netip.Addr) (EgressView, bool) {
-	s.mu.Lock()
-	entries := make([]*entry, 0, len(s.live))
-	for _, e := range s.live {
-		entries = append(entries, e)
-	}
-	s.mu.Unlock()
-	for _, e := range entries {
+func (g *Egress) ByAddr(ip netip.Addr) (EgressView, bool) {
+	for _, e := range g.svc.liveEntries() {
 		if e.ep.SandboxIP != ip {
 			continue
 		}
@@ -74,15 +78,9 @@ func (s *Service) egressChanged() {
 // EgressAddrs returns the addresses of the running sandboxes whose policy
 // allows any egress at all. Packets of the others never reach the
 // gateway: the firewall drops them.
-func (s *Service) EgressAddrs() []netip.Addr {
-	s.mu.Lock()
-	entries := make([]*entry, 0, len(s.live))
-	for _, e := range s.live {
-		entries = append(entries, e)
-	}
-	s.mu.Unlock()
+func (g *Egress) EgressAddrs() []netip.Addr {
 	var out []netip.Addr
-	for _, e := range entries {
+	for _, e := range g.svc.liveEntries() {
 		// The record as last set: a create or resume that refreshes the
 		// set must not wait for another sandbox's pause or kill.
 		rec := e.record()

@@ -25,6 +25,7 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 		"off": (&entry{rec: &store.Sandbox{ID: "off", State: store.StateRunning, AccessToken: "tf",
 			Network: &store.NetworkPolicy{AllowInternet: new(bool)}}, ep: ip("10.0.0.10")}).published(),
 	}}
+	targets := NewTargets(svc)
 	busy := svc.live["busy"]
 	busy.mu.Lock() // a pause in progress
 	defer busy.mu.Unlock()
@@ -34,9 +35,9 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 	var found, foundBusy string
 	go func() {
 		defer close(done)
-		addrs = svc.EgressAddrs()
-		found, _ = svc.FindRunning(func(tok string) bool { return tok == "to" })
-		foundBusy, _ = svc.FindRunning(func(tok string) bool { return tok == "tb" })
+		addrs = NewEgress(svc).EgressAddrs()
+		found, _ = targets.FindRunning(func(tok string) bool { return tok == "to" })
+		foundBusy, _ = targets.FindRunning(func(tok string) bool { return tok == "tb" })
 	}()
 	select {
 	case <-done:
@@ -57,7 +58,36 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 	paused := *busy.rec
 	paused.State = store.StatePaused
 	busy.setRec(&paused)
-	if id, ok := svc.FindRunning(func(tok string) bool { return tok == "tb" }); ok {
+	if id, ok := targets.FindRunning(func(tok string) bool { return tok == "tb" }); ok {
 		t.Errorf("FindRunning found paused sandbox %q", id)
+	}
+}
+
+// TestEgressByAddr: the gateway learns whose a connection is from its
+// source address: a running sandbox's id, tenant, policy and secret
+// placeholders (copies: the gateway cannot change the record); a sandbox
+// that is not running, and an address no sandbox has, are nobody's.
+func TestEgressByAddr(t *testing.T) {
+	yes := true
+	ip := func(s string) network.Endpoint { return network.Endpoint{SandboxIP: netip.MustParseAddr(s)} }
+	policy := &store.NetworkPolicy{AllowInternet: &yes}
+	svc := &Service{live: map[string]*entry{
+		"run": (&entry{rec: &store.Sandbox{ID: "run", Tenant: "alice", State: store.StateRunning, Network: policy,
+			Secrets: map[string]string{"ph": "alice/token"}}, ep: ip("10.0.0.2")}).published(),
+		"paused": (&entry{rec: &store.Sandbox{ID: "paused", State: store.StatePaused}, ep: ip("10.0.0.6")}).published(),
+	}}
+	eg := NewEgress(svc)
+	v, ok := eg.ByAddr(netip.MustParseAddr("10.0.0.2"))
+	if !ok || v.ID != "run" || v.Tenant != "alice" || v.Network == nil || v.Network.AllowInternet == nil || !*v.Network.AllowInternet || v.Secrets["ph"] != "alice/token" {
+		t.Fatalf("ByAddr(10.0.0.2) = %+v, %v; want run's view", v, ok)
+	}
+	v.Secrets["ph"], *v.Network.AllowInternet = "other", false
+	if rec := svc.live["run"].record(); rec.Secrets["ph"] != "alice/token" || !*rec.Network.AllowInternet {
+		t.Errorf("changing the view changed the record: %+v", rec)
+	}
+	for _, addr := range []string{"10.0.0.6", "10.0.0.10"} {
+		if v, ok := eg.ByAddr(netip.MustParseAddr(addr)); ok {
+			t.Errorf("ByAddr(%s) = %+v, want nobody's", addr, v)
+		}
 	}
 }

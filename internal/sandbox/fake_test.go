@@ -185,6 +185,8 @@ type worldOptions struct {
 	pool        *PoolConfig
 	checkpoints bool
 	quotas      func(tenant string) store.Quotas
+	// templates, when set, resolves templates instead of fakeTemplates.
+	templates Templates
 }
 
 // testCIDR is a /24 of loopback addresses for one test.
@@ -224,6 +226,9 @@ func (w *world) newService(o worldOptions, rt runtime.Runtime) *Service {
 	}
 	if o.pool != nil {
 		cfg.Pools = []PoolConfig{*o.pool}
+	}
+	if o.templates != nil {
+		cfg.Templates = o.templates
 	}
 	cfg.Quotas = o.quotas
 	if o.checkpoints {
@@ -355,7 +360,7 @@ func (w *world) accounted(want ...string) {
 			w.t.Errorf("%s: %v, want %v", what, got, want)
 		}
 	}
-	if n := w.svc.Running() + w.svc.PoolSizes()["base"]; n != len(want) {
+	if n := w.svc.Running() + w.svc.Pools().PoolSizes()["base"]; n != len(want) {
 		w.t.Errorf("service holds %d sandboxes (live and pooled), want %d", n, len(want))
 	}
 }

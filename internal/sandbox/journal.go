@@ -48,7 +48,11 @@ type LogQuery struct {
 // change feed, and its agent's lines, read every interval (and before
 // every read) while it runs, so that they outlive a pause or the end.
 type journal struct {
-	svc      *Service
+	svc *Service
+	// targets finds a running sandbox's agent; feed is the sandboxes'
+	// changes.
+	targets  *Targets
+	feed     *Feed
 	interval time.Duration
 	client   *http.Client
 
@@ -74,7 +78,7 @@ type sandboxLog struct {
 }
 
 func newJournal(svc *Service, interval time.Duration) *journal {
-	return &journal{svc: svc, interval: interval, logs: map[string]*sandboxLog{}}
+	return &journal{svc: svc, targets: NewTargets(svc), feed: NewFeed(svc.store), interval: interval, logs: map[string]*sandboxLog{}}
 }
 
 func (j *journal) log(id string) *sandboxLog {
@@ -130,7 +134,7 @@ func entrySize(e LogEntry) int {
 // follow turns the store's sandbox changes into lifecycle lines, and calls
 // gone for each sandbox whose record is removed.
 func (j *journal) follow(ctx context.Context, gone func(id string)) {
-	seq, err := j.svc.ChangesNow()
+	seq, err := j.feed.ChangesNow()
 	if err != nil {
 		slog.Warn("sandbox logs will have no lifecycle lines", "err", err)
 		return
@@ -146,7 +150,7 @@ func (j *journal) follow(ctx context.Context, gone func(id string)) {
 		}
 	}
 	for ctx.Err() == nil {
-		changes, next, reset, err := j.svc.Changes(ctx, seq)
+		changes, next, reset, err := j.feed.Changes(ctx, seq)
 		if err != nil {
 			if ctx.Err() == nil {
 				slog.Warn("follow sandbox changes for their logs", "err", err)
@@ -156,7 +160,7 @@ func (j *journal) follow(ctx context.Context, gone func(id string)) {
 		}
 		if reset {
 			// Changes were lost: what they said is lost too.
-			if seq, err = j.svc.ChangesNow(); err != nil {
+			if seq, err = j.feed.ChangesNow(); err != nil {
 				return
 			}
 			continue
@@ -239,7 +243,7 @@ type agentLogs struct {
 // pull reads sandbox id's new agent lines, if it runs; a failure leaves the
 // log as it was (the lines are read again next time).
 func (j *journal) pull(ctx context.Context, id string) {
-	ac, err := j.svc.Agent(id)
+	ac, err := j.targets.Agent(id)
 	if err != nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -17,6 +18,101 @@ import (
 type PoolConfig struct {
 	Template string
 	Min, Max int
+}
+
+// Pools are the node's warm pools, one per template at most: sandboxes
+// booted ahead of demand that a create claims (create.go), sized by demand
+// within bounds an admin may change (SetPool), given up to admission
+// control when a start needs their room (admit.go), emptied while the node
+// drains. They boot and tear down their sandboxes through the service.
+type Pools struct {
+	svc        *Service
+	byTemplate map[string]*pool
+}
+
+func newPools(svc *Service, cfgs []PoolConfig) *Pools {
+	ps := &Pools{svc: svc, byTemplate: map[string]*pool{}}
+	for _, pc := range cfgs {
+		if pc.Max > 0 {
+			ps.byTemplate[pc.Template] = newPool(svc, pc)
+		}
+	}
+	return ps
+}
+
+// start fills the pools in the background until ctx ends; done counts
+// their loops.
+func (ps *Pools) start(ctx context.Context, done *sync.WaitGroup) {
+	sem := make(chan struct{}, ps.svc.cfg.PoolBoots)
+	for _, p := range ps.byTemplate {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			p.run(ctx, sem)
+		}()
+	}
+}
+
+// drain tears down every pool's ready sandboxes once their boots in
+// flight are done; the pools take no more.
+func (ps *Pools) drain() {
+	for _, p := range ps.byTemplate {
+		p.drain()
+	}
+}
+
+// poolFor returns the pool that can serve req, if any: pool sandboxes have
+// their template's limits, so a request for other limits boots its own
+// unless the runtime can give them to a booted sandbox at claim.
+func (ps *Pools) poolFor(req CreateRequest, img *Image) *pool {
+	p := ps.byTemplate[req.Template]
+	// Pool sandboxes boot without volumes (a mount is made at boot).
+	if p == nil || req.NoPool || req.Snapshot != "" || len(req.Volumes) > 0 || !ps.resizable(ps.svc.limitsOf(img), req.limits()) {
+		return nil
+	}
+	return p
+}
+
+// resizable reports whether a sandbox booted with from can be claimed by
+// a request for to: the same limits, or others the runtime can give it in
+// place (runtime.Resizer) without the guest seeing any difference from a
+// sandbox booted with them.
+func (ps *Pools) resizable(from, to runtime.Limits) bool {
+	if from == to {
+		return true
+	}
+	rs, ok := ps.svc.rt.(runtime.Resizer)
+	return ok && rs.Resizable(from, to)
+}
+
+// PoolSizes returns the number of ready sandboxes per template.
+func (ps *Pools) PoolSizes() map[string]int {
+	out := map[string]int{}
+	for t, p := range ps.byTemplate {
+		out[t] = p.size()
+	}
+	return out
+}
+
+// size is how many sandboxes are ready across the pools.
+func (ps *Pools) size() int {
+	n := 0
+	for _, p := range ps.byTemplate {
+		n += p.size()
+	}
+	return n
+}
+
+// setDraining empties the pools and keeps them empty (on), or lets them
+// refill now (off).
+func (ps *Pools) setDraining(on bool) {
+	for _, p := range ps.byTemplate {
+		if on {
+			p.prune(func(*booted) bool { return false })
+		} else {
+			p.kick()
+		}
+	}
 }
 
 // pool keeps booted sandboxes of one template (with the default limits)
@@ -207,8 +303,8 @@ func (p *pool) drain() {
 // TemplateChanged wakes the pools of template name (any of its tags): a
 // build finished or a tag moved, so a pool that found no image, or has
 // sandboxes of an older one, refills now rather than at its next retry.
-func (s *Service) TemplateChanged(name string) {
-	for ref, p := range s.pools {
+func (ps *Pools) TemplateChanged(name string) {
+	for ref, p := range ps.byTemplate {
 		if n, _, _ := strings.Cut(ref, ":"); n == name {
 			p.mu.Lock()
 			p.retryAt = time.Time{}

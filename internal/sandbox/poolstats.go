@@ -20,9 +20,9 @@ type PoolStat struct {
 }
 
 // PoolStats returns every warm pool, by template.
-func (s *Service) PoolStats() []PoolStat {
-	out := make([]PoolStat, 0, len(s.pools))
-	for t, p := range s.pools {
+func (ps *Pools) PoolStats() []PoolStat {
+	out := make([]PoolStat, 0, len(ps.byTemplate))
+	for t, p := range ps.byTemplate {
 		p.mu.Lock()
 		out = append(out, PoolStat{Template: t, Ready: len(p.ready), Booting: p.booting, Target: p.target, Min: p.cfg.Min, Max: p.cfg.Max})
 		p.mu.Unlock()
@@ -34,16 +34,16 @@ func (s *Service) PoolStats() []PoolStat {
 // PoolCollector reports, at scrape time, what space_pool_ready does not:
 // each pool's sandboxes booting (space_pool_booting) and the size it
 // refills to (space_pool_target, which follows demand).
-func PoolCollector(s *Service) prometheus.Collector {
+func PoolCollector(ps *Pools) prometheus.Collector {
 	return poolStatsCollector{
-		svc:     s,
+		pools:   ps,
 		booting: prometheus.NewDesc("space_pool_booting", "Sandboxes booting to refill a template's warm pool.", []string{"template"}, nil),
 		target:  prometheus.NewDesc("space_pool_target", "The size a template's warm pool refills to (rises on misses, falls a step per quiet minute).", []string{"template"}, nil),
 	}
 }
 
 type poolStatsCollector struct {
-	svc             *Service
+	pools           *Pools
 	booting, target *prometheus.Desc
 }
 
@@ -53,7 +53,7 @@ func (c poolStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c poolStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.svc.PoolStats() {
+	for _, p := range c.pools.PoolStats() {
 		ch <- prometheus.MustNewConstMetric(c.booting, prometheus.GaugeValue, float64(p.Booting), p.Template)
 		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(p.Target), p.Template)
 	}
@@ -63,16 +63,16 @@ func (c poolStatsCollector) Collect(ch chan<- prometheus.Metric) {
 // configuration decides again then): the target is kept within the new
 // [min, max], ready sandboxes beyond max are torn down, and a pool below
 // its new target refills now. Only pools the configuration made exist.
-func (s *Service) SetPool(template string, min, max int) (PoolStat, error) {
+func (ps *Pools) SetPool(template string, min, max int) (PoolStat, error) {
 	if min < 0 || min > max || max > maxPoolSize {
 		return PoolStat{}, errdefs.New(errdefs.ErrInvalidArgument, "pool sizes must be integers with 0 <= min <= max <= %d", maxPoolSize)
 	}
-	p := s.pools[template]
+	p := ps.byTemplate[template]
 	if p == nil {
 		return PoolStat{}, errdefs.New(errdefs.ErrNotFound, "template %q has no warm pool on this node (SPACE_POOL configures them)", template)
 	}
 	p.resize(min, max)
-	for _, st := range s.PoolStats() {
+	for _, st := range ps.PoolStats() {
 		if st.Template == template {
 			return st, nil
 		}

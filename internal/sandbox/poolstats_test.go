@@ -14,18 +14,18 @@ import (
 func TestSetPool(t *testing.T) {
 	w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 1, Max: 2}})
 	w.svc.StartPools(context.Background())
-	waitFor(t, "the pool to fill to 1", func() bool { return w.svc.PoolSizes()["base"] == 1 })
+	waitFor(t, "the pool to fill to 1", func() bool { return w.svc.Pools().PoolSizes()["base"] == 1 })
 
-	st, err := w.svc.SetPool("base", 3, 4)
+	st, err := w.svc.Pools().SetPool("base", 3, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Min != 3 || st.Max != 4 || st.Target != 3 {
 		t.Errorf("after SetPool(3, 4): %+v", st)
 	}
-	waitFor(t, "the pool to refill to 3", func() bool { return w.svc.PoolSizes()["base"] == 3 })
+	waitFor(t, "the pool to refill to 3", func() bool { return w.svc.Pools().PoolSizes()["base"] == 3 })
 
-	if st, err = w.svc.SetPool("base", 0, 1); err != nil {
+	if st, err = w.svc.Pools().SetPool("base", 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	if st.Ready != 1 || st.Target != 1 {
@@ -41,7 +41,7 @@ func TestSetPool(t *testing.T) {
 		{"base", 0, 1001, errdefs.ErrInvalidArgument},
 		{"other", 0, 1, errdefs.ErrNotFound},
 	} {
-		if _, err := w.svc.SetPool(tc.template, tc.min, tc.max); !errors.Is(err, tc.class) {
+		if _, err := w.svc.Pools().SetPool(tc.template, tc.min, tc.max); !errors.Is(err, tc.class) {
 			t.Errorf("SetPool(%q, %d, %d) = %v, want %v", tc.template, tc.min, tc.max, err, tc.class)
 		}
 	}

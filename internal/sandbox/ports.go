@@ -18,7 +18,7 @@ import (
 // DialFunc connects to an address (ip:port).
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// TargetFunc looks up a running sandbox (Service.Target).
+// TargetFunc looks up a running sandbox (Targets.Target).
 type TargetFunc func(id string) (Target, error)
 
 // portHostSuffix makes the sandbox ID the upstream URL's host name; the

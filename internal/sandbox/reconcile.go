@@ -47,15 +47,13 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		if err := s.teardown(context.WithoutCancel(ctx), id, e.ep); err != nil {
 			slog.Error("tear down a sandbox the cluster gave up", "sandbox", id, "err", err)
 		}
-		s.mu.Lock()
-		delete(s.live, id)
-		s.mu.Unlock()
+		s.dropLive(id)
 		e.agent.Close()
 		s.metrics.ended(store.StateLost, "given up by the cluster")
 		e.mu.Unlock()
 		n++
 	}
-	for _, p := range s.pools {
+	for _, p := range s.pools.byTemplate {
 		var checkErr error
 		n += p.prune(func(b *booted) bool {
 			ok, err := still(b.rec)

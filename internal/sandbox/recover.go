@@ -186,7 +186,7 @@ func (s *Service) reap(ctx context.Context) {
 		entries[id] = e
 	}
 	s.mu.Unlock()
-	s.runSnapshotSchedules(ctx, entries)
+	s.snaps.runSnapshotSchedules(ctx, entries)
 	var expired []string
 	for id, e := range entries {
 		e.mu.Lock()
@@ -216,7 +216,7 @@ func (s *Service) reap(ctx context.Context) {
 		}
 	}
 	for _, id := range expired {
-		if s.autoPause(ctx, id, entries[id]) {
+		if s.ckpts.autoPause(ctx, id, entries[id]) {
 			continue
 		}
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
@@ -249,34 +249,6 @@ func (s *Service) followClockStep(ctx context.Context, step time.Duration) {
 	}
 }
 
-// autoPauseRetry is how long an expired auto-pause sandbox whose pause
-// failed runs on before the next try: its work is never thrown away.
-const autoPauseRetry = 30 * time.Second
-
-// autoPause pauses an expired sandbox created with auto-pause, and says
-// whether it was one.
-func (s *Service) autoPause(ctx context.Context, id string, e *entry) bool {
-	unlock := s.pausedLocks.Lock(id)
-	defer unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.rec.AutoPause || e.rec.State != store.StateRunning {
-		return false
-	}
-	teardown, err := s.pauseLocked(ctx, e, "paused at timeout", PauseOptions{DiskOnly: e.rec.AutoPauseDiskOnly})
-	if err == nil {
-		teardown()()
-	} else {
-		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
-		updated := *e.rec
-		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)
-		if err := s.store.UpdateSandbox(ctx, &updated, store.Was(e.rec)); err == nil {
-			e.setRec(&updated)
-		}
-	}
-	return true
-}
-
 // incompleteAfter is how old artifacts without a manifest must be before
 // they are swept: an upload in progress (here or on another node sharing
 // the store) is much younger.
@@ -301,7 +273,7 @@ func (s *Service) prune(ctx context.Context) {
 	now := time.Now()
 	for _, r := range recs {
 		if r.State == store.StatePaused && now.Sub(r.PausedAt) > s.cfg.PausedRetention {
-			if err := s.deletePausedLocked(ctx, r.ID, "paused longer than the retention period"); err != nil {
+			if err := s.ckpts.deletePausedLocked(ctx, r.ID, "paused longer than the retention period"); err != nil {
 				slog.Error("delete expired paused sandbox", "sandbox", r.ID, "err", err)
 			}
 			continue

@@ -85,7 +85,13 @@ type Network interface {
 	Detach(ep network.Endpoint) error
 }
 
-// Service owns the sandboxes of this node.
+// Service owns the sandboxes of this node: their lifecycle (create, kill,
+// timeouts, recovery at start) and what every part that boots, restores or
+// looks up sandboxes stands on (the live sandboxes, their records, boots,
+// quotas, admission, the network). The parts have a job each: Pools,
+// Checkpoints and Snapshots, which the service makes and hands out;
+// BuildBoxes, Targets, Egress and Feed, which the daemon makes on it;
+// Commands and Files on Targets' agent lookup.
 type Service struct {
 	cfg     Config
 	store   store.Store
@@ -115,13 +121,16 @@ type Service struct {
 	quarantine   map[int]time.Time
 	draining     map[int]int
 
-	// pausedLocks serialise resume and delete of paused sandboxes.
-	pausedLocks keylock.Map
+	// ckpts pauses, resumes and forks sandboxes; it owns the locks of
+	// paused sandboxes.
+	ckpts *Checkpoints
+	// snaps takes and keeps snapshots of sandboxes.
+	snaps *Snapshots
 
 	// boots holds a token per create booting a sandbox (MaxBoots).
 	boots chan struct{}
 
-	pools     map[string]*pool
+	pools     *Pools
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
 
@@ -192,12 +201,10 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.Links == nil {
 		cfg.Links = network.Host{}
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, pools: map[string]*pool{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
-	for _, pc := range cfg.Pools {
-		if pc.Max > 0 {
-			s.pools[pc.Template] = newPool(s, pc)
-		}
-	}
+	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
+	s.pools = newPools(s, cfg.Pools)
+	s.ckpts = &Checkpoints{svc: s}
+	s.snaps = &Snapshots{svc: s, ckpts: s.ckpts}
 	s.adm = s.newAdmission(cfg.Admission)
 	return s
 }
@@ -215,15 +222,17 @@ func (s *Service) StartPools(ctx context.Context) {
 		defer s.poolsDone.Done()
 		s.adm.Run(ctx, time.Second)
 	}()
-	sem := make(chan struct{}, s.cfg.PoolBoots)
-	for _, p := range s.pools {
-		s.poolsDone.Add(1)
-		go func() {
-			defer s.poolsDone.Done()
-			p.run(ctx, sem)
-		}()
-	}
+	s.pools.start(ctx, &s.poolsDone)
 }
+
+// Pools are the node's warm pools.
+func (s *Service) Pools() *Pools { return s.pools }
+
+// Checkpoints pauses, resumes and forks the node's sandboxes.
+func (s *Service) Checkpoints() *Checkpoints { return s.ckpts }
+
+// Snapshots takes and keeps snapshots of the node's sandboxes.
+func (s *Service) Snapshots() *Snapshots { return s.snaps }
 
 // Close stops the pools and tears down their unclaimed sandboxes, and
 // waits for the teardowns of paused sandboxes. Claimed sandboxes keep
@@ -234,33 +243,7 @@ func (s *Service) Close() {
 	}
 	s.poolsDone.Wait()
 	s.background.Wait()
-	for _, p := range s.pools {
-		p.drain()
-	}
-}
-
-// poolFor returns the pool that can serve req, if any: pool sandboxes have
-// their template's limits, so a request for other limits boots its own
-// unless the runtime can give them to a booted sandbox at claim.
-func (s *Service) poolFor(req CreateRequest, img *Image) *pool {
-	p := s.pools[req.Template]
-	// Pool sandboxes boot without volumes (a mount is made at boot).
-	if p == nil || req.NoPool || req.Snapshot != "" || len(req.Volumes) > 0 || !s.resizable(s.limitsOf(img), req.limits()) {
-		return nil
-	}
-	return p
-}
-
-// resizable reports whether a sandbox booted with from can be claimed by
-// a request for to: the same limits, or others the runtime can give it in
-// place (runtime.Resizer) without the guest seeing any difference from a
-// sandbox booted with them.
-func (s *Service) resizable(from, to runtime.Limits) bool {
-	if from == to {
-		return true
-	}
-	rs, ok := s.rt.(runtime.Resizer)
-	return ok && rs.Resizable(from, to)
+	s.pools.drain()
 }
 
 // limitsOf is what a sandbox of img gets when the request names no limits:
@@ -276,15 +259,6 @@ func (s *Service) limitsOf(img *Image) runtime.Limits {
 		}
 	}
 	return l
-}
-
-// PoolSizes returns the number of ready sandboxes per template.
-func (s *Service) PoolSizes() map[string]int {
-	out := map[string]int{}
-	for t, p := range s.pools {
-		out[t] = p.size()
-	}
-	return out
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -431,6 +405,34 @@ func (s *Service) entry(id string) (*entry, bool) {
 	return e, true
 }
 
+// liveEntries are the live sandboxes as they are now. Take their locks
+// only after this returns: end holds an entry's lock while it takes s.mu.
+func (s *Service) liveEntries() []*entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*entry, 0, len(s.live))
+	for _, e := range s.live {
+		out = append(out, e)
+	}
+	return out
+}
+
+// addLive makes e a live sandbox and moves part of q into it under the
+// same hold of s.mu, so the tenant's usage counts it exactly once.
+func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
+	s.mu.Lock()
+	s.live[e.rec.ID] = e.published()
+	s.consumeLocked(q, part)
+	s.mu.Unlock()
+}
+
+// dropLive forgets live sandbox id.
+func (s *Service) dropLive(id string) {
+	s.mu.Lock()
+	delete(s.live, id)
+	s.mu.Unlock()
+}
+
 // liveEntry is any live sandbox.
 func (s *Service) liveEntry(id string) (*entry, bool) {
 	s.mu.Lock()
@@ -498,15 +500,6 @@ func (s *Service) ListPage(ctx context.Context, f ListFilter, limit int, token s
 		return nil, "", err
 	}
 	return out, base64.RawURLEncoding.EncodeToString(raw), nil
-}
-
-// Agent returns the connection to a running sandbox's agent.
-func (s *Service) Agent(id string) (*AgentConn, error) {
-	e, ok := s.entry(id)
-	if !ok {
-		return nil, s.notRunning(id)
-	}
-	return e.agent, nil
 }
 
 func (s *Service) notRunning(id string) error {
@@ -581,7 +574,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 			return err
 		}
 		if rec.State == store.StatePaused && state == store.StateKilled {
-			return s.deletePausedLocked(ctx, id, reason)
+			return s.ckpts.deletePausedLocked(ctx, id, reason)
 		}
 		if rec.State == store.StateResuming {
 			// A resume (here or on another node) holds it: the kill
@@ -612,9 +605,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.setRec(&updated)
-	s.mu.Lock()
-	delete(s.live, id)
-	s.mu.Unlock()
+	s.dropLive(id)
 	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	s.metrics.ended(state, reason)

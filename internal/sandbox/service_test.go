@@ -143,7 +143,7 @@ func TestCreateRangeInUse(t *testing.T) {
 
 // pooled returns the ids of the pool's ready sandboxes, oldest first.
 func pooled(s *Service) []string {
-	p := s.pools["base"]
+	p := s.pools.byTemplate["base"]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ids []string
@@ -169,7 +169,7 @@ func TestCreateFromPool(t *testing.T) {
 			w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 2, Max: 2}})
 			ctx := context.Background()
 			w.svc.StartPools(ctx)
-			waitFor(t, "the pool to fill", func() bool { return w.svc.PoolSizes()["base"] == 2 })
+			waitFor(t, "the pool to fill", func() bool { return w.svc.Pools().PoolSizes()["base"] == 2 })
 			ready := pooled(w.svc)
 			for _, id := range ready {
 				if p := w.rt.Priority(id); p != fakeruntime.Normal {
@@ -222,7 +222,7 @@ func TestCreateFromPoolResized(t *testing.T) {
 			w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 1, Max: 1}})
 			ctx := context.Background()
 			w.svc.StartPools(ctx)
-			waitFor(t, "the pool to fill", func() bool { return w.svc.PoolSizes()["base"] == 1 })
+			waitFor(t, "the pool to fill", func() bool { return w.svc.Pools().PoolSizes()["base"] == 1 })
 			ready := pooled(w.svc)
 			if tc.fail {
 				w.rt.Fail(fakeruntime.OpResize, func(string) error { return errors.New("cgroup write failed") })
@@ -277,7 +277,7 @@ func TestKill(t *testing.T) {
 	if rec.State != store.StateKilled || rec.EndedAt.IsZero() || rec.Ending != "" {
 		t.Fatalf("record after kill: %s, ended %v, ending %q", rec.State, rec.EndedAt, rec.Ending)
 	}
-	if _, err := w.svc.Agent(sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := NewTargets(w.svc).Agent(sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("agent of a killed sandbox: %v", err)
 	}
 	if err := w.svc.Kill(ctx, sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
@@ -451,7 +451,7 @@ func TestRecover(t *testing.T) {
 				if st, _ := w.rt.State(ctx, id); st != runtime.StateRunning {
 					t.Fatalf("runtime state %s", st)
 				}
-				if _, err := w.svc.Agent(id); err != nil {
+				if _, err := NewTargets(w.svc).Agent(id); err != nil {
 					t.Fatal(err)
 				}
 				w.accounted(id)
@@ -506,7 +506,7 @@ func TestPauseFailures(t *testing.T) {
 				w.agentDown(sb.ID)
 			}
 			tc.inject(w)
-			if _, err := w.svc.Pause(ctx, sb.ID, opts); err == nil {
+			if _, err := w.svc.Checkpoints().Pause(ctx, sb.ID, opts); err == nil {
 				t.Fatal("pause succeeded")
 			}
 			if tc.undo != nil {
@@ -535,7 +535,7 @@ func TestPauseFailures(t *testing.T) {
 				return
 			}
 			// And it pauses once nothing fails.
-			if _, err := w.svc.Pause(ctx, sb.ID, opts); err != nil {
+			if _, err := w.svc.Checkpoints().Pause(ctx, sb.ID, opts); err != nil {
 				t.Fatal(err)
 			}
 			rec, _ = w.st.GetSandbox(ctx, sb.ID)
@@ -586,12 +586,12 @@ func TestResumeFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := w.svc.Pause(ctx, sb.ID, PauseOptions{}); err != nil {
+			if _, err := w.svc.Checkpoints().Pause(ctx, sb.ID, PauseOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			paused, _ := w.st.GetSandbox(ctx, sb.ID)
 			tc.inject(w)
-			_, err = w.svc.Resume(ctx, sb.ID, time.Minute)
+			_, err = w.svc.Checkpoints().Resume(ctx, sb.ID, time.Minute)
 			if err == nil {
 				t.Fatal("resume succeeded")
 			}
@@ -611,7 +611,7 @@ func TestResumeFailures(t *testing.T) {
 				t.Errorf("images left: %v", left)
 			}
 			w.accounted()
-			got, err := w.svc.Resume(ctx, sb.ID, time.Minute)
+			got, err := w.svc.Checkpoints().Resume(ctx, sb.ID, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -634,11 +634,11 @@ func TestPauseTeardownOutlivesRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := w.svc.Pause(bg, sb.ID, PauseOptions{})
+	first, err := w.svc.Checkpoints().Pause(bg, sb.ID, PauseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.svc.Resume(bg, sb.ID, time.Minute); err != nil {
+	if _, err := w.svc.Checkpoints().Resume(bg, sb.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	hold := make(chan struct{})
@@ -647,7 +647,7 @@ func TestPauseTeardownOutlivesRequest(t *testing.T) {
 	w.net.beforeDetach = func(network.Endpoint) { <-hold }
 	w.net.mu.Unlock()
 	ctx, cancel := context.WithCancel(bg)
-	second, err := w.svc.Pause(ctx, sb.ID, PauseOptions{})
+	second, err := w.svc.Checkpoints().Pause(ctx, sb.ID, PauseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,10 +688,10 @@ func TestPausedQuota(t *testing.T) {
 		}
 	}
 	w.net.mu.Unlock()
-	if _, err := w.svc.Pause(ctx, a.ID, PauseOptions{}); err != nil {
+	if _, err := w.svc.Checkpoints().Pause(ctx, a.ID, PauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = w.svc.Pause(ctx, b.ID, PauseOptions{})
+	_, err = w.svc.Checkpoints().Pause(ctx, b.ID, PauseOptions{})
 	close(hold)
 	if errdefs.Class(err) != errdefs.ErrQuotaExceeded {
 		t.Fatalf("a second pause at a paused quota of 1: %v, want a quota refusal", err)
@@ -729,14 +729,14 @@ func TestPauseSlotHandover(t *testing.T) {
 			}
 			w.net.mu.Unlock()
 			// The pause answers while its teardown is still held.
-			if _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); err != nil {
+			if _, err := w.svc.Checkpoints().Pause(ctx, paused.ID, PauseOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			<-entered
 			other, err := w.svc.Create(ctx, CreateRequest{})
 			// And a resume waits for the teardown.
 			resumed := make(chan error, 1)
-			go func() { _, err := w.svc.Resume(ctx, paused.ID, time.Minute); resumed <- err }()
+			go func() { _, err := w.svc.Checkpoints().Resume(ctx, paused.ID, time.Minute); resumed <- err }()
 			select {
 			case err := <-resumed:
 				t.Fatalf("a resume ended (%v) before the pause's teardown", err)
@@ -762,7 +762,7 @@ func TestPauseSlotHandover(t *testing.T) {
 			w.net.mu.Lock()
 			w.net.failDetach = func(network.Endpoint) error { return errInjected }
 			w.net.mu.Unlock()
-			if _, err := w.svc.Pause(ctx, paused.ID, PauseOptions{}); err != nil {
+			if _, err := w.svc.Checkpoints().Pause(ctx, paused.ID, PauseOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			w.svc.background.Wait()
@@ -772,7 +772,7 @@ func TestPauseSlotHandover(t *testing.T) {
 			if _, ok := w.net.endpoint(network.NetnsPath(paused.ID)); !ok {
 				t.Fatal("the injected teardown failure left nothing: the check below would prove nothing")
 			}
-			if _, err := w.svc.Resume(ctx, paused.ID, time.Minute); err != nil {
+			if _, err := w.svc.Checkpoints().Resume(ctx, paused.ID, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			w.accounted(paused.ID)
@@ -877,7 +877,7 @@ func TestAutoPause(t *testing.T) {
 				t.Fatalf("after the timeout: %s (%q), checkpoint %+v", rec.State, rec.Reason, rec.Checkpoint)
 			}
 			w.accounted()
-			got, err := w.svc.Resume(ctx, sb.ID, time.Minute)
+			got, err := w.svc.Checkpoints().Resume(ctx, sb.ID, time.Minute)
 			if err != nil || got.State != store.StateRunning {
 				t.Fatalf("resume: %+v, %v", got, err)
 			}
@@ -918,7 +918,7 @@ func TestFork(t *testing.T) {
 					return nil
 				})
 			}
-			forks, err := w.svc.Fork(ctx, parent.ID, ForkRequest{Count: 3})
+			forks, err := w.svc.Checkpoints().Fork(ctx, parent.ID, ForkRequest{Count: 3})
 			if (err != nil) != (tc.failAfter >= 0) || len(forks) != tc.want {
 				t.Fatalf("fork: %d forks, %v; want %d", len(forks), err, tc.want)
 			}

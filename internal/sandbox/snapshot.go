@@ -104,8 +104,19 @@ func ParseSnapshotName(s string) (name, tag string, err error) {
 	return name, tag, nil
 }
 
+// Snapshots takes snapshots of running sandboxes, which run on (when asked,
+// or on a sandbox's schedule, keeping its newest few), keeps them listed
+// and named per tenant, and makes sandboxes from them (a create from a
+// snapshot). It stands on Checkpoints for the images (taken, uploaded,
+// downloaded and restored as a checkpoint's are) and, like it, on the
+// service, which makes it and hands it out (Service.Snapshots).
+type Snapshots struct {
+	svc   *Service
+	ckpts *Checkpoints
+}
+
 // TakeSnapshot snapshots running sandbox id; it runs on.
-func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOptions) (_ *Snapshot, err error) {
+func (s *Snapshots) TakeSnapshot(ctx context.Context, id string, opts SnapshotOptions) (_ *Snapshot, err error) {
 	meta := map[string]string{metaContents: contentsDisk}
 	if opts.Memory {
 		meta[metaContents] = contentsMemory
@@ -117,15 +128,15 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 		}
 		meta[metaName], meta[metaTag] = name, tag
 	}
-	cp, err := s.checkpointer()
+	cp, err := s.ckpts.checkpointer()
 	if err != nil {
 		return nil, err
 	}
-	e, ok := s.entry(id)
+	e, ok := s.svc.entry(id)
 	if !ok {
-		return nil, s.notRunning(id)
+		return nil, s.svc.notRunning(id)
 	}
-	release, err := s.reserveStored(ctx, tenant.Usage{Snapshots: 1, SnapshotMB: s.storedEstimate(id, opts.Memory)})
+	release, err := s.svc.reserveStored(ctx, tenant.Usage{Snapshots: 1, SnapshotMB: s.svc.storedEstimate(id, opts.Memory)})
 	if err != nil {
 		return nil, err
 	}
@@ -133,12 +144,12 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {
-			s.metrics.checkpointFailed("snapshot")
+			s.svc.metrics.checkpointFailed("snapshot")
 		}
 	}()
 	start := time.Now()
 	snapID := newArtifactID(id, "s")
-	dir, err := s.imageDir(snapID)
+	dir, err := s.ckpts.imageDir(snapID)
 	if err != nil {
 		return nil, err
 	}
@@ -161,11 +172,11 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 		return nil, err
 	}
 	tImage := time.Now()
-	m, err := s.saveCheckpoint(ctx, &rec, snapID, kindSnapshot, dir, meta)
+	m, err := s.ckpts.saveCheckpoint(ctx, &rec, snapID, kindSnapshot, dir, meta)
 	if err != nil {
 		return nil, err
 	}
-	s.metrics.checkpointed("snapshot", m.Bytes, tImage.Sub(start), time.Since(tImage))
+	s.svc.metrics.checkpointed("snapshot", m.Bytes, tImage.Sub(start), time.Since(tImage))
 	slog.Info("snapshot taken", "sandbox", id, "snapshot", m.ID, "contents", meta[metaContents], "name", meta[metaName], "tag", meta[metaTag],
 		"bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
 	sn := snapshotFrom(m)
@@ -177,7 +188,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, id string, opts SnapshotOpti
 
 // supersede deletes the snapshots of sn's name and tag older than sn: the
 // name now means sn. Sandboxes made from them keep running.
-func (s *Service) supersede(ctx context.Context, sn *Snapshot) {
+func (s *Snapshots) supersede(ctx context.Context, sn *Snapshot) {
 	older, err := s.Snapshots(ctx, SnapshotFilter{Ref: sn.Ref(), Tenant: sn.Tenant})
 	if err != nil {
 		slog.Warn("list snapshots to replace", "snapshot", sn.ID, "err", err)
@@ -185,7 +196,7 @@ func (s *Service) supersede(ctx context.Context, sn *Snapshot) {
 	}
 	for _, o := range older {
 		if o.ID != sn.ID && o.CreatedAt.Before(sn.CreatedAt) {
-			if err := s.cfg.Checkpoints.Delete(ctx, o.ID); err != nil {
+			if err := s.svc.cfg.Checkpoints.Delete(ctx, o.ID); err != nil {
 				slog.Warn("delete replaced snapshot", "snapshot", o.ID, "by", sn.ID, "err", err)
 			}
 		}
@@ -220,16 +231,16 @@ func (f SnapshotFilter) match(m *checkpoint.Manifest) bool {
 }
 
 // Snapshots lists the snapshots f selects, newest first.
-func (s *Service) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot, error) {
-	if s.cfg.Checkpoints == nil {
+func (s *Snapshots) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot, error) {
+	if s.svc.cfg.Checkpoints == nil {
 		return nil, nil
 	}
 	var all []*checkpoint.Manifest
 	var err error
 	if f.SandboxID != "" {
-		all, err = s.cfg.Checkpoints.ListOf(ctx, f.SandboxID)
+		all, err = s.svc.cfg.Checkpoints.ListOf(ctx, f.SandboxID)
 	} else {
-		all, err = s.cfg.Checkpoints.List(ctx)
+		all, err = s.svc.cfg.Checkpoints.List(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -254,7 +265,7 @@ func (s *Service) Snapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot,
 
 // GetSnapshot returns the snapshot ref names: an ID, or name[:tag] (the
 // newest of that name and tag; no tag means "default").
-func (s *Service) GetSnapshot(ctx context.Context, ref string) (*Snapshot, error) {
+func (s *Snapshots) GetSnapshot(ctx context.Context, ref string) (*Snapshot, error) {
 	m, err := s.snapshotManifest(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -263,12 +274,12 @@ func (s *Service) GetSnapshot(ctx context.Context, ref string) (*Snapshot, error
 }
 
 // snapshotManifest resolves ref as GetSnapshot does.
-func (s *Service) snapshotManifest(ctx context.Context, ref string) (*checkpoint.Manifest, error) {
-	if _, err := s.checkpointer(); err != nil {
+func (s *Snapshots) snapshotManifest(ctx context.Context, ref string) (*checkpoint.Manifest, error) {
+	if _, err := s.ckpts.checkpointer(); err != nil {
 		return nil, err
 	}
 	if !strings.Contains(ref, ":") {
-		m, err := s.cfg.Checkpoints.Get(ctx, ref)
+		m, err := s.svc.cfg.Checkpoints.Get(ctx, ref)
 		switch {
 		case err == nil && m.Kind == kindSnapshot && tenant.FromContext(ctx).Owns(m.Meta[metaTenant]):
 			return m, nil
@@ -287,12 +298,12 @@ func (s *Service) snapshotManifest(ctx context.Context, ref string) (*checkpoint
 	if len(found) == 0 {
 		return nil, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
 	}
-	return s.cfg.Checkpoints.Get(ctx, found[0].ID)
+	return s.svc.cfg.Checkpoints.Get(ctx, found[0].ID)
 }
 
 // DeleteSnapshot deletes the snapshot ref names: an ID, a name (every tag)
 // or name:tag. It returns how many it deleted; none is NotFound.
-func (s *Service) DeleteSnapshot(ctx context.Context, ref string) (int, error) {
+func (s *Snapshots) DeleteSnapshot(ctx context.Context, ref string) (int, error) {
 	found, err := s.Snapshots(ctx, SnapshotFilter{Ref: ref})
 	if err != nil {
 		return 0, err
@@ -301,7 +312,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, ref string) (int, error) {
 		return 0, errdefs.New(errdefs.ErrNotFound, "snapshot %q not found", ref)
 	}
 	for _, sn := range found {
-		if err := s.cfg.Checkpoints.Delete(ctx, sn.ID); err != nil {
+		if err := s.svc.cfg.Checkpoints.Delete(ctx, sn.ID); err != nil {
 			return 0, err
 		}
 		slog.Info("snapshot deleted", "snapshot", sn.ID, "name", sn.Name, "tag", sn.Tag)
@@ -312,17 +323,17 @@ func (s *Service) DeleteSnapshot(ctx context.Context, ref string) (int, error) {
 // loadSnapshot fetches disk snapshot m into a local directory for a
 // create, and names the template image it was taken on; the caller removes
 // the directory.
-func (s *Service) loadSnapshot(ctx context.Context, m *checkpoint.Manifest, req *CreateRequest) (dir, image string, err error) {
+func (s *Snapshots) loadSnapshot(ctx context.Context, m *checkpoint.Manifest, req *CreateRequest) (dir, image string, err error) {
 	if req.Template != m.Template {
 		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s is of template %q, not %q", m.ID, m.Template, req.Template)
 	}
-	dir, err = s.imageDir(newArtifactID("create", "l"))
+	dir, err = s.ckpts.imageDir(newArtifactID("create", "l"))
 	if err != nil {
 		return "", "", err
 	}
-	m, _, err = s.cfg.Checkpoints.Load(ctx, m.ID, dir)
+	m, _, err = s.svc.cfg.Checkpoints.Load(ctx, m.ID, dir)
 	if err == nil {
-		_, err = s.checkRestorable(m)
+		_, err = s.ckpts.checkRestorable(m)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -335,19 +346,19 @@ func (s *Service) loadSnapshot(ctx context.Context, m *checkpoint.Manifest, req 
 // memory, processes and disk, with a new ID and token, and the request's
 // timeout, metadata, env (over the snapshot's), policy and lifecycle. Its
 // limits are the snapshot's.
-func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *checkpoint.Manifest) (_ *Sandbox, err error) {
+func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *checkpoint.Manifest) (_ *Sandbox, err error) {
 	start := time.Now()
 	if req.Template != m.Template {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "snapshot %s is of template %q, not %q", m.ID, m.Template, req.Template)
 	}
 	if req.Timeout == 0 {
-		req.Timeout = s.cfg.DefaultTimeout
+		req.Timeout = s.svc.cfg.DefaultTimeout
 	}
-	if err := s.checkTimeout(req.Timeout); err != nil {
+	if err := s.svc.checkTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
 	snap := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
-	if err := s.checkRequest(&req, &Image{Template: m.Template, ID: m.Meta[metaTemplateImage], Limits: snap}); err != nil {
+	if err := s.svc.checkRequest(&req, &Image{Template: m.Template, ID: m.Meta[metaTemplateImage], Limits: snap}); err != nil {
 		return nil, err
 	}
 	if len(req.Volumes) > 0 {
@@ -359,17 +370,17 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	}
 	defer func() {
 		if err != nil {
-			s.metrics.createFailed()
+			s.svc.metrics.createFailed()
 		}
 	}()
-	q, err := s.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
+	q, err := s.svc.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
 	if err != nil {
 		return nil, err
 	}
-	defer s.release(q)
+	defer s.svc.release(q)
 	// It restores the snapshot's memory image: admitted before the wait
 	// for a turn and the download.
-	r, err := s.admit(ctx, s.need(snap.MemoryMB, m.Bytes, 0, false), "create")
+	r, err := s.svc.admit(ctx, s.svc.need(snap.MemoryMB, m.Bytes, 0, false), "create")
 	if err != nil {
 		return nil, err
 	}
@@ -379,17 +390,17 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 		}
 	}()
 	select {
-	case s.boots <- struct{}{}:
+	case s.svc.boots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to start a sandbox")
 	}
-	defer func() { <-s.boots }()
-	dir, err := s.imageDir(newArtifactID("create", "l"))
+	defer func() { <-s.svc.boots }()
+	dir, err := s.ckpts.imageDir(newArtifactID("create", "l"))
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	m, secret, err := s.cfg.Checkpoints.Load(ctx, m.ID, dir)
+	m, secret, err := s.svc.cfg.Checkpoints.Load(ctx, m.ID, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +408,7 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if err := json.Unmarshal(secret, &st); err != nil {
 		return nil, fmt.Errorf("decode sealed state of %s: %w", m.ID, err)
 	}
-	rootfs, err := s.checkRestorable(m)
+	rootfs, err := s.ckpts.checkRestorable(m)
 	if err != nil {
 		return nil, err
 	}
@@ -427,18 +438,18 @@ func (s *Service) createFromImage(ctx context.Context, req CreateRequest, m *che
 	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
 		return nil, err
 	}
-	sb, err := s.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r, q)
+	sb, err := s.ckpts.forkOne(ctx, tmpl, rootfs, dir, req.Timeout, m.ID, r, q)
 	if err != nil {
 		return nil, err
 	}
-	s.metrics.created(time.Since(start), false)
+	s.svc.metrics.created(time.Since(start), false)
 	return sb, nil
 }
 
 // runSnapshotSchedules snapshots every running sandbox whose schedule is
 // due, in the background, one at a time per sandbox, and keeps the newest
 // SnapshotKeep of its snapshots.
-func (s *Service) runSnapshotSchedules(ctx context.Context, entries map[string]*entry) {
+func (s *Snapshots) runSnapshotSchedules(ctx context.Context, entries map[string]*entry) {
 	now := time.Now()
 	for id, e := range entries {
 		e.mu.Lock()
@@ -468,7 +479,7 @@ func (s *Service) runSnapshotSchedules(ctx context.Context, entries map[string]*
 	}
 }
 
-func (s *Service) trimSnapshots(ctx context.Context, id string, keep int) {
+func (s *Snapshots) trimSnapshots(ctx context.Context, id string, keep int) {
 	if keep <= 0 {
 		return
 	}
@@ -486,7 +497,7 @@ func (s *Service) trimSnapshots(ctx context.Context, id string, keep int) {
 		}
 	}
 	for _, old := range snaps[min(keep, len(snaps)):] {
-		if err := s.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
+		if err := s.svc.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
 			slog.Warn("delete old snapshot", "sandbox", id, "snapshot", old.ID, "err", err)
 		}
 	}

@@ -102,7 +102,7 @@ func (s *Service) storedOf(ctx context.Context, t string) (tenant.Usage, error) 
 			}
 		}
 	}
-	sns, err := s.Snapshots(tenant.NewContext(ctx, tenant.Admin), SnapshotFilter{Tenant: t})
+	sns, err := s.snaps.Snapshots(tenant.NewContext(ctx, tenant.Admin), SnapshotFilter{Tenant: t})
 	if err != nil {
 		return tenant.Usage{}, err
 	}
