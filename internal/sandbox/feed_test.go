@@ -88,7 +88,7 @@ func TestFeedCutsOff(t *testing.T) {
 // query selects, by time, then each new line of that sandbox (not of
 // another), and its channel closes when the sandbox is forgotten.
 func TestFollowLines(t *testing.T) {
-	j := newJournal(nil, time.Second)
+	j := &journal{interval: time.Second, logs: map[string]*sandboxLog{}} // no service: lines only
 	t0 := time.Now().UTC()
 	for _, e := range []LogEntry{
 		{Time: t0.Add(3 * time.Second), Level: "warn", Message: "third"},
