@@ -77,7 +77,7 @@ func TestEventsWithMetrics(t *testing.T) {
 			}
 			fake.next <- sample("betanew", "beta", 3)
 			fake.next <- sample("alphanew", "alpha", 42)
-			srv := httptest.NewServer(New(Options{Sandboxes: fake, Telemetry: fake, Tenants: tenants, Metrics: http.NotFoundHandler()}))
+			srv := httptest.NewServer(New(Options{Sandboxes: fake, Changes: fake, Telemetry: fake, Tenants: tenants, Metrics: http.NotFoundHandler()}))
 			defer srv.Close()
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
