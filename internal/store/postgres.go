@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,12 @@ const versionTable = "space_schema_version"
 // OpenPostgres connects to the database at url as node and brings its
 // schema to the newest version.
 func OpenPostgres(ctx context.Context, url, node string) (*Postgres, error) {
+	return openPostgres(ctx, url, node, nil)
+}
+
+// openPostgres is OpenPostgres with tr (if set) told of every statement:
+// the tests explain what the store really runs.
+func openPostgres(ctx context.Context, url, node string, tr pgx.QueryTracer) (*Postgres, error) {
 	if node == "" {
 		return nil, errors.New("postgres catalog: the node needs an id")
 	}
@@ -65,6 +73,7 @@ func OpenPostgres(ctx context.Context, url, node string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres catalog: %w", err)
 	}
+	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres catalog: %w", err)
@@ -312,42 +321,13 @@ func (p *Postgres) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 or not live", p.node)
 }
 
-// QuerySandboxes filters, orders and pages in SQL: a page of a tenant's
-// sandboxes in one state is a range of sandboxes_tenant_list (of every
-// tenant's, of sandboxes_list), however big the catalog.
+// QuerySandboxes filters, orders and pages in SQL (listSQL): a page is
+// a range of sandboxes_tenant_list (of every tenant's, of sandboxes_list)
+// per tenant and state asked for, however big the catalog.
 func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cursor, error) {
-	where := []string{"state <> 'pooled'", "not (doc ? 'build')"}
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	// One value is an equality, so that the index gives the rows in
-	// order (with "= any" the planner sorts every match).
-	oneOf := func(col string, vals []string) {
-		switch len(vals) {
-		case 0:
-		case 1:
-			where = append(where, col+" = "+arg(vals[0]))
-		default:
-			where = append(where, col+" = any("+arg(vals)+")")
-		}
-	}
-	oneOf("tenant", q.Tenants)
-	oneOf("state", q.States)
-	if len(q.Metadata) > 0 {
-		md, err := json.Marshal(map[string]any{"metadata": q.Metadata})
-		if err != nil {
-			return nil, nil, err
-		}
-		where = append(where, "doc @> "+arg(string(md))+"::jsonb")
-	}
-	if q.After != nil {
-		where = append(where, "(created_at, id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.ID)+")")
-	}
-	sql := "select doc, created_at from sandboxes where " + strings.Join(where, " and ") + " order by created_at desc, id desc"
-	if q.Limit > 0 {
-		sql += " limit " + arg(q.Limit+1)
+	sql, args, err := listSQL(q)
+	if err != nil {
+		return nil, nil, err
 	}
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
@@ -356,8 +336,9 @@ func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cu
 	var out []*Sandbox
 	var next *Cursor
 	var doc []byte
+	var id string
 	var created, lastCreated time.Time
-	_, err = pgx.ForEachRow(rows, []any{&doc, &created}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&doc, &created, &id}, func() error {
 		if q.Limit > 0 && len(out) == q.Limit {
 			last := out[len(out)-1]
 			next = &Cursor{CreatedAt: lastCreated, ID: last.ID}
@@ -375,6 +356,80 @@ func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cu
 		return nil, nil, dbErr(err, "list sandboxes")
 	}
 	return out, next, nil
+}
+
+// listSQL is the statement QuerySandboxes runs. A page of one tenant (or
+// of all) in one state is a range of one index, in list order (the
+// equalities lead the index, (created_at, id) follow). A page of several
+// tenants or states (the default tenant's list: tenants "default" and "";
+// E2B's paused list: paused and resuming; a native list of any states)
+// is a UNION ALL of one such range per (tenant, state), each cut at the
+// page's size, that the planner merges (Merge Append) and cuts again:
+// "tenant = any(...) and state = any(...)" would read and sort every
+// match first. A list without a limit reads every match anyway, and
+// sorts them. With no state asked for, no index leads with the tenant
+// alone: only the journal lists so, once, without a limit. The limit is
+// a literal, which a generic plan does not have to guess.
+func listSQL(q Query) (string, []any, error) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	common := []string{"state <> 'pooled'", "not (doc ? 'build')"}
+	if len(q.Metadata) > 0 {
+		md, err := json.Marshal(map[string]any{"metadata": q.Metadata})
+		if err != nil {
+			return "", nil, err
+		}
+		common = append(common, "doc @> "+arg(string(md))+"::jsonb")
+	}
+	if q.After != nil {
+		common = append(common, "(created_at, id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.ID)+")")
+	}
+	const order = " order by created_at desc, id desc"
+	limit := ""
+	if q.Limit > 0 {
+		limit = " limit " + strconv.Itoa(q.Limit+1)
+	}
+	tenants := slices.Compact(slices.Sorted(slices.Values(q.Tenants)))
+	states := slices.Compact(slices.Sorted(slices.Values(q.States)))
+	if q.Limit == 0 || len(tenants) <= 1 && len(states) <= 1 {
+		where := common
+		for _, c := range []struct {
+			col  string
+			vals []string
+		}{{"tenant", tenants}, {"state", states}} {
+			switch len(c.vals) {
+			case 0:
+			case 1:
+				where = append(where, c.col+" = "+arg(c.vals[0]))
+			default:
+				where = append(where, c.col+" = any("+arg(c.vals)+")")
+			}
+		}
+		return "select doc, created_at, id from sandboxes where " + strings.Join(where, " and ") + order + limit, args, nil
+	}
+	// Each value once: the branches share the parameters.
+	params := func(col string, vals []string) []string {
+		if len(vals) == 0 {
+			return []string{""}
+		}
+		out := make([]string, 0, len(vals))
+		for _, v := range vals {
+			out = append(out, col+" = "+arg(v))
+		}
+		return out
+	}
+	var branches []string
+	ts, ss := params("tenant", tenants), params("state", states)
+	for _, t := range ts {
+		for _, st := range ss {
+			where := slices.DeleteFunc([]string{t, st}, func(c string) bool { return c == "" })
+			branches = append(branches, "(select doc, created_at, id from sandboxes where "+strings.Join(append(where, common...), " and ")+order+limit+")")
+		}
+	}
+	return strings.Join(branches, " union all ") + order + limit, args, nil
 }
 
 func (p *Postgres) DeleteSandbox(ctx context.Context, id string, from Expect) error {

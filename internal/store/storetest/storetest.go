@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -289,6 +290,7 @@ func testQuery(t *testing.T, c store.Catalog) {
 	ctx := context.Background()
 	base := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	var want []string // newest first
+	made := map[string]*store.Sandbox{}
 	for i := range 25 {
 		s := &store.Sandbox{
 			ID: fmt.Sprintf("q%02d", i), Tenant: []string{"", "t1"}[i%2], State: []string{store.StateRunning, store.StatePaused, store.StateKilled}[i%3],
@@ -299,6 +301,7 @@ func testQuery(t *testing.T, c store.Catalog) {
 			t.Fatal(err)
 		}
 		want = append([]string{s.ID}, want...)
+		made[s.ID] = s
 	}
 	for _, hidden := range []*store.Sandbox{
 		{ID: "pool", State: store.StatePooled, CreatedAt: base},
@@ -350,6 +353,46 @@ func testQuery(t *testing.T, c store.Catalog) {
 		got, _, err := c.QuerySandboxes(ctx, tc.q)
 		if err != nil || fmt.Sprint(ids(got)) != tc.want {
 			t.Errorf("%s: %v, %v; want %s", tc.name, ids(got), err, tc.want)
+		}
+	}
+	// Pages of several tenants and states (a catalog may read one range
+	// per tenant and state and merge them) come whole and in order.
+	for _, q := range []store.Query{
+		{Tenants: []string{"", "t1"}, States: []string{store.StateRunning}},
+		{Tenants: []string{"t1"}, States: []string{store.StatePaused, store.StateRunning, store.StateKilled}},
+		{Tenants: []string{"t1", ""}, States: []string{store.StatePaused, store.StateKilled}},
+		{States: []string{store.StateKilled, store.StateRunning}, Metadata: map[string]string{"odd": "false"}},
+		{Tenants: []string{"t1", "nobody"}},
+	} {
+		var expect []string // of the newest-first list, what q asks for
+		for _, id := range want {
+			s := made[id]
+			if (len(q.Tenants) == 0 || slices.Contains(q.Tenants, s.Tenant)) && (len(q.States) == 0 || slices.Contains(q.States, s.State)) &&
+				(q.Metadata["odd"] == "" || q.Metadata["odd"] == s.Metadata["odd"]) {
+				expect = append(expect, id)
+			}
+		}
+		if all, _, err := c.QuerySandboxes(ctx, q); err != nil || fmt.Sprint(ids(all)) != fmt.Sprint(expect) {
+			t.Errorf("%+v: %v, %v; want %v", q, ids(all), err, expect)
+		}
+		for _, limit := range []int{1, 2, 5} {
+			var paged []string
+			q := q
+			q.Limit, q.After = limit, nil
+			for pages := 0; ; pages++ {
+				page, next, err := c.QuerySandboxes(ctx, q)
+				if err != nil || len(page) > limit || pages > 30 {
+					t.Fatalf("%+v: page of %d, %v", q, len(page), err)
+				}
+				paged = append(paged, ids(page)...)
+				if next == nil {
+					break
+				}
+				q.After = next
+			}
+			if fmt.Sprint(paged) != fmt.Sprint(expect) {
+				t.Errorf("%+v in pages of %d: %v, want %v", q, limit, paged, expect)
+			}
 		}
 	}
 }
