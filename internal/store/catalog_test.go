@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +133,37 @@ func TestPostgresCluster(t *testing.T) {
 			}
 			if recs, _ := b.ListSandboxes(ctx); len(recs) != 1 || recs[0].Node != "" {
 				t.Fatalf("node b's list of a paused record: %+v", recs)
+			}
+		}},
+		{"a node's recurring queries see its own live records and every paused one", func(t *testing.T, a, b *store.Postgres) {
+			x := &store.Sandbox{ID: "x", State: store.StateRunning, Image: "i1", Volumes: []store.VolumeMount{{VolumeID: "v", Path: "/v"}}}
+			if err := a.CreateSandbox(ctx, x, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			sees := func(p *store.Postgres) string {
+				live, err1 := p.LiveSandboxes(ctx)
+				images, err2 := p.HeldImages(ctx)
+				n, err3 := p.CountOnImages(ctx, []string{"i1"})
+				vols, err4 := p.VolumeHolders(ctx)
+				if err := errors.Join(err1, err2, err3, err4); err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprintf("live %d, images %v, on i1 %d, volume holders %d", len(live), images, n, len(vols))
+			}
+			if got, want := sees(a), "live 1, images [i1], on i1 1, volume holders 1"; got != want {
+				t.Errorf("node a: %s, want %s", got, want)
+			}
+			if got, want := sees(b), "live 0, images [], on i1 0, volume holders 0"; got != want {
+				t.Errorf("node b sees node a's live record: %s, want %s", got, want)
+			}
+			x.State, x.PausedAt = store.StatePaused, time.Now()
+			if err := a.UpdateSandbox(ctx, x, store.Expect{State: store.StateRunning}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*store.Postgres{a, b} {
+				if got, want := sees(p), "live 0, images [i1], on i1 1, volume holders 1"; got != want {
+					t.Errorf("node %s, the sandbox paused: %s, want %s", p.Node(), got, want)
+				}
 			}
 		}},
 		{"two resumes at once: one wins", func(t *testing.T, a, b *store.Postgres) {
@@ -398,6 +430,11 @@ func TestPostgresCluster(t *testing.T) {
 			}
 			if _, _, err := b.RouteOf(ctx, "run"); !errors.Is(err, errdefs.ErrNotFound) {
 				t.Errorf("a lost sandbox still routes: %v", err)
+			}
+			// It ended when it was reported: a prune finds it in time.
+			stale, err := b.StaleSandboxes(ctx, time.Now().Add(time.Minute), time.Time{})
+			if err != nil || !slices.ContainsFunc(stale, func(s *store.Sandbox) bool { return s.ID == "run" && !s.EndedAt.IsZero() }) {
+				t.Errorf("the lost record is not stale after the report: %v", err)
 			}
 			// Node a comes back: its renewal fails, and it cannot make the
 			// lost sandbox live again.

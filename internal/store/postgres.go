@@ -203,11 +203,13 @@ func (p *Postgres) putSandbox(ctx context.Context, tx pgx.Tx, s *Sandbox, insert
 	if err != nil {
 		return fmt.Errorf("encode sandbox %s: %w", s.ID, err)
 	}
-	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, created_at = $8, updated_at = now() where id = $1`
+	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, created_at = $8,
+		ended_at = $9, paused_at = $10, image = $11, updated_at = now() where id = $1`
 	if insert {
-		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc, created_at) values ($1, $2, $3, $4, $5, $6, $7, $8)`
+		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc, created_at, ended_at, paused_at, image)
+			values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 	}
-	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc, s.CreatedAt)
+	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc, s.CreatedAt, nullTime(s.EndedAt), nullTime(s.PausedAt), s.Image)
 	return err
 }
 
@@ -319,6 +321,60 @@ func (p *Postgres) GetSandbox(ctx context.Context, id string) (*Sandbox, error) 
 // not live.
 func (p *Postgres) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 or not live", p.node)
+}
+
+// LiveSandboxes answers this node's live records (sandboxes_node_live).
+func (p *Postgres) LiveSandboxes(ctx context.Context) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 and live", p.node)
+}
+
+// StaleSandboxes reads two ranges: sandboxes_ended and sandboxes_paused.
+func (p *Postgres) StaleSandboxes(ctx context.Context, ended, paused time.Time) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", `select doc from sandboxes
+		where not live and ended_at < $1 or state = 'paused' and (paused_at < $2 or paused_at is null)`, ended, paused)
+}
+
+// HeldImages skips through sandboxes_paused_image from one image to the
+// next (a recursive query: PostgreSQL has no skip scan), so it reads an
+// entry per image, not per paused sandbox; this node's live records are
+// few.
+func (p *Postgres) HeldImages(ctx context.Context) ([]string, error) {
+	rows, err := p.pool.Query(ctx, `with recursive paused(image) as (
+			(select image from sandboxes where state = 'paused' order by image limit 1)
+			union all
+			select (select s.image from sandboxes s where s.state = 'paused' and s.image > p.image order by s.image limit 1)
+			from paused p where p.image is not null)
+		select image from paused where image is not null
+		union
+		select image from sandboxes where node = $1 and live
+		order by 1`, p.node)
+	if err != nil {
+		return nil, dbErr(err, "list held images")
+	}
+	images, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return images, dbErr(err, "list held images")
+}
+
+// CountOnImages counts entries of sandboxes_paused_image (and this
+// node's few live records).
+func (p *Postgres) CountOnImages(ctx context.Context, images []string) (int, error) {
+	var n int
+	err := p.pool.QueryRow(ctx, `select (select count(*) from sandboxes where node = $1 and live and image = any($2) and not (doc ? 'build'))
+		+ (select count(*) from sandboxes where state = 'paused' and image = any($2))`, p.node, images).Scan(&n)
+	return n, dbErr(err, "count sandboxes on images")
+}
+
+// PausedUsage reads the tenants' ranges of sandboxes_tenant_list.
+func (p *Postgres) PausedUsage(ctx context.Context, tenants []string) (n int, bytes int64, err error) {
+	err = p.pool.QueryRow(ctx, `select count(*), coalesce(sum((doc->'checkpoint'->>'bytes')::bigint), 0)::bigint
+		from sandboxes where tenant = any($1) and state = 'paused'`, tenants).Scan(&n, &bytes)
+	return n, bytes, dbErr(err, "count paused sandboxes")
+}
+
+// VolumeHolders reads this node's live records and sandboxes_paused_volumes.
+func (p *Postgres) VolumeHolders(ctx context.Context) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", `select doc from sandboxes where node = $1 and live and doc ? 'volumes'
+		union all select doc from sandboxes where state = 'paused' and doc ? 'volumes'`, p.node)
 }
 
 // QuerySandboxes filters, orders and pages in SQL (listSQL): a page is

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Catalog) {
 		{"CompareAndSwap", testCompareAndSwap},
 		{"KilledNeverRevives", testKilledNeverRevives},
 		{"Query", testQuery},
+		{"RecurringQueries", testRecurring},
 		{"TemplatesAndBuilds", testTemplatesAndBuilds},
 		{"VolumeNamesAreUnique", testVolumeNames},
 		{"TenantsKeysAudit", testTenants},
@@ -393,6 +394,85 @@ func testQuery(t *testing.T, c store.Catalog) {
 			if fmt.Sprint(paged) != fmt.Sprint(expect) {
 				t.Errorf("%+v in pages of %d: %v, want %v", q, limit, paged, expect)
 			}
+		}
+	}
+}
+
+// testRecurring: the queries that replace a read of every record on the
+// paths that recur (recovery, the prune, template collection and
+// information, volume holders) answer what such a read filtered would.
+func testRecurring(t *testing.T, c store.Catalog) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	vol := []store.VolumeMount{{VolumeID: "v1", Name: "data", Path: "/data"}}
+	for _, s := range []*store.Sandbox{
+		{ID: "run", State: store.StateRunning, Image: "i1", Volumes: vol},
+		{ID: "build", State: store.StateRunning, Image: "i2", Build: "b1"},
+		{ID: "pool", State: store.StatePooled, Image: "i1"},
+		{ID: "paused-old", State: store.StatePaused, Image: "i3", PausedAt: now.Add(-48 * time.Hour), Volumes: vol, Checkpoint: &store.CheckpointRef{ID: "c1", Bytes: 1 << 20}},
+		{ID: "paused-new", State: store.StatePaused, Image: "i1", PausedAt: now.Add(-time.Hour), Checkpoint: &store.CheckpointRef{ID: "c2", Bytes: 2 << 20}},
+		{ID: "paused-undated", State: store.StatePaused, Image: "i4", Tenant: "t1"},
+		{ID: "killed-old", State: store.StateKilled, Image: "i5", EndedAt: now.Add(-2 * time.Hour), Volumes: vol},
+		{ID: "killed-new", State: store.StateKilled, Image: "i6", EndedAt: now.Add(-10 * time.Minute)},
+		{ID: "lost-undated", State: store.StateLost, Image: "i7"},
+	} {
+		// Made running, then moved to its state, as a sandbox is.
+		want := *s
+		s.State = store.StateRunning
+		if err := c.CreateSandbox(ctx, s, 64, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want.State != store.StateRunning {
+			want.Slot = s.Slot
+			if err := c.UpdateSandbox(ctx, &want, store.Was(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ids := func(recs []*store.Sandbox, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return fmt.Sprint(out)
+	}
+	if got := ids(c.LiveSandboxes(ctx)); got != "[build pool run]" {
+		t.Errorf("live: %s", got)
+	}
+	if got := ids(c.StaleSandboxes(ctx, now.Add(-time.Hour), now.Add(-24*time.Hour))); got != "[killed-old paused-old paused-undated]" {
+		t.Errorf("stale: %s", got)
+	}
+	if got := ids(c.StaleSandboxes(ctx, now.Add(-3*time.Hour), now.Add(-72*time.Hour))); got != "[paused-undated]" {
+		t.Errorf("stale, longer kept: %s", got)
+	}
+	if n, bytes, err := c.PausedUsage(ctx, []string{"", "t1"}); err != nil || n != 3 || bytes != 3<<20 {
+		t.Errorf("paused usage: %d sandboxes, %d bytes, %v; want 3, %d", n, bytes, err, 3<<20)
+	}
+	if n, bytes, err := c.PausedUsage(ctx, []string{"t1"}); err != nil || n != 1 || bytes != 0 {
+		t.Errorf("t1's paused usage: %d sandboxes, %d bytes, %v; want 1, 0", n, bytes, err)
+	}
+	if got := ids(c.VolumeHolders(ctx)); got != "[paused-old run]" {
+		t.Errorf("volume holders: %s", got)
+	}
+	if got, err := c.HeldImages(ctx); err != nil || fmt.Sprint(got) != "[i1 i2 i3 i4]" {
+		t.Errorf("held images: %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		images []string
+		want   int
+	}{
+		{[]string{"i1"}, 3}, // running, pooled, paused
+		{[]string{"i2"}, 0}, // a build's
+		{[]string{"i3", "i4", "i9"}, 2},
+		{[]string{"i5", "i7"}, 0}, // ended
+		{nil, 0},
+	} {
+		if got, err := c.CountOnImages(ctx, tc.images); err != nil || got != tc.want {
+			t.Errorf("count on %v: %d, %v; want %d", tc.images, got, err, tc.want)
 		}
 	}
 }
