@@ -182,6 +182,9 @@ type Node struct {
 		Sandboxes int    `json:"sandboxes"`
 		Capacity  int    `json:"capacity,omitempty"`
 		Version   string `json:"version,omitempty"`
+		// Pools are its warm pools' ready sandboxes by template (what
+		// placement sees, as of the node's last lease renewal).
+		Pools map[string]int `json:"pools,omitempty"`
 	} `json:"info"`
 }
 

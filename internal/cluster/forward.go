@@ -2,36 +2,19 @@ package cluster
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 )
-
-// Headers a forwarding node adds: who forwards, when, and an HMAC of both
-// and the request line under the cluster secret. A request that has them
-// is served where it lands (never forwarded twice); one whose signature
-// does not verify is refused.
-const (
-	headerNode = "Space-Forwarded-By"
-	headerTime = "Space-Forwarded-At"
-	headerSig  = "Space-Forwarded-Signature"
-)
-
-// maxSkew is how far a forwarded request's time may be from this node's.
-const maxSkew = time.Minute
 
 // Builds finds template builds in the catalog (store.Postgres).
 type Builds interface {
@@ -49,6 +32,7 @@ type Forwarder struct {
 	self       string
 	router     *Router
 	secret     []byte
+	nonces     *nonceCache
 	sandboxOf  func(*http.Request) string
 	runs       func(string) bool
 	nodeOf     func(*http.Request) string
@@ -102,7 +86,7 @@ type ForwarderConfig struct {
 func NewForwarder(cfg ForwarderConfig) *Forwarder {
 	f := &Forwarder{self: cfg.Self, router: cfg.Router, secret: cfg.Secret, sandboxOf: cfg.SandboxOf, runs: cfg.Runs, nodeOf: cfg.NodeOf, next: cfg.Next,
 		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger, finishRetry: time.Second,
-		buildOf: cfg.BuildOf, builds: cfg.Builds}
+		buildOf: cfg.BuildOf, builds: cfg.Builds, nonces: newNonceCache(1 << 19)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -131,8 +115,14 @@ func NewForwarder(cfg ForwarderConfig) *Forwarder {
 type targetKey struct{}
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A signed request is served where it lands (never forwarded twice);
+	// one whose signature does not verify is refused (sign.go).
 	if r.Header.Get(headerNode) != "" || r.Header.Get(headerSig) != "" {
-		if err := f.verify(r); err != nil {
+		if err := f.verify(r); errors.Is(err, errReplayCacheFull) {
+			f.log.Warn("refused a forwarded request", "from", r.Header.Get(headerNode), "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "this node is taking too many forwarded requests: retry")
+			return
+		} else if err != nil {
 			f.log.Warn("refused a forwarded request", "from", r.Header.Get(headerNode), "remote", r.RemoteAddr, "err", err)
 			writeError(w, http.StatusUnauthorized, "unauthenticated", "the forwarding node's signature does not verify: "+err.Error())
 			return
@@ -224,32 +214,7 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(target)
 	pr.Out.Host = pr.In.Host // the E2B proxy routes by host name
 	pr.SetXForwarded()
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	pr.Out.Header.Set(headerNode, f.self)
-	pr.Out.Header.Set(headerTime, ts)
-	pr.Out.Header.Set(headerSig, f.sign(f.self, ts, pr.Out.Method, pr.Out.Host, pr.Out.URL.RequestURI()))
-}
-
-func (f *Forwarder) sign(node, ts, method, host, uri string) string {
-	m := hmac.New(sha256.New, f.secret)
-	fmt.Fprintf(m, "%s\n%s\n%s\n%s\n%s", node, ts, method, host, uri)
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-func (f *Forwarder) verify(r *http.Request) error {
-	node, ts, sig := r.Header.Get(headerNode), r.Header.Get(headerTime), r.Header.Get(headerSig)
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || node == "" || sig == "" {
-		return fmt.Errorf("incomplete")
-	}
-	if d := time.Since(time.Unix(sec, 0)); d > maxSkew || d < -maxSkew {
-		return fmt.Errorf("signed %s away from this node's clock", d.Round(time.Second))
-	}
-	want := f.sign(node, ts, r.Method, r.Host, r.URL.RequestURI())
-	if !hmac.Equal([]byte(want), []byte(strings.ToLower(sig))) {
-		return fmt.Errorf("bad signature")
-	}
-	return nil
+	f.signOut(pr.Out)
 }
 
 // writeError answers in a shape both APIs' clients read: the native

@@ -227,3 +227,133 @@ func TestForwarderStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardSignature: a forwarded request is accepted once, as signed:
+// sent again it is refused (its nonce was seen), and so is one whose
+// method, path, query, host, or the credentials and sandbox it names were
+// changed after it was signed.
+func TestForwardSignature(t *testing.T) {
+	src := newRoutes()
+	router := NewRouter(src, Hooks{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go router.Run(ctx)
+	<-src.ready
+	a, b := newNode(t, "a", router, "k"), newNode(t, "b", router, "k")
+	src.move("onb", Route{Node: "b", Address: b.srv.URL})
+
+	// signed is a request a signed for b, which b has not seen.
+	signed := func() *http.Request {
+		req, _ := http.NewRequest("GET", b.srv.URL+"/v1/sandboxes/onb/files?path=/etc/hosts", nil)
+		req.Host = "api.space.test"
+		req.Header.Set("Authorization", "Bearer user-key")
+		req.Header.Set("E2b-Sandbox-Id", "onb")
+		a.fwd.signOut(req)
+		return req
+	}
+	send := func(req *http.Request) (int, string) {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*http.Request)
+		status int
+		says   string
+	}{
+		{"as signed", func(*http.Request) {}, 200, "b"},
+		{"another method", func(r *http.Request) { r.Method = "DELETE" }, 401, "bad signature"},
+		{"another path", func(r *http.Request) { r.URL.Path = "/v1/sandboxes/onb" }, 401, "bad signature"},
+		{"another query", func(r *http.Request) { r.URL.RawQuery = "path=/etc/shadow" }, 401, "bad signature"},
+		{"another host", func(r *http.Request) { r.Host = "49983-onb.space.test" }, 401, "bad signature"},
+		{"another credential", func(r *http.Request) { r.Header.Set("Authorization", "Bearer admin-key") }, 401, "bad signature"},
+		{"a credential added", func(r *http.Request) { r.Header.Set("X-API-Key", "e2b_other") }, 401, "bad signature"},
+		{"another sandbox", func(r *http.Request) { r.Header.Set("E2b-Sandbox-Id", "other") }, 401, "bad signature"},
+		{"no nonce", func(r *http.Request) { r.Header.Del(headerNonce) }, 401, "incomplete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := signed()
+			tc.change(req)
+			if status, body := send(req); status != tc.status || !strings.Contains(body, tc.says) {
+				t.Fatalf("%d %s, want %d %q", status, body, tc.status, tc.says)
+			}
+		})
+	}
+
+	t.Run("sent again", func(t *testing.T) {
+		req := signed()
+		if status, body := send(req); status != 200 {
+			t.Fatalf("first: %d %s", status, body)
+		}
+		if status, body := send(req.Clone(context.Background())); status != 401 || !strings.Contains(body, "replayed") {
+			t.Fatalf("again: %d %s, want 401 replayed", status, body)
+		}
+	})
+
+	t.Run("a forward caught at its target and sent again", func(t *testing.T) {
+		if status, body := get(t, a.srv.URL+"/v1/sandboxes/onb/commands?x=1", nil); status != 200 || body != "b" {
+			t.Fatalf("forward: %d %s", status, body)
+		}
+		b.mu.Lock()
+		caught := b.served[len(b.served)-1]
+		b.mu.Unlock()
+		req, _ := http.NewRequest(caught.Method, b.srv.URL+caught.URL.RequestURI(), nil)
+		req.Host, req.Header = caught.Host, caught.Header.Clone()
+		if status, body := send(req); status != 401 || !strings.Contains(body, "replayed") {
+			t.Fatalf("replayed forward: %d %s, want 401 replayed", status, body)
+		}
+		// Each forward has its own nonce: the same request forwarded
+		// again is served.
+		if status, body := get(t, a.srv.URL+"/v1/sandboxes/onb/commands?x=1", nil); status != 200 || body != "b" {
+			t.Fatalf("second forward: %d %s", status, body)
+		}
+	})
+
+	t.Run("a full nonce cache refuses, never lets through", func(t *testing.T) {
+		b.fwd.nonces = newNonceCache(1)
+		if status, _ := send(signed()); status != 200 {
+			t.Fatalf("first: %d", status)
+		}
+		if status, body := send(signed()); status != 503 || !strings.Contains(body, "retry") {
+			t.Fatalf("past the cache's size: %d %s, want 503", status, body)
+		}
+	})
+}
+
+// TestNonceCache: a nonce is remembered for at least 2*maxSkew (the
+// longest a signature it came with verifies), then forgotten.
+func TestNonceCache(t *testing.T) {
+	c := newNonceCache(100)
+	t0 := time.Unix(1_000_000, 0)
+	span := 2 * maxSkew
+	if err := c.add("early", t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.add("late", t0.Add(span-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		nonce    string
+		at       time.Duration
+		replayed bool
+	}{
+		{"early", span - time.Millisecond, true},
+		{"early", span, true},
+		{"late", 2*span - 2*time.Second, true}, // span after it came
+		{"early", 2*span - time.Millisecond, true},
+		{"early", 2 * span, false}, // forgotten: its signature expired long ago
+		{"late", 2*span + time.Millisecond, false},
+		{"early", 3*span - time.Millisecond, true}, // seen again at 2*span
+	} {
+		err := c.add(tc.nonce, t0.Add(tc.at))
+		if got := err != nil; got != tc.replayed {
+			t.Errorf("%s at +%s: %v, want replayed %v", tc.nonce, tc.at, err, tc.replayed)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -272,10 +271,7 @@ func (f *Forwarder) send(r *http.Request, body []byte, m store.Member, a *answer
 		req.Header[k] = v
 	}
 	req.Host = r.Host
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req.Header.Set(headerNode, f.self)
-	req.Header.Set(headerTime, ts)
-	req.Header.Set(headerSig, f.sign(f.self, ts, req.Method, req.Host, req.URL.RequestURI()))
+	f.signOut(req)
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return err

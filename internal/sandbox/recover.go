@@ -20,7 +20,7 @@ import (
 // spaced was down, reports as lost those whose processes are gone, and
 // removes host resources that no record owns (half-made creates, orphans).
 func (s *Service) Recover(ctx context.Context) error {
-	recs, err := s.store.ListSandboxes(ctx)
+	recs, err := s.store.LiveSandboxes(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -265,12 +265,12 @@ func (s *Service) prune(ctx context.Context) {
 			slog.Info("swept incomplete checkpoints", "count", n)
 		}
 	}
-	recs, err := s.store.ListSandboxes(ctx)
+	now := time.Now()
+	recs, err := s.store.StaleSandboxes(ctx, now.Add(-s.cfg.KeepEnded), now.Add(-s.cfg.PausedRetention))
 	if err != nil {
 		slog.Error("prune ended sandboxes", "err", err)
 		return
 	}
-	now := time.Now()
 	for _, r := range recs {
 		if r.State == store.StatePaused && now.Sub(r.PausedAt) > s.cfg.PausedRetention {
 			if err := s.ckpts.deletePausedLocked(ctx, r.ID, "paused longer than the retention period"); err != nil {

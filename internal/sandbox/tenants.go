@@ -88,20 +88,17 @@ func (s *Service) Usage(ctx context.Context, t string) (tenant.Usage, error) {
 // storedOf is what tenant t keeps in the object store: its paused
 // sandboxes' checkpoints and its snapshots.
 func (s *Service) storedOf(ctx context.Context, t string) (tenant.Usage, error) {
-	recs, err := s.store.ListSandboxes(ctx)
+	tenants := []string{t}
+	if t == tenant.Default {
+		tenants = append(tenants, "") // made before tenants existed
+	}
+	var u tenant.Usage
+	var snapshots int64
+	n, paused, err := s.store.PausedUsage(ctx, tenants)
 	if err != nil {
 		return tenant.Usage{}, err
 	}
-	var u tenant.Usage
-	var paused, snapshots int64
-	for _, r := range recs {
-		if r.State == store.StatePaused && tenant.Of(r.Tenant) == t {
-			u.PausedSandboxes++
-			if r.Checkpoint != nil {
-				paused += r.Checkpoint.Bytes
-			}
-		}
-	}
+	u.PausedSandboxes = n
 	sns, err := s.snaps.Snapshots(tenant.NewContext(ctx, tenant.Admin), SnapshotFilter{Tenant: t})
 	if err != nil {
 		return tenant.Usage{}, err

@@ -235,8 +235,68 @@ func (b *Bolt) ListSandboxes(_ context.Context) ([]*Sandbox, error) {
 	return out, err
 }
 
-// QuerySandboxes filters and sorts every record: one node's catalog is
-// small enough.
+// The queries below filter every record: one node's catalog is small
+// enough, and bbolt has no secondary index to keep in step.
+
+func (b *Bolt) LiveSandboxes(_ context.Context) ([]*Sandbox, error) {
+	return b.filter(func(s *Sandbox) bool { return s.Live() })
+}
+
+func (b *Bolt) StaleSandboxes(_ context.Context, ended, paused time.Time) ([]*Sandbox, error) {
+	return b.filter(func(s *Sandbox) bool { return s.stale(ended, paused) })
+}
+
+// stale reports whether s is a record a prune may forget (StaleSandboxes).
+func (s *Sandbox) stale(ended, paused time.Time) bool {
+	return !s.Live() && !s.EndedAt.IsZero() && s.EndedAt.Before(ended) ||
+		s.State == StatePaused && (s.PausedAt.IsZero() || s.PausedAt.Before(paused))
+}
+
+func (b *Bolt) HeldImages(_ context.Context) ([]string, error) {
+	recs, err := b.filter(func(s *Sandbox) bool { return s.Live() || s.State == StatePaused })
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Image)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (b *Bolt) CountOnImages(_ context.Context, images []string) (int, error) {
+	recs, err := b.filter(func(s *Sandbox) bool {
+		return slices.Contains(images, s.Image) && (s.Live() && s.Build == "" || s.State == StatePaused)
+	})
+	return len(recs), err
+}
+
+func (b *Bolt) PausedUsage(_ context.Context, tenants []string) (int, int64, error) {
+	recs, err := b.filter(func(s *Sandbox) bool { return s.State == StatePaused && slices.Contains(tenants, s.Tenant) })
+	var bytes int64
+	for _, r := range recs {
+		if r.Checkpoint != nil {
+			bytes += r.Checkpoint.Bytes
+		}
+	}
+	return len(recs), bytes, err
+}
+
+func (b *Bolt) VolumeHolders(_ context.Context) ([]*Sandbox, error) {
+	return b.filter((*Sandbox).Holds)
+}
+
+// filter answers the records keep keeps.
+func (b *Bolt) filter(keep func(*Sandbox) bool) ([]*Sandbox, error) {
+	all, err := b.ListSandboxes(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(s *Sandbox) bool { return !keep(s) }), nil
+}
+
+// QuerySandboxes filters and sorts every record.
 func (b *Bolt) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cursor, error) {
 	all, err := b.ListSandboxes(ctx)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,12 @@ const versionTable = "space_schema_version"
 // OpenPostgres connects to the database at url as node and brings its
 // schema to the newest version.
 func OpenPostgres(ctx context.Context, url, node string) (*Postgres, error) {
+	return openPostgres(ctx, url, node, nil)
+}
+
+// openPostgres is OpenPostgres with tr (if set) told of every statement:
+// the tests explain what the store really runs.
+func openPostgres(ctx context.Context, url, node string, tr pgx.QueryTracer) (*Postgres, error) {
 	if node == "" {
 		return nil, errors.New("postgres catalog: the node needs an id")
 	}
@@ -65,6 +73,7 @@ func OpenPostgres(ctx context.Context, url, node string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres catalog: %w", err)
 	}
+	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres catalog: %w", err)
@@ -194,11 +203,13 @@ func (p *Postgres) putSandbox(ctx context.Context, tx pgx.Tx, s *Sandbox, insert
 	if err != nil {
 		return fmt.Errorf("encode sandbox %s: %w", s.ID, err)
 	}
-	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, created_at = $8, updated_at = now() where id = $1`
+	q := `update sandboxes set node = $2, tenant = $3, state = $4, live = $5, slot = $6, doc = $7, created_at = $8,
+		ended_at = $9, paused_at = $10, image = $11, updated_at = now() where id = $1`
 	if insert {
-		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc, created_at) values ($1, $2, $3, $4, $5, $6, $7, $8)`
+		q = `insert into sandboxes (id, node, tenant, state, live, slot, doc, created_at, ended_at, paused_at, image)
+			values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 	}
-	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc, s.CreatedAt)
+	_, err = tx.Exec(ctx, q, s.ID, s.Node, s.Tenant, s.State, s.Live(), s.Slot, doc, s.CreatedAt, nullTime(s.EndedAt), nullTime(s.PausedAt), s.Image)
 	return err
 }
 
@@ -312,42 +323,67 @@ func (p *Postgres) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 or not live", p.node)
 }
 
-// QuerySandboxes filters, orders and pages in SQL: a page of a tenant's
-// sandboxes in one state is a range of sandboxes_tenant_list (of every
-// tenant's, of sandboxes_list), however big the catalog.
+// LiveSandboxes answers this node's live records (sandboxes_node_live).
+func (p *Postgres) LiveSandboxes(ctx context.Context) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", "select doc from sandboxes where node = $1 and live", p.node)
+}
+
+// StaleSandboxes reads two ranges: sandboxes_ended and sandboxes_paused.
+func (p *Postgres) StaleSandboxes(ctx context.Context, ended, paused time.Time) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", `select doc from sandboxes
+		where not live and ended_at < $1 or state = 'paused' and (paused_at < $2 or paused_at is null)`, ended, paused)
+}
+
+// HeldImages skips through sandboxes_paused_image from one image to the
+// next (a recursive query: PostgreSQL has no skip scan), so it reads an
+// entry per image, not per paused sandbox; this node's live records are
+// few.
+func (p *Postgres) HeldImages(ctx context.Context) ([]string, error) {
+	rows, err := p.pool.Query(ctx, `with recursive paused(image) as (
+			(select image from sandboxes where state = 'paused' order by image limit 1)
+			union all
+			select (select s.image from sandboxes s where s.state = 'paused' and s.image > p.image order by s.image limit 1)
+			from paused p where p.image is not null)
+		select image from paused where image is not null
+		union
+		select image from sandboxes where node = $1 and live
+		order by 1`, p.node)
+	if err != nil {
+		return nil, dbErr(err, "list held images")
+	}
+	images, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return images, dbErr(err, "list held images")
+}
+
+// CountOnImages counts entries of sandboxes_paused_image (and this
+// node's few live records).
+func (p *Postgres) CountOnImages(ctx context.Context, images []string) (int, error) {
+	var n int
+	err := p.pool.QueryRow(ctx, `select (select count(*) from sandboxes where node = $1 and live and image = any($2) and not (doc ? 'build'))
+		+ (select count(*) from sandboxes where state = 'paused' and image = any($2))`, p.node, images).Scan(&n)
+	return n, dbErr(err, "count sandboxes on images")
+}
+
+// PausedUsage reads the tenants' ranges of sandboxes_tenant_list.
+func (p *Postgres) PausedUsage(ctx context.Context, tenants []string) (n int, bytes int64, err error) {
+	err = p.pool.QueryRow(ctx, `select count(*), coalesce(sum((doc->'checkpoint'->>'bytes')::bigint), 0)::bigint
+		from sandboxes where tenant = any($1) and state = 'paused'`, tenants).Scan(&n, &bytes)
+	return n, bytes, dbErr(err, "count paused sandboxes")
+}
+
+// VolumeHolders reads this node's live records and sandboxes_paused_volumes.
+func (p *Postgres) VolumeHolders(ctx context.Context) ([]*Sandbox, error) {
+	return pgList[Sandbox](ctx, p.pool, "sandboxes", `select doc from sandboxes where node = $1 and live and doc ? 'volumes'
+		union all select doc from sandboxes where state = 'paused' and doc ? 'volumes'`, p.node)
+}
+
+// QuerySandboxes filters, orders and pages in SQL (listSQL): a page is
+// a range of sandboxes_tenant_list (of every tenant's, of sandboxes_list)
+// per tenant and state asked for, however big the catalog.
 func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cursor, error) {
-	where := []string{"state <> 'pooled'", "not (doc ? 'build')"}
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	// One value is an equality, so that the index gives the rows in
-	// order (with "= any" the planner sorts every match).
-	oneOf := func(col string, vals []string) {
-		switch len(vals) {
-		case 0:
-		case 1:
-			where = append(where, col+" = "+arg(vals[0]))
-		default:
-			where = append(where, col+" = any("+arg(vals)+")")
-		}
-	}
-	oneOf("tenant", q.Tenants)
-	oneOf("state", q.States)
-	if len(q.Metadata) > 0 {
-		md, err := json.Marshal(map[string]any{"metadata": q.Metadata})
-		if err != nil {
-			return nil, nil, err
-		}
-		where = append(where, "doc @> "+arg(string(md))+"::jsonb")
-	}
-	if q.After != nil {
-		where = append(where, "(created_at, id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.ID)+")")
-	}
-	sql := "select doc, created_at from sandboxes where " + strings.Join(where, " and ") + " order by created_at desc, id desc"
-	if q.Limit > 0 {
-		sql += " limit " + arg(q.Limit+1)
+	sql, args, err := listSQL(q)
+	if err != nil {
+		return nil, nil, err
 	}
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
@@ -356,8 +392,9 @@ func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cu
 	var out []*Sandbox
 	var next *Cursor
 	var doc []byte
+	var id string
 	var created, lastCreated time.Time
-	_, err = pgx.ForEachRow(rows, []any{&doc, &created}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&doc, &created, &id}, func() error {
 		if q.Limit > 0 && len(out) == q.Limit {
 			last := out[len(out)-1]
 			next = &Cursor{CreatedAt: lastCreated, ID: last.ID}
@@ -375,6 +412,80 @@ func (p *Postgres) QuerySandboxes(ctx context.Context, q Query) ([]*Sandbox, *Cu
 		return nil, nil, dbErr(err, "list sandboxes")
 	}
 	return out, next, nil
+}
+
+// listSQL is the statement QuerySandboxes runs. A page of one tenant (or
+// of all) in one state is a range of one index, in list order (the
+// equalities lead the index, (created_at, id) follow). A page of several
+// tenants or states (the default tenant's list: tenants "default" and "";
+// E2B's paused list: paused and resuming; a native list of any states)
+// is a UNION ALL of one such range per (tenant, state), each cut at the
+// page's size, that the planner merges (Merge Append) and cuts again:
+// "tenant = any(...) and state = any(...)" would read and sort every
+// match first. A list without a limit reads every match anyway, and
+// sorts them. With no state asked for, no index leads with the tenant
+// alone: only the journal lists so, once, without a limit. The limit is
+// a literal, which a generic plan does not have to guess.
+func listSQL(q Query) (string, []any, error) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	common := []string{"state <> 'pooled'", "not (doc ? 'build')"}
+	if len(q.Metadata) > 0 {
+		md, err := json.Marshal(map[string]any{"metadata": q.Metadata})
+		if err != nil {
+			return "", nil, err
+		}
+		common = append(common, "doc @> "+arg(string(md))+"::jsonb")
+	}
+	if q.After != nil {
+		common = append(common, "(created_at, id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.ID)+")")
+	}
+	const order = " order by created_at desc, id desc"
+	limit := ""
+	if q.Limit > 0 {
+		limit = " limit " + strconv.Itoa(q.Limit+1)
+	}
+	tenants := slices.Compact(slices.Sorted(slices.Values(q.Tenants)))
+	states := slices.Compact(slices.Sorted(slices.Values(q.States)))
+	if q.Limit == 0 || len(tenants) <= 1 && len(states) <= 1 {
+		where := common
+		for _, c := range []struct {
+			col  string
+			vals []string
+		}{{"tenant", tenants}, {"state", states}} {
+			switch len(c.vals) {
+			case 0:
+			case 1:
+				where = append(where, c.col+" = "+arg(c.vals[0]))
+			default:
+				where = append(where, c.col+" = any("+arg(c.vals)+")")
+			}
+		}
+		return "select doc, created_at, id from sandboxes where " + strings.Join(where, " and ") + order + limit, args, nil
+	}
+	// Each value once: the branches share the parameters.
+	params := func(col string, vals []string) []string {
+		if len(vals) == 0 {
+			return []string{""}
+		}
+		out := make([]string, 0, len(vals))
+		for _, v := range vals {
+			out = append(out, col+" = "+arg(v))
+		}
+		return out
+	}
+	var branches []string
+	ts, ss := params("tenant", tenants), params("state", states)
+	for _, t := range ts {
+		for _, st := range ss {
+			where := slices.DeleteFunc([]string{t, st}, func(c string) bool { return c == "" })
+			branches = append(branches, "(select doc, created_at, id from sandboxes where "+strings.Join(append(where, common...), " and ")+order+limit+")")
+		}
+	}
+	return strings.Join(branches, " union all ") + order + limit, args, nil
 }
 
 func (p *Postgres) DeleteSandbox(ctx context.Context, id string, from Expect) error {

@@ -157,7 +157,7 @@ func (p *Postgres) ReportLost(ctx context.Context) ([]*Sandbox, error) {
 				return err
 			}
 			reason := fmt.Sprintf("its node %s stopped renewing its lease", node)
-			rows, err := tx.Query(ctx, `update sandboxes set state = $2, live = false, node = '', slot = -1, updated_at = now(),
+			rows, err := tx.Query(ctx, `update sandboxes set state = $2, live = false, node = '', slot = -1, updated_at = now(), ended_at = now(),
 					doc = (doc - 'ending') || jsonb_build_object('state', $2::text, 'reason', $3::text, 'node', '', 'slot', -1, 'ended_at', now())
 				where node = $1 and live returning doc`, node, StateLost, reason)
 			if err != nil {

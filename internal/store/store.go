@@ -233,8 +233,31 @@ type Store interface {
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
 	// ListSandboxes returns every record this node acts on: its live
 	// records and every record that is not live (filtering is the
-	// caller's). With one node, every record.
+	// caller's). With one node, every record. It reads the whole
+	// catalog: for tests and tools, never a path that recurs (the
+	// queries below answer those).
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// LiveSandboxes answers this node's live records: what a restart
+	// finds again.
+	LiveSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// StaleSandboxes answers the records a prune may forget, whichever
+	// node ended them: those not live that ended before ended, and the
+	// paused ones paused before paused (or with no pause time).
+	StaleSandboxes(ctx context.Context, ended, paused time.Time) ([]*Sandbox, error)
+	// HeldImages answers every image a sandbox holds, each once: those of
+	// this node's live records (a template build's included) and of every
+	// paused record.
+	HeldImages(ctx context.Context) ([]string, error)
+	// CountOnImages counts the sandboxes on one of images that hold it:
+	// this node's live records, a template build's aside, and every
+	// paused record (never a build's: a build's sandbox is not paused).
+	CountOnImages(ctx context.Context, images []string) (int, error)
+	// PausedUsage counts the paused records of one of tenants and sums
+	// their checkpoints' bytes: what a tenant's quotas count at a pause.
+	PausedUsage(ctx context.Context, tenants []string) (sandboxes int, bytes int64, err error)
+	// VolumeHolders answers the records that hold a volume: this node's
+	// live records and every paused one that mount one.
+	VolumeHolders(ctx context.Context) ([]*Sandbox, error)
 	// QuerySandboxes answers the records q asks for, whichever node holds
 	// them (what the API lists), and where the next page starts (nil
 	// when there is none).

@@ -205,14 +205,12 @@ func (s *Service) inUse(ctx context.Context) (*inUse, error) {
 			keepChain(res)
 		}
 	}
-	recs, err := s.store.ListSandboxes(ctx)
+	held, err := s.store.HeldImages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if r.Live() || r.State == store.StatePaused {
-			keepImage(r.Image)
-		}
+	for _, image := range held {
+		keepImage(image)
 	}
 	if s.cfg.Checkpoints != nil {
 		saved, err := s.cfg.Checkpoints.List(ctx)

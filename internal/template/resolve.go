@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -218,14 +219,14 @@ func (s *Service) baseInfo(ctx context.Context) (*TemplateInfo, error) {
 	if st, err := os.Stat(base.root); err == nil {
 		info.CreatedAt, info.UpdatedAt = st.ModTime().UTC(), st.ModTime().UTC()
 	}
-	recs, err := s.store.ListSandboxes(ctx)
+	// Every base image, whichever recipe and agent made it.
+	held, err := s.store.HeldImages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if (r.Live() || r.State == store.StatePaused) && r.Build == "" && strings.HasPrefix(r.Image, "rootfs-") {
-			info.Sandboxes++
-		}
+	held = slices.DeleteFunc(held, func(image string) bool { return !strings.HasPrefix(image, "rootfs-") })
+	if info.Sandboxes, err = s.store.CountOnImages(ctx, held); err != nil {
+		return nil, err
 	}
 	return info, nil
 }

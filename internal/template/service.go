@@ -511,15 +511,11 @@ func (s *Service) info(ctx context.Context, t *store.Template) (*TemplateInfo, e
 		info.Tags = append(info.Tags, ti)
 	}
 	info.Bytes, info.LocalBytes = s.stored(ctx, use), s.local(use)
-	recs, err := s.store.ListSandboxes(ctx)
+	n, err := s.store.CountOnImages(ctx, slices.Collect(maps.Keys(images)))
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if (r.Live() || r.State == store.StatePaused) && r.Build == "" && images[r.Image] {
-			info.Sandboxes++
-		}
-	}
+	info.Sandboxes = n
 	return info, nil
 }
 

@@ -303,15 +303,12 @@ func (s *Service) view(_ context.Context, v *store.Volume, mounts []Mount) (*Vol
 // holders maps volume IDs to the sandboxes holding them: every sandbox
 // record that is live or paused, by its mounts.
 func (s *Service) holders(ctx context.Context) (map[string][]Mount, error) {
-	recs, err := s.sandboxes.ListSandboxes(ctx)
+	recs, err := s.sandboxes.VolumeHolders(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	out := map[string][]Mount{}
 	for _, r := range recs {
-		if !r.Holds() {
-			continue
-		}
 		for _, m := range r.Volumes {
 			out[m.VolumeID] = append(out[m.VolumeID], Mount{SandboxID: r.ID, Path: m.Path, ReadOnly: m.ReadOnly, State: r.State})
 		}

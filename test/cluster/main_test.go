@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,48 @@ func scanLines(r interface{ Read([]byte) (int, error) }) <-chan string {
 		close(lines)
 	}()
 	return lines
+}
+
+// poolReady waits until node d has a ready warm sandbox of template.
+func poolReady(t testing.TB, d *harness.Daemon, template string) {
+	t.Helper()
+	ctx := harness.Ctx(t, 2*time.Minute)
+	for {
+		ps, err := d.Client.Pools(ctx)
+		if err != nil {
+			t.Fatalf("pools of %s: %v", d.Opts.Name, err)
+		}
+		for _, p := range ps {
+			if p.Template == template && p.Ready > 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s has no ready %s sandbox in its pool: %+v", d.Opts.Name, template, ps)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// metric answers the value of one series of node d's /metrics (0 when
+// it has none).
+func metric(t testing.TB, d *harness.Daemon, series string) float64 {
+	t.Helper()
+	text, err := d.Client.Metrics(harness.Ctx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // heldBy lists what node d holds of sandbox id in its own data directory

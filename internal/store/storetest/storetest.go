@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Catalog) {
 		{"CompareAndSwap", testCompareAndSwap},
 		{"KilledNeverRevives", testKilledNeverRevives},
 		{"Query", testQuery},
+		{"RecurringQueries", testRecurring},
 		{"TemplatesAndBuilds", testTemplatesAndBuilds},
 		{"VolumeNamesAreUnique", testVolumeNames},
 		{"TenantsKeysAudit", testTenants},
@@ -289,6 +291,7 @@ func testQuery(t *testing.T, c store.Catalog) {
 	ctx := context.Background()
 	base := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	var want []string // newest first
+	made := map[string]*store.Sandbox{}
 	for i := range 25 {
 		s := &store.Sandbox{
 			ID: fmt.Sprintf("q%02d", i), Tenant: []string{"", "t1"}[i%2], State: []string{store.StateRunning, store.StatePaused, store.StateKilled}[i%3],
@@ -299,6 +302,7 @@ func testQuery(t *testing.T, c store.Catalog) {
 			t.Fatal(err)
 		}
 		want = append([]string{s.ID}, want...)
+		made[s.ID] = s
 	}
 	for _, hidden := range []*store.Sandbox{
 		{ID: "pool", State: store.StatePooled, CreatedAt: base},
@@ -350,6 +354,125 @@ func testQuery(t *testing.T, c store.Catalog) {
 		got, _, err := c.QuerySandboxes(ctx, tc.q)
 		if err != nil || fmt.Sprint(ids(got)) != tc.want {
 			t.Errorf("%s: %v, %v; want %s", tc.name, ids(got), err, tc.want)
+		}
+	}
+	// Pages of several tenants and states (a catalog may read one range
+	// per tenant and state and merge them) come whole and in order.
+	for _, q := range []store.Query{
+		{Tenants: []string{"", "t1"}, States: []string{store.StateRunning}},
+		{Tenants: []string{"t1"}, States: []string{store.StatePaused, store.StateRunning, store.StateKilled}},
+		{Tenants: []string{"t1", ""}, States: []string{store.StatePaused, store.StateKilled}},
+		{States: []string{store.StateKilled, store.StateRunning}, Metadata: map[string]string{"odd": "false"}},
+		{Tenants: []string{"t1", "nobody"}},
+	} {
+		var expect []string // of the newest-first list, what q asks for
+		for _, id := range want {
+			s := made[id]
+			if (len(q.Tenants) == 0 || slices.Contains(q.Tenants, s.Tenant)) && (len(q.States) == 0 || slices.Contains(q.States, s.State)) &&
+				(q.Metadata["odd"] == "" || q.Metadata["odd"] == s.Metadata["odd"]) {
+				expect = append(expect, id)
+			}
+		}
+		if all, _, err := c.QuerySandboxes(ctx, q); err != nil || fmt.Sprint(ids(all)) != fmt.Sprint(expect) {
+			t.Errorf("%+v: %v, %v; want %v", q, ids(all), err, expect)
+		}
+		for _, limit := range []int{1, 2, 5} {
+			var paged []string
+			q := q
+			q.Limit, q.After = limit, nil
+			for pages := 0; ; pages++ {
+				page, next, err := c.QuerySandboxes(ctx, q)
+				if err != nil || len(page) > limit || pages > 30 {
+					t.Fatalf("%+v: page of %d, %v", q, len(page), err)
+				}
+				paged = append(paged, ids(page)...)
+				if next == nil {
+					break
+				}
+				q.After = next
+			}
+			if fmt.Sprint(paged) != fmt.Sprint(expect) {
+				t.Errorf("%+v in pages of %d: %v, want %v", q, limit, paged, expect)
+			}
+		}
+	}
+}
+
+// testRecurring: the queries that replace a read of every record on the
+// paths that recur (recovery, the prune, template collection and
+// information, volume holders) answer what such a read filtered would.
+func testRecurring(t *testing.T, c store.Catalog) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	vol := []store.VolumeMount{{VolumeID: "v1", Name: "data", Path: "/data"}}
+	for _, s := range []*store.Sandbox{
+		{ID: "run", State: store.StateRunning, Image: "i1", Volumes: vol},
+		{ID: "build", State: store.StateRunning, Image: "i2", Build: "b1"},
+		{ID: "pool", State: store.StatePooled, Image: "i1"},
+		{ID: "paused-old", State: store.StatePaused, Image: "i3", PausedAt: now.Add(-48 * time.Hour), Volumes: vol, Checkpoint: &store.CheckpointRef{ID: "c1", Bytes: 1 << 20}},
+		{ID: "paused-new", State: store.StatePaused, Image: "i1", PausedAt: now.Add(-time.Hour), Checkpoint: &store.CheckpointRef{ID: "c2", Bytes: 2 << 20}},
+		{ID: "paused-undated", State: store.StatePaused, Image: "i4", Tenant: "t1"},
+		{ID: "killed-old", State: store.StateKilled, Image: "i5", EndedAt: now.Add(-2 * time.Hour), Volumes: vol},
+		{ID: "killed-new", State: store.StateKilled, Image: "i6", EndedAt: now.Add(-10 * time.Minute)},
+		{ID: "lost-undated", State: store.StateLost, Image: "i7"},
+	} {
+		// Made running, then moved to its state, as a sandbox is.
+		want := *s
+		s.State = store.StateRunning
+		if err := c.CreateSandbox(ctx, s, 64, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want.State != store.StateRunning {
+			want.Slot = s.Slot
+			if err := c.UpdateSandbox(ctx, &want, store.Was(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ids := func(recs []*store.Sandbox, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return fmt.Sprint(out)
+	}
+	if got := ids(c.LiveSandboxes(ctx)); got != "[build pool run]" {
+		t.Errorf("live: %s", got)
+	}
+	if got := ids(c.StaleSandboxes(ctx, now.Add(-time.Hour), now.Add(-24*time.Hour))); got != "[killed-old paused-old paused-undated]" {
+		t.Errorf("stale: %s", got)
+	}
+	if got := ids(c.StaleSandboxes(ctx, now.Add(-3*time.Hour), now.Add(-72*time.Hour))); got != "[paused-undated]" {
+		t.Errorf("stale, longer kept: %s", got)
+	}
+	if n, bytes, err := c.PausedUsage(ctx, []string{"", "t1"}); err != nil || n != 3 || bytes != 3<<20 {
+		t.Errorf("paused usage: %d sandboxes, %d bytes, %v; want 3, %d", n, bytes, err, 3<<20)
+	}
+	if n, bytes, err := c.PausedUsage(ctx, []string{"t1"}); err != nil || n != 1 || bytes != 0 {
+		t.Errorf("t1's paused usage: %d sandboxes, %d bytes, %v; want 1, 0", n, bytes, err)
+	}
+	if got := ids(c.VolumeHolders(ctx)); got != "[paused-old run]" {
+		t.Errorf("volume holders: %s", got)
+	}
+	if got, err := c.HeldImages(ctx); err != nil || fmt.Sprint(got) != "[i1 i2 i3 i4]" {
+		t.Errorf("held images: %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		images []string
+		want   int
+	}{
+		{[]string{"i1"}, 3}, // running, pooled, paused
+		{[]string{"i2"}, 0}, // a build's
+		{[]string{"i3", "i4", "i9"}, 2},
+		{[]string{"i5", "i7"}, 0}, // ended
+		{nil, 0},
+	} {
+		if got, err := c.CountOnImages(ctx, tc.images); err != nil || got != tc.want {
+			t.Errorf("count on %v: %d, %v; want %d", tc.images, got, err, tc.want)
 		}
 	}
 }
