@@ -360,7 +360,7 @@ func (p *Postgres) HeldImages(ctx context.Context) ([]string, error) {
 func (p *Postgres) CountOnImages(ctx context.Context, images []string) (int, error) {
 	var n int
 	err := p.pool.QueryRow(ctx, `select (select count(*) from sandboxes where node = $1 and live and image = any($2) and not (doc ? 'build'))
-		+ (select count(*) from sandboxes where state = 'paused' and image = any($2))`, p.node, images).Scan(&n)
+		+ (select coalesce(sum(c), 0) from unnest($2::text[]) i, lateral (select count(*) c from sandboxes where state = 'paused' and image = i) x)`, p.node, images).Scan(&n)
 	return n, dbErr(err, "count sandboxes on images")
 }
 
