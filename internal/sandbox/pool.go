@@ -274,7 +274,8 @@ func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 		p.mu.Unlock()
 		return
 	}
-	if p.closed {
+	if p.closed || len(p.ready) >= p.cfg.Max {
+		// Drained, or resized below what it holds while this boot ran.
 		p.mu.Unlock()
 		b.undo()
 		r.Cancel()

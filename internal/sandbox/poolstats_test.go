@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime/fakeruntime"
 )
 
 // TestSetPool: an admin resizes a pool at run time; it refills to a raised
@@ -44,6 +45,41 @@ func TestSetPool(t *testing.T) {
 		if _, err := w.svc.Pools().SetPool(tc.template, tc.min, tc.max); !errors.Is(err, tc.class) {
 			t.Errorf("SetPool(%q, %d, %d) = %v, want %v", tc.template, tc.min, tc.max, err, tc.class)
 		}
+	}
+	w.svc.Close()
+	w.accounted()
+}
+
+// TestSetPoolDuringRefill: a pool resized below what it holds while a
+// refill boots does not keep that boot when it lands: it is torn down,
+// not left ready beyond the new maximum for good.
+func TestSetPoolDuringRefill(t *testing.T) {
+	w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 1, Max: 1}})
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	w.rt.Fail(fakeruntime.OpCreate, func(string) error {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-gate // the boot takes as long as the test wants
+		return nil
+	})
+	w.svc.StartPools(context.Background())
+	<-held
+	if _, err := w.svc.Pools().SetPool("base", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	waitFor(t, "the refill to land", func() bool {
+		for _, st := range w.svc.Pools().PoolStats() {
+			if st.Template == "base" {
+				return st.Booting == 0
+			}
+		}
+		return false
+	})
+	if n := w.svc.Pools().PoolSizes()["base"]; n != 0 {
+		t.Errorf("a pool resized to 0 while a refill booted holds %d ready sandboxes, want 0", n)
 	}
 	w.svc.Close()
 	w.accounted()
