@@ -219,8 +219,8 @@ func TestInjection(t *testing.T) {
 		if strings.Contains(string(log), secret) || strings.Contains(string(log), rotated) {
 			t.Error("spaced logged a secret value")
 		}
-		if !strings.Contains(string(log), `msg="egress injected" sandbox=`+sb.ID+` secret=apikey host=allowed.test`) {
-			t.Error("no audit line for the injection")
+		if !strings.Contains(string(log), `msg="egress injected" sandbox=`+sb.ID+` tenant=default secret=apikey host=allowed.test`) {
+			t.Error("no audit line for the injection (with its sandbox, tenant, secret's name and host)")
 		}
 	})
 }
