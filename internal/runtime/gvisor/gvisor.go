@@ -231,7 +231,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	}
 	// runsc leaves the sandbox's control socket behind.
 	os.Remove(filepath.Join(r.cfg.rootDir(), "runsc-"+id+".sock"))
-	if err := removeCgroups(id); err != nil {
+	if err := removeCgroups(ctx, id); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(r.sandboxDir(id)); err != nil {
@@ -346,16 +346,35 @@ func lexists(p string) bool {
 
 // removeCgroups removes what runsc leaves of a sandbox's cgroups (it does
 // not always remove them, for example after a stopped sandbox is deleted).
-// Only empty cgroups can be removed; a busy one is an error.
-func removeCgroups(id string) error {
-	var errs []error
-	for _, d := range CgroupDirs(id) {
-		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+// Only empty cgroups can be removed. The sandbox's processes were killed
+// just before, but on a loaded host the kernel may still be ending them
+// (seen with 800 sandboxes on 2 cores: EBUSY, and the kill answered 500),
+// so a busy cgroup is tried again until cgroupBusyWait has passed.
+func removeCgroups(ctx context.Context, id string) error {
+	deadline := time.Now().Add(cgroupBusyWait)
+	for {
+		var errs []error
+		busy := false
+		for _, d := range CgroupDirs(id) {
+			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+				busy = busy || errors.Is(err, syscall.EBUSY)
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
+		}
+		if !busy || time.Now().After(deadline) {
+			return errors.Join(errs...)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(append(errs, ctx.Err())...)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return errors.Join(errs...)
 }
+
+// cgroupBusyWait bounds how long a teardown waits for the killed
+// processes of a sandbox to leave its cgroups.
+const cgroupBusyWait = 10 * time.Second
 
 func exists(p string) bool {
 	_, err := os.Stat(p)
