@@ -219,7 +219,8 @@ func (s *Service) reap(ctx context.Context) {
 		if s.ckpts.autoPause(ctx, id, entries[id]) {
 			continue
 		}
-		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
+		// A kill racing the expiry has already ended it: not an error.
+		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			slog.Error("reap sandbox", "sandbox", id, "err", err)
 		}
 	}
