@@ -319,7 +319,13 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 	if err := s.rt.Start(ctx, id); err != nil {
 		return nil, err
 	}
-	agent := newAgentConn(ep.SandboxIP, bootToken)
+	return s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, bootToken), "sandbox agent did not start")
+}
+
+// awaitAgent waits, within the agent boot timeout, until the agent of
+// sandbox id answers, or the sandbox is seen to stop; it closes agent
+// and fails with notAnswered if it does not.
+func (s *Service) awaitAgent(ctx context.Context, id string, agent *AgentConn, notAnswered string) (*AgentConn, error) {
 	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
 	defer cancel()
 	alive := func() bool {
@@ -328,7 +334,7 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 	}
 	if err := agent.waitHealthy(bootCtx, alive); err != nil {
 		agent.Close()
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent did not start")
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "%s", notAnswered)
 	}
 	return agent, nil
 }
@@ -355,18 +361,7 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not start the restored sandbox")
 		}
 	}
-	agent := newAgentConn(ep.SandboxIP, token)
-	bootCtx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
-	defer cancel()
-	alive := func() bool {
-		st, err := s.rt.State(ctx, id)
-		return err != nil || st == runtime.StateRunning
-	}
-	if err := agent.waitHealthy(bootCtx, alive); err != nil {
-		agent.Close()
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent did not answer")
-	}
-	return agent, nil
+	return s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, token), "restored sandbox agent did not answer")
 }
 
 // recordAndAttach writes the record with a free slot and sets up the

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -428,16 +427,6 @@ func TestAutoPauseAndSnapshotSchedule(t *testing.T) {
 
 func TestBenchCheckpointQuick(t *testing.T) {
 	d := need(t) // its object store is the default local directory
-	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--json",
-		"--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("space bench --checkpoint: %v\n%s", err, stderr.String())
-	}
-	t.Logf("bench: %s", out)
 	var res struct {
 		Checkpoints []struct {
 			StateMiB      int     `json:"state_mib"`
@@ -451,8 +440,9 @@ func TestBenchCheckpointQuick(t *testing.T) {
 			ResumeRatio       float64 `json:"resume_ratio"`
 		} `json:"checkpoints"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil || len(res.Checkpoints) != 2 {
-		t.Fatalf("bench output: %v: %s", err, out)
+	d.Bench(t, &res, "--checkpoint", "--quick", "--checkpoint-sizes", "0,16", "--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
+	if len(res.Checkpoints) != 2 {
+		t.Fatalf("bench measured %d memory sizes, want 2: %+v", len(res.Checkpoints), res)
 	}
 	for _, c := range res.Checkpoints {
 		if c.PauseP50 <= 0 || c.ResumeP50 <= 0 || c.CheckpointMiB <= float64(c.StateMiB) ||

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -195,19 +193,8 @@ func TestPoolKillDaemonLeavesNothing(t *testing.T) {
 // the benchmark must work in CI and print every figure.
 func TestBenchQuick(t *testing.T) {
 	d := need(t)
-	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--quick", "--json", "--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("space bench: %v\n%s", err, stderr.String())
-	}
-	t.Logf("bench: %s", out)
 	var res map[string]float64
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
-	}
+	d.Bench(t, &res, "--quick", "--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
 	for _, k := range []string{"create_p50", "create_p90", "create_p99", "tti_p50", "tti_p90", "exec_p50", "exec_p90",
 		"burst_p50", "burst_p95", "cold_create_p50", "raw_runsc_p50", "cold_overhead_ratio",
 		"exec_in_sandbox_p50", "exec_ratio", "raw_runsc_exec_p50", "tti_anchor", "tti_ratio",

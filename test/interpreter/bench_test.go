@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -219,24 +218,12 @@ func inSandbox(tb testing.TB, d *harness.Daemon, sb *client.Sandbox, n int) map[
 // code-interpreter-v1 is built, gives every code figure, each positive. It
 // asserts no speed.
 func benchQuick(t *testing.T, d *harness.Daemon) {
-	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--templates", "--quick", "--json", "--interpreter", "code-interpreter-v1",
-		"--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("space bench --templates: %v\n%s", err, stderr.String())
-	}
-	t.Logf("bench: %s", out)
 	var res map[string]any
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
-	}
+	d.Bench(t, &res, "--templates", "--quick", "--interpreter", "code-interpreter-v1", "--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
 	for _, k := range []string{"code_first_result_p50", "code_first_result_p90", "code_round_trip_p50", "code_round_trip_p90",
 		"code_in_sandbox_round_trip_p50", "code_new_context_p50"} {
 		if v, ok := res[k].(float64); !ok || v <= 0 {
-			t.Errorf("figure %s = %v (missing or not positive)\n%s", k, res[k], stderr.String())
+			t.Errorf("figure %s = %v (missing or not positive)", k, res[k])
 		}
 	}
 	// The daemon has no pools: every create restored the template.

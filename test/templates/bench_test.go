@@ -1,10 +1,6 @@
 package templates
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/spacesandbox/space/internal/testenv"
@@ -18,20 +14,8 @@ import (
 func TestBenchTemplatesQuick(t *testing.T) {
 	t.Parallel()
 	d := ownDaemon(t, harness.Options{Name: "bench", CIDR: "10.247.36.0/22", Pool: "bench-http=1:1"})
-	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--templates", "--quick", "--json", "--interpreter", "",
-		"--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
-	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("space bench --templates: %v\n%s", err, stderr.String())
-	}
-	t.Logf("bench: %s", out)
 	var res map[string]any
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("bench output is not one JSON object: %v: %s", err, out)
-	}
+	d.Bench(t, &res, "--templates", "--quick", "--interpreter", "", "--runsc", testenv.Runsc(), "--templates-dir", testenv.TemplatesDir())
 	for _, k := range []string{"rebuild_p50", "rebuild_p90", "http_first_answer_p50", "http_first_answer_p90", "http_create_p50",
 		"raw_restore_p50", "restore_overhead_ratio", "http_pooled_first_answer_p50", "http_pooled_first_answer_p90"} {
 		if v, ok := res[k].(float64); !ok || v <= 0 {
