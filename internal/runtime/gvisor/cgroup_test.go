@@ -34,18 +34,25 @@ func TestRemoveCgroupsWaitsForKilledProcesses(t *testing.T) {
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	// One goroutine kills and waits for it, 300 ms from now or when the
+	// test ends, whichever comes first.
+	ended, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-stop:
+		}
+		sleep.Process.Kill()
+		sleep.Wait()
+	}()
+	t.Cleanup(func() { close(stop); <-ended })
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Rmdir(dir); !errors.Is(err, syscall.EBUSY) {
 		t.Fatalf("control: removing a cgroup with a process in it: %v, want EBUSY", err)
 	}
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		sleep.Process.Kill()
-		sleep.Wait()
-	}()
 	if err := removeCgroups(context.Background(), id); err != nil {
 		t.Fatalf("removeCgroups while its process ends: %v", err)
 	}
