@@ -60,6 +60,10 @@ func Main(m *testing.M, s Suite) int {
 	}
 	suite.tmp = tmp
 	code := run(m, s)
+	if err := unmountUnder(tmp); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
+		code = 1
+	}
 	if code == 0 {
 		os.RemoveAll(tmp)
 	} else {

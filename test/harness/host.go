@@ -2,11 +2,14 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +217,54 @@ func SandboxCPU(id string) (CPUStat, error) {
 		return st, fmt.Errorf("no CPU accounting for sandbox %s in its cgroups %v", id, dirs)
 	}
 	return st, nil
+}
+
+// unmountUnder detaches every mount below dir, deepest first: what the
+// suite's daemons leave mounted in their data directories when they stop
+// (a volume stays mounted while it exists, across spaced's restarts, and
+// runsc keeps its null-netns), so that the suite's directory can go and
+// no loop device outlives the run.
+func unmountUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		// "id parent major:minor root mountpoint options ...", the mount
+		// point with octal escapes for spaces and the like.
+		if f := strings.Fields(line); len(f) > 4 {
+			p := unescapeMountPath(f[4])
+			if p == dir || strings.HasPrefix(p, dir+"/") {
+				points = append(points, p)
+			}
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
