@@ -114,13 +114,20 @@ func get(t *testing.T, url string, hdr map[string]string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-func TestForwarder(t *testing.T) {
+// runningRouter is a router over a route source of the test's own,
+// running (and its first routes read) until t ends.
+func runningRouter(t *testing.T) (*routes, *Router) {
 	src := newRoutes()
 	router := NewRouter(src, Hooks{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go router.Run(ctx)
 	<-src.ready
+	return src, router
+}
+
+func TestForwarder(t *testing.T) {
+	src, router := runningRouter(t)
 	a, b := newNode(t, "a", router, "s3cret"), newNode(t, "b", router, "s3cret")
 	src.move("onb", Route{Node: "b", Address: b.srv.URL})
 	src.move("ona", Route{Node: "a", Address: a.srv.URL})
@@ -184,12 +191,7 @@ func TestForwarder(t *testing.T) {
 // TestForwarderStreams: an event stream through a forward arrives event
 // by event, not when it ends.
 func TestForwarderStreams(t *testing.T) {
-	src := newRoutes()
-	router := NewRouter(src, Hooks{}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go router.Run(ctx)
-	<-src.ready
+	src, router := runningRouter(t)
 	a, b := newNode(t, "a", router, "k"), newNode(t, "b", router, "k")
 	release := make(chan struct{})
 	b.handler = func(w http.ResponseWriter, r *http.Request) {
@@ -233,12 +235,7 @@ func TestForwarderStreams(t *testing.T) {
 // method, path, query, host, or the credentials and sandbox it names were
 // changed after it was signed.
 func TestForwardSignature(t *testing.T) {
-	src := newRoutes()
-	router := NewRouter(src, Hooks{}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go router.Run(ctx)
-	<-src.ready
+	src, router := runningRouter(t)
 	a, b := newNode(t, "a", router, "k"), newNode(t, "b", router, "k")
 	src.move("onb", Route{Node: "b", Address: b.srv.URL})
 

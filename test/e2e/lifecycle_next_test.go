@@ -34,31 +34,9 @@ func first(t *testing.T, what string, f func(ctx context.Context) error) error {
 	return err
 }
 
-// echo runs "echo word" and checks its output.
+// echo runs "echo word" and checks its output (echoAs, as a step).
 func echo(c *client.Client, id, word string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		s, err := c.RunCommand(ctx, id, client.CommandRequest{Cmd: "echo " + word})
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		var out strings.Builder
-		for {
-			ev, err := s.Next()
-			if err != nil {
-				return err
-			}
-			switch ev.Type {
-			case client.EventStdout:
-				out.Write(ev.Data)
-			case client.EventEnd:
-				if got := out.String(); got != word+"\n" || ev.Exit.Code() != 0 {
-					return errors.New("echo " + word + ": got " + got)
-				}
-				return nil
-			}
-		}
-	}
+	return func(ctx context.Context) error { return echoAs(ctx, c, id, word) }
 }
 
 // readFile reads path and checks it holds want.
