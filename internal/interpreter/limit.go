@@ -107,6 +107,17 @@ func cutStream(m *jupyter.Message, n int64) *jupyter.Message {
 		}
 		c.Text = c.Text[:i]
 	}
+	return withStream(m, c)
+}
+
+type streamContent struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
+// withStream returns a whole (uncut) copy of the stream message m holding
+// c, or nil when c has no text.
+func withStream(m *jupyter.Message, c streamContent) *jupyter.Message {
 	if c.Text == "" {
 		return nil
 	}
@@ -115,13 +126,8 @@ func cutStream(m *jupyter.Message, n int64) *jupyter.Message {
 		return nil
 	}
 	part := *m
-	part.Content = b
+	part.Content, part.Cut = b, false
 	return &part
-}
-
-type streamContent struct {
-	Name string `json:"name"`
-	Text string `json:"text"`
 }
 
 // streamStart returns the stream message m, whose content the connection
@@ -147,16 +153,7 @@ func streamStart(m *jupyter.Message, n int64) *jupyter.Message {
 				return nil
 			}
 			c.Text = jsonStringStart(rest[1:min(int64(len(rest)), n+1)])
-			if c.Text == "" {
-				return nil
-			}
-			b, err := json.Marshal(c)
-			if err != nil {
-				return nil
-			}
-			part := *m
-			part.Content, part.Cut = b, false
-			return &part
+			return withStream(m, c)
 		case "name":
 			if dec.Decode(&c.Name) != nil {
 				return nil
