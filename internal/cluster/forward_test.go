@@ -105,6 +105,12 @@ func get(t *testing.T, url string, hdr map[string]string) (int, string) {
 		req.Header.Set(k, v)
 	}
 	req.Host = "api.space.test"
+	return send(t, req)
+}
+
+// send sends req and answers its status and body.
+func send(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -248,16 +254,6 @@ func TestForwardSignature(t *testing.T) {
 		a.fwd.signOut(req)
 		return req
 	}
-	send := func(req *http.Request) (int, string) {
-		t.Helper()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
 	for _, tc := range []struct {
 		name   string
 		change func(*http.Request)
@@ -277,7 +273,7 @@ func TestForwardSignature(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := signed()
 			tc.change(req)
-			if status, body := send(req); status != tc.status || !strings.Contains(body, tc.says) {
+			if status, body := send(t, req); status != tc.status || !strings.Contains(body, tc.says) {
 				t.Fatalf("%d %s, want %d %q", status, body, tc.status, tc.says)
 			}
 		})
@@ -285,10 +281,10 @@ func TestForwardSignature(t *testing.T) {
 
 	t.Run("sent again", func(t *testing.T) {
 		req := signed()
-		if status, body := send(req); status != 200 {
+		if status, body := send(t, req); status != 200 {
 			t.Fatalf("first: %d %s", status, body)
 		}
-		if status, body := send(req.Clone(context.Background())); status != 401 || !strings.Contains(body, "replayed") {
+		if status, body := send(t, req.Clone(context.Background())); status != 401 || !strings.Contains(body, "replayed") {
 			t.Fatalf("again: %d %s, want 401 replayed", status, body)
 		}
 	})
@@ -302,7 +298,7 @@ func TestForwardSignature(t *testing.T) {
 		b.mu.Unlock()
 		req, _ := http.NewRequest(caught.Method, b.srv.URL+caught.URL.RequestURI(), nil)
 		req.Host, req.Header = caught.Host, caught.Header.Clone()
-		if status, body := send(req); status != 401 || !strings.Contains(body, "replayed") {
+		if status, body := send(t, req); status != 401 || !strings.Contains(body, "replayed") {
 			t.Fatalf("replayed forward: %d %s, want 401 replayed", status, body)
 		}
 		// Each forward has its own nonce: the same request forwarded
@@ -314,10 +310,10 @@ func TestForwardSignature(t *testing.T) {
 
 	t.Run("a full nonce cache refuses, never lets through", func(t *testing.T) {
 		b.fwd.nonces = newNonceCache(1)
-		if status, _ := send(signed()); status != 200 {
+		if status, _ := send(t, signed()); status != 200 {
 			t.Fatalf("first: %d", status)
 		}
-		if status, body := send(signed()); status != 503 || !strings.Contains(body, "retry") {
+		if status, body := send(t, signed()); status != 503 || !strings.Contains(body, "retry") {
 			t.Fatalf("past the cache's size: %d %s, want 503", status, body)
 		}
 	})
