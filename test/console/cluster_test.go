@@ -62,12 +62,14 @@ func TestClusterPlatform(t *testing.T) {
 	if _, err := owner.Client.Upload(harness.Ctx(t, 30*time.Second), sb.ID, "/tmp/on-owner.txt", strings.NewReader("here")); err != nil {
 		t.Fatalf("upload to %s through its node %s: %v", sb.ID, sb.Node, err)
 	}
+	t.Logf("%s runs on %s; the console of %s is asked", sb.ID, sb.Node, viewer.Addr)
 	if viewer != n1 {
+		// Signed in once the page shows its live list (signIn only clicks).
 		signIn(t, b, viewer, key)
+		waitFor(t, b, "the live list on "+viewer.Addr, `document.querySelector("[data-testid=live]") && document.querySelector("[data-testid=live]").innerText == "live"`, 15*time.Second)
 	}
-	listed, err := chromedp.Run(b, chromedp.Evaluate[string](`fetch("api/v1/sandboxes/`+sb.ID+`/files/list?path=/tmp").then(r => r.status + " " + r.statusText).catch(e => String(e))`, chromedp.EvalAwaitPromise))
-	body, err2 := chromedp.Run(b, chromedp.Evaluate[string](`fetch("api/v1/sandboxes/`+sb.ID+`/files/list?path=/tmp").then(r => r.text())`, chromedp.EvalAwaitPromise))
-	if err != nil || err2 != nil || !strings.HasPrefix(listed, "200") || !strings.Contains(body, "on-owner.txt") {
-		t.Errorf("the console of %s listing /tmp of %s (on %s): %s %s (%v, %v), want 200 with on-owner.txt", viewer.Addr, sb.ID, sb.Node, listed, body, err, err2)
+	listed, err := chromedp.Run(b, chromedp.Evaluate[string](`fetch("api/v1/sandboxes/`+sb.ID+`/files/list?path=/tmp").then(async r => r.status + " " + await r.text()).catch(e => String(e))`, chromedp.EvalAwaitPromise))
+	if err != nil || !strings.HasPrefix(listed, "200 ") || !strings.Contains(listed, "on-owner.txt") {
+		t.Errorf("the console of %s listing /tmp of %s (on %s): %s (%v), want 200 with on-owner.txt", viewer.Addr, sb.ID, sb.Node, listed, err)
 	}
 }
