@@ -111,10 +111,6 @@ func imageLinkControlBuild(t *testing.T) error {
 // imageLinkCheck builds the image with linkPath linked to target(dir), for
 // a host dir that exists and one that does not.
 func imageLinkCheck(t *testing.T, linkPath string, boots bool, target func(string) string) error {
-	imageLinkCtl.once.Do(func() { imageLinkCtl.err = imageLinkControlBuild(t) })
-	if imageLinkCtl.err != nil {
-		return imageLinkCtl.err
-	}
 	d := env.d
 	// Not under /tmp: the /tmp attempt's link would resolve through
 	// itself inside the image.
@@ -192,5 +188,11 @@ func imageLinkCheck(t *testing.T, linkPath string, boots bool, target func(strin
 	if _, err := os.Lstat(missing); err == nil {
 		return fmt.Errorf("%s was made on the host", missing)
 	}
-	return env.canary.check()
+	if err := env.canary.check(); err != nil {
+		return err
+	}
+	// Last, so that a broken build path shows as the attempt's own
+	// failure first.
+	imageLinkCtl.once.Do(func() { imageLinkCtl.err = imageLinkControlBuild(t) })
+	return imageLinkCtl.err
 }
