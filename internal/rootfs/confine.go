@@ -22,7 +22,13 @@ import (
 //   - os.Root (os.OpenRoot), where nothing needs following: it refuses
 //     any name that would leave the directory, links included;
 //   - containerd's archive.Apply (Apply and AddFile here), which resolves
-//     every layer entry's parent inside the image root the same way.
+//     every layer entry's parent inside the image root the same way
+//     (lexically, by Lstat: safe because nothing else writes into an
+//     image while it is being made, and none changes once made).
+//
+// Clone and Size walk an image without following links (WalkDir lstats,
+// os.Link does not follow), and Clone writes only under directories it
+// made itself.
 
 // resolveInRoot is how Stat resolves: inside root, and never through a
 // procfs magic link.
