@@ -166,6 +166,28 @@ func TestDeriveSameImageTwice(t *testing.T) {
 	}
 }
 
+// An image whose layer leaves /tmp an empty directory gets the marker that
+// keeps it on the sandbox's disk; one whose /tmp is a link does not (the
+// test above).
+func TestImageKeepsEmptyTmp(t *testing.T) {
+	im, err := newImages(t.TempDir(), agentFor(t), 0, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.close()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777})
+	tw.Close()
+	id, err := im.derive(context.Background(), "t", "", "", func() (io.ReadCloser, error) { return io.NopCloser(&buf), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(im.path(id), "tmp/.space-keep")); err != nil || string(b) != tmpKeep {
+		t.Fatalf("/tmp/.space-keep: %q %v", b, err)
+	}
+}
+
 func errString(err error) string {
 	if err == nil {
 		return "<nil>"

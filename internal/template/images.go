@@ -326,8 +326,8 @@ func keepTmp(ctx context.Context, root string) (int64, error) {
 	}
 	entries, err := dir.ReadDir(1)
 	dir.Close()
-	if err != nil || len(entries) > 0 {
-		return 0, nil
+	if err != nil && !errors.Is(err, io.EOF) || len(entries) > 0 {
+		return 0, nil // io.EOF: empty
 	}
 	return int64(len(tmpKeep)), rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
 }
