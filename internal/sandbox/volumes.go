@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/spacesandbox/space/internal/checkpoint"
@@ -154,19 +154,25 @@ func (s *Service) checkVolumes(mounts []VolumeMount) error {
 }
 
 // checkImagePaths refuses a mount path that crosses a symlink or a file of
-// the template's image (root, on the host; read with Lstat, never
-// followed): runsc would resolve the link inside the sandbox and mount the
-// volume somewhere else (a link to /usr/bin, say). A missing directory is
-// fine: runsc makes it in the sandbox's own layer.
+// the template's image (root, on the host; read with Lstat through
+// os.Root, never followed nor left): runsc would resolve the link inside
+// the sandbox and mount the volume somewhere else (a link to /usr/bin,
+// say). A missing directory is fine: runsc makes it in the sandbox's own
+// layer.
 func checkImagePaths(root string, mounts []VolumeMount) error {
 	if root == "" {
 		return nil
 	}
+	img, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Errorf("template image: %w", err)
+	}
+	defer img.Close()
 	for _, m := range mounts {
-		host, shown := root, ""
+		name, shown := ".", ""
 		for _, c := range strings.Split(strings.TrimPrefix(m.Path, "/"), "/") {
-			host, shown = filepath.Join(host, c), shown+"/"+c
-			fi, err := os.Lstat(host)
+			name, shown = path.Join(name, c), shown+"/"+c
+			fi, err := img.Lstat(name)
 			if err != nil {
 				break
 			}

@@ -205,8 +205,12 @@ func (im *images) id(key string) string {
 
 func (im *images) path(id string) string { return filepath.Join(im.dir, id) }
 
+// has reports whether image id is here, whole: its directory (renamed
+// into place only when complete) with the agent in it, looked up inside
+// the image (an image's /usr/local/bin may be a link; followed on the
+// host it would tell a tenant which host paths exist).
 func (im *images) has(id string) bool {
-	_, err := os.Stat(filepath.Join(im.dir, id, "usr/local/bin/space-agent"))
+	_, err := rootfs.Stat(im.path(id), "usr/local/bin/space-agent")
 	return err == nil
 }
 
@@ -268,7 +272,13 @@ func (im *images) derive(ctx context.Context, key, parentID, parentRoot string, 
 		return "", fmt.Errorf("image %s: %w", id, err)
 	}
 	if err := os.Rename(tmp, im.path(id)); err != nil {
-		return "", fmt.Errorf("image %s: %w", id, err)
+		// Another process sharing the directory made the same image
+		// meanwhile: its id names its content, so that one is as good.
+		if !errors.Is(err, fs.ErrExist) || !im.has(id) { // EEXIST or ENOTEMPTY
+			return "", fmt.Errorf("image %s: %w", id, err)
+		}
+		im.log.Debug("image made meanwhile by another process", "image", id)
+		return id, nil
 	}
 	ok = true
 	im.log.Debug("image made", "image", id, "parent", parentID, "layer_bytes", n, "ms", time.Since(start).Milliseconds())
@@ -302,13 +312,22 @@ const tmpKeep = "Keeps /tmp on the sandbox's disk: gVisor mounts a tmpfs over an
 // keepTmp puts the marker into an empty /tmp of the image at root and
 // returns the bytes it added.
 func keepTmp(ctx context.Context, root string) (int64, error) {
-	dir := filepath.Join(root, "tmp")
-	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return 0, fmt.Errorf("image %s: %w", root, err)
+	}
+	defer r.Close()
+	if st, err := r.Lstat("tmp"); err != nil || !st.IsDir() {
 		return 0, nil // no /tmp, or a link (never followed on the host)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) > 0 {
+	dir, err := r.Open("tmp")
+	if err != nil {
 		return 0, nil
+	}
+	entries, err := dir.ReadDir(1)
+	dir.Close()
+	if err != nil && !errors.Is(err, io.EOF) || len(entries) > 0 {
+		return 0, nil // io.EOF: empty
 	}
 	return int64(len(tmpKeep)), rootfs.AddFile(ctx, root, "/tmp/.space-keep", 0o644, 0, 0, strings.NewReader(tmpKeep), int64(len(tmpKeep)))
 }

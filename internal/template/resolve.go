@@ -12,6 +12,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/recipe"
+	"github.com/spacesandbox/space/internal/rootfs"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
@@ -160,7 +161,7 @@ func (s *Service) base() (*baseInfo, error) {
 	dir := filepath.Join(s.cfg.Dir, BaseName)
 	root, err := filepath.EvalSymlinks(filepath.Join(dir, "current"))
 	if err == nil {
-		_, err = os.Stat(filepath.Join(root, "usr/local/bin/space-agent"))
+		_, err = rootfs.Stat(root, "usr/local/bin/space-agent")
 	}
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrNotFound, "template %q not found (run scripts/build-template.sh)", BaseName)
@@ -186,7 +187,7 @@ func (s *Service) baseRoot(image string) (string, error) {
 		return "", errdefs.New(errdefs.ErrInvalidArgument, "image name %q is not valid", image)
 	}
 	root := filepath.Join(s.cfg.Dir, BaseName, image)
-	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/space-agent")); err == nil {
+	if _, err := rootfs.Stat(root, "usr/local/bin/space-agent"); err == nil {
 		// The image may be a link (a base kept on another disk): images
 		// are cloned from, and sandboxes run on, the directory itself.
 		return filepath.EvalSymlinks(root)

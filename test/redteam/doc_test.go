@@ -40,6 +40,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("control-plane", abuseAttempts(func() *client.Sandbox { return nil }))...)
 	out = append(out, tag("network", networkAttempts())...)
 	out = append(out, tag("build", buildAttempts())...)
+	out = append(out, tag("build", imageLinkAttempts())...)
 	return out
 }
 
@@ -85,6 +86,7 @@ var families = map[string]string{
 	"cp-slow-clients":        "slow and idle connections held open",
 	"cp-sse-unread":          "event streams that are never read",
 	"build-net-host":         "a template build's step reaches the host",
+	"build-image-links":      "a build step links an image directory that host code writes into (/usr/local/bin gets the agent, an empty /tmp a marker) out of the image to a host directory, once one that exists and once one that does not, so that the build's end or the host's files would show the host being resolved",
 }
 
 const (
