@@ -50,7 +50,11 @@ func hostAddrs(ctx context.Context, nodeURL string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	return net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	for i := range ips {
+		ips[i] = ips[i].Unmap()
+	}
+	return ips, err
 }
 
 // registryDialer is the dialer of registry pulls: the tenant dialer with
