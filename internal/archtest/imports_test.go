@@ -46,7 +46,7 @@ var layers = []layer{
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
 	{"internal/daemon", []string{
 		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/cluster", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
-		"internal/egress", "internal/egress/secrets", "internal/httpapi", "internal/network",
+		"internal/egress", "internal/egress/dialer", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
 		"internal/seal", "internal/store", "internal/template", "internal/tenant", "internal/volume",
 	}},
@@ -88,14 +88,16 @@ var layers = []layer{
 	{"internal/coderun", []string{"internal/accesstoken", "internal/errdefs", "internal/sandbox"}},
 	{"internal/recipe", []string{"internal/errdefs"}},
 	{"internal/recipe/dockerfile", []string{"internal/errdefs", "internal/recipe"}},
-	{"internal/ociimage", []string{"internal/egress/policy", "internal/errdefs", "internal/recipe"}},
+	{"internal/ociimage", []string{"internal/egress/dialer", "internal/errdefs", "internal/recipe"}},
 	{"internal/rootfs", []string{"internal/errdefs"}},
 
 	// Machines, networks and the way out.
 	{"internal/runtime", nil},
 	{"internal/runtime/gvisor", []string{"internal/errdefs", "internal/runtime"}},
 	{"internal/network", nil},
-	{"internal/egress", []string{"internal/egress/policy", "internal/egress/secrets", "internal/store"}},
+	{"internal/egress", []string{"internal/egress/dialer", "internal/egress/policy", "internal/egress/secrets", "internal/store"}},
+	// Every connection made on a tenant's behalf.
+	{"internal/egress/dialer", []string{"internal/egress/policy"}},
 	{"internal/egress/policy", []string{"internal/store"}},
 	{"internal/egress/secrets", []string{"internal/egress/policy"}},
 	// Cluster membership and forwarding between nodes.

@@ -97,7 +97,8 @@ type Config struct {
 	// sandboxes; empty means the host's first nameserver in /etc/resolv.conf.
 	EgressDNS string
 	// EgressFloor are the operator's additions to the addresses no sandbox
-	// policy can open (SPACE_EGRESS_FLOOR, comma-separated CIDRs).
+	// policy can open and no registry pull dials (SPACE_EGRESS_FLOOR,
+	// comma-separated CIDRs).
 	EgressFloor []netip.Prefix
 	// EgressUpstreamCA is a PEM file of extra roots the gateway trusts
 	// when it re-originates TLS (added to the host's roots).
@@ -105,8 +106,10 @@ type Config struct {
 	// AgentBinary is the agent put into every template image; empty means
 	// the one in the base template (<templates>/base/current).
 	AgentBinary string
-	// RegistryAllow are addresses in the platform floor that template
-	// builds may still pull images from (a private registry).
+	// RegistryAllow are addresses that template builds may pull images
+	// from although the tenant dialer refuses them (the platform floor,
+	// EgressFloor, this node's and its cluster's addresses): a private
+	// registry.
 	RegistryAllow []netip.Prefix
 	// TemplateBuilds bounds template builds running at once.
 	TemplateBuilds int

@@ -35,6 +35,7 @@ import (
 	"github.com/spacesandbox/space/internal/console"
 	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/egress"
+	"github.com/spacesandbox/space/internal/egress/dialer"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/httpapi"
 	"github.com/spacesandbox/space/internal/network"
@@ -165,12 +166,13 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}, st, rt, metrics)
 	tenants.SetSandboxUsage(svc.Usage)
 	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
-	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir)
+	local := nodeAddrs(catalog, slog.Default())
+	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir, local)
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
-	tpl, err := openTemplates(ctx, cfg, st, repos, keys, svc, rt, reg)
+	tpl, err := openTemplates(ctx, cfg, st, repos, keys, svc, rt, reg, registryDialer(cfg, local, slog.Default()))
 	if err != nil {
 		return err
 	}
@@ -448,7 +450,7 @@ func openKeyring(cfg config.Config) (*seal.Keyring, error) {
 
 // startEgress starts the egress gateway, which installs the firewall that
 // steers every sandbox packet to it, before any sandbox is re-attached.
-func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Store, dir string) (*egress.Gateway, error) {
+func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Store, dir string, local *dialer.Local) (*egress.Gateway, error) {
 	upstream := cfg.EgressDNS
 	if upstream == "" {
 		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
@@ -471,7 +473,7 @@ func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Stor
 		}
 	}
 	return egress.Start(egress.Config{
-		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor,
+		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor, Local: local,
 		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: sandboxes.EgressAddrs,
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
 			v, ok := sandboxes.ByAddr(ip)
@@ -482,7 +484,7 @@ func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Stor
 
 // openTemplates starts the template service: builds run in sandboxes of
 // svc, their artifacts go to the object store under templates/.
-func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos *repos, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer) (*template.Service, error) {
+func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos *repos, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer, pulls *dialer.Dialer) (*template.Service, error) {
 	agent := cfg.AgentBinary
 	if agent == "" {
 		agent = filepath.Join(cfg.TemplatesDir, template.BaseName, "current", "usr/local/bin/space-agent")
@@ -508,7 +510,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Repo:         repos.templates,
 		Checkpoints:  repos.checkpoints,
 		Boxes:        sandbox.NewBuildBoxes(svc),
-		Puller:       ociimage.NewPuller(cfg.RegistryAllow),
+		Puller:       ociimage.NewPuller(pulls, slog.Default()),
 		Agent:        agent,
 		Engine:       engine,
 		Defaults:     runtime.Limits{CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses},

@@ -15,10 +15,10 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/spacesandbox/space/internal/egress/dialer"
 	"github.com/spacesandbox/space/internal/egress/policy"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/store"
@@ -62,6 +62,9 @@ type Config struct {
 	Upstream string
 	// Floor holds the operator's additions to the platform floor.
 	Floor []netip.Prefix
+	// Local is the node's own addresses (and its cluster's), which no
+	// sandbox reaches; nil: this host's interfaces.
+	Local *dialer.Local
 	// RootCAs verify upstream servers when the gateway re-originates TLS
 	// (nil: the host's roots).
 	RootCAs *x509.CertPool
@@ -78,9 +81,10 @@ type Config struct {
 
 // Gateway is one daemon's egress gateway.
 type Gateway struct {
-	cfg      Config
-	floor    policy.Floor
-	hostAddr *hostAddrs
+	cfg Config
+	// dialer refuses the floor and the node's own addresses, checked
+	// before a connection is sniffed and again on the address dialled.
+	dialer   *dialer.Dialer
 	tcp      net.Listener
 	dnsUDP   *dns.Server
 	dnsTCP   *dns.Server
@@ -106,11 +110,12 @@ func Start(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{
-		ca:       ca,
-		cfg:      cfg,
-		table:    TableName(cfg.CIDR),
-		floor:    policy.NewFloor(append([]netip.Prefix{cfg.CIDR}, cfg.Floor...)...),
-		hostAddr: &hostAddrs{},
+		ca:    ca,
+		cfg:   cfg,
+		table: TableName(cfg.CIDR),
+		dialer: dialer.New(dialer.Config{
+			Floor: append([]netip.Prefix{cfg.CIDR}, cfg.Floor...), Local: cfg.Local, Timeout: dialTimeout, Logger: slog.Default(),
+		}),
 		resolver: &resolver{upstream: cfg.Upstream},
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -245,34 +250,11 @@ func (g *Gateway) sandboxFor(addr net.Addr) (Sandbox, policy.Policy, bool) {
 	return sb, p, true
 }
 
-// inFloor: the platform floor, plus every address of this host (looked
-// up afresh every few seconds).
+// inFloor: the platform floor, plus every address of this node and its
+// cluster (package dialer: the same check as every other connection made
+// for a tenant).
 func (g *Gateway) inFloor(ip netip.Addr) bool {
-	return g.floor.Contains(ip) || g.hostAddr.has(ip)
-}
-
-// hostAddrs caches the host's own interface addresses.
-type hostAddrs struct {
-	mu  sync.Mutex
-	at  time.Time
-	set map[netip.Addr]bool
-}
-
-func (h *hostAddrs) has(ip netip.Addr) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if time.Since(h.at) > 2*time.Second {
-		set := map[netip.Addr]bool{}
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, a := range addrs {
-				if p, err := netip.ParsePrefix(a.String()); err == nil {
-					set[p.Addr().Unmap()] = true
-				}
-			}
-		}
-		h.set, h.at = set, time.Now()
-	}
-	return h.set[ip.Unmap()]
+	return g.dialer.Check(ip) != nil
 }
 
 // audit logs a refusal with what it was and why, never a secret.

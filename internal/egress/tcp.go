@@ -205,8 +205,7 @@ type side struct {
 func (c *conn) side() side { return side{Conn: c.client, br: c.br} }
 
 func (g *Gateway) dial(ip netip.Addr, port uint16) (net.Conn, error) {
-	d := net.Dialer{Timeout: dialTimeout}
-	return d.DialContext(g.ctx, "tcp", netip.AddrPortFrom(ip, port).String())
+	return g.dialer.DialContext(g.ctx, "tcp", netip.AddrPortFrom(ip, port).String())
 }
 
 // splice copies both ways: what the client sent so far (still in the

@@ -2,10 +2,13 @@
 // any registry that speaks the distribution protocol (with credentials),
 // or an uploaded `docker save` or OCI layout archive. It uses
 // go-containerregistry, which handles manifests, indexes, platforms,
-// media types, compression and whiteouts. spaced pulls on the host, so
-// every address the puller dials is checked against the platform floor
-// (no registry on loopback, private or metadata addresses unless the
-// operator allowed it), as the egress gateway checks sandboxes' traffic.
+// media types, compression and whiteouts. spaced pulls on the host, on
+// the tenant's behalf, so the puller connects only through the tenant
+// dialer (package egress/dialer): no registry on this node's own
+// addresses, its cluster's, loopback, private or metadata addresses
+// unless the operator allowed it. A registry that cannot be reached, for
+// whatever reason, gets one answer, so a pull tells a tenant nothing of
+// which ports are open where.
 package ociimage
 
 import (
@@ -14,13 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
-	"net/netip"
 	"os"
 	"path"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -32,7 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/spacesandbox/space/internal/egress/policy"
+	"github.com/spacesandbox/space/internal/egress/dialer"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/recipe"
 )
@@ -59,14 +60,15 @@ type Image struct {
 
 // Puller pulls from registries.
 type Puller struct {
-	floor policy.Floor
-	allow []netip.Prefix
+	dial *dialer.Dialer
+	log  *slog.Logger
 }
 
-// NewPuller returns a puller that dials no address in the platform floor
-// except those in allow (a trusted private registry, a test's own).
-func NewPuller(allow []netip.Prefix) *Puller {
-	return &Puller{floor: policy.NewFloor(), allow: allow}
+// NewPuller returns a puller that connects through d (whose allow list
+// holds the operator's trusted registries) and logs why a registry could
+// not be reached to log.
+func NewPuller(d *dialer.Dialer, log *slog.Logger) *Puller {
+	return &Puller{dial: d, log: log}
 }
 
 var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
@@ -80,7 +82,8 @@ func (p *Puller) Resolve(ctx context.Context, ref string, auth *Auth) (*Image, e
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %q is not a valid reference: %v", ref, err)
 	}
 	opts := func(ctx context.Context) []remote.Option {
-		o := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform), remote.WithTransport(p.transport()),
+		o := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(platform),
+			remote.WithTransport(p.dial.Apply(remote.DefaultTransport.(*http.Transport).Clone())),
 			remote.WithUserAgent("spaced"), remote.WithRetryBackoff(remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 3})}
 		if auth != nil && (auth.Username != "" || auth.Password != "") {
 			o = append(o, remote.WithAuth(&authn.Basic{Username: auth.Username, Password: auth.Password}))
@@ -89,7 +92,7 @@ func (p *Puller) Resolve(ctx context.Context, ref string, auth *Auth) (*Image, e
 	}
 	img, err := remote.Image(r, opts(ctx)...)
 	if err != nil {
-		return nil, registryError(ref, auth, err)
+		return nil, p.registryError(ref, auth, err)
 	}
 	out, err := newImage(img, ref)
 	if err != nil {
@@ -101,7 +104,7 @@ func (p *Puller) Resolve(ctx context.Context, ref string, auth *Auth) (*Image, e
 	out.open = func(ctx context.Context) (v1.Image, error) {
 		img, err := remote.Image(pinned, opts(ctx)...)
 		if err != nil {
-			return nil, registryError(ref, auth, err)
+			return nil, p.registryError(ref, auth, err)
 		}
 		return img, nil
 	}
@@ -137,8 +140,11 @@ func newImage(img v1.Image, what string) (*Image, error) {
 	return out, nil
 }
 
-// registryError says what to fix.
-func registryError(ref string, auth *Auth, err error) error {
+// registryError says what to fix. Every failure to reach the registry
+// (an address the dialer refuses, a closed port, a timeout, a server that
+// does not speak HTTP or TLS) gives one text, so that a tenant learns
+// nothing of what listens where; the cause goes to the log.
+func (p *Puller) registryError(ref string, auth *Auth, err error) error {
 	var terr *transport.Error
 	if errors.As(err, &terr) {
 		switch terr.StatusCode {
@@ -152,45 +158,17 @@ func registryError(ref string, auth *Auth, err error) error {
 		}
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry answered %d for %s", terr.StatusCode, ref)
 	}
-	var floor *floorError
-	if errors.As(err, &floor) {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry of %s is at %s, an address spaced does not pull from (set SPACE_REGISTRY_ALLOW to trust it)", ref, floor.addr)
-	}
 	if strings.Contains(err.Error(), "no child with platform") {
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s has no linux/amd64 variant", ref)
 	}
-	return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "cannot pull %s: %v", ref, err)
+	p.log.Warn("cannot reach a registry", "ref", ref, "refused", dialer.IsRefused(err), "err", err)
+	return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "%s", unreachable(ref))
 }
 
-type floorError struct{ addr netip.Addr }
-
-func (e *floorError) Error() string {
-	return fmt.Sprintf("address %s is not allowed for pulls", e.addr)
-}
-
-// transport dials only addresses outside the floor (or allowed).
-func (p *Puller) transport() http.RoundTripper {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
-		Control: func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return err
-			}
-			ip := ap.Addr().Unmap()
-			for _, a := range p.allow {
-				if a.Contains(ip) {
-					return nil
-				}
-			}
-			if p.floor.Contains(ip) {
-				return &floorError{addr: ip}
-			}
-			return nil
-		}}
-	t := remote.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = d.DialContext
-	t.Proxy = nil
-	return t
+// unreachable is what a client is told of any registry that could
+// not be reached.
+func unreachable(ref string) string {
+	return fmt.Sprintf("cannot reach the registry of %s (spaced pulls only from registries it can reach outside its own and private addresses; an operator can trust one with SPACE_REGISTRY_ALLOW)", ref)
 }
 
 // FromArchive reads an uploaded `docker save` tar or OCI layout tar (not

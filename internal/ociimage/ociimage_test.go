@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,12 +19,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/spacesandbox/space/internal/egress/dialer"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/ociimage/ocitest"
 	"github.com/spacesandbox/space/internal/rootfs"
 )
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
+// puller pulls through a tenant dialer that allows allow.
+func puller(allow []netip.Prefix) *Puller {
+	return NewPuller(dialer.New(dialer.Config{Allow: allow}), slog.New(slog.DiscardHandler))
+}
 
 // testImage has two layers; the second deletes a file of the first.
 func testImage(t *testing.T) v1.Image {
@@ -66,7 +74,7 @@ func TestPullFromRegistry(t *testing.T) {
 	ref := reg.Push(t, "team/app", "v1", testImage(t))
 	ctx := context.Background()
 
-	img, err := NewPuller(loopback).Resolve(ctx, ref, nil)
+	img, err := puller(loopback).Resolve(ctx, ref, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +84,7 @@ func TestPullFromRegistry(t *testing.T) {
 	checkImage(t, img, unpack(t, img))
 
 	// The same image by digest has the same identity.
-	byDigest, err := NewPuller(loopback).Resolve(ctx, reg.Host+"/team/app@"+img.Digest, nil)
+	byDigest, err := puller(loopback).Resolve(ctx, reg.Host+"/team/app@"+img.Digest, nil)
 	if err != nil || byDigest.Digest != img.Digest {
 		t.Errorf("by digest: %v, %v", byDigest, err)
 	}
@@ -96,12 +104,12 @@ func TestPullRefusals(t *testing.T) {
 		want  string
 		works bool
 	}{
-		{"loopback is in the floor", NewPuller(nil), ref, nil, "an address spaced does not pull from", false},
-		{"missing image", NewPuller(loopback), open.Host + "/nope:v1", nil, "not found", false},
-		{"bad reference", NewPuller(loopback), "UPPER CASE", nil, "not a valid reference", false},
-		{"credentials needed", NewPuller(loopback), lockedRef, nil, "without credentials", false},
-		{"wrong credentials", NewPuller(loopback), lockedRef, &Auth{"alice", "wrong"}, "refused the credentials", false},
-		{"right credentials", NewPuller(loopback), lockedRef, &Auth{"alice", "s3cret"}, "", true},
+		{"loopback is in the floor", puller(nil), ref, nil, "cannot reach the registry of", false},
+		{"missing image", puller(loopback), open.Host + "/nope:v1", nil, "not found", false},
+		{"bad reference", puller(loopback), "UPPER CASE", nil, "not a valid reference", false},
+		{"credentials needed", puller(loopback), lockedRef, nil, "without credentials", false},
+		{"wrong credentials", puller(loopback), lockedRef, &Auth{"alice", "wrong"}, "refused the credentials", false},
+		{"right credentials", puller(loopback), lockedRef, &Auth{"alice", "s3cret"}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.p.Resolve(ctx, tc.ref, tc.auth)
@@ -119,6 +127,79 @@ func TestPullRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnreachableOneText: whatever stands in the way of a registry (an
+// address the dialer refuses, a closed port, an open port that is no
+// registry), a tenant gets one text; a refusal is not retried.
+func TestUnreachableOneText(t *testing.T) {
+	ctx := context.Background()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedHost := closed.Addr().String()
+	closed.Close()
+	silent := listenAndDo(t, func(c net.Conn) { c.Close() })
+	garbage := listenAndDo(t, func(c net.Conn) { io.WriteString(c, "SSH-2.0-OpenSSH_9.2\r\n"); c.Close() })
+	refused := listenAndDo(t, func(c net.Conn) { t.Errorf("the refused pull reached its listener"); c.Close() })
+	var got []string
+	for _, tc := range []struct {
+		name string
+		p    *Puller
+		host string
+	}{
+		{"refused address", puller(nil), refused},
+		{"closed port", puller(loopback), closedHost},
+		{"open port that closes", puller(loopback), silent},
+		{"open port that is no HTTP server", puller(loopback), garbage},
+	} {
+		ref := tc.host + "/x/y:latest"
+		_, err := tc.p.Resolve(ctx, ref, nil)
+		msg := strings.Replace(errdefs.PublicMessage(err), ref, "REF", 1)
+		t.Logf("%s: %q (cause: %v)", tc.name, msg, err)
+		if errdefs.Class(err) != errdefs.ErrInvalidArgument {
+			t.Errorf("%s: class %v", tc.name, errdefs.Class(err))
+		}
+		got = append(got, msg)
+	}
+	for i := range got {
+		if got[i] != unreachable("REF") {
+			t.Errorf("answer %d differs: %q", i, got[i])
+		}
+	}
+
+	// A refusal is tried once: the dialer logs each refused connect.
+	var log bytes.Buffer
+	p := NewPuller(dialer.New(dialer.Config{Logger: slog.New(slog.NewTextHandler(&log, nil))}), slog.New(slog.DiscardHandler))
+	// An address outside loopback, so the registry's scheme is https
+	// alone (one ping); refused before any packet is sent.
+	if _, err := p.Resolve(ctx, "169.254.169.254/x/y:latest", nil); !dialer.IsRefused(err) {
+		t.Fatalf("err = %v, want refused", err)
+	}
+	if n := strings.Count(log.String(), "refused a connection"); n != 1 {
+		t.Errorf("%d refused connects, want 1:\n%s", n, log.String())
+	}
+}
+
+// listenAndDo serves every connection to a loopback listener with do and
+// returns its address.
+func listenAndDo(t *testing.T, do func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			do(c)
+		}
+	}()
+	return ln.Addr().String()
 }
 
 func TestArchives(t *testing.T) {
@@ -210,7 +291,7 @@ func TestFlattenLimit(t *testing.T) {
 	ref := reg.Push(t, "team/bomb", "v1", ocitest.Image(t, nil, "/", "",
 		ocitest.Layer(t, ocitest.File{Name: "a", Body: zeros}), ocitest.Layer(t, ocitest.File{Name: "b", Body: zeros})))
 	ctx := context.Background()
-	img, err := NewPuller(loopback).Resolve(ctx, ref, nil)
+	img, err := puller(loopback).Resolve(ctx, ref, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,12 @@ var (
 func start() error {
 	d, err := harness.Start(harness.Options{
 		Name: "main", CIDR: "10.245.0.0/20", BootTimeout: 10 * time.Second, Pool: "base=2:4",
-		Env: []string{"SPACE_LOG_LEVEL=info"}, // the attacks would flood a debug log
+		Env: []string{
+			"SPACE_LOG_LEVEL=info", // the attacks would flood a debug log
+			// The pull attempts' positive control: a registry the
+			// operator trusts (dial_test.go).
+			"SPACE_REGISTRY_ALLOW=" + allowedRegistry + "/32",
+		},
 	})
 	env.d = d
 	if err != nil {

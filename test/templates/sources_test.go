@@ -77,7 +77,7 @@ func TestRegistryImage(t *testing.T) {
 		{"wrong credentials", client.BuildFrom{Image: ref, Registry: &client.RegistryAuth{Username: "alice", Password: "nope"}}, "refused the credentials"},
 		{"no such image", client.BuildFrom{Image: reg.Host + "/team/nothing:v1", Registry: &client.RegistryAuth{Username: "alice", Password: "s3cret"}}, "not found"},
 		// 127.0.0.2 is loopback too, but only 127.0.0.1 is allowed.
-		{"address in the floor", client.BuildFrom{Image: strings.Replace(ref, "127.0.0.1", "127.0.0.2", 1)}, "does not pull from"},
+		{"address in the floor", client.BuildFrom{Image: strings.Replace(ref, "127.0.0.1", "127.0.0.2", 1)}, "cannot reach the registry of"},
 		{"bad reference", client.BuildFrom{Image: "Not A Ref"}, "not a valid image reference"},
 		{"no such template", client.BuildFrom{Template: "nope"}, "not found"},
 	} {

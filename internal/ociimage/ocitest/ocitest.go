@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -92,19 +94,31 @@ func Image(t testing.TB, env []string, workdir, user string, layers ...v1.Layer)
 // Registry is a registry on loopback.
 type Registry struct {
 	// Host is "127.0.0.1:port".
-	Host string
-	srv  *httptest.Server
-	user string
-	pass string
+	Host   string
+	srv    *httptest.Server
+	user   string
+	pass   string
+	served atomic.Int64
 }
 
 // NewRegistry starts a registry that, when user is set, wants Basic auth
 // with user and pass on every request (401 with a challenge otherwise).
 func NewRegistry(t testing.TB, user, pass string) *Registry {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewRegistryOn(t, ln, user, pass)
+}
+
+// NewRegistryOn is NewRegistry on ln: an address of the test's choosing.
+func NewRegistryOn(t testing.TB, ln net.Listener, user, pass string) *Registry {
+	t.Helper()
 	r := &Registry{user: user, pass: pass}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.served.Add(1)
 		if r.user != "" {
 			u, p, ok := req.BasicAuth()
 			if !ok || u != r.user || p != r.pass {
@@ -115,10 +129,16 @@ func NewRegistry(t testing.TB, user, pass string) *Registry {
 		}
 		reg.ServeHTTP(w, req)
 	}))
+	r.srv.Listener.Close()
+	r.srv.Listener = ln
+	r.srv.Start()
 	t.Cleanup(r.srv.Close)
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
 	return r
 }
+
+// Served counts the requests the registry answered (pushes included).
+func (r *Registry) Served() int64 { return r.served.Load() }
 
 // Push stores img as repo:tag and returns its reference.
 func (r *Registry) Push(t testing.TB, repo, tag string, img v1.Image) string {
