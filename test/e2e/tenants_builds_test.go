@@ -133,4 +133,3 @@ func e2bRequestBuild(t *testing.T, d *harness.Daemon, key, name string) (string,
 	}
 	return out.TemplateID, out.BuildID
 }
-
