@@ -133,3 +133,35 @@ func e2bRequestBuild(t *testing.T, d *harness.Daemon, key, name string) (string,
 	}
 	return out.TemplateID, out.BuildID
 }
+
+// TestBuildQuotaRestart: the node's default builds quota
+// (SPACE_TENANT_MAX_BUILDS=1) binds a tenant that sets none, and a build
+// cut off by a restart of spaced (kill -9) ends failed and holds nothing
+// after it: the tenant builds again.
+func TestBuildQuotaRestart(t *testing.T) {
+	need(t)
+	t.Parallel()
+	d := ownDaemon(t, harness.Options{Name: "buildquota", CIDR: "10.241.200.0/22", NoPool: true,
+		Env: []string{"SPACE_TENANT_MAX_BUILDS=1"}})
+	c, key := newTenant(t, d, "restarted", client.Quotas{})
+	base := &client.BuildFrom{Template: "base"}
+	marker := "held-build-runs-" + harness.RandHex(4)
+	held := startBuildAs(t, c, client.BuildRequest{Name: "quota-restart-" + harness.RandHex(4), From: base,
+		Steps: []client.BuildStep{{Run: "echo " + marker + "; sleep 600", NoCache: true}}})
+	waitBuildLog(t, c, held.ID, marker)
+	resp, body := do(t, d, "POST", "/v1/builds", client.BuildRequest{Name: "quota-restart-" + harness.RandHex(4), From: base,
+		Steps: []client.BuildStep{{Run: "true"}}}, bearer(key.Key))
+	wantQuota(t, "a second build at the node's default of 1", parseRefusal(t, resp, body, false), false, "builds", 1, 1, 1)
+
+	d.Kill9()
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if b := waitBuildAs(t, c, held.ID); b.State != client.BuildStateFailed || b.Error == nil || !strings.Contains(b.Error.Message, "restart") {
+		t.Fatalf("the build cut off by the restart: %+v, want failed by the restart", b)
+	}
+	if u := usageOf(t, c); u.Builds != 0 {
+		t.Errorf("usage after the restart: %+v, want no build", u)
+	}
+	buildAs(t, c, "quota-restart-"+harness.RandHex(4), client.BuildStep{Run: "true", NoCache: true})
+}
