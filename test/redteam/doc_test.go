@@ -39,8 +39,8 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("control-plane", tenantAttempts(t, nil))...)
 	out = append(out, tag("control-plane", abuseAttempts(func() *client.Sandbox { return nil }))...)
 	out = append(out, tag("network", networkAttempts())...)
-	out = append(out, tag("build", buildAttempts())...)
 	out = append(out, tag("build", buildQuotaAttempts())...)
+	out = append(out, tag("build", buildAttempts())...)
 	return out
 }
 
@@ -85,8 +85,8 @@ var families = map[string]string{
 	"cp-oversized-body":      "request bodies beyond the JSON body limits",
 	"cp-slow-clients":        "slow and idle connections held open",
 	"cp-sse-unread":          "event streams that are never read",
-	"build-net-host":         "a template build's step reaches the host",
 	"build-quota":            "start more template builds (each step in a build sandbox) than the tenant's quotas allow, in one burst",
+	"build-net-host":         "a template build's step reaches the host",
 }
 
 const (
