@@ -11,9 +11,12 @@ import (
 // Quotas bound what a tenant may hold at once: 0 means the daemon's
 // default, -1 no limit.
 type Quotas struct {
-	Sandboxes       int `json:"sandboxes,omitempty"`
-	VCPU            int `json:"vcpu,omitempty"`
-	MemoryMB        int `json:"memory_mb,omitempty"`
+	Sandboxes int `json:"sandboxes,omitempty"`
+	VCPU      int `json:"vcpu,omitempty"`
+	MemoryMB  int `json:"memory_mb,omitempty"`
+	// Builds bounds template builds queued or running at once (their
+	// vCPUs and memory count in VCPU and MemoryMB).
+	Builds          int `json:"builds,omitempty"`
 	PausedSandboxes int `json:"paused_sandboxes,omitempty"`
 	// PausedMB, SnapshotMB and TemplateMB bound the MiB that paused
 	// sandboxes' checkpoints, snapshots and templates' builds take.
@@ -31,6 +34,7 @@ type Usage struct {
 	Sandboxes       int `json:"sandboxes"`
 	VCPU            int `json:"vcpu"`
 	MemoryMB        int `json:"memory_mb"`
+	Builds          int `json:"builds"`
 	PausedSandboxes int `json:"paused_sandboxes"`
 	PausedMB        int `json:"paused_mb"`
 	Snapshots       int `json:"snapshots"`

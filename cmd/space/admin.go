@@ -35,8 +35,9 @@ func (a *app) adminCmd() *cobra.Command {
 func quotaFlags(cmd *cobra.Command, q *client.Quotas) {
 	f := cmd.Flags()
 	f.IntVar(&q.Sandboxes, "max-sandboxes", 0, "running sandboxes at once (0: the daemon's default, -1: no limit)")
-	f.IntVar(&q.VCPU, "max-vcpu", 0, "vCPUs of its running sandboxes")
-	f.IntVar(&q.MemoryMB, "max-memory-mb", 0, "memory (MB) of its running sandboxes")
+	f.IntVar(&q.VCPU, "max-vcpu", 0, "vCPUs of its running sandboxes and builds")
+	f.IntVar(&q.MemoryMB, "max-memory-mb", 0, "memory (MB) of its running sandboxes and builds")
+	f.IntVar(&q.Builds, "max-builds", 0, "template builds queued or running at once")
 	f.IntVar(&q.PausedSandboxes, "max-paused", 0, "paused sandboxes kept")
 	f.IntVar(&q.PausedMB, "max-paused-mb", 0, "MiB their checkpoints take in the object store")
 	f.IntVar(&q.Snapshots, "max-snapshots", 0, "snapshots kept")
@@ -85,7 +86,7 @@ func (a *app) tenantLsCmd() *cobra.Command {
 				return writeJSON(a.stdout, ts)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tSANDBOXES\tVCPU\tMEMORY MB\tPAUSED\tSNAPSHOTS\tTEMPLATES\tCREATES/S")
+			fmt.Fprintln(tw, "TENANT\tSANDBOXES\tVCPU\tMEMORY MB\tBUILDS\tPAUSED\tSNAPSHOTS\tTEMPLATES\tCREATES/S")
 			lim := func(n int) string {
 				if n <= 0 {
 					return "-"
@@ -97,8 +98,8 @@ func (a *app) tenantLsCmd() *cobra.Command {
 				if t.Usage != nil {
 					u = *t.Usage
 				}
-				fmt.Fprintf(tw, "%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%g\n", t.ID, u.Sandboxes, lim(q.Sandboxes), u.VCPU, lim(q.VCPU),
-					u.MemoryMB, lim(q.MemoryMB), u.PausedSandboxes, lim(q.PausedSandboxes), u.Snapshots, lim(q.Snapshots),
+				fmt.Fprintf(tw, "%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\t%g\n", t.ID, u.Sandboxes, lim(q.Sandboxes), u.VCPU, lim(q.VCPU),
+					u.MemoryMB, lim(q.MemoryMB), u.Builds, lim(q.Builds), u.PausedSandboxes, lim(q.PausedSandboxes), u.Snapshots, lim(q.Snapshots),
 					u.Templates, lim(q.Templates), q.CreatesPerSecond)
 			}
 			return tw.Flush()

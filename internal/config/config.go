@@ -50,7 +50,7 @@ type Config struct {
 	VolumeDefaultMB int
 	VolumeMaxMB     int
 	// TenantQuotas are the quotas of a tenant that sets none of its own
-	// (SPACE_TENANT_MAX_SANDBOXES, _MAX_VCPU, _MAX_MEMORY_MB, _MAX_PAUSED,
+	// (SPACE_TENANT_MAX_SANDBOXES, _MAX_VCPU, _MAX_MEMORY_MB, _MAX_BUILDS, _MAX_PAUSED,
 	// _MAX_PAUSED_MB, _MAX_SNAPSHOTS, _MAX_SNAPSHOT_MB, _MAX_TEMPLATES,
 	// _MAX_TEMPLATE_MB, SPACE_TENANT_CREATES_PER_SECOND, _CREATES_BURST;
 	// 0: no limit). They bind issued keys, never the admin key.
@@ -200,7 +200,9 @@ func Default() Config {
 		DefaultDiskMB:   1024,
 		VolumeDefaultMB: 1024,
 		VolumeMaxMB:     64 << 10,
-		TenantQuotas: store.Quotas{Sandboxes: 100, PausedSandboxes: 1000, Snapshots: 1000, Templates: 100,
+		// Builds: a tenant's builds past 2 are refused, not queued without
+		// bound behind the node's build slots (SPACE_TEMPLATE_BUILDS).
+		TenantQuotas: store.Quotas{Sandboxes: 100, Builds: 2, PausedSandboxes: 1000, Snapshots: 1000, Templates: 100,
 			CreatesPerSecond: 20, CreatesBurst: 40},
 		AuditRetention:      30 * 24 * time.Hour,
 		DefaultMaxProcesses: 1024,
@@ -343,6 +345,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 		"SPACE_TENANT_MAX_SANDBOXES":   &c.TenantQuotas.Sandboxes,
 		"SPACE_TENANT_MAX_VCPU":        &c.TenantQuotas.VCPU,
 		"SPACE_TENANT_MAX_MEMORY_MB":   &c.TenantQuotas.MemoryMB,
+		"SPACE_TENANT_MAX_BUILDS":      &c.TenantQuotas.Builds,
 		"SPACE_TENANT_MAX_PAUSED":      &c.TenantQuotas.PausedSandboxes,
 		"SPACE_TENANT_MAX_PAUSED_MB":   &c.TenantQuotas.PausedMB,
 		"SPACE_TENANT_MAX_SNAPSHOTS":   &c.TenantQuotas.Snapshots,

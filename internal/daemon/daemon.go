@@ -515,6 +515,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Engine:       engine,
 		Defaults:     runtime.Limits{CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses},
 		MaxBuilds:    cfg.TemplateBuilds,
+		ReserveBuild: svc.ReserveBuild,
 		BuildTimeout: cfg.TemplateBuildTimeout,
 		// Builds reach the internet through the egress gateway (a
 		// Dockerfile installs packages), within the platform floor.

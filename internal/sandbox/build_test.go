@@ -7,6 +7,8 @@ import (
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
 )
 
 // TestBuildBoxes: a build's sandbox boots like any other but is its
@@ -50,4 +52,58 @@ func TestBuildBoxes(t *testing.T) {
 	}
 	box.Close(ctx)
 	w.accounted()
+}
+
+// TestBuildQuota: a build holds one of its tenant's builds and its
+// vCPUs and memory beside the tenant's sandboxes, not one of its
+// sandboxes, from ReserveBuild to its release; the admin is not limited.
+func TestBuildQuota(t *testing.T) {
+	q := store.Quotas{Sandboxes: 1, Builds: 1, VCPU: 4, MemoryMB: 768}
+	w := newWorld(t, worldOptions{checkpoints: true, quotas: func(string) store.Quotas { return q }})
+	ctx := tenant.NewContext(context.Background(), tenant.Principal{Tenant: "acme", Key: "k1"})
+	usage := func(want tenant.Usage) {
+		t.Helper()
+		if u, err := w.svc.Usage(ctx, "acme"); err != nil || u != want {
+			t.Fatalf("usage %+v, %v; want %+v", u, err, want)
+		}
+	}
+	refused := func(what string, err error, quota string) {
+		t.Helper()
+		if d, _ := errdefs.Details(err).(map[string]any); errdefs.Class(err) != errdefs.ErrQuotaExceeded || d["quota"] != quota {
+			t.Fatalf("%s: %v (%v), want a refusal naming %s", what, err, errdefs.Details(err), quota)
+		}
+	}
+	release, err := w.svc.ReserveBuild(ctx, 2, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage(tenant.Usage{Builds: 1, VCPU: 2, MemoryMB: 512})
+	_, err = w.svc.ReserveBuild(ctx, 1, 128)
+	refused("a second build at builds=1", err, "builds")
+	// At its sandboxes quota a tenant still builds, and a sandbox does not
+	// count the build among the sandboxes; their memory adds up.
+	sb, err := w.svc.Create(ctx, CreateRequest{CPU: 1, MemoryMB: 256})
+	if err != nil {
+		t.Fatalf("a sandbox beside a build: %v", err)
+	}
+	usage(tenant.Usage{Sandboxes: 1, Builds: 1, VCPU: 3, MemoryMB: 768})
+	release()
+	release() // a second release gives back nothing more
+	usage(tenant.Usage{Sandboxes: 1, VCPU: 1, MemoryMB: 256})
+	_, err = w.svc.ReserveBuild(ctx, 1, 1024)
+	refused("a build over memory_mb beside a sandbox", err, "memory_mb")
+	release, err = w.svc.ReserveBuild(ctx, 1, 512)
+	if err != nil {
+		t.Fatalf("a build at the sandboxes quota: %v", err)
+	}
+	_, err = w.svc.Create(ctx, CreateRequest{CPU: 1, MemoryMB: 128})
+	refused("a second sandbox", err, "sandboxes")
+	admin, err := w.svc.ReserveBuild(tenant.NewContext(context.Background(), tenant.Admin), 8, 8192)
+	if err != nil {
+		t.Fatalf("the admin's build: %v", err)
+	}
+	admin()
+	release()
+	usage(tenant.Usage{Sandboxes: 1, VCPU: 1, MemoryMB: 256})
+	w.accounted(sb.ID)
 }

@@ -49,7 +49,8 @@ func (s *Service) consumeLocked(r *reservation, part tenant.Usage) {
 	if r == nil {
 		return
 	}
-	part = tenant.Usage{Sandboxes: min(part.Sandboxes, r.use.Sandboxes), VCPU: min(part.VCPU, r.use.VCPU), MemoryMB: min(part.MemoryMB, r.use.MemoryMB)}
+	part = tenant.Usage{Sandboxes: min(part.Sandboxes, r.use.Sandboxes), Builds: min(part.Builds, r.use.Builds),
+		VCPU: min(part.VCPU, r.use.VCPU), MemoryMB: min(part.MemoryMB, r.use.MemoryMB)}
 	r.use = r.use.Minus(part)
 	s.reserved[r.tenant] = s.reserved[r.tenant].Minus(part)
 }
@@ -64,7 +65,23 @@ func (s *Service) release(r *reservation) {
 	s.mu.Unlock()
 }
 
-// usageLocked is what tenant t's live sandboxes and creates in flight hold.
+// ReserveBuild takes one build, of cpu vCPUs and memoryMB MiB, from the
+// quotas of ctx's tenant (builds, vcpu, memory_mb), or answers
+// ErrQuotaExceeded naming the quota. The build holds it from its
+// submission to its end, queued or running, whichever of its step
+// sandboxes runs: held beside the tenant's sandboxes under the same lock,
+// so builds and creates at once cannot all pass one count, and a build
+// never fails half-way on its tenant's quota. release gives it back.
+func (s *Service) ReserveBuild(ctx context.Context, cpu, memoryMB int) (release func(), err error) {
+	r, err := s.reserve(ctx, tenant.Usage{Builds: 1, VCPU: cpu, MemoryMB: memoryMB})
+	if err != nil {
+		return nil, err
+	}
+	return func() { s.release(r) }, nil
+}
+
+// usageLocked is what tenant t's live sandboxes, creates in flight and
+// builds hold.
 func (s *Service) usageLocked(t string) tenant.Usage {
 	use := s.reserved[t]
 	for _, e := range s.live {

@@ -23,6 +23,10 @@ type Quotas struct {
 	// VCPU and MemoryMB: the sum of the limits of its running sandboxes.
 	VCPU     int `json:"vcpu,omitempty"`
 	MemoryMB int `json:"memory_mb,omitempty"`
+	// Builds: template builds queued or running at once. A build's
+	// sandboxes are not among Sandboxes; its vCPUs and memory count in
+	// VCPU and MemoryMB from its submission to its end.
+	Builds int `json:"builds,omitempty"`
 	// PausedSandboxes: paused sandboxes kept at once (each holds its
 	// checkpoint in the object store); PausedMB: the MiB their
 	// checkpoints take there.

@@ -71,14 +71,33 @@ type pending struct {
 // its source: a registry image is looked up now, so a missing image or
 // credential is the caller's error, not a failed build) and queues it.
 func (s *Service) StartBuild(ctx context.Context, req BuildRequest) (*store.Build, error) {
-	b, err := s.newBuild(ctx, req, store.BuildQueued)
+	hold, err := s.reserve(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.submit(ctx, b, req); err != nil {
+	b, err := s.newBuild(ctx, req, store.BuildQueued)
+	if err != nil {
+		hold()
+		return nil, err
+	}
+	if err := s.submit(ctx, b, req, hold); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// reserve takes the build req asks for from its tenant's quotas before
+// anything of it is made (a refused build leaves no record, and a waiting
+// one stays waiting); the build gives it back when it ends.
+func (s *Service) reserve(ctx context.Context, req BuildRequest) (release func(), err error) {
+	limits, err := req.limits(s.cfg.Defaults)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.ReserveBuild == nil {
+		return func() {}, nil
+	}
+	return s.cfg.ReserveBuild(ctx, limits.CPUs, limits.MemoryMB)
 }
 
 // RequestBuild makes a build that waits for its recipe (E2B's first call);
@@ -100,7 +119,11 @@ func (s *Service) TriggerBuild(ctx context.Context, id string, req BuildRequest)
 	if req.Network == nil {
 		req.Network = b.Network
 	}
-	if err := s.submit(ctx, b, req); err != nil {
+	hold, err := s.reserve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.submit(ctx, b, req, hold); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -182,9 +205,10 @@ func (s *Service) refuse(ctx context.Context, b *store.Build, reason error) {
 
 // submit validates the recipe, resolves its source and queues the build.
 // What the build will use (its file sets, its source's layers) is pinned
-// before it is looked up, until the build ends.
-func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest) error {
-	var releases []func()
+// before it is looked up, until the build ends; hold, its share of its
+// tenant's quotas, is released then too (or at once if it is refused).
+func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest, hold func()) error {
+	releases := []func(){hold}
 	release := func() {
 		for _, r := range releases {
 			r()

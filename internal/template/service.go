@@ -69,6 +69,10 @@ type Config struct {
 	Defaults runtime.Limits
 	// MaxBuilds bounds builds running at once (more wait, queued).
 	MaxBuilds int
+	// ReserveBuild takes a build of cpu vCPUs and memoryMB MiB from the
+	// quotas of ctx's tenant (the sandbox service's ReserveBuild), or
+	// refuses it; the build gives it back when it ends. nil: no quotas.
+	ReserveBuild func(ctx context.Context, cpu, memoryMB int) (release func(), err error)
 	// BuildTimeout bounds one build.
 	BuildTimeout time.Duration
 	// Network is the egress policy of build steps when a build names none.

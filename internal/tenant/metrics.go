@@ -18,8 +18,9 @@ type Collector struct {
 // usageHelp says what each quota's series counts.
 var usageHelp = map[string]string{
 	"sandboxes":        "Running sandboxes of a tenant (creates in flight included).",
-	"vcpu":             "Sum of the cpu limits of a tenant's running sandboxes.",
-	"memory_mb":        "Sum of the memory limits of a tenant's running sandboxes.",
+	"builds":           "Template builds of a tenant, queued or running.",
+	"vcpu":             "Sum of the cpu limits of a tenant's running sandboxes and builds.",
+	"memory_mb":        "Sum of the memory limits of a tenant's running sandboxes and builds.",
 	"paused_sandboxes": "Paused sandboxes of a tenant.",
 	"paused_mb":        "MiB the checkpoints of a tenant's paused sandboxes take in the object store.",
 	"snapshots":        "Snapshots of a tenant.",

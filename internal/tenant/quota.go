@@ -18,6 +18,9 @@ type Usage struct {
 	Sandboxes int `json:"sandboxes"`
 	VCPU      int `json:"vcpu"`
 	MemoryMB  int `json:"memory_mb"`
+	// Builds: template builds queued or running (their vCPUs and memory
+	// are in VCPU and MemoryMB).
+	Builds int `json:"builds"`
 	// PausedSandboxes and PausedMB: paused sandboxes and the size of
 	// their checkpoints in the object store.
 	PausedSandboxes int `json:"paused_sandboxes"`
@@ -51,6 +54,7 @@ type quota struct {
 // looks at them.
 var quotas = []quota{
 	{"sandboxes", func(q *store.Quotas) *int { return &q.Sandboxes }, func(u *Usage) *int { return &u.Sandboxes }},
+	{"builds", func(q *store.Quotas) *int { return &q.Builds }, func(u *Usage) *int { return &u.Builds }},
 	{"vcpu", func(q *store.Quotas) *int { return &q.VCPU }, func(u *Usage) *int { return &u.VCPU }},
 	{"memory_mb", func(q *store.Quotas) *int { return &q.MemoryMB }, func(u *Usage) *int { return &u.MemoryMB }},
 	{"paused_sandboxes", func(q *store.Quotas) *int { return &q.PausedSandboxes }, func(u *Usage) *int { return &u.PausedSandboxes }},

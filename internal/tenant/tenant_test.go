@@ -30,7 +30,7 @@ func newService(t *testing.T, defaults store.Quotas) (*Service, *store.Bolt) {
 }
 
 func TestCheck(t *testing.T) {
-	q := store.Quotas{Sandboxes: 2, VCPU: 4, MemoryMB: 1024, PausedSandboxes: 1, PausedMB: 1024,
+	q := store.Quotas{Sandboxes: 2, VCPU: 4, MemoryMB: 1024, Builds: 1, PausedSandboxes: 1, PausedMB: 1024,
 		Snapshots: 3, SnapshotMB: 2048, Templates: 2, TemplateMB: 500}
 	for _, tc := range []struct {
 		name      string
@@ -47,6 +47,12 @@ func TestCheck(t *testing.T) {
 		{"snapshot bytes", Usage{Snapshots: 1, SnapshotMB: 2000}, Usage{Snapshots: 1, SnapshotMB: 100}, "snapshot_mb"},
 		{"templates", Usage{Templates: 2}, Usage{Templates: 1, TemplateMB: 1}, "templates"},
 		{"template bytes", Usage{Templates: 1, TemplateMB: 500}, Usage{TemplateMB: 1}, "template_mb"},
+		{"builds", Usage{Builds: 1, VCPU: 1, MemoryMB: 256}, Usage{Builds: 1, VCPU: 1, MemoryMB: 256}, "builds"},
+		{"a build's vcpu", Usage{Sandboxes: 1, VCPU: 3}, Usage{Builds: 1, VCPU: 2, MemoryMB: 256}, "vcpu"},
+		{"a build's memory", Usage{Sandboxes: 1, MemoryMB: 1000}, Usage{Builds: 1, VCPU: 1, MemoryMB: 256}, "memory_mb"},
+		// A build is not a sandbox: a tenant at its sandboxes quota builds.
+		{"a build at the sandboxes quota", Usage{Sandboxes: 2, VCPU: 2, MemoryMB: 512}, Usage{Builds: 1, VCPU: 1, MemoryMB: 256}, ""},
+		{"a sandbox beside a build", Usage{Sandboxes: 1, Builds: 1, VCPU: 2, MemoryMB: 512}, Usage{Sandboxes: 1, VCPU: 1, MemoryMB: 256}, ""},
 		{"room for a snapshot", Usage{Snapshots: 2, SnapshotMB: 100}, Usage{Snapshots: 1, SnapshotMB: 100}, ""},
 		{"over one quota does not block what adds nothing to it", Usage{Sandboxes: 5}, Usage{PausedSandboxes: 1}, ""},
 	} {
@@ -194,6 +200,8 @@ func TestQuotaValues(t *testing.T) {
 		{store.Quotas{VCPU: -5}, false},
 		{store.Quotas{MemoryMB: -1024}, false},
 		{store.Quotas{PausedSandboxes: -3}, false},
+		{store.Quotas{Builds: -1}, true},
+		{store.Quotas{Builds: -2}, false},
 		{store.Quotas{CreatesBurst: -2}, false},
 		{store.Quotas{CreatesPerSecond: -0.5}, false},
 	} {

@@ -53,6 +53,7 @@ func TestTenants(t *testing.T) {
 		{"SnapshotQuotas", testTenantSnapshotQuotas},
 		{"PausedBytes", testTenantPausedBytes},
 		{"TemplateQuotas", testTenantTemplateQuotas},
+		{"BuildQuota", testTenantBuildQuota},
 		{"Metrics", testTenantMetrics},
 		{"AuditPublic", testTenantAuditPublic},
 		{"CLI", testTenantCLI},

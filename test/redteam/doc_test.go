@@ -39,6 +39,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("control-plane", tenantAttempts(t, nil))...)
 	out = append(out, tag("control-plane", abuseAttempts(func() *client.Sandbox { return nil }))...)
 	out = append(out, tag("network", networkAttempts())...)
+	out = append(out, tag("build", buildQuotaAttempts())...)
 	out = append(out, tag("build", buildAttempts())...)
 	out = append(out, tag("build", imageLinkAttempts())...)
 	out = append(out, tag("build", dialAttempts())...)
@@ -86,6 +87,7 @@ var families = map[string]string{
 	"cp-oversized-body":      "request bodies beyond the JSON body limits",
 	"cp-slow-clients":        "slow and idle connections held open",
 	"cp-sse-unread":          "event streams that are never read",
+	"build-quota":            "start more template builds (each step in a build sandbox) than the tenant's quotas allow, in one burst",
 	"build-net-host":         "a template build's step reaches the host",
 	"build-image-links":      "a build step links an image directory that host code writes into (/usr/local/bin gets the agent, an empty /tmp a marker) out of the image to a host directory, once one that exists and once one that does not, so that the build's end or the host's files would show the host being resolved",
 	"build-pull-host":        "make spaced itself connect to the host's own addresses: a template's source image in a registry at each of them, through each build route",

@@ -577,7 +577,7 @@ func testVolumeNames(t *testing.T, c store.Catalog) {
 func testTenants(t *testing.T, c store.Catalog) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	ten := &store.Tenant{ID: "acme", Name: "Acme", CreatedAt: now, Quotas: store.Quotas{Sandboxes: 5}}
+	ten := &store.Tenant{ID: "acme", Name: "Acme", CreatedAt: now, Quotas: store.Quotas{Sandboxes: 5, Builds: 2}}
 	if err := c.CreateTenant(ctx, ten); err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +591,7 @@ func testTenants(t *testing.T, c store.Catalog) {
 	if err := c.UpdateTenant(ctx, ten); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetTenant(ctx, "acme"); err != nil || got.Quotas.Sandboxes != 9 {
+	if got, err := c.GetTenant(ctx, "acme"); err != nil || got.Quotas.Sandboxes != 9 || got.Quotas.Builds != 2 {
 		t.Fatalf("tenant: %+v, %v", got, err)
 	}
 	if err := c.UpdateTenant(ctx, &store.Tenant{ID: "nobody"}); !errors.Is(err, errdefs.ErrNotFound) {

@@ -272,6 +272,7 @@ const quotaRows = [
   ["sandboxes", "Running sandboxes"],
   ["vcpu", "vCPUs"],
   ["memory_mb", "Memory (MiB)"],
+  ["builds", "Template builds"],
   ["paused_sandboxes", "Paused sandboxes"],
   ["paused_mb", "Paused sandboxes' checkpoints (MiB)"],
   ["snapshots", "Snapshots"],
