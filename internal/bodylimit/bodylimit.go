@@ -40,25 +40,42 @@ type Limits struct {
 	mux    *http.ServeMux
 	limits map[string]int64
 	def    int64
+	// admit are checks of a declared length within the limit, by route
+	// (the node's free disk for an upload).
+	admit map[string]func(n int64) error
 }
 
 // New returns the table: def for every route, except those in routes.
 func New(def int64, routes map[string]int64) *Limits {
-	l := &Limits{mux: http.NewServeMux(), limits: routes, def: def}
+	l := &Limits{mux: http.NewServeMux(), limits: routes, def: def, admit: map[string]func(int64) error{}}
 	for pattern := range routes {
 		l.mux.Handle(pattern, http.NotFoundHandler())
 	}
 	return l
 }
 
+// Admit adds a check of route pattern (one of New's) that a body's
+// declared length must pass, within the limit, before a byte of it is
+// read: whether the node has the disk for it, say. Its error is answered
+// as the route's refusal is.
+func (l *Limits) Admit(pattern string, check func(n int64) error) *Limits {
+	l.admit[pattern] = check
+	return l
+}
+
 // Of is r's limit (Unbounded or bytes).
 func (l *Limits) Of(r *http.Request) int64 {
+	n, _ := l.of(r)
+	return n
+}
+
+func (l *Limits) of(r *http.Request) (int64, string) {
 	if _, pattern := l.mux.Handler(r); pattern != "" {
 		if n, ok := l.limits[pattern]; ok {
-			return n
+			return n, pattern
 		}
 	}
-	return l.def
+	return l.def, ""
 }
 
 // TooLarge is the error of a body over its limit (class ErrTooLarge,
@@ -72,24 +89,18 @@ func TooLarge(limit int64) error {
 // API's own error format.
 func (l *Limits) Wrap(next http.Handler, refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit := l.Of(r)
+		limit, pattern := l.of(r)
+		var admitErr error
+		if check := l.admit[pattern]; check != nil && r.ContentLength > 0 && r.ContentLength <= limit {
+			admitErr = check(r.ContentLength)
+		}
 		switch {
 		case limit == Unbounded || r.Body == nil || r.Body == http.NoBody:
 			next.ServeHTTP(w, r)
 		case r.ContentLength > limit:
-			// Refused on its declared length: nothing of it is read,
-			// but a small one is dropped after the answer so that a
-			// client that writes first, then reads, reads the 413.
-			rc := http.NewResponseController(w)
-			drain := r.ContentLength <= Drain && r.Header.Get("Expect") == ""
-			if drain {
-				rc.EnableFullDuplex()
-			}
-			refuse(w, r, TooLarge(limit))
-			if drain {
-				rc.Flush()
-				discard(rc, r.Body, r.ContentLength)
-			}
+			refuseDeclared(w, r, refuse, TooLarge(limit))
+		case admitErr != nil:
+			refuseDeclared(w, r, refuse, admitErr)
 		case r.ContentLength >= 0:
 			// Declared within the limit: the server reads no more than
 			// the declared length.
@@ -110,6 +121,22 @@ func (l *Limits) Wrap(next http.Handler, refuse func(http.ResponseWriter, *http.
 			}
 		}
 	})
+}
+
+// refuseDeclared answers err to a body refused on its declared length:
+// nothing of it is read, but a small one is dropped after the answer so
+// that a client that writes first, then reads, reads the refusal.
+func refuseDeclared(w http.ResponseWriter, r *http.Request, refuse func(http.ResponseWriter, *http.Request, error), err error) {
+	rc := http.NewResponseController(w)
+	drain := r.ContentLength <= Drain && r.Header.Get("Expect") == ""
+	if drain {
+		rc.EnableFullDuplex()
+	}
+	refuse(w, r, err)
+	if drain {
+		rc.Flush()
+		discard(rc, r.Body, r.ContentLength)
+	}
 }
 
 // discard reads and drops at most n bytes of body, for a bounded time.

@@ -24,6 +24,11 @@ func server(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	limits := New(1<<10, map[string]int64{
 		"PUT /upload/{x}": 64 << 10,
 		"PUT /stream":     Unbounded,
+	}).Admit("PUT /upload/{x}", func(n int64) error {
+		if n > 32<<10 {
+			return errdefs.New(errdefs.ErrNoSpace, "the node's disk is too full to take this")
+		}
+		return nil
 	})
 	h := func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)
@@ -86,7 +91,8 @@ func TestWrap(t *testing.T) {
 		{name: "json within", method: "POST", path: "/json", size: 100, want: 200, maxRead: 100},
 		{name: "json declared over", method: "POST", path: "/json", size: 4 << 10, want: 413, maxRead: 0},
 		{name: "json chunked over", method: "POST", path: "/json", size: 4 << 10, chunked: true, want: 413, maxRead: 1 << 10},
-		{name: "upload within", method: "PUT", path: "/upload/a", size: 64 << 10, want: 200, maxRead: 64 << 10},
+		{name: "upload within", method: "PUT", path: "/upload/a", size: 32 << 10, want: 200, maxRead: 32 << 10},
+		{name: "upload not admitted", method: "PUT", path: "/upload/a", size: 64 << 10, want: 507, maxRead: 0},
 		{name: "upload declared over", method: "PUT", path: "/upload/a", size: 64<<10 + 1, want: 413, maxRead: 0},
 		{name: "upload chunked over", method: "PUT", path: "/upload/a", size: 1 << 20, chunked: true, want: 413, maxRead: 64 << 10},
 		{name: "stream unbounded", method: "PUT", path: "/stream", size: 2 << 20, chunked: true, want: 200, maxRead: 2 << 20},
@@ -109,6 +115,9 @@ func TestWrap(t *testing.T) {
 			}
 			if tc.want == 413 && !strings.Contains(string(b), "too_large") {
 				t.Errorf("413 body %s does not name the limit", b)
+			}
+			if tc.want == 507 && !strings.Contains(string(b), "disk") {
+				t.Errorf("507 body %s does not say why", b)
 			}
 			if got := read.Load(); got > tc.maxRead {
 				t.Errorf("the handler read %d bytes, want at most %d", got, tc.maxRead)

@@ -50,6 +50,13 @@ func (g *diskGuard) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// AdmitUpload refuses (507) an upload of n bytes the node's disk cannot
+// take above its floor: the API layers ask it on a declared length before
+// the body is read.
+func (s *Service) AdmitUpload(n int64) error {
+	return checkDisk(s.art.work, s.cfg.DiskFloor, n)
+}
+
 // checkDisk refuses (507) a write of need bytes into dir's filesystem that
 // would leave less than floor free; floor 0 is the node's default floor
 // (admission's: 5% of the filesystem, at most 2 GiB).

@@ -186,7 +186,16 @@ func TestPutFilesDiskFloor(t *testing.T) {
 	if n := dirBytes(t, full.s.art.work); n != 0 {
 		t.Errorf("%d bytes left in the work dir", n)
 	}
+	if err := full.s.AdmitUpload(1); errdefs.Class(err) != errdefs.ErrNoSpace {
+		t.Errorf("AdmitUpload on a full disk: %v, want no space", err)
+	}
 	roomy := newTestService(t, func(c *Config) { c.DiskFloor = 1 })
+	if err := roomy.s.AdmitUpload(1 << 20); err != nil {
+		t.Errorf("AdmitUpload with room: %v", err)
+	}
+	if err := roomy.s.AdmitUpload(1 << 62); errdefs.Class(err) != errdefs.ErrNoSpace {
+		t.Errorf("AdmitUpload of more than the disk: %v, want no space", err)
+	}
 	if err := roomy.s.PutFiles(ctx, hash, bytes.NewReader(data), true, 1<<20); err != nil {
 		t.Fatalf("an upload with room: %v", err)
 	}
