@@ -52,9 +52,11 @@ func (g *diskGuard) Write(p []byte) (int, error) {
 
 // AdmitUpload refuses (507) an upload of n bytes the node's disk cannot
 // take above its floor: the API layers ask it on a declared length before
-// the body is read.
+// the body is read. An upload takes its size twice while it is stored (the
+// local copy, and the object store's, which is a directory of this node by
+// default).
 func (s *Service) AdmitUpload(n int64) error {
-	return checkDisk(s.art.work, s.cfg.DiskFloor, n)
+	return checkDisk(s.art.work, s.cfg.DiskFloor, 2*n)
 }
 
 // checkDisk refuses (507) a write of need bytes into dir's filesystem that
