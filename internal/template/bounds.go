@@ -2,6 +2,7 @@ package template
 
 import (
 	"io"
+	"math"
 	"sync"
 
 	"github.com/spacesandbox/space/internal/admission"
@@ -56,7 +57,7 @@ func (g *diskGuard) Write(p []byte) (int, error) {
 // local copy, and the object store's, which is a directory of this node by
 // default).
 func (s *Service) AdmitUpload(n int64) error {
-	return checkDisk(s.art.work, s.cfg.DiskFloor, 2*n)
+	return checkDisk(s.art.work, s.cfg.DiskFloor, min(n, math.MaxInt64/2)*2)
 }
 
 // checkDisk refuses (507) a write of need bytes into dir's filesystem that
