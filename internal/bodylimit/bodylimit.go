@@ -43,11 +43,13 @@ type Limits struct {
 	// admit are checks of a declared length within the limit, by route
 	// (the node's free disk for an upload).
 	admit map[string]func(n int64) error
+	// settings name the setting a route's limit is, for the refusal.
+	settings map[string]string
 }
 
 // New returns the table: def for every route, except those in routes.
 func New(def int64, routes map[string]int64) *Limits {
-	l := &Limits{mux: http.NewServeMux(), limits: routes, def: def, admit: map[string]func(int64) error{}}
+	l := &Limits{mux: http.NewServeMux(), limits: routes, def: def, admit: map[string]func(int64) error{}, settings: map[string]string{}}
 	for pattern := range routes {
 		l.mux.Handle(pattern, http.NotFoundHandler())
 	}
@@ -60,6 +62,13 @@ func New(def int64, routes map[string]int64) *Limits {
 // as the route's refusal is.
 func (l *Limits) Admit(pattern string, check func(n int64) error) *Limits {
 	l.admit[pattern] = check
+	return l
+}
+
+// Setting names the setting route pattern's limit is (an environment
+// variable), which its refusal then names.
+func (l *Limits) Setting(pattern, name string) *Limits {
+	l.settings[pattern] = name
 	return l
 }
 
@@ -81,8 +90,11 @@ func (l *Limits) of(r *http.Request) (int64, string) {
 // TooLarge is the error of a body over its limit (class ErrTooLarge,
 // answered 413); it also matches *http.MaxBytesError, which handlers that
 // read JSON look for.
-func TooLarge(limit int64) error {
-	return errdefs.Wrap(errdefs.ErrTooLarge, &http.MaxBytesError{Limit: limit}, "the request body is larger than this route's limit of %d bytes", limit)
+func TooLarge(limit int64, setting string) error {
+	if setting != "" {
+		setting = " (" + setting + ")"
+	}
+	return errdefs.Wrap(errdefs.ErrTooLarge, &http.MaxBytesError{Limit: limit}, "the request body is larger than this route's limit of %d bytes%s", limit, setting)
 }
 
 // Wrap bounds the bodies next reads by l; refuse writes the 413 in the
@@ -98,7 +110,7 @@ func (l *Limits) Wrap(next http.Handler, refuse func(http.ResponseWriter, *http.
 		case limit == Unbounded || r.Body == nil || r.Body == http.NoBody:
 			next.ServeHTTP(w, r)
 		case r.ContentLength > limit:
-			refuseDeclared(w, r, refuse, TooLarge(limit))
+			refuseDeclared(w, r, refuse, TooLarge(limit, l.settings[pattern]))
 		case admitErr != nil:
 			refuseDeclared(w, r, refuse, admitErr)
 		case r.ContentLength >= 0:
@@ -111,7 +123,7 @@ func (l *Limits) Wrap(next http.Handler, refuse func(http.ResponseWriter, *http.
 			// is dropped for a client that writes before it reads.
 			rc := http.NewResponseController(w)
 			rc.EnableFullDuplex()
-			body := &limited{r: r.Body, left: limit, limit: limit}
+			body := &limited{r: r.Body, left: limit, limit: limit, setting: l.settings[pattern]}
 			orig := r.Body
 			r.Body = body
 			next.ServeHTTP(w, r)
@@ -147,15 +159,16 @@ func discard(rc *http.ResponseController, body io.Reader, n int64) {
 
 // limited is a body of unknown length that fails past limit.
 type limited struct {
-	r     io.ReadCloser
-	left  int64
-	limit int64
-	hit   bool
+	r       io.ReadCloser
+	left    int64
+	limit   int64
+	setting string
+	hit     bool
 }
 
 func (b *limited) Read(p []byte) (int, error) {
 	if b.hit {
-		return 0, TooLarge(b.limit)
+		return 0, TooLarge(b.limit, b.setting)
 	}
 	if int64(len(p)) > b.left+1 {
 		p = p[:b.left+1]
@@ -163,7 +176,7 @@ func (b *limited) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if int64(n) > b.left {
 		b.hit = true
-		return int(b.left), TooLarge(b.limit)
+		return int(b.left), TooLarge(b.limit, b.setting)
 	}
 	b.left -= int64(n)
 	return n, err

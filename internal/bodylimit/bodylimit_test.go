@@ -24,7 +24,7 @@ func server(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	limits := New(1<<10, map[string]int64{
 		"PUT /upload/{x}": 64 << 10,
 		"PUT /stream":     Unbounded,
-	}).Admit("PUT /upload/{x}", func(n int64) error {
+	}).Setting("PUT /upload/{x}", "SPACE_TEST_MAX_UPLOAD").Admit("PUT /upload/{x}", func(n int64) error {
 		if n > 32<<10 {
 			return errdefs.New(errdefs.ErrNoSpace, "the node's disk is too full to take this")
 		}
@@ -115,6 +115,9 @@ func TestWrap(t *testing.T) {
 			}
 			if tc.want == 413 && !strings.Contains(string(b), "too_large") {
 				t.Errorf("413 body %s does not name the limit", b)
+			}
+			if tc.want == 413 && strings.HasPrefix(tc.path, "/upload/") && !strings.Contains(string(b), "SPACE_TEST_MAX_UPLOAD") {
+				t.Errorf("413 body %s does not name the route's setting", b)
 			}
 			if tc.want == 507 && !strings.Contains(string(b), "disk") {
 				t.Errorf("507 body %s does not say why", b)

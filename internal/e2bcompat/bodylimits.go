@@ -18,7 +18,7 @@ func bodyLimits(maxUpload int64, templates Templates) *bodylimit.Limits {
 	l := bodylimit.New(maxJSONBody, map[string]int64{
 		"PUT /templates/{id}/files/{hash}/upload": maxUpload,
 		"PUT /volumecontent/{id}/file":            bodylimit.Unbounded,
-	})
+	}).Setting("PUT /templates/{id}/files/{hash}/upload", "SPACE_TEMPLATE_MAX_UPLOAD")
 	// An upload the node's disk cannot take is refused (507) before it is
 	// read, where the template service can say (template.Service can).
 	if a, ok := templates.(interface{ AdmitUpload(n int64) error }); ok {

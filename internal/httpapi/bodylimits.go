@@ -20,7 +20,7 @@ func bodyLimits(maxUpload int64, templates *template.Service) *bodylimit.Limits 
 		"PUT /v1/files/{hash}":           maxUpload,
 		"PUT /v1/sandboxes/{id}/files":   bodylimit.Unbounded,
 		"PUT /v1/volumes/{volume}/files": bodylimit.Unbounded,
-	})
+	}).Setting("PUT /v1/files/{hash}", "SPACE_TEMPLATE_MAX_UPLOAD")
 	if templates != nil {
 		// An upload the node's disk cannot take is refused (507) before
 		// it is read.
