@@ -45,9 +45,10 @@ const (
 const uploadStops = "a per-route body limit at both APIs' edge (internal/bodylimit): a declared length over it is answered 413 before a byte is read, an undeclared one fails at the limit, and a refused body of up to 16 MiB is drained after the answer"
 
 var upFix struct {
-	once sync.Once
-	d    *harness.Daemon
-	err  error
+	once      sync.Once
+	d         *harness.Daemon
+	templates string // its templates dir, removed after it
+	err       error
 }
 
 // uploadDaemon is the uploads' own spaced, on its own templates dir (the
@@ -61,6 +62,7 @@ func uploadDaemon(t *testing.T) *harness.Daemon {
 			upFix.err = err
 			return
 		}
+		upFix.templates = dir
 		shared := filepath.Join(testenv.TemplatesDir(), "base")
 		entries, err := os.ReadDir(shared)
 		if err == nil {
@@ -127,6 +129,9 @@ func TestUploads(t *testing.T) {
 	t.Cleanup(func() {
 		if upFix.d != nil {
 			upFix.d.Shutdown()
+		}
+		if upFix.templates != "" {
+			os.RemoveAll(upFix.templates)
 		}
 	})
 	if err := uploadControls(t, uploadDaemon(t)); err != nil {
