@@ -35,15 +35,24 @@ func ReadHost(diskPath string) (Host, error) {
 	if h.MemTotal == 0 {
 		return h, fmt.Errorf("no MemTotal in /proc/meminfo")
 	}
+	h.DiskFree, h.DiskTotal, err = ReadDisk(diskPath)
+	return h, err
+}
+
+// ReadDisk reads the free and total bytes of path's filesystem (statfs).
+func ReadDisk(path string) (free, total int64, err error) {
 	var st syscall.Statfs_t
-	if err := syscall.Statfs(diskPath, &st); err != nil {
-		return h, fmt.Errorf("statfs %s: %w", diskPath, err)
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", path, err)
 	}
-	h.DiskTotal = int64(st.Blocks) * st.Bsize
 	// Bavail: what an unprivileged writer may still use (spaced is root,
 	// but the reserved blocks are the host's last resort, not ours).
-	h.DiskFree = int64(st.Bavail) * st.Bsize
-	return h, nil
+	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
+}
+
+// DiskFloor is what must stay free of a filesystem of total bytes.
+func DiskFloor(total int64) int64 {
+	return min(int64(floorShare*float64(total)), maxDiskFloor)
 }
 
 // Settings are the operator's budgets; 0 means derived from the host.
@@ -77,7 +86,7 @@ func Resolve(s Settings, h Host, slots, pidMax int) Budget {
 		DiskBytes:   s.DiskMB << 20,
 		Sandboxes:   s.Sandboxes,
 		MemoryFloor: min(int64(floorShare*float64(h.MemTotal)), maxMemoryFloor),
-		DiskFloor:   min(int64(floorShare*float64(h.DiskTotal)), maxDiskFloor),
+		DiskFloor:   DiskFloor(h.DiskTotal),
 	}
 	if b.MemoryBytes == 0 {
 		b.MemoryBytes = int64(DefaultMemoryShare * float64(h.MemTotal))

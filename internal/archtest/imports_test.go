@@ -54,7 +54,7 @@ var layers = []layer{
 
 	// The API layers.
 	{"internal/httpapi", []string{
-		"internal/cluster", "internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"internal/bodylimit", "internal/cluster", "internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
 		"internal/tenant", "internal/volume",
 	}},
@@ -62,7 +62,7 @@ var layers = []layer{
 	// nothing of the module, as a client of the API would.
 	{"internal/console", nil},
 	{"internal/e2bcompat", []string{
-		"internal/accesstoken", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume",
 	}},
 
@@ -76,13 +76,15 @@ var layers = []layer{
 	// sandbox service's sampler; it knows no runtime.
 	{"internal/admission", []string{"internal/errdefs"}},
 	{"internal/template", []string{
-		"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/ociimage",
+		"internal/admission", "internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/ociimage",
 		"internal/recipe", "internal/rootfs", "internal/runtime", "internal/sandbox", "internal/store", "internal/tenant",
 	}},
 	// Volumes: sandboxes see them through sandbox.Volumes, so volume
 	// knows no sandbox code (it reads the records' claims from the store).
 	{"internal/volume", []string{"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/store", "internal/tenant"}},
 	{"internal/tenant", []string{"internal/errdefs", "internal/store"}},
+	// Request body limits by route, for both API layers.
+	{"internal/bodylimit", []string{"internal/errdefs"}},
 	// spaced's client of the code interpreter inside a sandbox (its own:
 	// internal/interpreter is linked into space-interpreter alone).
 	{"internal/coderun", []string{"internal/accesstoken", "internal/errdefs", "internal/sandbox"}},

@@ -126,6 +126,10 @@ type Config struct {
 	// requested, its flattened files as they stream) and each layer a
 	// step makes or an image is made of.
 	TemplateMaxImage int64
+	// TemplateMaxContext bounds what an uploaded file set expands to as a
+	// build reads it, and what one tenant's builds hold of expanded file
+	// sets on the node at once (a small gzip expands to far more).
+	TemplateMaxContext int64
 	// The node's budgets (admission control): the memory and the disk its
 	// sandboxes may take, as measured on the host, and how many it may
 	// hold; a create, resume or fork past one is refused with 503.
@@ -220,6 +224,7 @@ func Default() Config {
 		TemplateGCInterval:   time.Hour,
 		TemplateMaxUpload:    4 << 30,
 		TemplateMaxImage:     16 << 30,
+		TemplateMaxContext:   1 << 30,
 		MetricsInterval:      5 * time.Second,
 		NodeLease:            15 * time.Second,
 	}
@@ -365,7 +370,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 			*p = n
 		}
 	}
-	for k, p := range map[string]*int64{"SPACE_TEMPLATE_MAX_UPLOAD": &c.TemplateMaxUpload, "SPACE_TEMPLATE_MAX_IMAGE": &c.TemplateMaxImage} {
+	for k, p := range map[string]*int64{"SPACE_TEMPLATE_MAX_UPLOAD": &c.TemplateMaxUpload, "SPACE_TEMPLATE_MAX_IMAGE": &c.TemplateMaxImage, "SPACE_TEMPLATE_MAX_CONTEXT": &c.TemplateMaxContext} {
 		if v := getenv(k); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {

@@ -522,8 +522,11 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Network:  &store.NetworkPolicy{AllowInternet: &internet},
 		CacheTTL: cfg.TemplateCacheTTL,
 		MaxImage: cfg.TemplateMaxImage,
-		Changed:  svc.Pools().TemplateChanged,
-		Metrics:  metrics,
+		// What a file set expands to, per tenant (the node's disk floor
+		// is the work dir's, derived as admission's).
+		MaxContext: cfg.TemplateMaxContext,
+		Changed:    svc.Pools().TemplateChanged,
+		Metrics:    metrics,
 	})
 	opened.Store(tpl)
 	return tpl, err

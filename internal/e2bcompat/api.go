@@ -82,7 +82,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "no E2B route for "+r.Method+" "+r.URL.Path)
 	})
-	return mux
+	return s.limitBodies(mux)
 }
 
 // creates are the routes that start sandboxes (create, connect to a

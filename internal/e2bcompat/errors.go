@@ -55,7 +55,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) er
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &maxErr):
-		return errdefs.New(errdefs.ErrInvalidArgument, "request body is larger than %d bytes", maxJSONBody)
+		return errdefs.New(errdefs.ErrTooLarge, "request body is larger than %d bytes", maxErr.Limit)
 	case errors.As(err, &typ):
 		return errdefs.New(errdefs.ErrInvalidArgument, "field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
 	}

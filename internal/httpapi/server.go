@@ -226,7 +226,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
-	return logRequests(recoverPanics(mux))
+	return logRequests(recoverPanics(s.limitBodies(mux)))
 }
 
 // chain wraps a route's handler: authentication (the request runs as its
@@ -347,7 +347,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) er
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &maxErr):
-			return errdefs.New(errdefs.ErrInvalidArgument, "request body is larger than %d bytes", maxJSONBody)
+			return errdefs.New(errdefs.ErrTooLarge, "request body is larger than %d bytes", maxErr.Limit)
 		case errors.As(err, &syn):
 			return errdefs.New(errdefs.ErrInvalidArgument, "malformed JSON at byte %d: %v", syn.Offset, syn)
 		case errors.As(err, &typ):

@@ -252,6 +252,14 @@ func unpackLayout(file, dir string) error {
 		return err
 	}
 	defer root.Close()
+	// What is unpacked is bounded by the archive's own size: a layout's
+	// blobs are stored, not compressed, by tar, so only a sparse entry
+	// (whose holes are not in the archive) could unpack to more.
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat archive: %w", err)
+	}
+	left := st.Size()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
@@ -260,6 +268,9 @@ func unpackLayout(file, dir string) error {
 		}
 		if err != nil {
 			return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "read the OCI layout archive: %v", err)
+		}
+		if left -= max(h.Size, 0); left < 0 {
+			return errdefs.New(errdefs.ErrTooLarge, "the OCI layout archive unpacks to more than its own %d bytes (a sparse entry?): refused", st.Size())
 		}
 		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
 		if name == "" {

@@ -207,9 +207,10 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 		if err != nil {
 			return err
 		}
-		if plan, err = planCopy(files, s.Copy, r.config.Workdir, r.work); err != nil {
+		if plan, err = planCopy(files, s.Copy, r.config.Workdir, r.work, r.svc.copyBounds(r.b.Tenant)); err != nil {
 			return err
 		}
+		defer plan.release()
 		digest = plan.digest
 	}
 	key := recipe.StepKey(r.key, s, digest)

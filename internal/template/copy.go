@@ -39,12 +39,15 @@ type extraction struct {
 type copyPlan struct {
 	parts  []extraction
 	digest string
+	// release removes the parts and gives back what they were charged.
+	release func()
 }
 
 // planCopy plans c against the file set at filesTar; workdir resolves a
-// relative destination; the part tars are written into dir.
-func planCopy(filesTar string, c *recipe.Copy, workdir, dir string) (*copyPlan, error) {
-	index, err := indexFiles(filesTar)
+// relative destination; the part tars are written into dir, within
+// bounds. The caller releases the plan it gets.
+func planCopy(filesTar string, c *recipe.Copy, workdir, dir string, bounds copyBounds) (_ *copyPlan, err error) {
+	index, err := indexFiles(filesTar, bounds.max)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +86,19 @@ func planCopy(filesTar string, c *recipe.Copy, workdir, dir string) (*copyPlan, 
 		intoDir = true
 	}
 	plan := &copyPlan{}
+	plan.release = func() {
+		for _, p := range plan.parts {
+			if p.tar != "" {
+				os.Remove(p.tar)
+			}
+		}
+		bounds.charge.release()
+	}
+	defer func() {
+		if err != nil {
+			plan.release()
+		}
+	}()
 	// part of each entry name: a directory root takes everything under it;
 	// a file root takes itself.
 	type target struct {
@@ -124,11 +140,11 @@ func planCopy(filesTar string, c *recipe.Copy, workdir, dir string) (*copyPlan, 
 		if err != nil {
 			return nil, err
 		}
-		files[i], writers[i] = f, tar.NewWriter(f)
+		files[i], writers[i] = f, tar.NewWriter(chargedWriter{bounds.charge, bounds.guard(f)})
 		plan.parts[i].tar = f.Name()
 	}
 	h := sha256.New()
-	err = readFiles(filesTar, func(hdr *tar.Header, r io.Reader) error {
+	err = readFiles(filesTar, bounds.max, func(hdr *tar.Header, r io.Reader) error {
 		t, ok := targets[cleanEntry(hdr.Name)]
 		if !ok {
 			return nil
@@ -193,7 +209,7 @@ type fileIndex struct {
 	dirs  map[string]bool
 }
 
-func indexFiles(filesTar string) (*fileIndex, error) {
+func indexFiles(filesTar string, max int64) (*fileIndex, error) {
 	idx := &fileIndex{dirs: map[string]bool{}}
 	seen := map[string]bool{}
 	add := func(name string, dir bool) {
@@ -205,7 +221,7 @@ func indexFiles(filesTar string) (*fileIndex, error) {
 			idx.names = append(idx.names, name)
 		}
 	}
-	err := readFiles(filesTar, func(hdr *tar.Header, _ io.Reader) error {
+	err := readFiles(filesTar, max, func(hdr *tar.Header, _ io.Reader) error {
 		name := cleanEntry(hdr.Name)
 		if name == "." {
 			return nil
@@ -228,8 +244,10 @@ func cleanEntry(name string) string {
 }
 
 // readFiles calls fn for each entry of a file set, gzip or not; names that
-// leave the set's root are refused.
-func readFiles(filesTar string, fn func(*tar.Header, io.Reader) error) error {
+// leave the set's root are refused. The set may expand to at most limit
+// bytes, counted as it is read: its tar stream after decompression, and
+// its entries' sizes (a sparse entry's holes are not in the stream).
+func readFiles(filesTar string, limit int64, fn func(*tar.Header, io.Reader) error) error {
 	f, err := os.Open(filesTar)
 	if err != nil {
 		return fmt.Errorf("file set: %w", err)
@@ -245,11 +263,15 @@ func readFiles(filesTar string, fn func(*tar.Header, io.Reader) error) error {
 		defer zr.Close()
 		r = zr
 	}
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(&expandLimit{r: r, left: limit, max: limit})
+	var sizes int64
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if errdefs.Class(err) != nil {
+			return err
 		}
 		if err != nil {
 			return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "the uploaded files are not a valid tar: %v", err)
@@ -263,6 +285,9 @@ func readFiles(filesTar string, fn func(*tar.Header, io.Reader) error) error {
 		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
 		default:
 			continue // devices, fifos: not copied
+		}
+		if sizes += max(hdr.Size, 0); sizes > limit {
+			return tooExpanded(limit)
 		}
 		if err := fn(hdr, tr); err != nil {
 			return err

@@ -85,6 +85,13 @@ type Config struct {
 	// flattened tar as it streams), a step's layer, and each layer an
 	// image is made of (default 16 GiB).
 	MaxImage int64
+	// MaxContext bounds what an uploaded file set expands to as a build
+	// reads it, and what one tenant's builds hold of expanded file sets on
+	// the node at once (default DefaultMaxContext; see bounds.go).
+	MaxContext int64
+	// DiskFloor is what uploads and expansions leave free on the work
+	// dir's filesystem (0: the node's floor, admission.DiskFloor).
+	DiskFloor int64
 	// Changed is told when a template's tags move (a build is ready, a tag
 	// is set or removed, the template is deleted): warm pools refill.
 	Changed func(name string)
@@ -112,6 +119,9 @@ type Service struct {
 	starts keylock.Map
 	cache  resolveCache
 	sizes  sync.Map // artifact id -> stored bytes (see usage.go)
+	// contexts is what each tenant's builds hold of expanded file sets
+	// (see bounds.go).
+	contexts contextBytes
 
 	pins       pins       // what builds and resolves use (see pins.go)
 	collecting sync.Mutex // one collection at a time
@@ -151,6 +161,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.MaxImage <= 0 {
 		cfg.MaxImage = 16 << 30
+	}
+	if cfg.MaxContext <= 0 {
+		cfg.MaxContext = DefaultMaxContext
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -19,7 +19,7 @@ import (
 
 const slowCtl = "at the end, the server still holds at least 90% of the connections open: the attack was in force while spaced's answers were timed"
 
-const serverLimits = "spaced's http.Server: MaxHeaderBytes 64 KiB, ReadHeaderTimeout 10 s; JSON bodies capped at 1 MiB (httpapi.decodeJSON)"
+const serverLimits = "spaced's http.Server: MaxHeaderBytes 64 KiB, ReadHeaderTimeout 10 s; JSON bodies capped at 1 MiB by the route table at the API's edge (internal/bodylimit) and in decodeJSON"
 
 // rawExchange writes req (and then body) on a fresh connection and reads
 // the server's answer: its status line and the start of its body. A
@@ -208,7 +208,7 @@ func abuseAttempts(sb func() *client.Sandbox) []attempt {
 				}
 				return wantStatus("431", "414")(rawExchange(d(), "GET /v1/sandboxes?x="+strings.Repeat("a", 1<<20)+" HTTP/1.1\r\nHost: x\r\n"+auth()+"\r\n", nil))
 			}},
-		{id: "cp-oversized-json", family: "cp-oversized-body", desc: "a 64 MiB JSON body to create, run a command, set a timeout, mkdir, move and stdin", stops: serverLimits + " (400, \"request body is larger than\"; stdin of a command that does not exist is 404 first)",
+		{id: "cp-oversized-json", family: "cp-oversized-body", desc: "a 64 MiB JSON body to create, run a command, set a timeout, mkdir, move and stdin", stops: serverLimits + " (413 \"larger than\" on the declared length, before the body is read)",
 			control: "a small body on each route is not refused for its size",
 			run: func(t *testing.T) error {
 				id := sb().ID
@@ -232,7 +232,7 @@ func abuseAttempts(sb func() *client.Sandbox) []attempt {
 				}
 				return nil
 			}},
-		{id: "cp-oversized-json-e2b", family: "cp-oversized-body", desc: "a 64 MiB JSON body to the E2B create and timeout routes", stops: "e2bcompat: JSON bodies read through a size limit (400 or 413)",
+		{id: "cp-oversized-json-e2b", family: "cp-oversized-body", desc: "a 64 MiB JSON body to the E2B create and timeout routes", stops: "e2bcompat: its route table of body limits (internal/bodylimit): 413 on the declared length, before the body is read",
 			run: func(t *testing.T) error {
 				for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/sandboxes/" + sb().ID + "/timeout"} {
 					body := io.MultiReader(strings.NewReader(`{"templateID":"`), io.LimitReader(repeatReader('a'), 64<<20), strings.NewReader(`"}`))

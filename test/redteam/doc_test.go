@@ -33,6 +33,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("kernel", kernelUserAttempts())...)
 	out = append(out, tag("kernel", agentHarmAttempts())...)
 	out = append(out, tag("resources", resourceAttempts())...)
+	out = append(out, tag("resources", uploadAttempts())...)
 	out = append(out, tag("control-plane", tokenAttempts(nil))...)
 	out = append(out, tag("control-plane", keyAttempts(t, nil))...)
 	out = append(out, tag("control-plane", volumeTokenAttempts(nil))...)
@@ -49,6 +50,8 @@ func allAttempts(t testing.TB) []attempt {
 // families says what each family of attempts tries as a whole: one
 // mechanism, tried against several targets.
 var families = map[string]string{
+	"upload-declared":        "a request body declared far over its route's limit, sent without waiting for the answer",
+	"upload-undeclared":      "a request body over its route's limit whose length the headers do not tell (chunked, or more than declared)",
 	"fs-mount-table":         "read the mount tables for host paths",
 	"fs-proc-kernel-files":   "read host kernel state through /proc files",
 	"fs-proc-sys-write":      "change kernel settings through /proc and /sys files",
