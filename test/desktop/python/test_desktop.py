@@ -3,11 +3,13 @@ screen, the mouse, the keyboard and applications, each checked on the
 screenshot's pixels or on what the action left behind (a saved file, a
 moved window)."""
 
+import io
 import os
 
 import pytest
 from e2b import CommandExitException
 from e2b_desktop import Sandbox
+from PIL import Image
 
 from conftest import changed, count, settled, shot, wait_for, window_geometry
 
@@ -40,6 +42,9 @@ def test_create_shows_one_xfce_desktop(desktop):
     # A drawn desktop (wallpaper, panel, icons), not a blank framebuffer.
     colors = img.getcolors(maxcolors=1 << 20)
     assert colors is None or len(colors) > 50, f"{len(colors)} colours on the screen"
+    # The same screen as a stream of chunks.
+    streamed = Image.open(io.BytesIO(b"".join(desktop.screenshot(format="stream"))))
+    assert streamed.format == "PNG" and streamed.size == img.size
     if os.environ.get("SPACE_DESKTOP_SHOTS"):
         img.save(os.path.join(os.environ["SPACE_DESKTOP_SHOTS"], "desktop.png"))
     # X11 is not on TCP: nothing listens on 6000-6063 (netstat lists the
