@@ -33,5 +33,34 @@ if [[ "${SPACE_CODE_INTERPRETER:-1}" != "0" ]]; then
   echo "run: code-interpreter-v1 builds in the background once spaced answers (log: $log)" >&2
 fi
 
+# The desktop template (desktop, what E2B's Desktop SDKs ask for) is built
+# the same way, after the code interpreter's, unless SPACE_DESKTOP=0. Its
+# Debian packages come from the mirror through the build's network (a
+# first build takes minutes; a rebuild with nothing changed is cached). Its
+# log goes to $SPACE_DATA_DIR/desktop-build.log.
+if [[ "${SPACE_DESKTOP:-1}" != "0" ]]; then
+  data="${SPACE_DATA_DIR:-/var/lib/space}"
+  dlog="$data/desktop-build.log"
+  mkdir -p "$data"
+  (
+    addr="http://${SPACE_ADDR:-127.0.0.1:7070}"
+    for _ in $(seq 120); do curl -sf "$addr/healthz" >/dev/null && break; sleep 1; done
+    # After the code interpreter's build, so that two builds do not share
+    # the machine's CPU (that build's log says when it has ended).
+    for _ in $(seq 1800); do
+      grep -qs "build ready\|failed\|error" "$data/code-interpreter-build.log" && break
+      [[ "${SPACE_CODE_INTERPRETER:-1}" == "0" ]] && break
+      sleep 1
+    done
+    export SPACE_ADDR="$addr" SPACE_API_KEY="${SPACE_API_KEY:-$(cat "$data/api-key" 2>/dev/null)}"
+    if "$ROOT/scripts/build-desktop.sh" >"$dlog" 2>&1; then
+      echo "run: template desktop is ready" >&2
+    else
+      echo "run: building desktop failed (see $dlog); spaced runs on without it" >&2
+    fi
+  ) &
+  echo "run: desktop builds in the background after code-interpreter-v1 (log: $dlog)" >&2
+fi
+
 echo "run: starting spaced (Ctrl-C stops it; sandboxes keep running and are re-attached on the next start)" >&2
 exec /usr/local/bin/spaced "$@"

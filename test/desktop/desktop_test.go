@@ -1,0 +1,131 @@
+// Package desktop_test runs the unmodified E2B Desktop SDKs (Python
+// `e2b-desktop` from PyPI, JS `@e2b/desktop` from npm, both pinned) against a real spaced with real gVisor
+// sandboxes of the `desktop` template (templates/desktop), which the suite
+// builds once per run the way a user does (scripts/build-desktop.sh). The
+// SDK is pointed at spaced only with E2B_API_URL, E2B_SANDBOX_URL and
+// E2B_API_KEY. The tests check the screen's pixels, not only the commands'
+// exit codes. The package skips where it cannot run (not root, no runsc, no
+// base template, no python3, node or npm), or fails under
+// SPACE_TEST_STRICT=1.
+//
+// SPACE_DESKTOP_ONLY, for working on one test, is pytest's selection
+// (paths and node ids under python/, space-separated); the JS suite is
+// left out then.
+package desktop_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
+)
+
+// desktopCIDR is the sandbox range of the suite's spaced.
+const desktopCIDR = "10.251.4.0/22"
+
+// buildTimeout bounds the template's build: Debian's packages for the
+// session and Chromium, installed in a gVisor sandbox.
+const buildTimeout = 20 * time.Minute
+
+// suiteTimeout bounds each SDK's suite.
+const suiteTimeout = 10 * time.Minute
+
+func TestMain(m *testing.M) {
+	os.Exit(harness.Main(m, harness.Suite{Name: "desktop", Root: "they run spaced, runsc, netns and nftables"}))
+}
+
+// TestDesktopSDK builds the desktop template on a real spaced and runs the
+// Python SDK's suite against it.
+func TestDesktopSDK(t *testing.T) {
+	testenv.NeedCommand(t, "python3", "node", "npm")
+	d := harness.Own(t, harness.Options{Name: "desktop", CIDR: desktopCIDR, NoPool: true})
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, here, nil, 10*time.Minute, "./install-sdks.sh")
+
+	root := filepath.Join(here, "..", "..")
+	start := time.Now()
+	run(t, root, []string{"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space")},
+		buildTimeout, "scripts/build-desktop.sh")
+	t.Logf("template desktop built in %s", time.Since(start).Round(time.Millisecond))
+
+	args := []string{"-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA"}
+	only := strings.Fields(os.Getenv("SPACE_DESKTOP_ONLY"))
+	if len(only) > 0 {
+		args = append(args, only...)
+	} else {
+		args = append(args, ".")
+	}
+	env := append(withoutE2B(os.Environ()),
+		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
+	t.Run("python", func(t *testing.T) {
+		suite(t, d, filepath.Join(here, "python"), env, filepath.Join(here, ".venv", "bin", "python"), args...)
+	})
+	if len(only) > 0 {
+		return
+	}
+	t.Run("js", func(t *testing.T) {
+		tests, _ := filepath.Glob(filepath.Join(here, "js", "*.test.mjs"))
+		if len(tests) == 0 {
+			t.Fatal("no JS tests found")
+		}
+		suite(t, d, filepath.Join(here, "js"), env,
+			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
+	})
+}
+
+// suite runs one SDK's suite as a subprocess and fails t (with its output
+// and the tail of spaced's log) when it fails.
+func suite(t *testing.T, d *harness.Daemon, dir string, env []string, name string, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.WaitDelay = 10 * time.Second
+	begun := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s (%s):\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(begun).Round(time.Millisecond), out)
+	if err != nil {
+		t.Errorf("%s failed: %v", filepath.Base(name), err)
+		t.Logf("spaced log (tail):\n%s", d.LogTail(60))
+	}
+}
+
+// withoutE2B drops the caller's E2B_* settings (a real E2B key, debug
+// mode, a domain) so that only the ones pointing at spaced apply.
+func withoutE2B(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "E2B_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// run runs a command on the host in dir, with env added, and fails t if it
+// fails or outlasts timeout.
+func run(t *testing.T, dir string, env []string, timeout time.Duration, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 10 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+}
