@@ -29,6 +29,7 @@ type launcher struct {
 	addrSpace  uint64              // RLIMIT_AS per kernel; 0: none
 	quick      bool                // quick flushes (below), unless Config.PlainKernels
 	maxFrame   int64               // no kernel message is held past it (frameLimit); 0: none
+	maxOutput  int64               // output kept per execution (Config.MaxOutputBytes); <= 0: no limit
 	startLimit time.Duration
 	log        *slog.Logger
 }
