@@ -47,10 +47,15 @@ type launcher struct {
 // cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
 // With quick flushes it also makes a flush of stdout or stderr with
 // nothing written since the last one return at once (see below).
-const bootstrap = `import resource, runpy, sys, threading
+// A kernel that dies of a fatal signal writes its Python threads' stacks
+// to the server's log (faulthandler, on a copy of the stderr the server
+// reads: ipykernel sends fd 2 itself to the cell's output, which a dying
+// kernel never flushes).
+const bootstrap = `import faulthandler, os, resource, runpy, sys, threading
 n, hwm, quick, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1) == "1", sys.argv.pop(1)
 if n:
     resource.setrlimit(resource.RLIMIT_AS, (n, n))
+faulthandler.enable(open(os.dup(2), "w"))
 import zmq
 _socket = zmq.Context.socket
 def _space_socket(self, socket_type, *args, **kwargs):
@@ -109,6 +114,7 @@ type kernel struct {
 	exited chan struct{} // closed once the process has been waited for
 	state  *os.ProcessState
 	ended  atomic.Int32 // an endReason: why we killed it, if we did
+	oom    atomic.Bool  // its stderr said an allocation failed for good (oom.go)
 }
 
 // start launches a kernel of kind in cwd and returns it once it
@@ -152,7 +158,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	// server dies: ipykernel would exit by itself (it watches
 	// JPY_PARENT_PID), Deno's kernel would run on.
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred, Pdeathsig: syscall.SIGKILL}
-	out := &lineLogger{log: l.log.With("kernel", id)}
+	out := &lineLogger{log: l.log.With("kernel", id), oom: &k.oom}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {
 		return k, fmt.Errorf("start %s: %w", name, err)
@@ -270,6 +276,18 @@ func (k *kernel) exitStatus() string {
 		return k.state.String()
 	default:
 		return ""
+	}
+}
+
+// outOfMemory reports whether the process ended for want of memory
+// (oom.go); false while it runs.
+func (k *kernel) outOfMemory() bool {
+	select {
+	case <-k.exited:
+		ws, ok := k.state.Sys().(syscall.WaitStatus)
+		return ok && ranOutOfMemory(ws, k.oom.Load())
+	default:
+		return false
 	}
 }
 
