@@ -115,6 +115,7 @@ type kernel struct {
 	state  *os.ProcessState
 	ended  atomic.Int32 // an endReason: why we killed it, if we did
 	oom    atomic.Bool  // its stderr said an allocation failed for good (oom.go)
+	memory uint64       // its memory limit (the launcher's addrSpace; Deno's heap is made from it); 0: none
 }
 
 // start launches a kernel of kind in cwd and returns it once it
@@ -127,7 +128,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	if err := l.mkdir(dir); err != nil {
 		return nil, err
 	}
-	k := &kernel{kind: kind, dir: dir, exited: make(chan struct{})}
+	k := &kernel{kind: kind, dir: dir, exited: make(chan struct{}), memory: l.addrSpace}
 	defer func() {
 		if err != nil {
 			k.kill()
@@ -285,7 +286,11 @@ func (k *kernel) outOfMemory() bool {
 	select {
 	case <-k.exited:
 		ws, ok := k.state.Sys().(syscall.WaitStatus)
-		return ok && ranOutOfMemory(ws, k.oom.Load())
+		var maxRSS uint64
+		if ru, ok := k.state.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 0 {
+			maxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
+		}
+		return ok && ranOutOfMemory(ws, k.oom.Load(), maxRSS, k.memory)
 	default:
 		return false
 	}

@@ -12,12 +12,21 @@ import (
 // aborts with a trap, Rust's allocation handler and C++'s bad_alloc
 // abort, and C that uses the NULL it got back segfaults (orjson did
 // that, which is why kernels no longer pack messages with it:
-// languages.go). The signal alone cannot tell such a death from any
-// other crash, and what the kernel held then cannot be read once it is
-// gone (a segfault on a refused allocation leaves it well under its
-// limit: the refused block was never mapped), so a kernel is said to
-// have run out of memory only when its runtime said so on its stderr
-// before it died of one of these signals.
+// languages.go). And it dies when the sandbox as a whole is full: gVisor
+// then SIGKILLs its largest process (a Deno kernel near its heap bound in
+// a 1 GiB sandbox died so, before V8 reached its bound), as the host's
+// OOM killer would outside gVisor.
+//
+// The signal alone cannot tell such a death from any other crash, and
+// what the kernel held cannot be read once it is gone. So a kernel ran
+// out of memory when its runtime said so on its stderr before it died of
+// one of these signals; or when it was SIGKILLed (not by us: a kernel we
+// end is reported as restarted or deleted) after its resident peak
+// (wait4's ru_maxrss, which gVisor reports too) reached half its memory
+// limit, as only a kernel that big is an OOM killer's pick. A segfault on
+// a refused allocation that says nothing is not caught: it comes well
+// under the limit (orjson's under an 896 MiB RLIMIT_AS at 315 MiB
+// resident: the refused block is never mapped).
 
 // outOfMemorySigns are what runtimes write to stderr when an allocation
 // fails for good: V8's "Fatal JavaScript out of memory: Reached heap
@@ -41,17 +50,19 @@ func saysOutOfMemory(line []byte) bool {
 	return false
 }
 
-// ranOutOfMemory reports whether a kernel that ended with ws, and whose
-// stderr said (or not) that an allocation failed, died of running out of
-// memory: killed by a signal that an unhandled allocation failure ends
-// in, after saying so.
-func ranOutOfMemory(ws syscall.WaitStatus, said bool) bool {
-	if !said || !ws.Signaled() {
+// ranOutOfMemory reports whether a kernel that ended with ws, whose
+// stderr said (or not) that an allocation failed, whose resident peak was
+// maxRSS bytes and whose memory limit is limit bytes (0: none), died of
+// running out of memory.
+func ranOutOfMemory(ws syscall.WaitStatus, said bool, maxRSS, limit uint64) bool {
+	if !ws.Signaled() {
 		return false
 	}
 	switch ws.Signal() {
-	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGILL, syscall.SIGKILL:
-		return true
+	case syscall.SIGKILL:
+		return said || limit > 0 && maxRSS >= limit/2
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGILL:
+		return said
 	}
 	return false
 }

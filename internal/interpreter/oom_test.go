@@ -2,6 +2,7 @@ package interpreter
 
 import (
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -10,24 +11,32 @@ import (
 func TestRanOutOfMemory(t *testing.T) {
 	signaled := func(sig syscall.Signal) syscall.WaitStatus { return syscall.WaitStatus(sig) }
 	exited := func(code int) syscall.WaitStatus { return syscall.WaitStatus(code << 8) }
+	const limit = 896 << 20
 	for _, tc := range []struct {
-		name string
-		ws   syscall.WaitStatus
-		said bool
-		want bool
+		name   string
+		ws     syscall.WaitStatus
+		said   bool
+		maxRSS uint64
+		want   bool
 	}{
-		{"V8 past its heap: trap after saying so", signaled(syscall.SIGTRAP), true, true},
-		{"Rust or C++ allocation failure: abort", signaled(syscall.SIGABRT), true, true},
-		{"unchecked NULL after saying so", signaled(syscall.SIGSEGV), true, true},
-		{"OOM killer", signaled(syscall.SIGKILL), true, true},
-		{"segfault, nothing said", signaled(syscall.SIGSEGV), false, false},
-		{"killed, nothing said", signaled(syscall.SIGKILL), false, false},
-		{"said, then exited", exited(1), true, false},
-		{"said, then interrupted", signaled(syscall.SIGINT), true, false},
-		{"said, then terminated", signaled(syscall.SIGTERM), true, false},
+		{"V8 past its heap: trap after saying so", signaled(syscall.SIGTRAP), true, 300 << 20, true},
+		{"Rust or C++ allocation failure: abort", signaled(syscall.SIGABRT), true, 100 << 20, true},
+		{"unchecked NULL after saying so", signaled(syscall.SIGSEGV), true, 100 << 20, true},
+		{"killed after saying so", signaled(syscall.SIGKILL), true, 100 << 20, true},
+		{"an OOM killer's pick: killed, big", signaled(syscall.SIGKILL), false, limit / 2, true},
+		{"killed, small (kill -9 from a cell)", signaled(syscall.SIGKILL), false, limit/2 - 1, false},
+		{"killed, big, no limit known", signaled(syscall.SIGKILL), false, 4 << 30, false},
+		{"segfault, nothing said, big", signaled(syscall.SIGSEGV), false, limit, false},
+		{"said, then exited", exited(1), true, limit, false},
+		{"said, then interrupted", signaled(syscall.SIGINT), true, limit, false},
+		{"said, then terminated", signaled(syscall.SIGTERM), true, limit, false},
 	} {
-		if got := ranOutOfMemory(tc.ws, tc.said); got != tc.want {
-			t.Errorf("%s: ranOutOfMemory(%v, %v) = %v, want %v", tc.name, tc.ws, tc.said, got, tc.want)
+		l := uint64(limit)
+		if tc.name == "killed, big, no limit known" {
+			l = 0
+		}
+		if got := ranOutOfMemory(tc.ws, tc.said, tc.maxRSS, l); got != tc.want {
+			t.Errorf("%s: ranOutOfMemory(%v, %v, %d MiB, %d MiB) = %v, want %v", tc.name, tc.ws, tc.said, tc.maxRSS>>20, l>>20, got, tc.want)
 		}
 	}
 }
@@ -54,6 +63,22 @@ func TestLineLoggerOutOfMemory(t *testing.T) {
 		}
 		if oom.Load() != tc.want {
 			t.Errorf("%s: flag %v, want %v", tc.name, oom.Load(), tc.want)
+		}
+	}
+}
+
+// A kernel SIGKILLed from outside (as an OOM killer does) is said to have
+// run out of memory when it was big, and to have exited when it was
+// small: the resident peak reaches the rule through wait4.
+func TestKernelKilled(t *testing.T) {
+	s := startServer(t, Config{KernelAddressSpace: 896 << 20})
+	for _, tc := range []struct{ code, want string }{
+		{"import os, signal\nhold = b'x' * (480 << 20)\nos.kill(os.getpid(), signal.SIGKILL)", "the kernel ran out of memory (signal: killed)"},
+		{"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "the kernel exited (signal: killed)"},
+	} {
+		ls := s.execute(t, map[string]any{"code": tc.code})
+		if e := ls.of("error"); len(e) != 1 || !strings.HasPrefix(e[0].str("value"), tc.want) || ls.last() != "unexpected_end_of_execution" {
+			t.Errorf("%q: lines %v, want an error %q...", tc.code, ls, tc.want)
 		}
 	}
 }
