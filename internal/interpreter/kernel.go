@@ -270,14 +270,28 @@ func (k *kernel) kill() {
 	_ = os.RemoveAll(k.dir)
 }
 
-// exitStatus describes how the process ended ("" while it runs).
+// exitStatus describes how the process ended ("" while it runs): with
+// its resident peak and its memory limit when it died of a signal, which
+// say whether memory was the likely cause.
 func (k *kernel) exitStatus() string {
 	select {
 	case <-k.exited:
-		return k.state.String()
 	default:
 		return ""
 	}
+	ws, ok := k.state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || k.memory == 0 {
+		return k.state.String()
+	}
+	return fmt.Sprintf("%s, at %d MiB resident of its %d MiB memory limit", k.state, k.maxRSS()>>20, k.memory>>20)
+}
+
+// maxRSS is the ended process's resident peak in bytes (0: unknown).
+func (k *kernel) maxRSS() uint64 {
+	if ru, ok := k.state.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 0 {
+		return uint64(ru.Maxrss) << 10 // KiB on Linux
+	}
+	return 0
 }
 
 // outOfMemory reports whether the process ended for want of memory
@@ -286,11 +300,7 @@ func (k *kernel) outOfMemory() bool {
 	select {
 	case <-k.exited:
 		ws, ok := k.state.Sys().(syscall.WaitStatus)
-		var maxRSS uint64
-		if ru, ok := k.state.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 0 {
-			maxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
-		}
-		return ok && ranOutOfMemory(ws, k.oom.Load(), maxRSS, k.memory)
+		return ok && ranOutOfMemory(ws, k.oom.Load(), k.maxRSS(), k.memory)
 	default:
 		return false
 	}

@@ -12,21 +12,24 @@ import (
 // aborts with a trap, Rust's allocation handler and C++'s bad_alloc
 // abort, and C that uses the NULL it got back segfaults (orjson did
 // that, which is why kernels no longer pack messages with it:
-// languages.go). And it dies when the sandbox as a whole is full: gVisor
-// then SIGKILLs its largest process (a Deno kernel near its heap bound in
-// a 1 GiB sandbox died so, before V8 reached its bound), as the host's
-// OOM killer would outside gVisor.
+// languages.go). And it dies of SIGKILL when the sandbox as a whole is
+// full: in code-interpreter-v1 (1 GiB) a Deno kernel filling its heap was
+// SIGKILLed at 412 MiB resident, before V8 reached its 640 MiB bound,
+// while the sandbox's Python kernel held memory too; the host's OOM
+// killer does the same outside gVisor.
 //
 // The signal alone cannot tell such a death from any other crash, and
 // what the kernel held cannot be read once it is gone. So a kernel ran
 // out of memory when its runtime said so on its stderr before it died of
 // one of these signals; or when it was SIGKILLed (not by us: a kernel we
 // end is reported as restarted or deleted) after its resident peak
-// (wait4's ru_maxrss, which gVisor reports too) reached half its memory
-// limit, as only a kernel that big is an OOM killer's pick. A segfault on
-// a refused allocation that says nothing is not caught: it comes well
-// under the limit (orjson's under an 896 MiB RLIMIT_AS at 315 MiB
-// resident: the refused block is never mapped).
+// (wait4's ru_maxrss, which gVisor reports too) reached a quarter of its
+// memory limit: an idle kernel is under that (Python with the data stack
+// about 100 MiB, Deno about 210 MiB, against 224 MiB in a 1 GiB sandbox),
+// so a kill -9 of one still says it exited. A segfault on a refused
+// allocation that says nothing is not caught: it comes well under the
+// limit (orjson's under an 896 MiB RLIMIT_AS at 315 MiB resident: the
+// refused block is never mapped).
 
 // outOfMemorySigns are what runtimes write to stderr when an allocation
 // fails for good: V8's "Fatal JavaScript out of memory: Reached heap
@@ -60,7 +63,7 @@ func ranOutOfMemory(ws syscall.WaitStatus, said bool, maxRSS, limit uint64) bool
 	}
 	switch ws.Signal() {
 	case syscall.SIGKILL:
-		return said || limit > 0 && maxRSS >= limit/2
+		return said || limit > 0 && maxRSS >= limit/4
 	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGILL:
 		return said
 	}

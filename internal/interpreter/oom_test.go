@@ -23,8 +23,8 @@ func TestRanOutOfMemory(t *testing.T) {
 		{"Rust or C++ allocation failure: abort", signaled(syscall.SIGABRT), true, 100 << 20, true},
 		{"unchecked NULL after saying so", signaled(syscall.SIGSEGV), true, 100 << 20, true},
 		{"killed after saying so", signaled(syscall.SIGKILL), true, 100 << 20, true},
-		{"an OOM killer's pick: killed, big", signaled(syscall.SIGKILL), false, limit / 2, true},
-		{"killed, small (kill -9 from a cell)", signaled(syscall.SIGKILL), false, limit/2 - 1, false},
+		{"an OOM killer's pick: killed, big", signaled(syscall.SIGKILL), false, limit / 4, true},
+		{"killed, small (kill -9 from a cell)", signaled(syscall.SIGKILL), false, limit/4 - 1, false},
 		{"killed, big, no limit known", signaled(syscall.SIGKILL), false, 4 << 30, false},
 		{"segfault, nothing said, big", signaled(syscall.SIGSEGV), false, limit, false},
 		{"said, then exited", exited(1), true, limit, false},
@@ -73,8 +73,8 @@ func TestLineLoggerOutOfMemory(t *testing.T) {
 func TestKernelKilled(t *testing.T) {
 	s := startServer(t, Config{KernelAddressSpace: 896 << 20})
 	for _, tc := range []struct{ code, want string }{
-		{"import os, signal\nhold = b'x' * (480 << 20)\nos.kill(os.getpid(), signal.SIGKILL)", "the kernel ran out of memory (signal: killed)"},
-		{"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "the kernel exited (signal: killed)"},
+		{"import os, signal\nhold = b'x' * (300 << 20)\nos.kill(os.getpid(), signal.SIGKILL)", "the kernel ran out of memory (signal: killed, at "},
+		{"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "the kernel exited (signal: killed, at "},
 	} {
 		ls := s.execute(t, map[string]any{"code": tc.code})
 		if e := ls.of("error"); len(e) != 1 || !strings.HasPrefix(e[0].str("value"), tc.want) || ls.last() != "unexpected_end_of_execution" {
