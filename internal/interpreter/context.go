@@ -71,7 +71,7 @@ func (c *kernelContext) kernel(ctx context.Context) (*kernel, error) {
 		return k, nil
 	}
 	if k != nil {
-		c.launch.log.Warn("kernel died; starting a new one", "context", c.ID, "status", k.exitStatus())
+		c.launch.log.Warn("kernel died; starting a new one", "context", c.ID, "status", k.exitStatus(), "out_of_memory", k.outOfMemory())
 		k.kill()
 	}
 	k, err := c.launch.start(ctx, c.ID, c.Cwd, c.kind)

@@ -384,7 +384,11 @@ func (st *cellState) kernelGone(k *kernel) {
 		value = "the context was deleted during the execution"
 	default:
 		<-k.exited
-		value = fmt.Sprintf("the kernel exited (%s) before the execution finished; a new one starts with the next execution", k.exitStatus())
+		died := "exited"
+		if k.outOfMemory() {
+			died = "ran out of memory"
+		}
+		value = fmt.Sprintf("the kernel %s (%s) before the execution finished; a new one starts with the next execution", died, k.exitStatus())
 	}
 	st.sendError(errorLine{Type: "error", Name: "UnexpectedEndOfExecution", Value: value})
 	st.out.write(markerLine{Type: "unexpected_end_of_execution"})

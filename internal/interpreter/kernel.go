@@ -29,6 +29,7 @@ type launcher struct {
 	addrSpace  uint64              // RLIMIT_AS per kernel; 0: none
 	quick      bool                // quick flushes (below), unless Config.PlainKernels
 	maxFrame   int64               // no kernel message is held past it (frameLimit); 0: none
+	maxOutput  int64               // output kept per execution (Config.MaxOutputBytes); <= 0: no limit
 	startLimit time.Duration
 	log        *slog.Logger
 }
@@ -46,10 +47,15 @@ type launcher struct {
 // cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
 // With quick flushes it also makes a flush of stdout or stderr with
 // nothing written since the last one return at once (see below).
-const bootstrap = `import resource, runpy, sys, threading
+// A kernel that dies of a fatal signal writes its Python threads' stacks
+// to the server's log (faulthandler, on a copy of the stderr the server
+// reads: ipykernel sends fd 2 itself to the cell's output, which a dying
+// kernel never flushes).
+const bootstrap = `import faulthandler, os, resource, runpy, sys, threading
 n, hwm, quick, module = int(sys.argv.pop(1)), int(sys.argv.pop(1)), sys.argv.pop(1) == "1", sys.argv.pop(1)
 if n:
     resource.setrlimit(resource.RLIMIT_AS, (n, n))
+faulthandler.enable(open(os.dup(2), "w"))
 import zmq
 _socket = zmq.Context.socket
 def _space_socket(self, socket_type, *args, **kwargs):
@@ -108,6 +114,8 @@ type kernel struct {
 	exited chan struct{} // closed once the process has been waited for
 	state  *os.ProcessState
 	ended  atomic.Int32 // an endReason: why we killed it, if we did
+	oom    atomic.Bool  // its stderr said an allocation failed for good (oom.go)
+	memory uint64       // its memory limit (the launcher's addrSpace; Deno's heap is made from it); 0: none
 }
 
 // start launches a kernel of kind in cwd and returns it once it
@@ -120,7 +128,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	if err := l.mkdir(dir); err != nil {
 		return nil, err
 	}
-	k := &kernel{kind: kind, dir: dir, exited: make(chan struct{})}
+	k := &kernel{kind: kind, dir: dir, exited: make(chan struct{}), memory: l.addrSpace}
 	defer func() {
 		if err != nil {
 			k.kill()
@@ -151,7 +159,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	// server dies: ipykernel would exit by itself (it watches
 	// JPY_PARENT_PID), Deno's kernel would run on.
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred, Pdeathsig: syscall.SIGKILL}
-	out := &lineLogger{log: l.log.With("kernel", id)}
+	out := &lineLogger{log: l.log.With("kernel", id), oom: &k.oom}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {
 		return k, fmt.Errorf("start %s: %w", name, err)
@@ -262,13 +270,39 @@ func (k *kernel) kill() {
 	_ = os.RemoveAll(k.dir)
 }
 
-// exitStatus describes how the process ended ("" while it runs).
+// exitStatus describes how the process ended ("" while it runs): with
+// its resident peak and its memory limit when it died of a signal, which
+// say whether memory was the likely cause.
 func (k *kernel) exitStatus() string {
 	select {
 	case <-k.exited:
-		return k.state.String()
 	default:
 		return ""
+	}
+	ws, ok := k.state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || k.memory == 0 {
+		return k.state.String()
+	}
+	return fmt.Sprintf("%s, at %d MiB resident of its %d MiB memory limit", k.state, k.maxRSS()>>20, k.memory>>20)
+}
+
+// maxRSS is the ended process's resident peak in bytes (0: unknown).
+func (k *kernel) maxRSS() uint64 {
+	if ru, ok := k.state.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 0 {
+		return uint64(ru.Maxrss) << 10 // KiB on Linux
+	}
+	return 0
+}
+
+// outOfMemory reports whether the process ended for want of memory
+// (oom.go); false while it runs.
+func (k *kernel) outOfMemory() bool {
+	select {
+	case <-k.exited:
+		ws, ok := k.state.Sys().(syscall.WaitStatus)
+		return ok && ranOutOfMemory(ws, k.oom.Load(), k.maxRSS(), k.memory)
+	default:
+		return false
 	}
 }
 

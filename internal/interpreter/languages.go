@@ -111,6 +111,12 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 			quick = "1"
 			args = append(args, "--Kernel._execute_sleep=0")
 		}
+		// Messages packed by the standard library's json, not orjson
+		// (jupyter_client's default when it is installed, as it is here
+		// for the JSON formatter): orjson dereferences the NULL of an
+		// allocation that RLIMIT_AS refused and the kernel dies of
+		// SIGSEGV, where json raises MemoryError and the kernel lives.
+		args = append(args, "--Session.packer=json", "--Session.unpacker=json")
 		return append([]string{"-c", bootstrap, strconv.FormatUint(l.addrSpace, 10), strconv.Itoa(iopubQueue),
 			quick, module, "-f", conn}, args...)
 	}
@@ -130,13 +136,19 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 		}
 		return l.deno, []string{"jupyter", "--kernel", "--conn", conn}, env
 	}
+	// The startup file bounds each execution's stdout and stderr in the
+	// kernel under the server's output limit (startup/00-space.py).
+	var env []string
+	if l.maxOutput > 0 {
+		env = append(env, "SPACE_MAX_OUTPUT_BYTES="+strconv.FormatInt(l.maxOutput, 10))
+	}
 	return l.python, pyKernel("ipykernel_launcher",
 		// Plain tracebacks, as E2B's kernels give (no ANSI colours).
 		"--InteractiveShell.colors=NoColor",
 		// History in memory: In[] works, and no sqlite file is written
 		// (or locked) in a home directory.
 		"--HistoryManager.hist_file=:memory:",
-	), nil
+	), env
 }
 
 // kernelName is the connection file's kernel_name.

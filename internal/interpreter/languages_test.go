@@ -358,13 +358,18 @@ func running(pid int) bool {
 }
 
 // A JavaScript kernel that fills its heap dies alone (its heap is bounded
-// below the sandbox's memory); the next cell gets a new kernel.
+// below the sandbox's memory), and the cell says it ran out of memory; the
+// next cell gets a new kernel.
 func TestDenoHeapBound(t *testing.T) {
 	s := startServer(t, Config{KernelAddressSpace: 768 << 20}) // a 512 MiB heap
 	id := s.newLangContext(t, "javascript", "")
 	ls := s.execute(t, map[string]any{"code": "const a = []\nwhile (true) a.push('x'.repeat(1 << 20) + a.length)", "context_id": id, "timeout": 60})
 	if ls.last() != "unexpected_end_of_execution" || ls.errorName() != "UnexpectedEndOfExecution" {
 		t.Errorf("lines %v", ls)
+	}
+	// V8 said so on stderr before it trapped (oom.go).
+	if e := ls.of("error"); len(e) == 0 || !strings.HasPrefix(e[0].str("value"), "the kernel ran out of memory (") {
+		t.Errorf("error %v, want the kernel ran out of memory", e)
 	}
 	if got := s.execute(t, map[string]any{"code": "1 + 1", "context_id": id}).mainText(); got != "2" {
 		t.Errorf("next cell %q", got)

@@ -25,7 +25,10 @@ func frameLimit(maxOutput int64) int64 {
 }
 
 // truncatedType is the type of the message outputLimit inserts where it
-// cut: not a Jupyter type, so it cannot collide with one.
+// cut: not a Jupyter type, so it cannot collide with one. A Python kernel
+// sends one itself where it cut its stream output under the limit
+// (startup/00-space.py); the execution's output then ends there as if it
+// had passed the limit here.
 const truncatedType = "space_output_truncated"
 
 // outputLimit keeps one execution's output under max bytes (stream text
@@ -48,6 +51,14 @@ func (l *outputLimit) filter(m *jupyter.Message, push func(*jupyter.Message)) {
 	}
 	switch m.Type() {
 	case "stream", "display_data", "execute_result", "update_display_data":
+	case truncatedType:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.cut {
+			l.cut = true
+			push(m)
+		}
+		return
 	case "error":
 		// Errors pass even past the limit, but one whose traceback is
 		// over the frame limit cannot be read: the marker stands for it.

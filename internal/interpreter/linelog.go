@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 )
 
 // lineLogger logs what a kernel process writes to its stdout and stderr
@@ -11,6 +12,7 @@ import (
 // time, each cut to maxLogLine.
 type lineLogger struct {
 	log *slog.Logger
+	oom *atomic.Bool // set when a line says an allocation failed for good (oom.go); nil: not looked for
 	mu  sync.Mutex
 	buf []byte
 }
@@ -42,5 +44,8 @@ func (w *lineLogger) emit(line []byte) {
 	}
 	if len(bytes.TrimSpace(line)) > 0 {
 		w.log.Info("kernel output", "line", string(line))
+	}
+	if w.oom != nil && saysOutOfMemory(line) {
+		w.oom.Store(true)
 	}
 }

@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
 	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels,
-		maxFrame: frameLimit(cfg.MaxOutputBytes)}
+		maxFrame: frameLimit(cfg.MaxOutputBytes), maxOutput: cfg.MaxOutputBytes}
 	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno}
 	home := ""
 	if cfg.KernelUser != "" {

@@ -423,7 +423,9 @@ func TestHugeSingleMessage(t *testing.T) {
 		name, code string
 		stdout     bool // the start of the text is kept
 	}{
-		{"print", "print('é' + 'x' * (64 << 20))\nprint('tail')\n7", true},
+		// The kernel's own bound (startup/00-space.py) taken off: this
+		// is the server's.
+		{"print", "import sys\ndel sys.stdout.write\nprint('é' + 'x' * (64 << 20))\nprint('tail')\n7", true},
 		{"display", "from IPython.display import display, HTML\ndisplay(HTML('x' * (64 << 20)))\nprint('tail')\n7", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -478,15 +480,22 @@ func TestMemoryHog(t *testing.T) {
 	}
 }
 
-// A kernel that dies is reported, and the next execution gets a new one.
+// A kernel that dies is reported, as a crash and not as want of memory,
+// and the next execution gets a new one.
 func TestKernelDies(t *testing.T) {
 	s := sharedServer(t)
 	id := s.newContext(t, "")
-	ls := s.execute(t, map[string]any{"code": "import os\nos._exit(3)", "context_id": id})
-	if ls.last() != "unexpected_end_of_execution" || ls.errorName() != "UnexpectedEndOfExecution" {
-		t.Errorf("lines %v", ls)
+	for _, code := range []string{"import os\nos._exit(3)", "import ctypes\nctypes.string_at(0)"} {
+		ls := s.execute(t, map[string]any{"code": code, "context_id": id})
+		if ls.last() != "unexpected_end_of_execution" || ls.errorName() != "UnexpectedEndOfExecution" {
+			t.Errorf("%q: lines %v", code, ls)
+		}
+		// Not for want of memory (oom.go).
+		if e := ls.of("error"); len(e) == 0 || !strings.HasPrefix(e[0].str("value"), "the kernel exited (") {
+			t.Errorf("%q: error %v", code, e)
+		}
 	}
-	ls = s.execute(t, map[string]any{"code": "1+1", "context_id": id})
+	ls := s.execute(t, map[string]any{"code": "1+1", "context_id": id})
 	if ls.mainText() != "2" {
 		t.Errorf("after the kernel died: %v", ls)
 	}

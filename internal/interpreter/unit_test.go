@@ -70,6 +70,28 @@ func TestOutputLimit(t *testing.T) {
 	}
 }
 
+// A kernel that cut its own output sends the marker: the execution's
+// output ends there as if it had passed the limit (one marker, no result
+// after it, errors and status still pass).
+func TestOutputLimitKernelCut(t *testing.T) {
+	l := &outputLimit{max: 1 << 20}
+	var kept []string
+	push := func(m *jupyter.Message) { kept = append(kept, m.Type()) }
+	msg := func(typ string) *jupyter.Message {
+		return &jupyter.Message{Header: jupyter.Header{MsgType: typ}, Content: json.RawMessage(`{}`), Channel: jupyter.IOPub}
+	}
+	l.filter(stream("kept"), push)
+	l.filter(msg(truncatedType), push)
+	l.filter(stream("dropped"), push)
+	l.filter(msg(truncatedType), push)
+	l.filter(msg("execute_result"), push)
+	l.filter(msg("error"), push)
+	l.filter(msg("status"), push)
+	if got, want := strings.Join(kept, " "), "stream "+truncatedType+" error status"; got != want {
+		t.Errorf("kept %s, want %s", got, want)
+	}
+}
+
 // TestStreamStart: the text a cut stream message's first bytes hold, as
 // ipykernel (spaces) and Deno (none) write it, cut anywhere.
 func TestStreamStart(t *testing.T) {

@@ -48,6 +48,8 @@ func TestSDKsThroughSpaced(t *testing.T) {
 	t.Run("kernel running at create", func(t *testing.T) { kernelWarmAtCreate(t, d) })
 	// spaced's own code API, on the same daemon and template.
 	t.Run("native", func(t *testing.T) { nativeAPI(t, d) })
+	// Output floods and memory, in a sandbox of their own (issue 27).
+	t.Run("output flood", func(t *testing.T) { outputFlood(t, d) })
 
 	env := append(withoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)

@@ -9,7 +9,8 @@
 #     variables (values travel as JSON text, never spliced into code);
 #   - the e2b/data formatter: a pandas DataFrame as {column: [values]};
 #   - the e2b/chart formatter: a matplotlib Figure through e2b-charts;
-#   - application/json for plain lists and dicts (numpy values included).
+#   - application/json for plain lists and dicts (numpy values included);
+#   - a bound on what one execution writes to stdout and stderr (below).
 # Names defined here are hidden from the user's namespace by IPython.
 
 
@@ -138,6 +139,85 @@ def _space_setup():
 
     formatters["application/json"].for_type(list, json_container)
     formatters["application/json"].for_type(dict, json_container)
+
+    # --- output bound ----------------------------------------------------
+    # ipykernel's OutStream keeps every write in one buffer until its IO
+    # thread flushes it as one message, so one print of 200 MiB (or many
+    # writes between two flushes) became one message of that size, and
+    # packing it took several copies: past the kernel's RLIMIT_AS. The
+    # server keeps only its output limit of each execution anyway, so the
+    # kernel drops what is past it before it is buffered: each execution's
+    # stdout and stderr together are cut a little under the server's limit
+    # (room for the messages' JSON, so that the server does not cut again),
+    # then a space_output_truncated message tells the server, which shows
+    # its marker and drops the execution's later output as past its own
+    # limit; the kernel drops later stream output itself until the next
+    # cell. SPACE_MAX_OUTPUT_BYTES is the server's limit (0 or absent:
+    # none).
+    limit = int(os.environ.pop("SPACE_MAX_OUTPUT_BYTES", "0") or 0)
+    streams = [s for s in (sys.stdout, sys.stderr) if hasattr(s, "session")]
+    if limit <= 0 or len(streams) != 2:
+        return
+    import threading
+
+    bound = max(limit - (64 << 10), 1)
+    lock = threading.Lock()
+    used = {"n": 0, "cut": False}
+
+    def reset(*_):
+        with lock:
+            used["n"], used["cut"] = 0, False
+
+    # Only the user's cells: the server's silent executions print nothing.
+    ip.events.register("pre_run_cell", reset)
+    writes = [s.write for s in streams]  # OutStream's own, bound to each
+
+    def keep(text):
+        # The part of text that fits, and whether this write crossed the
+        # bound; counted in UTF-8 bytes, as the server counts. A text with
+        # more characters than bytes are left is cut before it is encoded:
+        # no copy of the rest is made.
+        with lock:
+            if used["cut"]:
+                return "", False
+            left = bound - used["n"]
+            part = text if len(text) <= left else text[:left]
+            size = len(part) if part.isascii() else len(part.encode("utf-8", "surrogatepass"))
+            if part is text and size <= left:
+                used["n"] += size
+                return text, False
+            if size > left:
+                part = part.encode("utf-8", "surrogatepass")[:left].decode("utf-8", "ignore")
+            used["n"], used["cut"] = bound, True
+            return part, True
+
+    def mark():
+        # After what was written before it: flushed first (the server
+        # drops what comes after the mark), sent on the same IO thread.
+        for s in streams:
+            s.flush()
+        out = streams[1]
+        out.session.send(out.pub_thread, "space_output_truncated", {}, parent=out.parent_header, ident=out.topic)
+
+    def bounded(write):
+        def space_write(text):
+            if not isinstance(text, str):
+                return write(text)  # OutStream's own TypeError
+            part, crossed = keep(text)
+            if part is text:
+                return write(text)
+            if part:
+                write(part)
+            if crossed:
+                mark()
+            return len(text)
+
+        return space_write
+
+    # On the instances: print(), writelines and ipykernel's thread that
+    # forwards what subprocesses write to fds 1 and 2 all call write.
+    for s, w in zip(streams, writes):
+        s.write = bounded(w)
 
 
 _space_setup()
