@@ -31,7 +31,11 @@ RUNSC_VERSION="20260905-160fafc42237"                      # what `runsc --versi
 RUNSC_MODULE_VERSION="v0.0.0-20260905035102-160fafc42237"  # gvisor.dev/gvisor pseudo-version (same commit)
 # Go toolchain used only when the machine has no Go >= 1.21 (gvisor needs go >= 1.26.3).
 GO_BOOTSTRAP_VERSION="go1.26.8"
-GO_BOOTSTRAP_H1="h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="  # golang.org/toolchain v0.0.1-go1.26.8.linux-amd64 (sum.golang.org)
+# golang.org/toolchain v0.0.1-go1.26.8.linux-<arch> module hashes (sum.golang.org).
+declare -A GO_BOOTSTRAP_H1=(
+  [amd64]="h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="
+  [arm64]="h1:sYL/O6MqS68ML0kjsQ36WoYIpJqkw60TxizWUYUKQMc="
+)
 
 SPACE_LIB="${SPACE_LIB:-/usr/local/lib/space}"
 SPACE_RUNSC="${SPACE_RUNSC:-$SPACE_LIB/bin/runsc}"
@@ -164,7 +168,6 @@ find_go() {
 bootstrap_go() {
   local arch proxy mod url tmp
   case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "unsupported arch $(uname -m)" ;; esac
-  [ "$arch" = amd64 ] || die "no Go found and the pinned bootstrap hash is for amd64; install Go >= 1.21 and retry"
   proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%[,|]*}"
   case "$proxy" in direct|off|"") proxy=https://proxy.golang.org ;; esac
   mod="v0.0.1-${GO_BOOTSTRAP_VERSION}.linux-${arch}"
@@ -172,7 +175,7 @@ bootstrap_go() {
   tmp=$(mktempdir)
   log "go: no Go >= 1.21 in use (or SPACE_FORCE_GO_BOOTSTRAP=1); fetching $GO_BOOTSTRAP_VERSION from $url"
   curl -fsSL --retry 3 -o "$tmp/tc.zip" "$url" || die "download failed: $url"
-  python3 - "$tmp/tc.zip" "$GO_BOOTSTRAP_H1" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
+  python3 - "$tmp/tc.zip" "${GO_BOOTSTRAP_H1[$arch]}" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
 import base64, hashlib, sys, zipfile
 zpath, want, dest = sys.argv[1:4]
 z = zipfile.ZipFile(zpath)
