@@ -83,11 +83,17 @@ build_binaries() {
   wait "$host"
 }
 
+# build_arm64 compiles every binary for linux/arm64 (and keeps nothing).
+build_arm64() {
+  cd "$ROOT" && GOARCH=arm64 go build ./cmd/...
+}
+
 # setup PROFILE: install what PROFILE (serve or test) needs and build
 # spaced, space, space-agent, space-interpreter and the base template.
 # Packages and Go come first (everything else needs them); then runsc,
 # the binaries and the base rootfs (debootstrap, mostly network) build side
-# by side, and versitygw too for tests; the base template's image (the
+# by side, and for tests versitygw and an arm64 build of every binary (the
+# check that they still cross-compile); the base template's image (the
 # rootfs plus the fresh agent: hard links) last.
 setup() {
   local profile="$1" t0=$SECONDS
@@ -98,7 +104,9 @@ setup() {
   step_bg "base rootfs" "$ROOT/scripts/build-template.sh" --out "$SPACE_TEMPLATES_DIR" --rootfs-only
   if [ "$profile" = test ]; then
     step_bg versitygw "$ROOT/scripts/install-versitygw.sh"
-    step_wait versitygw
+    # Every binary builds for the other architecture we run on too.
+    step_bg "arm64 build" build_arm64
+    step_wait versitygw "arm64 build"
   fi
   step_wait binaries "base rootfs"
   step "base template" "$ROOT/scripts/build-template.sh" --out "$SPACE_TEMPLATES_DIR" --agent "$ROOT/bin/space-agent"
