@@ -2,8 +2,11 @@
 # build-template.sh - build the SPACE `base` template root filesystem.
 #
 # Usage: scripts/build-template.sh --agent PATH [--out DIR] [--mirror URL] [--keep-old]
+#        scripts/build-template.sh --rootfs-only [--out DIR] [--mirror URL]
 #
 #   --agent PATH   space-agent binary to install as /usr/local/bin/space-agent (required)
+#   --rootfs-only  build (or keep) the rootfs only, no agent: run.sh and test.sh make it
+#                  while the agent compiles, then run this again with --agent
 #   --out DIR      templates directory (default /var/lib/space/templates)
 #   --mirror URL   Debian mirror for debootstrap (default: the bookworm mirror from
 #                  /etc/apt/sources.list{,.d}, else $SPACE_DEBIAN_MIRROR, else
@@ -106,8 +109,9 @@ OUT=/var/lib/space/templates
 AGENT=""
 MIRROR=""
 KEEP_OLD=0
+ROOTFS_ONLY=0
 
-usage() { sed -n '2,27p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$SELF" | sed 's/^# \{0,1\}//'; }
 log() { printf 'build-template: %s\n' "$*" >&2; }
 die() { printf 'build-template: ERROR: %s\n' "$*" >&2; exit 1; }
 now() { date +%s.%N; }
@@ -122,14 +126,17 @@ while [ $# -gt 0 ]; do
     --mirror) [ $# -ge 2 ] || die "--mirror needs a value"; MIRROR="$2"; shift 2 ;;
     --mirror=*) MIRROR="${1#*=}"; shift ;;
     --keep-old) KEEP_OLD=1; shift ;;
+    --rootfs-only) ROOTFS_ONLY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
 
 [ "$(id -u)" -eq 0 ] || die "must run as root"
-[ -n "$AGENT" ] || { usage >&2; die "--agent is required"; }
-[ -f "$AGENT" ] || die "agent binary not found: $AGENT"
+if [ "$ROOTFS_ONLY" -eq 0 ]; then
+  [ -n "$AGENT" ] || { usage >&2; die "--agent is required"; }
+  [ -f "$AGENT" ] || die "agent binary not found: $AGENT"
+fi
 for c in debootstrap flock sha256sum findmnt chroot; do
   command -v "$c" >/dev/null || die "$c not found (run scripts/install-deps.sh)"
 done
@@ -262,6 +269,11 @@ else
   trap - EXIT
   rm -f "$BUILD_LOG"
   log "rootfs: $ROOTFS ready ($(du -sh --one-file-system "$ROOTFS" | cut -f1))"
+fi
+
+if [ "$ROOTFS_ONLY" -eq 1 ]; then
+  log "done (rootfs only) in $(since "$START")s"
+  exit 0
 fi
 
 # ---- 2. agent ----------------------------------------------------------------------

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # install-deps.sh - install the host dependencies of SPACE on Debian 12 (bookworm).
 #
-# Usage: scripts/install-deps.sh [--force-runsc] [--runsc-only]
+# Usage: scripts/install-deps.sh [--profile serve|interpreter|test] [--packages-only]
+#                                [--force-runsc] [--runsc-only]
 #
-#   * installs the Debian packages the platform and its tests need (apt-get update
-#     runs at most once, and only when something is missing);
+#   * installs the Debian packages of the profile (apt-get update runs at most
+#     once, and only when something is missing): serve (run.sh) is what spaced
+#     needs to serve; interpreter adds what building the code interpreter's
+#     template on this host needs (python3-venv and npm, for fetch-wheels.sh);
+#     test (test.sh, the default) adds what the tests need (Chromium,
+#     PostgreSQL, the console's npm packages, versitygw);
+#   * if no usable Go (>= 1.21) is found, bootstraps the pinned Go toolchain from
+#     the Go module proxy (golang.org/toolchain module, hash-verified) into
+#     /usr/local/lib/space/go;
 #   * builds a static gVisor runsc from the Go module proxy and installs it to
 #     $SPACE_RUNSC (default /usr/local/lib/space/bin/runsc) unless the installed
 #     one already reports the pinned version (--force-runsc rebuilds anyway;
-#     --runsc-only stops there, for the node image of deploy/Dockerfile);
-#   * if no usable Go (>= 1.21) is found, bootstraps the pinned Go toolchain from
-#     the Go module proxy (golang.org/toolchain module, hash-verified) into
-#     /usr/local/lib/space/go.
+#     --runsc-only does only that, for the node image of deploy/Dockerfile);
+#   * test profile: builds versitygw (scripts/install-versitygw.sh);
 #   * makes sure /etc/iproute2 and /var/run/netns exist.
+#   --packages-only stops after the packages and Go: run.sh and test.sh build
+#   runsc and versitygw beside the binaries and the base template.
 #
 # Idempotent: a second run changes nothing and takes well under a second.
 # Progress goes to stderr, one line per step.
@@ -23,35 +31,59 @@ RUNSC_VERSION="20260905-160fafc42237"                      # what `runsc --versi
 RUNSC_MODULE_VERSION="v0.0.0-20260905035102-160fafc42237"  # gvisor.dev/gvisor pseudo-version (same commit)
 # Go toolchain used only when the machine has no Go >= 1.21 (gvisor needs go >= 1.26.3).
 GO_BOOTSTRAP_VERSION="go1.26.8"
-GO_BOOTSTRAP_H1="h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="  # golang.org/toolchain v0.0.1-go1.26.8.linux-amd64 (sum.golang.org)
+# golang.org/toolchain v0.0.1-go1.26.8.linux-<arch> module hashes (sum.golang.org).
+declare -A GO_BOOTSTRAP_H1=(
+  [amd64]="h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="
+  [arm64]="h1:sYL/O6MqS68ML0kjsQ36WoYIpJqkw60TxizWUYUKQMc="
+)
 
 SPACE_LIB="${SPACE_LIB:-/usr/local/lib/space}"
 SPACE_RUNSC="${SPACE_RUNSC:-$SPACE_LIB/bin/runsc}"
 
-DEB_PACKAGES=(
+# What spaced needs to serve (run.sh).
+SERVE_PACKAGES=(
   debootstrap debian-archive-keyring   # template builds
   nftables iproute2                     # sandbox networking
   ca-certificates curl                  # downloads, health checks
-  python3 python3-venv                  # tests
-  python3-pyflakes                      # lints the red-team suite's in-sandbox scripts
+  python3                               # checks the bootstrapped Go's hash
   util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
   file                                  # static-binary check below
+)
+# What building the code interpreter's template needs besides (run.sh's
+# background build; fetch-wheels.sh's pip; npm is added below).
+INTERPRETER_PACKAGES=(python3-venv)
+# What the tests need besides (test.sh).
+TEST_PACKAGES=(
+  python3-pyflakes                      # lints the red-team suite's in-sandbox scripts
   busybox-static                        # tests build small OCI images from it
   chromium                              # test/console drives the web console in it
   postgresql                            # cluster mode's catalog; the tests start their own server
 )
 
+PROFILE=test
 FORCE_RUNSC=0
 RUNSC_ONLY=0
-for arg in "$@"; do
-  case "$arg" in
+PACKAGES_ONLY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) [ $# -ge 2 ] || { echo "install-deps: --profile needs serve or test" >&2; exit 2; }; PROFILE="$2"; shift ;;
+    --profile=*) PROFILE="${1#*=}" ;;
     --force-runsc) FORCE_RUNSC=1 ;;
     # The node image (deploy/Dockerfile): runsc and what building it needs.
-    --runsc-only) RUNSC_ONLY=1; DEB_PACKAGES=(ca-certificates curl file) ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "install-deps: unknown argument: $arg" >&2; exit 2 ;;
+    --runsc-only) RUNSC_ONLY=1 ;;
+    --packages-only) PACKAGES_ONLY=1 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument: $1" >&2; exit 2 ;;
   esac
+  shift
 done
+case "$PROFILE" in
+  serve) DEB_PACKAGES=("${SERVE_PACKAGES[@]}") ;;
+  interpreter) DEB_PACKAGES=("${SERVE_PACKAGES[@]}" "${INTERPRETER_PACKAGES[@]}") ;;
+  test) DEB_PACKAGES=("${SERVE_PACKAGES[@]}" "${INTERPRETER_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "install-deps: --profile is serve, interpreter or test, not '$PROFILE'" >&2; exit 2 ;;
+esac
+if [ "$RUNSC_ONLY" -eq 1 ]; then DEB_PACKAGES=(ca-certificates curl file); fi
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -66,9 +98,9 @@ trap cleanup EXIT
 mktempdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/space-deps.XXXXXX"); TMPDIRS+=("$d"); printf '%s' "$d"; }
 
 # ---- 1. Debian packages ------------------------------------------------------
-# The E2B JS SDK tests need node and npm; machines that bring their own
+# The E2B JS SDK tests (and fetch-wheels.sh, for Deno) need node and npm; machines that bring their own
 # Node.js (newer than Debian's) keep it.
-if [ "$RUNSC_ONLY" -eq 0 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
+if [ "$PROFILE" != serve ] && [ "$RUNSC_ONLY" -eq 0 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
   DEB_PACKAGES+=(nodejs npm)
 fi
 missing=()
@@ -93,7 +125,7 @@ fi
 # web/console with these (pinned by its package-lock.json) and compares.
 # spaced itself never needs them: the bundle is committed.
 CONSOLE_DIR="$(cd "$(dirname "$0")/.." && pwd)/web/console"
-if [ "$RUNSC_ONLY" -eq 0 ] && [ -f "$CONSOLE_DIR/package-lock.json" ]; then
+if [ "$PROFILE" = test ] && [ "$RUNSC_ONLY" -eq 0 ] && [ -f "$CONSOLE_DIR/package-lock.json" ]; then
   if [ -d "$CONSOLE_DIR/node_modules" ] && [ ! "$CONSOLE_DIR/package-lock.json" -nt "$CONSOLE_DIR/node_modules/.package-lock.json" ]; then
     log "console npm packages: present"
   else
@@ -105,7 +137,6 @@ fi
 # ---- 2. directories ----------------------------------------------------------
 mkdir -p /etc/iproute2 /var/run/netns "$(dirname "$SPACE_RUNSC")"
 
-# ---- 3. runsc ----------------------------------------------------------------
 runsc_ok() {
   # $1 = binary. OK when it runs, reports the pinned version and is static.
   local bin="$1" v
@@ -137,7 +168,6 @@ find_go() {
 bootstrap_go() {
   local arch proxy mod url tmp
   case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "unsupported arch $(uname -m)" ;; esac
-  [ "$arch" = amd64 ] || die "no Go found and the pinned bootstrap hash is for amd64; install Go >= 1.21 and retry"
   proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%[,|]*}"
   case "$proxy" in direct|off|"") proxy=https://proxy.golang.org ;; esac
   mod="v0.0.1-${GO_BOOTSTRAP_VERSION}.linux-${arch}"
@@ -145,7 +175,7 @@ bootstrap_go() {
   tmp=$(mktempdir)
   log "go: no Go >= 1.21 in use (or SPACE_FORCE_GO_BOOTSTRAP=1); fetching $GO_BOOTSTRAP_VERSION from $url"
   curl -fsSL --retry 3 -o "$tmp/tc.zip" "$url" || die "download failed: $url"
-  python3 - "$tmp/tc.zip" "$GO_BOOTSTRAP_H1" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
+  python3 - "$tmp/tc.zip" "${GO_BOOTSTRAP_H1[$arch]}" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
 import base64, hashlib, sys, zipfile
 zpath, want, dest = sys.argv[1:4]
 z = zipfile.ZipFile(zpath)
@@ -165,6 +195,19 @@ PY
   log "go: installed $("$SPACE_LIB/go/bin/go" version) at $SPACE_LIB/go"
 }
 
+# ---- 3. Go -------------------------------------------------------------------
+GO_BIN=""
+if [ "${SPACE_FORCE_GO_BOOTSTRAP:-0}" != 1 ]; then GO_BIN=$(find_go || true); fi
+if [ -z "$GO_BIN" ] && { [ "$RUNSC_ONLY" -eq 0 ] || ! runsc_ok "$SPACE_RUNSC" || [ "$FORCE_RUNSC" -eq 1 ]; }; then
+  # SPACE_FORCE_GO_BOOTSTRAP=1 exercises the bootstrap path even when a Go exists.
+  bootstrap_go; GO_BIN="$SPACE_LIB/go/bin/go"
+fi
+if [ "$PACKAGES_ONLY" -eq 1 ]; then
+  log "done (packages and Go; profile $PROFILE) in $(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')s"
+  exit 0
+fi
+
+# ---- 4. runsc ----------------------------------------------------------------
 if [ "$FORCE_RUNSC" -eq 0 ] && runsc_ok "$SPACE_RUNSC"; then
   log "runsc: $SPACE_RUNSC is $RUNSC_VERSION"
 else
@@ -173,9 +216,6 @@ else
   else
     log "runsc: not installed; building"
   fi
-  # SPACE_FORCE_GO_BOOTSTRAP=1 exercises the bootstrap path even when a Go exists.
-  if [ "${SPACE_FORCE_GO_BOOTSTRAP:-0}" = 1 ]; then GO_BIN=""; else GO_BIN=$(find_go || true); fi
-  [ -n "$GO_BIN" ] || { bootstrap_go; GO_BIN="$SPACE_LIB/go/bin/go"; }
   export HOME="${HOME:-/root}"
   work=$(mktempdir)     # empty dir: the project's go.mod must not be involved
   mkdir -p "$work/src" "$work/bin"
@@ -205,9 +245,9 @@ if [ "$RUNSC_ONLY" -eq 1 ]; then
   exit 0
 fi
 
-# ---- 4. versitygw (the real S3 server the object-storage tests start) ------
-GO_BIN=${GO_BIN:-$(find_go || true)}
-[ -n "$GO_BIN" ] || { bootstrap_go; GO_BIN="$SPACE_LIB/go/bin/go"; }
-PATH="$(dirname "$GO_BIN"):$PATH" "$(dirname "$0")/install-versitygw.sh"
+# ---- 5. versitygw (the real S3 server the object-storage tests start) ------
+if [ "$PROFILE" = test ]; then
+  PATH="$(dirname "$GO_BIN"):$PATH" "$(dirname "$0")/install-versitygw.sh"
+fi
 
 log "done in $(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')s"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - set up this machine (Debian 12, as root) and run the whole test
 # suite: unit tests, the runtime conformance suite against real runsc, the
-# end-to-end tests against a real spaced, and the E2B SDK tests.
-# Extra arguments go to go test (for example -run TestBasic).
+# end-to-end tests against a real spaced, and the E2B SDK tests; at the end
+# of go test, a table of each package's time (slowest first).
+# Extra arguments go to go test (for example -run TestBasic ./test/e2e/).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -12,14 +13,42 @@ source "$(dirname "$0")/lib.sh"
 # that tested nothing cannot pass.
 export SPACE_TEST_STRICT=1
 
-"$ROOT/scripts/install-deps.sh"
-use_go
-build_all
+setup test
+# Every suite's harness uses these binaries (and the base template made
+# with this agent) instead of building its own.
+export SPACE_TEST_BIN="$ROOT/bin"
 cd "$ROOT"
 echo "test: go vet" >&2
 go vet ./...
-echo "test: go test" >&2
-go test -race -count=1 -timeout 30m "${@:-./...}"
+
+# A whole run starts the longest packages first (the times of the last
+# whole run on this machine, else the system suites known to be long), so
+# that no long suite starts last while the other slots idle. Output still
+# comes in that order, each package's block whole, closing with go test's
+# own last lines. SPACE_TEST_P sets go test -p (default: the number of
+# CPUs, go's own default).
+times="${SPACE_TEST_TIMES:-/var/cache/space/test-times.tsv}"
+args=("$@")
+if [[ $# -eq 0 ]]; then
+  mapfile -t args < <(go list ./... | "$ROOT/scripts/test-times.sh" order "$times")
+  echo "test: go test, ${#args[@]} packages, longest first (${args[0]#"$(go list -m)"/}, ${args[1]#"$(go list -m)"/}, ...)" >&2
+else
+  echo "test: go test $*" >&2
+fi
+p=()
+[[ -n "${SPACE_TEST_P:-}" ]] && p=(-p "$SPACE_TEST_P")
+out="$(mktemp)"
+rc=0
+go test -race -count=1 -timeout 30m "${p[@]}" "${args[@]}" 2>&1 | tee "$out" || rc=$?
+"$ROOT/scripts/test-times.sh" table "$out" >&2
+if [[ $# -eq 0 && $rc -eq 0 ]]; then
+  mkdir -p "$(dirname "$times")"
+  "$ROOT/scripts/test-times.sh" tsv "$out" >"$times.new" && mv "$times.new" "$times"
+fi
+# go test's closing line again, last, for whatever reads the end of the log.
+tail -n 1 "$out"
+rm -f "$out"
+[[ $rc -eq 0 ]] || exit "$rc"
 
 # The clock-jump fault steps the host's wall clock, so it runs alone, after
 # everything else that could mind (a targeted run skips it).

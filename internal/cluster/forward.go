@@ -206,6 +206,13 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, node, addres
 		return
 	}
 	r.Header.Set(headerNode, node) // for the error handler; replaced when signed
+	// The owner's answer may start (an event stream) before the transport
+	// has read the end of the client's body: without full duplex, the
+	// HTTP/1 server reads and closes that body itself when the answer's
+	// header goes out, the transport's last read of it fails, and it
+	// closes the connection to the owner under the stream. HTTP/2 is full
+	// duplex already (the error is then harmless).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	f.proxy.ServeHTTP(w, r.WithContext(withTarget(r.Context(), target)))
 }
 

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"time"
 
@@ -71,7 +72,9 @@ func NewPuller(d *dialer.Dialer, log *slog.Logger) *Puller {
 	return &Puller{dial: d, log: log}
 }
 
-var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
+// platform is the host's: a sandbox runs the template's binaries on the
+// host's CPU.
+var platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 
 // Resolve reads an image's manifest and config from its registry (not its
 // layers): a missing image, a refused credential or an unreachable
@@ -120,8 +123,8 @@ func newImage(img v1.Image, what string) (*Image, error) {
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s: cannot read its config", what)
 	}
-	if cf.OS != "" && cf.OS != "linux" || cf.Architecture != "" && cf.Architecture != "amd64" {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %s is for %s/%s; templates run linux/amd64", what, cf.OS, cf.Architecture)
+	if cf.OS != "" && cf.OS != platform.OS || cf.Architecture != "" && cf.Architecture != platform.Architecture {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "image %s is for %s/%s; templates here run %s/%s", what, cf.OS, cf.Architecture, platform.OS, platform.Architecture)
 	}
 	m, err := img.Manifest()
 	if err != nil {
@@ -159,7 +162,7 @@ func (p *Puller) registryError(ref string, auth *Auth, err error) error {
 		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "registry answered %d for %s", terr.StatusCode, ref)
 	}
 	if strings.Contains(err.Error(), "no child with platform") {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s has no linux/amd64 variant", ref)
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "image %s has no %s/%s variant", ref, platform.OS, platform.Architecture)
 	}
 	p.log.Warn("cannot reach a registry", "ref", ref, "refused", dialer.IsRefused(err), "err", err)
 	return errdefs.Wrap(errdefs.ErrInvalidArgument, err, "%s", unreachable(ref))
@@ -299,7 +302,7 @@ func unpackLayout(file, dir string) error {
 	}
 }
 
-// pickImage is the linux/amd64 image of an index (descending into nested
+// pickImage is the image of an index for this platform (descending into nested
 // indexes), or its only image.
 func pickImage(idx v1.ImageIndex) (v1.Image, error) {
 	m, err := idx.IndexManifest()
@@ -323,7 +326,7 @@ func pickImage(idx v1.ImageIndex) (v1.Image, error) {
 		}
 	}
 	if len(images) == 0 {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "the archive holds no linux/amd64 image")
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "the archive holds no %s/%s image", platform.OS, platform.Architecture)
 	}
 	return idx.Image(images[0].Digest)
 }

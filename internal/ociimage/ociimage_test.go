@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/spacesandbox/space/internal/egress/dialer"
@@ -322,3 +324,41 @@ func TestFlattenLimit(t *testing.T) {
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// TestPlatform: an image is taken for the host's architecture (the
+// sandbox runs its binaries on the host's CPU) and refused, naming both,
+// for another.
+func TestPlatform(t *testing.T) {
+	other := map[string]string{"amd64": "arm64"}[runtime.GOARCH]
+	if other == "" {
+		other = "amd64"
+	}
+	for _, tc := range []struct {
+		arch  string
+		works bool
+	}{{runtime.GOARCH, true}, {"", true}, {other, false}} {
+		t.Run("arch "+tc.arch, func(t *testing.T) {
+			img := testImage(t)
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf = cf.DeepCopy()
+			cf.Architecture = tc.arch
+			if img, err = mutate.ConfigFile(img, cf); err != nil {
+				t.Fatal(err)
+			}
+			_, err = newImage(img, "test")
+			if tc.works {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want := "is for linux/" + other + "; templates here run linux/" + runtime.GOARCH
+			if errdefs.Class(err) != errdefs.ErrInvalidArgument || !strings.Contains(errdefs.PublicMessage(err), want) {
+				t.Fatalf("err = %v, want invalid argument saying %q", err, want)
+			}
+		})
+	}
+}

@@ -38,11 +38,18 @@ var build struct {
 	err  error
 }
 
+// BinEnv names a directory where spaced, space and space-agent are built
+// already, and the base template holds that agent: scripts/test.sh builds
+// them once for all the suites of its run (each would otherwise compile
+// and link the same three binaries again).
+const BinEnv = "SPACE_TEST_BIN"
+
 // Build compiles spaced, space and space-agent into the suite's temp dir
 // and installs the fresh agent into the base template (a quick no-op when
-// the rootfs is cached: a new agent makes a new image of hard links). It
-// runs once per test binary, on first use, so that a run of only the tests
-// that start nothing builds nothing; it returns the binaries' directory.
+// the rootfs is cached: a new agent makes a new image of hard links), or,
+// with $SPACE_TEST_BIN set, answers that directory. It runs once per test
+// binary, on first use, so that a run of only the tests that start nothing
+// builds nothing; it returns the binaries' directory.
 func Build() (string, error) {
 	build.once.Do(func() { build.dir, build.err = buildAll() })
 	return build.dir, build.err
@@ -60,6 +67,14 @@ func Bin(tb testing.TB, name string) string {
 }
 
 func buildAll() (string, error) {
+	if dir := os.Getenv(BinEnv); dir != "" {
+		for _, name := range []string{"spaced", "space", "space-agent"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return "", fmt.Errorf("%s=%s: %w", BinEnv, dir, err)
+			}
+		}
+		return dir, nil
+	}
 	if suite.tmp == "" {
 		return "", fmt.Errorf("harness: Build before Main made the suite's temp dir")
 	}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -43,6 +44,10 @@ type TestHostOptions struct {
 	Gateway          string
 }
 
+// holderCmd holds a namespace of its own: it prints "ready" once the
+// namespace exists (a variable for the test that slows it down).
+var holderCmd = []string{"unshare", "--net", "sh", "-c", "echo ready && exec sleep infinity"}
+
 // NewTestHost makes the namespace, its link and its addresses; Close
 // removes them. On an error it leaves nothing.
 func NewTestHost(o TestHostOptions) (_ *TestHost, err error) {
@@ -52,18 +57,33 @@ func NewTestHost(o TestHostOptions) (_ *TestHost, err error) {
 			h.Close()
 		}
 	}()
-	h.holder = exec.Command("unshare", "--net", "sleep", "infinity")
+	// The holder says so once unshare(2) is done. Comparing its
+	// namespace with /proc/self's is no proof: that is the main thread's,
+	// which the runtime may have lent to a Do (and so to another
+	// namespace), and a link moved to the holder before its unshare stays
+	// here ("Cannot find device" in the namespace, under load).
+	h.holder = exec.Command(holderCmd[0], holderCmd[1:]...)
+	ready, err := h.holder.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := h.holder.Start(); err != nil {
 		return nil, fmt.Errorf("start the namespace's holder: %w", err)
 	}
 	h.pid = strconv.Itoa(h.holder.Process.Pid)
 	h.NetnsPath = "/proc/" + h.pid + "/ns/net"
-	if !WaitFor(5*time.Second, func() bool {
-		self, _ := os.Readlink("/proc/self/ns/net")
-		other, _ := os.Readlink(h.NetnsPath)
-		return other != "" && other != self
-	}) {
-		return nil, errors.New("unshare --net made no namespace")
+	said := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(ready).ReadString('\n')
+		said <- line
+	}()
+	select {
+	case line := <-said:
+		if line != "ready\n" {
+			return nil, fmt.Errorf("the namespace's holder (%s) said %q, not ready", strings.Join(holderCmd, " "), line)
+		}
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("the namespace's holder did not say ready within 30s")
 	}
 	suffix := RandHex(3)
 	h.HostLink = o.Prefix + "h" + suffix
@@ -124,23 +144,39 @@ func (h *TestHost) Route(dst string, wait time.Duration, extra ...string) error 
 }
 
 // Do runs fn on a thread moved into the namespace; sockets made there keep
-// it. The thread is thrown away afterwards (it stays locked, so it exits
-// with its goroutine).
+// it. The thread goes back to its own namespace afterwards: left in this
+// one, it would end with its goroutine, except the main thread, which the
+// runtime parks instead, and whose namespace /proc/self (and /proc/net)
+// shows to the rest of the binary. If it cannot go back, it stays locked
+// and ends.
 func (h *TestHost) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread's netns changes
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer home.Close()
 		f, err := os.Open(h.NetnsPath)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns: %w", err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

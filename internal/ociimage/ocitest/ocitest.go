@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -70,7 +71,8 @@ func Layer(t testing.TB, files ...File) v1.Layer {
 	return l
 }
 
-// Image stacks layers into a linux/amd64 image with env, workdir, user.
+// Image stacks layers into an image for this host (linux, its
+// architecture) with env, workdir, user.
 func Image(t testing.TB, env []string, workdir, user string, layers ...v1.Layer) v1.Image {
 	t.Helper()
 	img, err := mutate.AppendLayers(empty.Image, layers...)
@@ -82,7 +84,7 @@ func Image(t testing.TB, env []string, workdir, user string, layers ...v1.Layer)
 		t.Fatal(err)
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Config.Env, cf.Config.WorkingDir, cf.Config.User = env, workdir, user
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {

@@ -86,7 +86,7 @@ func Parse(r io.Reader, o Options) (*recipe.Recipe, error) {
 		return nil, invalid(line(st.Location), "FROM scratch is not supported: a sandbox needs a shell and libc; start from an image or a template")
 	}
 	if st.Platform != "" {
-		return nil, invalid(line(st.Location), "FROM --platform is not supported (templates are linux/amd64)")
+		return nil, invalid(line(st.Location), "FROM --platform is not supported (templates are built for the host's platform)")
 	}
 	c.rec.From = recipe.Source{Image: from}
 	if o.SourceEnv != nil {

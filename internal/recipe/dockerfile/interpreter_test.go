@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -86,7 +87,7 @@ func TestInterpreterTemplateSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"DENO_VERSION", "DENO_INTEGRITY"} {
+	for _, name := range []string{"DENO_VERSION", "DENO_INTEGRITY_X64", "DENO_INTEGRITY_ARM64"} {
 		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(script)
 		if m == nil || envOf(run)[name] != string(m[1]) {
 			t.Errorf("%s: the Dockerfile has %q, fetch-wheels.sh %q", name, envOf(run)[name], m)
@@ -148,12 +149,19 @@ func TestInterpreterTemplateSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgz, integrity := denoTarball(t)
-	npm := "https://registry.npmjs.org/@deno/linux-x64-glibc/-/linux-x64-glibc-2.9.6.tgz"
+	// The install step picks Deno's package and pin by the machine's
+	// architecture (uname -m), here the test's.
+	pkg, pin := map[string]string{"amd64": "linux-x64-glibc", "arm64": "linux-arm64-glibc"}[runtime.GOARCH],
+		map[string]string{"amd64": "DENO_INTEGRITY_X64", "arm64": "DENO_INTEGRITY_ARM64"}[runtime.GOARCH]
+	if pkg == "" {
+		t.Skipf("no Deno package for %s", runtime.GOARCH)
+	}
+	npm := "https://registry.npmjs.org/@deno/" + pkg + "/-/" + pkg + "-2.9.6.tgz"
 	for _, tc := range []struct {
 		name       string
 		source     string
 		wheelhouse bool   // the context has wheels (and deno)
-		integrity  string // DENO_INTEGRITY ("": the fake tarball's)
+		integrity  string // the pin ("": the fake tarball's)
 		want       []string
 		fails      string
 	}{
@@ -196,9 +204,9 @@ func TestInterpreterTemplateSources(t *testing.T) {
 				write(filepath.Join(wheels, "ipykernel-7.4.0-py3-none-any.whl"), "", 0o644)
 				write(filepath.Join(wheels, "deno"), fakeDeno, 0o755)
 			}
-			args := map[string]string{"INTERPRETER_SOURCE": tc.source, "DENO_INTEGRITY": tc.integrity}
+			args := map[string]string{"INTERPRETER_SOURCE": tc.source, pin: tc.integrity}
 			if tc.integrity == "" {
-				args["DENO_INTEGRITY"] = integrity
+				args[pin] = integrity
 			}
 			run := installStep(t, parseInterpreter(t, args))
 			script := strings.ReplaceAll(run.Shell, "/opt/space/", root+"/opt/space/")
