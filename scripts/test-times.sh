@@ -15,7 +15,8 @@ set -euo pipefail
 
 # Seconds of a whole run on 2 cores (issue 26), for a machine with no times
 # of its own yet.
-SEED='test/interpreter 378
+SEED='test/desktop 480
+test/interpreter 378
 test/e2e 340
 test/e2b 235
 test/redteam 159'
