@@ -52,6 +52,45 @@ func (e BuildState) Valid() bool {
 	}
 }
 
+// Defines values for BuildLogEntryLevel.
+const (
+	BuildLogEntryLevelDebug BuildLogEntryLevel = "debug"
+	BuildLogEntryLevelError BuildLogEntryLevel = "error"
+	BuildLogEntryLevelInfo  BuildLogEntryLevel = "info"
+	BuildLogEntryLevelWarn  BuildLogEntryLevel = "warn"
+)
+
+// Valid indicates whether the value is a known member of the BuildLogEntryLevel enum.
+func (e BuildLogEntryLevel) Valid() bool {
+	switch e {
+	case BuildLogEntryLevelDebug:
+		return true
+	case BuildLogEntryLevelError:
+		return true
+	case BuildLogEntryLevelInfo:
+		return true
+	case BuildLogEntryLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CodeResultType.
+const (
+	Result CodeResultType = "result"
+)
+
+// Valid indicates whether the value is a known member of the CodeResultType enum.
+func (e CodeResultType) Valid() bool {
+	switch e {
+	case Result:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EntryType.
 const (
 	EntryTypeDir     EntryType = "dir"
@@ -174,16 +213,22 @@ func (e VolumeEntryType) Valid() bool {
 
 // Defines values for SignalCommandJSONBodySignal.
 const (
+	KILL    SignalCommandJSONBodySignal = "KILL"
 	SIGKILL SignalCommandJSONBodySignal = "SIGKILL"
 	SIGTERM SignalCommandJSONBodySignal = "SIGTERM"
+	TERM    SignalCommandJSONBodySignal = "TERM"
 )
 
 // Valid indicates whether the value is a known member of the SignalCommandJSONBodySignal enum.
 func (e SignalCommandJSONBodySignal) Valid() bool {
 	switch e {
+	case KILL:
+		return true
 	case SIGKILL:
 		return true
 	case SIGTERM:
+		return true
+	case TERM:
 		return true
 	default:
 		return false
@@ -302,6 +347,24 @@ type Build struct {
 
 // BuildState defines model for Build.State.
 type BuildState string
+
+// BuildLogEntry defines model for BuildLogEntry.
+type BuildLogEntry struct {
+	// Cached set on the line that starts a step found in the cache: the step is not run
+	Cached  *bool              `json:"cached,omitempty"`
+	Level   BuildLogEntryLevel `json:"level"`
+	Message string             `json:"message"`
+
+	// Seq from 0; the event id is seq + 1
+	Seq int `json:"seq"`
+
+	// Step 0 the source, 1..n the steps, n+1 the start command and the end
+	Step int       `json:"step"`
+	Time time.Time `json:"time"`
+}
+
+// BuildLogEntryLevel defines model for BuildLogEntry.Level.
+type BuildLogEntryLevel string
 
 // BuildRequest defines model for BuildRequest.
 type BuildRequest struct {
@@ -424,6 +487,33 @@ type CodeRequest struct {
 	TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
 }
 
+// CodeResult A rich result (the `data` of a `result` event), E2B's keys: each format the value
+// has. png, jpeg and pdf are base64; chart and data are JSON (matplotlib figures
+// and pandas DataFrames); extra holds other MIME types.
+type CodeResult struct {
+	Chart interface{}             `json:"chart,omitempty"`
+	Data  interface{}             `json:"data,omitempty"`
+	Extra *map[string]interface{} `json:"extra,omitempty"`
+	Html  *string                 `json:"html,omitempty"`
+
+	// IsMainResult The value of the cell's last expression.
+	IsMainResult *bool           `json:"is_main_result,omitempty"`
+	Javascript   *string         `json:"javascript,omitempty"`
+	Jpeg         *string         `json:"jpeg,omitempty"`
+	Json         interface{}     `json:"json,omitempty"`
+	Latex        *string         `json:"latex,omitempty"`
+	Markdown     *string         `json:"markdown,omitempty"`
+	Pdf          *string         `json:"pdf,omitempty"`
+	Png          *string         `json:"png,omitempty"`
+	Seq          *int            `json:"seq,omitempty"`
+	Svg          *string         `json:"svg,omitempty"`
+	Text         *string         `json:"text,omitempty"`
+	Type         *CodeResultType `json:"type,omitempty"`
+}
+
+// CodeResultType defines model for CodeResult.Type.
+type CodeResultType string
+
 // Command defines model for Command.
 type Command struct {
 	Args *[]string `json:"args,omitempty"`
@@ -453,7 +543,10 @@ type CommandRequest struct {
 	User           *string `json:"user,omitempty"`
 }
 
-// CreateSandboxRequest defines model for CreateSandboxRequest.
+// CreateSandboxRequest A number left out or 0 takes the default. Otherwise the server wants timeout_seconds
+// from 1, cpu from 1, memory_mb from 64, disk_mb from 16, max_processes from 16 and
+// snapshot_every_seconds from 5 (and at most each maximum): a smaller one is a 400 naming
+// the field.
 type CreateSandboxRequest struct {
 	// AutoPause At the timeout pause the sandbox instead of killing it.
 	AutoPause *bool `json:"auto_pause,omitempty"`
@@ -756,7 +849,10 @@ type Sandbox struct {
 	// apply to HTTP (Host) and TLS (SNI) connections and to DNS; the gateway resolves and dials
 	// the name itself. No policy opens the platform floor (loopback, private, link-local and
 	// metadata ranges, this host, other sandboxes; see docs/security.md).
-	Network  *Network   `json:"network,omitempty"`
+	Network *Network `json:"network,omitempty"`
+
+	// Node The cluster node that runs it (cluster mode only).
+	Node     *string    `json:"node,omitempty"`
 	PausedAt *time.Time `json:"paused_at,omitempty"`
 
 	// Reason Why a sandbox is lost, paused or was killed.
@@ -774,6 +870,33 @@ type SandboxState string
 // SandboxLogs defines model for SandboxLogs.
 type SandboxLogs struct {
 	Logs []LogLine `json:"logs"`
+}
+
+// SandboxMetricEvent A `metrics` event of GET /v1/events?metrics=true.
+type SandboxMetricEvent struct {
+	CpuCount int `json:"cpu_count"`
+
+	// CpuUsedPct percent of all cpu_count CPUs, 0-100
+	CpuUsedPct float32 `json:"cpu_used_pct"`
+
+	// DiskTotal the disk limit in bytes
+	DiskTotal int `json:"disk_total"`
+
+	// DiskUsed bytes held by the writable layer
+	DiskUsed int `json:"disk_used"`
+
+	// Id the sandbox's id
+	Id string `json:"id"`
+
+	// MemCache page cache of the sandbox's files in bytes
+	MemCache int `json:"mem_cache"`
+
+	// MemTotal the memory limit in bytes
+	MemTotal int `json:"mem_total"`
+
+	// MemUsed bytes in use
+	MemUsed int       `json:"mem_used"`
+	Time    time.Time `json:"time"`
 }
 
 // SandboxMetrics defines model for SandboxMetrics.
@@ -4870,307 +4993,317 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Jcxs5si76VxB8N0LkuSWKsmV3NxUnTshLz/i2Fz1LnjnndPmRYBVI4qoIVAMoSWyH//sLZAK1kCgu",
-	"2twT90ZMTFskiDWRG77M/NZJ5CKXggmjO8NvnZwqumCGKfjrtRSG3Zp3b+wfXHSGnZyaeSfqCLpgnWEn",
-	"we87UUexPwquWNoZGlWwqKOTOVtQ7NEYpuxv/7/fzw7/mx7+OTj8ZXT49dtxdPzs5+//oxN1zDK3vWmj",
-	"uJh1vn+POm9vWVIYLgUOnTKdKJ7bDzrDzpkgzH9/oAlPIzJVckG40WRcfjMm7JoJ0+9EoZmXzR5+7uet",
-	"25XzdONwCy74olh0hsdlv1wYNmMKO7adre2G/ZRwoXnKiJkzoqlIJ/L2lCiWUcOvGbGT0IQqRgqRMgWt",
-	"Cs3UgSZzuWDlDv1RMLWszRbn3j7d9aVf4NitG7Bl/esd/kNmxYLttvBraBtV6zYSSEJJaUg37hzFHSIV",
-	"iTtxh+SKTfktoRm/Yr0++cy0zK5ZWm1QLLC7A/z9kMSdfj/uEG1krm0DxSJCRUoo0ctFxsUVMXNqSC65",
-	"MJrIwhA5rU2LcE0Umxaapf1YPNyO4wZ9ZtPANSHlEnhqV25HabkO2HKvsb/bxjqXQjPgFW+Vksr+A5iC",
-	"MPafNM8znlA7oaP/re2svtV6/B/KTrvz/xxVLOgIv9VH2BuM0lwVwy+izmdq2Hu+4MZO9rFHldfu3hgm",
-	"qDCWKqhh9ogTxahh2pKdLhZMA1FMpbrSpKuYloVK2IjdzmmhDUt7Q+glZYbyTMfCbj98YruL4F+TQmkT",
-	"kRtLTVyTjE2BlLgh3bGRV0zokf1sjOQ3thQ1xl8qpk3PfhqLsWJGLUd0apgaLfT4FBp8th8entkPyZxR",
-	"S+pcI93eUG4IF+RmLjNGNEukSO2ipL0RKSlyIFr8ERx3ra/m/m5kYrC1brdt47Pzd7+xJbBaJXOmDEdi",
-	"wl1NRxQOdCrVwv6rk1LDDg0HSl2hx8gyl7U7YFd9xZYHmuTFJOOJu/gRYf1Zn7Bnk9ExfTZ5npykL9jL",
-	"6U/05wnpHr8kc3ZLUj7jRvdCI13hlINDWZbDsmlkN9N+RIW+sbSDvIhrXTAiRbYM9YuX8dv6F4pdy6s9",
-	"twMpNcw13Cdy8r9ZYmzjsyLl5q0wqv0swivmlgNiC7dUlu68ZY0z8fzyii0j5NM0XXARd0LdLZiZyzS4",
-	"V25RbbN1fBCGSmiWwV/BKSu2kKblPGSB36wPAV8Rpzg4Oos7b96+f3v5lhxdHx85+cz00Teefg8vTxtq",
-	"Cl0burxBG8416gAp7EggISp4VfAsXSeAydLgP5qrRQ5liXpBZ4wIxlLtqR77tNJSsSE0yuiSKU26Zi41",
-	"s9xMMcu6iJESeBbRhirDUpLMWXIFYjQijCZzkshC2C+kSKzM1dhr7chqm5PQZB4i1c9fPsIgrz+d/xfR",
-	"huXacjrNcFrkhmrifhrsNS/CZ3EXNpVyfTVaTMIdMi9EmyfAbrkZJTJl4V9lcjayAgW0LsMWOkwd+AFV",
-	"ii7xDmlNZ2ECt1sUGitENVMuuJ7fiVmvf7xomxEc1G5HGzzDBVtItWzdeEd9692X1xXEq1QMqBmak0Qu",
-	"FnZoVQhhp1mOO5EyY1TUOt5rc+z1h11gwgrS3ztWOuMAfxSsACqd2LuKnylGUytPkHjsJRAJy1ja+Rrt",
-	"frL4TRvPoTO9H3EZtsgzGmSfrZznM/ujYBpVuDTl9gBodl67CFOaaRatcif70xFVOMPwD9snXE3B27Jr",
-	"FDCneu6FU5FnklqFCEYllf271n8rz9h4/1OZXDE15RkL6fNvym9JV3Mxs5qaoTPWO7V2kGE0tfO0tvAR",
-	"HOYREF8/ND3baOtGr2jetzQx2ZJIAYqvP+EI+X9EqErm/NoSdPOA/OetG0tFta+4AUTTa2ZF9afX7yyL",
-	"tuaUoSrISDzHaPZNiWIzro1aOvGk2JQpJhIWFvXYdr2fRLGUCcNppq1W7zrrCmYNAhREvbUV51TrG6nC",
-	"LM5a3i2KXogs6xepObUY9MXfh4bOvlrTdkpoeSi7yfstPNHPMjSst6Xtv+0MwnqMYOZGqqttZtdH18z+",
-	"Qo5AENdmtMpMAxrqIm1Rmy1jXKcNQxZSG0/IySKNSC6ViUihsojY+3VKhP12wajQJO5ow7PMs3kCVpU1",
-	"/MFKgpXvNh9/r9e+sKO3cF6+YLIwI2eR4WKmtMhMZ/hyMAhJukJl62uGrSA3cyYIJX97e+lMSvSbrTmP",
-	"nCqvybPBwBk0pCukIVRIM2eKPLu9jQh8QBRLuWKJ6UXkhps5SWAT86WZS/HcEsnNjIE9y5M582Y0XqM5",
-	"1bsQ6ve6W+J32N2vAWou5Vcppe7O3FQhSBeWY69rzzK32XVEEpkvI8LEdUQswaZcRdAgwPNm1/sJTNv1",
-	"npIvdcIySGcBhR0Eh2bG7vv8lDg6ck4HnqUHepNAWzj1c8UxkhiahZrLG4GegWZ7u1u/D2dKFvnXagpK",
-	"yuCYWiW2CynYp2ln+Pv6Unff4a+rZGT7jnAPQ9TExPX99InNnEwVIiS0vEZpRc3RhIsjPSeHSWhrgOzW",
-	"bTJLsqoQUenkBVOrEJpQfUpoJoWV1OTLxdvPoCyHunakvauAWtX89tQVV44FhE7oQF7LlL2udLQVjnvT",
-	"Yk+kLcaEmBVhS2NlOuCxLptHMFDb7O6mvybBe3U5ZyRhWWbZrjhki9wsyZfLXw9/PnWuPhiKTGS6JFwT",
-	"L9KOyQf+qhfU+NzVHoXcZGf+4qNAOP90cUmO3Ee6Tz5Kg7zdb0RwgH1vTHMKb8U1uaYKtSwz5xqXL0W2",
-	"JF1LFJaC4UvqpdSBtqy4vtrqPOonXArMDkqlzurYn+39kOi58D880CV3chtR24dqL4M7ERTa9QHfCcOU",
-	"KnJkvrBQVCpg4ZkUs1MycNqHkCTjCw5q/ILeom/155cnVviXvtZB8MGoITUtmYUpF1jO+p3yJtUeMqxF",
-	"72m7nXnjejbtze1X0/56w4Ludhv3F9wTmlzNwE/eoDXX+zrnd5u0RoFksqyx/D5529RIkkWK701qdh2+",
-	"3y2bfG9BdsVYPtIm5WIkcyZ2WyW0X1/nPxU3hgliJIEWTi/EZwgmSJJJDc9wGdOarIwcvmtBUtnhDgbv",
-	"14b7VBe5np843W8HKfkaPIXuffSOpFkYOcppoVnoCFYYOnIWtwkEftVQ8Gv+giueZdas4XVPQe0oq3FH",
-	"cCBoNTbmgG+FK0dtGWX12yGBiZIFvWJw2G5StDlTOwI+kXF95bi/Zq5xr8aCoWd8cyPdk8Ggt2Hy2Gz7",
-	"rq1NmZaC1shqzmm5i2auZDGbw1dvn70iuZK3S2c4cKMJvNf1yqfBth12vqJycs9WJ3b9+vyLJl1KXp9/",
-	"IX8U0tBT946IEmpBTTJn2s6hJrfcLHt1wfHyJNr4QtfwT5UTOh48O1md0wX/k3m32I3ihk4y505vSKrj",
-	"wcnPL356WR/1ZWjYB2BTy6Bu87rQRi6Ygse57vmXS3iFuWJLffTtii2/9+zZMpGoZW5qjw/4kKsFzfVc",
-	"Go3IgCAHWtDbUa5kwrRmOrBt1d6/ePF8+0Y0nDJlVy+On23oyZ5qqCdDU2roPe2YvX04uZTZVvaA3EBf",
-	"cYRTlJ6rA01uqFoQ2wkcwUTa7adEsJvy3nUnTCTzBVVX2ho51sYxMhYLRnWhGElklvqHeUB3wB3WyDis",
-	"Pu1vCDB+TWh2Q5caRrJz4YrIG4EwjYBkY4liRt9f1cV3yMO4GAyew5O7YgYxGuSyxqlnDJafZzRhc5nB",
-	"o73AlzGGHUVEeMdKLK5pVjDkDmymrBSdUcNu6JIoBn1YNmSVXeV3xbE2nMCBJhMuUi5mjfXXvCzuRqxf",
-	"tAt4EwEDAtRY35J0eRr5d1d0V/b65Aw5vG9keW3t2OwEudGxsI1s42mRZbUe8ZIQS1gOUlFul2Sgy5eI",
-	"MGwakfKKIkICRkdJAqRl50jTFHbMkh2w7gifLpFKYBQ3gwNNuuAJQ1wVJVYCRbGw7eyprLSFcWBT3K4f",
-	"aAKQEm76JeWTBV2SCXOIj8I0DqDmE3HdjuyZL9v1m0t6ZSfW2GWcg5waVKZazYkXIXZSDmxldON+P1+T",
-	"DcmcpUXG6gzUSBDuK8JhsE3pavq/veI1oZrtbHn5WcJgbUsOykKERQU2F2FXsKiFLITpk0+i5j01hIJG",
-	"A0dqLy2hHgemGE0PrbxkpOsdylLFAjWLXkQmDLyxVCyJKBYTpvAnVhUalk5nkLgI37G094u9IjARAPvB",
-	"sEKaWCRAZVIRDfAe6PkoIkf2MkTkSC91RI5Sdh2Ro0Ir0gXEyowJ04vAGLFt8D8Zn/xbRI6YSaJYHIGL",
-	"6eiaKvsvAs4qKU1EhFQkUdLeoRIX53SEGoN3jyigtdU0uliUVwEwSXMK3dSfWnEEd21XeAI3uAUaLq28",
-	"ET2HtPOm3CbxhQf6wf7eyfR3+LOakK4cVmtc8Y2iXHxm3o/fVNwX8po1LemV133/6L9uIIPWvdBhqAkq",
-	"0M5vkdoZsJQImTLSrfQYYGb4vNYLPoyjchocBHioU3mNLN8/3IiGqhkzwT7dRQgrGLLlY0Oz4CwAZ1Jj",
-	"8Qcg85UGzFoQsbGLm1I00RSbbLcWXBQ4sYNrCbvKz5lacK25FGTCje6HYQoy5VO+J16gFTdWOuEDlIWQ",
-	"2vUvylk65Ald5JltcqhuDtWh/V9QKvE/W8Apjg2MHLm065wV3AHeyawlYo1r9/tO1AGBGwA1hDzIkQe4",
-	"QtuQm+htC9Qm/HESJhcr+ADK2a4OhpTfDzSZc8EOLWcHu2nKWZZayUy0XDACk9ARuDuTjFtOhSyRJsZd",
-	"v0U/FpaGR9SMEprThJsl6b4YPO8NydgDT8deU4pAD4hIiWbpRWSsE5nbJrabKBZzqS3bHxeCm3FExpMi",
-	"nTH4l8OYjp3ywtJxH63QEbtNGEtZapk5jAwfj6NYjEFravv1GeJnYZ2ke/LsF7KOlY1KsbCOW62GIt3Y",
-	"wbD0KGdq5B9l7UrKKQCmFmZVR9CS7irItoa/5YLMC5Eqlpo57BYsAyWkYto3jwW07zXWB3808LctynQ7",
-	"BCvkva3af932RopUHCT7MvAhQOP1F4KAIzEt+dKKt2mimTDkZs4z5qWEZW/3goI9CHCqQmalUrDtvAOe",
-	"e2r74LtsTCe0rb/yjF2wgPCfU93CaBXTrAHkLI3MkBD6jS3v5jYMIm+fPyOKilQuCIA7LbVrQ0VKVUqs",
-	"bv3ypN/Ztle249BWvJez91yw9a1AJnc/b0TGrllWP+GUTYoZBDVMZSfq3FAlSijc1yByuB31uCd+tr4Z",
-	"rhFOb9NFjTofmFE8uXByde0S5sUIEK8tiNO8GFlONMpDGOecqcTeRDklNMtI2Rd5ff5FR2RweDwYVEtB",
-	"86L0+YEGFtY0wYgEbmopBfHArb5DO731bpDO5ixLyWQZcBq2gTarR/SVpVoTAr7zjLtSDwH/sHmmtucN",
-	"C3b+hR2WbDvatGIurLYa/On9ya0ilhXKqM2rvtb6jtZPq0EBIZr9WDkB9wDVvEUHVC4zniz75NOCGwRy",
-	"Oy9P1PDcWHNPSO+1sspOlvWJVb45QzeL1VAwZkZbsU9z3nf6aT+RC5D5upikckG5IDc8SxOqUmj6b82G",
-	"iF0CYzdnt73S88N0LABL/O7NZ/jds8Hz/qB/fPy8/5P9Vf2DwdGzE//Z4HiYTn4eDo+eP4NZgHcOtRdB",
-	"ZI7bFYu4M7QWYtyxXf9e/ez46/Dk5HncAX3v3fn1y16fvGFiSZhb/A0X6C+iWSZv/Md98pFaZRH/igXN",
-	"82xpDbW/X16ek+7fpQsHIpfvL0j34uO7HkmkECyx8/FeLvLm4wW6Cys/IQTDYYOU00zHwn4P7koEg1mr",
-	"3R0rkTkT7kEno8bSMplm0qp1mZT5hCZXEckVv4bztpr8YSYTmqEXzruorTSaMR2hg8qec0QQaVZqrKdE",
-	"M0ZSmegjzZJCcbPsL1Jn46+8lNldahjcC3r7nomZtXmevTwOO/Gdwf/sxct1azFlYvmgHVo2oAQz2x+l",
-	"3JFfM7X0QUwp04YLCHCzNyb1pLL0D0FBxzX+eGQpUG8f9rX3w2bLhj/6QANWEi+ksoQOPNy/hOmcJiw9",
-	"0GQMfu0E6B083OjoTniKf47xsSwW9prIAjxmVjc/xXO/4ZrVnt8wuKTJ5WmSWEYBv4pFd/yfh2fwyeGl",
-	"/WQMPubzL5fgddQYT+ecy5ryNOzeD6kcH53pt0JjyDGCegTNgnhn8CUzqpljdYZkNNd1D0bttMCfY/sL",
-	"wsdYLpN5WENoi6yw+tG6tuEsx3BXuZTZLvpaXQMIoU6pWlT3GMR/iR2n2otva4UeaJJRbdwuKSbYDc2c",
-	"mQaPFwur3WjG6nF5tbcJP0Z4btdMaWf47OD1gTmMCmEwrmZnA2RPoyU09Ll7QFsJdJDSNAmirobQ25Yv",
-	"uAh/0QKOtqNUL9wMvWxczKyomDCSZJQvWsKkKg9PMFCMKDblWQZO8+5UWramScoA72iZABdkwQVInQW9",
-	"DTsr9wwr+X8LaWjApfjPObroIZSu5qQ3EGTWJwMiFaFg1Q7rxOnfDbsX52ev344u3348+3g5+rfeaSwO",
-	"j4cVlMQyzCU8pDWDhiH8MyVXbKlrj3YEAh3tpyFh5p0b4GfYFIZW938EAxla45SBhZJJkVwx0wvZBytv",
-	"0o34qGLhb3BdadYIMNel07i6m6FzRSdzcIAP/BWi5GpP867vJhqDaWLoFQuFIG4acwvTaHy9wt3c0roQ",
-	"A2a3lYtZb8tKy1e0trVCeFn1arbPisqftUWO4uVpHbr0gPEsxVcU/xN9QAydaeKeFMzGy9nGfkuYSwv9",
-	"JHlxB+IJ3fuL6v1hRWqDhjACgl+fyyeRLf1mO1XBpzg4rem5NRVkxtwLC+hEQXhIE7a1H7yq8XyA/iLS",
-	"BXWth7EcwD0KIw/xLQhVnQZ8aidYVACSVN62MDYZzhme5fKMmfrtdOKaOkbjwya1jw+x55pIDVColjjj",
-	"hwm0bVGE2vYXtnVYQ6ZdMYfPLffSZ/xwK3PIlKlieo6AheBeGymvRgu9azjtEwYb3+ZcMf0Qm1qBr7bD",
-	"o/aOzf1hOCYUEPtsj2LUJRxZVTiWFW4dXhzAxHUCTGIE+hXPMhZGlLeDPnbAaQSjnZt+cqAtF01cusxx",
-	"dh33RIyf4Rw7UccuIOhg3aCiNQAVd3mW3xg50nDX1wIha/emQfNf2wXHezkLvNNncrb7zL0XfNusodMN",
-	"U0FvcWA24EG4plk7AmgubxDr46xyosEFpi0HawrWkM7nGu+84IZbe+tZrU6+Gi+4F4BNCzyuwGNgkNLw",
-	"q5G/tqEWsiV8rvU5PadmPsJsJXuGcRZ5ujfvXjdXN+s8NWDeTvk7XoF/GmOYSdchYFnaCwMTHlACbxIW",
-	"LcL5nQELzaP5UOUqAX1GStJdwQP1Kh8vyG8IfQsrQ63n7W5H22RbQw82ccCaNrCiVfEFw7gITDLR72yN",
-	"6UGOV02yne0hCXzdQDbvuQ6QTsOi2IkNlGS4jQVUXYemdVnbw/V8D6bh1Kgd5bZUNYbOZj57gwavYsi4",
-	"Il2XrabMS1O3Pms5aIagAMPLAUbnVLcokLyGzOUN2PwLKpbexHFT0XMKp35KqMtJ04jnJ9yAigCLR2xr",
-	"gli3OVOWbCT68CdUN5B2+BKGb4BC3tjGD3a7wY0/atlxOxmINwbv/trWHyAGsGWH0RvjYGYAaEPwi8sv",
-	"RbqwtS6GHNgCBIqUpwwbiI9LlYVGyZFZ5GRB1RVThKapPb4SzQHPS1Sl8EKhe6dkYMentdG9z3ZBMVZ+",
-	"EdzIbbxkkx9BqnWPhqMS3K0Wr9tsE7hwnxOd+PxPe+TlaQ3V24rA218mfg8yCp8O6/4Z5Nh0yhLDr9no",
-	"j9JxuInXOfdiu6RrpYZ9+y88ZmFT8y/QKLhLX3QwS0rTD4pXScibU6L5n/h2/YG/qmcBXDfat9huDcfe",
-	"g/jgtrrU7usXu7NjaxctDQ2ah0x4GECfFsLosNumYiz2sDHqr45DdwwIdMAWhtKKHFWMpiNIbRjO3bJZ",
-	"mSpN0jtwkg15E1FOj3y6o3UhNaHJVZF7+QrMHRq3YFxbaQToeJv6geIY/MVeQOqlNmxxYDVb9HL00Ocr",
-	"5M2OCqDDu/rZrWh+jhq+ttLiK9iAna0Gby9Uik9U03oeTLmwWzPa4BAsU5zs/ABaO711Kigz5dpW6Fq1",
-	"hAE8DzGfZVClC3ssAzpKkiHctDxatTsAvUdky6zcEbe4U8JXqp37tODZ6T54pKiT7Nd81hbrHwbL502w",
-	"fBh6td8MNpr1oYxJVRrpxmEoiHQBpdUyTXBqH+2HiW97KS2DZg60C68AY+MGo+aDAU+t0HmWGAnJpSsA",
-	"fSGuhLwRQbddET6fdir64EGKe2BRwxnF1kiddKUiPA3m3g0fFp1ombnEq6Fs6C2+2kpebc9o0LhrK8AO",
-	"4RNmdfYJTgiiuD226cIqde5i5twlSYbM3c7pVebu/s/Ds/N3h7ZFJRnxF1alZ1TVMjTDmvCjsvHcmBxz",
-	"XnuMyLreIPAqnJ2/gxgFcCf2yVsAJWHGW3absNyQozmjmZn/6RA7VMBvIKcvvF5RHYvxWWHmUvE/AcE0",
-	"JK9gQgTxQVds6QFCUpFxubjh2vd9crRA5yhITN18SoegOnyVdm3gkdu93H94e/n53euL0eWn395+7BEM",
-	"ruMYfqsd2Aq14n4sYoFGhh66bxxRRTUcC5hOUel9isps9KhfRD6+14r+xEWkx8LOc8IyKWZlGK7Txatk",
-	"yGh9gpThpk/OKjSB/VIzVsa7ld/EAgkK7eLTMmtbhUNIywxvPvEZhcNyHIJIwfrE+2B0GetQpgzDSXbL",
-	"HT/QPTCh6zDAg3K/ajgLl4digZiy8rRi0S2RY4kUUz4rFAIlerjEekcHmvj1gWGfSeGgaExDcD90CwcH",
-	"QT6IVftfF58+Dsn4W4zg8Lgz/BZDXEXcGcYdIc1oas2cuBPFHr4N3/hHmziOO7f2/8AL4Np+/z7ux+K1",
-	"TJkeEi6uacYhF2kBQCWIcIxIIWhh5kwYnlg9yH583ItIJeJGKRPcB9FEsQjF1oA7E6doPzjpRYRmgOEZ",
-	"sVuujbaf/tKLyJTyjKWjXIFnHTiz/8pIOcqsWCHdk2MYaT3qBqNxpCIvBj+5dEvgV025vsK1XFOeAeYP",
-	"oo0iEo5CimKBGEea2Q8GPTiP1bbDMnu4B6bYoadSXVkteWnmgDyyFwDkra4e0XrkRhZZisoyECe4anJa",
-	"JXZE91oKAfTu3n/89MZe/g+fPv/X6MOriNQ+ffPu4jf7WSzqTc/+c3Rx9vHNq0//+faiF9XceZW3qZ4h",
-	"mGbZEqYEca0we3eTHZIxFt7MOCVGLeEdHQJ0pSivqV1In7wzmoxddNmYaLp0qXJwRcNYWFL25weUiqY4",
-	"EDCEdjnCthQexZ1CcAOffOCv4APsKO4Mnw1OfrYNNEvhr+fHUdwpo5ngo+9je0Ntp2Q8l9qMK/iB/dPn",
-	"iOSa6Dlk0rS7U+KbcCS7Bo1k4FI0EVmYvLBnqxhd4DXVTF0zdQjCAgq4aC9n4C8MChZkzNMxEga4/maS",
-	"6Vh4XR2cflaZt2sQCfOB1JhajJbRxL1TMmdUmQmjDtB6cfEWvrQjZVzYTrvjIeAqANQ57hE/M7Ukxy+I",
-	"dlFPABlxq+Ka/FFwBswao/dw1MzuFJBqBcMmcE0FMDMjyfjIdaKPvuU8/X6EWzBGLXP8nmpz+NZ+dPju",
-	"zZjgYPYW5xldstTTJLF8haU+F0O1IZNiOmWKdE+Ig/u4A8iZKmc/WZZ8/pTwKcGUE66hJd5UyTxn3oJV",
-	"2p2TXfZ4RvOxP+IUM5tp0rWrStkYgupqYC07WVU4uI1tDgwjV8ww1XNE4ZS4BbMXZzl0eS+umRdjmDgK",
-	"zgoP3PvzywI/HrThTqKEv5lY4LyOvpVtN+93n7zh2h+dmJEyCXBu+ZJdqwMVcwMRs8BHPGb77Pxdp/am",
-	"1xn0j/sDiNHNmaA57ww7z/uD/nOnHILi55UpiDZGe8Fq06A2vUs7w87f3fcrpVieDQZ7lURZefMpiw9U",
-	"wb/yaqdEret1U64aSm1n+PvXqKOLxYJaC7Tznl8zwbSuKZXQ3it2tYWvRJY01QGOry/gJYV7zAU4tqDP",
-	"ETYb/VsvIlpCrpiguhjFApiaeyznuixJAMQQUBwjpGHULCFZAerWXtdEIFQszpVcMDNnhSY6UTRnTsc5",
-	"0GRM67rw2KqJwBY0E6nural7IMtOBs+R0JrE4JECW4nBsFtzlGcUHtHWz6w2W0wJCdZ139LqyeC4zQld",
-	"jumL6NjWz3du/b1OFrUZeO292zgtSCezptz3HPF4DfCIFik3rZcHap68l4h0qaqe/b5Ka17ppYLMZaEI",
-	"ncmW+k3OcVhdrN0eNdoGRBdgaCAj7zRMsCt8P9lYZSr8S4BqNn5YS3zVyLVi/9ySa+X71wflYS4maudX",
-	"61r9m+/b832s3xmQOG5MoPzBU9yTC2PPO5lTMbPyyFraCbUSF9+O+YKRGy5SeROBFNfGyetuje2JbLl2",
-	"b67YUrdem/dcGyzbpB9W7vhRdzswLBx158OCwe6z9ysSyPZHJktfy2iXHcb0c3hvMoaPH82t/gxln9Cz",
-	"c6+N3mUnw/vkKk/Zley7Xbb1yd02FxdOKObsW91LMI3K9GVW//KRGxGgtCt7QqTEWCtb0EwTLpKsSEHF",
-	"2MLxq6phPCVdiDSAY+2Fi+dduQPatXLe1wYpWANt8237CC0e9K6Vg+502SACLvDuZm2+9kJb0xb4xt00",
-	"Sd+XfkIyhCTcWaEN1MqE0SOXIBCiw5DCMknTVSI99b8jC5myiLBMM3IyOFljBNDp0Tf7n+9HEPO3iSF8",
-	"EdDkI2YDWaGHk8BR0Ktm+MTT7h2ePSjbldlHZ5QL0gUUPQB/6oSSSoTz9UKXNHD1hN+Jne9e1Mkd7rO5",
-	"tW/aN/bheG09TViAxsFeAAt3IeHhSV497onZ1r/c7XxhKR4g1YVsdfZfU6luIOgeArmh6mFvWNlcQtbz",
-	"eNrrBKg5u+S2kB9riFU5yNagemXsFSsRY/ZuGuIKClUutZUUkCgqfKoIFA1RrUKuhnD3tEoG2SdnzmcO",
-	"ZiK6gOCguCapFOy0BvHH6nLwLTpkrTG59CtZ5QJloG2rDDiHFg8qA8pBd5IBEJN6Z3ULx3pK7sO1D9os",
-	"08lqV1UVyA3BTkg9VVjqFrUNejn65p99vq9WzA4zqRoodz9GVQSI4YIBLbi+mDavJIbx3pEKXOBww1bb",
-	"lpPTxRTvUX3A/gKDlL8GKaa5L98fkQUjHbdT6eOab/cgaci3TWvJkUFuOjInEKfuXVdOsmrUXf17GkVv",
-	"KPqxzj99eh+RlCU8LWWymTPRGzqwrpoxA/zLckcjye8LLiKyoLdfI4Jh/bWIfraUGLWNj4BSCZLKm9L1",
-	"CtOdsEzeQOdWArgB/N0rI68hBBOumXML1+aOj6Dw2gVPYPg8JZbEv27iNVu7tWikbeav7oX3YTlsbeCd",
-	"eKzDst6Zy/rx7mPX2s3wHfm8xVbhRcRqzc0a4JVtuhXmErn0nqaHYVwIxKhX6Mfy/F/dfw+/fhtEL5+F",
-	"ivQ/GDB3HY53N/Z2/GDszZPQJgJ5fBZ3R53S5ZwpAcnbxLEjUyuQ7T++t97wvzFTo75Hkiy7b/2TyItP",
-	"ogSTlHHXO17iHTSa2lW+i9Nj9eS2uxxxd/8P9Dre0wZv8VBGpWdPipoB9JQE0SYt3mldlE7Ph5AUntnX",
-	"c3bVSmdu8kI9Jqve7Hh9Wocr7HkNrVclbQ8zYkBv2T+5K/nOtfPvOfeX00QxIYVlPRd/Pzt89uLlNhZ+",
-	"VAngR6O6FrMKOYwT7XenvZ30hic1ef4aOsGdnwIg8VepFByUUmyVKCECcknKLIjgVGS3xj8VVKSHMYgb",
-	"xc0rbLLloQCwR+jpKmMu255sKyfARup8QNFWLXMn4QZLvptscyMFLAn8JrI2X/n+2LAUQriORkl/KF4K",
-	"rsbZP7iWZUZI7zCUNwLRAVzLzNm4vq6PSF060Vj4bJVTsBhLECFAqIxeSUZr2RpkSU2dQ5B6pohppxQT",
-	"JkIolzYsJ42AHsINSWTOmT5FSC080IIHkOUONIQVWa3VDbnQm6XKuY5FJqWLPpmwqXTIWiw6zzH1YW5Y",
-	"OiQUsF4QyAW/hfobvmR55CYEpUB8iXXATtB6LXkutFEF4k6My4gupCG6yHMJABjH2k8GA6LpEqIeEPgS",
-	"iym/7RMsnLZaqqOaMhMp6B7eucsBCB1hVDR4fcGjACHAscip1kxHtYhgRIGyVefwsBkoW68y4tMOEZeN",
-	"LRaQv6oLkLixvZMInxvbj8fugWbsAAzjnnfA19bgQowZIIu4m3I/FmfCbT0iMZ3ntxYX7mPJFcMcrj53",
-	"3Ifz92eXCDF99+Hsb29LSPbJ8fPTGOqPw2kUIqfJlUZoKzfgT9a1iQE4luVkEAIFQVEmvNmPI9Kgb5+Z",
-	"fCfB9uxhxw7xoz8KVrD0DjLt+I5ek1d4EhX5AZ01bplU+CGUKT8tDxuuQONy4+RXpdXRN55uNHCrQ34k",
-	"NaJ1t8vZ39tedVEUpb2aKwnsO/KVIuzmRYTdAouFh1WReracyVnP7jLcxh3tFp7eyYitHclRQkWCKekf",
-	"frhWhxqM+a9+4heA3HD0bk/Os3fo+tTKoLmTFuD5ndNsenhDwehovqLVz8NnaQriRseZnI0drpx0eUr+",
-	"vQKJ/09y3CMJVWpJKIGlv5czwIQNHYP1aGPk9BE57vdFpQU4kCJCrDKOMQjw1oRRRdycgmbjoNQuA2ov",
-	"IuJ/HmO3dfGJ+bERV5aivdXsmeKkMCLEJy2EfPhzqskY1ZchlMgbY8gxVsPDyBYBIpkLMu5iyx4mTJ5y",
-	"QTMyZiJ12wQ7wllN4ITEjN+uXdGn0PUh4nSa9Lh6B9ZoD2flfnof8jvD5RwA54CcLmuhB1aTvPaPK011",
-	"5nEYTLQehQpBMbXq4DAzb2SsxgI2AOshU6MGuHR3B1faemMuAyh/xTQzY/Lt+5BkXDeKczFNun97izVW",
-	"q2JDmFQCXsxjpw67JQEjd8XdqcAx+mTsfjouqa96Waea2AEUM4WyloGJBcAPIIFARHwmO6g3CMnqsDaP",
-	"VejSMfkWd3gad75DFsdEqrTUeGcQ8/YW59iMMKBrkSTNyBMIEqdY9658ezNS9k7LuAN7lampR3uAkGuc",
-	"F4S9/gfsSw+R3pj3FlLjV2EdqMDHwh+Dj8RZgoopJNSPh3q3uSFd3OYSbQM/hhpTZi4Lu6dWdfaHont9",
-	"8vfWiBhdD3uRUxfkEotYgP7/Hw6M/e+WyB1DgxAOmmlZHuTYtaq4sKdtR2flwnrWuqlnlSufo2oZWCEO",
-	"qNvIlQfb2Ysc1WJoGFqfmGKuZMsr1kSEJcjhK9fSMgV0ZCF8hRvSdVTcDAd49/Hy7ed/nL2PPHk26B8F",
-	"k8eql0laFz2XKHpOr+3BObLzoBM8TUN8dM+wCmJZpaWSWBoL1bEoTcz6D6eAEaYlBZR5ASdszjF+KS0D",
-	"XcAnbEVRNVyPKIovrnMqXFivZZ5YqcIAtoJpO6pDYDg6qEmSWPgxm8VbfFgQvGlbIzkcAbEe8Fr+/qBc",
-	"jcvYCqfmN4grf5+CxhJ28hY5Ypi9781x23n7BV0Aia12EXIfwSVpdL8ZfbFWosveQc2cn2INZHVQRlKU",
-	"OSLXr2rL1BZl3EkgEqAlnH4HT1dIT1jXBix7qusC+3kw94lmeXFnlL4TXJ6RBzUN1B0TKbTMoAyC1Tus",
-	"cK09eoIz5+jbnOr5RkvwV8iN8oh2gS92FtDOMD3MvfSyf84ZcBeKCeQ0MxiLZTvejt127wyer6DX60Bj",
-	"BaeIZPKGqQRqcLDbfhjPDSXbNmltTdDBdHD4y9dvL09CSIPae8O6WjWR6RLVC0MV6c7+5DmUyZYGMO7V",
-	"qqsEO6FshRDV5qQS8E09p8rZTQkVTmd1GWrQkrArJItCGzJBSb2ya3Zm6LyE7YsF2BvwKxd07mfm3RjP",
-	"BgOXy08q9Dha061PXrnUYZNSZDYcX1/O3386ewPh6A5F1Asx5vOiRtS7+LBuDw1VTYIug6QmXFC1DJzV",
-	"kz7KbLhDzS22FP+Qz447Xt4ncZt9AfKq3/QudfTqijA6b3UKfjSiraJ0RD69fkcyuoSqQSqZ82vWc376",
-	"4EvjVmzBE6AKQtilvTOd7fIUA4+yqb4XDgfiHlySEsQNeDC1qCCHEZksIT6mqmNim/aa+749yOkNfB4M",
-	"cjoJZWUCQ+5eAuZXCdhD2ljjKfHFYCtm62nKslGriU/KZ4XU+QTwKcDtDirbu/kFtsUM1UXM2eF/I6St",
-	"Pzr8+u042ipq1pjn/dAUm7hJrSzpTgw0cKS4e3dR3+5I3u+R59RPn3QnIDKXslBgWUDmGQC+mhqUHDNs",
-	"eOGMhO+Sc8FjGGSaniy90WgFIjbK5GzG0j65KM0clxTP27QcrJsRT9EY9KZKmRIX6xJWdWHWidQ9fwdI",
-	"FTNU8PJdDzfcytn1m3qkpE/EeH8i3tmf/RkG/etQ6X1Yv2I3iuY52zGd2joHn8sbzBC9oIJPIcbxhkGx",
-	"vUPf89PdlQp+4Zhc49ZgiUsAdEvhY3Fglph4nRqK8kNOne+oIukmRVe8tlv+skoqg26Qw1qOelBjZZZ6",
-	"EFLl9hKQNKlO3Y30sa1KwEWtxtBGCwOS1xxqZhsZDOwxDGOdEEVHuj6C39nZvX6L6VwWly5pqUq5UdXh",
-	"2OpI+MxyZCbjK7b892uaFWxMcsqVPoU6wKDpQ2nIPpbAyCDnIl7XFpMeK67Up1bqMm21Vqq4ULOEJViV",
-	"u3O39AFRa0TKcdjdERoipzPmaj09HepGsFszqo3cVi3dB6tRbUgOL5bRlqzhu+XfdwkPt6bfL3v+ugNP",
-	"ojBFSNPSjCV9LH/LOpKoFjPYCiYKhR1clBkgH0OyNMaoyZjHBI6WR7x+Tk6reGxf2J4xps92ED6fqWHv",
-	"LUvA2d/Z21bGEDh6qaI2S6SFf0lKqID8U9S/udoreHsIytuhq5foNIRVSVKiMdqsmt94ltUpb5sS7Ooq",
-	"3cessUPW38lAGAOOCURv+ZY+p2Wk7Fy6C9TmSmxdwuApqLmewHXfnVm3wkK/q5r4ebx70ymfRlcecBKX",
-	"qbhVhXjr84g9sDeBVf3uKgbKqdzNi1Ab8elCyi/radvwPauWEc69m3VLofnyhEy54HoOKcgxFa1PZC9Y",
-	"r5nzJmSW70EQbXjVj5jldiXsuwIhFsK9IB7WVyIF1IskJ7/88ssvsehawqo3OLw+7p3WIhtLYODgl1B6",
-	"T1SGE5ZlMGAsIBUZIAcA0lru6eoLYvXKpzHzwsdPl7jlqsgNeIvfmfrLn09RuEfSPOBD8PzmkhPGAp+x",
-	"T13mFpw4/nS963I24wgDU/mCyQLdgpMlJDD1ibilIsCNkc1p70Hsk9eQhVBCVlv/KTB+sFmMS5UUES5i",
-	"QZXi1zQjUqVMhVzRnwtIbfhY6oRM2b0s1X1fzSLYBHx3zpkq0UUrl2+ID+1r2RZj0T2OyLOIPO/3+76K",
-	"cyP9Yi8iY+h+jOe3zFlExta4GNf7+l8Xnz7GoospThXYM5rEHTtEB0goBqYVd6zpt8yZHpJxOUYN1tGl",
-	"2Q1darz0USx4So7tFBC3MZLTUcVh4GflnyPI7Rp3vkdkrE0qCzM+sv9gSo1j8S2GrYXEqZZatKGLHBvb",
-	"i5aZMeni4dk/YNGWw8EQ1hqBH4JlZv8l4o5RNGETmlzBrE15gSmHu4HeGv/xgUYAZFXTDE/vQPeiWEDW",
-	"TTuQy8wZd4a/fSfd31zqTshjii4En7qzTAxaO+IDHQvMC5ozdVhuC8nk7BRrEFXZNi379X1p9kcPA73t",
-	"x7EYM5E29nkMl3VcCHabA6BgtNbCgYGoKLftZs4Ewt+umBIsIylnad+ejF33qNrcMlXzd9IVkvC0B+9m",
-	"gKPwSSVJJjXT2F1jxR6ZUMPYM5GeVtAKy/AQgrUKjInFDsiYu+jhjyVqd9TD7//e/RlVakvNjhlUcJ3V",
-	"NK/uzRAOAUAdgI3sd763a2ABydOqlNkb+UPRHBHkKECZ66AtzkGrmSE4uu4/DObj4SEVdjlTxOW+hhef",
-	"UtZWmK0Zv2aC8PQUcWirLCcWjk9ErfmC/2L3pIkRFZUkO3DYy1JyVhrWOpZv6B7E8hLgAVsWC24czszB",
-	"tTD+tkKYMpG6YboQAsJdbXRU26ztxo1/hO+5rbuzXhttbVzaEVvsorDSFnhGeLzJtcYT+9m8fuTsXjWb",
-	"qyVDaC0ntfYlpzCkyM/xbr6bJ7kL5T4CULfUD7oX7/727uOlD5ayfD/CZMhOVwfTwmVtdHyFiVTHQksp",
-	"HCcpkZ1O2/FqQPc3tpxIqtJycAzZW1cyTl29AdsGOFRpHIKGC+aNR6WE3gY8KWP29Y1m/mvf6EGN/PrQ",
-	"O5n4bhp3M/DL0e6bX6CS7d749l0/mMkdMMBw5Y9lg0HvT2qGDa1mS5UBlTa3pszwY8gQIaUdMow7/X4f",
-	"1F6oOkK+XP56+HMvFlLZRhOq2cuTRrOyngbLNAMLRaTOBOJm5CqhfIzwb7AiJlJmYKxgSnjoDWKv8G/y",
-	"Me5Y1T7uaD4TNBs6wD3YOr7Iih+/T858/j3XDOx3SvC3ELRSToQcHmPwLsyEAIi0TwJ2zsdK64cwgljU",
-	"VHlUNsriCChVa1qKD8SxmqrlUx78BkUS+taSWbcyavu5bm3UMO8TxeiV9oYFbHUsulaZci98DU90Vf3f",
-	"i/SHfC8oGUUgcJsmVzMo71nGHbmk948rhlbTWCtTeeFXbQIPkLWKKAR9YGggT6s6fbiEXn8bW28U1dhg",
-	"NUDr/2s4PIzh4KLBN9gO/ftn6cVR9lLR++SfUl2VE7WyKxaeUoAIsV4MeHQhbyQgWXnt3fZ4QBZcFAbD",
-	"CR5XEz/fqIE36BtZ6iMr3+cbpfQFTOH+gnqlNEm5MF/v8OLd3y7ffv7Qiey/fnv3/n2guOHqyzd2crdM",
-	"bYGnO8v9H5lb7sbWtEkxMeePO3Um0guYxUOdOOox65v+aukwNzeKQ/09aBfEUACQZR2Az25N+fvg75gM",
-	"JDd/nVl2ADvtTRfFLVurdVFFuTwUifkCoD+IyuDFZJtNlLLXvuED20XV8DvaReVU7mobuRGf9ulz1Td6",
-	"UD5hadJFL7juoRvN48vAQbShrMEDmFuIp6jv6d2v9h6VYpObQJ1VK6+tBlFWtz0lq1V63WtBoWH/5nLB",
-	"+uSNr1pphTh8FLruGRWzoqyS75BonXxp5lJ0fniyuAZRPyju51/+vaEyH/Blt0s9FVQZomo5ReSNINdU",
-	"casV6t5KIhZ8divyDZYE3sijb+5fO8Q2rF6ebdwee/vrOgJd3g63ARCXC9vtVOYZMwBHpyUkQbj8TYq1",
-	"pk54SB3F7fVGfXn1FI8ckOCR1af61FodXDiTfanGLeCvxgTufK3/Zrl6dasRZe4orVsvzlBKgx6+U5eX",
-	"GyLoZx6YTisHpSVLR4hh+oBI282VmRbymv2Kxdb3jFoaPE3aRED+ucg6qapdIkYxZpmkTxyHJdMRZE8F",
-	"Ag167ajAN/JGZJKm4cVv0vRkYthGBwLMFQJ10QX2cn0nc6oMpxnxQzyllwo9G25HK3+hd+J1P0NekzJr",
-	"Xu+x+dw5NfNOa9gXxlaWp7SLxhY4oKcLiHXV98IvZz7Iyu79Y/O3F4OfHoJCXPAYq9KLlKlpMIFkeSU5",
-	"28KJjjKuzUbz60FC/u9XQvEe1RPdUC4GCGLMHtnSfYJ72RKTkrIcQuhCYS+1oJeXJ9vqZW6il8VVytW9",
-	"VJlW7eQDvWJvuHowBw+cdjAYuu6zg1Y/urZCK4e6h/V130oJlVj3Gd6QuWzjKFY7eCQCqStGD0EhKdOG",
-	"C4p7HYg+w2x822nItYsaHf7ockStNPUUCuNGCtGGtsucC0PN/grgAyoEzEubvxzf38iYb6hJ5q27+k/7",
-	"7Y6i/CnSI91VU67eAeWUjKdVrrc6GBrh3N/XPHiwRaxm1j2NGt0irhVLCqX5NdszvVULEUh19Thc91ep",
-	"ru4f6biPg1YWwrSqL8cvN6svURVi3Dpse6BxLT8KQsxGGqJhdGM+zxtRxD+/PNkeRvzwPt0VnRpuS+CJ",
-	"Iw1Xo3Kwkx2TxfxVgoUBeyPVlY7qBcRoAtgfCIrWHi0ssiVmo0xkkaVkwiDTb+Re3REMgh6JJwAJP2WY",
-	"qlWjCdyhZkFUfKSYSSKFj9Lga0VRDzRJCgU2JGYkqZU2xbQKIG0izGXZ8HzzNCI0TZU9Ctje2qlgHJkz",
-	"TjHazg2MgVB7hMZuzsJ8VltIJmdQRMbNj84w8SogyAFH+vbZqwN05TFxnR5oRFb7di6pqV1oLDy+zDlC",
-	"STfunLuPYBNynpKP/tu4U3sU8NAjO+ypy9nCjY4FE9dcSbFgwiFPEQTSLVOQO7QSNYXuYYjaDVV2z1z5",
-	"CXv2+pRMOctS3UcdNBZck7gDa4g7/TJdTJrqlXiJjE9ZskwyRrqNHkjcwR/Fnd7Q55KJYuEht67kROQr",
-	"53Yh+A5gZiw3vciXzI0c7CwimdQuOVzjCDDURTGa+oK3Lk8kPFRe08xll6k7wlQhXGFfX2zVyaPTEjkT",
-	"i2eDwaAaApHyiLdZXT/pWh4gMP8UO0DADtWQ7wNx1Nrl8oV9dQvkwm1rmbYHo6xgdbW6RJboHJZnMCAu",
-	"ia/bWx9dqHt9R4aY2vVZiNrL5OB0wSxVV4lxMdN3lRbXVdPAxMKlnhTKPk01GRvKM3I4HROuh5D2t0ph",
-	"TrqUvJez91ywHuwKbDaE8NlxQJUhmmUssZ3Vw2FJF0gfcnBEjRy58JFzbS56LlZBClb1b/kVjMGN77yW",
-	"KNfvbCy6FfG6c/ZF+usXuJm92BJa1EJpQ0JFLPD8YPwFXVqJgWBOyEVL8QvYQwe9tOvTEuM5YU1ksgRk",
-	"es/VBXGqqcvBS/hOeXZx3Sz1K8M0u5eYCr6EuJeLq6OkMeu0SzgNoXHNEI/V7LyxwDEwOW/fUVMJaLey",
-	"As4S9WUuxb9PaHJ1Q1UwUXsV0++ytW9MdfP519fk+fPnv8CG2akWgt8Sp2wNa8eqqnTeXVcCHGox4Hfl",
-	"UZCun1uvBbpotW2ptgEog441v/6wpt5x0+pEJXas+sTPKgge2zV9TSNhzQ4Za9aVpkziFWTXLHNYV5a2",
-	"bBQ0aqYOcstK2aSYwa+mshN1rDiyiwYl5OsO2YRc8BYWMEcFFJ5bKBeYATuhmlk+pbm129pOUjOqkvme",
-	"UFi8Oz4uWNdTcrtYqWg1f269pEPLVPDKPHSC4nunvIAbCJr8TrZ8uSuOedfEipW2ZMXsrm2LUwQrYfGE",
-	"zoBmjEgmZ6uCSKpGPh9Scoh7AprCeqlPVt2mmjop5rNgN9NKeAUHP/VyyRufpNuSEz4WLwiUv3JE16vi",
-	"r+dSmyF5ff7F5+fVJJkpWeQYQZUzlTBhXOolmmXQ4vX5Fx0LzX0+m1yxay4Ln7ubdAeHx4NBL/J6Dxek",
-	"0MwVA4ferQExp2qGsGirMIIKADmesIaIg86AHXHqKq8doLZU9oq4s56rfgYI9WTOorIaGrzkxiJQXg2K",
-	"76O2CbrXXBagD4EW6FYxWZbroYYspDbk+UtYFgj8KoM81ZYvHCIQmyDlcXtL7LbSa6YoaMJu2pCDQpOc",
-	"0SvUmZ6dkDkEp4CmXGaSr6mILrV91++VHxg1X/wdAIkqLbX8tVdUISlHpan6xeIeuAGwluaK1jqsajeA",
-	"lujoE2tMWDWLThXT84aC2lJ4oK6g4pCbNYQPZWL3+ygJ5TE11IT2hHjK7Ccz9hq+1ERaxmcAVn+8VHE7",
-	"SAW/6635kGA9P4yDvz7/Ut0lQN/oK6xrh0lUHjDpTpiDC2ZuHsKN2lIF1rX66EZ5nBBD3/td8eDA9bGg",
-	"JTKNqVQJe1J4EaYFbdo2WGvTzewUNDZnOkFCJ0subz5eENhP+MTZMrw94wNw18dxmZ/brp/UZ26Fwgjv",
-	"TkMHxUScu0QPfP9xidicJ6lEs1S+szKl678u8vAeqJ/X5fKbaLA1z6yrxtojRtbrN1idy1VOyCHllstX",
-	"GIsyYWG1w1CYVloJYHy6XatOsPSUSAEZw6aUZ4VqOuSgRpUUVZSb19CwqqKmS6vMLPvEXgkMnm+edq3a",
-	"liv2WiNlDM8FXz6m2AGR0PWwrUrt63mtZ+jUVrcxVm2KPEYT651NpDRWAQbdptLJfIFaHMGBQCP0XkeE",
-	"ievTRhHYA6gTiElmLL9NuTpFTbfWoll1zycbLgQ6dXobkgXkZtn6lPspZ+L88r9W33GP8floxea44SaB",
-	"yOxcSSMTmT2leIfMCjTBJ1imFlAAEAT6P9nkQiZXzPTJK6iZQaYKKhlikcSyMej5ZCLNnNzQpVUqIbjK",
-	"NS5tHeffoopBti/wKSiZeR+DjkV3/M2/Cw9ju3H8T3wrtlsSd4bHzwZR3FHyxv5xMvg+xprfzh0A5Y10",
-	"LBqdsFuOSbsaQe7fxy5DRTlPrxkmmdQ+RcT9Xp2D3i17tEE3xM+D3dMa2w0I9/LsZPde7M1ocZW5r9qq",
-	"n65cA7yyjyOjP0PfTyqkf8CT8pPJ8BVHxr9guNBDvb9+duXB1yRd6Yex4kGbmuyNGuVPiFQYo18l//Qe",
-	"hIm1jDBzpzfXXUWm9dJNJXeEv6FSX12foAZ9IiC00NQS2ZJ018RvrykySUhi9glcJxTwpS4QEPF7v/aW",
-	"dSl2ybB/UTbe4liApeKGWw4NVT4NnfUi+HtoKOT85G0ecvjPDzPm3SLtuoOllspN2GRsl61COc8fnNle",
-	"0ivm5/00vDZgC7X44/2prtKI/fR3SwpfXW23w4RCAk1Ir2bJ5vjw5XPwnh7+SQaHv5A+GZHDKhuFK2GR",
-	"MQOZeRVJ+YybUyIklm22d+DHh3+Wx9LmFSq/f+zYiCexqfxyG1bMutlUOmSNzHNM+9snr0o/O7Dx0hiJ",
-	"xYo1MvQl5p0VAgYY8ByPQ+BCGyrKQJ9E5stTAqz5kItD8DfCA22iqJ4fJlJoru1Zn9aEgq/z4+SKZ9PI",
-	"pZvcGQwrx9Qts40FVM7Fst2lw62acJc2pBNotFOprrBYLZTPbZlFLLxJ6OXPItqME3IAoTPHiuH/pSoZ",
-	"cWQZcyxif4/jDr59Z2xqiCxMz14wX/RIkymUmTVksoQe7H5ZcauqcjBlbNUCr7GzWekM8zklzAuqFonk",
-	"tLjH0UorN+GlG+ahsO4B5XNPdbMO21vt7UeD3XdL9V8RomA3hN3mXDE9ok8a68fWWA/Og6xsKd4fIW9q",
-	"DkyWKLZNE3JtHjRgqzbwbuBPaH+3iC20unG8UK0W/Ar5hI7IhIuUi5mOyDVTmkuhPcgOUmLXiwa6nx59",
-	"sz/dIbjerWLvuPo7UgYOCvWu7bgYcQwMaQ7Pkk6M3LhMFQ7ytGNRQKex7lp49s/B4S9f3X9Hh1+/DaKX",
-	"z/YuQgsHgEnsaMYAsqesotm95OKKnL29OHz24uXh315/6NXK2XlsihUBvrQdVG+AB4BYzKhhN3RJ8gIe",
-	"KTEW0nFI3agi1KyDB03J2NHAGJ2CIJJtD7Eou3CxAo6uhoTd0sRkSzKeS23GERnnUvnS+JpZ4YhhzqXa",
-	"N7Z/jnLFpvx2HAvfEEr7lRKm+bpRO2XSHaNxhDM9jIvB4HkCcsr+i7kPFBWpXOBH4x7UF3CZ2xAD9+Xz",
-	"e1jhRKYQ/pjbdR2TD/yVc4emqSZj/MnYoT7cnyMsZzs+AIcXTuP72E897ZFqRX+/vDy/sCcMKM4y02rK",
-	"8kwuF4jCe30WEcy97woJl5xPFdrolpq8tbv36KaCS7gXQsk3dmSdyqH6mQMwEb9Vp6WSGHf8Z3EnlBdm",
-	"7lSAtS9qFBT+XmI6iSqm88WL5y+ijbn4IqwR4H72nomZmXeGxy+f/3yyLa0Z/tDN94dLeidbNkkOgDi4",
-	"IJA9RXsoFlIqgrUra8x5rc49AGF85m1kfV4D5ooIKAyCtFyTSLs5N9q9GkGgA85oxNP90A7/J/pE3gLc",
-	"qjQNAiXQSVfmyEeypRUvUpSMe2QtGanAAwB71Fvzpaye89E3/89d9I+6w+RpNRC/IVCH2aOm6xYULri5",
-	"fEsim0t+tS5o8IPcGXfcqE+i6mjoN8lZ9o4CGrti7Wm4VDSz9LNgVOAtG3rc3o5qnG760Hasjeuo0L9M",
-	"buY2l2WrBzUhGoPvZET4idzRjCjHCxgR5Zf4ljyh2qV07tXDygx1kTbg6Ck0qy502cHOxkS5mke8zPeI",
-	"+i+vfu35GikWfSPaFepZ0BnTGESWQFCD1+YKjVrtYiMHaN+Fh+MAFd2EOYCp0dW9OIDv6PFNsP5mG6yF",
-	"KI/suR19M3S2C33S2ZNVyS8zSHmB8QCb1xZb0ezGuFXueARnh/9tDeCv1b/dSRw/+2mvQvkXzFyWQz+y",
-	"OTMpeJYGzQarj66fKAbOWzEVslK+/2B1f7/b/CQuvHN4QQXqxRp/UDGHwL6TblMbwA/9m639BRbdJ9TU",
-	"PFOFD8Vu45tfoMGjbrOgwrRvsvt2LbEszTJIh4otMEr1j0IaipLTFWZEVH7TmXkts2LBDic0uSryzSrJ",
-	"P6DpK9dyl6dd16vVwnAcjW5/b9xsMmTwB09Y1ru2BTspRvXtuJty5EcMGUO4fLeDYYvIWoZCpuxAt1o8",
-	"zdM9+ob/2EEONRb35IaPW3XXE82Cpqx8X6OKYSbD6RQiNHsbVZ3NC3m4m9ukhvD9nZS0ci+FB7vZUWJP",
-	"qpXva6i43d+BJzywkVIbeI+beLc76MdaZaoOBHSgPeeK/Fvm1nr0//Cc6wm0DHspRu6MA1kY8JsDKO3Z",
-	"xdD2VabQC+bK9liMuiZ2dvjf1VPEcfTyeUj3ijqa/8lGi0n4MQKCaoeYk1+TnGqQS1PKXYHgtx8/XZy/",
-	"tvyuWef8xeAnMmeqyvUdC4zF+8en918+vB29efvr2Zf3l6MPr0j3ePDspFeJfrcFp8QHmTV++OHsP0cf",
-	"XrnIboBvL7VhizISDt2X+OBOKJmyGx+zhxF06Divnmxfbn2zha390Znu/JUJM6rr8kL9lcD+P90jEQt1",
-	"axo6d1At+5QHCFm69ckRajDAA4cwARiHLEzGr9HELp9QrICShTAen/J2kZsl0N8Uy2CB5KqkWu3ORqQS",
-	"4kMylzeExsKJfmucwTuYV1ttM1dlDwjV51NI5mX9G1mY2sUxcyWL2TwWNW5+9A3/4fKV1QEWqy121RL+",
-	"6r4Ut58+fSKuG0qtY3ynPYIyqKMsMK983CcersYYpm2KxuOrGLvc2XsoF9hNlddpNXERbIbfi/2ANzj/",
-	"z2zaWVUxKqKsKeF377xNPKN21nZQx/8CuuCT5Wa3kycVWR14loMv2OsoZyYStcwxX8pVPZ5JR2RBBZ9C",
-	"2guqrbz8Jwr/G8qNu4FYlAFer7sV+7LWqsdUuztsmxyC8kA0Y7q6zyC0YzFV8k8mepAQptpl23kD1Ac4",
-	"aeMylgCln3+6qCtHCPspmbQUsfCMuhXqjdi9jJqpVAtyxZabeOuuCeiRlP5V0tCD0KOrohWerbAwJReQ",
-	"X4QSvVxkXFzZA2TZFKve28M0VM2Y2WDSfWY03bQpe6Snr91mjyzoTCAMKuB/C+fAe/Rk5c1a1USxWZFR",
-	"UCzsnYS4rPtx4mjHxptT0cOVbhzLDi/kxcrT+MYShi0xTrM9+1ipNcAU1EiQgkzgXUUQmRiatbikFlhe",
-	"OuinHvzH74PDn6xd9LzNJX2nFP37EulTmxAbc/j+pZP5A836XP5llM5EpsuI3MwlFtUAR5OBxCxdhF6B",
-	"coj515RLMVZjeItCm1iwW65Nn3y6ES421VJOiUdqVg1g+gBjWLvHg8EAUkshEG/w8uRkuwjZXjmgupY/",
-	"uH5Ag2DuUUXgSTluebQHmrjxIwIp/jGLlyYpYznpOoFWMyy5s9AsCTFhmLpbwZAmrw6xJefwC8V5HnV2",
-	"Tne2Y9mC5892LFvQQq53LFywi3pvDX1sd7/yBXu436z42SJ1IhQbw22yp0uJKBYTpk7JyS/Prco6+OnF",
-	"i14n1KOrALBbWFVL/YUI5O9WkfnXK9Kwg9wpL+0Tuhucm6kSBYjmdUeFcGBfkElCVsWJVZyhjpogIDG8",
-	"aME0ToIIWdVq2nyrtqbyv6vK/OBHc7e0/qteCuilYUdYPmzHmrAUrQnMPPMQPHcf/RimypJCcbOEkSaM",
-	"KqY6w9+/2q5ozn9jS/jrq22orv2MCpV1hp25Mfnw6Oj42U/9QX/QPx7+NPhpYLv9/wMAAP//",
+	"7L0Jcxs5kj/6VRB8GyFyt0RRtuzupmJjw4d6xv/2oWfJM7Pb5T8JVoEkRkWgGkBJYjv83V8gE6iDRPHQ",
+	"1T2xL2J32iJBnIm88MvMb51ELnIpmDC6M/zWyamiC2aYgr/eSGHYrXn31v7BRWfYyamZd6KOoAvWGXYS",
+	"/L4TdRT7reCKpZ2hUQWLOjqZswXFHo1hyv72//766vB/6OHvg8OfRodfvx1Hx89+/P5vnahjlrntTRvF",
+	"xazz/XvUObtlSWG4FDh0ynSieG4/6Aw7rwRh/vsDTXgakamSC8KNJuPymzFh10yYficKzbxs9vBzP2/d",
+	"rpynG4dbcMEXxaIzPC775cKwGVPYse1sbTfsp4QLzVNGzJwRTUU6kbenRLGMGn7NiJ2EJlQxUoiUKWhV",
+	"aKYONJnLBSt36LeCqWVttjj39umuL/0Cx27dgC3rX+/wbzIrFmy3hV9D26hat5FAEkpKQ7px5yjuEKlI",
+	"3Ik7JFdsym8JzfgV6/XJZ6Zlds3SaoNigd0d4O+HJO70+3GHaCNzbRsoFhEqUkKJXi4yLq6ImVNDcsmF",
+	"0UQWhshpbVqEa6LYtNAs7cfi4XYcN+gzmwauCSmXwFO7cjtKy3XAlnuN/d021rkUmgGvOFNKKvsPYArC",
+	"2H/SPM94Qu2Ejv6p7ay+1Xr8N2Wn3fl/jioWdITf6iPsDUZprorhF1HnMzXsPV9wYyf72KPKa3dvDBNU",
+	"GEsV1DB7xIli1DBtyU4XC6aBKKZSXWnSVUzLQiVsxG7ntNCGpb0h9JIyQ3mmY2G3Hz6x3UXwr0mhtInI",
+	"jaUmrknGpkBK3JDu2MgrJvTIfjZG8htbihrjLxXTpmc/jcVYMaOWIzo1TI0WenwKDT7bDw9f2Q/JnFFL",
+	"6lwj3d5QbggX5GYuM0Y0S6RI7aKkvREpKXIgWvwRHHetr+b+bmRisLVut23jV+fvfmFLYLVK5kwZjsSE",
+	"u5qOKBzoVKqF/VcnpYYdGg6UukKPkWUua3fArvqKLQ80yYtJxhN38SPC+rM+Yc8mo2P6bPI8OUlfsJfT",
+	"H+iPE9I9fknm7JakfMaN7oVGusIpB4eyLIdl08hupv2ICn1jaQd5Ede6YESKbBnqFy/jt/UvFLuWV3tu",
+	"B1JqmGu4T+TknywxtvGrIuXmTBjVfhbhFXPLAbGFWypLd96yxpl4fnnFlhHyaZouuIg7oe4WzMxlGtwr",
+	"t6i22To+CEMlNMvgr+CUFVtI03IessBv1oeAr4hTHBydxZ23Z+/PLs/I0fXxkZPPTB994+n38PK0oabQ",
+	"taHLG7ThXKMOkMKOBBKigtcFz9J1ApgsDf6juVrkUJaoF3TGiGAs1Z7qsU8rLRUbQqOMLpnSpGvmUjPL",
+	"zRSzrIsYKYFnEW2oMiwlyZwlVyBGI8JoMieJLIT9QorEylyNvdaOrLY5CU3mIVL9/OUjDPLm0/l/E21Y",
+	"ri2n0wynRW6oJu6nwV7zInwWd2FTKddXo8Uk3CHzQrR5AuyWm1EiUxb+VSZnIytQQOsybKHD1IEfUKXo",
+	"Eu+Q1nQWJnC7RaGxQlQz5YLr+Z2Y9frHi7YZwUHtdrTBM1ywhVTL1o131LfefXldQbxKxYCaoTlJ5GJh",
+	"h1aFEHaa5bgTKTNGRa3jvTbHXn/YBSasIP21Y6UzDvBbwQqg0om9q/iZYjS18gSJx14CkbCMpZ2v0e4n",
+	"i9+08Rw60/sRl2GLPKNB9tnKed7LWZsIarnWmhkikeNkXDBUZWDHtVXMDcvJ1Gowni1BP6iCwZdcEyGN",
+	"Pb/g2WXsmmX1c0jZpJiBBj2VnahzQ5Uo9/1rUExtuGLst/UFgR07QG0NzFcrsrgmmv1G/oMcBynbn2iz",
+	"pwGuEvTPiBz3+6Jcto6I+I9j92edju3/w8gizAf3lC+VLfErrNZ14PfVzbzapa9thPGZ/VYwjbp9mnK7",
+	"Qpqd1yhkSjPNolWxZX86ogpJN/zDdkqupuCdHGtbPKd67rWWIs8ktZoyjEoqx8ha/63CZKNgSGVyxdSU",
+	"Zyxk6L0tvyVdzcUsg5Odsd6pNZANo6mdpyWuIyCAIzj3fmh6ttHWjV4xyW5pYrIlkQIsIn/1I1QMIkJV",
+	"MufX9uCbB+Q/b91YKqp9xQ0gml4zq8N9evPOym5rZxuqghLGi5Jm35QoNuPaqKXTWxSbMsVEwsI6ILZd",
+	"7ydRLGXCcJppa+65zrqCWUsRNZTe2opzqvWNVGHZV2imWiyAEFnWOWxzajEYEr8ODZ19jTuwkeWh7KYI",
+	"bhGWfpahYb2Txf7bziCs4ApmbqS62maPf3TN7C/kCLh3bUarUjYgNxZpiz1lJeY6bRiykNp4Qk4WaURy",
+	"qUxECpVFxN6vUyLstwtGhSZxRxueZV7+EzC3reAB8xlWvtt8/L1e+8KO3iKS+YLJwoycqY6LmdIiM53h",
+	"y8EgxL4Lla2vGbaC3MyZIJT85ezS+RrQobrmVXQ2nibPBgNn6ZKuFaFUSDNnijy7vY1Aptp7lnLFEtOL",
+	"yA03c5LAJuZLM5fiuSWSmxkDRwdP5sz7V/AazanehVBXZIzd3ZAMKRWbUn25O3NThSBdWI69rj3L3GbX",
+	"EUlkvowIE9cRsQSbchVBgwDPm13vp0nZrveUfKkTlkE6C1hyIDisLmUZ7ylxdOS8UTxLD/QmgbZwdsmK",
+	"xywxNAs1lzcCXUbN9na3fh3OlCzyr9UUlJTBMbVKbBdSsE/TzvDX9aXuvsNf11QVlXQi3MMQNTFxfT99",
+	"YjMns7poQGh5Fc2KmqMJF0d6Tg6T0NYA2a0b65ZkVSGi0vsPNnghNKH6lNBMCiupyZeLs8/E6WVrXTvS",
+	"3lVArZoEexoRK8cCQid0IG9kyt5UOtoKx71pMTTTFitTzIqwxr4yHXjKKJtHMFDb7O6mvybBe3VpzRiW",
+	"ZZbtikO2yM2SfLn8+fDHU+cDhqHIRKZLazh4kXZMPvDXvaDG5672KOQ/feUvPgqE808Xl+TIfaT75KM0",
+	"yNv9RgQH2PfGNKdwJq7JNVWoZZk517h8KbIl6VqisBQMX1IvpQ60ZcX11VbnUT/hUmB2UCp1Vsf+bO+H",
+	"NzDdDw90yZ3cRtT2odrL4E4EhXZ9wHfCMKWKHJkvLBSVClh4JsXslAyc9iEkyfiCgxq/oLfodP/x5YkV",
+	"/qUTfhB8SWxITUtm7ZSrYYPW6ULxZA5vHpkhXTvZcUoNHaO2OcYv3BNsLyJnz14faHLFlnqITj00IfGB",
+	"jGYFi8Wc6j7JxSwi/8zZDGzRPJ3Cs+WEavby5JQkc2ut2m/sWPDV/7n49JF0F9TkmTQZn5ApnxWK6VhA",
+	"B1SkVJO31NCflSWV3ilht0ZRMpdZqgnqLB/efTgjdvkan+ZWruEcVUtLmNRQ/Bd0UiPeatfmZpGFOY4e",
+	"LSgXI9WypZd+K7xJaU//QJOMakPYba6Y1lyKftBT8U96TbGz4Nh2R8Nf4PMY3AvDboNtFlRdpfJGhBXU",
+	"dBr+XMw2eT0CXozr8A88W28RFpVvxu3r150MnDcoTtflhXcX7KGftej0bZInb4ieppNtu9ixv/7avqC7",
+	"SZr9ldIJTa5m8DjY4KOu93X6dJu0xl3JZFlTZ/rkrKltJwt0StkJhmVXyybfW0m7YiwfaZNyMZI5E7ut",
+	"Etqvr/PvihvDBDGSQAtn8+DbKxMkyaQG7EHGtGWSjZHDcoTOWh+ANsqXoOzYICvq6qSXlc6u2eWWwfOI",
+	"A4XsSpqrgkYUiwlT7h28MNZwHBBDr5h2T+kwrz75ZHn5DdfOXmXqGh52hNFkZVtiAcrMcUSSvCD+36XP",
+	"Az95eRIR55FzTV5GZEFvR7mSCdOaaf8xvrhrQXM9l2ZkTdmlHwrbvCBdoGKni4EAdBK7N7Rqy4JmGVNA",
+	"9VZnIyeDARF0wcUsFnY1U86yNCScaGHkKKeFZiEKXdlKFLduMwj8qmHb11yFVzzLuJgRbsLyphp3BPSK",
+	"m9eYA+JHVm6C1ZGq3w4JTJQsytPESdHmTO0IeNZcXznFTzPXuFfTvqBnxGGQ7slg0NsweWy2fdfWpkxL",
+	"HdvIas5puYtmrmQxm8NXZ89ek1zJ26XzGXBLjPKKiV4JF2nbYecmLif3bHVi12/Ov2jSpeTN+RfyWyEN",
+	"Pa1fCLKgJpkz7VQv/6mbZa+uM7482cYEaq7pckLHg2cnq3O64L+X6suN4oZOMvfE2lBSjwcnP7744eW2",
+	"UR+AiS+DVs2bQhu5YArwGt3zL5fwMG+106NvV2z5vWePlolELXNTe49GbI+/6BrBYkH+3OATgV2rtv7F",
+	"i+db96HhjS17enH8bP+ODHU67H38F3v7bnMps628AVmBvuKIrys91gea3FC1ILYTOICJlPC8J9hNeem6",
+	"EyaSudVUNSkQX2BkLBaM6kIxksgs9UgtgPvBBdbINawd7a8HCEVNaHZDlxpGsnPhisgbgfw3IPVZopjR",
+	"9zdxEZhyGBeDwXPAYClmELRHLmtsesZg+XlGE2bNGKYIFyhUGHYUEeEdqrEAm8K9KM6sEUFm1LAbuiSK",
+	"QR+WB1kjV/ldcXwNJ3CgyYSLlItZY/0176q7D+vX7AIeF0ECgvnqW5IuTyMPxMFnil6fvEL27htZRls7",
+	"NjtBbnQsbCPbeFpkWa1HvCPEEpbD2JXbJRnY8CVEGJtGpBLkIMBhdBQjQFp2jjRNYcfgYdTy7QixLEgl",
+	"MIqbwYEmXbAmEWgLIrwXxcK2s6ey0hbGgU1xu36gCWAMuemXlE8WdEkmrFR9GgdQM6mCmkfAwKRXdmKN",
+	"XcY5yKlBRXMfN0JtYCugG/f7+ZpgSOYsLTJWZ59GgmRfkQxbR22+e3mldEI129nj4mcJg+21ZMTJBjYX",
+	"cbiwqIUshNVHRe3VxBAK6gwcqb20hHpgsGI0PbTCkpGuf0iSKhaoVvQiMmHwCkPF0uvC8BOrBw3LxyYQ",
+	"t4jntLT3k70iMBFAf8OwQppYJEBlUhENeE/o+SgiR/YyRORIL3VEjlJ2HZGjQiv07NAZOnGsoWbb4H8y",
+	"Pvn3iBwxk0SxOALX8tE1VfZfBJzUUpqICKlIoqTWNaC0UxBqDN49noLKVlPnYlFeBUB2zCnCOmqYBRzB",
+	"XdsVnsANboGGSytvRM9Br72Zu0l84YF+sL93Ev0d/uz4ZcBRvcYV3yrKxWfm3++aWvtCXrOml2EF7uVR",
+	"YOvOA1C5FzqMPUTt2fkrUzsDlhIhU0a6lRYDzAyf1XtBlAdqpsFBgIc6fdfI8t3TjWiomjETxqjgRQgr",
+	"GLLlY0Oz4CwAeFhj8Qcg85UGEHMQwrfL84Rowus22bUtKCV4vAq70IKu/HOmFhycemTCje6HcWsy5VO+",
+	"J4CsFUhcPr4FKAtjLNa/KGfpoIh0kWe2yaG6OVSH9v+CUon/3oJWdGxg5MhlF98evI9bM0R1yt93og4I",
+	"3LDHb+3lKPIRD9A25EI7a8Fehj9OwuRiBR9g+9vVwZDy+4Emcy7YoeXsYDSBxW8lM9FywQhMQkfwzJFk",
+	"nIFXw14DmngE3KIfC0vDI2pGCc1pws2SdF8MnveG4I8HJNjYa0ro3IhICW/sRWSsE5nbJrabKBZzqS3b",
+	"HxeCm3FExpMinTH4lws6GDvlhaXjPpqgI3abMJay1DJzGBk+HkexGIPW1PbrVxhQAesk3ZNnP5H14Imo",
+	"FAvrgQzVUKQbO1yuHuVMjTwYw66knAIEWcCs6iEVpLsadVELyOCCzAuRKpaaOewWLAMlpGLaN48FtO81",
+	"1gd/NAIyWpTpdsBg6NVmE3Rupf0qRrFG9mUkXIDG6y+DASdrWvKlFVfTRDNhyM2cZ8xLCcve7oUNfhAk",
+	"bQXVTaVg23kHPPPW9sF32ZhOaFt/5hm7YAHhP6e6hdEqplkD2V8amSEh9Atb3s3bHwzFeP6MKCpSuSCA",
+	"9rfUrg0VKVWpe37rb8V42o5DW/Fezt5zwda3Apnc/bwRj4rRvQfgdQXqugnj+oEZxZMLJ1fXLmFejCAE",
+	"oiUEIS9GlhON8lDQS85UYm+inBKaZaTsi7w5/6IjMjg8HgyqpaB5UTr8QAMLa5pgRAI3tZSCASKtjkM7",
+	"vfVukM7mLEvJZBnwGLah+CvwzMpSrQkB33nGXamHgHvaPFPb84YFO//CDku2HW1aMRdWW31ofLVrVBHL",
+	"CmXU5lVfa31H66fVoIAQzX6snIB7vOacoQMqlxlPln3yacENRvY4L0/U8NxYc09I77Wyyk6W9YlVvjlD",
+	"N4vVUDCIUluxT3Ped/ppP5ELkPm6mKRyQbkgNzxLE6pSaPrvzYaIWQRjN2e3vdLz44EEb969/Qy/ezZ4",
+	"3h/0j4+f93+wv6p/MDh6duI/GxwP08mPw+HR82cwC/DOofYiiMxxu2IRd4bWQow7tutfq58dfx2enDyP",
+	"O6DvvTu/ftnrk7dMLAlzi7/hAv1FNMvkjf+4Tz5SqyziX7GgeZ4traH218vLc9L9q3TxoeTy/QXpXnx8",
+	"1yOJFIIldj7ey0XefrxAd2HlJ4ToaGyQcpppfJUCdyWCQK3V7o6VyJwJ95qTUWNpmUwzadW6TMp8QpOr",
+	"iOSKX8N5W03+MJMJzdAL513UVhrNmI7QQWXPOXJojVJjPSWaMZLKRB9plhSKm2V/kfaCz2R2lxoG94Le",
+	"vmdiZm2eZy+Pwy58Z/A/e/Fy3VpMmVg+aIeWDSjBzPYXKXfk10wtfVRryrThAiKe7Y1JPaks/StQ0HGN",
+	"Px5ZCtTbh33j/bDZsuGPPtCAkcYLqSyhAw/3z2A6pwlLDzQZg187AXoHDzc6uhOe4p9jfCmLhb0msgCP",
+	"mdXNT/Hc4WW3envDaMMml6dJYhkF/CoW3fE/Dl/BJ4eX9pMx+JjPv1yC11FjgLVzLmvK07B7P6RyfHSm",
+	"3wqNIccI6hE0C8Y5gC+ZUc0cqzMko7muezBqpwX+HN6A1dS+ZblM5mENoS3UzupHgUgrtBzDXeVSZrvo",
+	"a3UNIIQ2p2pR3WMQ/2XMCNVefFsr1OOfcJcUE+yGZs5Mg8eLhdVuNGP1QO3a24QfIzy3a6a0M3x28PrA",
+	"HEaFMBhoubMBsqfREhr63D2grQQ4SWmaBFFXQ+htyxdchL9oCYqwo1TP2wy9bFzMrKiYMJJklC9a4mYr",
+	"D08wcpgoNuVZBk7z7lRatqZJygDnbJkAF2TBBUidBb0NOyv3jDP8fwtpaMCl+Pc5uughtrrmpDcQddwn",
+	"AyIVoWDVDuvE6d8Nuxfnr96cjS7PPr76eDn6995pLA6PhxXMxjLMJTykNbNIQD6AFICRtUc7ApHv9tMg",
+	"INE5N8DPsCkuue7/CAYwtSauABZKJkVyxUwvZB+sPEk3YjKLhb/BdaVZY2CJLp3G1d0MnSs6mYMDfOCv",
+	"ER9Ze5h3fTehGEwDTigUk75pzC1Mo/H1CndzSwO0D2wrF7PelpWWr2hta4V44+rVbJ8VlT9rSyWAl6d1",
+	"6NIDxrMUX1H8T/QBMXSmiXtSMBsvZxv7LTEuLfST5MUdiCd07y+q94cVqQ0awggIfn0un0S2LGOHUVXw",
+	"OW9Oa3puTQWZMffCAjpREBzSxGzth61qPB+gv4h0QV3rYQwXcI/CyEN8C0JVp4Gd2gkTFcAjlbctDF2G",
+	"c4ZnuTxjpn47nbimjtH4OHrt48LsuSZSAw6qJfHEw2ReaFGE2vYXtnVYg6VdMYfLL/fSp4ByK3PIlKli",
+	"eo6AheBeGymvRgu9a36FJ8w+cZtzxfRDbGoFvdoOjto7WcMfhWMS7RE5WaENU/jYCg8zEFrFDen6rxb2",
+	"K0s04SgcJ3z22XrFqMtutarMLKtYGHjNAPPZCUeJ6U6ueJaxcJRKO6BkBwxIMLVG0wcPdOtSV5TueJxd",
+	"xz0/42c4x07UsQsIOm83qH8NsMZdnvw3RqM1ngJqwdW1O9m4T1/bhdJ7OQtgADI5233m3sO+bdbQ6Yap",
+	"oCf67NonUssyF165afCG+/p7tLqQtrRcldDkaWeHZ5j1aX9dB4uPFzAZ7SKPrNrwlzOEd8IH+r9cg/80",
+	"qmD9taUHDgIcM9c0awdWzeUNQqics4No2AttBUNTXwmp0q7xzme9st1byHR18tV4QTIAyF/gzQreWIOX",
+	"DL8aeY4VaiFbopFbUQo5NfMRZgXbMyq+yNO9ReK6F2CzKlnDO+6UJ+s1uP0xJQTpOlgxS3thvMcDKjab",
+	"ZHCLzvPOuMg4Z7qBJlviJI2UpLsCs+pVrnNQiyCSOKxjtp63ux1tk22NdtnE/GtK1oq45guGoTiYzKnf",
+	"2Roiicy+mmQ7x0cS+LqBbN5zHSCdhqG2ExsoyXAbC6i6Dk3rsraH6+lzTMNXVDvKbSnhDJ3NfDIcDc7a",
+	"kM1Kui4rXJn/rW7U13K9DcGugAcZDAirblEgSRyZyxtwpSyoWHrL0U1Fzymc+imhLvdbIz2K1disdgSL",
+	"R8hwghDCOVOWbCQ+jUyobgAY8YERn1aFvLGNH+x2w+vIqGXHMTooYxgRu7b1BwitbNlhdHI59F6luvo8",
+	"jqQLW+tScmDArDWIy1OGDcQ3u8rwpeTILHKyoOqKKULT1B5fCZKBVzuqUnj40b1TMrDj09ro3hW+oJh6",
+	"ZBHcyG28ZJN7Rqp1R5GjEtytFmfmbBNmc58Tnfg8i3vkv2uNDt0KbNxfJn4PMgqfdvL+mVrZdMoSw6/Z",
+	"6LfSH7uJ1zmvbbuka6WGffsvPBRkU/Mv0Ci4S190MOlU072MV0nIm1Oi+e8ICfjAX9ez7a77QraYxA1/",
+	"6YO4Nrd6Ku/rbryzv3AXLQ1tuYdMLBwA9RbC6LA/oGIs9rAxkrIO73cMCHTAFobSCshVjKYjSCEcToW1",
+	"WZkqrfE7cJIN+YlRTo989rh1ITWhyVWRe/kKzB0at0CHW2kE6Hib+oHiuOvzGcKfS23Y4sBqtug86qEr",
+	"XcibHRVAByP2s1vR/Bw1fG2lxdewATtbDd5eqBSfqKb1PJhyYbdmtMHPWmaM2vlduXZ661RQZqS3rdBj",
+	"bQkDeB5CactAVRdKWsbJlCRDuGl5C2z3q3pn0JZZuSNu8SSFr1Q792kJE6D7wLyiTrJf81lbeolwDELe",
+	"jEEII9r2m8FGsz6UgK4q19A4DAUBRKC0WqYJbwVH+4UatD1Al7FIB9pFrYCxcYOJGoJxZK0RCSwxEoo4",
+	"VHEJhbgS8kYEPZZF+HzaqeiDx37uAfENJ2hcI3XSlYrwtBf2R4cOi060zFyC81DVkRY3dSWvtifRaNy1",
+	"FbyM8PkHO/vEfATB8R4ydmGVOncxc+6KEUCFDOf0Kmtk/OPw1fm7Q9uikoz4C6vSM6pqlRBgTfhR2Xhu",
+	"TI61JTz0Zl1vEHgVXp2/g9APcCf2yRlgvTCzPLtNWG7I0ZzRzMx/d0AoKuA3kDsfHgWpjsX4VWHmUvHf",
+	"ARg2JK9hQgRhV1ds6XFXUpFxubjh2vd9cuScprW0GyVCAWIV8bHftQHsgANEfDi7/PzuzcXo8tMvZx97",
+	"BGMWOUY1a4dhQ624H4tYoJGhh+4bR1RRDR4EplNUep+isuoL6heRD5u2oj9xYf6xsPOcsEyKWRnd7HTx",
+	"qugAWp8gZbjpk1cVSMN+qRkrwwjLb2KBBIV28WmZBLOCd6RlwkyfR5LCYTkOQaRgfeJ9MLoMISkzMOIk",
+	"u+WOH+gemNB1dOVBuV81+IrL7bFAqF55WrHoloC8RApMlgX4kx4usd7RgSZ+fWDYZ1I4hB/T4FKHbuHg",
+	"IHZKlxm5hmT8LUbMfdwZfoshXCXuDOOOkGYEKbnjThR7VDx849+r4jju3Nr/AS+Aa/v9+7gfizcyZXpI",
+	"uLimGYfUzgXgvyBwNCKFoIWZM2F4YvUg+/FxLyKViBulTHAfmxTFIhSyBO5MnKL94KQXEZoBNGrEbrk2",
+	"2n76Uy8iU8ozlo5yBZ514Mz+KyPlKLNihXRPjmGk9WAmDHKSirwY/OCy14FfNeX6CtdyTXkGUEoI4opI",
+	"OLgrigVCR2lmPxj04DxW2w7LKh0e72OHnkp1ZbXkpZkDoKuZPd1lCiE3sshSVJaBOMFVk9MqTy6611LI",
+	"S+Du/cdPb+3l//Dp83+PPryOSO3Tt+8ufrGfxaLe9NU/RhevPr59/ekfZxe9qObOq7xN9Uz8NMuWMCUI",
+	"F4bZu5vsAKKx8GbGKTFqCfAEiHuWorymdiF98s5oMnZBe2Oi6dJlZ8IVDWNhSdmfH1AqmuJAwBAx5wjb",
+	"UngUdwrBDXzygb+GD7CjuDN8Njj50TbQLIW/nh9HcacMEoOPvo/tDbWdkvFcajOuUB32T59yl2ui55CY",
+	"2O5OCRvDkewaNJKBywpGZGHywp6tYnSB1xQTJB2CsMCnMS9n8OVsjoxqzNMxEga4/maS6Vh4XR2cfgeQ",
+	"nb5gImE+Ph0zNdIySLt3SuaMKjNh1OGELy7O4Es7UsaF7bQ7HgJcBbCy4x7xM1NLcvyCaBdMBkgctyqu",
+	"yW8FZ8CsMSgSR83sTgGpVuh2AtdUADMzkoyPXCf66FvO0+/udXCMWub4PdXmEJ5BD9+9HRMczN7iPKNL",
+	"lnqaJJavsNSnuKg2ZFJMp0yR7glxKCp3ADlT5ewny5LPnxI+JZjJwzW0xJsqmefMW7BKG18RQJPxjOZj",
+	"f8QppgrUpGtXlbIxxCrWMHAOjuD2zso3yzByxQxTPUcUTolbMHtxli5JI4yHYgxzlcFZ4YF7f35ZSM9j",
+	"YdxJlKhCEwuc19G3su3m/e6Tt1z7oxMzUuZUzy1fsmt1WG1uIBAZ+IiHwr86f9epvel1Bv3j/gBCn3Mm",
+	"aM47w87z/qD/3CmHoPh5ZQqCuNFesNo0qE3v0s6w81f3/UrJs2eDwV6lx1befMoiP1VMtbzaKe/1en2y",
+	"q4ZS2xn++jXq6GKxoNYC7bzn10wwrWtKJbT3il1t4SsBO011gOPrC3hJ4R5zAY4t6HOEzUb/3ouIlpCC",
+	"J6guRrEApuYey7kuS/8AMQQUxwhpGDVLyAGBurXXNRFfFotzJRfMzFmhiU4UzZnTcQ40GdO6Ljy2aiKw",
+	"Bc1Eqntr6h7IspPBcyS0JjF4pMBWYjDs1hzlGYVHtPUzq80WM+yCdQ2YhJPBcZsTuhzTF6uzrZ/v3Pp7",
+	"nSxqM/Dae7dxWpClZ0257zni8RrgES1SblovD9QWey8R5FNVF/11lda80ksFmctCETqTLXUSneOwuli7",
+	"PWq0DYguwNBARt5pmGBX+H6ysZpj+JeAgG38sJZNrJHCxv5ZT2ETqsD39UF5mAs12/nVulZn7vv2NCrr",
+	"dwar0+CYQPmDp7gnF8aedzKnYmblkbW0E2olLr4d8wUjN1yk8iYCKa6Nk9fdGttD4F/z3lyxpW69Nu+5",
+	"NlgeUT+s3PGj7nZgWKDxzocFg91n71ckkO2PTJa+ZuAuO4w5/fDeZAwfP5pb/RnKK6Jn514bvctOhvfJ",
+	"VXi0K9l3u2zrk7ttLi6cUEyEuLqXYBqVWeGs/uUDYiIAv1f2hEiJsVa2oJkmXCRZkYKKsYXjV9U5eUq6",
+	"EMABx9oLF6m9cge0a4Xarw1SsAba5tv2EVo86F0rB93pskFgYeDdzdp87QUtpy3wjbtpkr4v/YRkWENQ",
+	"H2gcPXJ5FyHoDikskzRdJdJTUodXR4RlmpGTwckaI4BOj77Z/3w/glDKTQzhi4AmHzHJygo9nASOgl41",
+	"o1Kedu/w7EHZrsw+OqNckC4EJwDwp04oqUQ4Xy90SQNXT/id2PnuRZ3c4T6bW/u2fWMfjtfWs68FaBzs",
+	"BczCLOHhSV497onZ1j/d7XxhKR4g1YUkgPZfU6luIJcBxMdDdeHesLK5hKynR7XXCVBzdsltkVTWEKtS",
+	"u61B9cqQNlYixuzdNMTVZ6tcaiuZNVFU+AwcKBqiWiV6DVkE0irHZp+8cj5zMBPRBQQHxTVJpWCntegG",
+	"rOIK36JD1hqTS7+SVS5Qxi+3yoBzaPGgMqAcdCcZAKG+d1a3cKyn5D5c+1jYMkuvdtXLgdwQ7ITUU0X7",
+	"blHboJejb/7Z5zviYbYxqRoodz9GVQSI4YIBLbi+mDavJUZH35EKXDx2w1bbmq8ZpdQexVzsLzD2+2uQ",
+	"Ypr78v0RWTDScTuVPq75dg+ShhzmtJZzGuSmI3MC4f/edeUkq0bd1b+nUfSGoh/r/NOn9xFJWcLTUiab",
+	"ORO9oQPrqhkzwL8sdzSS/LrgAgoNfI0IZkuoJUpgS4nB8PgIKJUgqbwpXa8w3QnL5A10biWAG8DfvTKg",
+	"HSJb4Zo5t3Bt7vgICq9d8ASGz1NiSfzrJl6ztVuLRtpm/upeeB+Ww9YG3onHOizrnbmsH+8+dq3dDN+R",
+	"TwdtFV5ErNbcrAFe2aZbYYqWS+9pehjGhUAMV9C+M+z831/p4e+Dw5++uv8efv02iF4++/5ve2GB9gPm",
+	"7hINtgt7O34w9uZJaBOBPD6Lu6NO6VL5lIDkbeLYkakVyPYf31tv+F+YqVHfI0mW3bf+SeTFJ1GCScpw",
+	"9h0v8Q4aTe0q38XpsXpy212OuLv/C72O97TBWzyUUenZk6JmAD0lQbRJi3daF6XT8yEkhWf29VRotUrE",
+	"m7xQj8mqNzten9bhCnteQ+tVufDDjBjQW/ZPrvHBnWvn33PuL6eJYp4Py3ou/vrq8NmLl9tY+FElgB+N",
+	"6lrMKuQwTrTfnfZ20hue1OT5c+gEd34KgHxqpVJwUEqxVaKECMglKZNLglOR3Rr/VFCRHsYgbhQ3r7HJ",
+	"locCwB6hp6uMuWx7sq2cABup8wFFW7XMnYQbLPluss2NFLAk8JvI2nzl+2PDUgjhOj5/+Qg6yptP5//t",
+	"EpYIQsnsb1zLMtGmdxjKG4HoAK5l5mxcXy5JpC5Layx8EtApWIwliBAgVEav5Pi1bA2Sz6bOIUg9U8Rs",
+	"XooJEyGUSxuWk0ZAD+GGJDLnTJ8ipBYeaMEDyHIHGsIC19bqhhTzbMa1UUsX0sp1LDIpXfTJhE2lQ9bC",
+	"ZkIplSRhuWHpkFDAekEgF/wWypqwlAnDaRa5CUGFFSytwbDCESVvZXLFFITocqGNKhB3YlyieSEN0UWe",
+	"SwDAONZ+MhgQTZcQ9YDAl1hM+W2fYDG61Qoo1ZSZSEH38M5dDkDoCKOiwesLHgUIAY5FTrVmOqpFBCMK",
+	"lK06h4fNQNl68RafzYm4JHexgLRgXYDEje2dRPjc2H48dg80YwdgGPe8A762BhdizABZxN2U+7F4JdzW",
+	"IxLTeX5rceE+llwxTI3rU/J9OH//6hIhpu8+vPrLWQnJPjl+fhoLKdy7WSFymlxphLZyA/5kXZsYgGNZ",
+	"TgYhUBDUusKb/TgiDfr2Cd93EmzPHnbsED/6rWAFS+8g047v6DV5jSdRkR/QWeOWSYUf2rMCzoCHDVeg",
+	"cblx8qvS6ugbTzcauNUhP5Ia0brb5ezvba+6KIrSXs2VBPYd+QIcdvMiwm6BxcLDqkg9W87krGd3GW7j",
+	"jnYLT+9kxNaO5CihIsFM/w8/XKtDDcb8Vz/xC0BuOHq3J+fZO3R9amXQ3EkL8PzOaTY9vKFgdDRf0ern",
+	"4RNUBXGj40zOXA4mTbo8Jf9ZgcT/gxz3SEKVWhJKYOnv5QwwYUPHYD3aGDl9RI77fVFpAQ6kiBCrjGMM",
+	"Arw1YVQRN6eg2TgotUss24uI+I9j7LYuPjHtOOLKUrS3mj1TnBRGhPhckFBmYE41GaP6MoTKg2MMOcYi",
+	"gxjZIkAkc0HGXWzZwzzUUy5oRsZMpD5Vld0RzmoCJyRm/Hbtij6Frg8Rp9Okx9U7sEZ7OCv30/uQ3ytc",
+	"zgFwDsjpshZ6YDXJa/+40lRnHofBROtRqBAUA/V50NKAmXkjYzUWsAFYD5kaNcCluzu40tYbcxlA+Sum",
+	"mRmTb9+HJOO6UfOMadL1mc2qGk6YVAJezGOnDrslASMHPD6EdcAYfTJ2Px2X1Fe9rFMNqdMUM4WCVIax",
+	"APgBJBCIiE/iB2UcIU8fljyyCl06Jt/iDk/jzndIjplIlZYa7wxi3s5wjs0IA7oWSdKMPIEgcYrlBMu3",
+	"NyNl77SMO7BXmZp6tAcIucZ5Qdjrf8G+9BDpjemEoeJAFdaBCnws/DH4SJwlqJhCkkyKGRQRzg3p4jaX",
+	"aBv4MZTuMnNZ2D21qrM/FN3rk7+2RsToetiLnLogl1jEAvT/Rgo7x9AghINmWpYHuZIJT/sZlqyzXBiU",
+	"IK9nlSufo2o5+iAOqLueJrAXOarF0DC0PjHFXMmWV6yJCKvew1eupWUK6MhC+Ao3pOuouBkO8O7j5dnn",
+	"v716H3nybNA/CiaPVS9z3y56Lv/2nF7bg3Nk50EneJqG+OieYRXEskpLJbE0FqpjUZqY9R9OASNMSwoo",
+	"8wJO2Jxj/FJaBrqAT9iKomq4HlEUX1znVLiwXss8sQCIAWwF03ZUh8BwdFCTJLHwYzZr4viwIHjTtkZy",
+	"OAJiPeC1/P1BuRqXCBdOzW8QV/4+BY0l7OQMOWKYve/Ncdt5+wVdAImtdhFyH8ElaXS/GX2xVvnM3kHN",
+	"nJ9iDWR1UEZSlDki169qy9QWZdxJIBKgJZx+B09XSE9Y1wYse6rrAvt5MPeJZnlxZ5S+E1yekQc1DdQd",
+	"Eym0zKC6hNU7rHCtPXqCM+fo25zq+UZL8GfIjfKIdoGvIRfQzjA9zL30sr/PGXAXignkNDMYi2U73o7d",
+	"du8Mnq+g1+tAY2GsiGTyhqkESpuw234Yzw2V8DZpbU3QwXRw+NPXby9PQkiD2nvDulo1kekS1QtDFenO",
+	"fuc5VB+XBjDu1aqrBDuhbIUQ1eakEvBNPafK2U0JFU5ndRlq0JKwKySLQhsyQUm9smt2Zui8hO2LBdgb",
+	"8CsXdO5n5t0YzwYDl8tPKvQ4WtOtT1671GGTUmQ2HF9fzt9/evUWwtEdiqgXYsznRY2od/Fh3R4aqpoE",
+	"XQZJTbigahk4qyd9lNlwh5pbbCn+IZ8dd7y8T+I2+wLkVb/pXero1dW2dN7qFPxoRFtF6Yh8evOOZHQJ",
+	"xZhUMufXrOf89MGXxq3YgidAFYSwS3tnOtvlKQYeZVN9LxwOxD24JCWIG/BgalFBDiMyWUJ8TFUexjbt",
+	"Nfd9e5DTW/g8GOR0EsrKBIbcvQTMzxKwh7SxxlPia+xWzNbTlGWjVhOflM8KqfMJ4FOA2x1UtnfzC2yL",
+	"GaqLmFeH/4OQtv7o8Ou342irqFljnvdDU2ziJrVqrzsx0MCR4u7dRX27I3m/R55TP33SnYDIXMpCgWUB",
+	"mWcA+GpqUHLMsOGFMxK+S84Fj2GQaXqy9EajFYjYKJOzGUv75KI0c1xSPG/TcrBuRjxFY9CbKmVKXCz3",
+	"WJXbWSdS9/wdIFXMUMHLdz3ccCtn12/qkZI+EeP9iXhnf/ZnGPTPQ6X3Yf2K3Sia52zHdGrrHHwubzBD",
+	"9IIKPoUYxxsGNQwPfc9Pd1cq+IVjco1bg5VDAdAthY/FgVli4nVqKMoPOXW+o4qkmxRd8dpu+csqqQy6",
+	"QQ5rOepBjZVZ6kFIldtLQNKkOnU30se2KgEXtdJNGy0MSF5zqJltZDCwxzCMdUIUHen6CH5nZ/f6LaZz",
+	"WbO7pKUq5UZVgmSrI+Ezy5GZjK/Y8j+vaVawMckpV/oUyiuDpg8VN/tY/SODnIt4XVtMeixkU59aqcu0",
+	"lbCp4kLNEpZgVe7O3dIHRK0RKcdhd0doiJzOmCuh9XSoG8Fuzag2clsReh+sRrUhObxYRluyhu+Wf98l",
+	"PNyafr/s+esOPInCFCFNSzOW9LH8LetIolrMYCuYKBR2cFFmgHwMydIYoyZjHhM4Wh7x+jk5reKxfWF7",
+	"xpg+20H4fKaGvbcsAWd/Z29bGUPg6KWK2iyRFv4lKaEC8k9R/+Zqr+DtIShvh64MpdMQViVJicZos2p+",
+	"4VlWp7xtSrArKXUfs8YOWX8nA2EMOCYQveVb+pyWkbJz6S5QmyuxdQmDp6DmegLXfXdm3QoL/a5q4ufx",
+	"7m2nfBpdecBJXKbiVhXizOcRe2BvAqv63VUMlFO5mxehNuLThZRf1tO24XtWLSOcezfrlkLz5QmZcsH1",
+	"HFKQYypan8hesF4z503ILN+DINrwqh8xy+1K2HcFQiyEe0E8rK9ECijDSU5++umnn2LRtYRVb3B4fdw7",
+	"rUU2lsDAwU+h9J6oDCcsy2DAWEAqMkAOAKS13NPVF8TqlU9j5oWPny5xy1WRG/AWvzP1lz+fonCPpHnA",
+	"h+D5zSUnjAU+Y5+6zC04cfzpetflbMYRBqbyBZMFugUnS0hg6hNxS0WAGyOb096D2CdvIAuhhKy2/lNg",
+	"/GCzGJcqKSJcxIIqxa9pRqRKmQq5oj8XkNrwsdQJmbJ7War7vppFsAn47pwzVaKLVi7fEB/a17ItxqJ7",
+	"HJFnEXne7/d9cexG+sVeRMbQ/RjPb5mziIytcTGu9/V/Lj59jEUXU5wqsGc0iTt2iA6QUAxMK+5Y02+Z",
+	"Mz0k43KMGqyjS7MbutR46aNY8JQc2ykgbmMkp6OKw8DPyj9HkNs17nyPyFibVBZmfGT/wZQax+JbDFsL",
+	"iVMttWhDFzk2thctM2PSxcOzf8CiLYeDIaw1Aj8Ey8z+S8Qdo2jCJjS5glmb8gJTDncDvTX+4wONAMiq",
+	"phme3oHuRbGArJt2IJeZM+4Mf/lOur+41J2QxxRdCD51Z5kYtHbEBzoWmBc0Z+qw3BaSydkp1iCqsm1a",
+	"9uv70uy3HgZ6249jMWYibezzGC7ruBDsNgdAwWithQMDUVFu282cCYS/XTElWEZSztK+PRm77lG1uWWq",
+	"5u+kKyThaQ/ezQBH4ZNKkkxqprG7xoo9MqGGsWciPa2gFZbhIQRrFRgTix2QMXfRwx9L1O6oh9//vfsz",
+	"qtSWmh0zqOA6q2le3ZshHAKAOgAb2e98b9fAApKnVSmzN/IPRXNEkKMAZa6DtjgHrWaG4Oi6/zCYj4eH",
+	"VNjlTBGX+wZefEpZW2G2ZvyaCcLTU8ShrbKcWDg+EbXmC/6T3ZMmRlRUkuzAYS9LyVlpWOtYvqF7EMtL",
+	"gAdsWSy4cTgzB9fC+NsKYcpE6obpQggIdyXnUW2zths3/hG+57buznpttLVxaUdssYvCSlvgGeHxJtca",
+	"T+xn8+aRs3vVbK6WDKG1nNTal5zCkCI/x7v5bp7kLpT7CEDdUj/oXrz7y7uPlz5YyvL9CJMhO10dTAuX",
+	"tdHxFSZSHQstpXCcpER2Om3HqwHdX9hyIqlKy8ExZG9dyTh19QZsG+BQpXEIGi6YNx6VEnob8KSM2dc3",
+	"mvlvfKMHNfLrQ+9k4rtp3M3AL0e7b36BSrZ749t3/WAmd8AAw5U/lg0GvT+pGTa0mi1VBlTa3Joyw48h",
+	"Q4SUdsgw7vT7fVB7oeoI+XL58+GPvVhIZRtNqGYvTxrNynoaLNMMLBSROhOIm5GrhPIxwr/BiphImYGx",
+	"ginhoTeIvcK/yce4Y1X7uKP5TNBs6AD3YOv4Iit+/D555fPvuWZgv1OCv4WglXIi5PAYg3dhJgRApH0S",
+	"sHM+Vlo/hBHEoqbKo7JRFkdAqVrTUnwgjtVULZ/y4DcoktC3lsy6lVHbz3Vro4Z5nyhGr7Q3LGCrY9G1",
+	"ypR74Wt4oq0ccMEKTqQ/5HtBySgCgds0uZpBec8y7sglvX9cMbSaxlqZygu/ahN4gKxVRCHoA0MDeVrV",
+	"6cMl9Prb2HqjqMYGqwFa//+Gw8MYDi4afIPt0L9/ll4cZS8VvU/+LtVVOVEru2LhKQWIEOvFgEcX8kYC",
+	"kpXX3m2PB2TBRWEwnOBxNfHzjRp4g76RpT6y8n2+UUpfwBTuL6hXSpOUC/P1Di/e/eXy7POHTmT/9cu7",
+	"9+87Ucd9AH993VaQz3V5t7xtgYc8KwsemXfuxuS0STFN5x9HA0ykFzCLhzp/1GrWN/310iFwbhSHanzQ",
+	"LoioAFjLOhyf3Zry98HfMRlIdf4ms8wBdtobMopbJlfroop5eSgS8+VA/yAqg/eTbRZSyt74hg9sJVXD",
+	"72gllVO5q6XkRnzah9BVT+lB+aClSRd94rqHTjWPNgN30YYiBw9gfCG6or6nd7/ae9SNTW4CVVet9Lb6",
+	"RFnr9pSs1ux1bweFhv2bywXrk7e+hqUV6fBR6LpnVMyKsma+w6V18qWZS9H5w1PHNYj6QVFA//KvD5Ux",
+	"ge+8XeqpoMoXVcswIm8EuaaKWx1R91bSsuAjXJFvsCvwRh59c//aIdJh9fJs4/bY25/XLeiyeLgNgChd",
+	"2G6nQM+YAXA6LQEKwmVzUqw1kcJD6ihurzdqz6uneORgBY+sPtWn1uruwpnsSzVuAX82JnDna/0Xy9Wr",
+	"W42Yc0dp3XqphlIa9PDVurzcEE8/8zB1WrkrLVk6QgzTB8Tdbq7TtJDX7Gcsvb5nDNPgaZIoAg7QxdlJ",
+	"Ve0SMYoxyyR9GjksoI6QeyoQdtBrxwi+lTcikzQNL36TpicTwza6E2CuELaLDrGX6zuZU2U4zYgf4il9",
+	"VujncDtaeQ+9S6/7GbKclDn0eo/N586pmXdag8Aw0rI8pV00tsABPV14rKvFF35H8yFXdu8fm7+9GPzw",
+	"EBTiQslYlWykTFSD6STLK8nZFk50lHFtNppfD5IA4H4FFe9RS9EN5SKCIOLskS3dJ7iXLREqKcshoC4U",
+	"BFMLgXl5sq165iZ6WVylXN1LlWnVTj7QK/aWqwdz8MBpB0Oj6z47aPVHV1po5VD3sL7uWzehEus+3xsy",
+	"l20cxWoHj0QgdcXoISgkZdpwQXGvA7FomJtvOw25dlGjwz+6OFErTT2FwriRQrSh7TLnwlCzvwL4gAoB",
+	"89LmT8f3NzLmG2qSeeuu/t1+u6Mof4pkSXfVlKtXQTkl42mV+a0OjUZw9/c1Dx5sEauZdU+jRreIa8WS",
+	"Qml+zfZMdtVCBFJdPQ7X/Vmqq/vHPe7joJWFMK3qy/HLzepLVAUctw7bHnZcy5aCgLORhtgY3ZjP80ZM",
+	"8Y8vT7YHFT+8T3dFp4bbEnjiSMO1qRwIZcfUMX+W0GFA4kh1paN6OTGaABIIQqS1xw6LbIm5KRNZZCmZ",
+	"MMj7G7k3eISGoEfiCSDDTxm0atVoAneoWR4VHylmkkjhYzb4WonUA02SQoENiflJaoVOMckCSJsIM1s2",
+	"PN88jQhNU2WPAra3dioYVeaMU4y9cwNjWNQegbKbczK/qi0kkzMoKePmR2eYhhXw5IAqPXv2+gBdeUxc",
+	"pwcacda+nUtxahcaC482c45Q0o075+4j2IScp+Sj/zbu1B4FPBDJDnvqMrhwo2PBxDVXUiyYcDhUhIR0",
+	"y4TkDrtETaF7GLB2Q5XdM1eMwp69PiVTzrJU91EHjQXXJO7AGuJOv0wek6Z6JXoi41OWLJOMkW6jBxJ3",
+	"8Edxpzf0mWWiWHgAritAEfk6ul0IxQPQGctNL/IFdCMHQotIJrVLFdc4Agx8UYymvvytyxoJD5XXNHO5",
+	"ZuqOMFUIV+bXl1518ui0xNHE4tlgMKiGQNw8om9W10+6lgcIzEbFDhC+QzVk/0BUtXaZfWFf3QK5cNta",
+	"JvHBmCtYXa1KkSU6h+wZDIhL6ev21sca6l7fkSEmen0WovYyVThdMEvVVZpczPtdJcl1tTUwzXCpJ4Vy",
+	"UVNNxobyjBxOx4TrISQBrhKaky4l7+XsPResB7sCmw0BfXYcUGWIZhlLbGf14FjSBdKHjBxRI2MufORc",
+	"m4uei1yQglX9W34FY3DjO6+lzfU7G4tuRbzunH3J/voFbuYytoQWtVDakFARCzw/GH9Bl1ZiILQTMtNS",
+	"/AL20AEx7fq0xOhOWBOZLAGn3nNVQpxq6jLyEr5T1l1cN0v9yjDp7iUmhi8B7+Xi6phpzEHt0k9DoFwz",
+	"4GM1V28scAxM1dt31FTC262sgLNEfZlL8Z8TmlzdUBVM215F+Lvc7RsT33z++Q15/vz5T7BhdqqF4LfE",
+	"KVvD2rGqKrl31xUEh8oM+F15FKTr59ZrATJabVuqbXDKoGPNrz+sqXfctDpRiSSrPvGzCoLHdk1m00hf",
+	"s0P+mnWlKZN4Bdk1yxzylaUtGwWNmomE3LJSNilm8Kup7EQdK47sokEJ+bpDbiEXyoXlzFEBhecWygXm",
+	"w06oZpZPaW7ttraT1IyqZL4nMBbvjo8S1vUE3S5yKlrNplsv8NAyFbwyD52u+N4JMOAGgia/ky1f7opj",
+	"3jWxYqUtWTG7a9viFMFKWDyhM6AZMZLJ2aogkqqR3YeUHOKegKawXupTV7eppk6K+ZzYzSQTXsHBT71c",
+	"8sYn6bZkiI/FCwLFsBzR9apo7LnUZkjenH/x2Xo1SWZKFjnGU+VMJUwYl4iJZhm0eHP+RcdCc5/dJlfs",
+	"msvCZ/Im3cHh8WDQi7zewwUpNHOlwaF3a0DMqZohSNoqjKACQMYnrCjioDNgR5y6OmwHqC2VvSLurOdq",
+	"oQFePZmzqKyNBi+5sQgUW4NS/Khtgu41lwXoQ6AFulVMluV6qCELqQ15/hKWBQK/yidPteULhwjLJkh5",
+	"3N4Su630mikKmrCbNmSk0CRn9Ap1pmcnZA6hKqApl3nlayqiS3Tf9XvlB0bNF38HQKJKSy1/7RVVSNFR",
+	"aap+sbgHbgCsrLmitQ6rSg6gJTr6xIoTVs2iU8X0vKGgtpQhqCuoOORmDeFDmeb9PkpCeUwNNaE9PZ4y",
+	"+8mMvYYvNZGW8RlA1x8vcdwOUsHvemt2JFjPH8bB35x/qe4SoG/0FVa5w5QqD5iCJ8zBBTM3D+FGbakJ",
+	"61p9dKM8TsCh7/2ueHDg+ljeEpnGVKqEPSm8CJOENm0brLzpZnYKGpsznSC9kyWXtx8vCOwnfOJsGd6e",
+	"/wG46+O4zM9t10/qM7dCYYR3p6GDYlrOXaIHvv9xadmcJ6lEs1S+szLB678u8vAeqJ835fKbaLA1z6yr",
+	"zdojRtarOVidy9VRyCEBl8teGIsyfWG1w1CmVloJYHzyXatOsPSUSAH5w6aUZ4VqOuSgYpUUVcyb19Cw",
+	"xqKmS6vMLPvEXgkMpW+edq32liv9WiNlDNYFXz4m3AGR0PWwrUrt63mtZ+jUVrcxVm2KPEYTq59NpDRW",
+	"AQbdptLJfLlaHMGBQCP0XkeEievTRknYA6gaiClnLL9NuTpFTbfWolmDz6ceLgQ6dXobUgfkZtn6lPsp",
+	"Z+L88r9X33GP8floxea44SaBOO1cSSMTmT2leIc8CzTBJ1imFlAOEAT639nkQiZXzPTJa6igQaYK6hpi",
+	"ycSyMej5ZCLNnNzQpVUqIbjKNS5tHeffoopB7i/wKSiZeR+DjkV3/M2/Cw9ju3H8d3wrtlsSd4bHzwZR",
+	"3FHyxv5xMvg+xgrgzh0AxY50LBqdsFuOKbwaIe/fxy5fRTlPrxkmmdQ+YcT9Xp2D3i17tEE3xI+D3ZMc",
+	"2w0I9/LsZPde7M1ocZW5r9pqoa5cA7yyjyOjP0PfTyqk/4An5SeT4SuOjH/BcKGHen/97IqFr0m60g9j",
+	"xYM2NdkbNYqhEKkwYr9KBeo9CBNrGWEeT2+uu/pM64WcSu4If0Pdvro+QQ36REBooaklsiXpronfXlNk",
+	"kpDE7BO4TijgS10gIOL3fu0tq1Tskm//omy8xbEAS8UNtxwaan4aOutF8PfQUMgAyts85PCfP8yYd4u0",
+	"6w4WXio3YZOxXbYKZUB/cGZ7Sa+Yn/fT8NqALdTij/enukoj9tNfLSl8dZXeDhMK6TQh2Zolm+PDl8/B",
+	"e3r4Oxkc/kT6ZEQOq9wUrqBFxgzk6VUk5TNuTomQWMTZ3oE/PvyzPJY2r1D5/WPHRjyJTeWX27Bi1s2m",
+	"0iFrZJ5jEuA+eV362YGNl8ZILFaskaEvOO+sEDDAgOd4HAIX2lBRBvokMl+eEmDNh1wcgr8RHmgTRfX8",
+	"MJFCc23P+rQmFHzVHydXPJtGLt3kzmBYOaZumW0soI4uFvEuHW7VhLu0IZ1Ao51KdYWla6GYbsssYuFN",
+	"Qi9/FtFmnJADCL1yrBj+V6qSEUeWMcci9vc47uDbd8amhsjC9OwF8yWQNJlC0VlDJkvowe6XFbeqKg5T",
+	"xlYt8Bo7m5XOMLtTwrygapFITot7HK20chNeumEeCuseUD73VDfrsL3V3v5osPtuif8rQhTshrDbnCum",
+	"R/RJY/3YGuvBeZCVLcX7I+RNzYHJEsW2aUKuzYMGbNUG3g38Ce3vFrGFVjeOF6rcgl8hn9ARmXCRcjHT",
+	"EblmSnMptAfZQYLseglB99Ojb/anOwTXu1XsHVd/R8rAQaH6tR0XI46BIc3hWdKJkRuXqcJBnnYsEeg0",
+	"1l3L0P4+OPzpq/vv6PDrt0H08tneJWnhADClHc0YQPaUVTS7l1xckVdnF4fPXrw8/MubD71acTuPTbEi",
+	"wBe6g1oO8AAQixk17IYuSV7AIyXGQjoOqRs1hZpV8aApGTsaGKNTEESy7SEWZRcuVsDR1ZCwW5qYbEnG",
+	"c6nNOCLjXCpfKF8zKxwxzLlU+8b2z1Gu2JTfjmPhG0Khv1LCNF83aqdMumM0jnCmh3ExGDxPQE7ZfzH3",
+	"gaIilQv8aNyDagMujxti4L58fg8rnMgUwh9zu65j8oG/du7QNNVkjD8ZO9SH+3OExW3HB+Dwwml8H/up",
+	"pz1Sreivl5fnF/aEAcVZ5l1NWZ7J5QJReG9eRQQz8buywiXnU4U2uqVCb+3uPbqp4NLvhVDyjR1Zp3Ko",
+	"heYATMRv1WmpJMYd/1ncCeWFmTsVYO2LGgWFv5eYTqKK6Xzx4vmLaGNmvggrBrifvWdiZuad4fHL5z+e",
+	"bEtrhj908/3DJb2TLZskB0AcXBDInqI9FAspFcFKljXmvFb1HoAwPg83sj6vAXNFBJQJQVquSaTdnBvt",
+	"Xo0g0AFnNOLpfmiH/40+kTOAW5WmQaAgOunKHPlItrTiRYqScY+sJSMVeABgj3prvpTVcz765v+5i/5R",
+	"d5g8rQbiNwSqMnvUdN2CwgU3l29JZHMBsNYFDf4gd8YdN+qTqDoa+k1ylr2jgMauWHsaLhXNLP0sGBV4",
+	"y4Yet7ejGqebPrQdK+U6KvQvk5u5zWXZ6kFNiMbgOxkRfiJ3NCPK8QJGRPklviVPqHYJnnv1sDJDXaQN",
+	"OHoKzaoLXXawszFRruYRL/M9ov7Lq197vkaKRd+IdmV7FnTGNAaRJRDU4LW5QqNWu9jIAdp34eE4QEU3",
+	"YQ5ganR1Lw7gO3p8E6y/2QZrIcoje25H3wyd7UKfdPZkNfPLDFJeYDzA5rXFVjS7MW6VOx7Bq8P/sQbw",
+	"1+rf7iSOn/2wV9n8C2Yuy6Ef2ZyZFDxLg2aD1UfXTxQD562YClkp3/9gdX+/2/wkLrxzeEEF6sWKf1A/",
+	"h8C+k25TG8AP/Zut/QWW4CfU1DxThQ/FbuObX6DBo26zoMK0b7L7di2xLM0ySIeKLTBK9bdCGoqS05Vp",
+	"RFR+05l5LbNiwQ4nNLkq8s0qyd+g6WvXcpenXder1cJwHI1uf2/cbDJk8AdPWOS7tgU7KUb17bibcuRH",
+	"DBlDuHy3g2GLyFqGQqbsQLdaPM3TPfqG/9hBDjUW9+SGj1t11xPNgqasfF+jimEmw+kUIjR7G1WdzQt5",
+	"uJvbpIbw/Z2UtHIvhQe72VFiT6qV72uouN3fgSc8sJFSG3iPm3i3O+jHWmWqDgR0oD3nivxb5tbq9H/z",
+	"nOsJtAx7KUbujANZGPCbAyj02cXQ9lWm0AvmyvZYjLom9urwf6qniOPo5fOQ7hV1NP+djRaT8GMEBNUO",
+	"MSe/JjnVIJemlLtywWcfP12cv7H8rln1/MXgBzJnqsr1HQuMxfvbp/dfPpyN3p79/OrL+8vRh9ekezx4",
+	"dtKrRL/bglPig8waP/zw6h+jD69dZDfAt5fasEUZCYfuS3xwJ5RM2Y2P2cMIOnScV0+2L7e+2cLW/tGZ",
+	"7vyVCTOq6/JC/ZnA/j/cIxELdWsaOndQLfuUBwhZuvXJEWowwAOHMAEYhyxMxq/RxC6fUKyAkoUwHp9y",
+	"tsjNEuhvikWxQHJVUq12ZyNSCfEhmcsbQmPhRL81zuAdzKuttpmruQeE6vMpJPOyGo4sTO3imLmSxWwe",
+	"ixo3P/qG/3D5yuoAi9UWu2oJf3ZfittPnz4R1w2F1zG+0x5BGdRRlptXPu4TD1djDNM2RePxVYxd7uw9",
+	"lAvspsrrtJq4CDbD78V+wBuc/2c27ayqGBVR1pTwu3feJp5RO2s7qON/AV3wyXKz28mTiqwOPMvBF+x1",
+	"lDMTiVrmmC/lqh7PpCOyoIJPIe0F1VZe/h2F/w3lxt1ALMoAr9fdin1Za9Vjqt0dtk0OQXkgmjFd3WcQ",
+	"2rGYKvk7Ez1ICFPtsu28AeoDnLRxGUuA0s8/XdSVI4T9lExailh4Rt0K9UbsXkbNVKoFuWLLTbx11wT0",
+	"SEr/KmnoQejRVdEKz1ZYppILyC9CiV4uMi6u7AGybIo18O1hGqpmzGww6T4zmm7alD3S09dus0cWdCYQ",
+	"BhXwv4Vz4D16svJm5Wqi2KzIKCgW9k5CXNb9OHG0Y+PNqejhSjeOZYcX8mLlaXxjQcOWGKfZnn2s1Bpg",
+	"CmokSEEm8K4iiEwMzVpcUgssNh30Uw/+69fB4Q/WLnre5pK+U4r+fYn0qU2IjTl8/9TJ/IFmfS7/Mkpn",
+	"ItNlRG7mEotqgKPJQGKWLkKvQDnE/GvKpRirMbxFoU0s2C3Xpk8+3QgXm2opp8QjNasGMH2AMazd48Fg",
+	"AKmlEIg3eHlysl2EbK8cUF3LP7h+QINg7lFF4Ek5bnm0B5q48SMCKf4xi5cmKWM56TqBVjMsubPQLAkx",
+	"YZi6W8GQJq8OsSXn8AvFeR51dk53tmPZgufPdixb0EKudyxcsIt6bw19bHe/8gV7uN+s+NkidSIUG8Nt",
+	"sqdLiSgWE6ZOyclPz63KOvjhxYteJ9SjqwCwW1hVS/2FCOTvVpH55yvSsIPcKS/tE7obnJupEgWI5nVH",
+	"hXBgX5BJQlbFiVWcoY6aICAxvGjBNE6CCFnVatp8q7am8r+ryvzgR3O3tP6rXgropWFHWD5sx5qwFK0J",
+	"zDzzEDx3H/0YpsqSQnGzhJEmjCqmOsNfv9quaM5/YUv466ttqK79jAqVdYaduTH58Ojo+NkP/UF/0D8e",
+	"/jD4YWC7/f8CAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

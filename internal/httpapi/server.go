@@ -148,7 +148,7 @@ func (m *chainMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 	if op == nil {
 		panic("httpapi: the router registered " + pattern + ", which the spec does not have")
 	}
-	m.mux.Handle(pattern, m.s.chain(pattern, op, m.c.validate(op, http.HandlerFunc(h))))
+	m.mux.Handle(pattern, m.s.chain(pattern, op, m.c.validate(pattern, op, http.HandlerFunc(h))))
 }
 
 func (m *chainMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
