@@ -102,6 +102,8 @@ var layers = []layer{
 	{"internal/egress/secrets", []string{"internal/egress/policy"}},
 	// Cluster membership and forwarding between nodes.
 	{"internal/cluster", []string{"internal/errdefs", "internal/httpjson", "internal/store"}},
+	// E2B's wire types, generated from E2B's spec (api/e2b/openapi.yml).
+	{"internal/e2bcompat/e2bapi", nil},
 	// The one writer of JSON answers and errors of the HTTP layers.
 	{"internal/httpjson", []string{"internal/errdefs"}},
 
