@@ -74,7 +74,7 @@ func (c *contract) validate(pattern string, op *openapi3.Operation, next http.Ha
 			if err != nil {
 				var tooLarge *http.MaxBytesError
 				if errors.As(err, &tooLarge) {
-					err = errdefs.New(errdefs.ErrInvalidArgument, "request body is larger than %d bytes", maxJSONBody)
+					err = errdefs.New(errdefs.ErrTooLarge, "request body is larger than %d bytes", tooLarge.Limit)
 				}
 				writeError(w, r, err)
 				return
