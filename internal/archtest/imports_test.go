@@ -53,16 +53,18 @@ var layers = []layer{
 	{"internal/config", []string{"internal/egress/policy", "internal/store"}},
 
 	// The API layers.
+	// httpapi implements the ServerInterface generated into api/native.
 	{"internal/httpapi", []string{
-		"internal/bodylimit", "internal/cluster", "internal/coderun", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"api/native", "internal/bodylimit", "internal/cluster", "internal/coderun", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
 		"internal/tenant", "internal/volume",
 	}},
 	// The web console forwards to the public API's handler: it imports
-	// nothing of the module, as a client of the API would.
-	{"internal/console", nil},
+	// nothing of the module, as a client of the API would, but the writer
+	// of JSON answers.
+	{"internal/console", []string{"internal/httpjson"}},
 	{"internal/e2bcompat", []string{
-		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/sandbox", "internal/template", "internal/store",
+		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume",
 	}},
 
@@ -103,7 +105,11 @@ var layers = []layer{
 	{"internal/egress/policy", []string{"internal/store"}},
 	{"internal/egress/secrets", []string{"internal/egress/policy"}},
 	// Cluster membership and forwarding between nodes.
-	{"internal/cluster", []string{"internal/errdefs", "internal/store"}},
+	{"internal/cluster", []string{"internal/errdefs", "internal/httpjson", "internal/store"}},
+	// E2B's wire types, generated from E2B's spec (api/e2b/openapi.yml).
+	{"internal/e2bcompat/e2bapi", nil},
+	// The one writer of JSON answers and errors of the HTTP layers.
+	{"internal/httpjson", []string{"internal/errdefs"}},
 
 	// Storage and small leaves.
 	{"internal/checkpoint", []string{"internal/blobstore", "internal/errdefs", "internal/seal"}},

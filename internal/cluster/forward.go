@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spacesandbox/space/internal/httpjson"
 	"log/slog"
 	"net"
 	"net/http"
@@ -227,12 +227,14 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 // writeError answers in a shape both APIs' clients read: the native
 // API's error object and E2B's code and message.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{
+	httpjson.WriteStatus(w, bothShapes, status, code, msg, nil)
+}
+
+func bothShapes(status int, code, msg string, _ any) any {
+	return map[string]any{
 		"code": status, "message": msg,
 		"error": map[string]string{"code": code, "message": msg},
-	})
+	}
 }
 
 func withTarget(ctx context.Context, u *url.URL) context.Context {

@@ -14,8 +14,8 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"github.com/spacesandbox/space/internal/httpjson"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -214,23 +214,13 @@ func sameOrigin(origin string, r *http.Request) bool {
 	return scheme == "http" || scheme == "https" // https: TLS ended by a proxy in front
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // writeError answers in the API's error shape.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
+	w.Header().Set("Cache-Control", "no-store")
+	httpjson.WriteStatus(w, httpjson.Native, status, code, msg, nil)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, v)
 }

@@ -8,33 +8,29 @@ import (
 	"net/http"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/httpjson"
 )
 
 // writeError answers with E2B's error body, {"code": <status>, "message"}.
 // The SDKs need both fields; the JS SDK tells a 404 by the body's code.
 // Internal causes are logged, never shown.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	err = errdefs.NodeCondition(err)
-	code, _ := errdefs.HTTPStatus(err)
-	if code >= 500 {
+	if code := httpjson.WriteError(w, e2bShape, err); code >= 500 {
 		slog.ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
-	if v := errdefs.RetryAfterHeader(err); v != "" {
-		w.Header().Set("Retry-After", v)
-	}
-	writeJSON(w, code, errorJSON{Code: code, Message: errdefs.PublicMessage(err), Details: errdefs.Details(err)})
+}
+
+// e2bShape is E2B's Error body.
+func e2bShape(status int, _, message string, details any) any {
+	return errorJSON{Code: status, Message: message, Details: details}
 }
 
 // writeStatus answers with an error body for a status chosen here.
 func writeStatus(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, errorJSON{Code: code, Message: msg})
+	httpjson.WriteStatus(w, e2bShape, code, "", msg, nil)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, code int, v any) { httpjson.Write(w, code, v) }
 
 const maxJSONBody = 1 << 20
 

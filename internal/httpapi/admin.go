@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,7 +42,7 @@ func (s *Server) tenantJSON(r *http.Request, t *store.Tenant, withUsage bool) (t
 	return out, nil
 }
 
-func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
+func (s *Server) CreateTenant(w http.ResponseWriter, r *http.Request) {
 	var req tenantRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
@@ -56,7 +57,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListTenants(w http.ResponseWriter, r *http.Request) {
 	out := []tenantJSON{}
 	for _, t := range s.tenants.Tenants() {
 		tj, err := s.tenantJSON(r, t, true)
@@ -69,8 +70,8 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
 }
 
-func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
-	t, err := s.tenants.Tenant(r.PathValue("tenant"))
+func (s *Server) GetTenant(w http.ResponseWriter, r *http.Request, tenantID string) {
+	t, err := s.tenants.Tenant(tenantID)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -83,13 +84,13 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) setQuotas(w http.ResponseWriter, r *http.Request) {
+func (s *Server) SetTenantQuotas(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var q store.Quotas
 	if err := decodeJSON(w, r, &q, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	t, err := s.tenants.SetQuotas(r.Context(), r.PathValue("tenant"), q)
+	t, err := s.tenants.SetQuotas(r.Context(), tenantID, q)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -116,7 +117,7 @@ func toKeyJSON(k *store.APIKey) keyJSON {
 	return keyJSON{ID: k.ID, Tenant: k.Tenant, Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
-func (s *Server) issueKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) IssueKey(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var req struct {
 		Name string `json:"name"`
 	}
@@ -124,7 +125,7 @@ func (s *Server) issueKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	key, k, err := s.tenants.IssueKey(r.Context(), r.PathValue("tenant"), req.Name)
+	key, k, err := s.tenants.IssueKey(r.Context(), tenantID, req.Name)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -135,14 +136,20 @@ func (s *Server) issueKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
-	t := r.PathValue("tenant")
-	if t != "" {
-		if _, err := s.tenants.Tenant(t); err != nil {
-			writeError(w, r, err)
-			return
-		}
+func (s *Server) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
+	s.listAPIKeys(w, r, "")
+}
+
+func (s *Server) ListTenantKeys(w http.ResponseWriter, r *http.Request, tenantID string) {
+	if _, err := s.tenants.Tenant(tenantID); err != nil {
+		writeError(w, r, err)
+		return
 	}
+	s.listAPIKeys(w, r, tenantID)
+}
+
+// listAPIKeys lists tenant t's keys, every tenant's for "".
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, t string) {
 	keys, err := s.tenants.Keys(r.Context(), t)
 	if err != nil {
 		writeError(w, r, err)
@@ -155,8 +162,8 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
-func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	k, err := s.tenants.RevokeKey(r.Context(), r.PathValue("key"))
+func (s *Server) RevokeKey(w http.ResponseWriter, r *http.Request, key string) {
+	k, err := s.tenants.RevokeKey(r.Context(), key)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -166,7 +173,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 
 // auditLog answers the audit entries of a time window: ?from and ?to
 // (RFC 3339; default the last hour), ?tenant, ?limit (default 1000).
-func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) {
+func (s *Server) AuditLog(w http.ResponseWriter, r *http.Request, params native.AuditLogParams) {
 	q := r.URL.Query()
 	to, from := time.Now().Add(time.Second), time.Now().Add(-time.Hour)
 	var err error
@@ -204,7 +211,7 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) {
 }
 
 // usage answers the caller's tenant's quotas and what it holds.
-func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) GetUsage(w http.ResponseWriter, r *http.Request) {
 	t, err := s.tenants.Tenant(tenant.FromContext(r.Context()).Tenant)
 	if err != nil {
 		writeError(w, r, err)

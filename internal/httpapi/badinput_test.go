@@ -10,7 +10,9 @@ import (
 
 // TestBadInput: a request the API cannot serve as written is refused with
 // a 4xx and a JSON error that names the problem, before anything reaches
-// the sandbox service (bad input changes nothing). The cases that need a
+// the sandbox service (bad input changes nothing). Most are refused by the
+// validator of api/openapi.yaml (contract.go), the rest by the handlers'
+// own checks of what the spec cannot say. The cases that need a
 // real sandbox or the service's own checks (unknown sandboxes, files and
 // pids; limits beyond the node's) are in test/e2e.
 func TestBadInput(t *testing.T) {
@@ -43,11 +45,11 @@ func TestBadInput(t *testing.T) {
 		{name: "events: pid not a number", method: "GET", path: sb + "/commands/abc/events", says: "pid"},
 		{name: "events: pid 0", method: "GET", path: sb + "/commands/0/events", says: "pid"},
 		{name: "events: bad Last-Event-ID", method: "GET", path: sb + "/commands/5/events", header: map[string]string{"Last-Event-ID": "x"}, says: "Last-Event-ID"},
-		{name: "events: bad after", method: "GET", path: sb + "/commands/5/events?after=-1", says: "not an event id"},
+		{name: "events: bad after", method: "GET", path: sb + "/commands/5/events?after=-1", says: `after "-1" must not be negative`},
 		{name: "stdin: data and base64", method: "POST", path: sb + "/commands/5/stdin", body: `{"data":"a","base64":"YQ=="}`, says: "either data or base64"},
 		{name: "stdin: bad base64", method: "POST", path: sb + "/commands/5/stdin", body: `{"base64":"%%%"}`, says: "base64"},
 		{name: "stdin: bad pid", method: "POST", path: sb + "/commands/-1/stdin", body: `{"data":"a"}`, says: "pid"},
-		{name: "signal: unknown", method: "POST", path: sb + "/commands/5/signal", body: `{"signal":"SIGHUP"}`, says: "SIGTERM or SIGKILL"},
+		{name: "signal: unknown", method: "POST", path: sb + "/commands/5/signal", body: `{"signal":"SIGHUP"}`, says: `field "signal" must be one of SIGTERM, SIGKILL`},
 		{name: "signal: bad pid", method: "POST", path: sb + "/commands/x/signal", body: `{"signal":"SIGTERM"}`, says: "pid"},
 		{name: "pty: cols 0", method: "GET", path: sb + "/pty?cols=0", says: "cols"},
 		{name: "pty: rows too many", method: "GET", path: sb + "/pty?rows=1001", says: "rows"},
@@ -61,7 +63,7 @@ func TestBadInput(t *testing.T) {
 		{name: "list: depth 65", method: "GET", path: sb + "/files/list?path=/&depth=65", says: "depth"},
 		{name: "list: depth not a number", method: "GET", path: sb + "/files/list?path=/&depth=deep", says: "depth"},
 		{name: "mkdir: no path", method: "POST", path: sb + "/files/mkdir", body: `{}`, says: "path is required"},
-		{name: "move: no destination", method: "POST", path: sb + "/files/move", body: `{"source":"a"}`, says: "source and destination"},
+		{name: "move: no destination", method: "POST", path: sb + "/files/move", body: `{"source":"a"}`, says: "destination is required"},
 		{name: "watch: no path", method: "GET", path: sb + "/files/watch", says: "path"},
 
 		// Telemetry.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 // Pause, resume, fork, disk snapshots and customer keys.
 
-func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *Server) PauseSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		// KeepMemory false keeps the disk only: the processes end, and a
 		// resume boots afresh on that disk.
@@ -22,7 +23,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sb, err := s.checkpoints.Pause(r.Context(), r.PathValue("id"), sandbox.PauseOptions{DiskOnly: req.KeepMemory != nil && !*req.KeepMemory})
+	sb, err := s.checkpoints.Pause(r.Context(), id, sandbox.PauseOptions{DiskOnly: req.KeepMemory != nil && !*req.KeepMemory})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -30,7 +31,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toJSON(sb))
 }
 
-func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ResumeSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		TimeoutSeconds int `json:"timeout_seconds"`
 	}
@@ -42,7 +43,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must not be negative"))
 		return
 	}
-	sb, err := s.checkpoints.Resume(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
+	sb, err := s.checkpoints.Resume(r.Context(), id, seconds(req.TimeoutSeconds))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -50,7 +51,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toJSON(sb))
 }
 
-func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ForkSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		Count          int               `json:"count"`
 		TimeoutSeconds int               `json:"timeout_seconds"`
@@ -64,7 +65,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "count and timeout_seconds must not be negative"))
 		return
 	}
-	forks, err := s.checkpoints.Fork(r.Context(), r.PathValue("id"), sandbox.ForkRequest{
+	forks, err := s.checkpoints.Fork(r.Context(), id, sandbox.ForkRequest{
 		Count: req.Count, Timeout: seconds(req.TimeoutSeconds), Metadata: req.Metadata,
 	})
 	if err != nil && len(forks) == 0 {
@@ -107,7 +108,7 @@ func snapshotToJSON(sn *sandbox.Snapshot) snapshotJSON {
 	}
 }
 
-func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *Server) TakeSnapshot(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		Memory bool   `json:"memory"`
 		Name   string `json:"name"`
@@ -116,7 +117,7 @@ func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sn, err := s.snapshots.TakeSnapshot(r.Context(), r.PathValue("id"), sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
+	sn, err := s.snapshots.TakeSnapshot(r.Context(), id, sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -124,12 +125,16 @@ func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, snapshotToJSON(sn))
 }
 
-func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id") // empty on /v1/snapshots
-	if id == "" {
-		id = r.URL.Query().Get("sandbox_id")
-	}
-	snaps, err := s.snapshots.Snapshots(r.Context(), sandbox.SnapshotFilter{SandboxID: id, Ref: r.URL.Query().Get("name")})
+func (s *Server) ListSnapshots(w http.ResponseWriter, r *http.Request, params native.ListSnapshotsParams) {
+	s.listSnapshots(w, r, sandbox.SnapshotFilter{SandboxID: deref(params.SandboxId), Ref: deref(params.Name)})
+}
+
+func (s *Server) ListSandboxSnapshots(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.ListSandboxSnapshotsParams) {
+	s.listSnapshots(w, r, sandbox.SnapshotFilter{SandboxID: id, Ref: deref(params.Name)})
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, filter sandbox.SnapshotFilter) {
+	snaps, err := s.snapshots.Snapshots(r.Context(), filter)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -143,8 +148,8 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.snapshots.GetSnapshot(r.Context(), r.PathValue("snapshot"))
+func (s *Server) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshot string) {
+	sn, err := s.snapshots.GetSnapshot(r.Context(), snapshot)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -152,8 +157,8 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, snapshotToJSON(sn))
 }
 
-func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.snapshots.DeleteSnapshot(r.Context(), r.PathValue("snapshot")); err != nil {
+func (s *Server) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshot string) {
+	if _, err := s.snapshots.DeleteSnapshot(r.Context(), snapshot); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -177,14 +182,14 @@ func decodeKey(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return key, nil
 }
 
-func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
-	key, err := decodeKey(w, r)
+func (s *Server) PutKey(w http.ResponseWriter, r *http.Request, key string) {
+	secret, err := decodeKey(w, r)
 	var id string
 	if err == nil {
-		id, err = scopedName(r, "key")
+		id, err = scopedName(r, key)
 	}
 	if err == nil {
-		err = s.keys.SetKey(id, key)
+		err = s.keys.SetKey(id, secret)
 	}
 	if err != nil {
 		writeError(w, r, err)
@@ -193,18 +198,18 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
-	key, err := decodeKey(w, r)
+func (s *Server) RotateKey(w http.ResponseWriter, r *http.Request, key string) {
+	secret, err := decodeKey(w, r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	id, err := scopedName(r, "key")
+	id, err := scopedName(r, key)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	n, err := s.keys.RotateKey(r.Context(), id, key)
+	n, err := s.keys.RotateKey(r.Context(), id, secret)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -214,8 +219,8 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 	}{n})
 }
 
-func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
-	id, err := scopedName(r, "key")
+func (s *Server) DeleteKey(w http.ResponseWriter, r *http.Request, key string) {
+	id, err := scopedName(r, key)
 	if err == nil {
 		err = s.keys.RemoveKey(id)
 	}
@@ -227,7 +232,7 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // listKeys names the customer keys loaded on this node, never the keys.
-func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListKeys(w http.ResponseWriter, r *http.Request) {
 	ids, err := s.keys.KeyIDs()
 	if err != nil {
 		writeError(w, r, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/spacesandbox/space/api/native"
 	"io"
 	"net/http"
 	"strconv"
@@ -55,13 +56,13 @@ type codeContextJSON struct {
 // runCode starts a cell and streams its lines as SSE. A client that goes
 // away does not interrupt the cell: it resumes with commandEvents' rules
 // (Last-Event-ID) at GET .../code/{execution}/events.
-func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
+func (s *Server) RunCode(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req codeRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	stream, err := s.code.Execute(r.Context(), r.PathValue("id"), coderun.ExecuteRequest{
+	stream, err := s.code.Execute(r.Context(), id, coderun.ExecuteRequest{
 		Code: req.Code, Language: req.Language, ContextID: req.ContextID, Env: req.Env, TimeoutSeconds: req.TimeoutSeconds,
 	})
 	if err != nil {
@@ -72,7 +73,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 	relayCode(r.Context(), w, stream)
 }
 
-func (s *Server) codeEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) CodeEvents(w http.ResponseWriter, r *http.Request, id native.SandboxID, execution native.ExecutionID, params native.CodeEventsParams) {
 	after := r.Header.Get("Last-Event-ID")
 	if after == "" {
 		after = r.URL.Query().Get("after")
@@ -85,7 +86,7 @@ func (s *Server) codeEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	stream, err := s.code.Events(r.Context(), r.PathValue("id"), r.PathValue("execution"), afterSeq)
+	stream, err := s.code.Events(r.Context(), id, execution, afterSeq)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -129,8 +130,8 @@ func relayCode(ctx context.Context, w http.ResponseWriter, stream *coderun.Strea
 	}
 }
 
-func (s *Server) interruptCode(w http.ResponseWriter, r *http.Request) {
-	e, err := s.code.Interrupt(r.Context(), r.PathValue("id"), r.PathValue("execution"))
+func (s *Server) InterruptCode(w http.ResponseWriter, r *http.Request, id native.SandboxID, execution native.ExecutionID) {
+	e, err := s.code.Interrupt(r.Context(), id, execution)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -138,8 +139,8 @@ func (s *Server) interruptCode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toExecutionJSON(e))
 }
 
-func (s *Server) listCode(w http.ResponseWriter, r *http.Request) {
-	list, err := s.code.Executions(r.Context(), r.PathValue("id"))
+func (s *Server) ListExecutions(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+	list, err := s.code.Executions(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -153,8 +154,8 @@ func (s *Server) listCode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listCodeContexts(w http.ResponseWriter, r *http.Request) {
-	list, err := s.code.Contexts(r.Context(), r.PathValue("id"))
+func (s *Server) ListCodeContexts(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+	list, err := s.code.Contexts(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -168,7 +169,7 @@ func (s *Server) listCodeContexts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) createCodeContext(w http.ResponseWriter, r *http.Request) {
+func (s *Server) CreateCodeContext(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		Language string `json:"language"`
 		Cwd      string `json:"cwd"`
@@ -177,7 +178,7 @@ func (s *Server) createCodeContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	c, err := s.code.CreateContext(r.Context(), r.PathValue("id"), coderun.ContextRequest{Language: req.Language, Cwd: req.Cwd})
+	c, err := s.code.CreateContext(r.Context(), id, coderun.ContextRequest{Language: req.Language, Cwd: req.Cwd})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -185,16 +186,16 @@ func (s *Server) createCodeContext(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, codeContextJSON(c))
 }
 
-func (s *Server) deleteCodeContext(w http.ResponseWriter, r *http.Request) {
-	if err := s.code.DeleteContext(r.Context(), r.PathValue("id"), r.PathValue("context")); err != nil {
+func (s *Server) DeleteCodeContext(w http.ResponseWriter, r *http.Request, id native.SandboxID, contextID native.ContextID) {
+	if err := s.code.DeleteContext(r.Context(), id, contextID); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) restartCodeContext(w http.ResponseWriter, r *http.Request) {
-	if err := s.code.RestartContext(r.Context(), r.PathValue("id"), r.PathValue("context")); err != nil {
+func (s *Server) RestartCodeContext(w http.ResponseWriter, r *http.Request, id native.SandboxID, contextID native.ContextID) {
+	if err := s.code.RestartContext(r.Context(), id, contextID); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -127,13 +127,13 @@ func TestCodeBadInput(t *testing.T) {
 		{"POST", "/v1/sandboxes/sb/code", `{"code":"1","env":{"A=B":"c"}}`, nil, 400, "env var name"},
 		{"POST", "/v1/sandboxes/other/code", `{"code":"1"}`, nil, 404, `sandbox "other" not found`},
 		{"GET", "/v1/sandboxes/sb/code/ex-1/events", ``, []string{"Last-Event-ID", "x"}, 400, "not an event id"},
-		{"GET", "/v1/sandboxes/sb/code/ex-1/events?after=-1", ``, nil, 400, "not an event id"},
-		{"GET", "/v1/sandboxes/sb/code/a%20b/events", ``, nil, 400, "execution id"},
-		{"POST", "/v1/sandboxes/sb/code/a%20b/interrupt", ``, nil, 400, "execution id"},
+		{"GET", "/v1/sandboxes/sb/code/ex-1/events?after=-1", ``, nil, 400, "after"},
+		{"GET", "/v1/sandboxes/sb/code/a%20b/events", ``, nil, 400, `execution "a b" does not match`},
+		{"POST", "/v1/sandboxes/sb/code/a%20b/interrupt", ``, nil, 400, `execution "a b" does not match`},
 		{"POST", "/v1/sandboxes/sb/contexts", `{"language":1}`, nil, 400, `field "language"`},
 		{"POST", "/v1/sandboxes/sb/contexts", `{"cwd":"/tmp","x":1}`, nil, 400, "unknown field"},
-		{"DELETE", "/v1/sandboxes/sb/contexts/a~b", ``, nil, 400, "context id"},
-		{"POST", "/v1/sandboxes/sb/contexts/a.b/restart", ``, nil, 400, "context id"},
+		{"DELETE", "/v1/sandboxes/sb/contexts/a~b", ``, nil, 400, `context "a~b" does not match`},
+		{"POST", "/v1/sandboxes/sb/contexts/a.b/restart", ``, nil, 400, `context "a.b" does not match`},
 	} {
 		t.Run(tc.method+" "+tc.path+" "+tc.body, func(t *testing.T) {
 			rec := doCode(h, tc.method, tc.path, tc.body, tc.header...)

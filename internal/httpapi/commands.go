@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/spacesandbox/space/api/native"
+	"math"
 	"net/http"
 	"strconv"
 	"syscall"
@@ -56,15 +58,16 @@ func (c *commandRequest) spec() (sandbox.CommandSpec, error) {
 	return spec, nil
 }
 
-func pidParam(r *http.Request) (uint32, error) {
-	n, err := strconv.ParseUint(r.PathValue("pid"), 10, 32)
-	if err != nil || n == 0 {
-		return 0, errdefs.New(errdefs.ErrInvalidArgument, "pid %q is not a positive integer", r.PathValue("pid"))
+// pidParam checks the {pid} the router bound (an integer): the agent's
+// pids are positive 32-bit numbers.
+func pidParam(pid native.PID) (uint32, error) {
+	if pid <= 0 || pid > math.MaxUint32 {
+		return 0, errdefs.New(errdefs.ErrInvalidArgument, "pid %d is not a positive 32-bit integer", pid)
 	}
-	return uint32(n), nil
+	return uint32(pid), nil
 }
 
-func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
+func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req commandRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
@@ -79,7 +82,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 	// the stream is cancelled when we stop reading, never the process.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stream, err := s.commands.StartCommand(ctx, r.PathValue("id"), spec)
+	stream, err := s.commands.StartCommand(ctx, id, spec)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -173,8 +176,8 @@ func writeCommandEvent(sse *sseWriter, ev sandbox.CommandEvent) error {
 	return nil // keepalives: the SSE writer has its own heartbeats
 }
 
-func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
-	pid, err := pidParam(r)
+func (s *Server) CommandEvents(w http.ResponseWriter, r *http.Request, id native.SandboxID, pidNum native.PID, params native.CommandEventsParams) {
+	pid, err := pidParam(pidNum)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -190,7 +193,7 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	stream, err := s.commands.AttachCommand(r.Context(), r.PathValue("id"), pid, afterSeq)
+	stream, err := s.commands.AttachCommand(r.Context(), id, pid, afterSeq)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -216,8 +219,8 @@ func (s *Server) commandEvents(w http.ResponseWriter, r *http.Request) {
 	streamEvents(r.Context(), sse, stream)
 }
 
-func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
-	commands, err := s.commands.ListCommands(r.Context(), r.PathValue("id"))
+func (s *Server) ListCommands(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+	commands, err := s.commands.ListCommands(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -231,8 +234,8 @@ func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) sendStdin(w http.ResponseWriter, r *http.Request) {
-	pid, err := pidParam(r)
+func (s *Server) SendStdin(w http.ResponseWriter, r *http.Request, id native.SandboxID, pidNum native.PID) {
+	pid, err := pidParam(pidNum)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -257,7 +260,6 @@ func (s *Server) sendStdin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id := r.PathValue("id")
 	// An empty write still names a sandbox and a command, which must
 	// exist: it answers 404 for what is gone, as any write does.
 	if len(input) > 0 || !req.EOF {
@@ -275,8 +277,8 @@ func (s *Server) sendStdin(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
-	pid, err := pidParam(r)
+func (s *Server) SignalCommand(w http.ResponseWriter, r *http.Request, id native.SandboxID, pidNum native.PID) {
+	pid, err := pidParam(pidNum)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -298,7 +300,7 @@ func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "signal must be SIGTERM or SIGKILL"))
 		return
 	}
-	if err := s.commands.SignalCommand(r.Context(), r.PathValue("id"), pid, sig); err != nil {
+	if err := s.commands.SignalCommand(r.Context(), id, pid, sig); err != nil {
 		writeError(w, r, err)
 		return
 	}

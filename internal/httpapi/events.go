@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 
@@ -20,7 +21,7 @@ import (
 // ?metrics=true, `metrics` events carry the running sandboxes' samples
 // too (metricsEvents), so that a list of sandboxes can show their use
 // without asking for it.
-func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) SandboxEvents(w http.ResponseWriter, r *http.Request, params native.SandboxEventsParams) {
 	after, err := changesAfter(r)
 	if err != nil {
 		writeError(w, r, err)

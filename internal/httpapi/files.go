@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"github.com/spacesandbox/space/api/native"
 	"io"
 	"net/http"
 	"strconv"
@@ -44,13 +45,13 @@ func pathParam(r *http.Request) (string, error) {
 	return p, nil
 }
 
-func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) DownloadFile(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.DownloadFileParams) {
 	path, err := pathParam(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	file, err := s.files.ReadFile(r.Context(), r.PathValue("id"), path, r.Header.Get("Range"))
+	file, err := s.files.ReadFile(r.Context(), id, path, r.Header.Get("Range"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -78,13 +79,13 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) {
 	io.Copy(w, file)
 }
 
-func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) UploadFile(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.UploadFileParams) {
 	path, err := pathParam(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	entry, err := s.files.WriteFile(r.Context(), r.PathValue("id"), path, r.Body, r.ContentLength)
+	entry, err := s.files.WriteFile(r.Context(), id, path, r.Body, r.ContentLength)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -92,20 +93,20 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toEntry(entry))
 }
 
-func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) RemoveFile(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.RemoveFileParams) {
 	path, err := pathParam(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.files.RemoveFile(r.Context(), r.PathValue("id"), path); err != nil {
+	if err := s.files.RemoveFile(r.Context(), id, path); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListFiles(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.ListFilesParams) {
 	path, err := pathParam(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -118,7 +119,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	entries, err := s.files.ListDir(r.Context(), r.PathValue("id"), path, depth)
+	entries, err := s.files.ListDir(r.Context(), id, path, depth)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -132,13 +133,13 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) StatFile(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.StatFileParams) {
 	path, err := pathParam(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	entry, err := s.files.StatFile(r.Context(), r.PathValue("id"), path)
+	entry, err := s.files.StatFile(r.Context(), id, path)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -146,7 +147,7 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toEntry(entry))
 }
 
-func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
+func (s *Server) MakeDir(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		Path string `json:"path"`
 	}
@@ -158,7 +159,7 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "path is required and must not contain NUL bytes"))
 		return
 	}
-	entry, err := s.files.MakeDir(r.Context(), r.PathValue("id"), req.Path)
+	entry, err := s.files.MakeDir(r.Context(), id, req.Path)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -166,7 +167,7 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toEntry(entry))
 }
 
-func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) MoveFile(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		Source      string `json:"source"`
 		Destination string `json:"destination"`
@@ -179,7 +180,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "source and destination are required"))
 		return
 	}
-	entry, err := s.files.MoveFile(r.Context(), r.PathValue("id"), req.Source, req.Destination)
+	entry, err := s.files.MoveFile(r.Context(), id, req.Source, req.Destination)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -187,14 +188,14 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toEntry(entry))
 }
 
-func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
+func (s *Server) WatchFiles(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.WatchFilesParams) {
 	path, err := pathParam(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	recursive, _ := strconv.ParseBool(r.URL.Query().Get("recursive"))
-	watch, err := s.files.WatchDir(r.Context(), r.PathValue("id"), path, recursive)
+	watch, err := s.files.WatchDir(r.Context(), id, path, recursive)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -202,12 +203,12 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 	defer watch.Close()
 	sse := newSSE(w)
 	defer sse.Close()
-	var id uint64
+	var seq uint64
 	for watch.Next() {
 		ev := watch.Event()
-		id++
+		seq++
 		data, _ := json.Marshal(map[string]string{"name": ev.Name, "type": ev.Type})
-		if err := sse.Event(id, "fs", data); err != nil {
+		if err := sse.Event(seq, "fs", data); err != nil {
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"slices"
 
@@ -39,7 +40,7 @@ func networkOf(p *sandbox.NetworkPolicy) *networkJSON {
 
 // setNetwork replaces a running sandbox's egress policy; new connections
 // follow it.
-func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
+func (s *Server) SetSandboxNetwork(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req networkJSON
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
@@ -49,7 +50,6 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "public_ports is set at create only"))
 		return
 	}
-	id := r.PathValue("id")
 	sb, err := s.lifecycle.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)

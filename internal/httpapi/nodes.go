@@ -19,7 +19,7 @@ func (s *Server) clusterOrNotFound(w http.ResponseWriter, r *http.Request) bool 
 	return true
 }
 
-func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListNodes(w http.ResponseWriter, r *http.Request) {
 	if !s.clusterOrNotFound(w, r) {
 		return
 	}
@@ -32,19 +32,19 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"nodes": ms, "self": s.cluster.Self()})
 }
 
-func (s *Server) thisNode(w http.ResponseWriter, r *http.Request) bool {
+func (s *Server) thisNode(w http.ResponseWriter, r *http.Request, node string) bool {
 	if !s.clusterOrNotFound(w, r) {
 		return false
 	}
-	if node := r.PathValue("node"); node != s.cluster.Self() {
+	if node != s.cluster.Self() {
 		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no node %q in the cluster", node))
 		return false
 	}
 	return true
 }
 
-func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
-	if !s.thisNode(w, r) {
+func (s *Server) DrainNode(w http.ResponseWriter, r *http.Request, node string) {
+	if !s.thisNode(w, r, node) {
 		return
 	}
 	report, err := s.cluster.Drain(r.Context())
@@ -55,8 +55,8 @@ func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, report)
 }
 
-func (s *Server) undrainNode(w http.ResponseWriter, r *http.Request) {
-	if !s.thisNode(w, r) {
+func (s *Server) UndrainNode(w http.ResponseWriter, r *http.Request, node string) {
+	if !s.thisNode(w, r, node) {
 		return
 	}
 	if err := s.cluster.Undrain(r.Context()); err != nil {

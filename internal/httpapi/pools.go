@@ -34,7 +34,7 @@ func (s *Server) poolsOrNotFound(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListPools(w http.ResponseWriter, r *http.Request) {
 	if !s.poolsOrNotFound(w, r) {
 		return
 	}
@@ -45,7 +45,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
 }
 
-func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
+func (s *Server) SetPool(w http.ResponseWriter, r *http.Request, templateName string) {
 	if !s.poolsOrNotFound(w, r) {
 		return
 	}
@@ -61,7 +61,7 @@ func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "min and max are required"))
 		return
 	}
-	p, err := s.pools.SetPool(r.PathValue("template"), *req.Min, *req.Max)
+	p, err := s.pools.SetPool(templateName, *req.Min, *req.Max)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -36,7 +36,7 @@ func TestPoolRoutes(t *testing.T) {
 	}{
 		{name: "list", method: "GET", path: "/v1/admin/pools", status: 200, says: `"max":8`},
 		{name: "set", method: "PUT", path: "/v1/admin/pools/base", body: `{"min":110,"max":120}`, status: 200, says: `"min":110`, sets: 1},
-		{name: "set without max", method: "PUT", path: "/v1/admin/pools/base", body: `{"min":1}`, status: 400, says: "min and max"},
+		{name: "set without max", method: "PUT", path: "/v1/admin/pools/base", body: `{"min":1}`, status: 400, says: "max is required"},
 		{name: "set unknown field", method: "PUT", path: "/v1/admin/pools/base", body: `{"min":1,"max":2,"size":3}`, status: 400, says: "size"},
 		{name: "set not a number", method: "PUT", path: "/v1/admin/pools/base", body: `{"min":"a","max":2}`, status: 400, says: "min"},
 		{name: "no pools", method: "GET", path: "/v1/admin/pools", noPools: true, status: 404, says: "no warm pools"},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"syscall"
@@ -36,7 +37,7 @@ func sizeParam(r *http.Request, name string, def int) (uint32, error) {
 // openPTY runs an interactive login shell on a PTY and joins it to a
 // WebSocket. The shell is killed when the WebSocket closes, as a terminal
 // hang-up would.
-func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
+func (s *Server) OpenPTY(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.OpenPTYParams) {
 	cols, err := sizeParam(r, "cols", 80)
 	if err != nil {
 		writeError(w, r, err)
@@ -49,7 +50,7 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stream, err := s.commands.StartCommand(ctx, r.PathValue("id"), sandbox.CommandSpec{
+	stream, err := s.commands.StartCommand(ctx, id, sandbox.CommandSpec{
 		Argv: []string{"/bin/bash", "-i", "-l"},
 		Env:  map[string]string{"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
 		User: r.URL.Query().Get("user"),

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"math"
 	"net/http"
 	"strconv"
@@ -106,7 +107,7 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 	return out
 }
 
-func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *Server) CreateSandbox(w http.ResponseWriter, r *http.Request) {
 	var req createSandboxRequest
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
@@ -133,7 +134,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toJSON(sb))
 }
 
-func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListSandboxes(w http.ResponseWriter, r *http.Request, params native.ListSandboxesParams) {
 	q := r.URL.Query()
 	f := sandbox.ListFilter{States: []string{"running"}}
 	if v := q.Get("state"); v != "" {
@@ -185,8 +186,8 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.lifecycle.Get(r.Context(), r.PathValue("id"))
+func (s *Server) GetSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+	sb, err := s.lifecycle.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -194,15 +195,15 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toJSON(sb))
 }
 
-func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := s.lifecycle.Kill(r.Context(), r.PathValue("id")); err != nil {
+func (s *Server) KillSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+	if err := s.lifecycle.Kill(r.Context(), id); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+func (s *Server) SetSandboxTimeout(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
 	var req struct {
 		TimeoutSeconds int `json:"timeout_seconds"`
 	}
@@ -210,7 +211,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sb, err := s.lifecycle.SetTimeout(r.Context(), r.PathValue("id"), seconds(req.TimeoutSeconds))
+	sb, err := s.lifecycle.SetTimeout(r.Context(), id, seconds(req.TimeoutSeconds))
 	if err != nil {
 		writeError(w, r, err)
 		return

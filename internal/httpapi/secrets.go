@@ -21,7 +21,7 @@ type secretRequest struct {
 
 // putSecret creates or rotates a secret. The answer, like every other,
 // holds its binding and version, never its value.
-func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
+func (s *Server) PutSecret(w http.ResponseWriter, r *http.Request, name string) {
 	var req secretRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
@@ -31,7 +31,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "port must be from 1 to 65535 (0: any)"))
 		return
 	}
-	name, err := scopedName(r, "name")
+	name, err := scopedName(r, name)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -49,7 +49,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 
 // listSecrets lists the caller's tenant's secrets (the admin's: every
 // tenant's, another tenant's as "<tenant>/<name>").
-func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListSecrets(w http.ResponseWriter, r *http.Request) {
 	p := tenant.FromContext(r.Context())
 	out := []secrets.Meta{}
 	for _, m := range s.secrets.List() {
@@ -63,12 +63,12 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 
 // scopedName is path value param as the name spaced keeps for the
 // caller's tenant.
-func scopedName(r *http.Request, param string) (string, error) {
-	return tenant.Qualify(tenant.FromContext(r.Context()).Tenant, r.PathValue(param))
+func scopedName(r *http.Request, name string) (string, error) {
+	return tenant.Qualify(tenant.FromContext(r.Context()).Tenant, name)
 }
 
-func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	name, err := scopedName(r, "name")
+func (s *Server) DeleteSecret(w http.ResponseWriter, r *http.Request, name string) {
+	name, err := scopedName(r, name)
 	if err == nil {
 		err = s.secrets.Delete(name)
 	}

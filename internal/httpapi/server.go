@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/spacesandbox/space/api/native"
 	"io"
 	"log/slog"
 	"net/http"
@@ -113,141 +115,66 @@ func New(o Options) http.Handler {
 	return s.routes()
 }
 
-// route is one entry of the route table, checked against the OpenAPI spec
-// by a test.
-type route struct {
-	method, path string
-	public       bool
-	handler      http.HandlerFunc
-	// creates: the route starts sandboxes (a create, resume or fork),
-	// so it draws on its tenant's rate of creates.
-	creates bool
-}
-
-func (s *Server) table() []route {
-	return []route{
-		{"GET", "/healthz", true, s.healthz, false},
-		{"GET", "/metrics", false, s.metrics.ServeHTTP, false},
-		{"POST", "/v1/sandboxes", false, s.createSandbox, true},
-		{"GET", "/v1/sandboxes", false, s.listSandboxes, false},
-		{"GET", "/v1/sandboxes/{id}", false, s.getSandbox, false},
-		{"GET", "/v1/events", false, s.sandboxEvents, false},
-		{"DELETE", "/v1/sandboxes/{id}", false, s.killSandbox, false},
-		{"POST", "/v1/sandboxes/{id}/timeout", false, s.setTimeout, false},
-		{"PUT", "/v1/sandboxes/{id}/network", false, s.setNetwork, false},
-		{"GET", "/v1/sandboxes/{id}/metrics", false, s.sandboxMetrics, false},
-		{"GET", "/v1/sandboxes/{id}/logs", false, s.sandboxLogs, false},
-		{"POST", "/v1/sandboxes/{id}/commands", false, s.runCommand, false},
-		{"GET", "/v1/sandboxes/{id}/commands", false, s.listCommands, false},
-		{"GET", "/v1/sandboxes/{id}/commands/{pid}/events", false, s.commandEvents, false},
-		{"POST", "/v1/sandboxes/{id}/commands/{pid}/stdin", false, s.sendStdin, false},
-		{"POST", "/v1/sandboxes/{id}/commands/{pid}/signal", false, s.signalCommand, false},
-		{"POST", "/v1/sandboxes/{id}/code", false, s.runCode, false},
-		{"GET", "/v1/sandboxes/{id}/code", false, s.listCode, false},
-		{"GET", "/v1/sandboxes/{id}/code/{execution}/events", false, s.codeEvents, false},
-		{"POST", "/v1/sandboxes/{id}/code/{execution}/interrupt", false, s.interruptCode, false},
-		{"GET", "/v1/sandboxes/{id}/contexts", false, s.listCodeContexts, false},
-		{"POST", "/v1/sandboxes/{id}/contexts", false, s.createCodeContext, false},
-		{"DELETE", "/v1/sandboxes/{id}/contexts/{context}", false, s.deleteCodeContext, false},
-		{"POST", "/v1/sandboxes/{id}/contexts/{context}/restart", false, s.restartCodeContext, false},
-		{"GET", "/v1/sandboxes/{id}/files", false, s.downloadFile, false},
-		{"PUT", "/v1/sandboxes/{id}/files", false, s.uploadFile, false},
-		{"DELETE", "/v1/sandboxes/{id}/files", false, s.removeFile, false},
-		{"GET", "/v1/sandboxes/{id}/files/list", false, s.listFiles, false},
-		{"GET", "/v1/sandboxes/{id}/files/stat", false, s.statFile, false},
-		{"POST", "/v1/sandboxes/{id}/files/mkdir", false, s.makeDir, false},
-		{"POST", "/v1/sandboxes/{id}/files/move", false, s.moveFile, false},
-		{"GET", "/v1/sandboxes/{id}/files/watch", false, s.watchFiles, false},
-		{"GET", "/v1/sandboxes/{id}/pty", false, s.openPTY, false},
-		{"POST", "/v1/sandboxes/{id}/pause", false, s.pauseSandbox, false},
-		{"POST", "/v1/sandboxes/{id}/resume", false, s.resumeSandbox, true},
-		{"POST", "/v1/sandboxes/{id}/fork", false, s.forkSandbox, true},
-		{"POST", "/v1/sandboxes/{id}/snapshots", false, s.takeSnapshot, false},
-		{"GET", "/v1/sandboxes/{id}/snapshots", false, s.listSnapshots, false},
-		{"GET", "/v1/snapshots", false, s.listSnapshots, false},
-		{"GET", "/v1/snapshots/{snapshot}", false, s.getSnapshot, false},
-		{"DELETE", "/v1/snapshots/{snapshot}", false, s.deleteSnapshot, false},
-		{"GET", "/v1/keys", false, s.listKeys, false},
-		{"PUT", "/v1/keys/{key}", false, s.putKey, false},
-		{"POST", "/v1/keys/{key}/rotate", false, s.rotateKey, false},
-		{"DELETE", "/v1/keys/{key}", false, s.deleteKey, false},
-		{"GET", "/v1/secrets", false, s.listSecrets, false},
-		{"PUT", "/v1/secrets/{name}", false, s.putSecret, false},
-		{"DELETE", "/v1/secrets/{name}", false, s.deleteSecret, false},
-		{"PUT", "/v1/files/{hash}", false, s.putFiles, false},
-		{"GET", "/v1/files/{hash}", false, s.getFiles, false},
-		{"POST", "/v1/builds", false, s.startBuild, false},
-		{"GET", "/v1/builds", false, s.listBuilds, false},
-		{"GET", "/v1/builds/{id}", false, s.getBuild, false},
-		{"GET", "/v1/builds/{id}/logs", false, s.buildLogs, false},
-		{"POST", "/v1/builds/{id}/cancel", false, s.cancelBuild, false},
-		{"GET", "/v1/templates", false, s.listTemplates, false},
-		{"GET", "/v1/templates/{name}", false, s.getTemplate, false},
-		{"DELETE", "/v1/templates/{name}", false, s.deleteTemplate, false},
-		{"PUT", "/v1/templates/{name}/tags/{tag}", false, s.setTag, false},
-		{"DELETE", "/v1/templates/{name}/tags/{tag}", false, s.deleteTag, false},
-		{"POST", "/v1/volumes", false, s.createVolume, false},
-		{"GET", "/v1/volumes", false, s.listVolumes, false},
-		{"GET", "/v1/volumes/{volume}", false, s.getVolume, false},
-		{"DELETE", "/v1/volumes/{volume}", false, s.deleteVolume, false},
-		{"GET", "/v1/volumes/{volume}/files", false, s.readVolumeFile, false},
-		{"PUT", "/v1/volumes/{volume}/files", false, s.writeVolumeFile, false},
-		{"DELETE", "/v1/volumes/{volume}/files", false, s.removeVolumeFile, false},
-		{"GET", "/v1/volumes/{volume}/files/list", false, s.listVolumeFiles, false},
-		{"GET", "/v1/volumes/{volume}/files/stat", false, s.statVolumeFile, false},
-		{"POST", "/v1/volumes/{volume}/files/mkdir", false, s.makeVolumeDir, false},
-		{"POST", "/v1/volumes/{volume}/backups", false, s.backupVolume, false},
-		{"GET", "/v1/volume-backups", false, s.listVolumeBackups, false},
-		{"GET", "/v1/volume-backups/{backup}", false, s.getVolumeBackup, false},
-		{"DELETE", "/v1/volume-backups/{backup}", false, s.deleteVolumeBackup, false},
-		{"GET", "/v1/usage", false, s.usage, false},
-		{"POST", "/v1/admin/tenants", false, s.createTenant, false},
-		{"GET", "/v1/admin/tenants", false, s.listTenants, false},
-		{"GET", "/v1/admin/tenants/{tenant}", false, s.getTenant, false},
-		{"PUT", "/v1/admin/tenants/{tenant}/quotas", false, s.setQuotas, false},
-		{"POST", "/v1/admin/tenants/{tenant}/keys", false, s.issueKey, false},
-		{"GET", "/v1/admin/tenants/{tenant}/keys", false, s.listAPIKeys, false},
-		{"GET", "/v1/admin/keys", false, s.listAPIKeys, false},
-		{"DELETE", "/v1/admin/keys/{key}", false, s.revokeKey, false},
-		{"GET", "/v1/admin/audit", false, s.auditLog, false},
-		{"GET", "/v1/admin/nodes", false, s.listNodes, false},
-		{"POST", "/v1/admin/nodes/{node}/drain", false, s.drainNode, false},
-		{"DELETE", "/v1/admin/nodes/{node}/drain", false, s.undrainNode, false},
-		{"GET", "/v1/admin/pools", false, s.listPools, false},
-		{"PUT", "/v1/admin/pools/{template}", false, s.setPool, false},
-	}
-}
-
+// routes serves the generated router (native.HandlerWithOptions: every
+// operation of api/openapi.yaml, its path and query parameters bound and
+// typed) through this server's handlers, each behind its chain.
 func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	for _, rt := range s.table() {
-		mux.Handle(rt.method+" "+rt.path, s.chain(rt))
+	c, err := loadContract()
+	if err != nil {
+		panic(err) // the embedded spec is generated with the code: a test catches a broken one
 	}
+	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
+	native.HandlerWithOptions(s, native.StdHTTPServerOptions{
+		BaseRouter:       &chainMux{mux: mux, s: s, c: c},
+		ErrorHandlerFunc: paramError,
+	})
 	return logRequests(recoverPanics(s.limitBodies(mux)))
 }
+
+// chainMux is the router's ServeMux: it puts each route's chain (from its
+// operation in the spec) in front of the generated wrapper, so a request
+// is authenticated before its parameters are looked at.
+type chainMux struct {
+	mux *http.ServeMux
+	s   *Server
+	c   *contract
+}
+
+func (m *chainMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	op := m.c.operation(pattern)
+	if op == nil {
+		panic("httpapi: the router registered " + pattern + ", which the spec does not have")
+	}
+	m.mux.Handle(pattern, m.s.chain(pattern, op, m.c.validate(pattern, op, http.HandlerFunc(h))))
+}
+
+func (m *chainMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
 
 // chain wraps a route's handler: authentication (the request runs as its
 // key's principal, and ends when the key is revoked), the audit log, the
 // admin check of /v1/admin routes, the rate of creates, and the guard of
 // routes that name a sandbox.
-func (s *Server) chain(rt route) http.Handler {
-	h := http.Handler(rt.handler)
-	if rt.public {
+//
+// What a route needs comes from its operation in the spec: "security: []"
+// makes it public, "x-space-creates: true" says it starts sandboxes.
+func (s *Server) chain(pattern string, op *openapi3.Operation, h http.Handler) http.Handler {
+	_, path, _ := strings.Cut(pattern, " ")
+	if op.Security != nil && len(*op.Security) == 0 {
 		return h
 	}
-	if rt.path == "/metrics" {
+	if path == "/metrics" {
 		return s.metricsGate(h)
 	}
-	if strings.HasPrefix(rt.path, "/v1/sandboxes/{id}") {
+	if strings.HasPrefix(path, "/v1/sandboxes/{id}") {
 		h = tenant.GuardSandbox(s.owners, h)
 	}
-	if rt.creates {
+	if creates, _ := op.Extensions["x-space-creates"].(bool); creates {
 		h = s.tenants.LimitCreates(h, writeError)
 	}
-	if strings.HasPrefix(rt.path, "/v1/admin/") {
+	if strings.HasPrefix(path, "/v1/admin/") {
 		h = tenant.RequireAdmin(h, writeError)
 	}
 	if s.audit != nil {
@@ -314,14 +241,12 @@ func logRequests(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
+// Metrics serves /metrics (the chain lets only the admin key or the
+// metrics token through).
+func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) { s.metrics.ServeHTTP(w, r) }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // maxJSONBody bounds request bodies that are JSON (uploads stream instead).
@@ -407,4 +332,14 @@ func CreateTemplate(body []byte) string {
 		return "base"
 	}
 	return req.Template
+}
+
+// deref answers what p points at, the zero value for nil (an optional
+// parameter the request left out).
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ type logJSON struct {
 	Fields  map[string]string `json:"fields,omitempty"`
 }
 
-func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
+func (s *Server) GetSandboxMetrics(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.GetSandboxMetricsParams) {
 	if s.telemetry == nil {
 		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this spaced keeps no sandbox metrics"))
 		return
@@ -56,7 +57,7 @@ func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	ms, err := s.telemetry.Metrics(r.Context(), r.PathValue("id"), from, to)
+	ms, err := s.telemetry.Metrics(r.Context(), id, from, to)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -76,7 +77,7 @@ func toSampleJSON(m sandbox.MetricSample) sampleJSON {
 	}
 }
 
-func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) GetSandboxLogs(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.GetSandboxLogsParams) {
 	if s.telemetry == nil {
 		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this spaced keeps no sandbox logs"))
 		return
@@ -122,10 +123,10 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "follow goes forward: direction backward does not go with it"))
 			return
 		}
-		s.followLogs(w, r, lq)
+		s.followLogs(w, r, id, lq)
 		return
 	}
-	entries, err := s.telemetry.Logs(r.Context(), r.PathValue("id"), lq)
+	entries, err := s.telemetry.Logs(r.Context(), id, lq)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -146,8 +147,8 @@ func toLogJSON(e sandbox.LogEntry) logJSON {
 // each new line it selects, until the client leaves or the sandbox's
 // record is gone. They carry no id: a client that reconnects gets the
 // selected lines again, and starts its view afresh.
-func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, lq sandbox.LogQuery) {
-	now, next, cancel, err := s.telemetry.FollowLogs(r.Context(), r.PathValue("id"), lq)
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, id string, lq sandbox.LogQuery) {
+	now, next, cancel, err := s.telemetry.FollowLogs(r.Context(), id, lq)
 	if err != nil {
 		writeError(w, r, err)
 		return

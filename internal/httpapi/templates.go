@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"strings"
@@ -205,7 +206,7 @@ func toBuildJSON(b *store.Build) buildJSON {
 	return out
 }
 
-func (s *Server) startBuild(w http.ResponseWriter, r *http.Request) {
+func (s *Server) StartBuild(w http.ResponseWriter, r *http.Request) {
 	var req buildRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
@@ -240,7 +241,7 @@ func (s *Server) startBuild(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, toBuildJSON(b))
 }
 
-func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListBuilds(w http.ResponseWriter, r *http.Request, params native.ListBuildsParams) {
 	builds, err := s.templates.Builds(r.Context(), r.URL.Query().Get("template"))
 	if err != nil {
 		writeError(w, r, err)
@@ -253,8 +254,8 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"builds": out})
 }
 
-func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) {
-	b, err := s.templates.Build(r.Context(), r.PathValue("id"))
+func (s *Server) GetBuild(w http.ResponseWriter, r *http.Request, id string) {
+	b, err := s.templates.Build(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -262,8 +263,8 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toBuildJSON(b))
 }
 
-func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request) {
-	b, err := s.templates.CancelBuild(r.Context(), r.PathValue("id"))
+func (s *Server) CancelBuild(w http.ResponseWriter, r *http.Request, id string) {
+	b, err := s.templates.CancelBuild(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -274,8 +275,7 @@ func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request) {
 // buildLogs streams a build's log as SSE: "log" events (id = seq+1, so a
 // client resumes with Last-Event-ID), then one "end" event with the
 // build's final state.
-func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+func (s *Server) BuildLogs(w http.ResponseWriter, r *http.Request, id string, params native.BuildLogsParams) {
 	after, err := lastEventID(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -359,7 +359,7 @@ func toTemplateJSON(t *template.TemplateInfo) templateJSON {
 	return out
 }
 
-func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListTemplates(w http.ResponseWriter, r *http.Request) {
 	ts, err := s.templates.Templates(r.Context())
 	if err != nil {
 		writeError(w, r, err)
@@ -372,8 +372,8 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"templates": out})
 }
 
-func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
-	t, err := s.templates.Template(r.Context(), r.PathValue("name"))
+func (s *Server) GetTemplate(w http.ResponseWriter, r *http.Request, name string) {
+	t, err := s.templates.Template(r.Context(), name)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -381,8 +381,8 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toTemplateJSON(t))
 }
 
-func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
-	if err := s.templates.DeleteTemplate(r.Context(), r.PathValue("name")); err != nil {
+func (s *Server) DeleteTemplate(w http.ResponseWriter, r *http.Request, name string) {
+	if err := s.templates.DeleteTemplate(r.Context(), name); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -390,7 +390,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 }
 
 // setTag points a tag at a build: {"build": "<id>"} or {"from": "name:tag"}.
-func (s *Server) setTag(w http.ResponseWriter, r *http.Request) {
+func (s *Server) SetTag(w http.ResponseWriter, r *http.Request, name string, tag string) {
 	var req struct {
 		Build string `json:"build"`
 		From  string `json:"from"`
@@ -407,15 +407,15 @@ func (s *Server) setTag(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "give either build or from"))
 		return
 	}
-	if _, err := s.templates.SetTags(r.Context(), r.PathValue("name"), target, []string{r.PathValue("tag")}); err != nil {
+	if _, err := s.templates.SetTags(r.Context(), name, target, []string{tag}); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	s.getTemplate(w, r)
+	s.GetTemplate(w, r, name)
 }
 
-func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) {
-	if err := s.templates.RemoveTags(r.Context(), r.PathValue("name"), []string{r.PathValue("tag")}); err != nil {
+func (s *Server) DeleteTag(w http.ResponseWriter, r *http.Request, name string, tag string) {
+	if err := s.templates.RemoveTags(r.Context(), name, []string{tag}); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -424,8 +424,7 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) {
 
 // putFiles stores an uploaded file set (tar or tar.gz) under the SHA-256
 // of its bytes.
-func (s *Server) putFiles(w http.ResponseWriter, r *http.Request) {
-	hash := r.PathValue("hash")
+func (s *Server) PutFiles(w http.ResponseWriter, r *http.Request, hash string) {
 	present, err := s.templates.HasFiles(r.Context(), hash)
 	if err == nil && !present {
 		err = s.templates.PutFiles(r.Context(), hash, r.Body, true, s.maxUpload)
@@ -441,15 +440,15 @@ func (s *Server) putFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, map[string]any{"hash": hash, "present": true})
 }
 
-func (s *Server) getFiles(w http.ResponseWriter, r *http.Request) {
-	present, err := s.templates.HasFiles(r.Context(), r.PathValue("hash"))
+func (s *Server) GetFiles(w http.ResponseWriter, r *http.Request, hash string) {
+	present, err := s.templates.HasFiles(r.Context(), hash)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	if !present {
-		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no uploaded files with hash %s", r.PathValue("hash")))
+		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no uploaded files with hash %s", hash))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hash": r.PathValue("hash"), "present": true})
+	writeJSON(w, http.StatusOK, map[string]any{"hash": hash, "present": true})
 }

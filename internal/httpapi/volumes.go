@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"io"
 	"net/http"
 	"strconv"
@@ -98,7 +99,7 @@ func (s *Server) vols(w http.ResponseWriter, r *http.Request) (*volume.Service, 
 	return s.volumes, true
 }
 
-func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) CreateVolume(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Name       string `json:"name"`
 		SizeMB     int    `json:"size_mb"`
@@ -124,7 +125,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toVolumeJSON(v))
 }
 
-func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListVolumes(w http.ResponseWriter, r *http.Request) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -143,12 +144,12 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) GetVolume(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
 	}
-	v, err := vs.Get(r.Context(), r.PathValue("volume"))
+	v, err := vs.Get(r.Context(), volumeRef)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -156,19 +157,19 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toVolumeJSON(v))
 }
 
-func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) DeleteVolume(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
 	}
-	if err := vs.Delete(r.Context(), r.PathValue("volume")); err != nil {
+	if err := vs.Delete(r.Context(), volumeRef); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) readVolumeFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ReadVolumeFile(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef, params native.ReadVolumeFileParams) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -178,7 +179,7 @@ func (s *Server) readVolumeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	rc, e, err := vs.Open(r.Context(), r.PathValue("volume"), p)
+	rc, e, err := vs.Open(r.Context(), volumeRef, p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -212,7 +213,7 @@ func attrsParams(r *http.Request) (volume.Attrs, error) {
 	return a, nil
 }
 
-func (s *Server) writeVolumeFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) WriteVolumeFile(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef, params native.WriteVolumeFileParams) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -227,7 +228,7 @@ func (s *Server) writeVolumeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	e, err := vs.Write(r.Context(), r.PathValue("volume"), p, r.Body, a)
+	e, err := vs.Write(r.Context(), volumeRef, p, r.Body, a)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -235,7 +236,7 @@ func (s *Server) writeVolumeFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toVolumeEntry(e))
 }
 
-func (s *Server) removeVolumeFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) RemoveVolumeFile(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef, params native.RemoveVolumeFileParams) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -245,14 +246,14 @@ func (s *Server) removeVolumeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if err := vs.Remove(r.Context(), r.PathValue("volume"), p); err != nil {
+	if err := vs.Remove(r.Context(), volumeRef, p); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListVolumeFiles(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef, params native.ListVolumeFilesParams) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -270,7 +271,7 @@ func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
 		}
 		depth = n
 	}
-	es, err := vs.ListDir(r.Context(), r.PathValue("volume"), p, depth)
+	es, err := vs.ListDir(r.Context(), volumeRef, p, depth)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -284,7 +285,7 @@ func (s *Server) listVolumeFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) statVolumeFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) StatVolumeFile(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef, params native.StatVolumeFileParams) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -294,7 +295,7 @@ func (s *Server) statVolumeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	e, err := vs.Stat(r.Context(), r.PathValue("volume"), p)
+	e, err := vs.Stat(r.Context(), volumeRef, p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -302,7 +303,7 @@ func (s *Server) statVolumeFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toVolumeEntry(e))
 }
 
-func (s *Server) makeVolumeDir(w http.ResponseWriter, r *http.Request) {
+func (s *Server) MakeVolumeDir(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -318,7 +319,7 @@ func (s *Server) makeVolumeDir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	e, err := vs.MakeDir(r.Context(), r.PathValue("volume"), req.Path, req.Parents, volume.Attrs{UID: req.UID, GID: req.GID, Mode: req.Mode})
+	e, err := vs.MakeDir(r.Context(), volumeRef, req.Path, req.Parents, volume.Attrs{UID: req.UID, GID: req.GID, Mode: req.Mode})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -326,12 +327,12 @@ func (s *Server) makeVolumeDir(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toVolumeEntry(e))
 }
 
-func (s *Server) backupVolume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) BackupVolume(w http.ResponseWriter, r *http.Request, volumeRef native.VolumeRef) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
 	}
-	b, err := vs.TakeBackup(r.Context(), r.PathValue("volume"))
+	b, err := vs.TakeBackup(r.Context(), volumeRef)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -339,7 +340,7 @@ func (s *Server) backupVolume(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toBackupJSON(b))
 }
 
-func (s *Server) listVolumeBackups(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ListVolumeBackups(w http.ResponseWriter, r *http.Request, params native.ListVolumeBackupsParams) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
@@ -358,12 +359,12 @@ func (s *Server) listVolumeBackups(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getVolumeBackup(w http.ResponseWriter, r *http.Request) {
+func (s *Server) GetVolumeBackup(w http.ResponseWriter, r *http.Request, backup string) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
 	}
-	b, err := vs.GetBackup(r.Context(), r.PathValue("backup"))
+	b, err := vs.GetBackup(r.Context(), backup)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -371,12 +372,12 @@ func (s *Server) getVolumeBackup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toBackupJSON(b))
 }
 
-func (s *Server) deleteVolumeBackup(w http.ResponseWriter, r *http.Request) {
+func (s *Server) DeleteVolumeBackup(w http.ResponseWriter, r *http.Request, backup string) {
 	vs, ok := s.vols(w, r)
 	if !ok {
 		return
 	}
-	if err := vs.DeleteBackup(r.Context(), r.PathValue("backup")); err != nil {
+	if err := vs.DeleteBackup(r.Context(), backup); err != nil {
 		writeError(w, r, err)
 		return
 	}
