@@ -60,6 +60,17 @@ func Run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// The API's address is taken first, before any part binds a port of
+	// its own: the egress gateway listens on ports the kernel picks, and
+	// one of them could be the API's (a test's spaced, told a port that
+	// was free a moment before, failed with "address already in use" when
+	// the gateway had drawn it). Connections wait in the backlog until
+	// the server serves them.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
 	// Egress denials are kept for the console as well as logged.
 	audit := console.NewAuditLog(slog.Default().Handler(), 200, "egress denied")
 	defer slog.SetDefault(slog.Default())
@@ -224,10 +235,6 @@ func Run(ctx context.Context, cfg config.Config) error {
 		go drainer.Run(memberCtx, cfg.NodeLease/3)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	// The native API's client of the code interpreters in sandboxes.
 	// How the API layers reach into running sandboxes.
 	targets := sandbox.NewTargets(svc)
