@@ -41,15 +41,27 @@ func pooledIDs(t *testing.T, d *harness.Daemon) []string {
 func waitPool(t *testing.T, d *harness.Daemon, n int) []string {
 	t.Helper()
 	var ids []string
-	if !harness.WaitFor(60*time.Second, func() bool {
+	ready, booting := 0, 0
+	// The pool's own count says when its sandboxes are ready (agent
+	// answered) and none is booting: a sandbox's directory appears before
+	// its runsc state does, and a boot can take seconds on a loaded host
+	// (a wait of a second after the directories appeared was too short).
+	if !harness.WaitFor(120*time.Second, func() bool {
+		pools, err := d.Client.Pools(harness.Ctx(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready, booting = 0, 0
+		for _, p := range pools {
+			ready += p.Ready
+			booting += p.Booting
+		}
 		ids = pooledIDs(t, d)
-		// A pool sandbox is ready once its agent answered; give the last a moment.
-		return len(ids) >= n
+		return ready >= n && booting == 0 && len(ids) == ready
 	}) {
-		t.Fatalf("pool did not reach %d sandboxes (has %d)", n, len(ids))
+		t.Fatalf("pool did not reach %d ready sandboxes (ready %d, booting %d, %d on disk)", n, ready, booting, len(ids))
 	}
-	time.Sleep(time.Second)
-	return pooledIDs(t, d)
+	return ids
 }
 
 // TestPoolCorrectness: concurrent creates through the pool each get their
