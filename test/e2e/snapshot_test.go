@@ -103,7 +103,7 @@ func TestAutoPauseDiskOnly(t *testing.T) {
 	for body, msg := range map[string]string{
 		`{"auto_pause_keep_memory":false}`:                                      "needs auto-pause",
 		`{"auto_pause":true,"auto_resume":true,"auto_pause_keep_memory":false}`: "auto-resume",
-		`{"auto_pause":true,"auto_pause_keep_memory":"no"}`:                     "must be bool",
+		`{"auto_pause":true,"auto_pause_keep_memory":"no"}`:                     `"auto_pause_keep_memory" must be a boolean`,
 	} {
 		resp, raw := do(t, d, "POST", "/v1/sandboxes", body, nil)
 		if e := wantError(t, resp, raw, 400, "invalid_argument"); !strings.Contains(e.Error.Message, msg) {

@@ -870,7 +870,7 @@ func testTenantAudit(t *testing.T, d *harness.Daemon) {
 func testTenantAdminRoutes(t *testing.T, d *harness.Daemon) {
 	ctx := harness.Ctx(t, time.Minute)
 	c, key := newTenant(t, d, "plain", client.Quotas{})
-	defaults := client.Quotas{Sandboxes: 4, MemoryMB: 4096, PausedSandboxes: 2, Snapshots: 50, Templates: 5, CreatesPerSecond: 10, CreatesBurst: 10}
+	defaults := client.Quotas{Sandboxes: 4, MemoryMB: 4096, Builds: 2, PausedSandboxes: 2, Snapshots: 50, Templates: 5, CreatesPerSecond: 10, CreatesBurst: 10}
 	if tn, err := d.Client.GetTenant(ctx, "plain"); err != nil || tn.Effective != defaults || tn.Quotas != (client.Quotas{}) || tn.Usage == nil {
 		t.Errorf("tenant plain: %+v, %v; want effective quotas %+v", tn, err, defaults)
 	}
