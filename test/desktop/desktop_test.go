@@ -67,6 +67,7 @@ func TestDesktopSDK(t *testing.T) {
 	}
 	env := append(withoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
+	env = append(env, cdpHosts(t)...)
 	t.Run("python", func(t *testing.T) {
 		suite(t, d, filepath.Join(here, "python"), env, filepath.Join(here, ".venv", "bin", "python"), args...)
 	})

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-sdks.sh - install the pinned E2B Desktop SDKs that test/desktop
 # runs against spaced:
-#   Python: e2b-desktop (PyPI), pytest and Pillow (to read the screenshots'
+#   Python: e2b-desktop (PyPI), pytest, Playwright (connect_over_cdp) and Pillow (to read the screenshots'
 #           pixels) into test/desktop/.venv, from python/requirements.txt;
 #   JS:     @e2b/desktop (npm) into js/node_modules, from js/package-lock.json.
 # Each install is skipped when its marker says the same pins are already
