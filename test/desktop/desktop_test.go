@@ -82,6 +82,9 @@ func TestDesktopSDK(t *testing.T) {
 		suite(t, d, filepath.Join(here, "js"), env,
 			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
 	})
+	// The host's side of a desktop, on the same spaced: one build of the
+	// template serves the whole suite.
+	t.Run("host", func(t *testing.T) { desktopHost(t, d) })
 }
 
 // suite runs one SDK's suite as a subprocess and fails t (with its output

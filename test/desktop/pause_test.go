@@ -28,9 +28,6 @@ import (
 	"github.com/spacesandbox/space/test/harness"
 )
 
-// pauseCIDR is the sandbox range of this file's spaced.
-const pauseCIDR = "10.251.8.0/22"
-
 // pagePort serves the page Chromium shows, inside the sandbox.
 const pagePort = 8000
 
@@ -44,14 +41,12 @@ const pageHTML = `<!doctype html><title>space-pause-page</title>
 <body style="margin:0;background:#2e8b57;color:#fff;font:48px sans-serif">
 <p style="padding:40px">paused and resumed</p></body>`
 
-// TestDesktopHost builds the desktop template on its own spaced, then
-// checks what lives on the host's side of a desktop: its pause, resume and
-// fork (pauseResumeFork), and the SDK's stream URL in the host's Chromium
-// (viewer, with and without require_auth).
-func TestDesktopHost(t *testing.T) {
-	testenv.NeedCommand(t, "python3", "node", "npm", "chromium")
-	run(t, ".", nil, 10*time.Minute, "./install-sdks.sh")
-	d := ownDesktop(t, "desktop-host", pauseCIDR)
+// desktopHost checks, on the suite's spaced and its one build of the
+// template, what lives on the host's side of a desktop: its pause, resume
+// and fork (pauseResumeFork), and the SDK's stream URL in the host's
+// Chromium (viewer, with and without require_auth).
+func desktopHost(t *testing.T, d *harness.Daemon) {
+	testenv.NeedCommand(t, "chromium")
 	t.Run("pause-resume-fork", func(t *testing.T) { pauseResumeFork(t, d) })
 	t.Run("viewer", func(t *testing.T) { viewer(t, d, false) })
 	t.Run("viewer-auth", func(t *testing.T) { viewer(t, d, true) })
@@ -337,20 +332,4 @@ func try(d *harness.Daemon, id, cmd string) (string, error) {
 		return r.Stdout, fmt.Errorf("exit %+v: %s", r.Exit, harness.Clip(r.Stderr))
 	}
 	return r.Stdout, nil
-}
-
-// ownDesktop starts a spaced for t alone and builds the desktop template
-// on it, as a user does (scripts/build-desktop.sh).
-func ownDesktop(t *testing.T, name, cidr string) *harness.Daemon {
-	t.Helper()
-	d := harness.Own(t, harness.Options{Name: name, CIDR: cidr, NoPool: true})
-	root, err := harness.Repo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	run(t, root, []string{"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space")},
-		buildTimeout, "scripts/build-desktop.sh")
-	t.Logf("template desktop built in %s", time.Since(start).Round(time.Millisecond))
-	return d
 }
