@@ -77,7 +77,7 @@ func (s *testServer) listAs(t *testing.T, token string) []string {
 // default context and those made with the token are unknown to it.
 func TestContextAccess(t *testing.T) {
 	s := authServer(t, Config{MaxContexts: 8, MaxAnonymousContexts: 4})
-	def := s.defaults["python"].ID
+	def, js := s.defaults["python"].ID, s.defaults["javascript"].ID
 	owned := s.createAs(t, "one")
 	anon := s.createAs(t, "")
 
@@ -85,7 +85,7 @@ func TestContextAccess(t *testing.T) {
 		t.Errorf("anonymous list %v, want only %s", got, anon)
 	}
 	all := s.listAs(t, "one")
-	for _, id := range []string{def, owned, anon} {
+	for _, id := range []string{def, js, owned, anon} { // both default contexts from the start, as E2B's
 		if !slices.Contains(all, id) {
 			t.Errorf("the owner's list %v lacks %s", all, id)
 		}
@@ -97,6 +97,7 @@ func TestContextAccess(t *testing.T) {
 	}{
 		{"anonymous restarts the default", "", "POST", "/contexts/" + def + "/restart", http.StatusNotFound},
 		{"anonymous deletes the default", "", "DELETE", "/contexts/" + def, http.StatusNotFound},
+		{"anonymous deletes javascript's default", "", "DELETE", "/contexts/" + js, http.StatusNotFound},
 		{"anonymous restarts an owned one", "", "POST", "/contexts/" + owned + "/restart", http.StatusNotFound},
 		{"anonymous deletes an owned one", "", "DELETE", "/contexts/" + owned, http.StatusNotFound},
 		{"wrong token lists", "two", "GET", "/contexts", http.StatusUnauthorized},
@@ -124,8 +125,10 @@ func TestContextAccess(t *testing.T) {
 	if status, body := s.as(t, "one", "DELETE", "/contexts/"+owned, nil); status != http.StatusOK {
 		t.Errorf("owner deletes an owned one: %d %s", status, body)
 	}
-	if got := s.listAs(t, "one"); !slices.Equal(got, []string{def}) {
-		t.Errorf("after the deletes: %v, want only the default %s", got, def)
+	want := []string{def, js}
+	slices.Sort(want) // the list is sorted by id
+	if got := s.listAs(t, "one"); !slices.Equal(got, want) {
+		t.Errorf("after the deletes: %v, want only the default ones %v", got, want)
 	}
 }
 
@@ -157,19 +160,20 @@ func wantCapError(t *testing.T, what string, status int, body, mentions string) 
 }
 
 func TestContextCaps(t *testing.T) {
-	// The default context and two more; one of them without a token.
-	s := authServer(t, Config{MaxContexts: 3, MaxAnonymousContexts: 1})
+	// The default contexts (Python's, JavaScript's) and two more; one of
+	// them without a token.
+	s := authServer(t, Config{MaxContexts: 4, MaxAnonymousContexts: 1})
 	anon := s.createAs(t, "")
 	status, body := s.as(t, "", "POST", "/contexts", map[string]any{})
 	wantCapError(t, "a second anonymous context", status, body, "without an access token")
 
 	owned := s.createAs(t, "one") // the owner still has room
 	status, body = s.as(t, "one", "POST", "/contexts", map[string]any{})
-	wantCapError(t, "a fourth context", status, body, "3 contexts")
+	wantCapError(t, "a fifth context", status, body, "4 contexts")
 	// A language's default context counts too.
 	status, body = s.as(t, "one", "POST", "/execute", map[string]any{"code": "echo", "language": "bash"})
-	wantCapError(t, "bash's default context past the cap", status, body, "3 contexts")
-	if got := s.listAs(t, "one"); len(got) != 3 {
+	wantCapError(t, "bash's default context past the cap", status, body, "4 contexts")
+	if got := s.listAs(t, "one"); len(got) != 4 {
 		t.Errorf("the refusals changed the contexts: %v", got)
 	}
 
@@ -187,7 +191,7 @@ func TestContextCaps(t *testing.T) {
 // Creates that race each other cannot pass the cap: a context's place is
 // held while its kernel starts.
 func TestContextCapConcurrent(t *testing.T) {
-	s := startServer(t, Config{MaxContexts: 3}) // the default and two
+	s := startServer(t, Config{MaxContexts: 4}) // the two default ones and two
 	const n = 4
 	statuses := make([]int, n)
 	var wg sync.WaitGroup
@@ -211,7 +215,7 @@ func TestContextCapConcurrent(t *testing.T) {
 	if ok != 2 || refused != 2 {
 		t.Errorf("%d creates at once under room for 2: %v", n, statuses)
 	}
-	if got := s.listAs(t, ""); len(got) != 3 {
+	if got := s.listAs(t, ""); len(got) != 4 {
 		t.Errorf("contexts after the race: %v", got)
 	}
 }

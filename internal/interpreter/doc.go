@@ -183,7 +183,11 @@
 // state file fails closed (503).
 //
 // Processes inside the sandbox reach the port on loopback without going
-// through the proxy. They gain nothing by it when kernels run as the
-// sandbox's unprivileged user (-kernel-user): a cell runs with that user's
-// rights, which such a process already has.
+// through the proxy; /execute still needs the token, which is in a
+// root-only file. When kernels run as the sandbox's unprivileged user
+// (-kernel-user) a cell has that user's rights, which such a process
+// already has. code-interpreter-v1 runs them as root, as E2B does (its
+// Jupyter server is root's): a context may work in any directory, and a
+// cell gains nothing the sandbox's user lacks, who has passwordless sudo
+// there.
 package interpreter

@@ -163,6 +163,11 @@ func (s *Server) contextError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusTooManyRequests, "resource_exhausted", capErr.msg)
 		return
 	}
+	var cwdErr *cwdError
+	if errors.As(err, &cwdErr) {
+		http.Error(w, cwdErr.Error(), http.StatusBadRequest)
+		return
+	}
 	http.Error(w, err.Error(), http.StatusInternalServerError)
 }
 

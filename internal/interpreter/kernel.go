@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -162,6 +163,9 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	out := &lineLogger{log: l.log.With("kernel", id), oom: &k.oom}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {
+		if l.cred != nil && errors.Is(err, fs.ErrPermission) && !canEnter(cwd, l.cred) {
+			return k, &cwdError{cwd: cwd}
+		}
 		return k, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
@@ -322,4 +326,49 @@ func (l *launcher) chown(path string) error {
 		return fmt.Errorf("chown %s: %w", path, err)
 	}
 	return nil
+}
+
+// cwdError is a context's directory its kernel's user may not enter: the
+// caller's mistake (a 400), not the server's.
+type cwdError struct{ cwd string }
+
+func (e *cwdError) Error() string {
+	return fmt.Sprintf("cwd %s: the kernels' user may not enter it (permission denied)", e.cwd)
+}
+
+// canEnter reports whether cred may reach and enter dir: search rights
+// on it and on every directory above it, by their mode bits alone (the
+// server runs as root, so access(2) would answer for root).
+func canEnter(dir string, cred *syscall.Credential) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if !canSearch(d, cred) {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
+func canSearch(dir string, cred *syscall.Credential) bool {
+	if cred.Uid == 0 {
+		return true
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	mode := uint32(fi.Mode().Perm())
+	switch {
+	case st.Uid == cred.Uid:
+		return mode&0o100 != 0
+	case st.Gid == cred.Gid || slices.Contains(cred.Groups, st.Gid):
+		return mode&0o010 != 0
+	default:
+		return mode&0o001 != 0
+	}
 }

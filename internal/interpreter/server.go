@@ -122,7 +122,8 @@ type Server struct {
 }
 
 // New prepares a server: its runtime directory, the kernels' IPython
-// profile and the default Python context (not yet started: see Start).
+// profile and the default contexts, Python's and (with Deno) JavaScript's,
+// none started yet (see Start).
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, contexts: map[string]*kernelContext{},
@@ -185,6 +186,13 @@ func New(cfg Config) (*Server, error) {
 
 	def := newKernelContext(jupyter.NewID(), "python", ipykernel, cfg.Cwd, l)
 	s.contexts[def.ID], s.defaults["python"] = def, def
+	if cfg.Deno != "" {
+		// E2B's server makes the JavaScript default context at start too,
+		// and lists it; its kernel (200 MiB idle) starts with its first
+		// cell here, not with the server.
+		js := newKernelContext(jupyter.NewID(), "javascript", denoKernel, cfg.Cwd, l)
+		s.contexts[js.ID], s.defaults["javascript"] = js, js
+	}
 	return s, nil
 }
 

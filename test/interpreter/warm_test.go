@@ -70,12 +70,18 @@ done`})
 	}
 
 	// The control: a kernel started now is dated after now.
+	// The default contexts, as E2B's: Python's (running) and
+	// JavaScript's (its kernel starts with its first cell).
 	list, err := c.ListCodeContexts(harness.Ctx(t, time.Minute), sb.ID)
-	if err != nil || len(list) != 1 || list[0].Language != "python" {
-		t.Fatalf("contexts: %+v %v; want the default python one", list, err)
+	byLanguage := map[string]string{}
+	for _, ctx := range list {
+		byLanguage[ctx.Language] = ctx.ID
+	}
+	if err != nil || len(list) != 2 || byLanguage["python"] == "" || byLanguage["javascript"] == "" {
+		t.Fatalf("contexts: %+v %v; want the default python and javascript ones", list, err)
 	}
 	restarted := time.Now()
-	if err := c.RestartCodeContext(harness.Ctx(t, time.Minute), sb.ID, list[0].ID); err != nil {
+	if err := c.RestartCodeContext(harness.Ctx(t, time.Minute), sb.ID, byLanguage["python"]); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := age("after a restart")

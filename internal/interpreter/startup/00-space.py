@@ -10,6 +10,7 @@
 #   - the e2b/data formatter: a pandas DataFrame as {column: [values]};
 #   - the e2b/chart formatter: a matplotlib Figure through e2b-charts;
 #   - application/json for plain lists and dicts (numpy values included);
+#   - Pillow images saved to a file shown as results, as E2B's are;
 #   - a bound on what one execution writes to stdout and stderr (below).
 # Names defined here are hidden from the user's namespace by IPython.
 
@@ -92,9 +93,15 @@ def _space_setup():
         if mpl is None or not isinstance(obj, mpl.Figure):
             return None
         try:
+            import warnings
+
             from e2b_charts import chart_figure_to_dict
 
-            chart = chart_figure_to_dict(obj)
+            # Its pydantic models warn about numpy tick values: not the
+            # user's warnings, so not in the cell's stderr.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                chart = chart_figure_to_dict(obj)
         except Exception:
             return None  # a figure e2b-charts cannot read still shows as PNG
         return clean(chart) if chart else None
@@ -139,6 +146,68 @@ def _space_setup():
 
     formatters["application/json"].for_type(list, json_container)
     formatters["application/json"].for_type(dict, json_container)
+
+    # --- Pillow ----------------------------------------------------------
+    # As E2B's template does (its startup script 0003_images.py): an image
+    # a cell saves to a file by name (str, or here also a path object) is
+    # displayed too, so it comes back as a PNG result, and show() never
+    # starts an outside viewer (there is no display; Pillow's IPython
+    # viewer shows it as a result instead). E2B imports Pillow at start;
+    # here it is patched when a cell first imports it, so that a kernel
+    # that never uses it does not pay for it.
+    def patch_image(module):
+        from IPython.display import display
+
+        save = module.Image.save
+
+        def space_save(self, fp, format=None, **params):
+            if isinstance(fp, (str, os.PathLike)):
+                display(self)
+            return save(self, fp, format, **params)
+
+        space_save.__doc__, space_save.__wrapped__ = save.__doc__, save
+        module.Image.save = space_save
+
+    def patch_imageshow(module):
+        module.UnixViewer.show_file = lambda self, path, **options: 0
+
+    patches = {"PIL.Image": patch_image, "PIL.ImageShow": patch_imageshow}
+
+    class PillowHook:
+        # A finder that finds nothing itself: it asks the others, and wraps
+        # the loader of the two modules above so that they are patched
+        # once they have run.
+        def find_spec(self, name, path=None, target=None):
+            patch = patches.get(name)
+            if patch is None:
+                return None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            loader = spec.loader
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run = loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                patches.pop(name, None)
+                try:
+                    patch(module)
+                except Exception:
+                    pass  # a Pillow we cannot patch still works unpatched
+                if not patches and self in sys.meta_path:
+                    sys.meta_path.remove(self)
+
+            loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, PillowHook())
 
     # --- output bound ----------------------------------------------------
     # ipykernel's OutStream keeps every write in one buffer until its IO

@@ -210,3 +210,41 @@ test('javascript and typescript', async () => {
   assert.equal(failed.error.name, 'TypeError')
   assert.equal(failed.error.value, 'bad')
 })
+
+// Issue 25: E2B's behaviour a user moving from it relies on (the Python
+// SDK's test_parity.py has the rest).
+test('a context in /root (kernels run as root, as on E2B)', async () => {
+  const ctx = await sandbox.createCodeContext({ cwd: '/root' })
+  try {
+    assert.equal(ctx.cwd, '/root')
+    const execution = await sandbox.runCode('import os; (os.getcwd(), os.getuid())', { context: ctx })
+    assert.equal(execution.error, undefined)
+    assert.equal(execution.text, "('/root', 0)")
+  } finally {
+    await sandbox.removeCodeContext(ctx)
+  }
+  const missing = `/no-such-dir-${Math.random().toString(36).slice(2, 10)}`
+  await assert.rejects(sandbox.createCodeContext({ cwd: missing }), (err) => {
+    // The SDK shows the body (which names the directory) only with its
+    // includeDiagnostics; the status is a 4xx, never a 500.
+    assert.match(err.message, /^400 Bad Request/)
+    return true
+  })
+})
+
+test('an image Pillow saves is a PNG result, as on E2B', async () => {
+  const dir = await workdir()
+  const ctx = await sandbox.createCodeContext({ cwd: dir })
+  try {
+    const execution = await sandbox.runCode(
+      "import numpy\nfrom PIL import Image\n" +
+        "Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype('uint8')).save('test.png')",
+      { context: ctx },
+    )
+    assert.equal(execution.error, undefined)
+    assert.equal(execution.results.length, 1)
+    assert.ok(execution.results[0].png)
+  } finally {
+    await sandbox.removeCodeContext(ctx)
+  }
+})

@@ -41,14 +41,14 @@ def test_public_sandbox_contexts_are_confined():
         token = sbx._envd_access_token
         assert token and not sbx.traffic_access_token
         # A context made with the token (as spaced's native API makes them),
-        # and the default one: the owner sees both.
+        # and the default ones (Python's, JavaScript's): the owner sees all.
         made = raw(sbx, "POST", "/contexts", token=token, json={})
         assert made.status_code == 200, made.text
         owned = made.json()["id"]
         listed = raw(sbx, "GET", "/contexts", token=token)
         assert listed.status_code == 200 and owned in [c["id"] for c in listed.json()]
         default = [c["id"] for c in listed.json() if c["id"] != owned]
-        assert len(default) == 1, listed.json()
+        assert len(default) == 2, listed.json()
 
         # The SDK's calls, without a token, cannot see, restart or delete them.
         for id in [owned] + default:
