@@ -81,7 +81,8 @@ image = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype('uint8')).co
 
 
 def test_pillow_save_is_a_png_result(sandbox, workdir):
-    """E2B's test_get_image_on_save, and its show() and last-value cases."""
+    """An image a cell saves to a file by name comes back as a PNG result
+    (as on E2B), so do show() and an image as the cell's last value."""
     ctx = sandbox.create_code_context(cwd=workdir)
     try:
         saved = sandbox.run_code(PIL_IMAGE + "image.save('test.png')\nprint('Image saved.')", context=ctx)
@@ -107,38 +108,39 @@ def test_pillow_save_is_a_png_result(sandbox, workdir):
 BOX_CODE = """
 import matplotlib.pyplot as plt
 
-data = {
-    'Class A': [85, 90, 78, 92, 88],
-    'Class B': [95, 89, 76, 91, 84, 87],
-    'Class C': [75, 82, 88, 79, 86]
+waits = {
+    'north': [12, 15, 14, 10, 18, 13, 30],
+    'south': [22, 25, 21, 27, 24],
+    'east': [8, 9, 11, 7, 10, 12],
 }
-fig, ax = plt.subplots(figsize=(10, 6))
-ax.set_title('Exam Scores Distribution')
-ax.set_xlabel('Class')
-ax.set_ylabel('Score')
-ax.boxplot(data.values(), labels=data.keys(), patch_artist=True)
-ax.legend()
-plt.tight_layout()
+fig, ax = plt.subplots()
+ax.set_title('Queue waits by depot')
+ax.set_xlabel('Depot')
+ax.set_ylabel('Minutes')
+ax.boxplot(list(waits.values()), labels=list(waits.keys()))
 plt.show()
 """
 
 
 def test_box_and_whisker_chart(sandbox):
-    """E2B's test_box_and_whiskers, word for word (labels= included)."""
+    """A box plot drawn with labels= (as E2B users' code does: matplotlib
+    3.11 removed it) comes back as a box_and_whisker chart with each box's
+    statistics (linear quartiles, whiskers at 1.5 IQR: 30 is north's
+    outlier)."""
     execution = sandbox.run_code(BOX_CODE)
     assert execution.error is None, execution.error
     chart = execution.results[0].chart
     assert isinstance(chart, BoxAndWhiskerChart), type(chart)
     assert chart.type == ChartType.BOX_AND_WHISKER
-    assert chart.title == "Exam Scores Distribution"
-    assert chart.x_label == "Class" and chart.y_label == "Score"
+    assert chart.title == "Queue waits by depot"
+    assert chart.x_label == "Depot" and chart.y_label == "Minutes"
     assert chart.x_unit is None and chart.y_unit is None
     boxes = chart.elements
-    assert [b.label for b in boxes] == ["Class A", "Class B", "Class C"]
-    assert [b.outliers for b in boxes] == [[], [76], []]
-    assert [b.min for b in boxes] == [78, 84, 75]
-    assert [b.first_quartile for b in boxes] == [85, 84.75, 79]
-    assert [b.median for b in boxes] == [88, 88, 82]
-    assert [b.third_quartile for b in boxes] == [90, 90.5, 86]
-    assert [b.max for b in boxes] == [92, 95, 88]
+    assert [b.label for b in boxes] == ["north", "south", "east"]
+    assert [b.outliers for b in boxes] == [[30], [], []]
+    assert [b.min for b in boxes] == [10, 21, 7]
+    assert [b.first_quartile for b in boxes] == [12.5, 22, 8.25]
+    assert [b.median for b in boxes] == [14, 24, 9.5]
+    assert [b.third_quartile for b in boxes] == [16.5, 25, 10.75]
+    assert [b.max for b in boxes] == [18, 27, 12]
     assert execution.results[0].png
