@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -131,10 +132,29 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	return skey, nil
 }
 
+// readyCheckBound is how long one ready check may run before it counts as
+// not ready yet.
+const readyCheckBound = 10 * time.Second
+
+// sleepCheck is a ready command that only waits: E2B's wait_for_timeout(ms)
+// sends "sleep N".
+var sleepCheck = regexp.MustCompile(`^sleep ([0-9]{1,5})$`)
+
+// checkBound is how long one run of the ready command script may take: a
+// command that sleeps N seconds gets them on top, else it could never end
+// within the bound and the build would wait for the ready timeout.
+func checkBound(script string) time.Duration {
+	if m := sleepCheck.FindStringSubmatch(strings.TrimSpace(script)); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return time.Duration(n)*time.Second + readyCheckBound
+	}
+	return readyCheckBound
+}
+
 // ready runs the ready check once.
 func (r *run) ready(ctx context.Context, box *sandbox.BuildBox, rd recipe.Ready, began time.Time) (bool, error) {
 	check := func(script string, args ...string) (bool, error) {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, checkBound(script))
 		defer cancel()
 		code, err := box.Run(cctx, sandbox.Exec{Argv: append([]string{"/bin/sh", "-c", script, "ready"}, args...), Cwd: r.config.Workdir}, nil)
 		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
