@@ -76,9 +76,17 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	defer deadline.Stop()
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
+	// A start command that ends with 0 before it is ready (a daemon that
+	// forks, E2B's test_build_template's "echo"), is not a failure: the
+	// ready check decides, as in E2B's builds. Any other end is.
+	running := exited
 	for ready := false; !ready; {
 		select {
-		case e := <-exited:
+		case e := <-running:
+			if e.err == nil && e.code == 0 {
+				running = nil
+				continue
+			}
 			lines.flush()
 			code := e.code
 			se := &stepErr{step: step, msg: fmt.Sprintf("the start command exited with code %d before it was ready", code), cause: e.err, exitCode: &code}
@@ -101,9 +109,11 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	// Close our stream to the command first: the checkpoint should hold
 	// no connection to this node (the command goes on inside).
 	stopRun()
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
+	if running != nil {
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	lines.flush()
 
