@@ -300,6 +300,10 @@ func e2bRecipe(req buildStartJSON, sourceEnv func(recipe.Source, *ociimage.Auth)
 		// asked (Docker Hub may be out of reach, and the image is E2B's
 		// rootfs, not one spaced's sandboxes were made for).
 		rec.From.Template = baseTemplate
+		// E2B's image runs as user in /home/user; the base template sets no
+		// WORKDIR (a relative COPY would land under /).
+		rec.Steps = append(rec.Steps, recipe.Step{User: "user"}, recipe.Step{Workdir: "/home/user"})
+		rec.Prelude = len(rec.Steps)
 	case req.FromImage != "":
 		rec.From.Image = req.FromImage
 		if reg := req.FromImageRegistry; reg != nil {

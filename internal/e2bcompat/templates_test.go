@@ -61,7 +61,7 @@ func TestE2BRecipe(t *testing.T) {
 			name: "E2B's base image is the base template",
 			req:  buildStartJSON{FromImage: "e2bdev/base", FromImageRegistry: &registryJSON{Username: "u", Password: "p"}, Steps: []buildStepJSON{{Type: "RUN", Args: []string{"true"}}}},
 			check: func(t *testing.T, r *recipe.Recipe) {
-				if r.From.Template != "base" || r.From.Image != "" || r.Prelude != 0 || len(r.Steps) != 1 {
+				if r.From.Template != "base" || r.From.Image != "" || r.Prelude != 2 || len(r.Steps) != 3 || r.Steps[1].Workdir != "/home/user" {
 					t.Fatalf("from %+v, prelude %d of %d steps", r.From, r.Prelude, len(r.Steps))
 				}
 			},

@@ -111,6 +111,8 @@ def test_build_from_base_image_with_tags_and_skip_cache():
     logs = []
     info = Template.build(t, f"{n}:v1-{RUN_ID[:8]}", skip_cache=True, on_build_logs=logs.append)
     assert info.template_id == n and info.build_id
+    # The copied file was read in the build (relative to the WORKDIR then).
+    assert "hello from a template" in "\n".join(str(e) for e in logs)
     assert f"base-image-{RUN_ID}" in "\n".join(str(e) for e in logs)
 
     # skip_cache: the same template again runs every step again.
