@@ -48,6 +48,7 @@ SERVE_PACKAGES=(
   python3                               # checks the bootstrapped Go's hash
   util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
   file                                  # static-binary check below
+  libnss-myhostname                     # <port>-<id>.localhost names resolve to loopback (docs/e2b.md)
 )
 # What building the code interpreter's template needs besides (run.sh's
 # background build; fetch-wheels.sh's pip; npm is added below).
@@ -118,6 +119,15 @@ else
   apt-get update -qq >&2 || die "apt-get update failed"
   log "apt-get install ${missing[*]}"
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install failed"
+fi
+
+# A sandbox's port is reached by name at <port>-<id>.localhost:<spaced port>:
+# nss-myhostname answers *.localhost with loopback. Debian's package adds it to
+# the hosts line on install; a line edited since (or a package installed before
+# with the line changed) is given it before dns.
+if [ "$RUNSC_ONLY" -eq 0 ] && [ -f /etc/nsswitch.conf ] && ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$)' /etc/nsswitch.conf; then
+  log "nsswitch.conf: adding myhostname to the hosts line"
+  sed -i -E '/^hosts:/{ s/[[:space:]]dns([[:space:]]|$)/ myhostname dns\1/; t; s/$/ myhostname/ }' /etc/nsswitch.conf
 fi
 
 # ---- 1b. the web console's npm packages ----------------------------------------

@@ -201,6 +201,20 @@ func TestWatchDir(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(out, "tree/deep/i.txt"), []byte("x"), 0o644)
 			_ = os.Rename(filepath.Join(out, "tree"), filepath.Join(dir, "tree"))
 		}, want: "EVENT_TYPE_CREATE tree/deep/i.txt"},
+		// Its files were written before any watch saw them: a client
+		// waiting for their WRITE (E2B's SDK tests do) must get one.
+		{name: "recursive tree moved in, written", recursive: true, act: func() {
+			out := t.TempDir()
+			_ = os.MkdirAll(filepath.Join(out, "wtree/deep"), 0o755)
+			_ = os.WriteFile(filepath.Join(out, "wtree/deep/k.txt"), []byte("x"), 0o644)
+			_ = os.Rename(filepath.Join(out, "wtree"), filepath.Join(dir, "wtree"))
+		}, want: "EVENT_TYPE_WRITE wtree/deep/k.txt"},
+		// mkdir -p two levels at once, then a write at once: the
+		// directories' watches may come after the write.
+		{name: "recursive mkdir -p then write", recursive: true, act: func() {
+			_ = os.MkdirAll(filepath.Join(dir, "p/q"), 0o755)
+			_ = os.WriteFile(filepath.Join(dir, "p/q/j.txt"), []byte("x"), 0o644)
+		}, want: "EVENT_TYPE_WRITE p/q/j.txt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

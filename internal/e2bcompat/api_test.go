@@ -161,6 +161,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("timeout: %d", resp.StatusCode)
 	}
 	wantError(t, h.api("POST", "/sandboxes/"+id+"/timeout", map[string]int{"timeout": -1}), 400)
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/timeout", map[string]any{}), 400)
 
 	if resp := h.api("PUT", "/sandboxes/"+id+"/network", map[string]any{"allowOut": []string{"8.8.8.8"}, "allow_internet_access": true}); resp.StatusCode != 204 {
 		t.Fatalf("network update: %d", resp.StatusCode)
@@ -459,4 +460,15 @@ func TestUnsupportedOptions(t *testing.T) {
 	if resp := clustered.do("POST", "/v2/sandboxes", `{"templateID":"base"}`, map[string]string{"X-API-KEY": testKey, "Idempotency-Key": "k-1"}); resp.StatusCode != 201 {
 		t.Errorf("a keyed create behind the cluster's forwarder: %d %s", resp.StatusCode, readAll(resp))
 	}
+}
+
+// set_timeout(0) ends the sandbox's life now, as E2B's spec (minimum 0)
+// and SDKs have it; it was refused with 400.
+func TestSetTimeoutZeroEndsNow(t *testing.T) {
+	h := newHarness(t)
+	id := h.create(nil).SandboxID
+	if resp := h.api("POST", "/sandboxes/"+id+"/timeout", map[string]int{"timeout": 0}); resp.StatusCode != 204 {
+		t.Fatalf("timeout 0: %d", resp.StatusCode)
+	}
+	wantError(t, h.api("POST", "/sandboxes/"+id+"/timeout", map[string]int{"timeout": 60}), 404)
 }

@@ -148,6 +148,9 @@ func (f *fakeSandboxes) SetTimeout(ctx context.Context, id string, d time.Durati
 		return nil, err
 	}
 	fs.sb.ExpiresAt = time.Now().Add(d)
+	if d == 0 {
+		fs.sb.State = store.StateKilled
+	}
 	out := fs.sb
 	return &out, nil
 }

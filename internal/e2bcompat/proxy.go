@@ -61,12 +61,6 @@ const (
 	msgNoAnswer        = "The sandbox did not answer in time"
 )
 
-// streamEndedMessage ends a Connect stream whose sandbox went away, in
-// E2B's words.
-func streamEndedMessage(id string) string {
-	return "the connection to sandbox " + id + " ended before the stream completed"
-}
-
 // InterpreterPort is where E2B's code-interpreter SDKs find their server.
 const InterpreterPort = 49999
 
@@ -106,7 +100,8 @@ func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper) *proxy {
 		FlushInterval: -1,
 		Transport:     tr,
 		// A stream cut off because its sandbox ended is reported here
-		// ("read error during body copy"); forward ends it. Not news.
+		// ("read error during body copy"); the client's connection is
+		// dropped (see forward). Not news.
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
@@ -269,20 +264,14 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream) {
 	// (client streams over HTTP/1.1); harmless when unsupported.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	r = r.WithContext(context.WithValue(r.Context(), upstreamKey{}, u))
-	sw := &streamWriter{ResponseWriter: w}
-	defer func() {
-		// The sandbox went away (killed, paused, lost) while its answer
-		// streamed: the ReverseProxy aborts. A Connect stream is ended with
-		// the error E2B's proxy sends then, which the SDKs turn into "the
-		// sandbox was killed" once /health says it is gone; anything else
-		// can only be cut off.
-		if v := recover(); v != nil {
-			if v != http.ErrAbortHandler || !sw.endStream(streamEndedMessage(u.id)) {
-				panic(v)
-			}
-		}
-	}()
-	p.rp.ServeHTTP(sw, r)
+	// The sandbox going away (killed, paused, lost) while its answer
+	// streams makes the ReverseProxy abort the handler, which drops the
+	// client's connection (HTTP/2: resets the stream), as E2B's envd's does
+	// when its VM goes. The SDKs see a transport failure, probe /health
+	// (502 "The sandbox was not found" once it is gone) and raise their own
+	// "killed or reached its end of life" error; the JS SDK does so only for
+	// a dropped connection, not for a stream ended with an error.
+	p.rp.ServeHTTP(w, r)
 }
 
 // envdAccess decides what a request to the agent's port may do. It returns

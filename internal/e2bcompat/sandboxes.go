@@ -217,9 +217,14 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	// 0 ends the sandbox's life now (killed, or paused by its lifecycle),
+	// as E2B's spec (minimum 0) and SDKs (set_timeout(0)) have it.
 	d, ok := timeoutOr(req.Timeout, 0)
+	if req.Timeout != nil && *req.Timeout == 0 {
+		d, ok = 0, true
+	}
 	if req.Timeout == nil || !ok {
-		writeStatus(w, http.StatusBadRequest, badTimeout)
+		writeStatus(w, http.StatusBadRequest, "timeout must be 0 (end now) or a positive number of seconds")
 		return
 	}
 	if _, err := s.running(r, id); err != nil {

@@ -294,6 +294,16 @@ func e2bRecipe(req buildStartJSON, sourceEnv func(recipe.Source, *ociimage.Auth)
 		return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "give fromImage or fromTemplate, not both")
 	case req.FromTemplate != "":
 		rec.From.Template = e2bRef(req.FromTemplate)
+	case isE2BBaseImage(req.FromImage):
+		// from_base_image(): E2B's own base image stands for this spaced's
+		// base template, which has its conventions already; no registry is
+		// asked (Docker Hub may be out of reach, and the image is E2B's
+		// rootfs, not one spaced's sandboxes were made for).
+		rec.From.Template = baseTemplate
+		// E2B's image runs as user in /home/user; the base template sets no
+		// WORKDIR (a relative COPY would land under /).
+		rec.Steps = append(rec.Steps, recipe.Step{User: "user"}, recipe.Step{Workdir: "/home/user"})
+		rec.Prelude = len(rec.Steps)
 	case req.FromImage != "":
 		rec.From.Image = req.FromImage
 		if reg := req.FromImageRegistry; reg != nil {
@@ -689,6 +699,22 @@ func e2bTemplate(t *template.TemplateInfo, builds []*store.Build) templateJSON {
 
 // e2bRef is a template name with an optional tag as E2B reads it
 // (id.ParseTemplateIDOrAliasWithTag): trimmed, name and tag lower-cased.
+// baseTemplate is the template E2B's base image (e2bdev/base) builds from.
+const baseTemplate = "base"
+
+// isE2BBaseImage says whether ref names E2B's base image, e2bdev/base with
+// any tag, as the SDKs' from_base_image() sends it or as written out with
+// Docker Hub's name.
+func isE2BBaseImage(ref string) bool {
+	ref = strings.ToLower(strings.TrimSpace(ref))
+	for _, p := range []string{"docker.io/", "index.docker.io/", "registry-1.docker.io/"} {
+		ref = strings.TrimPrefix(ref, p)
+	}
+	name, _, _ := strings.Cut(ref, "@")
+	name, _, _ = strings.Cut(name, ":")
+	return name == "e2bdev/base"
+}
+
 func e2bRef(ref string) string {
 	name, tag, hasTag := strings.Cut(strings.TrimSpace(ref), ":")
 	name = strings.ToLower(strings.TrimSpace(name))

@@ -57,6 +57,16 @@ func TestE2BRecipe(t *testing.T) {
 			},
 		},
 		{
+			// from_base_image(): no registry, this spaced's base template.
+			name: "E2B's base image is the base template",
+			req:  buildStartJSON{FromImage: "e2bdev/base", FromImageRegistry: &registryJSON{Username: "u", Password: "p"}, Steps: []buildStepJSON{{Type: "RUN", Args: []string{"true"}}}},
+			check: func(t *testing.T, r *recipe.Recipe) {
+				if r.From.Template != "base" || r.From.Image != "" || r.Prelude != 2 || len(r.Steps) != 3 || r.Steps[1].Workdir != "/home/user" {
+					t.Fatalf("from %+v, prelude %d of %d steps", r.From, r.Prelude, len(r.Steps))
+				}
+			},
+		},
+		{
 			name: "a ready command without a start command is a last step that waits",
 			req:  buildStartJSON{FromTemplate: "base", ReadyCmd: "test -f /ready # comment"},
 			check: func(t *testing.T, r *recipe.Recipe) {
@@ -105,6 +115,19 @@ func TestE2BRecipe(t *testing.T) {
 // build meant for the default tag (a failed one is "error" even when an
 // older build is ready), and the buildID, cpu and memory of the ready
 // build the default tag points at, as E2B's listing does.
+func TestIsE2BBaseImage(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"e2bdev/base": true, "e2bdev/base:latest": true, "E2BDEV/Base:v1": true,
+		"docker.io/e2bdev/base:latest": true, "e2bdev/base@sha256:00": true,
+		"e2bdev/base-x": false, "e2bdev/code-interpreter": false, "base": false,
+		"ghcr.io/e2bdev/base": false, "python:3.12": false, "": false,
+	} {
+		if got := isE2BBaseImage(ref); got != want {
+			t.Errorf("%q: %v, want %v", ref, got, want)
+		}
+	}
+}
+
 func TestE2BTemplateListing(t *testing.T) {
 	now := time.Now()
 	ready := &store.Build{ID: "b-ready", Tags: []string{"default"}, State: store.BuildReady, CPU: 4, MemoryMB: 2048, DiskMB: 512, CreatedAt: now.Add(-time.Hour)}

@@ -166,7 +166,7 @@ func FuzzSandboxJSONBodies(f *testing.F) {
 			TimeoutSeconds int `json:"timeout_seconds"`
 		}
 		if checkTimeoutRange && strings.HasSuffix(path, "/timeout") && strictDecode(body, &req) &&
-			(req.TimeoutSeconds < 1 || req.TimeoutSeconds > int(fuzzMaxTimeout/time.Second)) && rec.Code != http.StatusBadRequest {
+			(req.TimeoutSeconds < 0 || req.TimeoutSeconds > int(fuzzMaxTimeout/time.Second)) && rec.Code != http.StatusBadRequest {
 			t.Fatalf("timeout_seconds %d answered %d, want 400", req.TimeoutSeconds, rec.Code)
 		}
 	})

@@ -520,8 +520,13 @@ func (s *Service) checkTimeout(d time.Duration) error {
 	return nil
 }
 
-// SetTimeout makes the sandbox expire d from now.
+// SetTimeout makes the sandbox expire d from now. A d of 0 ends its life
+// now, as its timeout would (paused if it pauses at the timeout, else
+// killed), as E2B's set_timeout(0) does; the sandbox comes back as it ended.
 func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
+	if d == 0 {
+		return s.expireNow(ctx, id)
+	}
 	if err := s.checkTimeout(d); err != nil {
 		return nil, err
 	}
@@ -529,6 +534,28 @@ func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*
 		rec.ExpiresAt = time.Now().UTC().Add(d)
 		return true
 	})
+}
+
+// expireNow does to a running sandbox what the reaper does at its timeout.
+func (s *Service) expireNow(ctx context.Context, id string) (*Sandbox, error) {
+	e, ok := s.entry(id)
+	if !ok {
+		return nil, s.notRunning(id)
+	}
+	e.mu.Lock()
+	running := e.rec.State == store.StateRunning
+	e.mu.Unlock()
+	if !running {
+		return nil, s.notRunning(id)
+	}
+	// A pause that fails keeps the sandbox running and tries again later,
+	// as at a timeout: its work is never thrown away.
+	if !s.ckpts.autoPause(ctx, id, e) {
+		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil {
+			return nil, err
+		}
+	}
+	return s.Get(ctx, id)
 }
 
 // updateRunning changes a running sandbox's record under its lock: change

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -75,9 +76,17 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	defer deadline.Stop()
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
+	// A start command that ends with 0 before it is ready (a daemon that
+	// forks, E2B's test_build_template's "echo"), is not a failure: the
+	// ready check decides, as in E2B's builds. Any other end is.
+	running := exited
 	for ready := false; !ready; {
 		select {
-		case e := <-exited:
+		case e := <-running:
+			if e.err == nil && e.code == 0 {
+				running = nil
+				continue
+			}
 			lines.flush()
 			code := e.code
 			se := &stepErr{step: step, msg: fmt.Sprintf("the start command exited with code %d before it was ready", code), cause: e.err, exitCode: &code}
@@ -100,9 +109,11 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	// Close our stream to the command first: the checkpoint should hold
 	// no connection to this node (the command goes on inside).
 	stopRun()
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
+	if running != nil {
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	lines.flush()
 
@@ -131,10 +142,29 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 	return skey, nil
 }
 
+// readyCheckBound is how long one ready check may run before it counts as
+// not ready yet.
+const readyCheckBound = 10 * time.Second
+
+// sleepCheck is a ready command that only waits: E2B's wait_for_timeout(ms)
+// sends "sleep N".
+var sleepCheck = regexp.MustCompile(`^sleep ([0-9]{1,5})$`)
+
+// checkBound is how long one run of the ready command script may take: a
+// command that sleeps N seconds gets them on top, else it could never end
+// within the bound and the build would wait for the ready timeout.
+func checkBound(script string) time.Duration {
+	if m := sleepCheck.FindStringSubmatch(strings.TrimSpace(script)); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return time.Duration(n)*time.Second + readyCheckBound
+	}
+	return readyCheckBound
+}
+
 // ready runs the ready check once.
 func (r *run) ready(ctx context.Context, box *sandbox.BuildBox, rd recipe.Ready, began time.Time) (bool, error) {
 	check := func(script string, args ...string) (bool, error) {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, checkBound(script))
 		defer cancel()
 		code, err := box.Run(cctx, sandbox.Exec{Argv: append([]string{"/bin/sh", "-c", script, "ready"}, args...), Cwd: r.config.Workdir}, nil)
 		if err != nil && cctx.Err() != nil && ctx.Err() == nil {

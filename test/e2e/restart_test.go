@@ -104,8 +104,16 @@ func TestTimeout(t *testing.T) {
 	if got := sh(t, d, extended.ID, "echo alive"); got != "alive\n" {
 		t.Errorf("extended sandbox: %q", got)
 	}
-	resp, body := do(t, d, "POST", "/v1/sandboxes/"+extended.ID+"/timeout", `{"timeout_seconds":0}`, nil)
+	resp, body := do(t, d, "POST", "/v1/sandboxes/"+extended.ID+"/timeout", `{"timeout_seconds":-1}`, nil)
 	wantError(t, resp, body, 400, "invalid_argument")
+	// 0 ends its life now, as its timeout would (E2B's set_timeout(0)).
+	ended, err := d.Client.SetTimeout(harness.Ctx(t, 30*time.Second), extended.ID, 0)
+	if err != nil || ended.State != "killed" || ended.Reason != "timeout" {
+		t.Errorf("timeout 0: %+v, %v; want killed by timeout", ended, err)
+	}
+	if left := d.Leftovers(extended.ID); len(left) > 0 {
+		t.Errorf("sandbox ended by timeout 0 left on the host: %v", left)
+	}
 	resp, body = do(t, d, "POST", "/v1/sandboxes/"+reaped.ID+"/timeout", `{"timeout_seconds":60}`, nil)
 	if resp.StatusCode != 404 && resp.StatusCode != 409 {
 		t.Errorf("extending a reaped sandbox: %d %s", resp.StatusCode, body)

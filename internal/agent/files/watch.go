@@ -112,15 +112,25 @@ func (w *watcher) handle(ev fsnotify.Event) {
 
 // emitExisting reports what a new directory already holds once its watch
 // is in place: entries made in it before (a file written right after its
-// directory was made, a tree moved in) have no events of their own. An
+// directory was made, a tree moved in) have no events of their own. A file
+// that already has content was written too: it gets a WRITE after its
+// CREATE, which is what a client waiting for a file's content looks for
+// (E2B's SDK tests wait for the WRITE of a file in a new subdirectory). An
 // entry made just after the watch may be reported twice; none is missed.
 func (w *watcher) emitExisting(dir string) {
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == dir {
 			return nil
 		}
-		if rel, err := filepath.Rel(w.root, p); err == nil {
-			w.emitEvent(p, rel, fsnotify.Create, filesystem.EventType_EVENT_TYPE_CREATE)
+		rel, err := filepath.Rel(w.root, p)
+		if err != nil {
+			return nil
+		}
+		w.emitEvent(p, rel, fsnotify.Create, filesystem.EventType_EVENT_TYPE_CREATE)
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil && info.Size() > 0 {
+				w.emitEvent(p, rel, fsnotify.Write, filesystem.EventType_EVENT_TYPE_WRITE)
+			}
 		}
 		return nil
 	})

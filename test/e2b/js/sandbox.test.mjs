@@ -56,3 +56,14 @@ test('sandbox: pause, then connect resumes it with its files and processes', asy
 test('sandbox: wrong API key throws AuthenticationError', async () => {
   await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + '3'.repeat(40) }), AuthenticationError)
 })
+
+test('sandbox: setTimeout(0) kills it now', async () => {
+  const sbx = await Sandbox.create({ metadata: { sandboxTestId: testId() } })
+  try {
+    await sbx.setTimeout(0)
+    assert.equal(await sbx.isRunning(), false)
+    await assert.rejects(Sandbox.getInfo(sbx.sandboxId), SandboxNotFoundError)
+  } finally {
+    await Sandbox.kill(sbx.sandboxId).catch(() => {})
+  }
+})

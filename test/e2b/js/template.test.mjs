@@ -45,3 +45,22 @@ test('a failing step raises BuildError with its exit code', async () => {
   const bad = Template().fromTemplate('base').runCmd('exit 9')
   await assert.rejects(Template.build(bad, name()), (err) => err instanceof BuildError && /exit code 9/.test(err.message))
 })
+
+test('fromBaseImage builds from the base template, no registry; skipCache runs every step again', async () => {
+  const n = name()
+  const logs = []
+  const t = Template().fromBaseImage().runCmd(`echo js-base-image-${runId}`)
+  await Template.build(t, `${n}:v1`, { skipCache: true, onBuildLogs: (e) => logs.push(String(e)) })
+  assert.ok(logs.join('\n').includes(`js-base-image-${runId}`))
+  logs.length = 0
+  await Template.build(t, `${n}:v1`, { skipCache: true, onBuildLogs: (e) => logs.push(String(e)) })
+  assert.ok(logs.join('\n').includes(`js-base-image-${runId}`))
+  const info = await Template.assignTags(`${n}:v1`, ['production'])
+  assert.ok(info.tags.includes('production'))
+  const sbx = await Sandbox.create(`${n}:production`)
+  try {
+    assert.equal((await sbx.commands.run('id -un')).stdout, 'user\n')
+  } finally {
+    await sbx.kill()
+  }
+})

@@ -9,9 +9,12 @@ sandbox, and wakes a paused auto-resume sandbox first.
 """
 
 import asyncio
+import socket
 import subprocess
 import time
 from urllib.parse import urlsplit
+
+import httpx
 
 from conftest import SANDBOX_URL
 from e2b import AsyncSandbox, Sandbox, SandboxState
@@ -50,6 +53,35 @@ def test_get_host_url_reaches_a_port_in_the_sandbox(sandbox: Sandbox):
     assert curl(f"http://{sandbox.get_host(49983)}/health")[0] == 204
     code, body, _ = curl(f"http://{sandbox.get_host(8001)}/")
     assert code == 502 and "port is not open" in body
+
+
+def test_host_name_resolves_through_the_system(test_id):
+    # curl resolves *.localhost itself; most clients (httpx, a browser's
+    # helpers, anything on getaddrinfo) ask the system, which answers it only
+    # with nss-myhostname (install-deps.sh's serve profile). httpx here asks
+    # getaddrinfo: without the module the name does not resolve at all.
+    port = urlsplit(SANDBOX_URL).port
+    sbx = Sandbox.create(network={"allow_public_traffic": False}, metadata={"sandbox_test_id": test_id})
+    try:
+        serve(sbx, "served by name, privately")
+        name = f"8000-{sbx.sandbox_id}.localhost"
+        addrs = {a[4][0] for a in socket.getaddrinfo(name, port, proto=socket.IPPROTO_TCP)}
+        assert addrs and addrs <= {"127.0.0.1", "::1"}, addrs
+        url = f"http://{name}:{port}/index.html"
+        token = {"e2b-traffic-access-token": sbx.traffic_access_token}
+        assert sbx.traffic_access_token
+        with httpx.Client(timeout=20, trust_env=False) as c:
+            deadline = time.monotonic() + 15
+            while True:
+                r = c.get(url, headers=token)
+                if r.status_code == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert (r.status_code, r.text) == (200, "served by name, privately")
+            # The same name without the token is refused: the port is private.
+            assert c.get(url).status_code == 403
+    finally:
+        sbx.kill()
 
 
 def test_get_host_url_wakes_a_paused_auto_resume_sandbox(test_id):

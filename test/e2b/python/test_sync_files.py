@@ -88,6 +88,28 @@ def test_watch_dir(sandbox: Sandbox):
         handle.stop()
 
 
+def test_watch_dir_recursive_sees_writes_in_new_nested_dirs(sandbox: Sandbox):
+    # E2B's test_watch_recursive_directory_after_nested_folder_addition, two
+    # levels deep: the directories (one make_dir, mkdir -p) and the write come
+    # at once, so the nested directories' watches may come after the write.
+    # The file's WRITE must still be reported, not only its CREATE.
+    sandbox.files.make_dir("/tmp/rw")
+    handle = sandbox.files.watch_dir("/tmp/rw", recursive=True)
+    try:
+        sandbox.files.make_dir("/tmp/rw/a/b")
+        sandbox.files.write("/tmp/rw/a/b/f.txt", "written")
+        want = {("a", FilesystemEventType.CREATE), ("a/b", FilesystemEventType.CREATE),
+                ("a/b/f.txt", FilesystemEventType.WRITE)}
+        seen = set()
+        deadline = time.monotonic() + 10
+        while not want <= seen and time.monotonic() < deadline:
+            seen |= {(e.name, e.type) for e in handle.get_new_events()}
+            time.sleep(0.2)
+        assert want <= seen, seen
+    finally:
+        handle.stop()
+
+
 def test_upload_and_download_urls(sandbox: Sandbox):
     up = sandbox.upload_url("/home/user/uploaded.txt")
     # The URLs name no sandbox: spaced finds it by the signature.

@@ -34,6 +34,26 @@ def test_get_info_and_set_timeout(sandbox: Sandbox, test_id):
     assert 20 < left <= 31
 
 
+def test_set_timeout_zero_kills_now(sandbox: Sandbox):
+    # E2B's spec allows timeout 0 (minimum 0): the sandbox's life ends now.
+    sandbox.set_timeout(0)
+    assert sandbox.is_running() is False
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_info(sandbox.sandbox_id)
+
+
+def test_set_timeout_zero_pauses_by_lifecycle(test_id):
+    sbx = Sandbox.create(lifecycle={"on_timeout": "pause"}, metadata={"sandbox_test_id": test_id})
+    try:
+        sbx.commands.run("echo kept > /tmp/kept")
+        sbx.set_timeout(0)
+        assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.PAUSED
+        back = Sandbox.connect(sbx.sandbox_id)
+        assert back.files.read("/tmp/kept") == "kept\n"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 def test_list_with_metadata_filter_and_pages(test_id):
     a = Sandbox.create(metadata={"sandbox_test_id": test_id, "n": "1"})
     b = Sandbox.create(metadata={"sandbox_test_id": test_id, "n": "2"})

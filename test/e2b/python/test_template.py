@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from e2b import BuildException, Sandbox, Template, TemplateException, wait_for_file, wait_for_port
+from e2b import BuildException, Sandbox, Template, TemplateException, wait_for_file, wait_for_port, wait_for_timeout
 
 CTX = os.path.join(os.path.dirname(__file__), "tpl_ctx")
 RUN_ID = uuid.uuid4().hex
@@ -93,3 +93,41 @@ def test_ready_file_and_default_tag():
         assert sbx.get_info().template_id == n
     finally:
         sbx.kill()
+
+
+def test_build_from_base_image_with_tags_and_skip_cache():
+    # E2B's test_build_template and TestTagsIntegration: from_base_image()
+    # is E2B's e2bdev/base, which spaced builds from its own base template
+    # (no registry: this machine cannot reach Docker Hub).
+    n = name()
+    t = (
+        Template(file_context_path=CTX)
+        .from_base_image()
+        .copy("hello.txt", "folder/hello.txt", force_upload=True)
+        .run_cmd(f"cat folder/hello.txt; echo base-image-{RUN_ID}")
+        .set_workdir("/app")
+        .set_start_cmd("echo 'Hello, world!'", wait_for_timeout(10_000))
+    )
+    logs = []
+    info = Template.build(t, f"{n}:v1-{RUN_ID[:8]}", skip_cache=True, on_build_logs=logs.append)
+    assert info.template_id == n and info.build_id
+    # The copied file was read in the build (relative to the WORKDIR then).
+    assert "hello from a template" in "\n".join(str(e) for e in logs)
+    assert f"base-image-{RUN_ID}" in "\n".join(str(e) for e in logs)
+
+    # skip_cache: the same template again runs every step again.
+    logs.clear()
+    Template.build(t, f"{n}:v1-{RUN_ID[:8]}", skip_cache=True, on_build_logs=logs.append)
+    assert f"base-image-{RUN_ID}" in "\n".join(str(e) for e in logs)
+
+    tag_info = Template.assign_tags(f"{n}:v1-{RUN_ID[:8]}", ["production", "latest"])
+    assert tag_info.build_id and {"production", "latest"} <= set(tag_info.tags)
+    assert "stable" in Template.assign_tags(f"{n}:v1-{RUN_ID[:8]}", "stable").tags
+    with pytest.raises(Exception):
+        Template.assign_tags(f"{n}:v1-{RUN_ID[:8]}", ":invalid-tag")
+    with pytest.raises(Exception):
+        Template.assign_tags(f"{n}:v1-{RUN_ID[:8]}", f"{n}:")
+
+    with Sandbox.create(f"{n}:production") as sbx:
+        r = sbx.commands.run("id -un; pwd; cat /home/user/folder/hello.txt")
+        assert r.stdout == "user\n/app\nhello from a template\n", r.stdout
