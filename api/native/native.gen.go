@@ -91,6 +91,90 @@ func (e CodeResultType) Valid() bool {
 	}
 }
 
+// Defines values for DesktopActionAction.
+const (
+	CursorPosition DesktopActionAction = "cursor_position"
+	DoubleClick    DesktopActionAction = "double_click"
+	HoldKey        DesktopActionAction = "hold_key"
+	Key            DesktopActionAction = "key"
+	LeftClick      DesktopActionAction = "left_click"
+	LeftClickDrag  DesktopActionAction = "left_click_drag"
+	LeftMouseDown  DesktopActionAction = "left_mouse_down"
+	LeftMouseUp    DesktopActionAction = "left_mouse_up"
+	MiddleClick    DesktopActionAction = "middle_click"
+	MouseMove      DesktopActionAction = "mouse_move"
+	RightClick     DesktopActionAction = "right_click"
+	Screenshot     DesktopActionAction = "screenshot"
+	Scroll         DesktopActionAction = "scroll"
+	TripleClick    DesktopActionAction = "triple_click"
+	Type           DesktopActionAction = "type"
+	Wait           DesktopActionAction = "wait"
+)
+
+// Valid indicates whether the value is a known member of the DesktopActionAction enum.
+func (e DesktopActionAction) Valid() bool {
+	switch e {
+	case CursorPosition:
+		return true
+	case DoubleClick:
+		return true
+	case HoldKey:
+		return true
+	case Key:
+		return true
+	case LeftClick:
+		return true
+	case LeftClickDrag:
+		return true
+	case LeftMouseDown:
+		return true
+	case LeftMouseUp:
+		return true
+	case MiddleClick:
+		return true
+	case MouseMove:
+		return true
+	case RightClick:
+		return true
+	case Screenshot:
+		return true
+	case Scroll:
+		return true
+	case TripleClick:
+		return true
+	case Type:
+		return true
+	case Wait:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DesktopActionScrollDirection.
+const (
+	Down  DesktopActionScrollDirection = "down"
+	Left  DesktopActionScrollDirection = "left"
+	Right DesktopActionScrollDirection = "right"
+	Up    DesktopActionScrollDirection = "up"
+)
+
+// Valid indicates whether the value is a known member of the DesktopActionScrollDirection enum.
+func (e DesktopActionScrollDirection) Valid() bool {
+	switch e {
+	case Down:
+		return true
+	case Left:
+		return true
+	case Right:
+		return true
+	case Up:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EntryType.
 const (
 	EntryTypeDir     EntryType = "dir"
@@ -608,6 +692,63 @@ type CreateSandboxRequest struct {
 	// template that has a start command, nor with a full snapshot (it mounts its own).
 	Volumes *[]VolumeMount `json:"volumes,omitempty"`
 }
+
+// DesktopAction One action of the common computer-use tool schemas. Which fields an action takes:
+// `key` text (xdotool's key names, chords joined by +, several separated by spaces:
+// "ctrl+s", "Return", "ctrl+a Delete"); `type` text; `mouse_move` coordinate;
+// `left_click`, `right_click`, `middle_click`, `double_click`, `triple_click`
+// optional coordinate (else where the cursor is) and optional text (modifier keys
+// held during the click, "shift"); `left_click_drag` start_coordinate and
+// coordinate; `left_mouse_down`, `left_mouse_up` optional coordinate; `scroll`
+// scroll_direction, scroll_amount, optional coordinate and text (modifiers);
+// `hold_key` text and duration; `wait` duration; `cursor_position`, `screenshot`
+// nothing. Any other field an action does not take is refused.
+type DesktopAction struct {
+	Action DesktopActionAction `json:"action"`
+
+	// Coordinate [x, y] in pixels from the screen's top left; off the screen is refused.
+	Coordinate *DesktopPoint `json:"coordinate,omitempty"`
+
+	// Duration Seconds (wait
+	Duration *float32 `json:"duration,omitempty"`
+
+	// Screenshot Answer with a screenshot taken after the action settles.
+	Screenshot *bool `json:"screenshot,omitempty"`
+
+	// ScrollAmount Wheel clicks.
+	ScrollAmount    *int                          `json:"scroll_amount,omitempty"`
+	ScrollDirection *DesktopActionScrollDirection `json:"scroll_direction,omitempty"`
+
+	// StartCoordinate [x, y] in pixels from the screen's top left; off the screen is refused.
+	StartCoordinate *DesktopPoint `json:"start_coordinate,omitempty"`
+
+	// Text The text to type, or key names (xdotool's: Return, ctrl, Page_Down, F5, a).
+	Text *string `json:"text,omitempty"`
+}
+
+// DesktopActionAction defines model for DesktopAction.Action.
+type DesktopActionAction string
+
+// DesktopActionScrollDirection defines model for DesktopAction.ScrollDirection.
+type DesktopActionScrollDirection string
+
+// DesktopActionResult defines model for DesktopActionResult.
+type DesktopActionResult struct {
+	Cursor struct {
+		X int `json:"x"`
+		Y int `json:"y"`
+	} `json:"cursor"`
+	Screen struct {
+		Height int `json:"height"`
+		Width  int `json:"width"`
+	} `json:"screen"`
+
+	// Screenshot PNG, base64: with screenshot: true or the screenshot action.
+	Screenshot *[]byte `json:"screenshot,omitempty"`
+}
+
+// DesktopPoint [x, y] in pixels from the screen's top left; off the screen is refused.
+type DesktopPoint = []int
 
 // DrainReport defines model for DrainReport.
 type DrainReport struct {
@@ -1210,6 +1351,12 @@ type CreateCodeContextJSONBody struct {
 	Language *string `json:"language,omitempty"`
 }
 
+// DesktopScreenshotParams defines parameters for DesktopScreenshot.
+type DesktopScreenshotParams struct {
+	// Width Scale down to this many pixels wide, keeping the aspect (a width not below the screen's leaves it as it is).
+	Width *int `form:"width,omitempty" json:"width,omitempty"`
+}
+
 // RemoveFileParams defines parameters for RemoveFile.
 type RemoveFileParams struct {
 	// Path Path inside the sandbox; relative paths are under the user's home.
@@ -1470,6 +1617,9 @@ type SendStdinJSONRequestBody SendStdinJSONBody
 // CreateCodeContextJSONRequestBody defines body for CreateCodeContext for application/json ContentType.
 type CreateCodeContextJSONRequestBody CreateCodeContextJSONBody
 
+// DesktopActionJSONRequestBody defines body for DesktopAction for application/json ContentType.
+type DesktopActionJSONRequestBody = DesktopAction
+
 // MakeDirJSONRequestBody defines body for MakeDir for application/json ContentType.
 type MakeDirJSONRequestBody MakeDirJSONBody
 
@@ -1712,6 +1862,12 @@ type ServerInterface interface {
 	// RestartCodeContext Give a context a new kernel (same id and directory); its variables are gone and a running cell ends.
 	// (POST /v1/sandboxes/{id}/contexts/{context}/restart)
 	RestartCodeContext(w http.ResponseWriter, r *http.Request, id SandboxID, context ContextID)
+	// DesktopAction Run one computer-use action (a model's tool input as it comes) on the sandbox's desktop.
+	// (POST /v1/sandboxes/{id}/desktop/actions)
+	DesktopAction(w http.ResponseWriter, r *http.Request, id SandboxID)
+	// DesktopScreenshot A screenshot of the sandbox's desktop (PNG).
+	// (GET /v1/sandboxes/{id}/desktop/screenshot)
+	DesktopScreenshot(w http.ResponseWriter, r *http.Request, id SandboxID, params DesktopScreenshotParams)
 	// RemoveFile Remove a file or directory tree (a missing path is not an error).
 	// (DELETE /v1/sandboxes/{id}/files)
 	RemoveFile(w http.ResponseWriter, r *http.Request, id SandboxID, params RemoveFileParams)
@@ -3222,6 +3378,74 @@ func (siw *ServerInterfaceWrapper) RestartCodeContext(w http.ResponseWriter, r *
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RestartCodeContext(w, r, id, context)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopAction operation middleware
+func (siw *ServerInterfaceWrapper) DesktopAction(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopAction(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopScreenshot operation middleware
+func (siw *ServerInterfaceWrapper) DesktopScreenshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DesktopScreenshotParams
+
+	// ------------- Optional query parameter "width" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "width", r.URL.Query(), &params.Width, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "width"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "width", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopScreenshot(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4922,6 +5146,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/code", wrapper.RunCode)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/code/{execution}/events", wrapper.CodeEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/code/{execution}/interrupt", wrapper.InterruptCode)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/desktop/screenshot", wrapper.DesktopScreenshot)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/desktop/actions", wrapper.DesktopAction)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/contexts", wrapper.ListCodeContexts)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/contexts", wrapper.CreateCodeContext)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/sandboxes/{id}/contexts/{context}", wrapper.DeleteCodeContext)
@@ -5000,320 +5226,343 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lc9s4ljf6r6B0vypLu7QsO066W66tLSfxzOTrPHxjZ2Z2m/kkiIQkrCmADYC21an877dwDgCSEilL",
-	"fqWnvlu1Ox1LFPE6OO/zO986iVzkUjBhdGf4rZNTRRfMMAV/vZHCsFvz7q39g4vOsJNTM+9EHUEXrDPs",
-	"JPh9J+oo9nvBFUs7Q6MKFnV0MmcLim80hin72//z2+n+f9P9Pwb7v4z2v347jA6Pfv7+vzpRxyxz+zZt",
-	"FBezzvfvUefsliWF4VLg0CnTieK5/aAz7JwKwvz3e5rwNCJTJReEG03G4ZsxYddMmH4napp5eOzx537e",
-	"ul05TzcOt+CCL4pFZ3gY3suFYTOm8MX2ZWu7YT8lXGieMmLmjGgq0om8PSGKZdTwa0bsJDShipFCpEzB",
-	"U4Vmak+TuVywsEO/F0wtK7PFubdPd33pFzh26wbcsf71F/5dZsWCbbfwa3g2KtdtJJCEktKQbtw5iDtE",
-	"KhJ34g7JFZvyW0IzfsV6ffKZaZlds7TcoFjg6/bw90MSd/r9uEO0kbm2DygWESpSQoleLjIuroiZU0Ny",
-	"yYXRRBaGyGllWoRroti00Cztx+Lxdhw36DObNlwTEpbAU7tyO0rLdcAndxr7u31Y51JoBrziTCmp7D+A",
-	"KQhj/0nzPOMJtRM6+B9tZ/Wt8sb/pey0O//PQcmCDvBbfYBvg1Hqq2L4RdT5TA17zxfc2Mk+9ajy2t0b",
-	"wwQVxlIFNcwecaIYNUxbstPFgmkgiqlUV5p0FdOyUAkbsds5LbRhaW8Ib0mZoTzTsbDbD5/Y10Xwr0mh",
-	"tInIjaUmrknGpkBK3JDu2MgrJvTIfjZG8htbihrjLxXTpmc/jcVYMaOWIzo1TI0WenwCD3y2H+6f2g/J",
-	"nFFL6lwj3d5QbggX5GYuM0Y0S6RI7aKkvREpKXIgWvwRHHflXfX93cjEYGvdbtuHT8/f/cqWwGqVzJky",
-	"HIkJdzUdUTjQqVQL+69OSg3bNxwodYUeI8tc1u6AXfUVW+5pkheTjCfu4keE9Wd9wo4mo0N6NHmRHKcv",
-	"2avpT/TnCekeviJzdktSPuNG95pGusIpNw5lWQ7LppHdTPsRFfrG0g7yIq51wYgU2bLpvXgZv61/odi1",
-	"vNpxO5BSm7mG+0RO/oclxj58WqTcnAmj2s+iecXcckB8wi2VpVtvWe1MPL+8YssI+TRNF1zEnabXLZiZ",
-	"y7Rxr9yi2mbr+CAMldAsg78ap6zYQpqW85AFfrM+BHxFnOLg6CzuvD17f3Z5Rg6uDw+cfGb64BtPvzcv",
-	"TxtqCl0ZOtygDecadYAUtiSQJip4XfAsXSeAydLgP+qrRQ5liXpBZ4wIxlLtqR7faaWlYkN4KKNLpjTp",
-	"mrnUzHIzxSzrIkZK4FlEG6oMS0kyZ8kViNGIMJrMSSILYb+QIrEyV+NbK0dW2ZyEJvMmUv385SMM8ubT",
-	"+X8RbViuLafTDKdFbqgm7qeNb82L5rO4D5tKub4aLSbNL2ReiNZPgN1yM0pkypp/lcnZyAoU0LoMW+hm",
-	"6sAPqFJ0iXdIazprJnC7RU1jNVHNlAuu5/di1usfL9pmBAe13dE2nuGCLaRatm68o77114frCuJVKgbU",
-	"DI+TRC4WdmhVCGGnGcadSJkxKiov3mlz7PWHXWDCCtLfOlY64wC/F6wAKp3Yu4qfKUZTK0+QeOwlEAnL",
-	"WNr5Gm1/svhNG8+hM70bcRm2yDPayD5bOc97OWsTQS3XWjNDJHKcjAuGqgzsuLaKuWE5mVoNxrMleA+q",
-	"YPAl10RIY8+v8ewyds2y6jmkbFLMQIOeyk7UuaFKhH3/2iimNlwx9vv6gsCOHaC2BuarFVlcE81+J/9O",
-	"Dhsp259o/U0DXCXonxE57PdFWLaOiPj3Q/dnlY7t/8PIopkP7ihfSlviN1ite4HfVzfzcpe+thHGZ/Z7",
-	"wTTq9mnK7Qppdl6hkCnNNItWxZb96YgqJN3mH7ZTcjkF7+RY2+I51XOvtRR5JqnVlGFUUjpG1t7fKkw2",
-	"CoZUJldMTXnGmgy9t+Fb0tVczDI42RnrnVgD2TCa2nla4joAAjiAc+83Tc8+dOdGr5hktzQx2ZJIARaR",
-	"v/oRKgYRoSqZ82t78PUD8p+3biwV5b7iBhBNr5nV4T69eWdlt7WzDVWNEsaLkvq7KVFsxrVRS6e3KDZl",
-	"iomENeuA+OyOO5IoljJhOM20tQXdSF3BrBmJ6ktvbTtyqvWNVM2CsdBMtZgHTTRbZb/1qcVgZfw2NHT2",
-	"Ne7ALocT205LvEOS+lk2Des9MPbfdgbN2q9g5kaqq7uM9Y/uMfsLOQLWXpnRqgjekXkki7TFErOydjdq",
-	"oIYspDb+fiSLNCK5VCYihcoiYq/tCRH22wWjQpO4ow3PMq9WELDirTwDqxz2bLvJenax9oUdvUXS8wWT",
-	"hRk5DwAe5JQWmekMXw0GTVKhUNn6ecM+kZs5E4SSv55dOhcG+mnXnJXOdNTkaDBwBjTpWslMhTRzpsjR",
-	"7W0Eotpe35QrlpheRG64mZMENjFfmrkULyx53cwY+E94MmfebYMXcE71NiS+Irrs7jaJpqAvBa3o/jxT",
-	"FYJ0YTn2ovcsz5xdRySR+TIiTFxHxJJ6ylUEDzSw0tn1bgqaffWOdyJ1MriRzhoMRJBHVkWz/PyEODpy",
-	"Ti6epXt6k5xcOHNnxRGXGJo1PS5vBHqi6s/b3fptOFOyyL+WU1BSNo6pVWJfIQX7NO0Mf1tf6vY7/HVN",
-	"A1JJJ8I9bKImJq4fpqZs5oFWxW2QhV7zs0LqYMLFgZ6T/aRpa4Ds1n0AlmRVIaIQVADTvhCaUH1CaCaF",
-	"VQDIl4uzz8Spe2uvdqS9rWhbtTR2tE1WjgXEVdOBvJEpe1Oqfisc96bFfk1bjFcxK5oNgZXpQIQkPB7B",
-	"QG2zu59anDTeq0trHbEss2xX7LNFbpbky+Vf9n8+ca5lGIpMZLq09ogXaYfkA3/da1Qk3dUeNbllT/3F",
-	"R4Fw/unikhy4j3SffJQGebvfiMYBdr0x9SmciWtyTRXqZ2bONS5fimxJupYoLAXDl9RLqT1tWXF1teV5",
-	"VE84CMwOSqXO6tif7f3wdqv74Z4O3MltRGUfyr1s3IlGoV0d8J0wTKkiR+YLC0WlAhaeSTE7IQOnfQhJ",
-	"Mr7gYB0s6C368n9+dWyFf/DtDxoDlDWpacmsnXI1bNA6XSiezCGUkhnStZMdp9TQMeqpY/zCRXZ7ETk7",
-	"er2nyRVb6iH6CtEyxbgbzQoWiznVfZKLWUT+J2czMHHzdArR0AnV7NXxCUnm1gi239ix4Kv/ffHpI+ku",
-	"qMkzaTI+IVM+KxTTsYAXUJFSTd5SQ/+iLKn0Tgi7NYqSucxSTVBn+fDuwxmxy9cY8Vu5hnNUSi1hUkPx",
-	"X/CSCvGWuzY3i6yZ4+jRgnIxUi1beum3wluq9vT3NMmoNoTd5oppzaXoNzpA/odeU3xZ49h2R5u/wKgb",
-	"3AvDbhufWVB1lcob0aygptPmz8VskzOlwTly3fwDz9ZbhEXp8nH7+nUr0+gNitN1eeG9EDvoZy06fZvk",
-	"yWuip+67u1vs2F9/bV/Q/STN7krphCZXM4g51vioe/s6fbpNWuOuZLKsqDN9clbXtpMF+rrsBJtlV8sm",
-	"P1hJu2IsH2mTcjGSORPbrRKeX1/nPxQ3hgliJIEnnM2DIV0mSJJJDSkNGdOWSdZGbpYjdNYaV9ooXxpl",
-	"xwZZUVUnvax0ds02twyiLi7XZFvSXBU0olhMmHLh9cJYw3FADL1i2kXoYV598sny8huunb3K1DXEi4TR",
-	"ZGVbYgHKzGFEkrwg/t/BW4KfvDqOiHP0uUdeRWRBb0e5kgnTmmn/MQbytaC5nkszsqbs0g+Fz7wkXaBi",
-	"p4uBAHQSuze0asuCZhlTQPVWZyPHgwERdMHFLBZ2NVPOsrRJONHCyFFOC82aKHRlK1Hcus0g8KuabV/x",
-	"QF7xLONiRrhpljfluCOgV9y82hwwLWXlJlgdqfztkMBEySKcJk6K1mdqR8Cz5vrKKX6auYd7Fe0L3ozp",
-	"HaR7PBj0NkweH7t719amTIOObWQ55zTsopkrWczm8NXZ0WuSK3m7dD4DbolRXjHRC1kobTvsvM9hcker",
-	"E7t+c/5Fky4lb86/kN8LaehJ9UKQBTXJnGmnevlP3Sx7VZ3x1fFdTKDi8Q4TOhwcHa/O6YL/EdSXG8UN",
-	"nWQucltTUg8Hxz+//OnVXaM+AhNfNlo1bwpt5IIpSAPpnn+5hHi/1U4Pvl2x5feePVomErXMTSXMjSlD",
-	"/qJrzEFr5M81PtGwa+XWv3z54s59qPlxw5teHh7t/iJDnQ77EP/Fzl7fXMrsTt6ArEBfcUzbC77uPU1u",
-	"qFoQ+xI4gImUEDUU7CZcuu6EiWRuNVVNCkxbMDIWC0Z1oRhJZJb6BDDIIoQLrJFrWDvaXw8QiprQ7IYu",
-	"NYxk58IVkTcC+W+D1GeJYkY/3MTFfJf9uBgMXkBql2IGcwHJZYVNzxgsP89owqwZwxThAoUKwxdFRHiH",
-	"aizApnCBypk1IsiMGnZDl0QxeIflQdbIVX5XHF/DCexpMuEi5WJWW3/Fu+ruw/o1u4CYJUhAMF/9k6TL",
-	"08jn92CAo9cnp8je/UOW0VaOzU6QGx0L+5B9eFpkWeWNeEeIJSyXuhe2SzKw4UPmMT4akVKQgwCH0VGM",
-	"AGnZOdI0hR2DeKvl2xGmyCCVwChuBnuadMGaxPxdEOG9KBb2OXsqK8/COLApbtf3NIHURW76gfLJgi7J",
-	"hAXVp3YAFZOqUfNoMDDplZ1YbZdxDnJqUNHcxY1QGdgK6Nr9frEmGJI5S4uMVdmnkSDZVyTDnaPWI2Ze",
-	"KZ1Qzbb2uPhZwmA7LRnTbxs2F9N7YVELWQirj4pK1MQQCuoMHKm9tIT6fGPFaLpvhSUjXR9IkioWqFb0",
-	"IjJhEIWhYul1YfiJ1YOGIdgE4hbTRC3t/WKvCEwEksphWCFNLBKgMqmIhjRSePNBRA7sZYjIgV7qiByk",
-	"7DoiB4VW6NmhM3TiWEPNPoP/yfjk3yJywEwSxeIAXMsH11TZfxFwUktpIiKkIomSWlfyr52CUGHwLuwK",
-	"KltFnYtFuAqQMDKnmC1SSYXAEdy1XeEJ3OAWaLi08kb0XEa3N3M3iS880A/2906iv8OfHb5qcFSvccW3",
-	"inLxmfn4XV1rX8hrVvcyrGSR+eSydecBqNwL3ZzSiNqz81emdgYsJUKmjHRLLQaYGUbre43JI6iZNg4C",
-	"PNTpu0aGuKcb0VA1Y6Y59QUvQrOCIVs+NjRrnAXkM1ZY/B7IfKUhN7oxM3Cb8ISoZ+1tsmtbkp8geNXs",
-	"Qmt05Z8zteDg1CMTbnS/OR1OpnzKd8xLa81PDsG3BsrC0o31L8IsXYYjXeSZfWRf3eyrfft/jVKJ/9GS",
-	"BOnYwMiRyza+PYiPWzNEdcLvO1EHBG6zx28tchT5Qgp4tsmFdtaS0tn8cdJMLlbwQclAuzrYpPx+oMmc",
-	"C7ZvOTsYTWDxW8lMtFwwApPQEYQ5kowz8GrYa0ATn1i36MfC0vCImlFCc5pwsyTdl4MXvSH44yHBbOw1",
-	"JXRuRCRkTfYiMtaJzO0j9jVRLOZSW7Y/LgQ344iMJ0U6Y/AvV8swdsoLS8d9NEFH7DZhLGWpZeYwMnw8",
-	"jmIxBq2p7denWKcB6yTd46NfyHpNRhTEwnp9RDkU6cYu3VePcqZGPhnDriRMAWo3YFbVSg3SXS3mqNR5",
-	"cEHmhUgVS80cdguWgRJSMe0fjwU836utD/6o1Xm0KNPteYhNUZtNGXkrz6+mPlbIPhTYNdB4NTLY4GRN",
-	"A19acTVNNBOG3Mx5xryUsOztQSnHj5KgW2YAp1Kwu3kHhHkr++BfWZtO07b+hWfsgjUI/znVLYxWMc1q",
-	"BQPByGwSQr+y5f28/Y0VHi+OiKIilQsCRQSW2rWhIqUqdeG3/p2po/bFTVvxXs7ec8HWtwKZ3MO8EU+a",
-	"+vuAPNqVDNpNqbMfmFE8uXByde0S5sUIKitaKhvyYmQ50ShvqqXJmUrsTZRTQrOMhHeRN+dfdEQG+4eD",
-	"QbkUNC+Cww80sGZNE4xI4KaWUrDupNVxaKe3/hqksznLUjJZNngM24oDyuSZlaVaEwK+84y7VA8h72nz",
-	"TO2bNyzY+Re2WLJ90aYVc2G11cdO23YPlcSyQhmVeVXXWt3R6mnVKKCJZj+WTsAdojln6IDKZcaTZZ98",
-	"WnCDBUPOyxPVPDfW3BPSe62sspNlfWKVb87QzWI1FKzN1Fbs05z3nX7aT+QCZL4uJqlcUC7IDc/ShKoU",
-	"Hv23+oOYswjGbs5ue8Hz4xMJ3rx7+xl+dzR40R/0Dw9f9H+yv6p+MDg4OvafDQ6H6eTn4fDgxRHMArxz",
-	"qL0IInPcrljEnaG1EOOOffVv5c8Ovw6Pj1/EHdD33p1fv+r1yVsmloS5xd9wgf4immXyxn/cJx+pVRbx",
-	"r1jQPM+W1lD72+XlOen+TbqyU3L5/oJ0Lz6+65FECsESOx/v5SJvP16gu7D0E0LRNT6QcpppjEqBuxKT",
-	"QK3V7o6VyJwJF83JqLG0TKaZtGpdJmU+oclVRHLFr+G8rSa/n8mEZuiF8y5qK41mTEfooLLnHLlsjaCx",
-	"nhDNGEllog80SwrFzbK/SHuNYTK7SzWDe0Fv3zMxszbP0avDZhe+M/iPXr5atxZTJpaP+kLLBpRg5u6I",
-	"lDvya6aWvlg2ZdpwAYXU9saknlSWPgrU6LjGH48sBeq7h33j/bDZsuaP3tOQI40XUllCBx7uw2A6pwlL",
-	"9zQZg187AXoHDzc6uhOe4p9jjJTFwl4TWYDHzOrmJ3juENktY29YxFjn8jRJLKOAX8WiO/7n/il8sn9p",
-	"PxmDj/n8yyV4HTXWbTvnsqY8bXbvN6kcH53pt0JjyDEa9QiaNZZPgC+ZUc0cqzMko7muejAqpwX+HF5L",
-	"q6l8y3KZzJs1hLYKPqsfNRRwoeXY/Kpcymwbfa2qATRlm1O1KO8xiP9QikK1F9/WCvX5T7hLigl2QzNn",
-	"pkHwYmG1G81Ytf67EpvwYzTP7Zop7QyfLbw+MIdRIQzWb25tgOxotDQNfe4CaCt1U1KaOkFU1RB62/IF",
-	"F81fhIqJFa1FSlOGtxl62biYWVExYSTJKF+0lOOWHp7GgmSi2JRnGTjNu1Np2ZomKYM8Z8sEuCALLkDq",
-	"LOhts7Nyx/LF/7eQhu5aAvCPOfrvoZ674sE3UOncJwMiFaFg8g6rlOuDit2L89M3Z6PLs4+nHy9H/9Y7",
-	"icX+4bDMwbHcdAlRtjpyBWAQpJA1WYnoEai2t582STrI129yD3tHOj5AsDzVTjwUr+BySHcizZycnr/T",
-	"ZRr+EfBOXwugDctjURKEZfyWefn6by7IOHw7PgHve5IXeJCoR6MRYh+8TvJi7LAwQqB7XEbrdDHxTlIH",
-	"zcBEGmbjg2YV1Ba7kPJHsegeD16sOKd6J1YNOzt67V7iKRoqwIx2deeYIiqkJcR68HOtsFyPwOmzqfa8",
-	"6oxaP55N4CQgz8ikSK6Y6TUZayv5AbW622Lh2WnVgtFY5aPD4VcOU7jSyGbrBp3/jWN94K8xb7WSMOGG",
-	"qafIMA35W00QBJvGvIOZ175ekTpulZCFBTvMxaxXTqezMbrZtlaglDKaucuKws/akCPwsrYOHTyTcJch",
-	"Fu1+oveIoTNNXKjHbGSabWIx5B61kJK9zA+ioybWfFGGiFYUK1DiRnAN1qf1SWTLUDWO2pxHOzqpmCIV",
-	"LXHGXBAM1NbG/J16Wt1u6W+1CA+69EgX5EoPy+yAhxdG7mO4DrXRWnrbVmlrDSlj4eI1Z5fDkUPkNM+Y",
-	"qV5Up1FRx348goL2pXvAwaWGVLUWyJHHwdxo0VXb9he2dVjJHLxirnQi7KUH/3Irc8lDU8X0HHNKGvfa",
-	"SHk1WuhtkTWeEXfkNueK6cfY1DI77u78tZ1hOn5UqploL5rKCm2Ywng4xM6g+o0b0vVfLexXlmiaC6Wc",
-	"HNpl6xWjDtdsVaVcluVKEHACD4eTkxKBbq54lrHmQqL2nJ8t0nQaQVXqYRKgWwdaEiImOLuOyxDAz3CO",
-	"nahjF9DoX9+godfyae6TlbGxYLAWralUzlfuZO0+fW0XSu/lrCFNI5Oz7WfugyB3zRpeumEqGCw4u/YQ",
-	"elnmKmA3DV6LMHyPVhfSBshWCk2edraIlK1P++t6Pv94AZPRrjjMahB/PcMMXPhA/6d74D+MKlh/bekN",
-	"BwG+s2uatee+zeUNZrk5fxTRsBfaCoa66tKkYLuHtz7rle2+g0xXJ1+O10gGkJXZEFaEMHjjJcOvRp5j",
-	"NT0hWwrGWxNJcmrmI8SD2xG4oMjTnUXiuqNmsypZSUndCiHtNURmEO+DdF3mN0t7/Q02X/rUMrhF53ln",
-	"nGXqDDrQZEMqq5GSdFcy4XpldAPUIij2btYxW8/b3Y62ybYWJG1i/hUla0Vc8wXDaimE8ep37qxiRWZf",
-	"TrKd4yMJfN1ANu+5biCdms22FRsIZHgXCyhf3TSty8oerjt7TM2dVznKu8AADZ3NPAySBn96k/lKug4P",
-	"MCD/Ve37CsrfEOwKiJlhzV55ixrgAclc3oBDa0HF0huRbip6TuHUTwh1qH817BursVntCBaPfqIEszzn",
-	"TFmykRi9mlBdyzHFGDA6noS8sQ8/2u2GANaoZcexgCtjWLS8tvV7mP3assPoanQJlqXq6hE8SRe21qGm",
-	"YE2zNYjDKcMGYli1NHwpOTCLnCyoumKK0DS1xxfymCCwSlUKsTndOyEDOz6tjO6jFQuK6DCLxo28i5ds",
-	"8tRIte4zclSCu9Xib55tSqvd5UQnHmFzB+TD1gLeO3NPd5eJ3xsZhQccfThGL5tOWWL4NRv9Hlzmm3id",
-	"c6y3S7pWatj1/YXP1tn0+Bd4qHGXvuhGuLG6k9/7fm9OiOZ/YNbGB/66irPcfzzf+31wMGuO2Efxmd7p",
-	"An2oH/PejshtdD60DB8ToLohi7sQRjd7F0o2ZUkHS2er9RyOnYFG2cKeWjOwFaPpCKCom1HTNqtmwba/",
-	"B1/agHONUn/kUQjXRd6EJldF7qU1iAp4uCVXvJVGgI7vUmZQuHc9Lib8udSGLfasnoyuqB766IW82VKd",
-	"dHnjfnYreqSjhq+ttPgaNmBrG8RbH6UaFVV0qEdTVezWjDZ4bQNE2NaJBJXTW6eC0NnAPoX+b0sYwEEx",
-	"dzpUJrva4VAYFUiGcNMS/G330nrX0h2zckfc4pdqvlLt3KelLoTuktcXdZLdHp+14Yk0F53k9aKTZtGz",
-	"2ww2OgmaEAfLth+1w1BQMQYqsGWaEHk42K22pC3jIBSf7WlXpgSmyw0iczQWDraWoLDESGgGUhaiFOJK",
-	"yBvR6P8sms+nnYo++GTfHXK6m7E810iddKUiPO01e7ebDotOtMwcUH5T95oWp3cpr+5GTandtZUEKeEB",
-	"Jzu7FPk0VkP4HMELqyK6i5lz19QCOq04F1rotfLP/dPzd/v2iVIy4i+sgcCoqnTUgDXhR+HhuTE59ijx",
-	"uVbreoPAq3B6/g5qfcA52SdnkNyHHQrYbcJyQw7mjGZm/ofLfKMCfgM9GCDESHUsxqeFmUvF/4BMwCF5",
-	"DRMimGd3xZY+0U4qMg6LG6593ycHzgVbwVkJWSdQnIoJBe4ZyE9wSS4fzi4/v3tzMbr89OvZxx7BIlWO",
-	"ZezaJS2ijt2PRSzQZNFD940jqqiSDwY6cxR8WVHoHoT6ReTr5K3oTxyuQyzsPCcsk2IWytmdZl82r0Bb",
-	"FqQMN31yWibe2C81Y6FuNHwTCyQotLJPAuppmbKTBoRUDxxK4bAchyBSsD7xHh0daoYC5CZOsht2fE/3",
-	"wCCvptPuhf2qpCQ5MJcF5maG04pFN2RgJlIgOhrkFPVwidUX7Wni1wdugkwKl9LJNDjo4bVwcFAspwME",
-	"25CMv8VYZBF3ht9iqE+KO8O4I6QZAbR73IliXwYB3/joVxzHnVv7P+BTcM9+/z7ux+KNTJkeEi6uacYB",
-	"IryAhD+oFI5IIWhh5kwYnlg9yH582ItIKeJGKRPcF6NFsWiqUQPnKE7RfnDciwjNIBduxG65Ntp++ksv",
-	"IlPKM5aOcgV+euDM/isj5SizYoV0jw9hpPXqNaxqk4q8HPzk4ArBS5tyfYVruaY8g9xZqNqLSHM1XxQL",
-	"zBWmmf1g0IPzWH12GLq9+JwiO/RUqiurJS8hp2kVhd9Bw5AbWWQpKstAnOD4yWkJjIzOuhSAKNy9//jp",
-	"rb38Hz59/q/Rh9cRqXz69t3Fr/azWFQfPf3n6OL049vXn/55dtGLKs7B0ndV7ehAs2wJU4L6cJi9u8ku",
-	"IzgW3sw4IUYtIdkBCt2lCNfULqRP3hlNxq5Kc0w0XTo4LlzRMBaWlP35AaWiKQ4EDCWSjrAthUdxpxDc",
-	"wCcf+Gv4AF8Ud4ZHg+Of7QOapfDXi8Mo7oSqQPjo+9jeUPtSMp5LbcZljoj902Msc030HJCo7e6EVEAc",
-	"ya5BIxk4GDgiC5MX9mwVowu8poiItQ/CAgNtXs5gHG6OjGrM0zESBjgSZ5LpWHhdHVyIe9DloGAiYR6Q",
-	"AKE5aajK752QOaPKTBh1ieEXF2fwpR0p48K+tDseQvILJEePe8TPTC3J4UuiXfUg5PW4VXFNfi84A2aN",
-	"VbA4amZ3Cki1LGcgcE0FMDMjyfjAvUQffMt5+t3FGseoZY7fU232Iai6/+4tpCMSru0tzjO6ZKmnSWL5",
-	"Cks9pkm5IZNiOmWKdI+JS89yB5AzFWY/WQY+f0L4lCB0i3vQEm+qZJ4zb8EqbXxnCU3GM5qP/RGniA2p",
-	"SdeuKmVjKE6tJNe55Aa3d1a+WYaRK2aY6jmicErcgtmLs3SonDAeijEEp4OzwgP30YHQkNFn1riTCJmL",
-	"JhY4r4Nv4dnN+90nb7n2RydmJMDv55Yv2bW69EtuoPIc+IivfTg9f9epRAg7g/5hfwC17jkTNOedYedF",
-	"f9B/4ZRDUPy8MgVV+2gvWG0a1KZ3aWfY+Zv7fqV13tFgsFMLu5UIUmgWVRbRy6utgM7X+9xd1ZTazvC3",
-	"r1FHF4sFtRZo5z2/ZoJpXVEq4Xmv2FUWvlKhVVcHOMZywOcK95gLcGzBO0f42OjfehHREjCXGtXFKBbA",
-	"1FzonevQQgqIoUFxjJCGUbME0A/Urb2uidlqsThXcsHMnBWa6ETRnDkdZ0+TMa3qwmOrJgJb0Eykurem",
-	"7oEsOx68QEKrE4PPO7iTGAy7NQd5RiEkt35mldkipDJY15DhcDw4bHNphzF900P79Iutn/5eJYvKDLz2",
-	"3q2dFsAyrSn3PUc8XgM8oEXKTevlgR517yWmDJVdan9bpTWv9FJB5rJQhM5kS79N5zgsL9Z2IZK2AdEF",
-	"2DSQkfcapvFVGI3Z2BW0+ZeQWlv7YQU+roZZZP+sYhY1dXL8+qg8zNUWbh0Dr/Qr/H43bs76ncEuRzgm",
-	"UP7gOe7JhbHnncypmFl5ZC3thFqJi5FovmDkhotU3kQgxbVx8rpbYXuYRli/N1dsqVuvzXuuDbbZ1I8r",
-	"d/yo2x0YNvq892HBYA/Z+xUJZN9HJkvfe3KbHUYQR7w3GcPgR32rP0ObTvTsPGijt9nJ5n1ynULtSnbd",
-	"Lvv08f02FxdOKCJfru4lmEYBBtDqX74qKIJU+tKeECkx1soWNNOEiyQrUlAx7uD4ZZdXnpIuVIbAsfaa",
-	"mx1fuQPattPx1xopWANt8237CE886l0Lg2512aCStCHuZm2+9sao05ZkkPtpkv5d+hnJsJKPvadx9MgB",
-	"bUKVJVJYJmm6SqQnpJqsHRGWaUaOB8drjABeevDN/uf7AdTObmIIXwQ88hFRdVbo4bjhKOhVrdzlmfcO",
-	"zx6U7UrFzYxyQbpQ6gBpRFVCSSUmB/aaLmnD1RN+J7a+e1End1mk9a19276xj8drq3B7DTQO9gLCbksI",
-	"PMmrpz0x+/Qv9ztfWIpPt+oC6qP911SqGwCvAEAEKIXsDUubS8gqHq69TpCDZ5fcWqLFdQXLby3xL9TK",
-	"sZB/Zu+mIa7PX+lSW4FSRVHhIVdQNERlw35wOnjDEsyLPjl1PnMwE9EFBAfFNUmlYCeVWgnsBgzfokPW",
-	"GpNLv5JVLhAK1ltlwDk88agyIAy6lQyA2u57q1s41nNyH659fXOAZdauCz6QG6ZOIfWU5d13qG3wloNv",
-	"PuzzHfNh7mJSlRTf3RhV0UAMFwxowb2LafNaYjn81lSwQ7zWVefXDLk70btRhO3Q2sf+ApEAvjaSU33T",
-	"vj8hf0Yibyfhp7XtHkDvgGhPKwjkIFTdHSAABuH9Wk7salRsfbCNoqsUnVznnz69j0jKEp4GgW3mTPSG",
-	"Li9YzZgB5mZZp5HktwUX0Hbia0QQO6MCm8GWEqERMEIolSCpvAl+WZjuhGXyBl5uxYMbwF/MgGAARbRw",
-	"B53PuDJ3jJBCKAziYxi7EkviQ594B9euNFpwm5mvC/8+LvutDLwVA3Zps/dmwX68hxi9djP8izw4uNWG",
-	"MTm24oNtYKRtihcC9lx6N9QzcDVM4cipMUzZ3fk/v9H9Pwb7v3x1/93/+m0QvTr6/r92yiLaLUF4m6q0",
-	"bXjf4aPxPk9fm6jn6fnfPbVRh/oUEqPvEuSOhq0ot//43nr9/8pMhTSfSOxsv/XPIkw+iZCGEsrqt7zh",
-	"W+hClXt+H3fJ6snd7azE3f2/0F/5QOu9xbcZBZ+gFBXT6TkJok2UvNO6CO7SJxcjXhJUIfUqHa03Obee",
-	"ko9v9uc+rx8XDqSSBFj2VGjm0pAUZv/kGuP4XDu3ofOqOR0WwUgsX7r42+n+0ctXd/H3g1I6PxlJtlhr",
-	"yH6c3L8/YW6lVDyrsfTnUBjuHWEAXL6gMewFEbdKlFCmuSQBpBR8lezW+AhESXplYVWrLHrtoYY2xh8g",
-	"pQkdaKEwtC0SXPoWNlLnI8q9cplbST5Y8v0EnxupwQbBbyJrLYawZs3GaEoX+fzlIygwbz6d/5dDVRGE",
-	"ktnfuZYBsNX7IeWNwKQDrmXmrGPfdkukDu03Fh5Mdgq2ZshNhMwso1ewoi1bAxDj1PkZqWeKiD6mmDAR",
-	"Zohpw3JSqxMi3JBE5pzpE8zUhbgvOBZZ7nKRsFG6tdehVQGbcW3U0tXdch2LTEpX1DJhU+kSdhFdjiMy",
-	"aW5YOiQUUsigPgx+C+1xWMqE4TSL3ISgUw+2aGHYKYuStzK5YgrqiLnQRhWYzmJcwwIhDdFFnkvIq3Gs",
-	"/XgwIJouoZgC82liMeW3fYJNDVc76ZRTZiIFxcT7jDnkV0dYug3OZPBFQJ1yLHKqNdNRpWwZk0vZqs95",
-	"WK/mrTYB8pBTxOEhxgJgzLqQaTe2dxKz8sb247GL+4xdXsS45/36lTW4OmgmAjwgTZf9WJwKt/WY4Okc",
-	"ypXidV/wrhiiC3r0xg/n708vMXP13YfTv56FTO/jwxcnsZDCheMKkdPkSmPGLDfgptaViUHOLcvJwE6m",
-	"CmNYya5d451jvJjjyCEmRqSClhiRcaikxKYWZeHluFfOcw0I0TUZJdyg08iBHdrtWtCUNSVDQVM3ZD1P",
-	"I3Ph3b6zwVaS9+hxx25imFiy++RC9/Ce7qPXSFjlbYJrU2MaUuGHgG15EmgCbnSNV+FSV4XvwTeebjTm",
-	"S5J4Iq2o9WzC7B9sm7tak2Cb50qCNIp8Xxq7eRFhtyAxIPwsUn9lMznr2V0G5rKljcbTexnslSM5SKhI",
-	"sAHG4w/X6lmEMf/VT/wC8lsakHDh1SclM3RFQnOaTfdvKNhQ9Vhj9Tw8KFhjdu04kzOHe6VJl6fkP8pU",
-	"+n8nhz2SUKWWhBJY+ns5g8y5oZMXPicbBVdEDvt9USo1LpUTE9EyjrIEInJYe8XNCShqLuHc4S33IiL+",
-	"/RBfW9UGEJEXs+9SNB/rb6Y4Kayb8fib0H1jTjUZozY2hIacYyzMxt6bWP8jQMPggoy7+GQP4dmnXNCM",
-	"jJlIPTyY3RHOKvKzSSj57do2RxdevY/ZTHV6XL0Da7SHs3I/fQj5lXjKmZwBjs5agYZVjK99lKmunT0N",
-	"g4nWa3WhdAjaVqHhBDPzNtNqxWQtrb/Jcqqkpbq7gyttvTGXDbUQimlmxuTb9yHJuK61AmSadD2aXNna",
-	"DIE8IK8gdtq9WxIwcqhagOIXGKMf0KvHgfrK/AOqAa5OMVMogI+MBSRpAMxCRDxwInQ3BWxE7ARm9dN0",
-	"TL7FHZ7Gne8ASJpIlQYFfgaVgWc4x3odBl2rt6nX50ApPcUumyEIaaTsnYTqDHuVqanWxICQq50XFAf/",
-	"J+xLD/PhEc0ZGnGUxS9oj8TCH4OvV1o6HHCSSTGD3tq5IV3c5pCTBD+GjnZmLgu7p9YS8Ieie33yt9a6",
-	"IV0tDpJTVwoUi1iAOVODDXQMDQpdaKZlOMgV9EHtZxhYZ1gYdOavIvmFuFwFFxGqpbrr0Iy9yFEtFtCh",
-	"MY2wfoEtrxhHYH+5Ps7uScsU0C+HST7ckK6j4nrRxLuPl2ef/376PvLkWaN/FEw+oz/gDS96Dnl+Tq/t",
-	"wTmy86k5HtXd10ANy1KfVVoKxFJbqI5FsJirP5xCJjUNFBCwGCdszrHKKw3lQOD/tqKoHK5HFMXQ85wK",
-	"V/xsmSf2xTGQgcK0HdXlqTg6qEiSWPgx662ifPEUBPetzd9cJ7JeFhx+vxdW48CH4dT8BnHl71OjaYUv",
-	"OUOO2Mzed+a47bz9gi6AxFZf0eQNg0tSe/3mNJS1hoD2Dmrm3C5rqWh7od4k4HKuX9WWqS1CdU5DvUQL",
-	"6MAWjrsmPWFdG7DsqaoL7GYb7lLz8/LetQxOcHlG3qhpoO6YSKFlBk1XrN5hhWslwAu+qYNvc6rnGy3B",
-	"vwCCzBPaBb61YoN2hiA6D9LL/jFnwF0ogvZpZrBizb747gx3FzbxfAWdeHsa+8VFJJM3TCXQ8Yfd9puz",
-	"3qFB5CatrZ5gMR3s//L126vjpqyKSvhkXa2ayHSJ6oWhinRnf/AcmvJLA5UA5apLGKImhEio/XNSCfim",
-	"nlPl7KaECqezOhwftCTsCsmi0IZMUFKv7JqdGfpiYftiAfYG/MqV5vuZeTfG0WDg8BOlYmXTDvLawbVN",
-	"gsis+fG+nL//dPoWivZdOlWviTGfFxWi3sbjdbtvqKoTdCglm3BB1bLhrJ41xrThDtW32FL8Y0ZRt7y8",
-	"g+dwm30B8qre9C519Opavjrnewp+NKKtonRAPr15RzK6hB5lKpnza9ZzYYfGwOmdeRTPkEHRlKe1Mx7c",
-	"NpEliDGn+kE5R1Ad4qBcMEfCp5yLMvcyIpMlVBGVjZHso736vt9dCvYWPm8sBTtuwq4CQ+5BAuYvEpIw",
-	"aW2NJ8S3ni6Zracpy0atJj4JUZLU+QQwsuF2B5Xt7fwCd1VWVUXM6f5/Y/pef7T/9dthdKeoWWOeD8sc",
-	"2cRNKk2Qt2KgDUeKu3cf9e2e5P0eeU719El3AiJzKQsFlgXg80AGsKkk3GPExwtnJHwHYQaxPUD3niy9",
-	"0QgRHXgok7MZS/vkIpg5DjrQ27QcrJsRT9EY9KZKgCHGLqhlt6N1InXR/AZSRRwPHsKUuOFWzq7f1AMl",
-	"PVzlw4l4a3/2Zxj0z0OlD2H9it0omudsS9C5dQ4+lzeIyr2ggk+hEvSGQWvPff/m57srZTaJY3K1W4MN",
-	"dSGzXQpfsQSzRLB7aijKDzl1vqOSpOsUXfLabvhlCb2DbpD9Sl8AUGNllvqcqtLtJSCwWqXuGshuqxJw",
-	"UWlGttHCAIiffc3sQwbLnwzDijDMGCRdj3Pg7Oxev8V0Dq3sAy2VwCRr0MTtjoTPLEdmMr5iy/+4plnB",
-	"xiSnXOkT6DoOmj40ou1jx5UMkCnxuraY9Ng8qDq1oMu0tQ0qq2fNEpZgVe7O/UAWotbSnMNmd0fTEDmd",
-	"Mde27PmSiAS7NaPKyGvy7hQaVYaSPqoNySFiGd2B1L5dzwMHC3lny4Pw5q9b8CQKUwQwm3rF7VP5W9YT",
-	"oyqVla25UU31FxcBJ/MpJEttjIqMeco82HDE6+fktIqn9oXtWIl7tIXw+UwNe29ZAs7+3t62UC/h6KWs",
-	"bQ2ZFj6SlFABKF3Ux1ztFbzdB+Vt3zUEdRrCqiQJ2RhtVs2vPMuqlHeXEuzaeD3ErLFDVuNkIIwhLQtE",
-	"b4ilz2moJ55Ld4HaXImtSxg8BzVXYW533Zl1K6zpd+Ujfh7v3nZCaHQlgJM4POdWFeLMo609sjeBle/d",
-	"VgyEqdzPi1AZ8fkK7y+r4HYYz6rg5rm4WTcIzVfHZMoF13MAakfAXg/3L1ivjgzUZJbvQBBt6bcfEQt4",
-	"pTi+zKkshIsg7ldXIgW0PiXHv/zyyy+x6FrCqj6wf30IHZJ9iWeZP/hLEwgqKsMJyzIYMBYA2AaZA5Ch",
-	"G/Z0NYJYRvk04lN8/HSJW66K3IC3+J2pRv48kOMO0ILAhyD85iAcY4Fh7BOHb4MTx5+uvzrMZhxhXiZf",
-	"MFmgW3CyBJhXD1cuFQFujGxOew9in7wBrEYJ2L/+U2D8YLMYBygVES5iQZXi1zQjUqVMNbmiPxcAAPlU",
-	"6oRM2YMs1V2jZhFsAsadc6ZCdtHK5RtioH0NkzIW3cOIHEXkRb/f9z3jayCVvYiM4fVjPL9lziIytsbF",
-	"uPqu/33x6WMsuggEq8Ce0STu2CE6QEIxMK24Y02/Zc70kIzDGJW0ji7NbuhS46WPYsFTcmingHkbIzkd",
-	"lRwGfhb+HAECbtz5HpGxNqkszPjA/oMpNY7Ftxi2FuBlLbVoQxc5PmwvWmbGpIuHZ/+ARVsOB0NYawR+",
-	"CJaZ/ZeIO0bRhE1ocgWzNuECUw53A701/uM9jQmQZR85PL093YtiAdikdiCHXxp3hr9+J91fHcApoL2i",
-	"C8EDnAb41MoR7+lYIHpqztR+2BaSyRl2kK9gklr269+l2e89TF62H8dizERa2+cxXNZxIdhtDgkFo7Un",
-	"XDIQFWHbbuZMYPrbFVOCZSTlLO3bk7HrHpWbGwCtv5OukISnPYibQR6Fh94kmdRM4+tqK/aZCZWSASbS",
-	"kzK1wjI8TMFaTYyJxRaZMffRw59K1G6phz883v0ZVWpLzY4ZlOk6q2C4LmYIhwBJHZAb2e98b9fAGiRP",
-	"q1Jmb+QPzeaIAKwBZa5LbXEOWs0MwdF1/3FyPh4/pcIuZ4p5uW8g4hNkbZmzNePXTBCenmAe2irLiYXj",
-	"E1ErqvKf7J7Uc0RFKcn2XO5lkJylhrWeyzd0AbE8JHjAlsWCG5dn5tK1sNa4zDBlInXDdKGihbuO/6i2",
-	"WduNGx+E77mtu7deG935cLAj7rCLmpW2hjDC002utXbaz+bNE2OgVWyuFhzVCnK39o25sELKz/F+vptn",
-	"uQthHyFRN+gH3Yt3f3338dLXflm+HyFktNPVwbRw2JaOrzCR6lhoKYXjJCGz02k7Xg3o/sqWE0lVGgbH",
-	"CsR1JePEdWWwzwCHCsYhaLhg3vislKbYgCdlxKjfaOa/8Q89qpFfHXorE99N434GfhjtoVgKpWz3xrd/",
-	"9aOZ3A0GGK78qWwwePuzmmFDq9lSZUClza0pM/zYZIiQYIcM406/3we1F3qzkC+Xf9n/uRcLqexDE6rZ",
-	"q+PaY6HrCMs0AwtFpM4E4mbk+sV8jPBvsCImUmZgrCBwPrwNaq/wb/Ix7ljVPu5oPhM0G7qEe7B1fCsa",
-	"P36fnHqUQvcY2O+U4G+haCVMhOwfYi0yzIRAEmmfNNg5H0utH8oIYlFR5VHZCC0kUKpWtBRfiGM1Vcun",
-	"fPIbtJLoW0tm3cqo7Oe6tVHJeZ8oRq+0Nyxgq2PRtcqUi/DVPNFWDrhiBSfSHzNeEBhFQx06Ta5m0FI1",
-	"1B251gBPK4ZWwb6VKb3wqzaBT5C1iigUfWBpIE/Lboa4hF7/LrZeaz2ywWqAp/9/w+FxDAdX3L7Bdug/",
-	"HMsYR9lJRe+Tf0h1FSZqZVcsPKUAEWJXHfDoAromZLLyStz2cEAWXBQGywmeVhM/36iB1+gbWeoTK9/n",
-	"G6X0BUzh4YJ6B9SictW+ZeTFu79enn3+0Insv3599/59J+q4D+Cvr3f1NHSvvB+AXUOUzwqKJ2as23FA",
-	"bVIEM/1xBMJEegGzeBbiQH1o/UReL13uzo3i0O0QnmvMxYCEmPVEfnZrwu8bf8dkA5T8m8yyFTgGbwIp",
-	"btlj5RVltcxj0Z9vt/qDSBAiL3fZVil74x98ZPuqHH5L+ypM5b42lhvxeUOoqz7WvRAK06SL3nTdQ3ec",
-	"z1MDR9OGJhKPYLZhXkZ1T5/l3ic3DV1trdy3mkjoJXxCVnsiu6hDoWH/5nLB+uSt7xFqlQH4qOm6Z1TM",
-	"CjpjtYy2Tr40cyk6PxxDr0bUj5o/9C8ftyjNEIwQd6mnghI4q4JNIm8EuaaKW+1S91YAXTB8V+QbLBK8",
-	"kQff3L+2qJFYvTx3cXt825/XoejwP9wGQH0vbLdTvWfMQFo7DakNwsFaKdYKwfCYCozb64169+opHriE",
-	"hCfWrapTa3WU4Ux2pRq3gD8bE7j3tf6r5erlrcZsdUdp3WorjCANehjvDpcbKvFnPsGdlo5OS5aOEJvp",
-	"Ayp2N/fBWshr9hdsbb9j9dPgedAkIYPQVehJVe4SMYoxyyQ9nh42qMdkfSowYaHXnl34Vt6ITNK0efGb",
-	"ND2ZGLbREQFzhYJfdKW9Wt/JnCrDaUb8EM/p7UIPidvR0u/onYHdz4CPEsAEe0/N586pmXday8ewRjOc",
-	"0jYaW8MBPV9hret12ByB88Vadu+fmr+9HPz0GBTiitBYCVMSIG4QVzNcSc7u4EQHGddmo/n1KNABD2tY",
-	"+YBelW4oV0sEtWpPbOk+w71sqW1JWQ6leE3lM5XimVfHd3Un3UQvi6uUqwepMq3ayQd6xd5y9TxWIJBC",
-	"Y8V11dsHT/3oZhWt7OsBptlDW0+UMt/DyCHnuYvdWNXhiainqjU9OfmkTBsuKB5EQ/0b4gHeTWDuuaj2",
-	"wh/dGaqV4J5D1dxIPtrQdml1YajZXXV8RFWCeTn1p5MYG1n6DTXJvHVX/2G/3VIJeA6Apvvq2GUkUk7J",
-	"eFqizVXTsTGh/Pua7w+2iFUMwudRwFsEvWJJoTS/ZjsCbLUQgVRXT8OS/yLV1cNrLXdx7cpCmFbF5/DV",
-	"ZsUnKoucW4dtL3WuILRgkttIQz2Ors3nRa2O+edXx3cXMj++N3hFG4fb0hAcSZt7f7nEly3hav4s5cqQ",
-	"/SPVlY6qvdxoAtlHUJatfb6yyJaIh5nIIkvJhAHWcOTi/piOgr6MZ0hTfs5CWauAE7hD9ca1GN6YSSKF",
-	"rxPha81r9zRJCgXWJ2KiVFrQIrADSJsI0TRrPnOeRoSmqbJHAdtbORWsZHNmLdb7uYGxFGuH4tzNONCn",
-	"lYVkEvD2/fzoDKFfIYcdMlnPjl7voROQiet0T2Nut3/OwarahcbCZ7g5Fyrpxp1z9xFsQs5T8tF/G3cq",
-	"4QSf/GSHPXGoMdzoWDBxzZUUCyZc7iumoXQDCLrLl6Km0D0skruhyu6Z6+dhz16fkClnWar7qIPGgmsS",
-	"d2ANcacfAGvSVK9UbGR8ypJlkjHSrb2BxB38UdzpDT2aTRQLn/TrenhEvsNxF8r/INGN5aYX+dbGkUt8",
-	"i0gmtYOnqx0BFtsoRlPfmNghVUKI85pmDt+m6kJThXANmH1TXCePTkLuTiyOBoNBOQTm6mPGz+r6Sdfy",
-	"AIEIWGwPU4aoBsQRzOTWDk0Y9tUtkAu3rQE4COu8YHWVRk+W6Fw20WBAHIyw21tf36h7fUeGCC571ETt",
-	"AZ6cLpil6hKaF7HGS2Be154EoY2DntSEf001GRvKM7I/HROuhwA8XIKoky4l7+XsPResB7sCmw1FhHYc",
-	"UGWIZhlL7MuqBbmkC6QPKCBRDaUXPnJO0UXPVUtIwcr3W34FY3DjX16B6vU7G4tuSbzunLHfalS7wHX8",
-	"ZEtoUQulDQkVscDzg/EXdGklBqaTAhouxS9gD13yp12fllhRCmsikyXkxvdcoxWnmjoUYMK3QvrFdbPU",
-	"rwyBfi8RjD4k2YfFVfO0EffaQV5DcV69yGQVHzgWOAbCA/cdNYWUeisr4CxRX+ZS/MeEJlc3VDVCxZeo",
-	"Ag4vfiPYzue/vCEvXrz4BTbMTrUQ/JY4ZWtYOVZVAop3Xat26AaB34WjIF0/t15L8qTVtqW6K4Wz0SXn",
-	"19+sqXfctDpRSFArP/GzasxJ2xZApwaZswVmzrrSlEm8guyaZS7blqUtGwUP1cGL3LJSNilm8Kup7EQd",
-	"K47sokEJ+boFnpErH8NG86iAQqCGcoEY3AnVzPIpza3d1naSmlGVzHdMxsW74yuTdRUU3FVrRasIvtWm",
-	"Ei1TwSvz2BDJDwbdgBsImvxWtnzYFce8K2LFSluyYnZXtsUpgqWweEZnQL1KJZOzVUEkVQ1RiAQO8cBU",
-	"qGa91MNlt6mmTop5HO46sIVXcPBTL5e88Um6Laj0sXhJoJ+YI7peWQE+l9oMyZvzLx4hWJNkpmSRYw1X",
-	"zlTChHHgTzTL4Ik35190LDT3iDq5YtdcFh49nHQH+4eDQS/yeg8XpNDM9WWHt1sDYk7VDBOzrcIIKgCg",
-	"TGEXE5d0A3bEiWtlt4faUngrZqz1XDs5yJFP5iwK7eUgBhyLhn51c2lVWdA2QfeaywL0IdAC3Somy7Ae",
-	"ashCakNevIJlgcAvMeyptnxhH1PBCVIet7fEbiu9ZoqCJuymDSgYmuSMXqHOdHRM5lAeA5pywLKvqIgO",
-	"XL/r98oPjJov/g5SkEotNfzaK6oAC1Jqqn6xuAduAGxOuqK1DsvuEaAlOvrELhdWzaJTxfS8pqC2tD6o",
-	"Kqg45GYN4UOAln+IkhCOqaYmtEPyKbObzNhp+KCJtIzPIF3+6cDqtpAKftdbEZlgPT+Mg785/1LeJcjb",
-	"0VfYvw9hXB4R9qeZgwtmbh7DjdrSVtc99dGN8jRFjv7t980kB66PHUKRaUylStizJiYhMGndtsHmpW5m",
-	"J6CxOdMJIKUsubz9eEFgP+ETZ8vwdswJ4K5P4zI/t69+Vp+5FQojvDs1HRShQLepO/j+46DgnCcp5MGU",
-	"vrMAKvuvm7P4gHyhN2H59TyyNc+sa2/bI0ZWO0hYncv1bsgB9MshJsYiQCaWOwydfqWVAMYD/lp1gqUn",
-	"RArALJtSnhWq7pCDLllSlHV2XkPDvo6aLq0ys+wTeyWwfL9+2pV+X657boWUsUAYfPkI8gMioesTvkq1",
-	"r+e1nqFTW93GWLUp8tmd2HFtIqWxCjDoNqVO5jv+4ggufTRC73VEmLg+qXXV3YNOhQhzY/ltytUJarqV",
-	"J+p9/zzccSHQqdPbAFeQm2VrKPdTzsT55X+txnEPMXy0YnPccJNAbXiupJGJzJ5TvAO2A00wBMvUAloQ",
-	"gkD/B5tcyOSKmT55DV07yFRBL0Vs0xgeBj2fTKSZkxu6tEollGW5h4Ot4/xbVDHAGwOfgpKZ9zHoWHTH",
-	"33xceBjbjeN/YKzYbkncGR4eDaK4o+SN/eN48H2MTdSdOwAaLOlY1F7CbjnChtXK7L+PHUZGmKfXDJNM",
-	"ag9S8bCoc6N3yx5toxvi58H2wMp2A5rfcnS8/VvszWhxlbmv2vqvrlwDvLJPI6M/w7ufVUj/gJDys8nw",
-	"FUfGv2Ch0WPFXz+7futrki74YaCduKnI3qjWgIVIhSgBJfyo9yBMrGWE2KHeXHc9odabRwXuCH9Dr8Cq",
-	"PkEN+kRAaKGpJbIl6a6J315dZJImidkncJ1QwAddoEHE7xztDZ0xtsH4vwgP3+FYgKXihlsODX1GDZ31",
-	"Ivh7aCigjvI2Dzn854cZ826Rdt2NzZ7CJmwytsNTTajrj85sL+kV8/N+Hl7bYAu1+OP9qa7SiP30N0sK",
-	"X113uf2EAoQnALxZsjncf/UCvKf7f5DB/i+kT0Zkv8TDcE00MmYAG1iRlM+4OSFCYuNoewd+fOFoOJY2",
-	"r1D4/qmrKp7FpvLLrVkx62ZTcMgamecIPNwnr4OfHdh4MEZisWKNDH2Te2eFgAEGPMfnIXChDRWhRCiR",
-	"+fKEAGve52If/I0QoE0U1fP9RArNtT3rk4pQ8J2GnFzxbBq5dJ07g2HlmLpltrGA3r3YODw43MoJd2lN",
-	"OoFGO5XqCtvlQgPfllnEwpuEXv4sos15Qi5B6NSxYvhfqQIjjixjjkXs73Hcwdh3xqaGyML07AXzbZc0",
-	"mUKjW0MmS3iD3S8rblXZkCZUZS3wGjublc4QUSphXlC1SCSnxT2NVlq6CS/dMD9KM91RF63m9K2+7Udn",
-	"wm/XiaCkUsFuCLvNuWJ6RJ+1hJCt8SWcB1nZUrxcQt5UvJssUewuNck986h1YJWBt8sMhefvVwiGJjmO",
-	"19RKBr9CJqIjMuEi5WKmI3LNlOZSaJ+BB4jd1Z6G7qcH3+xPt6jZd6vYuVz/npSBg0I7bjsuFjIDt5pD",
-	"zNLJmBsHgOHyobbsWejU2W374v4x2P/lq/vvaP/rt0H06mjnHrlwAIixRzMG+XzKaqHdSy6uyOnZxf7R",
-	"y1f7f33zoVfptucTV6x88J33oLkERAdiMaOG3dAlyQuIYGKJpWOfutbkqN6mDx4lY0cDY/QYgry2b4hF",
-	"eIUrJHB0NSTsliYmW5LxXGozjsg4l8p37tfMSk6sng464dj+OcoVm/LbcSz8g9B5MIifeuijcsqkO0bL",
-	"CWe6HxeDwYsEhJj9F3MfKCpSucCPxj1of+CA5TBB7svn97DCiUyhqjK36zokH/hr5ytNU03G+JOxSwlx",
-	"f46w2+54D7xhOI3vYz/1tEfKFf3t8vL8wp4wpHgGINiU5ZlcLjBF781pRLA1gOtzHDifKrTRLS2DK3fv",
-	"ySWjwwNsSqGv7cg6lUNzNpfdRPxWnQQNMu74z+JOE9zM3OkHa19UKKj5e4koFWWp6MuXL15GG6ECI2xh",
-	"4H72nomZmXeGh69e/Hx8F5Qa/tDN94dLeidbNkkOyH9wFSI7ivamKkqpCLbWrDDntTb8kCXjgcGR9Xn1",
-	"mCsioG8J0nJFIm3n+Wh3eTRmQeCMRjzdLRXi/0aHyRnkYgW7oaFDO+nKHPlItrTiRYrAuEfWzJEK3AOw",
-	"R701R8vqOR988//cRv+oelOeVwPxGwJton1KddW8wgXXl29JZHNHstYFDX6Qr+OeG/VJlC8a+k1yZr+j",
-	"gNquWGMbLhXNLP0sGBV4y4Y+qW9LNU7XHWxbtu51VOjDlpu5zWV46lFNiNrgWxkRfiL3NCPCeA1GRPgS",
-	"A80Tqh3idK9ac2aoK8MBL1ChWXmhwwu2NibCap7wMj8ALyBc/UpsGykWHSfa9RFa0BnTWGGWQMWD1+YK",
-	"jVrtYiMHaN+Fx+MAJd00cwBToasHcQD/oqc3wfqbbbAWojyw53bwzdDZNvRJZ8/WxD8AU3mB8Qib11Z4",
-	"UX+Ncavc8ghO9//bGsBfy3+7kzg8+mmnPv4XzFyGoZ8aLrfgWdpoNlh9dP1EsareiqkmK+X7D1b3d7vN",
-	"z+LCO4fwKlAvtiCEhj4E9p1069oAfugDuvYX4G/XhJqKZ6rwddptfPMLPPCk2yyoMO2b7L5dw6ulWQYo",
-	"q/gElrD+XkhDUXK6vpGYsl93Zl7LrFiw/QlNrop8s0ryd3j0tXtym7ive6vVwnAcjTEBb9xsMmTwB8/Y",
-	"dbyyBVspRtXtuJ9y5EdsMoZw+W4Hmy0iaxkKmbI93Wrx1E/34Bv+Yws5VFvcsxs+btVdTzQLmrIQfKOK",
-	"IUDidArlm72Nqs7mhTzeza1TQ/P9nQRaeZDCg6/ZUmJPypXvaqi43d+CJzyykVIZeIebeL876MdaZaou",
-	"Q2hPe84V+UDnne3y/+451zNoGfZSjNwZN0A04Dd70Hm0i3Xvq0yh1wjB7RM1qprY6f5/l6GIw+jViybd",
-	"K+po/gcbLSbNwQiouB0i1L8mOdUgl6aUu/7FZx8/XZy/sfyu3ob95eAnMmeqhBCPBRbq/f3T+y8fzkZv",
-	"z/5y+uX95ejDa9I9HBwd90rR77bghPgKtNoPP5z+c/ThtSv7htzupTZsEcrk0H2J0XhCyZTd+II+LK9D",
-	"x3kZsn11Z8wWtvZHY+T5K9PMqK7DhfozVQL89ACUFurWNHTuoAo0lc8esnTrkRMqOYJ7Lv0EcjxkYTJ+",
-	"jSZ2CKFYASULYXzyytkiN0ugvyl26QLJVUq1yp2NSCnEh2QubwiNhRP91jiDOJhXW+1jrgkgEKoHW0jm",
-	"oT2PLEzl4pi5ksVsHosKNz/4hv9wYGbV7IvVJ7bVEv7svhS3nx54EdcNneCx+NMeQaj4CP3vlS8KxcPV",
-	"WOB0l6Lx9CrGNnf2AcoFvqYEfVpFNYLN8HuxW1YOzv8zm3ZWVYySKCtK+P1f3iaeUTtrO6jDfwFd8Nkg",
-	"3+3kSUlWe57lYAR7PQWaiUQtcwRTuaoWO+mILKjgU8DEoNrKy3+g8L+h3LgbiL0eIHrdLdmXtVZ9wrW7",
-	"w/aRfVAeiGZMl/cZhHYspkr+wUQP0GLKXbYvr2X8QRK1cXAmQOnnny6qyhGm/QQmLUUsPKNuzQPHxL6M",
-	"mqlUC3LFlpt467a49khK/yro9iD06KpohbAV9s3kAsBHKNHLRcbFlT1Alk2xKb89TEPVjJkNJt1nRtNN",
-	"m7ID6n3lNvvMgs4EaqQa/G/NAHlPjoFeb6VNFJsVGQXFwt5JKNp6GCeOtnx4M8I9XOnasWwRIS9WQuMb",
-	"Oyy2FEDNdnzHSgsDpqD1ghRkAnEVQWRiaNbiklpg9+tGP/XgP38b7P9k7aIXbS7peyH/70qkz21CbAT4",
-	"/VP3CACa9S0CQgnPRKbLiNzMJfbqAEeTAdSWLqZegXKI4GzK4Y9VGN6i0CYW7JZr0yefboQrXLWUE/KR",
-	"6s0ImN7DAtfu4WAwANwpTMQbvDo+vluE3N2QoLyWP7gtQY1gHtCc4Fk5bjjaPU3c+BGBzgEI8aVJylhO",
-	"uk6gVQxL7iw0S0JMGKbu14ekzqub2JJz+DUVgR50tsZC27IbwoujLbshtJDrPfshbKPeW0Mfn3u2rghW",
-	"/NwhdSIUG8O7ZE+XElEsJkydkONfXliVdfDTy5e9TtMbXe+A7WquWjo3RCB/7xSZf772DlvInXBpn9Hd",
-	"4NxMpSjAbF53VJgO7Ps8SYBcnFjFGdqzCQISw4sWxHgSRMiyBdTmW3Unzv99VeZHP5r7Yf6veingLTU7",
-	"wvJhO9aEpWhNICzNY/DcXfRjmCpLCsXNEkaaMKqY6gx/+2pfRXP+K1vCX1/tg+raz6hQWWfYmRuTDw8O",
-	"Do9+6g/6g/7h8KfBTwP72v8vAAD//w==",
+	"7L0Lc9s4mij6V1C6W2Vph5Zlx0l3y7W15Ty6J6fz8I2d6dlt5kgQCUlYUwAbAG2rU/nvt/B9AEhKpCz5",
+	"lZ5zbtVMxyJBPD9878fXTiIXuRRMGN0Zfu3kVNEFM0zBr1dSGHZj3r62P7joDDs5NfNO1BF0wTrDToLv",
+	"O1FHsT8KrljaGRpVsKijkzlbUOzRGKbst//799P9/6b7fw72fxrtf/l6GB0e/fjt3zpRxyxz25s2iotZ",
+	"59u3qPPmhiWF4VLg0CnTieK5fdAZdk4FYf79niY8jchUyQXhRpNxeDMm7IoJ0+9ETTMPzR5+7met25Xz",
+	"dONwCy74olh0hoehXy4MmzGFHdvO1nbDPiVcaJ4yYuaMaCrSibw5IYpl1PArRuwkNKGKkUKkTEGrQjO1",
+	"p8lcLljYoT8KppaV2eLc26e7vvRzHLt1A25Z/3qH/5BZsWDbLfwK2kbluo0EkFBSGtKNOwdxh0hF4k7c",
+	"IbliU35DaMYvWa9PPjEtsyuWlhsUC+xuD78fkrjT78cdoo3MtW2gWESoSAklernIuLgkZk4NySUXRhNZ",
+	"GCKnlWkRroli00KztB+Lh9tx3KBPbNpwTUhYAk/tyu0oLdcBW+409jfbWOdSaAa44o1SUtk/ACkIY/+k",
+	"eZ7xhNoJHfyPtrP6Wunx35Sdduf/OShR0AG+1QfYG4xSXxXDF1HnEzXsHV9wYyf72KPKK3dvDBNUGAsV",
+	"1DB7xIli1DBtwU4XC6YBKKZSXWrSVUzLQiVsxG7mtNCGpb0h9JIyQ3mmY2G3H57Y7iL4a1IobSJybaGJ",
+	"a5KxKYASN6Q7NvKSCT2yz8YIfmMLUWP8UjFtevZpLMaKGbUc0alharTQ4xNo8Mk+3D+1D8mcUQvqXCPc",
+	"XlNuCBfkei4zRjRLpEjtoqS9ESkpcgBa/AiOu9JXfX83IjHYWrfbtvHp2dtf2RJQrZI5U4YjMOGupiMK",
+	"BzqVamH/6qTUsH3DAVJX4DGyyGXtDthVX7LlniZ5Mcl44i5+RFh/1ifsaDI6pEeTZ8lx+py9mP5Af5yQ",
+	"7uELMmc3JOUzbnSvaaRLnHLjUBblsGwa2c20j6jQ1xZ2EBdxrQtGpMiWTf3iZfy6/kKxK3m543YgpDZj",
+	"DfdETv6HJcY2Pi1Sbt4Io9rPonnF3GJAbOGWytKtt6x2Jh5fXrJlhHiapgsu4k5Tdwtm5jJt3Cu3qLbZ",
+	"OjwIQyU0y+BX45QVW0jTch6ywDfrQ8Ar4hgHB2dx5/Wbd28u3pCDq8MDR5+ZPvjK02/Ny9OGmkJXhg43",
+	"aMO5Rh0AhS0BpAkKXhY8S9cBYLI0+Ed9tYihLFAv6IwRwViqPdRjn5ZaKjaERhldMqVJ18ylZhabKWZR",
+	"FzFSAs4i2lBlWEqSOUsugYxGhNFkThJZCPtCisTSXI29Vo6ssjkJTeZNoPrp8wcY5NXHs/8i2rBcW0yn",
+	"GU6LXFNN3KeNveZF81ncBU2lXF+OFpPmDpknovUTYDfcjBKZsuavMjkbWYICXJdhC90MHfiAKkWXeIe0",
+	"prNmALdb1DRWE9RMueB6fidkvf540TYjOKjtjrbxDBdsIdWydeMd9K13H64rkFepGEAzNCeJXCzs0KoQ",
+	"wk4zjDuRMmNUVDreaXPs9YddYMIS0t87ljrjAH8UrAAondi7is8Uo6mlJwg89hKIhGUs7XyJtj9ZfNOG",
+	"c+hM7wZchi3yjDaiz1bM807O2khQy7XWzBCJGCfjgiErAzuuLWNuWE6mloPxaAn6QRYMXnJNhDT2/BrP",
+	"LmNXLKueQ8omxQw46KnsRJ1rqkTY9y+NZGrDFWN/rC8I5NgBcmsgvlqSxTXR7A/yN3LYCNn+ROs9DXCV",
+	"wH9G5LDfF2HZOiLib4fuZxWO7f9hZNGMB3ekL6Us8Tus1nXg99XNvNylL22A8Yn9UTCNvH2acrtCmp1V",
+	"IGRKM82iVbJlPx1RhaDb/GE7JJdT8EqOtS2eUz33XEuRZ5JaThlGJaViZK3/VmKykTCkMrlkasoz1iTo",
+	"vQ5vSVdzMcvgZGesd2IFZMNoaudpgesAAOAAzr3fND3b6NaNXhHJbmhisiWRAiQif/UjZAwiQlUy51f2",
+	"4OsH5J+3biwV5b7iBhBNr5jl4T6+emtpt5WzDVWNFMaTknrflCg249qopeNbFJsyxUTCmnlAbLvjjiSK",
+	"pUwYTjNtZUE3UlcwK0Yi+9Jb246can0tVTNhLDRTLeJBE8xW0W99ajFIGb8PDZ19iTuwy+HEtuMSb6Gk",
+	"fpZNw3oNjP3bzqCZ+xXMXEt1eZuw/sE1s1/IEaD2yoxWSfCOyCNZpC2SmKW1u0EDNWQhtfH3I1mkEcml",
+	"MhEpVBYRe21PiLBvF4wKTeKONjzLPFtBQIq39Aykctiz7Sbr0cXaCzt6C6XnCyYLM3IaADzIKS0y0xm+",
+	"GAyaqEKhsvXzhn0i13MmCCW/vLlwKgzU064pK53oqMnRYOAEaNK1lJkKaeZMkaObmwhItb2+KVcsMb2I",
+	"XHMzJwlsYr40cymeWfC6njHQn/BkzrzaBi/gnOptQHyFdNndbSJNgV8KXNHdcaYqBOnCcuxF71mcObuK",
+	"SCLzZUSYuIqIBfWUqwgaNKDS2dVuDJrtesc7kToa3AhnDQIi0CPLoll8fkIcHDklF8/SPb2JTi6cuLOi",
+	"iEsMzZqay2uBmqh6e7tbvw9nShb5l3IKSsrGMbVKbBdSsI/TzvD39aVuv8Nf1jgglXQi3MMmaGLi6n5s",
+	"ymYcaFncBlroOT9LpA4mXBzoOdlPmrYGwG5dB2BBVhUiCkYFEO0LoQnVJ4RmUlgGgHw+f/OJOHZvrWsH",
+	"2tuStlVJY0fZZOVYgFw1HcgrmbJXJeu3gnGvW+TXtEV4FbOiWRBYmQ5YSELzCAZqm93d2OKk8V5dWOmI",
+	"ZZlFu2KfLXKzJJ8vft7/8cSplmEoMpHp0sojnqQdkvf8Za+RkXRXe9Sklj31Fx8JwtnH8wty4B7pPvkg",
+	"DeJ2vxGNA+x6Y+pTeCOuyBVVyJ+ZOde4fCmyJelaoLAQDC+pp1J72qLi6mrL86iecCCYHaRKndWxP9n7",
+	"4eVW9+GeDtjJbURlH8q9bNyJRqJdHfCtMEypIkfkCwtFpgIWnkkxOyEDx30ISTK+4CAdLOgN6vJ/fHFs",
+	"iX/Q7Q8aDZQ1qmnBrB1yNWzQOlwonszBlJIZ0rWTHafU0DHyqWN84Sy7vYi8OXq5p8klW+oh6gpRMkW7",
+	"G80KFos51X2Si1lE/idnMxBx83QK1tAJ1ezF8QlJ5lYItm/sWPDqf51//EC6C2ryTJqMT8iUzwrFdCyg",
+	"AypSqslraujPyoJK74SwG6Momcss1QR5lvdv378hdvkaLX4r13COTKkFTGoo/gWdVIC33LW5WWTNGEeP",
+	"FpSLkWrZ0gu/FV5Stae/p0lGtSHsJldMay5Fv1EB8j/0imJnjWPbHW1+gVY3uBeG3TS2WVB1mcpr0cyg",
+	"ptPm52K2SZnSoBy5av7Ao/UWYlGqfNy+ftlKNHqF5HSdXngtxA78WQtP30Z58hrpqevubic79usv7Qu6",
+	"G6XZnSmd0ORyBjbHGh51va/Dp9ukNexKJssKO9Mnb+rcdrJAXZedYDPtatnkezNpl4zlI21SLkYyZ2K7",
+	"VUL79XX+prgxTBAjCbRwMg+adJkgSSY1uDRkTFskWRu5mY7QWatdaSN9aaQdG2hFlZ30tNLJNdvcMrC6",
+	"OF+TbUFzldCIYjFhypnXC2MFxwEx9JJpZ6GHefXJR4vLr7l28ipTV2AvEkaTlW2JBTAzhxFJ8oL4v4O2",
+	"BJ+8OI6IU/S5Ji8isqA3o1zJhGnNtH+MhnwtaK7n0oysKLv0Q2Gb56QLUOx4MSCAjmL3hpZtWdAsYwqg",
+	"3vJs5HgwIIIuuJjFwq5mylmWNhEnWhg5ymmhWROErmwlklu3GQS+qsn2FQ3kJc8yLmaEm2Z6U447AnjF",
+	"zavNAd1SVm6C5ZHKb4cEJkoW4TRxUrQ+UzsCnjXXl47x08w17lW4L+gZ3TtI93gw6G2YPDa7fdfWpkwD",
+	"j21kOec07KKZK1nM5vDqzdFLkit5s3Q6A26BUV4y0QteKG077LTPYXJHqxO7enX2WZMuJa/OPpM/Cmno",
+	"SfVCkAU1yZxpx3r5p26WvSrP+OL4NiRQ0XiHCR0Ojo5X53TO/wzsy7Xihk4yZ7mtMamHg+Mfn//w4rZR",
+	"HwCJLxulmleFNnLBFLiBdM8+X4C933KnB18v2fJbzx4tE4la5qZi5kaXIX/RNfqgNeLnGp5o2LVy658/",
+	"f3brPtT0uKGn54dHu3dkqONh76O/2Fnrm0uZ3YobEBXoS45ue0HXvafJNVULYjuBA5hICVZDwa7DpetO",
+	"mEjmllPVpEC3BSNjsWBUF4qRRGapdwADL0K4wBqxhpWj/fUAoqgJza7pUsNIdi5cEXktEP82UH2WKGb0",
+	"/UVc9HfZj4vB4Bm4dilm0BeQXFTQ9IzB8vOMJsyKMUwRLpCoMOwoIsIrVGMBMoUzVM6sEEFm1LBruiSK",
+	"QR8WB1khV/ldcXgNJ7CnyYSLlItZbf0V7aq7D+vX7BxslkABQXz1LUmXp5H370EDR69PThG9+0YW0VaO",
+	"zU6QGx0L28g2nhZZVukR7wixgOVc98J2SQYyfPA8xqYRKQk5EHAYHckIgJadI01T2DGwt1q8HaGLDEIJ",
+	"jOJmsKdJF6RJ9N8FEt6LYmHb2VNZaQvjwKa4Xd/TBFwXuekHyCcLuiQTFlif2gFURKpGzqNBwKSXdmK1",
+	"XcY5yKlBRnMXNUJlYEuga/f72RphSOYsLTJWRZ9GAmVfoQy3jlq3mHmmdEI121rj4mcJg+20ZHS/bdhc",
+	"dO+FRS1kISw/KipWE0MosDNwpPbSEur9jRWj6b4llox0vSFJqlggW9GLyISBFYaKpeeF4RPLBw2DsQnI",
+	"LbqJWtj7yV4RmAg4lcOwQppYJABlUhENbqTQ80FEDuxliMiBXuqIHKTsKiIHhVao2aEzVOJYQc22wX8y",
+	"Pvn3iBwwk0SxOADV8sEVVfYvAkpqKU1EhFQkUVLriv+1YxAqCN6ZXYFlq7BzsQhXARxG5hS9RSquEDiC",
+	"u7YrOIEb3AINl1Zei57z6PZi7ibyhQf63n7vKPpb/OzwRYOieg0rvmb60sj8NEH42EnmsZBD4cOgCpKL",
+	"hRT2n7wwTO0D527poZttn/wGEiXICRZd+e9BThrGYnzJlmMCitzuTSrtt6iPAxysI5LMpUo1+R/JBUut",
+	"VP63iGiLUGhGNMupogaf69ySjGEs4k5iVPY3HXciEnc+MVMogX/Dc0pes4wZFnd6J2Rs9wfHPyHjhbRy",
+	"w0JesTFJpFQpF9Swk1iMLaYbJRlPLscRGSs+m1d+LniaZqz8ncpiUv1tFM/D71jIHLe7MgTpMstjXM+Z",
+	"cn6lhdLSXhr0bAyf4EYtZMqnHNlEHYs5y1KSFhaz4Md2ILtePedTg+ssFzBKFZ2NEVhHlSkArams2n2D",
+	"e5LKa2GXUnlU5GPSsJQTMtaJklk2jgX+MUJrK5ciIu4JBfCPmr5HklZbpu7ZI7DIaVRCCyhbCwU++idk",
+	"fE25GVcf4A6OcqkBuu3kdaIYE/YKjmMhpJlb3oGciqVTtwKQVmA0tQRaWFpkCdRq+MWKvBvuk1f7XbLg",
+	"oR11SsgC5yV/Fp2oU4ElUHmUoNSJOlVIsp1VAKnWD5ypf1KeWP1JkXeiDh5AJ+r47QQnNG46UWdlx7Cx",
+	"27BG37Ty0G7DWQ7pnFlhBbhMd04NrJlTT3TdpPw0e/3OUBRZVpUsmokikiJgA8rpN0SAgVO9w89lSzhr",
+	"EWwbAd9pZkzGdLNIXIPqBjXbnLEMb6XelalYvUJVCIMDrZyzh6YWr836fd/1yJod2C6AXN6gymGZM+Ce",
+	"A/auoPQhQUQcEYuEI3JGZ2z0Wl6LiPz8PCK05zbmHRMzM4etqfiKtOic3aX7chuZK41FKxYUgPj15zfN",
+	"evBliz9zdUo3Hduu0dkDYGx9sDmDM2sc8ZqnGLd2y6jYLvJ9tQ/ffBnOPvwSOVvWEK9E2XoIoguReBsq",
+	"FwU33x5bcOacLM3tfpxu08OGbDg9BL616f5+E5HlFytb5vyGZdpLcn56e5bbzUE6OSFyOq28qmLxKsMV",
+	"ruSzox9e/HCruiLwXEfQtPyxao54rSgXn5j3lqqfvCUHdZvOis++d+VfN9WAgnOhmwNIUFfprMOpnQFL",
+	"iZApI91SZwQEFH0je42uuqgHbBwE9ttpF40MXmZuREPVjJlmR2MUO5rVObLlsaFZ4ywgeqQiUO+BhkVp",
+	"iERrjMPYxhlE1GMkNlkRWlzNwVWo2WDZ6DhxxtSCgwmVTLipkpgqyCEvtFsUQGs0WHB1aoCsGsKpvAiz",
+	"dPEkdJFntsm+ut5X+/Z/jToA/mdLyIkTukYOXLaxpII3YtRJOaAP/L4TdYB7a7avrvnpRD5sFdo24Z43",
+	"LQE0zY+TZnCxkhMEaLZLWE2qxvc0mXPB9q0cDSpqJzfJKdFywQhMQkfgVJJknIENyV4DmvgwhkXf8rYp",
+	"G1EzSmhOE26WpPt88Kw3BO8HcOcfe70UmpIiEmJUesAnSysUdW03USzmUlshe1wIbiwbPSnSGYO/XOTo",
+	"2KmKWDruo8J/xG4SxlKWWtEZRobH48iKUnzBW78+xahYWCfpHh/9RNYjYKMghK9Ho5ZDkW7sgqv0KGdq",
+	"5F1f7UrCFCBSFmZVjYsl3dXQ2UpULRdkXohUsdTMYbdgGaiPUEz75rGA9r3a+uBHLaq2RXXZHvXR5COz",
+	"Kf5hpf1qoEkF7EM6gwYYr/phNZi004CXVpjsiWbCkOs5z5inEjWG4S4BXg8SDlXGW6VSsNtxBzjVVfbB",
+	"d1mbTtO2/swzds4aiP+c6hZEq5hmtfDMIGk0EaFf2fJuvhWN8bTPjoiiIpULAiGbFtq1oSKlKnUMYv9W",
+	"Bs923LQV7+TsHRdsfSsQyd3P9vOogVb3iFpaiVfaFKj0nhnFk3NHV9cuYV6MEi9fNgaYjiwmGuVNkcs5",
+	"U4m9iXJKaJaR0Bd5dfZZR2SwfzgYdBokaDCvAgfWzGmCyh6wqYUUjPJtNdPa6a13g3AGKqzJssE+2xaK",
+	"WboqryyVzlyUnkfcJXsIXuabZ2p73rBgZ83ZYsm2o00r5sJyqw8dJOcalcCyAhmVeVXXWt3R6mnVIKAJ",
+	"Zj+UJtcd9Mhv0NyXy4wnyz75uOAGw7OdTS2q2cnmFNyCnI3QMjtZ1ieW+eYMjVqWQ8FMGNqSfZrzvuNP",
+	"+4lcAM3XxSSVC8oFueZZmlCVQtN/rzfECBFQ++TsphfsbN5t89Xb15/gu6PBs/6gf3j4rP8DqpbLB4OD",
+	"o2P/bHA4TCc/DocHz45gFmALRe5FBOVnLOLO0EqIccd2/Xv52eGX4fHxs7gD/N7bs6sXvT55zcSSMLf4",
+	"ay7QOkezTF77x33ygVpmEX/FguZ5trSC2t8vLs5I9+/SJfkgF+/OSff8w9seSaQQqGDyNkXy+sM5GmdL",
+	"qyykuMEGKaeZRh8gMA5jyE2ffJDuWInMmXC+Mxk1FpbJNJOWrcukzCc0uYxIrvgVnLfl5PczmdAM9dDe",
+	"IcBSoxnTEZoD7TlHTlkbONYTohkjqUz0gWZJobhZ9hdpr1FJa3epJnBXNE5HLw6bHSa8dP/8xbq0mDKx",
+	"fNAOLRpQgpnb/X/ckV8xtfSpSVKmDRegWbU3JvWgsvQ+N43aS/x4ZCFQ3z7sK2/1zpY16/+ehog0vJDK",
+	"AjrgcO90BNaZdE+TMXgRJADv4E+AbgUJT/HnGP2SYmGviSzAPml58xM8d/CjKz2dMGVEHcvTJLGIAr6K",
+	"RXf8z/1TeLJ/YZ+MwaJ/9vkCbLwas+Q4U76mPG12pmhiOT440W8FxhBjNPIRNGsMVgXLPaOaOVRnSEZz",
+	"XdVgVE4L9Dm85sRcectymcybOYS2fAmWP2oIl0fJsbmrXMpsG36tygE0xfZRtSjvMZD/EPhLtSffVgr1",
+	"3ua4S4oJdk0zJ6aBq8jCcjeasWq2nYru04/RPLcrprQTfLbQ+sAcRoUwmC1jawFkR6Glaegz5660EqUu",
+	"pakDRF1V2fKCi+YXIT51hWuR0pTOhAy1bGBxlGTCSJJRvmhJflJqeBrTvxDFpjzLwEWhO5UWrWmSMogq",
+	"s0iAC7LgAqjOgt40Kyt3TBbx/xbS0F0DLn+bo7cEZM+p+EsYyCvTJwMiFaEg8g6rkOtduLrnZ6ev3owu",
+	"3nw4/XAx+vfeSSz2D4elx7PFpkvwaarnCYOMTynYeiv+UwRyG9mnTZQOoiOb1MPebQEbEEwGYiceQoVx",
+	"OaQ7kWZOTs/e6jLo8Qhwp4+81IblsSgBwiJ+i7x8th0uyDi8HZ+Ar0OSF3iQyEejEGIbXiV5MXaZx4Jb",
+	"4bj0jdLFxCtJXSIsJtIwG++iVFHv24WUH8Wiezx4tqKc6p1YNuzN0UvXiYdoiLc32mX5wYAcby6uUoe1",
+	"ND56BEqfTZl+qsqo9ePZlAoO6BmZFMklM70mYW3FG7OW5aRYeHRalWA0xlTrcPiVwxQuEUWzdIPK/8ax",
+	"3vOX6IVQcU91w9Qdkpl2hvX1hE+bxrwFmdder1Adt0rweYcd5mLWK6fT2ehL1rZWgJTSd2yXFYXP2vJ0",
+	"4WVtHTpoJuEug+ef+0TvEUNnmjhTj9mINNvIYvD0bgEle5nvBUdNqPm8NBGtelhYJm4E12B9Wh9Ftgw5",
+	"epCb87klTyqiSIVLnDFnBAO2tdFbuh7EsFuwQc3Cgyo90gW60sOkBoDDCyP30VyH3GgtmGCrIIEGB/1w",
+	"8Zrt9XDk4KeWZ8xUL6rjqKhDPz5flfaJEgCDSw2BAS0J3h4mw1kLr9q2v7Ctw0qcxiVzgaphL32qVbcy",
+	"56o9VUzP0YO3ca+NlJejhd42j9kTZnm7ybli+iE2tYxFuD1aYOekaN/LsV+0h6hnhTZMoT0cbGeQa4Ab",
+	"0vWvFvaVBZrmsHRHh3bZesWobvJ2+m2+LIPDweAEGg5HJyWmFbzkWcaaw7bbPay3cIpuTGFXN5MA3LoU",
+	"ccFigrPrOA8BfIZz7EQdu4BG/foGDr3mvXwXH9iN6Rlq1ppKnqLKnazdpy/tROmdnDW4aWRytv3MvRHk",
+	"tllDpxumgsaCN1c+YXGWuXwjmwavWRi+RasLaUt/WxJNnna2sJStT/vLevTkeAGT0S4U33IQv7zBeCd4",
+	"oP/TNfgPowrWX1t6w0GA7uyKZu2RBnN5jTEFTh9FNOyFtoShzro0Mdiu8dZnvbLdt4Dp6uTL8RrBAGJg",
+	"mrzJaNri2oGvRh5jNbWQLel5Wh1JcmrmI8y+u2OaqCJPdyaJ64qazaxkJQBoq3y0L8Eyg9nVSNfF2bG0",
+	"198g86WPTYNbeJ63xkmmTqADTjYEDhkpSXcl7qBXWjeALYLUOs08Zut5u9vRNtnW8O9NyL/CZK2Qa75g",
+	"GJuOSVP7nVtzhiCyLyfZjvERBL5sAJt3XDeATk1m2woNBDC8DQWUXTdN66Kyh+vKHlNT51WO8rbUy4bO",
+	"Zj7ppAZ9epP4Srou+3LIs1yV7ys5lYcgV4DNDDMklLeoIRkzmctrUGgtqFh6IdJNRc8pnPoJoS7Hci3T",
+	"oOXYLHcEi0c9UYIxNRhEISVaryZU1yJ60AaMiichIeLiwW43GLBGLTuO4fIZwxQxa1u/h7FGLTuMqkbn",
+	"YFmyrj5fOunC1rocdZhBxgrE4ZRhA9GsWgq+lByYRU4WVF0yRWia2uMLfkxgWKUqBduc7p2QgR2fVkb3",
+	"1ooFxVx8i8aNvA2XbNLUSLWuM3JQgrvVom+ebXKr3eVEJz6f+Q55plvTpdzqe7o7TfzWiCh8evf7V0Rg",
+	"0ylLDL9ioz+CynwTrnOK9XZK1woNu/ZfeG+dTc0/Q6PGXfqsG5O71pX8Xvd7fUI0/xO9Nt7zl9WqFv2H",
+	"073fJet4TRH7IDrTW1Wg99Vj3lkRuQ3Ph5LhQ5YDafDiLoTRzdqFEk1Z0MFEJdXoWYfOerXgg9Ukvi0e",
+	"2IrRdASFP5pz1G5mzYJsfwe8tKGqCFL9kc/5vE7yJjS5LHJPrYFUQOMWX/FWGAE4vo2ZQeLe9VnI4edS",
+	"G7bYs3wyqqJ6qKMX8npLdtL5jfvZrfCRDhq+tMLiS9iArWUQL32UbFRU4aEejFWxWzPaoLUNCVm3diSo",
+	"nN46FIQ6UrYV6r8tYAAGRd/pkAfGZWoJYegBZAg3Lcbfdi2tVy3dMit3xC16qeYr1Y59WuJC6C5+fVEn",
+	"2a35rC17W3PQSV4POmkmPbvNYKOSoCm/c1lkrXYYCuLzgQW2SBMsDwe7xZa0eRyEUP897cKUQHS5xjxo",
+	"jWkaWkNQWGIklF4rA1EKcSnktWjUfxbN59MORe+9s+8OPt3NmdPXQJ10pSI87TVrt5sOi060zFxZoqZa",
+	"gS1K75Je3Z6jrnbXVhykhE/v3dklyKcxGsL7CJ5bFtFdzJy7EmJQ186p0EJlu3/un5693f+VVQpuuS+s",
+	"gMCoqtQvgzXho9B4bkyOFeG8r9U63yDwKpyevYVYH1BO9skbcO7DelDsJmG5IQdzRjMz/9N5vlEB30DF",
+	"KzAxUh2L8Wlh5lLxP8ETcEhewoQI+tldsqV3tJOKjMPihmvv++TAqWArWe2C1wmkAkGHAtcG/BOck8v7",
+	"Nxef3r46H118/PXNhx7BlCDcuLBgdFpEHrsfi1igyKKH7o0DqqjiDwY8cxR0WVGo1Yj8ReSzElnSn7gs",
+	"WrGw85ywTIpZSB7kOPuyVBjKskBluOmT09Lxxr7UjIUsHeFNLBCgUMo+CTnmS5edNOSj92naKRyWwxBE",
+	"CtYnXqOjQ8xQSHCOk+yGHd/TPRDIq+60e2G/Ki5JLnXeAn0zw2nFohs8MBMpMBct+BT1cInVjvY08esD",
+	"NUEmhXPpZBoU9NAtHBwEy+mQ8HZIxl9jDLKIO8OvMcQnxZ1h3BHSjKCQTtyJYh8GAW+89SuO486N/Q/o",
+	"FFzbb9/G/Vi8kinTQ8LFFc04FGQpwOEP8rJEpBC0MHMmDE8gGUj3eHDYi0hJ4kYpE9wHo0WxaIpRA+Uo",
+	"TtE+OO5FhGbgCzdiN1wbbZ/+1IvIlPKMpaNcgZ4eMLN/ZaQcZZaskO7xIYy0Hr2GUW1SkeeDH1xyaNDS",
+	"plxf4lquKM/Adxai9iLSHM0XxQJ9hWlmHwx6cB6rbYehtp73KbJDT6W6tFzyEnyaVmseuUR85FoWWYrM",
+	"MgAnKH5yWpahQGVdCmm/3L3/8PG1vfzvP376r9H7lxGpPH399vxX+ywW1aan/xydn354/fLjP9+c96KK",
+	"crDUXVXrZ9EsW8KUIBsPzN7dZOcRHAsvZpwQo5bg7ABphaQI19QupE/eGk3GLkpzTDRduuSnuKJhLCwo",
+	"+/MDSEVRHAAYQiQdYFsIj+JOIbiBJ+/5S3iAHcWd4dHg+EfbQLMUfj07jOJOiAqER9/G9obaTsl4LrUZ",
+	"lz4i9qevaME10XOo+2F3J7gC4kh2DRrBwCXdJbIweWHPVjG6wGuK+Uf3gVigoc3TGbTDzRFRjXk6RsAA",
+	"ReJMMh0Lz6uDCnEPakoVTCTMp3/CROg05EDqnZA5o8pMGHWO4efnb+ClHSnjwnbaHQ/B+QWco8c94mem",
+	"luTwOdEuetAnG7Kr4pr8UXAGyBqjYHHUzO4UgGoZzkDgmgpAZkaS8YHrRB98zXn6zdkax8hljt9RbfbB",
+	"qLr/9jW4IxKu7S3OM7pkqYdJYvEKS8u8A35DJsV0yhTpHhPnnuUOIGcqzH6yDHj+hPApwUR5rqEF3lTJ",
+	"PGdeglXa+DpemoxnNB/7I04xE7cmXbuqlI0hOLXiXOecG9zeWfpmEUaumGGq54DCMXELZi/O0uVAh/GQ",
+	"jGEqYDgrPHBvHQjlr71njTuJ4LloYoHzOvga2m7e7z55zbU/OjEjodhRbvGSXatzv+QGIs8Bj/jYh9Oz",
+	"t52KhbAz6B/2BxDrnjNBc94Zdp71B/1njjkExs8zUxC1j/KC5aaBbXqbdoadv7v3K4WKjwaDnQoGr1iQ",
+	"QmnOMoheXm5VVma9qvBljantDH//EnV0sVhQK4F23vErJpjWFaYS2nvGrrLwlQitOjvA0ZYDOle4x1yA",
+	"Ygv6HGGz0b/3IqIlZLhsZBejWABSc6Z3rkPBTgCGBsYxQhhGzhJSrCFv7XlN9FaLxZmSC2bmrNBEJ4rm",
+	"zPE4e5qMaZUXHls20eXzEanurbF7QMuOB88Q0OrA4P0ObgUGw27MQZ5RMMmtn1lltljAAqRr8HA4Hhy2",
+	"qbTDmL7EtG39bOvW36pgUZmB5967tdOKfL6XGnPfc8DjOcADWqTctF4eqAj8TqLLkKILi3Y0+KjU98Mz",
+	"vVSQuSwUoTPZUt3cKQ7Li7WdiaRtQFQBNg1k5J2GaewKrTEba7A3fwmutbUPK8l6axkiXbKkjXWzvzwo",
+	"DnOxhVvbwCvVob/dnqVw/c5gTUkcEyB/8BT35NzY807mVMwsPbKSdkItxUVLNF8wcs1FKq8joOLaOHrd",
+	"raA9dCOs35tLttSt1+Yd1waLmuuHpTt+1O0ODMuq3/mwYLD77P0KBbL9kcnSV/reZocxZTbem4yh8aO+",
+	"1Z+gKDpqdu610dvsZPM+ubrsdiW7bpdtfXy3zcWFE4p5xlf3EkSjkHTZ8l8+KigCV/pSnoBUjWrBBc00",
+	"4SLJihRYjFswfllTn6ekC5EhcKw9j45djh6HCC/dAXktH2bOacenX2qgYAW0zbftA7R40LsWBt3qskEk",
+	"aYPdzcp87WXopy3OIHfjJH1f+gnBsOKPvadx9MilNYcoS4SwTNJ0FUhPSNVZOyKQPvV4cLyGCKDTg6/2",
+	"n28HEDu7CSF8FtDkA2bVWYGH44ajoJe1cJcn3js8e2C2KxE3M8oF6UKoA7gRVQEFUpoaKXtNl7Th6gm/",
+	"E1vfvaiTOy/S+ta+bt/Yh8O11XR7DTAO8gIWOZFgeJKXj3titvVPdztfWIp3t+pCjm3711Sqa0heAQkR",
+	"IBSyNyxlLiGr1QfsdQIfPLvk1hAtriu5/NYc/0KsHAv+Z/ZuGuKqKpcqtZXE9UgqfMoVJA0RlqYISgcv",
+	"WIJ40SenTmcOYiKqgOCguCapFOykEitxPZea4VtUyFphculXsooFQsB6Kw04gxYPSgPCoFvRAIjtvjO7",
+	"hWM9Jfbh2sc3hyIYGtWSCG7oOoXQU4Z338K2QS8HX73Z5xv6w9yGpCouvrshqqIBGM4ZwILri2nzUmI4",
+	"/NZQsIO91kXn1wS5W5OPIgnboZCi/QIzAXxpBKf6pn17RPyMQN4Owo8r290D3qF+EK3UewGi6u4AgWQQ",
+	"Xq/lyK5GxtYb2yiqSlHJdfbx47uIpCzhaSDYZs4EYHLvmQDIzaJOI8nvCy6gyNeXiGDujEraDLaUmBoB",
+	"LYRSCZJCYmXUy8J0JyyT19C5JQ9uAH8xQwYDCKKFO+h0xpW5o4UUTGFgH0PbVcid7u/g2pVGCW4z8nXm",
+	"34dFv5WBt0LAzm32zijYj3cfodduhu/Il2Kx3DA6x1Z0sA2ItI3xwoQ9F14N9QRYDV04cmoMU3Z3/vfv",
+	"dP/Pwf5PX9y/+1++DqIXR9/+bScvot0chLeJStsG9x0+GO7z8LUJeh4f/92RG3VZn4Jj9G2E3MGwJeX2",
+	"j2+t1/8XZiqg+UhkZ/utfxJi8lEEN5QQVr/lDd+CF6rc87uoS1ZP7nZlJe7u/4X6yntK7y26zSjoBKWo",
+	"iE5PCRBtpOSt1kVQlz46GfGUoJpSr7kmxNoJPyYe36zPfVo9LhxIxQmwrGDVjKXBKcz+5Brt+Fw7taHT",
+	"qjkeFpORWLx0/vfT/aPnL27D7wcldX40kGyR1hD9OLp/d8Dciql4UmHpr8Ew3NnCAHn5AsewF0jcKlBC",
+	"mOaShCSloKtkN8ZbIErQKwOrWmnRS59qaKP9AVyaUIEWAkPbLMGlbmEjdD4g3SuXuRXlgyXfjfC5kRpk",
+	"EHwTWWkxmDVrMkaTu8inzx+AgXn18ey/XFYVQSiZ/YNrGRK2ej2kvBbodMC1zJx07IucitRl+42FTyY7",
+	"BVkz+CaCZ5bRK7miLVqDJMap0zNSjxQx+5hiwkToIaYNy0ktTohwQxKZc6ZP0FMX7L6gWGS580WCRYG8",
+	"DqUK2Ixro5Yu7pbrWGRSuqCWCZtK57CL2eU4ZibNDUuHhIILGcSHwbdQjJClTBhOs8hNCOoiYokWhnVJ",
+	"KXktk0umII6YC21U4crpuYIFQhqiizyX4FfjUPvxYEA0XUIwBfrTxGLKb/rkN1f9ql63sJwyEykwJl5n",
+	"zMG/OsLQbVAmgy4C4pRjkVOtsWKfD1v2BelWdM7DejRvteSiTzlFXD7EWEAasy542o3tnUSvvLF9PHZ2",
+	"n7Hzixj3vF6/sgYXB81ESA9I02U/FqfCbT06eDqFciV43Qe8K4bZBX32xvdn704v0HP17fvTX94ET+/j",
+	"w2cnsZDCmeMKkdPkUqPHLDegptaViYHPLcvJwE6mmsaw4l27hjvHeDHHkcuYGJFKtsSIjEMkJRa1KAMv",
+	"x71ynmuJEF1Jd8INKo1cskO7XQuasiZnKCihi6jncWgu9O0rG2xFeY8eduwmhIkhu49OdA/vqD56iYBV",
+	"3ia4NjWkIRU+hNyWJwEm4EbXcBUudZX4Hnzl6UZhvgSJR+KKWs8mzP7esrmLNQmyea4kUKPI16WxmxcR",
+	"dgMUA8zPIvVXNpOznt1lQC5bymg8vZPAXjmSg4SKBAtgPPxwrZpFGPNf/cTPwb+lIRMudH1SIkMXJDSn",
+	"2XT/moIMVbc1Vs/DJwVr9K4dZ3Lm8l5p0uUp+Y/Slf5v5LBHEqrUklACS38nZ+A5N3T0wvtkI+GKyGG/",
+	"L0qmxrlyoiNaxpGWgEUOY6+4OQFGzTmcu3zLvYiIvx1it1VuADPyovddiuJjvWeKk8K4GZ9/E6pvzKkm",
+	"Y+TGsIbgGAOzsdI5xv8I4DC4IOMutuxhevYpFzQjYyZSnx7M7ghnFfrZRJT8dm3rowtd76M3Ux0eV+/A",
+	"GuzhrNyn9wG/Mp9yJmeQR2ctQMMyxlfeylTnzh4HwUTrsboQOuSronKNM/My02rEZM2tv0lyqriluruD",
+	"K229MRcNsRCKaWbG5Ou3Icm4rpUCZJp0fTa5srQZJvIAv4LYcfduSYDIIWoBgl9gjH7IXj0O0Ff6H1AN",
+	"6eoUFDW1tyoW4KQBaRYi4hMnQi15yI2IlcAsf5qOyde4w9O48w0SkiZSpYGBn0Fk4BucYz0Og67F29Tj",
+	"cyCUnmJN82CENFL2TkJ0hr3K1FRjYoDI1c4LgoP/E/alh/7wmM0ZCnGUwS8oj8TCH4OPV1q6POAkk2IG",
+	"JapzQ7q4zcEnCT6GinZmLgu7p1YS8Ieie33y99a4IV0NDpJTFwoUi1iAOFNLG+gQGgS60EzLcJAr2Qe1",
+	"n2FAnWFhPSusVTP5BbtcJS8iREt111Mz9iIHtRhAh8I0pvULaHlFOAL5S+Ar19IiBdTLoZMPN6TroLge",
+	"NPH2w8WbT/84fRd58KzBPxIm79Ef8g0vei7z/Jxe2YNzYOddc3xWdx8DNSxDfVZhKQBLbaE6FkFirn44",
+	"BU9qGiAg5GKcsDnHKK80hAOB/tuSonK4HlEUTc9zKlzws0WeWBfHgAcK03ZU56fi4KBCSWLhx6yXivLB",
+	"U2DctzJ/c5zIelhw+H4vrMYlH4ZT8xvElb9PjaIVdvIGMWIzet8Z47bj9nO6ABBb7aJJGwaXpNb9ZjeU",
+	"tYKA9g5q5tQua65oeyHeJOTlXL+qLVNbhOichniJlqQDWyjumviEdW7AoqcqL7CbbLhLzM/zO8cyOMLl",
+	"EXkjp4G8YyKFlhkUXbF8hyWuFQMv6KYOvs6pnm+UBH+GDDKPKBf40ooN3Bkm0bkXX/bbnAF2oZi0TzOD",
+	"EWu249s93J3ZxOMVVOLtaawXF5FMXjOVQMUfdtNv9nqHApGbuLa6g8V0sP/Tl68vjpu8Kirmk3W2aiLT",
+	"JbIXhirSnf3Jc0udhTQQCVCuukxD1JQhEmL/HFUCvKnnVDm5KaHC8awujw9KEnaFZFFoQyZIqVd2zc4M",
+	"dbGwfbEAeQO+cqH5fmZejXE0GLj8iVKxsmgHeenStU0Cyazp8T6fvft4+hqC9p07Va8JMZ8VFaDeRuN1",
+	"s2+oqgN0WSudC6qWDWf1pDamDXeovsUW4h/Sirrl5R08hdrsM4BX9aZ3qYNXV/LVKd9T0KMRbRmlA/Lx",
+	"1VuS0SXUKFPJnF+xnjM7NBpOb/WjeAIPiiY/rZ3zwW1jWQIbc6rv5XME0SEulQv6SHiXc1H6XkZksoQo",
+	"orIwkm3aq+/77aFgr+F5YyjYcVPuKhDk7kVgfpbghElrazwhvvR0iWw9TFk0ajnxSbCSpE4ngJYNtzvI",
+	"bG+nF7gtsqpKYk73/xvd9/qj/S9fD6NbSc0a8ryf58gmbFIpgrwVAm04Uty9u7BvdwTvd4hzqqdPuhMg",
+	"mUtZKJAsID8PeACbisM9Wnw8cUbAdynMwLYH2b0nSy80gkUHGmVyNmNpn5wHMcelDvQyLQfpZsRTFAa9",
+	"qBLSEGMV1LLa0TqQOmt+A6hiHg8ezJS44ZbOrt/UAyV9usr7A/HW+uxPMOhfB0rvg/oVu1Y0z9mWSefW",
+	"MfhcXmNW7gUVfAqRoNcMSnvu+56f7q6U3iQOydVuDRbUBc92KXzEEswSk91TQ5F+yKnTHZUgXYfoEtd2",
+	"w5dl6h1Ug+xX6gIAGyuz1PtUlWovAYbVKnTXkuy2MgHnlWJkGyUMSPGzr5ltZDD8yTCMCEOPQdL1eQ6c",
+	"nN3rt4jOoZR9gKUyMclaauJ2RcInliMyGV+y5X9c0axgY5JTrvQJVB0HTh8K0fax4koGmSnxuraI9Fg8",
+	"qDq1wMu0lQ0qo2fNEpZgWe7O3ZIsRK2hOYfN6o6mIXI6Y65s2dM5EQl2Y0aVkdfo3SkUqgwhfVQbkoPF",
+	"MrolU/t2NQ9cWshbSx6Enr9sgZMoTBGS2dQjbh9L37LuGFWJrGz1jWqKvzgPeTIfg7LUxqjQmMf0gw1H",
+	"vH5Ojqt4bF3YjpG4R1sQn0/UsHcWJeDs76xtC/ESDl7K2NbgaeEtSQkVkKWLepurvYI3+8C87buCoI5D",
+	"WKUkwRujTar5lWdZFfJuY4JdGa/7iDV2yKqdDIgxuGUB6Q229DkN8cRz6S5QmyqxdQmDp4DmaprbXXdm",
+	"XQpr+q5s4ufx9nUnmEZXDDiJy+fcykK88dnWHlibwMp+tyUDYSp30yJURny6wPuLanI7tGdV8uY5u1k3",
+	"EM0Xx2TKBddzSNSOCXt9un/BevXMQE1i+Q4A0eZ++wFzAa8Ex5c+lYVwFsT96kqkgNKn5Pinn376KRZd",
+	"C1jVBvtXh1Ah2Yd4lv6DPzUlQUVmOGFZBgPGAhK2gecAeOiGPV21IJZWPo35KT58vMAtV0VuQFv81lQt",
+	"fz6R4w6pBQEPgfnNpXCMBZqxT1x+G5w4frredZjNOEK/TL5gskC14GQJaV59unKpCGBjRHPaaxD75BXk",
+	"apSQ+9c/BcQPMotxCaUiwkUsqFL8imZEqpSpJlX0pwISQD4WOyFTdi9JdVerWQSbgHbnnKngXbRy+YZo",
+	"aF/LSRmL7mFEjiLyrN/v+5rxtSSVvYiMofsxnt8yZxEZW+FiXO3rf51//BCLLiaCVSDPaBJ37BAdAKEY",
+	"kFbcsaLfMmd6SMZhjIpbR5dm13Sp8dJHseApObRTQL+NkZyOSgwDn4WfI8iAG3e+RWSsTSoLMz6wfzCl",
+	"xrH4GsPWQnpZCy3a0EWOje1Fy8yYdPHw7A9YtMVwMISVRuBDkMzsXyLuGEUTNqHJJczahAtMOdwN1Nb4",
+	"x3saHSDLOnJ4enu6F8UCcpPagVz+0rgz/PUb6f7qEpxCtldUIfgEpyF9auWI93QsMHtqztR+2BaSyRlW",
+	"kK/kJLXo1/el2R89dF62j2MxZiKt7fMYLuu4EOwmB4eC0VoL5wxERdi26zkT6P52yZRgGUk5S/v2ZOy6",
+	"R+XmhoTW30hXSMLTHtjNwI/Cp94kmdRMY3e1FXvPhErIABPpSelaYREeumCtOsbEYgvPmLvw4Y9Farfk",
+	"w+9v7/6ELLWFZocMSned1WS4zmYIhwBOHeAb2e98a+fAGihPK1Nmb+R39eaIIFkD0lzn2uIUtJoZgqPr",
+	"/sP4fDy8S4VdzhT9cl+BxSfQ2tJna8avmCA8PUE/tFWUEwuHJ6LWrMp/sXtS9xEVJSXbc76XgXKWHNa6",
+	"L9/QGcTy4OABWxYLbpyfmXPXwljj0sOUidQN04WIFu4q/iPbZmU3brwRvue27s58bXRr4yBH3CIXNTNt",
+	"DWaEx5tca+y0n82rR86BVpG5WvKoVjJ3a1+YCyOk/Bzvprt5krsQ9hEcdQN/0D1/+8vbDxc+9svi/QhT",
+	"RjteHUQLl9vS4RUmUh0LLaVwmCR4djpux7MB3V/ZciKpSsPgGIG4zmScuKoMtg1gqCAcAocL4o33Smmy",
+	"DXhQxhz1G8X8V77Rgwr51aG3EvHdNO4m4IfR7ptLoaTtXvj2XT+YyN0ggOHKH0sGg96fVAwbWs6WKgMs",
+	"bW5FmeGHJkGEBDlkGHf6/T6wvVCbhXy++Hn/x14spLKNJlSzF8e1ZqHqCMs0AwlFpE4E4mbk6sV8iPA3",
+	"SBETKTMQVjBxPvQGsVf4m3yIO5a1jzuazwTNhs7hHmQdX4rGj98npz5LoWsG8jsl+C0ErYSJkP1DjEWG",
+	"mRBwIu2TBjnnQ8n1QxhBLCqsPDIboYQEUtUKl+IDcSynavGUd36DUhJ9K8msSxmV/VyXNio+7xPF6KX2",
+	"ggVsdSy6lplyFr6aJtrSARes4Ej6Q9oLAqJoiEOnyeUMSqqGuCNXGuBxydBqsm9lSi38qkzgHWQtIwpB",
+	"HxgayNOymiEuode/Da3XSo9skBqg9f8vODyM4OCC2zfIDv375zLGUXZi0fvkN6kuw0Qt7YqFhxQAQqyq",
+	"AxpdyK4Jnqy8Yrc9HJAFF4XBcILH5cTPNnLgNfhGlPrIzPfZRip9DlO4P6HeIWtRuWpfMvL87S8Xbz69",
+	"70T2r1/fvnvXiTruAfz6cltNQ9fl3RLYNVj5LKF4ZMS6HQbUJsVkpt8PQJhIz2EWTwIcyA+tn8jLpfPd",
+	"uVYcqh1Cu0ZfDHCIWXfkZzcmfN/4HZMNqeRfZRatwDF4EUhxix4rXZTRMg8Ff77c6ncCQbC83CZbpeyV",
+	"b/jA8lU5/JbyVZjKXWUsN+LTmlBXdax7wRSmSRe16bqH6jjvpwaKpg1FJB5AbEO/jOqePsm9T64bqtpa",
+	"um85kVBL+ISs1kR2VodCw/7N5YL1yWtfI9QyA/Co6bpnVMwKOmM1j7ZOvjRzKTrfPYdeDagf1H/oX95u",
+	"UYohaCHuUg8FZeKsSm4SeS3IFVXccpe6t5LQBc13Rb5BIsEbefDV/bVFjMTq5bkN22Nvf12Fosv/4TYA",
+	"4nthux3rPWMG3NppcG0QLq2VYq0pGB6SgXF7vZHvXj3FA+eQ8Mi8VXVqrYoynMmuUOMW8FdDAne+1r9Y",
+	"rF7eavRWd5DWrZbCCNSgh/bucLkhEn/mHdxpqei0YOkAsRk+UqYvjcwPaBK8tx7eB6kaSooW7hyVWaBR",
+	"yQvD1D4Up5YygypqEWH9WR8KRuPE4s6QxJ2MTc0oyXhy6VwUEilVygU1zDb4/XAwiMjRYPDl2zha+xid",
+	"MyIS1JMk7sx53Glqe8mW3gkitE2Myv6mm9vrRMksw95X5vTczul4MPiCakpoOMKDDJ+n8lrgx+49XaCn",
+	"x5A8+zZG5yncsxnW6IFd/KcL0o6FmStZzObknxdvzi/QX8YxLuAxgzMFdaDXb0LRWbuRLk7BZQOcU5f7",
+	"ICmUlpavyKXGMtY+H6JOFGNiTxPN/2ToVYGeUTB5xoSeS5i5S+uDxSJjMS7fjt2MeoSSsw+/eJEmghQW",
+	"oqJ9ob4epzEWyLuHzwdkEeyU1T0gcyrSjKWEm16fnAr/KTqROcsKmXKsGj3lDDJYWvDzh0XkdIp94kQh",
+	"qrMsyn7JlhUnN4wkrlpsavVnuJlD5Gcs3PWq+sf1Cbrk2aHG7v24Us2e6so+Q+CJHafJ0es1fnwKS30k",
+	"U0N9jCeOQK4Njn5LTSxhKgX7P4QUfCq8D2AFLfr7S6GgWbanEVEiRqA6ZCjqeafp0uLl4OtW9F9CW2ua",
+	"pe0dST3QV51IB+hBFgA+FqEqyM5+pNdzmfkLgjVPwF1sBSMgjs2WJ2T8z/1zaLx/zv9kUM9dr+My0v3t",
+	"5u89bw/RCc2cIbbl2p2XW3ZbwoeEZgzqrhAfrQnRczm/YZkm1zxlEfgO+5yoVOcsAfb+mqdmTjBcMpPX",
+	"9VlnjF5hyh8EAq5bw7ign7q+PQQvvXj24/G9C8RCSsODXMzukNKgwaUelvh/yJ0+reLyejKh8oaS7tmH",
+	"X3r31Gw033FIyrK51OlCXrGfecZ2D3AfPE3CcAgScUkYpCoZYWIUY4AZXcrknFrhF8k9FeiT2msPIHkt",
+	"r0Umadq8+E2UTCaGbbQ1wVwhpwtaS1+s72ROleE0I36IpzRoohHM7WixCpik+wlS4IV80b3HFmXPqJl3",
+	"WjMEYBqOcErb8DkNB/R0nIsrZ92M3Xw8vt37x8Zxzwc/PASEuDwDrMxEF7IYYur0cCU5axc2MT1UxrXZ",
+	"qGF/kOxQ96tJfo9y5G4oFy4O6Qge2ZjxBPeyJXw5ZfkKW1FGSFfio1/cyl9sgpfFZcrVQykm6tD2nl6y",
+	"11w9jaIfQKExqU7VoAutvnc9slb0dQ/t+32ri5U032cKRsxzG7qxrMMjQU+Va3p08EmZNlxQPIiGFAeY",
+	"8vl2AHPtolqH37v4ZyvAPQWruRF8tKHt1OrcULM76/iArATzdOovRzE2ovRrapJ5667+Zt9uyQQ8RQ7O",
+	"u/LYpbOZnJLxtEwoXI24Q7X0tzXzLmwRq+j8n4YBbyH0iiWF0vyK7ZhDtQUIpLp8HJT8s1SX90+nsYv1",
+	"XhbCtDI+hy82Mz5Rmcemddj2bDaVJHwYxzDSoCrTtfk8q6Wq+fHF8e25ah7e4L/CjcNtafB/SZvLuzrf",
+	"5i0zEv5VMtKAg7dUlzqqluulCRhgIPOO9iFpIltiyvNEFllKJgzKSUTOtRM9jlGX8QSRaE+ZC8Uy4ATu",
+	"EBg9V3JszySRwocCc72aFHpPk6RQIH1i2rvI27eYy0YH1CbChOk1twieRoSmqbJHAdtbORVUMjuxFlM6",
+	"uIFRG7xD/pXNpT5OKwvJJJRU8vOjM8zuD2GKYBN6c/RyD+28TFylexrD93w7lznfLjQW3sjnrOSkG3fO",
+	"3CPYhJyn5IN/G3cqHiPev90Oe+ISA3KjY8HEFVdSLJhw4U3oadwNdW6cSzw1he5hHoRrquyeuZJt9uz1",
+	"ibO89ZEHjQXXJO7AGuJOP+QkTJ11rLI7fMqSZZIx0q31QOIOfhR3ekOfsDCKhY/rcmXaIpLTQtv5QoYH",
+	"iGVguek572vbAGMbIpJJ7TIQ144A46nB1IBx1D4ZOXixXdHMpTCsqtBUIbQrtG5cOn+kRyfBPTsWR4PB",
+	"oBwCwzHRqXt1/aRrcYDAJKdsD73CqYakcmgA0K5gBOyrWyAXbltDbkg0xMDqKrU8LdA5h/HBgLhKEW5v",
+	"fQoL3es7MMT6AUdN0B4q0NAFs1BdVl/AcjJl7QVnc8bqFYFPaipxQjUZG8ozsj8dE66HUFuirJNDupS8",
+	"k7N3XLAe7ApsNuSJsOMAK0M0y1hiO6vmXCFdAH1I9BbVCjHAI6cUXfRcQKwUrOzf4isYgxvfeaUag9/Z",
+	"WHRL4HXnjCX1o9oFrpfIsIAWtUDakFARCzw/GH9Bl5ZiYMQQFDyg+AL20Nmz7Pq0xKQhsCYyWUL4Y8/V",
+	"0nOsqSv0QPhWxRxw3Sz1K8NaDhdYbyjEUYbFVUPxsLSJq2oC+RfqccSrJSBigWNgBYi+g6bStj+TiMaC",
+	"a8V/TGhyeU1VYzWgMnGUKwm00YD36edX5NmzZz/BhtmpFoLfEMdsDSvHqsqaMd2pVHZ0KPiF78JRkK6f",
+	"W6/FXof+F7dF6TSq5Pz6mzn1jptWJwoxCOUTP6vGsINtcyTWsiJukRZxnWnKJF5BdsUyF1DF0paNgkb1",
+	"/JRuWSmbFDP4aio7UceSI7toYEK+bJGy0mUIAA7MMaBgqKFcYJmVhGpm8ZTmVm5rO0nNqErmO8Zb4d3x",
+	"yWd0te6LC8iPVos0VOuGtUwFr8xDV8G4d141uIHAyW8ly4ddcci7QlYstSUrYndlWxwjWBKLJ1QG1AOR",
+	"MzlbJURS1ZJGkoAhHsUm7CuitLGmjor5Uiv13GWewcGnni554ZN0WwoPxeI5gZKxDuh6ZZKfudRmSF6d",
+	"ffZFIDRJZkoWOYbp50wlTBiX35NmGbR4dfZZx0JznzQxV+yKy8IXiCHdwf7hYNCLPN/DBSk0I92ydytA",
+	"zKmaseCyBSwAJBLFQnXOrxrkiBNXrXgPuaXQKwYl9JyHHIRBJnPnGgfRuktj5ZGGksRzaVlZ4DaB95rL",
+	"Avgh4ALdKibLsB5qyEJqQ569gGUBwS/LFFFt8cI+RvsRhDxub4ndVnrFFAVO2E2boidczugl8kxHx2QO",
+	"EdDAKYdyRRUW0dVP6vq98gMj54vfgTNPyaWGrz2jCpnfSk7VLxb3wA2A9edXuNZhWSAMuEQHn1jIzLJZ",
+	"dKqYntcY1JbqVlUGFYfczCG8D9WD7sMkhGOqsQntWZeV2Y1m7DR84ERaxmcQEfl4+Yi3oAp+11uTbsJ6",
+	"vhsGf3X2ubxL4JqtL7FEM2bqe8DMjs0YXDBz/RBq1KIx8tHD/gc3yuM4l/re7xosCFgfi8Aj0phKlbAn",
+	"dUzC3PN12Qbr07uZnQDH5kQnyBpqweX1h3MC+wlPnCzD29OKAXZ9HJX5me36SXXmliiM8O7UeFDM9r5N",
+	"aOm375ft12mSgh9MqTsLdQP+df0W7+Ev9Cosv+5HtqaZjZCb6hEjq0XCLM/lynPlkNfVJcWORciKXe6w",
+	"ve52ZhkzvqaDZSdYekIgVGEJzsOFqivkIHhCijKVgufQsHQ3uAVfz5d9Yq8EZmiqn3alpGufgE6rAsqY",
+	"AwZ0+eiJDCSh6x2+Srav57meoWNb3cZYtinyATxYVHcipbEMMPA2JU8WAhtgBBchFKH2OiJMXKGG0XtY",
+	"70ExasxkaPFtytUJcrqVFvXSzr6iRSFQqdPbkJEqN8tWU+7HnImzi/9ateMeovloRea45iaB9D+5kkYm",
+	"MntK8g7pu2iCJlimFlBlGgj6b2xyLpNLZvrkJXgxk6mCctlYiTs0Bj6fTKSZk2u6tEwlRN67xkHWcfot",
+	"qhiklAWdgpKZ1zHoWHTHX71deBjbjeN/oq3YbkncGR4eDaK4o+S1/XE8+DbunThtHDi+a8xdVuuE3XDM",
+	"DFvLpPRt7NKghXl6zjDJpPZ5yO5ndW7UbtmjbVRD/DjYvnaG3YDmXo6Ot+/F3owWVZl71VZif+Ua4JV9",
+	"HBr9Cfp+UiL9HUzKT0bDVxQZ/4Kx5A9lf/2EFbjWKV3Qw1jyoE2F9ka1GntEKkwEVQYGeQ3CxEpGGNbj",
+	"xXVX9nO9PmjAjvAbykFX+QlqUCcCRAtFLZEtSXeN/PbqJJM0Ucw+geuEBD7wAg0kfmdrbyh+tk0Zp/PQ",
+	"+BbFAiwVN9xiaCglb+isF8HvoaGQWJ63acjhn+8mzLtF2nU31vMMm7BJ2A6tmgrrPDiyvaCXzM/7aXBt",
+	"gyzUoo/3p7oKI/bp7xYUvrgCwvsJhSztkMPXgs3h/otnoD3d/5MM9n8ifTIi+2XKM1cnLWMGyj8okvIZ",
+	"NydESPgc7sD3zw0SjqVNKxTeP3ZUxZPIVH65NSlmXWwKClkj8xxrS/TJy6BnBzQehJFYrEgjQ1QEBylE",
+	"Y+hmtgx+CFxoQ0UIEUpkvjwhgJr3udgHfSMYaBNF9Xw/kUJzbc+6GhPti0k6uuLRNGLpOnYGwcohdYts",
+	"Y0EzLWGWFYVbOeEurVEn4GinUl1COLnuDdtnEQsvEnr6s4g2+wk5B6FTh4rhv1IFRBxZxByL2N/juIO2",
+	"74xNDZGF6dkL5itrajLl4MlOJkvowe6XJbeqrDkYorIWeI2dzEpnmDQ0YZ5QtVAkx8U9Dldaqgkv3DDf",
+	"izPdkRet+vSt9va9PeG3KzZVQqlg14Td5FwxPaJPGkLI1vASzoOsbCleLiGvK9pNlih2G5vk2jxoHFhl",
+	"4O08Q6H93QLBUCTH8ZqqBeIrRCI6IhMuUi5mOiJXTGkuhfYeeFCUpVq22n168NV+ukVaJreKnTMy3REy",
+	"cFCLdmFczFUD2GoONktHY65djjPnD7VlWWrHzm5XlxqLUn9x/472v3wdRC+ObqlNvZ67Bg4A0yjTjIE/",
+	"n7JcaPeCi0ty+uZ8/+j5i/1fXr3vVQoqe8cVSx98cWWoHwbWgVjMqGHXdEnywmD0voBKLoA+da2OZb0S",
+	"MzQlYwcDY9QYAr22PcQidOECCRxcDQm7oYnJlmQ8l9qMIzLOpTJYx4ZoZiknRk8HnnBsf45yxab8ZhwL",
+	"3xCKSwfyUzd9VE6ZdMcoOeFM9+NiMHiWABGzfzH3QFGRygU+GvegwpXLHYwOcp8/vYMVTmQKUZW5Xdch",
+	"ec9fOl1pmmoyxk/GziXE/Rxh9oHxHmjDcBrfxn7qaY+UK/r7xcXZuT1hcPEMuf5TlmdyuUAXvVenEcHq",
+	"T+D4UIqMRhXaNBqRzwpTuXuPThldyucmF/rajqxDOdTfdd5NxG/VSeAg445/FneaMgrOHX+w9qICQc3v",
+	"JSYiK0NFnz9/9jzamA06wipV7rN3TMzMPKSx2Bz7hh+6+X53Su9oyybKAf4PLkJkR9LeFEUpFcHq6RXk",
+	"vKIMY2AsCLVfEPV59pgrIqA0HcJyhSJtp/loV3k0ekHgjEY83c0V4v9Ghckb8MUKcoNLAV5VspGuzBGP",
+	"ZEtLXqQIiHtkxRypMCObXX5vTdGyes4HX/2f2/AfVW3K03IgfkMmS5DlWH2bwoLry7cgsrnobOuCBt9J",
+	"13HHjfooyo6GfpOc2O8goLYrVtiGS0UzCz8LRgXesqF36tuSjdN1BVszK9dmefFmy83Y5iK0elARojb4",
+	"VkKEn8gdxYgwXoMQEV6ioXlCtSsq0qvGnBnqwnBAC1RoVl7o0MHWwkRYzSNe5nvkCwhXv2LbRohFxYl2",
+	"pSIXdMY0RpglEPHgublCI1e72IgB2nfh4TBACTfNGMBU4OpeGMB39PgiWH+zDNYClAf23A6+GjrbBj7p",
+	"bPc0VvdNTOUJxgNsXlvgRb0b41a55RGc7v+3FYC/lH+7kzg8+uEWcXhN53cRhn7siggFz9JGscHyo+sn",
+	"ilH1lkw1SSnfvjO7v9ttfhIV3hmYVwF6sco01GwksO+kW+cG8KE36NovQN+uCTUVzVTh47Tb8OZnaPCo",
+	"2yyoMO2b7N6ulSSgWQaJ9LEFhrD+UUhDkXK60uDosl9XZl7JrFiw/QlNLot8M0vyD2j60rXcxu7rerVc",
+	"GI6j0SbghZtNggx+8KiizGoJk7AFWzFG1e24G3PkR2wShnD5bgebJSIrGQqZsj3dKvHUT/fgK/6xBR2q",
+	"Le7JBR+36q4HmgVNWTC+UcUwQeJ0CuGbvY2szuaFPNzNrUND8/2dBFi5F8OD3WxJsSflyncVVNzub4ET",
+	"HlhIqQy8w0282x30Y60iVechtKc95oq8oRM3fkMRln94zPUEXIa9FCN3xg0pGvDNHhSX72Lc+ypS6DVW",
+	"WfGOGlVO7HT/v0tTxGH04lkT7xV1NP+TjRaTZmMERNwOsZqTJjnVQJemlGco8r358PH87JXFd6Xd21Kw",
+	"54MfyJypskpMLDBQ7x8f331+/2b0+s3Pp5/fXYzevyTdw8HRca8k/W4LToiPQKt9+P70n6P3L13YN/h2",
+	"L7VhixAmh+pLtMYTSqbs2gf0YXgdKs5Lk+2LW222sLXfO0eevzLNiOoqXKi/UiTAD/fI0kLdmoZOHVRJ",
+	"TeW9hyCNtsucUPER3HPuJ+DjIQuT8Svm6gyUSmeoeOCdV94scrME+JtiIVagXCVVq9zZiJREfEjm8prQ",
+	"WDjSb4UzsIN5ttU2c3WeAVB9soVkHiowQuL+0qiNlRViUcHmB1/xD5fMrOp9sdpiWy7hr65LcfvpEy/i",
+	"uiFJOwZ/2iMIER/eoCCVDwrFw9UY4HQbo/H4LMY2d/YezAV2UyZ9Ws1qBJvh92I3rxyc/yc27ayyGCVQ",
+	"Vpjwu3feRp6RO2s7qMN/AV7wydK+28mTEqz2PMpBC/a6CzQTiVrmmEzlshrspCOyoIJPIScG1ZZe/obE",
+	"/5py424glvMC63W3RF9WWvUO1+4O2yb7wDwQzZgu7zMQ7VhMlfyTiR5kiyl32XZe8/gDJ2rj0pkApJ99",
+	"PK8yR+j2E5C0FLHwiLrVDxwd+zJqplItyCVbbsKt2+a1R1D6V8luD0SPrpJWMFthaXQuIPkIJXq5yLi4",
+	"tAfIsmkEAp09TEPVjJkNIt0nRtNNm7JD1vv7V3p4/BzoK7UYFJsVGQXGwt5JCNq6HyaOtmy8OcM9XOna",
+	"sWxhIS9WTOMbi2i3BEDNduxjpYQBU1B6QQoyAbuKIDIxNGtRSS1kWldIVaSjwX/+Ptj/wcpFz9pU0nfK",
+	"/L8rkD61CLExwe9fukYAwKwvERBCeCYyXUauSI9UqGgykLWli65XwBxicjbl8o9VEN6i0CYW7IZr0ycf",
+	"r4ULXLWQE/yR6sUImN7DANfu4WAwgLxT6Ig3eHF8fDsJub0gQXktv3NZghrA3KM4wZNi3HC0e5q48SMC",
+	"lQMwxZcmKWM56TqCVhEsuZPQLAgxYZi6Wx2SOq5uQktO4dcUBHrQ2ToX2pbVEJ4dbVkNoQVc71gPYRv2",
+	"3gr62O7JqiJY8nML1YmQbAxvoz1dSkSxmDB1Qo5/emZZ1sEPz5/3Ok09utoB28VctVRuiID+3koy/3rl",
+	"HbagO+HSPqG6wamZSlKA3rzuqNAd2Nd5kpBycWIZZ6jAKwhQDE9aMMeTIEKWJaA236pb8/zflWV+8KO5",
+	"W87/VS0F9FKTI6AWWaL4hKUoTWBamofAubvwxzBVlhSKmyWMNGFUMdUZ/v7FdkVz/itbwq8vtqG68jMq",
+	"VNYZdubG5MODg8OjH/qD/qB/OPxh8MPAdvv/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
