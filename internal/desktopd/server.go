@@ -17,12 +17,16 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/jezek/xgb"
 
 	"github.com/spacesandbox/space/internal/accesstoken"
 	"github.com/spacesandbox/space/internal/computeruse"
@@ -58,6 +62,9 @@ type Server struct {
 
 // New returns a Server.
 func New(cfg Config) *Server {
+	// xgb logs to stderr by itself (a missing ~/.Xauthority, which the
+	// template's display does not use); errors reach the caller anyway.
+	xgb.Logger = log.New(io.Discard, "", 0)
 	return &Server{
 		cfg: cfg,
 		d:   &display{socket: cfg.Socket},
