@@ -28,7 +28,7 @@ import (
 
 // xvfb starts a real Xvfb (as the desktop template does: no TCP, no
 // socket file, only the abstract socket) and answers its socket.
-func xvfb(t *testing.T, size string) string {
+func xvfb(t testing.TB, size string) string {
 	t.Helper()
 	testenv.NeedCommand(t, "Xvfb")
 	for n := 90 + os.Getpid()%100; n < 400; n++ {
@@ -62,7 +62,7 @@ func xvfb(t *testing.T, size string) string {
 	return ""
 }
 
-func newServer(t *testing.T, socket, state string) *httptest.Server {
+func newServer(t testing.TB, socket, state string) *httptest.Server {
 	s := New(Config{Socket: socket, StatePath: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

@@ -67,6 +67,7 @@ func (d *display) connect() error {
 		c.Close()
 		return fmt.Errorf("X server has no XTEST: %w", err)
 	}
+	go drain(c)
 	setup := xproto.Setup(c)
 	d.conn, d.root = c, setup.DefaultScreen(c).Root
 	if err := d.readKeymap(setup); err != nil {
@@ -164,8 +165,25 @@ func (d *display) keycode(k computeruse.Keysym) (keyAt, error) {
 	return at, nil
 }
 
+// fake sends one input event without waiting for it: the X server
+// handles requests in order, so the sync that ends every action (and the
+// replies after it) sees them all done. An error (none is expected for
+// values Validate let through) arrives as an event, which drain drops.
 func (d *display) fake(typ byte, detail byte, x, y int) error {
-	return xtest.FakeInputChecked(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0).Check()
+	xtest.FakeInput(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0)
+	return nil
+}
+
+// drain reads c's events until it closes: every client gets MappingNotify
+// when a key is bound, and xgb stops reading replies once its event
+// queue is full.
+func drain(c *xgb.Conn) {
+	for {
+		ev, err := c.WaitForEvent()
+		if ev == nil && err == nil {
+			return
+		}
+	}
 }
 
 // sync waits until the server has handled everything sent so far.
