@@ -176,8 +176,10 @@ func TestDesktopNative(t *testing.T) {
 		if res := act(t, c, id, client.DesktopAction{Action: "cursor_position"}); res.Cursor.X != 10 || res.Cursor.Y != 20 {
 			t.Errorf("after the refused actions the cursor is at %+v, not 10,20", res.Cursor)
 		}
-		if _, err := c.DesktopScreenshot(ctx, id, -1); !isStatus(err, 400) {
-			t.Errorf("width=-1: %v, want 400", err)
+		for _, w := range []string{"0", "-1", "wide"} {
+			if status, body := get(t, d, "/v1/sandboxes/"+id+"/desktop/screenshot?width="+w); status != 400 || !strings.Contains(body, "width") {
+				t.Errorf("width=%s: %d %s, want 400 naming width", w, status, body)
+			}
 		}
 		// Another tenant's view of an id that is not a sandbox.
 		if _, err := c.DesktopScreenshot(ctx, "sb-nosuch", 0); !isStatus(err, 404) {
@@ -251,6 +253,10 @@ func benchNative(t *testing.T, c *client.Client, id string) {
 		_, err := c.DesktopAct(ctx, id, client.DesktopAction{Action: "left_click", Coordinate: []int{900, 700}})
 		return err
 	})
+	measure("native click + screenshot", func() error {
+		_, err := c.DesktopAct(ctx, id, client.DesktopAction{Action: "left_click", Coordinate: []int{900, 700}, Screenshot: true})
+		return err
+	})
 	measure("command screenshot (scrot + file)", func() error {
 		if _, err := run1(c, id, "scrot --pointer -o /tmp/bench.png"); err != nil {
 			return err
@@ -263,8 +269,13 @@ func benchNative(t *testing.T, c *client.Client, id string) {
 		_, err = io.Copy(io.Discard, r)
 		return err
 	})
+	// As the SDK clicks: a synced move, then the click. The pointer goes
+	// back and forth: xdotool's --sync waits for it to move, forever if
+	// it is already there.
+	i := 0
 	measure("command click (xdotool)", func() error {
-		_, err := run1(c, id, "xdotool mousemove --sync 900 700 click 1")
+		i++
+		_, err := run1(c, id, fmt.Sprintf("xdotool mousemove --sync %d 700 && xdotool click 1", 900+i%2))
 		return err
 	})
 }
@@ -407,6 +418,23 @@ func post(t *testing.T, d *harness.Daemon, path, body string) (int, string) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// get is a GET with the daemon's key; it answers the status and body.
+func get(t *testing.T, d *harness.Daemon, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+d.Addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
