@@ -44,7 +44,13 @@ func TestDesktopNative(t *testing.T) {
 	run(t, root, []string{"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space")},
 		buildTimeout, "scripts/build-desktop.sh")
 	t.Logf("template desktop built in %s", time.Since(start).Round(time.Millisecond))
+	desktopNative(t, d)
+}
 
+// desktopNative is TestDesktopNative on a spaced that has the desktop
+// template built (TestDesktopSDK's, to share the suite's one build:
+// t.Run("native", func(t *testing.T) { desktopNative(t, d) })).
+func desktopNative(t *testing.T, d *harness.Daemon) {
 	ctx := context.Background()
 	c := d.Client
 	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Template: "desktop", TimeoutSeconds: 1800})
