@@ -30,6 +30,7 @@ func TestTypesMatchSpec(t *testing.T) {
 		{APIKey{}, "APIKey"}, {AuditEntry{}, "AuditEntry"}, {Build{}, "Build"}, {BuildRequest{}, "BuildRequest"},
 		{CodeContext{}, "CodeContext"}, {CodeRequest{}, "CodeRequest"},
 		{Command{}, "Command"}, {CommandRequest{}, "CommandRequest"}, {CreateSandboxRequest{}, "CreateSandboxRequest"},
+		{DesktopAction{}, "DesktopAction"}, {DesktopActionResult{}, "DesktopActionResult"},
 		{DrainReport{}, "DrainReport"}, {Entry{}, "Entry"}, {Execution{}, "Execution"}, {LogLine{}, "LogLine"},
 		{MetricSample{}, "MetricSample"}, {Network{}, "Network"}, {Node{}, "Node"}, {Pool{}, "Pool"}, {Quotas{}, "Quotas"},
 		{Sandbox{}, "Sandbox"}, {Snapshot{}, "Snapshot"}, {Template{}, "Template"}, {Tenant{}, "Tenant"}, {Usage{}, "Usage"},

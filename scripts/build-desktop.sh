@@ -10,8 +10,14 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 use_go
 name="${1:-desktop}"
+# The context: the template's files and space-desktop (the native
+# computer-use API's server, cmd/space-desktop), built here, static.
+ctx="$(mktemp -d)"
+trap 'rm -rf "$ctx"' EXIT
+cp -r "$ROOT/templates/desktop/." "$ctx/"
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$ctx/space-desktop" ./cmd/space-desktop)
 space="${SPACE_CLI:-$ROOT/bin/space}"
 [ -x "$space" ] || (cd "$ROOT" && go build -o bin/space ./cmd/space)
 # 2 GiB of memory: Chromium and the session; 4 GiB of disk: the packages
 # are ~1 GiB unpacked, and apt-get keeps the .debs until the step ends.
-exec "$space" template build -t "$name" --memory 2048 --disk 4096 "$ROOT/templates/desktop"
+"$space" template build -t "$name" --memory 2048 --disk 4096 "$ctx"

@@ -91,6 +91,90 @@ func (e CodeResultType) Valid() bool {
 	}
 }
 
+// Defines values for DesktopActionAction.
+const (
+	CursorPosition DesktopActionAction = "cursor_position"
+	DoubleClick    DesktopActionAction = "double_click"
+	HoldKey        DesktopActionAction = "hold_key"
+	Key            DesktopActionAction = "key"
+	LeftClick      DesktopActionAction = "left_click"
+	LeftClickDrag  DesktopActionAction = "left_click_drag"
+	LeftMouseDown  DesktopActionAction = "left_mouse_down"
+	LeftMouseUp    DesktopActionAction = "left_mouse_up"
+	MiddleClick    DesktopActionAction = "middle_click"
+	MouseMove      DesktopActionAction = "mouse_move"
+	RightClick     DesktopActionAction = "right_click"
+	Screenshot     DesktopActionAction = "screenshot"
+	Scroll         DesktopActionAction = "scroll"
+	TripleClick    DesktopActionAction = "triple_click"
+	Type           DesktopActionAction = "type"
+	Wait           DesktopActionAction = "wait"
+)
+
+// Valid indicates whether the value is a known member of the DesktopActionAction enum.
+func (e DesktopActionAction) Valid() bool {
+	switch e {
+	case CursorPosition:
+		return true
+	case DoubleClick:
+		return true
+	case HoldKey:
+		return true
+	case Key:
+		return true
+	case LeftClick:
+		return true
+	case LeftClickDrag:
+		return true
+	case LeftMouseDown:
+		return true
+	case LeftMouseUp:
+		return true
+	case MiddleClick:
+		return true
+	case MouseMove:
+		return true
+	case RightClick:
+		return true
+	case Screenshot:
+		return true
+	case Scroll:
+		return true
+	case TripleClick:
+		return true
+	case Type:
+		return true
+	case Wait:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DesktopActionScrollDirection.
+const (
+	Down  DesktopActionScrollDirection = "down"
+	Left  DesktopActionScrollDirection = "left"
+	Right DesktopActionScrollDirection = "right"
+	Up    DesktopActionScrollDirection = "up"
+)
+
+// Valid indicates whether the value is a known member of the DesktopActionScrollDirection enum.
+func (e DesktopActionScrollDirection) Valid() bool {
+	switch e {
+	case Down:
+		return true
+	case Left:
+		return true
+	case Right:
+		return true
+	case Up:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EntryType.
 const (
 	EntryTypeDir     EntryType = "dir"
@@ -608,6 +692,63 @@ type CreateSandboxRequest struct {
 	// template that has a start command, nor with a full snapshot (it mounts its own).
 	Volumes *[]VolumeMount `json:"volumes,omitempty"`
 }
+
+// DesktopAction One action of the common computer-use tool schemas. Which fields an action takes:
+// `key` text (xdotool's key names, chords joined by +, several separated by spaces:
+// "ctrl+s", "Return", "ctrl+a Delete"); `type` text; `mouse_move` coordinate;
+// `left_click`, `right_click`, `middle_click`, `double_click`, `triple_click`
+// optional coordinate (else where the cursor is) and optional text (modifier keys
+// held during the click, "shift"); `left_click_drag` start_coordinate and
+// coordinate; `left_mouse_down`, `left_mouse_up` optional coordinate; `scroll`
+// scroll_direction, scroll_amount, optional coordinate and text (modifiers);
+// `hold_key` text and duration; `wait` duration; `cursor_position`, `screenshot`
+// nothing. Any other field an action does not take is refused.
+type DesktopAction struct {
+	Action DesktopActionAction `json:"action"`
+
+	// Coordinate [x, y] in pixels from the screen's top left; off the screen is refused.
+	Coordinate *DesktopPoint `json:"coordinate,omitempty"`
+
+	// Duration Seconds (wait, hold_key).
+	Duration *float32 `json:"duration,omitempty"`
+
+	// Screenshot Answer with a screenshot taken after the action settles.
+	Screenshot *bool `json:"screenshot,omitempty"`
+
+	// ScrollAmount Wheel clicks.
+	ScrollAmount    *int                          `json:"scroll_amount,omitempty"`
+	ScrollDirection *DesktopActionScrollDirection `json:"scroll_direction,omitempty"`
+
+	// StartCoordinate [x, y] in pixels from the screen's top left; off the screen is refused.
+	StartCoordinate *DesktopPoint `json:"start_coordinate,omitempty"`
+
+	// Text The text to type, or key names (xdotool's: Return, ctrl, Page_Down, F5, a).
+	Text *string `json:"text,omitempty"`
+}
+
+// DesktopActionAction defines model for DesktopAction.Action.
+type DesktopActionAction string
+
+// DesktopActionScrollDirection defines model for DesktopAction.ScrollDirection.
+type DesktopActionScrollDirection string
+
+// DesktopActionResult defines model for DesktopActionResult.
+type DesktopActionResult struct {
+	Cursor struct {
+		X int `json:"x"`
+		Y int `json:"y"`
+	} `json:"cursor"`
+	Screen struct {
+		Height int `json:"height"`
+		Width  int `json:"width"`
+	} `json:"screen"`
+
+	// Screenshot PNG, base64: with screenshot: true or the screenshot action.
+	Screenshot *[]byte `json:"screenshot,omitempty"`
+}
+
+// DesktopPoint [x, y] in pixels from the screen's top left; off the screen is refused.
+type DesktopPoint = []int
 
 // DrainReport defines model for DrainReport.
 type DrainReport struct {
@@ -1210,6 +1351,12 @@ type CreateCodeContextJSONBody struct {
 	Language *string `json:"language,omitempty"`
 }
 
+// DesktopScreenshotParams defines parameters for DesktopScreenshot.
+type DesktopScreenshotParams struct {
+	// Width Scale down to this many pixels wide, keeping the aspect (a width not below the screen's leaves it as it is).
+	Width *int `form:"width,omitempty" json:"width,omitempty"`
+}
+
 // RemoveFileParams defines parameters for RemoveFile.
 type RemoveFileParams struct {
 	// Path Path inside the sandbox; relative paths are under the user's home.
@@ -1470,6 +1617,9 @@ type SendStdinJSONRequestBody SendStdinJSONBody
 // CreateCodeContextJSONRequestBody defines body for CreateCodeContext for application/json ContentType.
 type CreateCodeContextJSONRequestBody CreateCodeContextJSONBody
 
+// DesktopActionJSONRequestBody defines body for DesktopAction for application/json ContentType.
+type DesktopActionJSONRequestBody = DesktopAction
+
 // MakeDirJSONRequestBody defines body for MakeDir for application/json ContentType.
 type MakeDirJSONRequestBody MakeDirJSONBody
 
@@ -1712,6 +1862,12 @@ type ServerInterface interface {
 	// RestartCodeContext Give a context a new kernel (same id and directory); its variables are gone and a running cell ends.
 	// (POST /v1/sandboxes/{id}/contexts/{context}/restart)
 	RestartCodeContext(w http.ResponseWriter, r *http.Request, id SandboxID, context ContextID)
+	// DesktopAction Run one computer-use action (a model's tool input as it comes) on the sandbox's desktop.
+	// (POST /v1/sandboxes/{id}/desktop/actions)
+	DesktopAction(w http.ResponseWriter, r *http.Request, id SandboxID)
+	// DesktopScreenshot A screenshot of the sandbox's desktop (PNG).
+	// (GET /v1/sandboxes/{id}/desktop/screenshot)
+	DesktopScreenshot(w http.ResponseWriter, r *http.Request, id SandboxID, params DesktopScreenshotParams)
 	// RemoveFile Remove a file or directory tree (a missing path is not an error).
 	// (DELETE /v1/sandboxes/{id}/files)
 	RemoveFile(w http.ResponseWriter, r *http.Request, id SandboxID, params RemoveFileParams)
@@ -3222,6 +3378,74 @@ func (siw *ServerInterfaceWrapper) RestartCodeContext(w http.ResponseWriter, r *
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RestartCodeContext(w, r, id, context)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopAction operation middleware
+func (siw *ServerInterfaceWrapper) DesktopAction(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopAction(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DesktopScreenshot operation middleware
+func (siw *ServerInterfaceWrapper) DesktopScreenshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DesktopScreenshotParams
+
+	// ------------- Optional query parameter "width" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "width", r.URL.Query(), &params.Width, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "width"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "width", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DesktopScreenshot(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4922,6 +5146,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/code", wrapper.RunCode)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/code/{execution}/events", wrapper.CodeEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/code/{execution}/interrupt", wrapper.InterruptCode)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/desktop/screenshot", wrapper.DesktopScreenshot)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/desktop/actions", wrapper.DesktopAction)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/contexts", wrapper.ListCodeContexts)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/contexts", wrapper.CreateCodeContext)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/sandboxes/{id}/contexts/{context}", wrapper.DeleteCodeContext)
@@ -5000,321 +5226,344 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lcxs5ki76VxC8J0LkbomiZNndTcXGhmxrZnzaD11LnpndLh8SrAJJrIpANYCSxHb4v99AJlAPEkWR",
-	"erknzo3YnbbIYuGVyHd++a2TyEUuBRNGd4bfOjlVdMEMU/DXGykMuzXv3to/uOgMOzk1807UEXTBOsNO",
-	"gt93oo5ivxdcsbQzNKpgUUcnc7ag+EZjmLK//T+/ne7/N93/Y7D/y2j/67fD6PDo5+//qxN1zDK3b9NG",
-	"cTHrfP8edc5uWVIYLgUOnTKdKJ7bDzrDzqkgzH+/pwlPIzJVckG40WRcfjMm7JoJ0+9EoZmXjz3+3M9b",
-	"tyvn6cbhFlzwRbHoDA/L93Jh2IwpfLF92dpu2E8JF5qnjJg5I5qKdCJvT4hiGTX8mhE7CU2oYqQQKVPw",
-	"VKGZ2tNkLhes3KHfC6aWtdni3Nunu770Cxy7dQPuWP/6C/8us2LBtlv4NTwbVes2EkhCSWlIN+4cxB0i",
-	"FYk7cYfkik35LaEZv2K9PvnMtMyuWVptUCzwdXv4+yGJO/1+3CHayFzbBxSLCBUpoUQvFxkXV8TMqSG5",
-	"5MJoIgtD5LQ2LcI1UWxaaJb2Y/F4O44b9JlNA9eElEvgqV25HaXlOuCTO4393T6scyk0A15xppRU9h/A",
-	"FISx/6R5nvGE2gkd/I+2s/pWe+P/Unbanf/noGJBB/itPsC3wSjNVTH8Iup8poa95wtu7GSfelR57e6N",
-	"YYIKY6mCGmaPOFGMGqYt2eliwTQQxVSqK026imlZqISN2O2cFtqwtDeEt6TMUJ7pWNjth0/s6yL416RQ",
-	"2kTkxlIT1yRjUyAlbkh3bOQVE3pkPxsj+Y0tRY3xl4pp07OfxmKsmFHLEZ0apkYLPT6BBz7bD/dP7Ydk",
-	"zqglda6Rbm8oN4QLcjOXGSOaJVKkdlHS3oiUFDkQLf4Ijrv2rub+bmRisLVut+3Dp+fvfmVLYLVK5kwZ",
-	"jsSEu5qOKBzoVKqF/VcnpYbtGw6UukKPkWUua3fArvqKLfc0yYtJxhN38SPC+rM+YUeT0SE9mrxIjtOX",
-	"7NX0J/rzhHQPX5E5uyUpn3Gje6GRrnDKwaEsy2HZNLKbaT+iQt9Y2kFexLUuGJEiW4bei5fx2/oXil3L",
-	"qx23Ayk1zDXcJ3LyPywx9uHTIuXmTBjVfhbhFXPLAfEJt1SWbr1ljTPx/PKKLSPk0zRdcBF3Qq9bMDOX",
-	"aXCv3KLaZuv4IAyV0CyDv4JTVmwhTct5yAK/WR8CviJOcXB0Fnfenr0/uzwjB9eHB04+M33wjaffw8vT",
-	"hppC14Yub9CGc406QApbEkiICl4XPEvXCWCyNPiP5mqRQ1miXtAZI4KxVHuqx3daaanYEB7K6JIpTbpm",
-	"LjWz3Ewxy7qIkRJ4FtGGKsNSksxZcgViNCKMJnOSyELYL6RIrMzV+NbakdU2J6HJPESqn798hEHefDr/",
-	"L6INy7XldJrhtMgN1cT9NPjWvAifxX3YVMr11WgxCb+QeSHaPAF2y80okSkL/yqTs5EVKKB1GbbQYerA",
-	"D6hSdIl3SGs6CxO43aLQWCGqmXLB9fxezHr940XbjOCgtjva4Bku2EKqZevGO+pbf315XUG8SsWAmuFx",
-	"ksjFwg6tCiHsNMtxJ1JmjIrai3faHHv9YReYsIL0t46VzjjA7wUrgEon9q7iZ4rR1MoTJB57CUTCMpZ2",
-	"vkbbnyx+08Zz6EzvRlyGLfKMBtlnK+d5L2dtIqjlWmtmiESOk3HBUJWBHddWMTcsJ1OrwXi2BO9BFQy+",
-	"5JoIaez5Bc8uY9csq59DyibFDDToqexEnRuqRLnvX4NiasMVY7+vLwjs2AFqa2C+WpHFNdHsd/Lv5DBI",
-	"2f5Em28a4CpB/4zIYb8vymXriIh/P3R/1unY/j+MLMJ8cEf5UtkSv8Fq3Qv8vrqZV7v0tY0wPrPfC6ZR",
-	"t09TbldIs/MahUxpplm0KrbsT0dUIemGf9hOydUUvJNjbYvnVM+91lLkmaRWU4ZRSeUYWXt/qzDZKBhS",
-	"mVwxNeUZCxl6b8tvSVdzMcvgZGesd2INZMNoaudpiesACOAAzr0fmp596M6NXjHJbmlisiWRAiwif/Uj",
-	"VAwiQlUy59f24JsH5D9v3Vgqqn3FDSCaXjOrw316887KbmtnG6qCEsaLkua7KVFsxrVRS6e3KDZliomE",
-	"hXVAfHbHHUkUS5kwnGba2oJupK5g1oxE9aW3th051fpGqrBgLDRTLeZBiGbr7Lc5tRisjN+Ghs6+xh3Y",
-	"5fLEttMS75CkfpahYb0Hxv7bziCs/QpmbqS6ustY/+ges7+QI2DttRmtiuAdmUeySFssMStrd6MGashC",
-	"auPvR7JII5JLZSJSqCwi9tqeEGG/XTAqNIk72vAs82oFASveyjOwymHPtpusZxdrX9jRWyQ9XzBZmJHz",
-	"AOBBTmmRmc7w1WAQkgqFytbPG/aJ3MyZIJT89ezSuTDQT7vmrHSmoyZHg4EzoEnXSmYqpJkzRY5ubyMQ",
-	"1fb6plyxxPQicsPNnCSwifnSzKV4YcnrZsbAf8KTOfNuG7yAc6q3IfEV0WV3NySaSn2p1IruzzNVIUgX",
-	"lmMves/yzNl1RBKZLyPCxHVELKmnXEXwQICVzq53U9Dsq3e8E6mTwUE6CxiIII+simb5+QlxdOScXDxL",
-	"9/QmOblw5s6KIy4xNAs9Lm8EeqKaz9vd+m04U7LIv1ZTUFIGx9Qqsa+Qgn2adoa/rS91+x3+uqYBqaQT",
-	"4R6GqImJ64epKZt5oFVxA7LQa35WSB1MuDjQc7KfhLYGyG7dB2BJVhUiKoMKYNoXQhOqTwjNpLAKAPly",
-	"cfaZOHVv7dWOtLcVbauWxo62ycqxgLgKHcgbmbI3leq3wnFvWuzXtMV4FbMibAisTAciJOXjEQzUNrv7",
-	"qcVJ8F5dWuuIZZllu2KfLXKzJF8u/7L/84lzLcNQZCLTpbVHvEg7JB/4615QkXRXexRyy576i48C4fzT",
-	"xSU5cB/pPvkoDfJ2vxHBAXa9Mc0pnIlrck0V6mdmzjUuX4psSbqWKCwFw5fUS6k9bVlxfbXVedRPuBSY",
-	"HZRKndWxP9v74e1W98M9XXIntxG1faj2MrgTQaFdH/CdMEypIkfmCwtFpQIWnkkxOyEDp30ISTK+4GAd",
-	"LOgt+vJ/fnVshX/p2x8EA5QNqWnJrJ1yNWzQOl0onswhlJIZ0rWTHafU0DHqqWP8wkV2exE5O3q9p8kV",
-	"W+oh+grRMsW4G80KFos51X2Si1lE/idnMzBx83QK0dAJ1ezV8QlJ5tYItt/YseCr/33x6SPpLqjJM2ky",
-	"PiFTPisU07GAF1CRUk3eUkP/oiyp9E4IuzWKkrnMUk1QZ/nw7sMZscvXGPFbuYZzVEotYVJD8V/wkhrx",
-	"Vrs2N4sszHH0aEG5GKmWLb30W+EtVXv6e5pkVBvCbnPFtOZS9IMOkP+h1xRfFhzb7mj4C4y6wb0w7Db4",
-	"zIKqq1TeiLCCmk7Dn4vZJmdKwDlyHf6BZ+stwqJy+bh9/bqVafQGxem6vPBeiB30sxadvk3y5A3R0/Td",
-	"3S127K+/ti/ofpJmd6V0QpOrGcQcG3zUvX2dPt0mrXFXMlnW1Jk+OWtq28kCfV12gmHZ1bLJD1bSrhjL",
-	"R9qkXIxkzsR2q4Tn19f5D8WNYYIYSeAJZ/NgSJcJkmRSQ0pDxrRlko2Rw3KEzlrjShvlS1B2bJAVdXXS",
-	"y0pn12xzyyDq4nJNtiXNVUEjisWEKRdeL4w1HAfE0CumXYQe5tUnnywvv+Ha2atMXUO8SBhNVrYlFqDM",
-	"HEYkyQvi/116S/CTV8cRcY4+98iriCzo7ShXMmFaM+0/xkC+FjTXc2lG1pRd+qHwmZekC1TsdDEQgE5i",
-	"94ZWbVnQLGMKqN7qbOR4MCCCLriYxcKuZspZloaEEy2MHOW00CxEoStbieLWbQaBXzVs+5oH8opnGRcz",
-	"wk1Y3lTjjoBecfMac8C0lJWbYHWk6rdDAhMli/I0cVK0OVM7Ap4111dO8dPMPdyraV/wZkzvIN3jwaC3",
-	"YfL42N27tjZlWurYRlZzTstdNHMli9kcvjo7ek1yJW+XzmfALTHKKyZ6ZRZK2w4773M5uaPViV2/Of+i",
-	"SZeSN+dfyO+FNPSkfiHIgppkzrRTvfynbpa9us746vguJlDzeJcTOhwcHa/O6YL/UaovN4obOslc5Lah",
-	"pB4Ojn9++dOru0Z9BCa+DFo1bwpt5IIpSAPpnn+5hHi/1U4Pvl2x5feePVomErXMTS3MjSlD/qJrzEEL",
-	"8ucGnwjsWrX1L1++uHMfGn7c8k0vD492f5GhTod9iP9iZ69vLmV2J29AVqCvOKbtlb7uPU1uqFoQ+xI4",
-	"gImUEDUU7Ka8dN0JE8ncaqqaFJi2YGQsFozqQjGSyCz1CWCQRQgXWCPXsHa0vx4gFDWh2Q1dahjJzoUr",
-	"Im8E8t+A1GeJYkY/3MTFfJf9uBgMXkBql2IGcwHJZY1NzxgsP89owqwZwxThAoUKwxdFRHiHaizApnCB",
-	"ypk1IsiMGnZDl0QxeIflQdbIVX5XHF/DCexpMuEi5WLWWH/Nu+ruw/o1u4CYJUhAMF/9k6TL08jn92CA",
-	"o9cnp8je/UOW0daOzU6QGx0L+5B9eFpkWe2NeEeIJSyXuldul2Rgw5eZx/hoRCpBDgIcRkcxAqRl50jT",
-	"FHYM4q2Wb0eYIoNUAqO4Gexp0gVrEvN3QYT3oljY5+yprDwL48CmuF3f0wRSF7npl5RPFnRJJqxUfRoH",
-	"UDOpgppHwMCkV3ZijV3GOcipQUVzFzdCbWAroBv3+8WaYEjmLC0yVmefRoJkX5EMd47ajJh5pXRCNdva",
-	"4+JnCYPttGRMvw1sLqb3wqIWshBWHxW1qIkhFNQZOFJ7aQn1+caK0XTfCktGuj6QJFUsUK3oRWTCIApD",
-	"xdLrwvATqwcNy2ATiFtME7W094u9IjARSCqHYYU0sUiAyqQiGtJI4c0HETmwlyEiB3qpI3KQsuuIHBRa",
-	"oWeHztCJYw01+wz+J+OTf4vIATNJFIsDcC0fXFNl/0XASS2liYiQiiRKal3Lv3YKQo3Bu7ArqGw1dS4W",
-	"5VWAhJE5xWyRWioEjuCu7QpP4Aa3QMOllTei5zK6vZm7SXzhgX6wv3cS/R3+7PBVwFG9xhXfKsrFZ+bj",
-	"d02tfSGvWdPLsJJF5pPL1p0HoHIvdDilEbVn569M7QxYSoRMGelWWgwwM4zW94LJI6iZBgcBHur0XSPL",
-	"uKcb0VA1Yyac+oIXIaxgyJaPDc2Cs4B8xhqL3wOZrzTkRgczA7cJT4hm1t4mu7Yl+QmCV2EXWtCVf87U",
-	"goNTj0y40f1wOpxM+ZTvmJfWmp9cBt8ClIWlG+tflLN0GY50kWf2kX11s6/27f8FpRL/oyUJ0rGBkSOX",
-	"bXx7EB+3ZojqlL/vRB0QuGGP31rkKPKFFPBsyIV21pLSGf44CZOLFXxQMtCuDoaU3w80mXPB9i1nB6MJ",
-	"LH4rmYmWC0ZgEjqCMEeScQZeDXsNaOIT6xb9WFgaHlEzSmhOE26WpPty8KI3BH88JJiNvaaEzo2IlFmT",
-	"vYiMdSJz+4h9TRSLudSW7Y8Lwc04IuNJkc4Y/MvVMoyd8sLScR9N0BG7TRhLWWqZOYwMH4+jWIxBa2r7",
-	"9SnWacA6Sff46BeyXpMRlWJhvT6iGop0Y5fuq0c5UyOfjGFXUk4BajdgVvVKDdJdLeao1XlwQeaFSBVL",
-	"zRx2C5aBElIx7R+PBTzfa6wP/mjUebQo0+15iKGozaaMvJXnV1Mfa2RfFtgFaLweGQw4WdOSL624miaa",
-	"CUNu5jxjXkpY9vaglONHSdCtMoBTKdjdvAPCvLV98K9sTCe0rX/hGbtgAeE/p7qF0SqmWaNgoDQyQ0Lo",
-	"V7a8n7c/WOHx4ogoKlK5IFBEYKldGypSqlIXfuvfmTpqXxzaivdy9p4Ltr4VyOQe5o140tTfB+TRrmTQ",
-	"bkqd/cCM4smFk6trlzAvRlBZ0VLZkBcjy4lGeaiWJmcqsTdRTgnNMlK+i7w5/6IjMtg/HAyqpaB5UTr8",
-	"QAMLa5pgRAI3tZSCdSetjkM7vfXXIJ3NWZaSyTLgMWwrDqiSZ1aWak0I+M4z7ko9hLynzTO1b96wYOdf",
-	"2GLJ9kWbVsyF1VYfO23bPVQRywpl1OZVX2t9R+un1aCAEM1+rJyAO0RzztABlcuMJ8s++bTgBguGnJcn",
-	"anhurLknpPdaWWUny/rEKt+coZvFaihYm6mt2Kc57zv9tJ/IBch8XUxSuaBckBuepQlVKTz6b80HMWcR",
-	"jN2c3fZKz49PJHjz7u1n+N3R4EV/0D88fNH/yf6q/sHg4OjYfzY4HKaTn4fDgxdHMAvwzqH2IojMcbti",
-	"EXeG1kKMO/bVv1U/O/w6PD5+EXdA33t3fv2q1ydvmVgS5hZ/wwX6i2iWyRv/cZ98pFZZxL9iQfM8W1pD",
-	"7W+Xl+ek+zfpyk7J5fsL0r34+K5HEikES+x8vJeLvP14ge7Cyk8IRdf4QMpppjEqBe5KTAK1Vrs7ViJz",
-	"Jlw0J6PG0jKZZtKqdZmU+YQmVxHJFb+G87aa/H4mE5qhF867qK00mjEdoYPKnnPksjVKjfWEaMZIKhN9",
-	"oFlSKG6W/UXaC4bJ7C41DO4FvX3PxMzaPEevDsMufGfwH718tW4tpkwsH/WFlg0owczdESl35NdMLX2x",
-	"bMq04QIKqe2NST2pLH0UKOi4xh+PLAXqu4d94/2w2bLhj97TkCONF1JZQgce7sNgOqcJS/c0GYNfOwF6",
-	"Bw83OroTnuKfY4yUxcJeE1mAx8zq5id47hDZrWJvWMTY5PI0SSyjgF/Fojv+5/4pfLJ/aT8Zg4/5/Msl",
-	"eB011m0757KmPA2790Mqx0dn+q3QGHKMoB5Bs2D5BPiSGdXMsTpDMprrugejdlrgz+GNtJratyyXyTys",
-	"IbRV8Fn9KFDAhZZj+FW5lNk2+lpdAwhlm1O1qO4xiP+yFIVqL76tFerzn3CXFBPshmbOTIPgxcJqN5qx",
-	"ev13LTbhxwjP7Zop7QyfLbw+MIdRIQzWb25tgOxotISGPncBtJW6KSlNkyDqagi9bfmCi/AXZcXEitYi",
-	"panC2wy9bFzMrKiYMJJklC9aynErD0+wIJkoNuVZBk7z7lRatqZJyiDP2TIBLsiCC5A6C3obdlbuWL74",
-	"/xbS0F1LAP4xR/891HPXPPgGKp37ZECkIhRM3mGdcn1QsXtxfvrmbHR59vH04+Xo33onsdg/HFY5OJab",
-	"LiHK1kSuAAyCFLImaxE9AtX29tOQpIN8/ZB72DvS8QGC5al24mXxCi6HdCfSzMnp+TtdpeEfAe/0tQDa",
-	"sDwWFUFYxm+Zl6//5oKMy2/HJ+B9T/ICDxL1aDRC7IPXSV6MHRZGGegeV9E6XUy8k9RBMzCRlrPxQbMa",
-	"aotdSPWjWHSPBy9WnFO9E6uGnR29di/xFA0VYEa7unNMERXSEmIz+LlWWK5H4PTZVHted0atH88mcBKQ",
-	"Z2RSJFfM9ELG2kp+QKPutlh4dlq3YDRW+ejy8GuHKVxpZNi6Qed/cKwP/DXmrdYSJtwwzRQZpiF/KwRB",
-	"sGnMO5h54+sVqeNWCVlYsMNczHrVdDobo5ttawVKqaKZu6yo/FkbcgRe1tahS88k3GWIRbuf6D1i6EwT",
-	"F+oxG5lmm1gsc49aSMle5gfRUYg1X1QhohXFCpS4EVyD9Wl9EtmyrBpHbc6jHZ3UTJGaljhjLggGamsw",
-	"f6eZVrdb+lsjwoMuPdIFudLDMjvg4YWR+xiuQ220kd62VdpaIGWsvHjh7HI4coic5hkz9YvqNCrq2I9H",
-	"UNC+dA84uNSQqtYCOfI4mBstumrb/sK2DmuZg1fMlU6Ue+nBv9zKXPLQVDE9x5yS4F4bKa9GC70tssYz",
-	"4o7c5lwx/RibWmXH3Z2/tjNMx49KNRPtRVNZoQ1TGA+H2BlUv3FDuv6rhf3KEk24UMrJoV22XjHqcM1W",
-	"VcplVa4EASfwcDg5KRHo5opnGQsXErXn/GyRphMEVWmGSYBuHWhJGTHB2XVchgB+hnPsRB27gKB/fYOG",
-	"3sinuU9WxsaCwUa0plY5X7uTjfv0tV0ovZezQJpGJmfbz9wHQe6aNbx0w1QwWHB27SH0ssxVwG4avBFh",
-	"+B6tLqQNkK0SmjztbBEpW5/21/V8/vECJqNdcZjVIP56hhm48IH+T/fAfxhVsP7a0gMHAb6za5q1577N",
-	"5Q1muTl/FNGwF9oKhqbqElKw3cNbn/XKdt9BpquTr8YLkgFkZQbCihAGD14y/GrkOVboCdlSMN6aSJJT",
-	"Mx8hHtyOwAVFnu4sEtcdNZtVyVpK6lYIaa8hMoN4H6TrMr9Z2utvsPnSp5bBLTrPO+MsU2fQgSZbprIa",
-	"KUl3JROuV0U3QC2CYu+wjtl63u52tE22tSBpE/OvKVkr4povGFZLIYxXv3NnFSsy+2qS7RwfSeDrBrJ5",
-	"z3WAdBo221ZsoCTDu1hA9erQtC5re7ju7DENd17tKO8CAzR0NvMwSBr86SHzlXQdHmCJ/Fe372sof0Ow",
-	"KyBmhjV71S0KwAOSubwBh9aCiqU3It1U9JzCqZ8Q6lD/Gtg3VmOz2hEsHv1ECWZ5zpmyZCMxejWhupFj",
-	"ijFgdDwJeWMffrTbDQGsUcuOYwFXxrBoeW3r9zD7tWWH0dXoEiwr1dUjeJIubK1DTcGaZmsQl6cMG4hh",
-	"1crwpeTALHKyoOqKKULT1B5fmccEgVWqUojN6d4JGdjxaW10H61YUESHWQQ38i5esslTI9W6z8hRCe5W",
-	"i795timtdpcTnXiEzR2QD1sLeO/MPd1dJn4PMgoPOPpwjF42nbLE8Gs2+r10mW/idc6x3i7pWqlh1/cX",
-	"Pltn0+Nf4KHgLn3RQbixppPf+35vTojmf2DWxgf+uo6z3H883/t9cDAbjthH8Zne6QJ9qB/z3o7IbXQ+",
-	"tAwfE6A6kMVdCKPD3oWKTVnSwdLZej2HY2egUbawp9YMbMVoOgIo6jBq2mbVrLTt78GXNuBco9QfeRTC",
-	"dZE3oclVkXtpDaICHm7JFW+lEaDju5QZFO5dj4sJfy61YYs9qyejK6qHPnohb7ZUJ13euJ/dih7pqOFr",
-	"Ky2+hg3Y2gbx1kelRkU1HerRVBW7NaMNXtsSImzrRILa6a1TQdnZwD6F/m9LGMBBMXe6rEx2tcNlYVRJ",
-	"MoSbluBvu5fWu5bumJU74ha/VPhKtXOflroQukteX9RJdnt81oYnEi46yZtFJ2HRs9sMNjoJQoiDVduP",
-	"xmEoqBgDFdgyTYg8HOxWW9KWcVAWn+1pV6YEpssNInMECwdbS1BYYiQ0A6kKUQpxJeSNCPo/i/D5tFPR",
-	"B5/su0NOdxjLc43USVcqwtNe2LsdOiw60TJzQPmh7jUtTu9KXt2NmtK4aysJUsIDTnZ2KfIJVkP4HMEL",
-	"qyK6i5lz19QCOq04F1rZa+Wf+6fn7/btE5VkxF9YA4FRVeuoAWvCj8qH58bk2KPE51qt6w0Cr8Lp+Tuo",
-	"9QHnZJ+cQXIfdihgtwnLDTmYM5qZ+R8u840K+A30YIAQI9WxGJ8WZi4V/wMyAYfkNUyIYJ7dFVv6RDup",
-	"yLhc3HDt+z45cC7YGs5KmXUCxamYUOCegfwEl+Ty4ezy87s3F6PLT7+efewRLFLlWMauXdIi6tj9WMQC",
-	"TRY9dN84oopq+WCgM0elLysquwehfhH5Onkr+hOH6xALO88Jy6SYleXsTrOvmlegLQtShps+Oa0Sb+yX",
-	"mrGybrT8JhZIUGhln5Sop1XKTloipHrgUAqH5TgEkYL1iffo6LJmqITcxEl2yx3f0z0wyOvptHvlftVS",
-	"khyYywJzM8vTikW3zMBMpEB0NMgp6uES6y/a08SvD9wEmRQupZNpcNDDa+HgoFhOlxBsQzL+FmORRdwZ",
-	"fouhPinuDOOOkGYE0O5xJ4p9GQR846NfcRx3bu3/gE/BPfv9+7gfizcyZXpIuLimGQeI8AIS/qBSOCKF",
-	"oIWZM2F4YvUg+/FhLyKViBulTHBfjBbFIlSjBs5RnKL94LgXEZpBLtyI3XJttP30l15EppRnLB3lCvz0",
-	"wJn9V0bKUWbFCukeH8JI69VrWNUmFXk5+MnBFYKXNuX6CtdyTXkGubNQtReRcDVfFAvMFaaZ/WDQg/NY",
-	"fXZYdnvxOUV26KlUV1ZLXkJO0yoKv4OGITeyyFJUloE4wfGT0woYGZ11KQBRuHv/8dNbe/k/fPr8X6MP",
-	"ryNS+/Ttu4tf7WexqD96+s/RxenHt68//fPsohfVnIOV76re0YFm2RKmBPXhMHt3k11GcCy8mXFCjFpC",
-	"sgMUuktRXlO7kD55ZzQZuyrNMdF06eC4cEXDWFhS9ucHlIqmOBAwlEg6wrYUHsWdQnADn3zgr+EDfFHc",
-	"GR4Njn+2D2iWwl8vDqO4U1YFwkffx/aG2peS8VxqM65yROyfHmOZa6LngERtd6dMBcSR7Bo0koGDgSOy",
-	"MHlhz1YxusBriohY+yAsMNDm5QzG4ebIqMY8HSNhgCNxJpmOhdfVwYW4B10OCiYS5gEJEJqTllX5vRMy",
-	"Z1SZCaMuMfzi4gy+tCNlXNiXdsdDSH6B5Ohxj/iZqSU5fEm0qx6EvB63Kq7J7wVnwKyxChZHzexOAalW",
-	"5QwErqkAZmYkGR+4l+iDbzlPv7tY4xi1zPF7qs0+BFX3372FdETCtb3FeUaXLPU0SSxfYanHNKk2ZFJM",
-	"p0yR7jFx6VnuAHKmytlPliWfPyF8ShC6xT1oiTdVMs+Zt2CVNr6zhCbjGc3H/ohTxIbUpGtXlbIxFKfW",
-	"kutccoPbOyvfLMPIFTNM9RxROCVuwezFWTpUThgPxRiC08FZ4YH76EDZkNFn1riTKDMXTSxwXgffymc3",
-	"73efvOXaH52YkRJ+P7d8ya7VpV9yA5XnwEd87cPp+btOLULYGfQP+wOodc+ZoDnvDDsv+oP+C6ccguLn",
-	"lSmo2kd7wWrToDa9SzvDzt/c9yut844Gg51a2K1EkMpmUVURvbzaCuh8vc/dVUOp7Qx/+xp1dLFYUGuB",
-	"dt7zayaY1jWlEp73il1t4SsVWk11gGMsB3yucI+5AMcWvHOEj43+rRcRLQFzKaguRrEApuZC71yXLaSA",
-	"GAKKY4Q0jJolgH6gbu11TcxWi8W5kgtm5qzQRCeK5szpOHuajGldFx5bNRHYgmYi1b01dQ9k2fHgBRJa",
-	"kxh83sGdxGDYrTnIMwohufUzq80WIZXBuoYMh+PBYZtLuxzTNz20T7/Y+unvdbKozcBr793GaQEs05py",
-	"33PE4zXAA1qk3LReHuhR915iylDVpfa3VVrzSi8VZC4LRehMtvTbdI7D6mJtFyJpGxBdgKGBjLzXMMFX",
-	"YTRmY1fQ8C8htbbxwxp8XAOzyP5ZxywKdXL8+qg8zNUWbh0Dr/Ur/H43bs76ncEuRzgmUP7gOe7JhbHn",
-	"ncypmFl5ZC3thFqJi5FovmDkhotU3kQgxbVx8rpbY3uYRti8N1dsqVuvzXuuDbbZ1I8rd/yo2x0YNvq8",
-	"92HBYA/Z+xUJZN9HJkvfe3KbHUYQR7w3GcPgR3OrP0ObTvTsPGijt9nJ8D65TqF2Jbtul336+H6biwsn",
-	"FJEvV/cSTKMSBtDqX74qKIJU+sqeECkx1soWNNOEiyQrUlAx7uD4VZdXnpIuVIbAsfbCzY6v3AFt2+n4",
-	"a4MUrIG2+bZ9hCce9a6Vg2512aCSNBB3szZfe2PUaUsyyP00Sf8u/YxkWMvH3tM4euSANqHKEikskzRd",
-	"JdITUk/WjgjLNCPHg+M1RgAvPfhm//P9AGpnNzGELwIe+YioOiv0cBw4CnrVKHd55r3Dswdlu1ZxM6Nc",
-	"kC6UOkAaUZ1QUonJgb3QJQ1cPeF3Yuu7F3Vyl0Xa3Nq37Rv7eLy2DrcXoHGwFxB2W0LgSV497YnZp3+5",
-	"3/nCUny6VRdQH+2/plLdAHgFACJAKWRvWNlcQtbxcO11ghw8u+TWEi2ua1h+a4l/Za0cK/PP7N00xPX5",
-	"q1xqK1CqKCo85AqKhqhq2A9OB29YgnnRJ6fOZw5mIrqA4KC4JqkU7KRWK4HdgOFbdMhaY3LpV7LKBcqC",
-	"9VYZcA5PPKoMKAfdSgZAbfe91S0c6zm5D9e+vrmEZdauCz6QG6ZOIfVU5d13qG3wloNvPuzzHfNh7mJS",
-	"tRTf3RhVESCGCwa04N7FtHktsRx+ayrYIV7rqvMbhtyd6N0ownZo7WN/gUgAX4Pk1Ny070/In5HI20n4",
-	"aW27B9A7INrTGgI5CFV3BwiAQXi/lhO7GhVbH2yj6CpFJ9f5p0/vI5KyhKelwDZzJnpDlxesZswAc7Os",
-	"00jy24ILaDvxNSKInVGDzWBLidAIGCGUSpBU3pR+WZjuhGXyBl5uxYMbwF/MEsEAimjhDjqfcW3uGCGF",
-	"UBjExzB2JZbEhz7xDq5dabTgNjNfF/59XPZbG3grBuzSZu/Ngv14DzF67Wb4F3lwcKsNY3JszQcbYKRt",
-	"ihcC9lx6N9QzcDVM4cipMUzZ3fk/v9H9Pwb7v3x1/93/+m0QvTr6/r92yiLaLUF4m6q0bXjf4aPxPk9f",
-	"m6jn6fnfPbVRh/pUJkbfJcgdDVtRbv/xvfX6/5WZGmk+kdjZfuufRZh8EmUaSllWv+UN30IXqt3z+7hL",
-	"Vk/ubmcl7u7/hf7KB1rvLb7NqPQJSlEznZ6TINpEyTuti9Jd+uRixEuCOqReraP1JufWU/Lxzf7c5/Xj",
-	"woHUkgCrngphLg1JYfZPrjGOz7VzGzqvmtNhEYzE8qWLv53uH718dRd/P6ik85ORZIu1huzHyf37E+ZW",
-	"SsWzGkt/DoXh3hEGwOUrNYa9UsStEiWUaS5JCVIKvkp2a3wEoiK9qrCqVRa99lBDG+MPkNKEDrSyMLQt",
-	"Elz5FjZS5yPKvWqZW0k+WPL9BJ8bKWCD4DeRtRbLsGbDxgili3z+8hEUmDefzv/LoaoIQsns71zLErDV",
-	"+yHljcCkA65l5qxj33ZLpA7tNxYeTHYKtmaZmwiZWUavYEVbtgYgxqnzM1LPFBF9TDFhIswQ04blpFEn",
-	"RLghicw50yeYqQtxX3AsstzlImGjdGuvQ6sCNuPaqKWru+U6FpmUrqhlwqbSJewiuhxHZNLcsHRIKKSQ",
-	"QX0Y/Bba47CUCcNpFrkJQacebNHCsFMWJW9lcsUU1BFzoY0qMJ3FuIYFQhqiizyXkFfjWPvxYEA0XUIx",
-	"BebTxGLKb/sEmxqudtKppsxECoqJ9xlzyK+OsHQbnMngi4A65VjkVGumo1rZMiaXslWf87BZzVtvAuQh",
-	"p4jDQ4wFwJh1IdNubO8kZuWN7cdjF/cZu7yIcc/79WtrcHXQTJTwgDRd9mNxKtzWY4KncyjXitd9wbti",
-	"iC7o0Rs/nL8/vcTM1XcfTv96VmZ6Hx++OImFFC4cV4icJlcaM2a5ATe1rk0Mcm5ZTgZ2MnUYw1p27Rrv",
-	"HOPFHEcOMTEiNbTEiIzLSkpsalEVXo571TzXgBBdk1HCDTqNHNih3a4FTVkoGQqauiHreRqZC+/2nQ22",
-	"krxHjzt2iGFiye6TC93De7qPXiNhVbcJrk2DaUiFHwK25UlJE3CjG7wKl7oqfA++8XSjMV+RxBNpRa1n",
-	"U87+wba5qzUpbfNcSZBGke9LYzcvIuwWJAaEn0Xqr2wmZz27y8BctrTReHovg712JAcJFQk2wHj84Vo9",
-	"izDmv/qJX0B+SwAJF159UjFDVyQ0p9l0/4aCDdWMNdbPw4OCBbNrx5mcOdwrTbo8Jf9RpdL/OznskYQq",
-	"tSSUwNLfyxlkzg2dvPA52Si4InLY74tKqXGpnJiIlnGUJRCRw9orbk5AUXMJ5w5vuRcR8e+H+Nq6NoCI",
-	"vJh9l6L52HwzxUlh3YzH34TuG3OqyRi1sSE05BxjYTb23sT6HwEaBhdk3MUnewjPPuWCZmTMROrhweyO",
-	"cFaTnyGh5Ldr2xxdePU+ZjM16XH1DqzRHs7K/fQh5FfhKWdyBjg6awUaVjG+9lGmpnb2NAwmWq/VhdIh",
-	"aFuFhhPMzNtMqxWTjbT+kOVUS0t1dwdX2npjLgO1EIppZsbk2/chybhutAJkmnQ9mlzV2gyBPCCvIHba",
-	"vVsSMHKoWoDiFxijX6JXj0vqq/IPqAa4OsVMoQA+MhaQpAEwCxHxwInQ3RSwEbETmNVP0zH5Fnd4Gne+",
-	"AyBpIlVaKvAzqAw8wzk26zDoWr1Nsz4HSukpdtksg5BGyt5JWZ1hrzI19ZoYEHKN84Li4P+EfelhPjyi",
-	"OUMjjqr4Be2RWPhj8PVKS4cDTjIpZtBbOzeki9tc5iTBj6GjnZnLwu6ptQT8oehen/yttW5I14uD5NSV",
-	"AsUiFmDONGADHUODQheaaVke5Ar6oPYzLFlnuTDozF9H8ivjcjVcRKiW6q5DM/YiR7VYQIfGNML6lWx5",
-	"xTgC+8v1cXZPWqaAfjlM8uGGdB0VN4sm3n28PPv899P3kSfPBv2jYPIZ/SXe8KLnkOfn9NoenCM7n5rj",
-	"Ud19DdSwKvVZpaWSWBoL1bEoLeb6D6eQSU1LCiixGCdszrHKKy3LgcD/bUVRNVyPKIqh5zkVrvjZMk/s",
-	"i2MgA4VpO6rLU3F0UJMksfBjNltF+eIpCO5bmz9cJ7JeFlz+fq9cjQMfhlPzG8SVv09B0wpfcoYcMcze",
-	"d+a47bz9gi6AxFZfEfKGwSVpvH5zGspaQ0B7BzVzbpe1VLS9st6kxOVcv6otU1uU1TmBeokW0IEtHHch",
-	"PWFdG7Dsqa4L7GYb7lLz8/LetQxOcHlGHtQ0UHdMpNAyg6YrVu+wwrUW4AXf1MG3OdXzjZbgXwBB5gnt",
-	"At9aMaCdIYjOg/Syf8wZcBeKoH2aGaxYsy++O8PdhU08X0En3p7GfnERyeQNUwl0/GG3/XDWOzSI3KS1",
-	"NRMspoP9X75+e3UcyqqohU/W1aqJTJeoXhiqSHf2B8+hKb80UAlQrbqCIQohRELtn5NKwDf1nCpnNyVU",
-	"OJ3V4figJWFXSBaFNmSCknpl1+zM0BcL2xcLsDfgV64038/MuzGOBgOHnygVq5p2kNcOrm1SisyGH+/L",
-	"+ftPp2+haN+lU/VCjPm8qBH1Nh6v231DVZOgy1KyCRdULQNn9awxpg13qLnFluIfM4q65eUdPIfb7AuQ",
-	"V/2md6mjV9fy1TnfU/CjEW0VpQPy6c07ktEl9ChTyZxfs54LOwQDp3fmUTxDBkUoT2tnPLhtIksQY071",
-	"g3KOoDrEQblgjoRPORdV7mVEJkuoIqoaI9lHe819v7sU7C18HiwFOw5hV4Eh9yAB8xcJSZi0scYT4ltP",
-	"V8zW05Rlo1YTn5RRktT5BDCy4XYHle3t/AJ3VVbVRczp/n9j+l5/tP/122F0p6hZY54PyxzZxE1qTZC3",
-	"YqCBI8Xdu4/6dk/yfo88p376pDsBkbmUhQLLAvB5IAPY1BLuMeLjhTMSvoMwg9geoHtPlt5ohIgOPJTJ",
-	"2YylfXJRmjkOOtDbtBysmxFP0Rj0pkoJQ4xdUKtuR+tE6qL5AVJFHA9ehilxw62cXb+pB0p6uMqHE/HW",
-	"/uzPMOifh0ofwvoVu1E0z9mWoHPrHHwubxCVe0EFn0Il6A2D1p77/s3Pd1eqbBLH5Bq3BhvqQma7FL5i",
-	"CWaJYPfUUJQfcup8RxVJNym64rXd8pcV9A66QfZrfQFAjZVZ6nOqKreXgMBqnbobILutSsBFrRnZRgsD",
-	"IH72NbMPGSx/MgwrwjBjkHQ9zoGzs3v9FtO5bGVf0lIFTLIGTdzuSPjMcmQm4yu2/I9rmhVsTHLKlT6B",
-	"ruOg6UMj2j52XMkAmRKva4tJj82D6lMrdZm2tkFV9axZwhKsyt25H8hC1Fqacxh2d4SGyOmMubZlz5dE",
-	"JNitGdVGXpN3p9Cosizpo9qQHCKW0R1I7dv1PHCwkHe2PCjf/HULnkRhigBm06y4fSp/y3piVK2ysjU3",
-	"KlR/cVHiZD6FZGmMUZMxT5kHWx7x+jk5reKpfWE7VuIebSF8PlPD3luWgLO/t7etrJdw9FLVtpaZFj6S",
-	"lFABKF3Ux1ztFbzdB+Vt3zUEdRrCqiQpszHarJpfeZbVKe8uJdi18XqIWWOHrMfJQBhDWhaI3jKWPqdl",
-	"PfFcugvU5kpsXcLgOai5DnO7686sW2Gh31WP+Hm8e9spQ6MrAZzE4Tm3qhBnHm3tkb0JrHrvtmKgnMr9",
-	"vAi1EZ+v8P6yDm6H8awabp6Lm3VLofnqmEy54HoOQO0I2Ovh/gXrNZGBQmb5DgTRln77EbGAV4rjq5zK",
-	"QrgI4n59JVJA61Ny/Msvv/wSi64lrPoD+9eH0CHZl3hW+YO/hEBQURlOWJbBgLEAwDbIHIAM3XJPVyOI",
-	"VZRPIz7Fx0+XuOWqyA14i9+ZeuTPAznuAC0IfAjCbw7CMRYYxj5x+DY4cfzp+qvL2YwjzMvkCyYLdAtO",
-	"lgDz6uHKpSLAjZHNae9B7JM3gNUoAfvXfwqMH2wW4wClIsJFLKhS/JpmRKqUqZAr+nMBAJBPpU7IlD3I",
-	"Ut01ahbBJmDcOWeqzC5auXxDDLSvYVLGonsYkaOIvOj3+75nfAOksheRMbx+jOe3zFlExta4GNff9b8v",
-	"Pn2MRReBYBXYM5rEHTtEB0goBqYVd6zpt8yZHpJxOUYtraNLsxu61Hjpo1jwlBzaKWDexkhORxWHgZ+V",
-	"f44AATfufI/IWJtUFmZ8YP/BlBrH4lsMWwvwspZatKGLHB+2Fy0zY9LFw7N/wKIth4MhrDUCPwTLzP5L",
-	"xB2jaMImNLmCWZvyAlMOdwO9Nf7jPY0JkFUfOTy9Pd2LYgHYpHYgh18ad4a/fifdXx3AKaC9ogvBA5yW",
-	"8Km1I97TsUD01Jyp/XJbSCZn2EG+hklq2a9/l2a/9zB52X4cizETaWOfx3BZx4VgtzkkFIzWnnDJQFSU",
-	"23YzZwLT366YEiwjKWdp356MXfeo2twS0Po76QpJeNqDuBnkUXjoTZJJzTS+rrFin5lQKxlgIj2pUiss",
-	"w8MUrNXEmFhskRlzHz38qUTtlnr4w+Pdn1GlttTsmEGVrrMKhutihnAIkNQBuZH9zvd2DSwgeVqVMnsj",
-	"f2g2RwRgDShzXWqLc9BqZgiOrvuPk/Px+CkVdjlTzMt9AxGfUtZWOVszfs0E4ekJ5qGtspxYOD4RtaIq",
-	"/8nuSTNHVFSSbM/lXpaSs9Kw1nP5hi4glpcJHrBlseDG5Zm5dC2sNa4yTJlI3TBdqGjhruM/qm3WduPG",
-	"B+F7buvurddGdz5c2hF32EVhpS0QRni6ybXWTvvZvHliDLSazdWCo1pD7ta+MRdWSPk53s938yx3odxH",
-	"SNQt9YPuxbu/vvt46Wu/LN+PEDLa6epgWjhsS8dXmEh1LLSUwnGSMrPTaTteDej+ypYTSVVaDo4ViOtK",
-	"xonrymCfAQ5VGoeg4YJ547NSQrEBT8qIUb/RzH/jH3pUI78+9FYmvpvG/Qz8crSHYilUst0b3/7Vj2Zy",
-	"BwwwXPlT2WDw9mc1w4ZWs6XKgEqbW1Nm+DFkiJDSDhnGnX6/D2ov9GYhXy7/sv9zLxZS2YcmVLNXx43H",
-	"yq4jLNMMLBSROhOIm5HrF/Mxwr/BiphImYGxgsD58DaovcK/yce4Y1X7uKP5TNBs6BLuwdbxrWj8+H1y",
-	"6lEK3WNgv1OCv4WilXIiZP8Qa5FhJgSSSPskYOd8rLR+KCOIRU2VR2WjbCGBUrWmpfhCHKupWj7lk9+g",
-	"lUTfWjLrVkZtP9etjVrO+0QxeqW9YQFbHYuuVaZchK/hibZywBUrOJH+mPGCklEE6tBpcjWDlqpl3ZFr",
-	"DfC0YmgV7FuZygu/ahP4BFmriELRB5YG8rTqZohL6PXvYuuN1iMbrAZ4+v83HB7HcHDF7Rtsh/7DsYxx",
-	"lJ1U9D75h1RX5USt7IqFpxQgQuyqAx5dQNeETFZei9seDsiCi8JgOcHTauLnGzXwBn0jS31i5ft8o5S+",
-	"gCk8XFDvgFpUrdq3jLx499fLs88fOpH916/v3r/vRB33Afz19a6ehu6V9wOwC0T5rKB4Ysa6HQfUJkUw",
-	"0x9HIEykFzCLZyEO1IfWT+T10uXu3CgO3Q7huWAuBiTErCfys1tT/j74OyYDUPJvMstW4Bi8CaS4ZY+1",
-	"V1TVMo9Ff77d6g8iQYi83GVbpeyNf/CR7atq+C3tq3Iq97Wx3IjPG0Jd9bHulaEwTbroTdc9dMf5PDVw",
-	"NG1oIvEIZhvmZdT39FnufXIT6Gpr5b7VRMpewidktSeyizoUGvZvLhesT976HqFWGYCPQtc9o2JW0Blr",
-	"ZLR18qWZS9H54Rh6DaJ+1Pyhf/m4RWWGYIS4Sz0VVMBZNWwSeSPINVXcape6twLoguG7It9gkeCNPPjm",
-	"/rVFjcTq5bmL2+Pb/rwORYf/4TYA6nthu53qPWMG0tppmdogHKyVYq0QDI+pwLi93qh3r57igUtIeGLd",
-	"qj61VkcZzmRXqnEL+LMxgXtf679arl7dasxWd5TWrbfCKKVBD+Pd5eWGSvyZT3CnlaPTkqUjxDB9QMXu",
-	"5j5YC3nN/oKt7Xesfho8D5okZBC6Cj2pql0iRjFmmaTH08MG9ZisTwUmLPTaswvfyhuRSZqGF79J05OJ",
-	"YRsdETBXKPhFV9qr9Z3MqTKcZsQP8ZzeLvSQuB2t/I7eGdj9DPgoJZhg76n53Dk1805r+RjWaJantI3G",
-	"Fjig5yusdb0OwxE4X6xl9/6p+dvLwU+PQSGuCI1VMCUlxA3iapZXkrM7ONFBxrXZaH49CnTAwxpWPqBX",
-	"pRvK1RJBrdoTW7rPcC9baltSlkMpXqh8plY88+r4ru6km+hlcZVy9SBVplU7+UCv2FuunscKBFIIVlzX",
-	"vX3w1I9uVtHKvh5gmj209UQl8z2MHHKeu9iNVR2eiHrqWtOTk0/KtOGC4kEE6t8QD/BuAnPPRY0X/ujO",
-	"UK0E9xyq5kby0Ya2S6sLQ83uquMjqhLMy6k/ncTYyNJvqEnmrbv6D/vtlkrAcwA03VfHriKRckrG0wpt",
-	"rp6OjQnl39d8f7BFrGYQPo8C3iLoFUsKpfk12xFgq4UIpLp6Gpb8F6muHl5ruYtrVxbCtCo+h682Kz5R",
-	"VeTcOmx7qXMNoQWT3EYa6nF0Yz4vGnXMP786vruQ+fG9wSvaONyWQHAkDff+cokvW8LV/FnKlSH7R6or",
-	"HdV7udEEso+gLFv7fGWRLREPM5FFlpIJA6zhyMX9MR0FfRnPkKb8nIWyVgEncIeajWsxvDGTRApfJ8LX",
-	"mtfuaZIUCqxPxESptaBFYAeQNhGiaTZ85jyNCE1TZY8Ctrd2KljJ5sxarPdzA2Mp1g7FuZtxoE9rC8kk",
-	"4O37+dEZQr9CDjtksp4dvd5DJyAT1+mextxu/5yDVbULjYXPcHMuVNKNO+fuI9iEnKfko/827tTCCT75",
-	"yQ574lBjuNGxYOKaKykWTLjcV0xD6ZYg6C5fippC97BI7oYqu2eun4c9e31Cppxlqe6jDhoLrkncgTXE",
-	"nX4JWJOmeqViI+NTliyTjJFu4w0k7uCP4k5v6NFsolj4pF/XwyPyHY67UP4HiW4sN73ItzaOXOJbRDKp",
-	"HTxd4wiw2EYxmvrGxA6pEkKc1zRz+DZ1F5oqhGvA7JviOnl0UubuxOJoMBhUQ2CuPmb8rK6fdC0PEIiA",
-	"xfYwZYhqQBzBTG7t0IRhX90CuXDbWgIHYZ0XrK7W6MkSncsmGgyIgxF2e+vrG3Wv78gQwWWPQtRewpPT",
-	"BbNUXUHzItZ4Bczr2pMgtHGpJ4Xwr6kmY0N5RvanY8L1EICHKxB10qXkvZy954L1YFdgs6GI0I4DqgzR",
-	"LGOJfVm9IJd0gfQBBSRqoPTCR84puui5agkpWPV+y69gDG78y2tQvX5nY9GtiNedM/ZbjRoXuImfbAkt",
-	"aqG0IaEiFnh+MP6CLq3EwHRSQMOl+AXsoUv+tOvTEitKYU1ksoTc+J5rtOJUU4cCTPhWSL+4bpb6lSHQ",
-	"7yWC0ZdJ9uXi6nnaiHvtIK+hOK9ZZLKKDxwLHAPhgfuOmsqUeisr4CxRX+ZS/MeEJlc3VAWh4itUAYcX",
-	"vxFs5/Nf3pAXL178Ahtmp1oIfkucsjWsHauqAMW7rlU7dIPA78qjIF0/t15L8qTVtqW6K4Uz6JLz6w9r",
-	"6h03rU5UJqhVn/hZBXPStgXQaUDmbIGZs640ZRKvILtmmcu2ZWnLRsFDTfAit6yUTYoZ/GoqO1HHiiO7",
-	"aFBCvm6BZ+TKx7DRPCqgEKihXCAGd0I1s3xKc2u3tZ2kZlQl8x2TcfHu+MpkXQcFd9Va0SqCb72pRMtU",
-	"8Mo8NkTyg0E34AaCJr+VLV/uimPeNbFipS1ZMbtr2+IUwUpYPKMzoFmlksnZqiCSqoEoREoO8cBUqLBe",
-	"6uGy21RTJ8U8DncT2MIrOPipl0ve+CTdFlT6WLwk0E/MEV2vqgCfS22G5M35F48QrEkyU7LIsYYrZyph",
-	"wjjwJ5pl8MSb8y86Fpp7RJ1csWsuC48eTrqD/cPBoBd5vYcLUmjm+rLD260BMadqhonZVmEEFQBQprCL",
-	"iUu6ATvixLWy20NtqXwrZqz1XDs5yJFP5iwq28tBDDgWgX51c2lVWdA2QfeaywL0IdAC3Somy3I91JCF",
-	"1Ia8eAXLAoFfYdhTbfnCPqaCE6Q8bm+J3VZ6zRQFTdhNG1AwNMkZvUKd6eiYzKE8BjTlEsu+piI6cP2u",
-	"3ys/MGq++DtIQaq01PLXXlEFWJBKU/WLxT1wA2Bz0hWtdVh1jwAt0dEndrmwahadKqbnDQW1pfVBXUHF",
-	"ITdrCB9KaPmHKAnlMTXUhHZIPmV2kxk7DV9qIi3jM0iXfzqwui2kgt/1VkQmWM8P4+Bvzr9UdwnydvQV",
-	"9u9DGJdHhP0Jc3DBzM1juFFb2uq6pz66UZ6myNG//b6Z5MD1sUMoMo2pVAl71sQkBCZt2jbYvNTN7AQ0",
-	"Nmc6AaSUJZe3Hy8I7Cd84mwZ3o45Adz1aVzm5/bVz+ozt0JhhHenoYMiFOg2dQfffxwUnPMklXkwle+s",
-	"BJX9181ZfEC+0Jty+c08sjXPrGtv2yNG1jtIWJ3L9W7IAfTLISbGooRMrHYYOv1KKwGMB/y16gRLT4gU",
-	"gFk2pTwrVNMhB12ypKjq7LyGhn0dNV1aZWbZJ/ZKYPl+87Rr/b5c99waKWOBMPjyEeQHRELXJ3xVal/P",
-	"az1Dp7a6jbFqU+SzO7Hj2kRKYxVg0G0qncx3/MURXPpohN7riDBxfdLoqrsHnQoR5sby25SrE9R0a080",
-	"+/55uONCoFOntwGuIDfL1lDup5yJ88v/Wo3jHmL4aMXmuOEmgdrwXEkjE5k9p3gHbAeaYAiWqQW0IASB",
-	"/g82uZDJFTN98hq6dpCpgl6K2KaxfBj0fDKRZk5u6NIqlVCW5R4ubR3n36KKAd4Y+BSUzLyPQceiO/7m",
-	"48LD2G4c/wNjxXZL4s7w8GgQxR0lb+wfx4PvY2yi7twB0GBJx6LxEnbLETasUWb/fewwMsp5es0wyaT2",
-	"IBUPizoHvVv2aINuiJ8H2wMr2w0Iv+XoePu32JvR4ipzX7X1X125Bnhln0ZGf4Z3P6uQ/gEh5WeT4SuO",
-	"jH/BQqPHir9+dv3W1yRd6YeBduKmJnujRgMWIhWiBFTwo96DMLGWEWKHenPd9YRabx5Vckf4G3oF1vUJ",
-	"atAnAkILTS2RLUl3Tfz2miKThCRmn8B1QgFf6gIBEb9ztLfsjLENxv9F+fAdjgVYKm645dDQZ9TQWS+C",
-	"v4eGAuoob/OQw39+mDHvFmnXHWz2VG7CJmO7fCqEuv7ozPaSXjE/7+fhtQFbqMUf7091lUbsp79ZUvjq",
-	"usvtJxQgPAHgzZLN4f6rF+A93f+DDPZ/IX0yIvsVHoZropExA9jAiqR8xs0JERIbR9s78OMLR8tjafMK",
-	"ld8/dVXFs9hUfrkNK2bdbCodskbmOQIP98nr0s8ObLw0RmKxYo0MfZN7Z4WAAQY8x+chcKENFWWJUCLz",
-	"5QkB1rzPxT74GyFAmyiq5/uJFJpre9YnNaHgOw05ueLZNHLpJncGw8oxdctsYwG9e7FxeOlwqybcpQ3p",
-	"BBrtVKorbJcLDXxbZhELbxJ6+bOINucJuQShU8eK4X+lKhlxZBlzLGJ/j+MOxr4zNjVEFqZnL5hvu6TJ",
-	"FBrdGjJZwhvsfllxq6qGNGVV1gKvsbNZ6QwRpRLmBVWLRHJa3GNppc0bN8DofiBVRcibyOek+FycG1lk",
-	"6dDrGXzqoQehqz6yn8LIEXwfATyYh+jqok9fMzNyL+sOeq77TpVEYlaSDBy6IcQi+utddksX56Xboh+l",
-	"Vbfq0UFTqJGPuPq2H53Fv10XheqGCXZD2G3OFdMjijFQOC7UKAfPGZ+9YGtcFmdGVjYZWYWQNzVfLUsU",
-	"u0vpc888alVbbeDt8lzh+fuVtaGDAccLNcbBr5Al6ohMuEi5mOmIXDOluRTa5xMC/ni9Q6P76cE3+9Mt",
-	"EAjcKnYGH7gnZeCg0Fzcjotl2cB75xCBdRLzxsF5uOyuLTswOuV82y6/fwz2f/nq/jva//ptEL062rnj",
-	"LxwAIgZSy14ht0sb0r3k4oqcnl3sH718tf/XNx96td6BPg3HSjvfRxBaZUCsIxYzatgNXZK8gHgsFow6",
-	"hqobLZuaTQfhUTJ2NDBG/ydoH/YNsShf4coiHF0NCbulicmWZDyX2owjMs6lMgjZbiVFBCatmVca7tj+",
-	"OcoVm/LbcSz8g9BHsRSmTVlWO2XSHaMdiDPdj4vB4EUCItn+i7kPFBWpXOBH4x40c3AweZju9+Xze1jh",
-	"RKZQI5rbdR2SD/y18/ymqSZj/MnYJbi4P0fYO3i8B749nMb3sZ962iPViv52eXl+YU8YElZLWNuU5Zlc",
-	"LjDh8M1pRLDRgevaXHI+VWijWxog1+7ek8tKh24YKgho7Mg6lUOrOZerRfxWnZT6cNzxn8WdEHjO3Gk7",
-	"a1/UKCj8vUTMjarw9eXLFy83i/QIGzK4n71nYmbmneHhqxc/H98FDIc/dPP94bLfyZZNkgOyOVy9y46i",
-	"PVQTKhXBRqE15rzi2mMQ+ihhzpH1eWWfKyKgCwvSck0ibefHaXfgBHM6cEYjnu6W2PF/o/vnDDLLSiso",
-	"0G+edGWOfCRbWvEiRcm4R9ZokwqcHbBHvTW30eo5H3zz/9xG/6j7hp5XA/EbAk2vfYJ43VjEBTeXb0lk",
-	"c3+11gUNfpDn5p4b9UlULxr6TXJODEcBjV0hXfw3oZmlnwWjAm/Z0KcobqnG6aa7cMtGxI4KfRB2M7e5",
-	"LJ96VBOiMfhWRoSfyD3NiHK8gBFRfolh8wnVDj+7V6+gM9QVFYFPq9CsutDlC7Y2JsrVPOFlfgD6QXn1",
-	"a5F6pFh0A2nXFWlBZ0xjvVwC9Rtemys0arWLjRygfRcejwNUdBPmAKZGVw/iAP5FT2+C9TfbYC1EeWDP",
-	"7eCbobNt6JPOdgfleijMlhcYj7B5bWUkzdcYt8otj+B0/7+tAfy1+rc7icOjn+4wh9e8gJfl0E8N/lvw",
-	"LA2aDVYfXT9RxAiwYipkpXz/wer+brf5WVx45xAsBurFhorQnojAvpNuUxvAD3142v4CogeaUFPzTBW+",
-	"6ryNb36BB550mwUVpn2T3bdr6Ls0ywAzFp/AgtzfC2koSk7XBRMLEJrOzGuZFQu2P6HJVZFvVkn+Do++",
-	"dk9uE8V2b7VaGI6jMcLhjZtNhgz+4Bl7qNe2YCvFqL4d91OO/IghYwiX73YwbBFZy1DIlO3pVouneboH",
-	"3/AfW8ihxuKe3fBxq+56ooGYkQ8lUsUQ7nE6hWLU3kZVZ/NCHu/mNqkhfH8nJa08SOHB12wpsSfVync1",
-	"VNzub8ETHtlIqQ28w0283x30Y60yVZfvtKc954p82PbO5v9/95zrGbQMeylG7owDgBP4zR70Ue1iFf8q",
-	"U+gFAcV92kldEzvd/+8qFHEYvXoR0r2ijuZ/sNFiEg5GQP3wEBsXaJJTDXJpSrnrxnz28dPF+RvL75pN",
-	"5V8OfiJzpipA9Fhg2eHfP73/8uFs9PbsL6df3l+OPrwm3cPB0XGvEv1uC06Ir6dr/PDD6T9HH167InbI",
-	"VF9qwxZl0R+6LzG3gFAyZTe+PBGLBdFxXiVDvrozigtb+6MR//yVCTOq6/JC/ZnqGn56AOYMdWsaOndQ",
-	"DWjL50JZuvU4ELWMxz2XTAMZK7IwGb9GE7sMoVgBJQthfCrO2SI3S6C/KSY0gOSqpFrtzkakEuJDMpc3",
-	"hMbCiX5rnEEczKut9jHX0hAI1UNHJPOy2ZAsTO3imLmSxWweixo3P/iG/3DQbPVcktUnttUS/uy+FLef",
-	"HkYS1w197bGU1R5BWb9SdvNXvsQVD1djudZdisbTqxjb3NkHKBf4mgrCahWjCTbD78VuOUY4/89s2llV",
-	"MSqirCnh9395m3hG7aztoA7/BXTBZwOwt5MnFVnteZaDEez1hG4mErXMERrmql66pSOyoIJPAeGDaisv",
-	"/4HC/4Zy424gdq6A6HW3Yl/WWvXp4+4O20f2QXkgmjFd3WcQ2rGYKvkHEz3Avql22b68kb8IKeHGgbMA",
-	"pZ9/uqgrR5j2UzJpKWLhGXVrVjumKWbUTKVakCu23MRbt0XpR1L6V8HqB6FHV0UrhK2wCygXAKVCiV4u",
-	"Mi6u7AGybBqBQQfZg1TNmNlg0n1mNN20KTtg+Ndus88s6Eyg4ivgfwvD/T05onuzMThRbFZkFBQLeyeh",
-	"BO1hnDja8uHNeP1wpRvHskWEvFgJjW/OhAy/Y7bjO1YaMjAFjSSkIBOIqwgiE0OzFpfUAnt5B/3Ug//8",
-	"bbD/k7WLXrS5pO/Vx2BXIn1uE2IjXPGfuuMB0KxveFAWJE1kuozIzVxi5xFwNBnAoOli6hUohwg1pxya",
-	"Wo3hLQptYsFuuTZ98ulGuDJcSzllPlKztQLTe1iu2z0cDAaAooWJeINXx8d3i5C72ytU1/IHN1loEMwD",
-	"Wi08K8ctj3ZPEzd+RKAPAgKWaZIylpOuE2g1w5I7C82SEBOGqft1VWny6hBbcg6/UEnrQWdrZLctezu8",
-	"ONqyt0MLud6zu8M26r019PG5Z+vxYMXPHVInQrExvEv2dCkRxWLC1Ak5/uWFVVkHP7182euE3ug6IWxX",
-	"QdbShyIC+XunyPzzNavYQu6Ul/YZ3Q3OzVSJAszmdUeF6cC+a5UEAMmJVZyh2ZwgIDG8aPHVLUJWDa02",
-	"36o7uxbcV2V+9KO5XweDVS8FvKVhR1g+bMeasBStCQTZeQyeu4t+DFNlSaG4WcJIE0YVU53hb1/tq2jO",
-	"f2VL+OurfVBd+xkVKusMO3Nj8uHBweHRT/1Bf9A/HP40+GlgX/v/BQAA//8=",
+	"7L0Lc9s4mij6V1C6W2Vph5Zlx0l3y7W15Ty6J6fz8I2d6dlt5kgQCUlYUwAbAG2rU/nvt/B9AEhKpCz5",
+	"lZ5zbtVMxyJBPD9878fXTiIXuRRMGN0Zfu3kVNEFM0zBr1dSGHZj3r62P7joDDs5NfNO1BF0wTrDToLv",
+	"O1FHsT8KrljaGRpVsKijkzlbUOzRGKbst//799P9/6b7fw72fxrtf/l6GB0e/fjt3zpRxyxz25s2iotZ",
+	"59u3qPPmhiWF4VLg0CnTieK5fdAZdk4FYf79niY8jchUyQXhRpNxeDMm7IoJ0+9ETTMPzR5+7met25Xz",
+	"dONwCy74olh0hoehXy4MmzGFHdvO1nbDPiVcaJ4yYuaMaCrSibw5IYpl1PArRuwkNKGKkUKkTEGrQjO1",
+	"p8lcLljYoT8KppaV2eLc26e7vvRzHLt1A25Z/3qH/5BZsWDbLfwK2kbluo0EkFBSGtKNOwdxh0hF4k7c",
+	"IbliU35DaMYvWa9PPjEtsyuWlhsUC+xuD78fkrjT78cdoo3MtW2gWESoSAklernIuLgkZk4NySUXRhNZ",
+	"GCKnlWkRroli00KztB+Lh9tx3KBPbNpwTUhYAk/tyu0oLdcBW+409jfbWOdSaAa44o1SUtk/ACkIY/+k",
+	"eZ7xhNoJHfyPtrP6Wunx35Sdduf/OShR0AG+1QfYG4xSXxXDF1HnEzXsHV9wYyf72KPKK3dvDBNUGAsV",
+	"1DB7xIli1DBtwU4XC6YBKKZSXWrSVUzLQiVsxG7mtNCGpb0h9JIyQ3mmY2G3H57Y7iL4a1IobSJybaGJ",
+	"a5KxKYASN6Q7NvKSCT2yz8YIfmMLUWP8UjFtevZpLMaKGbUc0alharTQ4xNo8Mk+3D+1D8mcUQvqXCPc",
+	"XlNuCBfkei4zRjRLpEjtoqS9ESkpcgBa/AiOu9JXfX83IjHYWrfbtvHp2dtf2RJQrZI5U4YjMOGupiMK",
+	"BzqVamH/6qTUsH3DAVJX4DGyyGXtDthVX7LlniZ5Mcl44i5+RFh/1ifsaDI6pEeTZ8lx+py9mP5Af5yQ",
+	"7uELMmc3JOUzbnSvaaRLnHLjUBblsGwa2c20j6jQ1xZ2EBdxrQtGpMiWTf3iZfy6/kKxK3m543YgpDZj",
+	"DfdETv6HJcY2Pi1Sbt4Io9rPonnF3GJAbOGWytKtt6x2Jh5fXrJlhHiapgsu4k5Tdwtm5jJt3Cu3qLbZ",
+	"OjwIQyU0y+BX45QVW0jTch6ywDfrQ8Ar4hgHB2dx5/Wbd28u3pCDq8MDR5+ZPvjK02/Ny9OGmkJXhg43",
+	"aMO5Rh0AhS0BpAkKXhY8S9cBYLI0+Ed9tYihLFAv6IwRwViqPdRjn5ZaKjaERhldMqVJ18ylZhabKWZR",
+	"FzFSAs4i2lBlWEqSOUsugYxGhNFkThJZCPtCisTSXI29Vo6ssjkJTeZNoPrp8wcY5NXHs/8i2rBcW0yn",
+	"GU6LXFNN3KeNveZF81ncBU2lXF+OFpPmDpknovUTYDfcjBKZsuavMjkbWYICXJdhC90MHfiAKkWXeIe0",
+	"prNmALdb1DRWE9RMueB6fidkvf540TYjOKjtjrbxDBdsIdWydeMd9K13H64rkFepGEAzNCeJXCzs0KoQ",
+	"wk4zjDuRMmNUVDreaXPs9YddYMIS0t87ljrjAH8UrAAondi7is8Uo6mlJwg89hKIhGUs7XyJtj9ZfNOG",
+	"c+hM7wZchi3yjDaiz1bM807O2khQy7XWzBCJGCfjgiErAzuuLWNuWE6mloPxaAn6QRYMXnJNhDT2/BrP",
+	"LmNXLKueQ8omxQw46KnsRJ1rqkTY9y+NZGrDFWN/rC8I5NgBcmsgvlqSxTXR7A/yN3LYCNn+ROs9DXCV",
+	"wH9G5LDfF2HZOiLib4fuZxWO7f9hZNGMB3ekL6Us8Tus1nXg99XNvNylL22A8Yn9UTCNvH2acrtCmp1V",
+	"IGRKM82iVbJlPx1RhaDb/GE7JJdT8EqOtS2eUz33XEuRZ5JaThlGJaViZK3/VmKykTCkMrlkasoz1iTo",
+	"vQ5vSVdzMcvgZGesd2IFZMNoaudpgesAAOAAzr3fND3b6NaNXhHJbmhisiWRAiQif/UjZAwiQlUy51f2",
+	"4OsH5J+3biwV5b7iBhBNr5jl4T6+emtpt5WzDVWNFMaTknrflCg249qopeNbFJsyxUTCmnlAbLvjjiSK",
+	"pUwYTjNtZUE3UlcwK0Yi+9Jb246can0tVTNhLDRTLeJBE8xW0W99ajFIGb8PDZ19iTuwy+HEtuMSb6Gk",
+	"fpZNw3oNjP3bzqCZ+xXMXEt1eZuw/sE1s1/IEaD2yoxWSfCOyCNZpC2SmKW1u0EDNWQhtfH3I1mkEcml",
+	"MhEpVBYRe21PiLBvF4wKTeKONjzLPFtBQIq39Aykctiz7Sbr0cXaCzt6C6XnCyYLM3IaADzIKS0y0xm+",
+	"GAyaqEKhsvXzhn0i13MmCCW/vLlwKgzU064pK53oqMnRYOAEaNK1lJkKaeZMkaObmwhItb2+KVcsMb2I",
+	"XHMzJwlsYr40cymeWfC6njHQn/BkzrzaBi/gnOptQHyFdNndbSJNgV8KXNHdcaYqBOnCcuxF71mcObuK",
+	"SCLzZUSYuIqIBfWUqwgaNKDS2dVuDJrtesc7kToa3AhnDQIi0CPLoll8fkIcHDklF8/SPb2JTi6cuLOi",
+	"iEsMzZqay2uBmqh6e7tbvw9nShb5l3IKSsrGMbVKbBdSsI/TzvD39aVuv8Nf1jgglXQi3MMmaGLi6n5s",
+	"ymYcaFncBlroOT9LpA4mXBzoOdlPmrYGwG5dB2BBVhUiCkYFEO0LoQnVJ4RmUlgGgHw+f/OJOHZvrWsH",
+	"2tuStlVJY0fZZOVYgFw1HcgrmbJXJeu3gnGvW+TXtEV4FbOiWRBYmQ5YSELzCAZqm93d2OKk8V5dWOmI",
+	"ZZlFu2KfLXKzJJ8vft7/8cSplmEoMpHp0sojnqQdkvf8Za+RkXRXe9Sklj31Fx8JwtnH8wty4B7pPvkg",
+	"DeJ2vxGNA+x6Y+pTeCOuyBVVyJ+ZOde4fCmyJelaoLAQDC+pp1J72qLi6mrL86iecCCYHaRKndWxP9n7",
+	"4eVW9+GeDtjJbURlH8q9bNyJRqJdHfCtMEypIkfkCwtFpgIWnkkxOyEDx30ISTK+4CAdLOgN6vJ/fHFs",
+	"iX/Q7Q8aDZQ1qmnBrB1yNWzQOlwonszBlJIZ0rWTHafU0DHyqWN84Sy7vYi8OXq5p8klW+oh6gpRMkW7",
+	"G80KFos51X2Si1lE/idnMxBx83QK1tAJ1ezF8QlJ5lYItm/sWPDqf51//EC6C2ryTJqMT8iUzwrFdCyg",
+	"AypSqslraujPyoJK74SwG6Momcss1QR5lvdv378hdvkaLX4r13COTKkFTGoo/gWdVIC33LW5WWTNGEeP",
+	"FpSLkWrZ0gu/FV5Stae/p0lGtSHsJldMay5Fv1EB8j/0imJnjWPbHW1+gVY3uBeG3TS2WVB1mcpr0cyg",
+	"ptPm52K2SZnSoBy5av7Ao/UWYlGqfNy+ftlKNHqF5HSdXngtxA78WQtP30Z58hrpqevubic79usv7Qu6",
+	"G6XZnSmd0ORyBjbHGh51va/Dp9ukNexKJssKO9Mnb+rcdrJAXZedYDPtatnkezNpl4zlI21SLkYyZ2K7",
+	"VUL79XX+prgxTBAjCbRwMg+adJkgSSY1uDRkTFskWRu5mY7QWatdaSN9aaQdG2hFlZ30tNLJNdvcMrC6",
+	"OF+TbUFzldCIYjFhypnXC2MFxwEx9JJpZ6GHefXJR4vLr7l28ipTV2AvEkaTlW2JBTAzhxFJ8oL4v4O2",
+	"BJ+8OI6IU/S5Ji8isqA3o1zJhGnNtH+MhnwtaK7n0oysKLv0Q2Gb56QLUOx4MSCAjmL3hpZtWdAsYwqg",
+	"3vJs5HgwIIIuuJjFwq5mylmWNhEnWhg5ymmhWROErmwlklu3GQS+qsn2FQ3kJc8yLmaEm2Z6U447AnjF",
+	"zavNAd1SVm6C5ZHKb4cEJkoW4TRxUrQ+UzsCnjXXl47x08w17lW4L+gZ3TtI93gw6G2YPDa7fdfWpkwD",
+	"j21kOec07KKZK1nM5vDqzdFLkit5s3Q6A26BUV4y0QteKG077LTPYXJHqxO7enX2WZMuJa/OPpM/Cmno",
+	"SfVCkAU1yZxpx3r5p26WvSrP+OL4NiRQ0XiHCR0Ojo5X53TO/wzsy7Xihk4yZ7mtMamHg+Mfn//w4rZR",
+	"HwCJLxulmleFNnLBFLiBdM8+X4C933KnB18v2fJbzx4tE4la5qZi5kaXIX/RNfqgNeLnGp5o2LVy658/",
+	"f3brPtT0uKGn54dHu3dkqONh76O/2Fnrm0uZ3YobEBXoS45ue0HXvafJNVULYjuBA5hICVZDwa7DpetO",
+	"mEjmllPVpEC3BSNjsWBUF4qRRGapdwADL0K4wBqxhpWj/fUAoqgJza7pUsNIdi5cEXktEP82UH2WKGb0",
+	"/UVc9HfZj4vB4Bm4dilm0BeQXFTQ9IzB8vOMJsyKMUwRLpCoMOwoIsIrVGMBMoUzVM6sEEFm1LBruiSK",
+	"QR8WB1khV/ldcXgNJ7CnyYSLlItZbf0V7aq7D+vX7BxslkABQXz1LUmXp5H370EDR69PThG9+0YW0VaO",
+	"zU6QGx0L28g2nhZZVukR7wixgOVc98J2SQYyfPA8xqYRKQk5EHAYHckIgJadI01T2DGwt1q8HaGLDEIJ",
+	"jOJmsKdJF6RJ9N8FEt6LYmHb2VNZaQvjwKa4Xd/TBFwXuekHyCcLuiQTFlif2gFURKpGzqNBwKSXdmK1",
+	"XcY5yKlBRnMXNUJlYEuga/f72RphSOYsLTJWRZ9GAmVfoQy3jlq3mHmmdEI121rj4mcJg+20ZHS/bdhc",
+	"dO+FRS1kISw/KipWE0MosDNwpPbSEur9jRWj6b4llox0vSFJqlggW9GLyISBFYaKpeeF4RPLBw2DsQnI",
+	"LbqJWtj7yV4RmAg4lcOwQppYJABlUhENbqTQ80FEDuxliMiBXuqIHKTsKiIHhVao2aEzVOJYQc22wX8y",
+	"Pvn3iBwwk0SxOADV8sEVVfYvAkpqKU1EhFQkUVLriv+1YxAqCN6ZXYFlq7BzsQhXARxG5hS9RSquEDiC",
+	"u7YrOIEb3AINl1Zei57z6PZi7ibyhQf63n7vKPpb/OzwRYOieg0rvmb60sj8NEH42EnmsZBD4cOgCpKL",
+	"hRT2n7wwTO0D527poZttn/wGEiXICRZd+e9BThrGYnzJlmMCitzuTSrtt6iPAxysI5LMpUo1+R/JBUut",
+	"VP63iGiLUGhGNMupogaf69ySjGEs4k5iVPY3HXciEnc+MVMogX/Dc0pes4wZFnd6J2Rs9wfHPyHjhbRy",
+	"w0JesTFJpFQpF9Swk1iMLaYbJRlPLscRGSs+m1d+LniaZqz8ncpiUv1tFM/D71jIHLe7MgTpMstjXM+Z",
+	"cn6lhdLSXhr0bAyf4EYtZMqnHNlEHYs5y1KSFhaz4Md2ILtePedTg+ssFzBKFZ2NEVhHlSkArams2n2D",
+	"e5LKa2GXUnlU5GPSsJQTMtaJklk2jgX+MUJrK5ciIu4JBfCPmr5HklZbpu7ZI7DIaVRCCyhbCwU++idk",
+	"fE25GVcf4A6OcqkBuu3kdaIYE/YKjmMhpJlb3oGciqVTtwKQVmA0tQRaWFpkCdRq+MWKvBvuk1f7XbLg",
+	"oR11SsgC5yV/Fp2oU4ElUHmUoNSJOlVIsp1VAKnWD5ypf1KeWP1JkXeiDh5AJ+r47QQnNG46UWdlx7Cx",
+	"27BG37Ty0G7DWQ7pnFlhBbhMd04NrJlTT3TtpCLiZ9mrEeMXzeQQiRAwAOXEG2K/wJ3eYeayJZyyCFaN",
+	"gOk0MyZjulkYrsFzg4JtzliG91Hvyk6sXp4qbMFRVk7Yw1GLv2b9pu96WM2uaxdAKG9Q2bDMGfDNAW9X",
+	"kPmQIAqOiEW/ETmjMzZ6La9FRH5+HhHqj/YdEzMzh62peIm0aJvddftyG4ErzUQrthOA9fXnN80a8GWL",
+	"J3N1Sjcd267RzQNgbH2wOYMzaxzxmqcYsXbLqNgu8n21D998Gc4+/BI5K9YQr0TZeghCC5F4GyoXBTff",
+	"Hltw45wsze0enG7Tw4ZsOD0EvrXp/n4TkeUXK1Xm/IZl2stwfnp7ls/NQS45IXI6rbyq4u8qqxWu5LOj",
+	"H178cKuiInBbR9C0/LFqiHitKBefmPeTqp+8JQR1a86Kt7534l830oBqc6GbQ0dQS+nswqmdAUuJkCkj",
+	"3VJbBKQTvSJ7jU66qAFsHAT22+kVjQz+ZW5EQ9WMmWYXYxQ4mhU5suWxoVnjLCBupCJK74FuRWmIQWuM",
+	"wNjGDUTUoyM22Q9anMzBSajZVNnoMnHG1IKD8ZRMuKmSmCrIIRe0m/9/axxYcHJqgKwawqm8CLN0kSR0",
+	"kWe2yb663lf79n+N0j//syXYxIlbIwcu29hQwQ8x6qQc0Ad+34k6wLc1W1bXPHQiH7AKbZtwz5uW0Jnm",
+	"x0kzuFiZCUIz22WrJiXje5rMuWD7VoIG5bSTmOSUaLlgBCahI3AnSTLOwHpkrwFNfADDom+52pSNqBkl",
+	"NKcJN0vSfT541huC3wM48o+9RgqNSBEJ0Sk94JClFYe6tpsoFnOprXg9LgQ3loGeFOmMwV8uZnTslEQs",
+	"HfdR1T9iNwljKUut0Awjw+NxZIUovuCtX59iPCysk3SPj34i67GvURC/1+NQy6FIN3ZhVXqUMzXyTq92",
+	"JWEKECMLs6pGxJLuatBsJZ6WCzIvRKpYauawW7AM1EQopn3zWED7Xm198KMWT9uitGyP92jyjtkU+bDS",
+	"fjXEpAL2IZFBA4xXPbAajNlpwEsrTPZEM2HI9ZxnzFOJGsNwl9CuBwmEKiOtUinY7bgD3Okq++C7rE2n",
+	"aVt/5hk7Zw3Ef051C6JVTLNaYGaQNJqI0K9seTevisZI2mdHRFGRygWBYE0L7dpQkVKVOgaxfyuDZztu",
+	"2op3cvaOC7a+FYjk7mf1edQQq3vEK61EKm0KUXrPjOLJuaOra5cwL0aJly8bQ0tHFhON8qaY5ZypxN5E",
+	"OSU0y0joi7w6+6wjMtg/HAw6DRI0GFaBA2vmNEFZD9jUQgrG97YaaO301rtBOAPl1WTZYJltC8IsnZRX",
+	"lkpnLj7PI+6SPQT/8s0ztT1vWLCz42yxZNvRphVzYbnVhw6Pc41KYFmBjMq8qmut7mj1tGoQ0ASzH0pj",
+	"6w4a5Ddo6MtlxpNln3xccIOB2c6aFtUsZHMKDkHOOmiZnSzrE8t8c4bmLMuhYA4Mbck+zXnf8af9RC6A",
+	"5utiksoF5YJc8yxNqEqh6b/XG2JsCKh9cnbTCxY277D56u3rT/Dd0eBZf9A/PHzW/wGVyuWDwcHRsX82",
+	"OBymkx+Hw4NnRzALsIIi9yKC2jMWcWdoJcS4Y7v+vfzs8Mvw+PhZ3AF+7+3Z1Yten7xmYkmYW/w1F2iX",
+	"o1kmr/3jPvlALbOIv2JB8zxbWkHt7xcXZ6T7d+nSe5CLd+eke/7hbY8kUghUMHlrInn94RzNsqU9FpLb",
+	"YIOU00yj9w+YhTHYpk8+SHesROZMOK+ZjBoLy2SaScvWZVLmE5pcRiRX/ArO23Ly+5lMaIYaaO8KYKnR",
+	"jOkIDYH2nCOnpg0c6wnRjJFUJvpAs6RQ3Cz7i7TXqJ61u1QTuCsap6MXh82uEl66f/5iXVpMmVg+aIcW",
+	"DSjBzO2eP+7Ir5ha+qQkKdOGC9Cp2huTelBZem+bRu0lfjyyEKhvH/aVt3dny5rdf09DLBpeSGUBHXC4",
+	"dzcCu0y6p8kY/AcSgHfwJECHgoSn+HOMHkmxsNdEFmCZtLz5CZ47eNCVPk6YLKKO5WmSWEQBX8WiO/7n",
+	"/ik82b+wT8Zgyz/7fAHWXY35cZwRX1OeNrtRNLEcH5zotwJjiDEa+QiaNYapgs2eUc0cqjMko7muajAq",
+	"pwX6HF5zX668ZblM5s0cQlumBMsfNQTKo+TY3FUuZbYNv1blAJqi+qhalPcYyH8I+aXak28rhXo/c9wl",
+	"xQS7ppkT08BJZGG5G81YNc9ORffpx2ie2xVT2gk+W2h9YA6jQhjMk7G1ALKj0NI09JlzVFqJT5fS1AGi",
+	"rqpsecFF84sQmbrCtUhpSjdChlo2sDVKMmEkyShftKQ9KTU8jYlfiGJTnmXgnNCdSovWNEkZxJNZJMAF",
+	"WXABVGdBb5qVlTumifh/C2norqGWv83RTwLy5lQ8JQxklOmTAZGKUBB5h1XI9c5b3fOz01dvRhdvPpx+",
+	"uBj9e+8kFvuHw9LX2WLTJXgz1TOEQa6nFKy8Fc8pAlmN7NMmSgdxkU3qYe+wgA0IpgGxEw9Bwrgc0p1I",
+	"MyenZ291Ge54BLjTx1xqw/JYlABhEb9FXj7PDhdkHN6OT8DLIckLPEjko1EIsQ2vkrwYu5xjwaFwXHpF",
+	"6WLilaQuBRYTaZiNd06qqPftQsqPYtE9HjxbUU71Tiwb9ubopevEQzRE2hvt8vtgKI43FFepw1oCHz0C",
+	"pc+mHD9VZdT68WxKAgf0jEyK5JKZXpOwtuKHWctvUiw8Oq1KMBqjqXU4/MphCpeColm6QeV/41jv+Uv0",
+	"P6g4prph6q7ITDuT+nqqp01j3oLMa69XqI5bJXi7ww5zMeuV0+ls9CJrWytASuk1tsuKwmdtGbrwsrYO",
+	"HTSTcJfB5899oveIoTNNnKnHbESabWQx+Hi3gJK9zPeCoybUfF6aiFZ9KywTN4JrsD6tjyJbhuw8yM35",
+	"rJInFVGkwiXOmDOCAdva6CddD1/YLcygZuFBlR7pAl3pYToDwOGFkftorkNutBZGsFV4QINrfrh4zfZ6",
+	"OHLwUMszZqoX1XFU1KEfn6lK+xQJgMGlhpCAltRuD5PbrIVXbdtf2NZhJULjkrkQ1bCXPsmqW5lz0p4q",
+	"pufou9u410bKy9FCb5vB7Anzu93kXDH9EJtaRiHcHiewczq07+XSL9qD07NCG6bQHg62M8gywA3p+lcL",
+	"+8oCTXNAuqNDu2y9YlQ3+Tn9Nl+WYeFgcAINh6OTEhMKXvIsY80B2+2+1Vu4Qzcmr6ubSQBuXXK4YDHB",
+	"2XWchwA+wzl2oo5dQKN+fQOHXvNbvov368bEDDVrTSVDUeVO1u7Tl3ai9E7OGtw0MjnbfubeCHLbrKHT",
+	"DVNBY8GbK5+qOMtcppFNg9csDN+i1YW0Jb4tiSZPO1tYytan/WU9bnK8gMloF4RvOYhf3mCkEzzQ/+ka",
+	"/IdRBeuvLb3hIEB3dkWz9hiDubzGaAKnjyIa9kJbwlBnXZoYbNd467Ne2e5bwHR18uV4jWAA0S9N3mQ0",
+	"bXHtwFcjj7GaWsiWxDytjiQ5NfMR5t3dMUFUkac7k8R1Rc1mVrIS+rNVJtqXYJnBvGqk6yLsWNrrb5D5",
+	"0semwS08z1vjJFMn0AEnG0KGjJSkuxJx0CutG8AWQVKdZh6z9bzd7WibbGvg9ybkX2GyVsg1XzCMSsd0",
+	"qf3OrdlCENmXk2zH+AgCXzaAzTuuG0CnJrNthQYCGN6GAsqum6Z1UdnDdWWPqanzKkd5W9JlQ2czn25S",
+	"gz69SXwlXZd3OWRYrsr3lWzKQ5ArwGaGuRHKW9SQhpnM5TUotBZULL0Q6aai5xRO/YRQl125lmPQcmyW",
+	"O4LFo54owWgaDJ+QEq1XE6prsTxoA0bFk5AQa/FgtxsMWKOWHcdA+Yxhcpi1rd/DKKOWHUZVo3OwLFlX",
+	"nymddGFrXXY6zB1jBeJwyrCBaFYtBV9KDswiJwuqLpkiNE3t8QU/JjCsUpWCbU73TsjAjk8ro3trxYJi",
+	"Fr5F40behks2aWqkWtcZOSjB3WrRN882udXucqITn8l8hwzTrYlSbvU93Z0mfmtEFD6x+/1rIbDplCWG",
+	"X7HRH0FlvgnXOcV6O6VrhYZd+y+8t86m5p+hUeMufdaNaV3rSn6v+70+IZr/iV4b7/nLaj2L/sPp3u+S",
+	"b7ymiH0QnemtKtD76jHvrIjchudDyfAhC4E0eHEXwuhm7UKJpizoYIqSatysQ2e9WvDBavreFg9sxWg6",
+	"gpIfzdlpN7NmQba/A17aUE8Eqf7IZ3teJ3kTmlwWuafWQCqgcYuveCuMABzfxswgce/6/OPwc6kNW+xZ",
+	"PhlVUT3U0Qt5vSU76fzG/exW+EgHDV9aYfElbMDWMoiXPko2KqrwUA/GqtitGW3Q2oZUrFs7ElRObx0K",
+	"QgUp2wr13xYwAIOi73TIAONytIQA9AAyhJsW42+7ltarlm6ZlTviFr1U85Vqxz4tcSF0F7++qJPs1nzW",
+	"lretOegkrwedNJOe3WawUUnQlNm5LK9WOwwFkfnAAlukCZaHg91iS9o8DkKQ/552YUogulxjBrTGBA2t",
+	"ISgsMRKKrpWBKIW4FPJaNOo/i+bzaYei997Zdwef7uac6WugTrpSEZ72mrXbTYdFJ1pmriBRU5XAFqV3",
+	"Sa9uz05Xu2srDlLCJ/bu7BLk0xgN4X0Ezy2L6C5mzl3xMKho51RooabdP/dPz97u/8oqpbbcF1ZAYFRV",
+	"KpfBmvBRaDw3JsdacN7Xap1vEHgVTs/eQqwPKCf75A0492ElKHaTsNyQgzmjmZn/6TzfqIBvoNYVmBip",
+	"jsX4tDBzqfif4Ak4JC9hQgT97C7Z0jvaSUXGYXHDtfd9cuBUsJV8dsHrBJKAoEOBawP+Cc7J5f2bi09v",
+	"X52PLj7++uZDj2AyEG5cWDA6LSKP3Y9FLFBk0UP3xgFVVPEHA545CrqsKFRpRP4i8vmILOlPXP6sWNh5",
+	"TlgmxSykDXKcfVkkDGVZoDLc9Mlp6XhjX2rGQn6O8CYWCFAoZZ+E7PKly04aMtH7BO0UDsthCCIF6xOv",
+	"0dEhZiikNsdJdsOO7+keCORVd9q9sF8VlySXNG+BvpnhtGLRDR6YiRSYhRZ8inq4xGpHe5r49YGaIJPC",
+	"uXQyDQp66BYODoLldEh1OyTjrzEGWcSd4dcY4pPizjDuCGlGUEIn7kSxD4OAN976Fcdx58b+B3QKru23",
+	"b+N+LF7JlOkh4eKKZhxKsRTg8AcZWSJSCFqYOROGJ5AGpHs8OOxFpCRxo5QJ7oPRolg0xaiBchSnaB8c",
+	"9yJCM/CFG7Ebro22T3/qRWRKecbSUa5ATw+Y2b8yUo4yS1ZI9/gQRlqPXsOoNqnI88EPLi00aGlTri9x",
+	"LVeUZ+A7C1F7EWmO5otigb7CNLMPBj04j9W2w1BVz/sU2aGnUl1aLnkJPk2r1Y5cCj5yLYssRWYZgBMU",
+	"PzktC1Cgsi6FhF/u3n/4+Npe/vcfP/3X6P3LiFSevn57/qt9Fotq09N/js5PP7x++fGfb857UUU5WOqu",
+	"qpWzaJYtYUqQhwdm726y8wiOhRczTohRS3B2gIRCUoRrahfSJ2+NJmMXpTkmmi5d2lNc0TAWFpT9+QGk",
+	"oigOAAwhkg6wLYRHcacQ3MCT9/wlPMCO4s7waHD8o22gWQq/nh1GcSdEBcKjb2N7Q22nZDyX2oxLHxH7",
+	"09ey4JroOVT8sLsTXAFxJLsGjWDg0u0SWZi8sGerGF3gNcXMo/tALNDQ5ukM2uHmiKjGPB0jYIAicSaZ",
+	"joXn1UGFuAfVpAomEuYTP2EKdBqyH/VOyJxRZSaMOsfw8/M38NKOlHFhO+2Oh+D8As7R4x7xM1NLcvic",
+	"aBc96NMM2VVxTf4oOANkjVGwOGpmdwpAtQxnIHBNBSAzI8n4wHWiD77mPP3mbI1j5DLH76g2+2BU3X/7",
+	"GtwRCdf2FucZXbLUwySxeIWlZd4BvyGTYjplinSPiXPPcgeQMxVmP1kGPH9C+JRgijzX0AJvqmSeMy/B",
+	"Km18BS9NxjOaj/0Rp5iDW5OuXVXKxhCcWnGuc84Nbu8sfbMII1fMMNVzQOGYuAWzF2fpsp/DeEjGMAkw",
+	"nBUeuLcOhMLX3rPGnUTwXDSxwHkdfA1tN+93n7zm2h+dmJFQ5ii3eMmu1blfcgOR54BHfOzD6dnbTsVC",
+	"2Bn0D/sDiHXPmaA57ww7z/qD/jPHHALj55kpiNpHecFy08A2vU07w87f3fuVEsVHg8FOpYJXLEihKGcZ",
+	"RC8vtyoos15P+LLG1HaGv3+JOrpYLKiVQDvv+BUTTOsKUwntPWNXWfhKhFadHeBoywGdK9xjLkCxBX2O",
+	"sNno33sR0RJyWzayi1EsAKk50zvXoVQnAEMD4xghDCNnCcnVkLf2vCZ6q8XiTMkFM3NWaKITRXPmeJw9",
+	"Tca0yguPLZvo8vmIVPfW2D2gZceDZwhodWDwfge3AoNhN+YgzyiY5NbPrDJbLF0B0jV4OBwPDttU2mFM",
+	"X1zatn62detvVbCozMBz793aaUU+30uNue854PEc4AEtUm5aLw/UAn4n0WVI0YVFOxp8VOr74ZleKshc",
+	"ForQmWypa+4Uh+XF2s5E0jYgqgCbBjLyTsM0doXWmI3V15u/BNfa2oeVNL213JAuWdLGitlfHhSHudjC",
+	"rW3glbrQ327PT7h+Z7CaJI4JkD94intybux5J3MqZpYeWUk7oZbioiWaLxi55iKV1xFQcW0cve5W0B66",
+	"EdbvzSVb6tZr845rg+XM9cPSHT/qdgeGBdXvfFgw2H32foUC2f7IZOlrfG+zw5gsG+9NxtD4Ud/qT1AO",
+	"HTU799robXayeZ9cRXa7kl23y7Y+vtvm4sIJxQzjq3sJolFIt2z5Lx8VFIErfSlPQJJGteCCZppwkWRF",
+	"CizGLRi/rKbPU9KFyBA41p5Hxy5Hj0OEl+6AvJYPM+e049MvNVCwAtrm2/YBWjzoXQuDbnXZIJK0we5m",
+	"Zb72AvTTFmeQu3GSvi/9hGBY8cfe0zh65BKaQ5QlQlgmaboKpCek6qwdEUicejw4XkME0OnBV/vPtwOI",
+	"nd2EED4LaPIBs+qswMNxw1HQy1q4yxPvHZ49MNuViJsZ5YJ0IdQB3IiqgALJTI2UvaZL2nD1hN+Jre9e",
+	"1MmdF2l9a1+3b+zD4dpqur0GGAd5AcubSDA8ycvHPTHb+qe7nS8sxbtbdSG7tv1rKtU1JK+AhAgQCtkb",
+	"ljKXkNW6A/Y6gQ+eXXJriBbXlVx+a45/IVaOBf8zezcNcfWUS5XaSsp6JBU+5QqShgiLUgSlgxcsQbzo",
+	"k1OnMwcxEVVAcFBck1QKdlKJlbieS83wLSpkrTC59CtZxQIhYL2VBpxBiwelAWHQrWgAxHbfmd3CsZ4S",
+	"+3Dt45tD+QuNakkEN3SdQugpw7tvYdugl4Ov3uzzDf1hbkNSFRff3RBV0QAM5wxgwfXFtHkpMRx+ayjY",
+	"wV7rovNrgtytyUeRhO1QQtF+gZkAvjSCU33Tvj0ifkYgbwfhx5Xt7gHvUDmIViq9AFF1d4BAMgiv13Jk",
+	"VyNj641tFFWlqOQ6+/jxXURSlvA0EGwzZwIwufdMAORmUaeR5PcFF1De60tEMHdGJW0GW0pMjYAWQqkE",
+	"SSGxMuplYboTlslr6NySBzeAv5ghgwEE0cIddDrjytzRQgqmMLCPoe0qZE33d3DtSqMEtxn5OvPvw6Lf",
+	"ysBbIWDnNntnFOzHu4/QazfDd+SLsFhuGJ1jKzrYBkTaxnhhwp4Lr4Z6AqyGLhw5NYYpuzv/+3e6/+dg",
+	"/6cv7t/9L18H0Yujb/+2kxfRbg7C20SlbYP7Dh8M93n42gQ9j4//7siNuqxPwTH6NkLuYNiScvvHt9br",
+	"/wszFdB8JLKz/dY/CTH5KIIbSgir3/KGb8ELVe75XdQlqyd3u7ISd/f/Qn3lPaX3Ft1mFHSCUlREp6cE",
+	"iDZS8lbrIqhLH52MeEpQTanXXBNi7YQfE49v1uc+rR4XDqTiBFjWrmrG0uAUZn9yjXZ8rp3a0GnVHA+L",
+	"yUgsXjr/++n+0fMXt+H3g5I6PxpItkhriH4c3b87YG7FVDypsPTXYBjubGGAvHyBY9gLJG4VKCFMc0lC",
+	"klLQVbIb4y0QJeiVgVWttOilTzW00f4ALk2oQAuBoW2W4FK3sBE6H5DulcvcivLBku9G+NxIDTIIvoms",
+	"tBjMmjUZo8ld5NPnD8DAvPp49l8uq4oglMz+wbUMCVu9HlJeC3Q64FpmTjr25U1F6rL9xsInk52CrBl8",
+	"E8Ezy+iVXNEWrUES49TpGalHiph9TDFhIvQQ04blpBYnRLghicw50yfoqQt2X1Asstz5IsGiQF6HUgVs",
+	"xrVRSxd3y3UsMildUMuETaVz2MXschwzk+aGpUNCwYUM4sPgWyhDyFImDKdZ5CYEFRGxRAvDiqSUvJbJ",
+	"JVMQR8yFNqpwhfRcwQIhDdFFnkvwq3Go/XgwIJouIZgC/WliMeU3ffKbq35Vr1hYTpmJFBgTrzPm4F8d",
+	"Yeg2KJNBFwFxyrHIqdZYq8+HLftSdCs652E9mrdabNGnnCIuH2IsII1ZFzztxvZOolfe2D4eO7vP2PlF",
+	"jHter19Zg4uDZiKkB6Tpsh+LU+G2Hh08nUK5ErzuA94Vw+yCPnvj+7N3pxfoufr2/ekvb4Kn9/Hhs5NY",
+	"SOHMcYXIaXKp0WOWG1BT68rEwOeW5WRgJ1NNY1jxrl3DnWO8mOPIZUyMSCVbYkTGIZISi1qUgZfjXjnP",
+	"tUSIrpg74QaVRi7Zod2uBU1ZkzMUFM9F1PM4NBf69pUNtqK8Rw87dhPCxJDdRye6h3dUH71EwCpvE1yb",
+	"GtKQCh9CbsuTABNwo2u4Cpe6SnwPvvJ0ozBfgsQjcUWtZxNmf2/Z3MWaBNk8VxKoUeTr0tjNiwi7AYoB",
+	"5meR+iubyVnP7jIgly1lNJ7eSWCvHMlBQkWCBTAefrhWzSKM+a9+4ufg39KQCRe6PimRoQsSmtNsun9N",
+	"QYaq2xqr5+GTgjV6144zOXN5rzTp8pT8R+lK/zdy2CMJVWpJKIGlv5Mz8JwbOnrhfbKRcEXksN8XJVPj",
+	"XDnRES3jSEvAIoexV9ycAKPmHM5dvuVeRMTfDrHbKjeAGXnR+y5F8bHeM8VJYdyMz78J1TfmVJMxcmNY",
+	"Q3CMgdlY4xzjfwRwGFyQcRdb9jA9+5QLmpExE6lPD2Z3hLMK/WwiSn67tvXRha730ZupDo+rd2AN9nBW",
+	"7tP7gF+ZTzmTM8ijsxagYRnjK29lqnNnj4NgovVYXQgd8lVRucaZeZlpNWKy5tbfJDlV3FLd3cGVtt6Y",
+	"i4ZYCMU0M2Py9duQZFzXSgEyTbo+m1xZ2gwTeYBfQey4e7ckQOQQtQDBLzBGP2SvHgfoK/0PqIZ0dQqK",
+	"mtpbFQtw0oA0CxHxiROhijzkRsRKYJY/Tcfka9zhadz5BglJE6nSwMDPIDLwDc6xHodB1+Jt6vE5EEpP",
+	"sZp5MEIaKXsnITrDXmVqqjExQORq5wXBwf8J+9JDf3jM5gyFOMrgF5RHYuGPwccrLV0ecJJJMYPi1Lkh",
+	"Xdzm4JMEH0NFOzOXhd1TKwn4Q9G9Pvl7a9yQrgYHyakLBYpFLECcqaUNdAgNAl1opmU4yJXsg9rPMKDO",
+	"sLCeFdaqmfyCXa6SFxGipbrrqRl7kYNaDKBDYRrT+gW0vCIcgfwl8JVraZEC6uXQyYcb0nVQXA+aePvh",
+	"4s2nf5y+izx41uAfCZP36A/5hhc9l3l+Tq/swTmw8645Pqu7j4EalqE+q7AUgKW2UB2LIDFXP5yCJzUN",
+	"EBByMU7YnGOUVxrCgUD/bUlROVyPKIqm5zkVLvjZIk+si2PAA4VpO6rzU3FwUKEksfBj1ktF+eApMO5b",
+	"mb85TmQ9LDh8vxdW45IPw6n5DeLK36dG0Qo7eYMYsRm974xx23H7OV0AiK120aQNg0tS636zG8paQUB7",
+	"BzVzapc1V7S9EG8S8nKuX9WWqS1CdE5DvERL0oEtFHdNfMI6N2DRU5UX2E023CXm5/mdYxkc4fKIvJHT",
+	"QN4xkULLDIquWL7DEteKgRd0Uwdf51TPN0qCP0MGmUeUC3xpxQbuDJPo3Isv+23OALtQTNqnmcGINdvx",
+	"7R7uzmzi8Qoq8fY01ouLSCavmUqg4g+76Td7vUOByE1cW93BYjrY/+nL1xfHTV4VFfPJOls1kekS2QtD",
+	"FenO/uS5pc5CGogEKFddpiFqyhAJsX+OKgHe1HOqnNyUUOF4VpfHByUJu0KyKLQhE6TUK7tmZ4a6WNi+",
+	"WIC8AV+50Hw/M6/GOBoMXP5EqVhZtIO8dOnaJoFk1vR4n8/efTx9DUH7zp2q14SYz4oKUG+j8brZN1TV",
+	"Abqslc4FVcuGs3pSG9OGO1TfYgvxD2lF3fLyDp5CbfYZwKt607vUwasr+eqU7yno0Yi2jNIB+fjqLcno",
+	"EmqUqWTOr1jPmR0aDae3+lE8gQdFk5/WzvngtrEsgY051ffyOYLoEJfKBX0kvMu5KH0vIzJZQhRRWRjJ",
+	"Nu3V9/32ULDX8LwxFOy4KXcVCHL3IjA/S3DCpLU1nhBferpEth6mLBq1nPgkWElSpxNAy4bbHWS2t9ML",
+	"3BZZVSUxp/v/je57/dH+l6+H0a2kZg153s9zZBM2qRRB3gqBNhwp7t5d2Lc7gvc7xDnV0yfdCZDMpSwU",
+	"SBaQnwc8gE3F4R4tPp44I+C7FGZg24Ps3pOlFxrBogONMjmbsbRPzoOY41IHepmWg3Qz4ikKg15UCWmI",
+	"sQpqWe1oHUidNb8BVDGPBw9mStxwS2fXb+qBkj5d5f2BeGt99icY9K8DpfdB/YpdK5rnbMukc+sYfC6v",
+	"MSv3ggo+hUjQawalPfd9z093V0pvEofkarcGC+qCZ7sUPmIJZonJ7qmhSD/k1OmOSpCuQ3SJa7vhyzL1",
+	"DqpB9it1AYCNlVnqfapKtZcAw2oVumtJdluZgPNKMbKNEgak+NnXzDYyGP5kGEaEoccg6fo8B07O7vVb",
+	"ROdQyj7AUpmYZC01cbsi4RPLEZmML9nyP65oVrAxySlX+gSqjgOnD4Vo+1hxJYPMlHhdW0R6LB5UnVrg",
+	"ZdrKBpXRs2YJS7Asd+duSRai1tCcw2Z1R9MQOZ0xV7bs6ZyIBLsxo8rIa/TuFApVhpA+qg3JwWIZ3ZKp",
+	"fbuaBy4t5K0lD0LPX7bASRSmCMls6hG3j6VvWXeMqkRWtvpGNcVfnIc8mY9BWWpjVGjMY/rBhiNePyfH",
+	"VTy2LmzHSNyjLYjPJ2rYO4sScPZ31raFeAkHL2Vsa/C08JakhArI0kW9zdVewZt9YN72XUFQxyGsUpLg",
+	"jdEm1fzKs6wKebcxwa6M133EGjtk1U4GxBjcsoD0Blv6nIZ44rl0F6hNldi6hMFTQHM1ze2uO7MuhTV9",
+	"Vzbx83j7uhNMoysGnMTlc25lId74bGsPrE1gZb/bkoEwlbtpESojPl3g/UU1uR3asyp585zdrBuI5otj",
+	"MuWC6zkkaseEvT7dv2C9emagJrF8B4Boc7/9gLmAV4LjS5/KQjgL4n51JVJA6VNy/NNPP/0Ui64FrGqD",
+	"/atDqJDsQzxL/8GfmpKgIjOcsCyDAWMBCdvAcwA8dMOerloQSyufxvwUHz5e4JarIjegLX5rqpY/n8hx",
+	"h9SCgIfA/OZSOMYCzdgnLr8NThw/Xe86zGYcoV8mXzBZoFpwsoQ0rz5duVQEsDGiOe01iH3yCnI1Ssj9",
+	"658C4geZxbiEUhHhIhZUKX5FMyJVylSTKvpTAQkgH4udkCm7l6S6q9Usgk1Au3POVPAuWrl8QzS0r+Wk",
+	"jEX3MCJHEXnW7/d9zfhakspeRMbQ/RjPb5mziIytcDGu9vW/zj9+iEUXE8EqkGc0iTt2iA6AUAxIK+5Y",
+	"0W+ZMz0k4zBGxa2jS7NrutR46aNY8JQc2img38ZITkclhoHPws8RZMCNO98iMtYmlYUZH9g/mFLjWHyN",
+	"YWshvayFFm3oIsfG9qJlZky6eHj2ByzaYjgYwkoj8CFIZvYvEXeMogmb0OQSZm3CBaYc7gZqa/zjPY0O",
+	"kGUdOTy9Pd2LYgG5Se1ALn9p3Bn++o10f3UJTiHbK6oQfILTkD61csR7OhaYPTVnaj9sC8nkDCvIV3KS",
+	"WvTr+9Lsjx46L9vHsRgzkdb2eQyXdVwIdpODQ8ForYVzBqIibNv1nAl0f7tkSrCMpJylfXsydt2jcnND",
+	"QutvpCsk4WkP7GbgR+FTb5JMaqaxu9qKvWdCJWSAifSkdK2wCA9dsFYdY2KxhWfMXfjwxyK1W/Lh97d3",
+	"f0KW2kKzQwalu85qMlxnM4RDAKcO8I3sd761c2ANlKeVKbM38rt6c0SQrAFprnNtcQpazQzB0XX/YXw+",
+	"Ht6lwi5nin65r8DiE2ht6bM141dMEJ6eoB/aKsqJhcMTUWtW5b/YPan7iIqSku0538tAOUsOa92Xb+gM",
+	"Ynlw8IAtiwU3zs/MuWthrHHpYcpE6obpQkQLdxX/kW2zshs33gjfc1t3Z742urVxkCNukYuambYGM8Lj",
+	"Ta41dtrP5tUj50CryFwteVQrmbu1L8yFEVJ+jnfT3TzJXQj7CI66gT/onr/95e2HCx/7ZfF+hCmjHa8O",
+	"ooXLbenwChOpjoWWUjhMEjw7Hbfj2YDur2w5kVSlYXCMQFxnMk5cVQbbBjBUEA6BwwXxxnulNNkGPChj",
+	"jvqNYv4r3+hBhfzq0FuJ+G4adxPww2j3zaVQ0nYvfPuuH0zkbhDAcOWPJYNB708qhg0tZ0uVAZY2t6LM",
+	"8EOTIEKCHDKMO/1+H9heqM1CPl/8vP9jLxZS2UYTqtmL41qzUHWEZZqBhCJSJwJxM3L1Yj5E+BukiImU",
+	"GQgrmDgfeoPYK/xNPsQdy9rHHc1ngmZD53APso4vRePH75NTn6XQNQP5nRL8FoJWwkTI/iHGIsNMCDiR",
+	"9kmDnPOh5PohjCAWFVYemY1QQgKpaoVL8YE4llO1eMo7v0Epib6VZNaljMp+rksbFZ/3iWL0UnvBArY6",
+	"Fl3LTDkLX00TbemAC1ZwJP0h7QUBUTTEodPkcgYlVUPckSsN8LhkaDXZtzKlFn5VJvAOspYRhaAPDA3k",
+	"aVnNEJfQ69+G1mulRzZIDdD6/xccHkZwcMHtG2SH/v1zGeMoO7HoffKbVJdhopZ2xcJDCgAhVtUBjS5k",
+	"1wRPVl6x2x4OyIKLwmA4weNy4mcbOfAafCNKfWTm+2wjlT6HKdyfUO+QtahctS8Zef72l4s3n953IvvX",
+	"r2/fvetEHfcAfn25raah6/JuCewarHyWUDwyYt0OA2qTYjLT7wcgTKTnMIsnAQ7kh9ZP5OXS+e5cKw7V",
+	"DqFdoy8GOMSsO/KzGxO+b/yOyYZU8q8yi1bgGLwIpLhFj5UuymiZh4I/X271O4EgWF5uk61S9so3fGD5",
+	"qhx+S/kqTOWuMpYb8WlNqKs61r1gCtOki9p03UN1nPdTA0XThiISDyC2oV9GdU+f5N4n1w1VbS3dt5xI",
+	"qCV8QlZrIjurQ6Fh/+Zywfrkta8RapkBeNR03TMqZgWdsZpHWydfmrkUne+eQ68G1A/qP/Qvb7coxRC0",
+	"EHeph4IycVYlN4m8FuSKKm65S91bSeiC5rsi3yCR4I08+Or+2iJGYvXy3Ibtsbe/rkLR5f9wGwDxvbDd",
+	"jvWeMQNu7TS4NgiX1kqx1hQMD8nAuL3eyHevnuKBc0h4ZN6qOrVWRRnOZFeocQv4qyGBO1/rXyxWL281",
+	"eqs7SOtWS2EEatBDe3e43BCJP/MO7rRUdFqwdIDYDB8p05dG5gc0Cd5bD++DVA0lRQt3jsos0KjkhWFq",
+	"H4pTS5lBFbWIsP6sDwWjcWJxZ0jiTsamZpRkPLl0LgqJlCrlghpmG/x+OBhE5Ggw+PJtHK19jM4ZEQnq",
+	"SRJ35jzuNLW9ZEvvBBHaJkZlf9PN7XWiZJZh7ytzem7ndDwYfEE1JTQc4UGGz1N5LfBj954u0NNjSJ59",
+	"G6PzFO7ZDGv0wC7+0wVpx8LMlSxmc/LPizfnF+gv4xgX8JjBmYI60Os3oeis3UgXp+CyAc6py32QFEpL",
+	"y1fkUmMZa58PUSeKMbGnieZ/MvSqQM8omDxjQs8lzNyl9cFikbEYl2/HbkY9QsnZh1+8SBNBCgtR0b5Q",
+	"X4/TGAvk3cPnA7IIdsrqHpA5FWnGUsJNr09Ohf8UncicZYVMOVaNnnIGGSwt+PnDInI6xT5xohDVWRZl",
+	"v2TLipMbRhJXLTa1+jPczCHyMxbuelX94/oEXfLsUGP3flypZk91ZZ8h8MSO0+To9Ro/PoWlPpKpoT7G",
+	"E0cg1wZHv6UmljCVgv0fQgo+Fd4HsIIW/f2lUNAs29OIKBEjUB0yFPW803Rp8XLwdSv6L6GtNc3S9o6k",
+	"HuirTqQD9CALAB+LUBVkZz/S67nM/AXBmifgLraCERDHZssTMv7n/jk03j/nfzKo567XcRnp/nbz9563",
+	"h+iEZs4Q23Ltzsstuy3hQ0IzBnVXiI/WhOi5nN+wTJNrnrIIfId9TlSqc5YAe3/NUzMnGC6Zyev6rDNG",
+	"rzDlDwIB161hXNBPXd8egpdePPvx+N4FYiGl4UEuZndIadDgUg9L/D/kTp9WcXk9mVB5Q0n37MMvvXtq",
+	"NprvOCRl2VzqdCGv2M88Y7sHuA+eJmE4BIm4JAxSlYwwMYoxwIwuZXJOrfCL5J4K9EnttQeQvJbXIpM0",
+	"bV78JkomE8M22ppgrpDTBa2lL9Z3MqfKcJoRP8RTGjTRCOZ2tFgFTNL9BCnwQr7o3mOLsmfUzDutGQIw",
+	"DUc4pW34nIYDejrOxZWzbsZuPh7f7v1j47jngx8eAkJcngFWZqILWQwxdXq4kpy1C5uYHirj2mzUsD9I",
+	"dqj71SS/RzlyN5QLF4d0BI9szHiCe9kSvpyyfIWtKCOkK/HRL27lLzbBy+Iy5eqhFBN1aHtPL9lrrp5G",
+	"0Q+g0JhUp2rQhVbfux5ZK/q6h/b9vtXFSprvMwUj5rkN3VjW4ZGgp8o1PTr4pEwbLigeREOKA0z5fDuA",
+	"uXZRrcPvXfyzFeCegtXcCD7a0HZqdW6o2Z11fEBWgnk69ZejGBtR+jU1ybx1V3+zb7dkAp4iB+ddeezS",
+	"2UxOyXhaJhSuRtyhWvrbmnkXtohVdP5Pw4C3EHrFkkJpfsV2zKHaAgRSXT4OSv5Zqsv7p9PYxXovC2Fa",
+	"GZ/DF5sZn6jMY9M6bHs2m0oSPoxjGGlQlenafJ7VUtX8+OL49lw1D2/wX+HG4bY0+L+kzeVdnW/zlhkJ",
+	"/yoZacDBW6pLHVXL9dIEDDCQeUf7kDSRLTHleSKLLCUTBuUkIufaiR7HqMt4gki0p8yFYhlwAncIjJ4r",
+	"ObZnkkjhQ4G5Xk0KvadJUiiQPjHtXeTtW8xlowNqE2HC9JpbBE8jQtNU2aOA7a2cCiqZnViLKR3cwKgN",
+	"3iH/yuZSH6eVhWQSSir5+dEZZveHMEWwCb05ermHdl4mrtI9jeF7vp3LnG8XGgtv5HNWctKNO2fuEWxC",
+	"zlPywb+NOxWPEe/fboc9cYkBudGxYOKKKykWTLjwJvQ07oY6N84lnppC9zAPwjVVds9cyTZ79vrEWd76",
+	"yIPGgmsSd2ANcacfchKmzjpW2R0+ZckyyRjp1nogcQc/iju9oU9YGMXCx3W5Mm0RyWmh7XwhwwPEMrDc",
+	"9Jz3tW2AsQ0RyaR2GYhrR4Dx1GBqwDhqn4wcvNiuaOZSGFZVaKoQ2hVaNy6dP9Kjk+CeHYujwWBQDoHh",
+	"mOjUvbp+0rU4QGCSU7aHXuFUQ1I5NABoVzAC9tUtkAu3rSE3JBpiYHWVWp4W6JzD+GBAXKUIt7c+hYXu",
+	"9R0YYv2AoyZoDxVo6IJZqC6rL2A5mbL2grM5Y/WKwCc1lTihmowN5RnZn44J10OoLVHWySFdSt7J2Tsu",
+	"WA92BTYb8kTYcYCVIZplLLGdVXOukC6APiR6i2qFGOCRU4ouei4gVgpW9m/xFYzBje+8Uo3B72wsuiXw",
+	"unPGkvpR7QLXS2RYQItaIG1IqIgFnh+Mv6BLSzEwYggKHlB8AXvo7Fl2fVpi0hBYE5ksIfyx52rpOdbU",
+	"FXogfKtiDrhulvqVYS2HC6w3FOIow+KqoXhY2sRVNYH8C/U44tUSELHAMbACRN9BU2nbn0lEY8G14j8m",
+	"NLm8pqqxGlCZOMqVBNpowPv08yvy7Nmzn2DD7FQLwW+IY7aGlWNVZc2Y7lQqOzoU/MJ34ShI18+t12Kv",
+	"Q/+L26J0GlVyfv3NnHrHTasThRiE8omfVWPYwbY5EmtZEbdIi7jONGUSryC7YpkLqGJpy0ZBo3p+Sres",
+	"lE2KGXw1lZ2oY8mRXTQwIV+2SFnpMgQAB+YYUDDUUC6wzEpCNbN4SnMrt7WdpGZUJfMd463w7vjkM7pa",
+	"98UF5EerRRqqdcNapoJX5qGrYNw7rxrcQODkt5Llw6445F0hK5bakhWxu7ItjhEsicUTKgPqgciZnK0S",
+	"IqlqSSNJwBCPYhP2FVHaWFNHxXyplXruMs/g4FNPl7zwSbothYdi8ZxAyVgHdL0yyc9cajMkr84++yIQ",
+	"miQzJYscw/RzphImjMvvSbMMWrw6+6xjoblPmpgrdsVl4QvEkO5g/3Aw6EWe7+GCFJqRbtm7FSDmVM1Y",
+	"cNkCFgASiWKhOudXDXLEiatWvIfcUugVgxJ6zkMOwiCTuXONg2jdpbHySENJ4rm0rCxwm8B7zWUB/BBw",
+	"gW4Vk2VYDzVkIbUhz17AsoDgl2WKqLZ4YR+j/QhCHre3xG4rvWKKAifspk3REy5n9BJ5pqNjMocIaOCU",
+	"Q7miCovo6id1/V75gZHzxe/AmafkUsPXnlGFzG8lp+oXi3vgBsD68ytc67AsEAZcooNPLGRm2Sw6VUzP",
+	"awxqS3WrKoOKQ27mEN6H6kH3YRLCMdXYhPasy8rsRjN2Gj5wIi3jM4iIfLx8xFtQBb/rrUk3YT3fDYO/",
+	"Ovtc3iVwzdaXWKIZM/U9YGbHZgwumLl+CDVq0Rj56GH/gxvlcZxLfe93DRYErI9F4BFpTKVK2JM6JmHu",
+	"+bpsg/Xp3cxOgGNzohNkDbXg8vrDOYH9hCdOluHtacUAuz6OyvzMdv2kOnNLFEZ4d2o8KGZ73ya09Nv3",
+	"y/brNEnBD6bUnYW6Af+6fov38Bd6FZZf9yNb08xGyE31iJHVImGW53LluXLI6+qSYsciZMUud9hedzuz",
+	"jBlf08GyEyw9IRCqsATn4ULVFXIQPCFFmUrBc2hYuhvcgq/nyz6xVwIzNNVPu1LStU9Ap1UBZcwBA7p8",
+	"9EQGktD1Dl8l29fzXM/Qsa1uYyzbFPkAHiyqO5HSWAYYeJuSJwuBDTCCixCKUHsdESauUMPoPaz3oBg1",
+	"ZjK0+Dbl6gQ53UqLemlnX9GiEKjU6W3ISJWbZasp92POxNnFf63acQ/RfLQic1xzk0D6n1xJIxOZPSV5",
+	"h/RdNEETLFMLqDINBP03NjmXySUzffISvJjJVEG5bKzEHRoDn08m0szJNV1aphIi713jIOs4/RZVDFLK",
+	"gk5ByczrGHQsuuOv3i48jO3G8T/RVmy3JO4MD48GUdxR8tr+OB58G/dOnDYOHN815i6rdcJuOGaGrWVS",
+	"+jZ2adDCPD1nmGRS+zxk97M6N2q37NE2qiF+HGxfO8NuQHMvR8fb92JvRouqzL1qK7G/cg3wyj4Ojf4E",
+	"fT8pkf4OJuUno+Eriox/wVjyh7K/fsIKXOuULuhhLHnQpkJ7o1qNPSIVJoIqA4O8BmFiJSMM6/Hiuiv7",
+	"uV4fNGBH+A3loKv8BDWoEwGihaKWyJaku0Z+e3WSSZooZp/AdUICH3iBBhK/s7U3FD/bpozTeWh8i2IB",
+	"loobbjE0lJI3dNaL4PfQUEgsz9s05PDPdxPm3SLtuhvreYZN2CRsh1ZNhXUeHNle0Evm5/00uLZBFmrR",
+	"x/tTXYUR+/R3CwpfXAHh/YRClnbI4WvB5nD/xTPQnu7/SQb7P5E+GZH9MuWZq5OWMQPlHxRJ+YybEyIk",
+	"fA534PvnBgnH0qYVCu8fO6riSWQqv9yaFLMuNgWFrJF5jrUl+uRl0LMDGg/CSCxWpJEhKoKDFKIxdDNb",
+	"Bj8ELrShIoQIJTJfnhBAzftc7IO+EQy0iaJ6vp9Iobm2Z12NifbFJB1d8WgasXQdO4Ng5ZC6RbaxoJmW",
+	"MMuKwq2ccJfWqBNwtFOpLiGcXPeG7bOIhRcJPf1ZRJv9hJyD0KlDxfBfqQIijixijkXs73HcQdt3xqaG",
+	"yML07AXzlTU1mXLwZCeTJfRg98uSW1XWHAxRWQu8xk5mpTNMGpowT6haKJLj4h4nrcMArfsNripCXkfe",
+	"J8X74lzLIkuHns/gU59dekFTl/uQFkaO4H0EGWB9FtYu6vQ1MyPXWXfQqycuQJ1+zcnABcWCLaK/pt4v",
+	"VZwXbou+F1fdykc3ikI1f8TV3r63F/92hbLKGybYNWE3OVdMjyjaQOG4kKMcPKV99pytYVmcGVnZZEQV",
+	"Ql5XdLUsUew2ps+1edCotsrA2/m5Qvu7hbWhggHHa6p9iK8QJeqITLhIuZjpiFwxpbkU2vsTQomZahFu",
+	"9+nBV/vpFkmm3Cp2zi91R8jAQS0RgXEx8w7g3jlYYB3FvHYZ25x315ZFth1zvl2VbSyx/cX9O9r/8nUQ",
+	"vTi6pdL2eiYeOABMCk0tegXfLm1I94KLS3L65nz/6PmL/V9eve9VykN7NxxL7XypaKiGBraOWMyoYdd0",
+	"SfLCYC4CAXVpAKHqWlXOel1paErGDgbGqP8E7sP2EIvQhQuLcHA1JOyGJiZbkvFcajOOyDiXymBVHksp",
+	"IhBpzbzkcMf25yhXbMpvxrHwDaFUdiCmdVpWOWXSHaMciDPdj4vB4FkCJNn+xdwDRUUqF/ho3IN6XS4T",
+	"Mrr7ff70DlY4kSnEiOZ2XYfkPX/pNL9pqskYPxk7Bxf3c4S5FMZ7oNvDaXwb+6mnPVKu6O8XF2fn9oTB",
+	"YTVULkhZnsnlAh0OX51GBGtZgRtHKQAbVWjTaBI/K0zl7j06rXQJrJsCAmo7sg7lUE3Y+WoRv1UngR+O",
+	"O/5Z3GnKjzh33M7aiwoENb+XmFatDHx9/vzZ880kPcKaW+6zd0zMzDwk5dgcyYcfuvl+d9rvaMsmygHe",
+	"HC7eZUfS3hQTKhXBWvAV5Lyi2mNg+giVbBD1eWafKyKg0B7CcoUibafHaVfgNPp04IxGPN3NseP/RvXP",
+	"G/AsC1KQS2heVRmSrswRj2RLS16kCIh7ZIU2qTC/nF1+b01ttHrOB1/9n9vwH1Xd0NNyIH5DJkuQTFl9",
+	"m8KC68u3ILK5hG7rggbfSXNzx436KMqOhn6TnBLDQUBtV0gX/yY0s/CzYFTgLRt6F8Ut2ThdVxc2s3Jt",
+	"diRvhN2MbS5CqwcVIWqDbyVE+IncUYwI4zUIEeElms0nVLsSKb1qBJ2hLqgIdFqFZuWFDh1sLUyE1Tzi",
+	"Zb5H9oNw9SuWeoRYVANpV/hyQWdMY7xcAvEbnpsrNHK1i40YoH0XHg4DlHDTjAFMBa7uhQF8R48vgvU3",
+	"y2AtQHlgz+3gq6GzbeCTznZPynXfNFueYDzA5rWFkdS7MW6VWx7B6f5/WwH4S/m3O4nDox9uEYfXtIAX",
+	"YejHru9Q8CxtFBssP7p+opgjwJKpJinl23dm93e7zU+iwjsDYzFAL9bMhgqUBPaddOvcAD705mn7BVgP",
+	"NKGmopkqfNR5G978DA0edZsFFaZ9k93btQILNMugLAC2wIDcPwppKFJOV+gcAxDqyswrmRULtj+hyWWR",
+	"b2ZJ/gFNX7qW21ixXa+WC8NxNFo4vHCzSZDBDx5VlFktyBK2YCvGqLodd2OO/IhNwhAu3+1gs0RkJUMh",
+	"U7anWyWe+ukefMU/tqBDtcU9ueDjVt31QAM2I29KpIphusfpFIJRextZnc0LebibW4eG5vs7CbByL4YH",
+	"u9mSYk/Kle8qqLjd3wInPLCQUhl4h5t4tzvox1pFqs7faU97zBV5sy1u/IaSMv/wmOsJuAx7KUbujBsS",
+	"TuCbPSiV38Uo/lWk0GusGePdTqqc2On+f5emiMPoxbMm3ivqaP4nGy0mzcYIiB8eYm0qTXKqgS5NKc9Q",
+	"5Hvz4eP52SuL70orvqVgzwc/kDlTZc2bWGDY4T8+vvv8/s3o9ZufTz+/uxi9f0m6h4Oj415J+t0WnBAf",
+	"T1f78P3pP0fvX7ogdvBUX2rDFiHoD9WX6FtAKJmyax+eiMGCqDgvnSFf3GrFha393hn//JVpRlRX4UL9",
+	"leIafrhHzhnq1jR06qBKoi3vCwVJwV0eiIrH455zpgGPFVmYjF8xVzWhVDpD/QbvivNmkZslwN8UHRqA",
+	"cpVUrXJnI1IS8SGZy2tCY+FIvxXOwA7m2VbbzFWtBkD1qSOSeagnCWUISqM21omIRQWbH3zFP1xqtqov",
+	"yWqLbbmEv7ouxe2nTyOJ64aU8xjKao8gxK94g4JUPsQVD1djuNZtjMbjsxjb3Nl7MBfYTZnCajVHE2yG",
+	"34vdfIxw/p/YtLPKYpRAWWHC7955G3lG7qztoA7/BXjBJ0tibydPSrDa8ygHLdjrDt1MJGqZY2qYy2ro",
+	"lo7Iggo+hQwfVFt6+RsS/2vKjbuBWJwMrNfdEn1ZadW7j7s7bJvsA/NANGO6vM9AtGMxVfJPJnqQ+6bc",
+	"Zdt5zX8RXMKNS84CkH728bzKHKHbT0DSUsTCI+pWr3Z0U8yomUq1IJdsuQm3bpulH0HpXyVXPxA9ukpa",
+	"wWyFhd65gFQqlOjlIuPi0h4gy6YRCHTgPUjVjJkNIt0nRtNNm7JDDv/71614/IzuK5UlFJsVGQXGwt5J",
+	"CEG7HyaOtmy8OV8/XOnasWxhIS9WTOObPSGb+5jt2MdKQQamoJCEFGQCdhVBZGJo1qKSWsi0rpCqSEeD",
+	"//x9sP+DlYuetamk71THYFcgfWoRYmO64r90xQOAWV/wIAQkTWS6jFzJIalQ0WQgB00XXa+AOcRUc8pl",
+	"U6sgvEWhTSzYDdemTz5eCxeGayEn+CPVSyswvYfhut3DwWAAWbTQEW/w4vj4dhJye3mF8lp+5yILNYC5",
+	"R6mFJ8W44Wj3NHHjRwTqIGDCMk1SxnLSdQStIlhyJ6FZEGLCMHW3qip1XN2ElpzCrymk9aCzdWa3LWs7",
+	"PDvasrZDC7jesbrDNuy9FfSx3ZPVeLDk5xaqEyHZGN5Ge7qUiGIxYeqEHP/0zLKsgx+eP+91mnp0lRC2",
+	"iyBrqUMRAf29lWT+9YpVbEF3wqV9QnWDUzOVpAC9ed1RoTuwr1olIYHkxDLOUE9YEKAYnrT46BYhy4JW",
+	"m2/VrVUL7soyP/jR3K2CwaqWAnqpyRFQWS1RfMJSlCYwyc5D4Nxd+GOYKksKxc0SRpowqpjqDH//Yrui",
+	"Of+VLeHXF9tQXfkZFSrrDDtzY/LhwcHh0Q/9QX/QPxz+MPhhYLv9/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

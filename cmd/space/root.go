@@ -85,7 +85,7 @@ func (a *app) newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		a.createCmd(), a.lsCmd(), a.infoCmd(), a.execCmd(), a.shellCmd(),
-		a.runCodeCmd(), a.cpCmd(), a.killCmd(), a.timeoutCmd(), a.metricsCmd(), a.logsCmd(), a.templateCmd(), a.volumeCmd(), a.benchCmd(), a.adminCmd(), a.nodeCmd(),
+		a.runCodeCmd(), a.cpCmd(), a.killCmd(), a.timeoutCmd(), a.metricsCmd(), a.logsCmd(), a.templateCmd(), a.volumeCmd(), a.desktopCmd(), a.benchCmd(), a.adminCmd(), a.nodeCmd(),
 	)
 	return root
 }

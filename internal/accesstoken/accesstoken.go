@@ -20,3 +20,13 @@ func Interpreter(token string) string {
 	m.Write([]byte("space-interpreter/v1"))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// Desktop is the token spaced sends to the native computer-use server
+// (space-desktop, computeruse.Port) for a sandbox whose access token is
+// token: it opens the screen and input of the sandbox's display, not the
+// agent.
+func Desktop(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("space-desktop/v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}

@@ -16,3 +16,14 @@ func TestInterpreter(t *testing.T) {
 		t.Fatalf("Interpreter(x) = %s: the derivation changed", got)
 	}
 }
+
+func TestDesktop(t *testing.T) {
+	a := Desktop("token-a")
+	if a == Desktop("token-b") || a == Interpreter("token-a") || len(a) != 64 {
+		t.Fatalf("Desktop gave %q", a)
+	}
+	// Pinned, as Interpreter is: templates keep the server they were built with.
+	if got := Desktop("x"); got != "a04cbd51798d4d3f17420f487fe891201bac2b72e34ad1e7a4dc7249054082b2" {
+		t.Fatalf("Desktop(x) = %s: the derivation changed", got)
+	}
+}

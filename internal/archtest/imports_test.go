@@ -44,8 +44,9 @@ var layers = []layer{
 	{"cmd/space", []string{"client", "internal/bench"}},
 	{"cmd/space-agent", []string{"internal/agent"}},
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
+	{"cmd/space-desktop", []string{"internal/computeruse", "internal/desktopd"}},
 	{"internal/daemon", []string{
-		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/cluster", "internal/coderun", "internal/config", "internal/console", "internal/e2bcompat",
+		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/cluster", "internal/coderun", "internal/config", "internal/console", "internal/desktop", "internal/e2bcompat",
 		"internal/egress", "internal/egress/dialer", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
 		"internal/seal", "internal/store", "internal/template", "internal/tenant", "internal/volume",
@@ -55,7 +56,7 @@ var layers = []layer{
 	// The API layers.
 	// httpapi implements the ServerInterface generated into api/native.
 	{"internal/httpapi", []string{
-		"api/native", "internal/bodylimit", "internal/cluster", "internal/coderun", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
+		"api/native", "internal/bodylimit", "internal/cluster", "internal/coderun", "internal/computeruse", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
 		"internal/tenant", "internal/volume",
 	}},
@@ -90,6 +91,11 @@ var layers = []layer{
 	// spaced's client of the code interpreter inside a sandbox (its own:
 	// internal/interpreter is linked into space-interpreter alone).
 	{"internal/coderun", []string{"internal/accesstoken", "internal/errdefs", "internal/sandbox"}},
+	// spaced's client of the computer-use server inside a desktop sandbox
+	// (internal/desktopd is linked into space-desktop alone).
+	{"internal/desktop", []string{"internal/accesstoken", "internal/computeruse", "internal/errdefs", "internal/sandbox"}},
+	// The computer-use actions' wire, shared by both sides.
+	{"internal/computeruse", nil},
 	{"internal/recipe", []string{"internal/errdefs"}},
 	{"internal/recipe/dockerfile", []string{"internal/errdefs", "internal/recipe"}},
 	{"internal/ociimage", []string{"internal/egress/dialer", "internal/errdefs", "internal/recipe"}},
@@ -126,6 +132,7 @@ var layers = []layer{
 	{"internal/agent/...", []string{"api/...", "internal/agent/..."}},
 	{"internal/interpreter", []string{"internal/accesstoken", "internal/interpreter/jupyter"}},
 	{"internal/interpreter/jupyter", nil},
+	{"internal/desktopd", []string{"internal/accesstoken", "internal/computeruse"}},
 
 	// The public API and what speaks only it.
 	{"api/...", []string{"api/..."}},

@@ -33,6 +33,7 @@ import (
 	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/config"
 	"github.com/spacesandbox/space/internal/console"
+	"github.com/spacesandbox/space/internal/desktop"
 	"github.com/spacesandbox/space/internal/e2bcompat"
 	"github.com/spacesandbox/space/internal/egress"
 	"github.com/spacesandbox/space/internal/egress/dialer"
@@ -239,11 +240,13 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// How the API layers reach into running sandboxes.
 	targets := sandbox.NewTargets(svc)
 	code := coderun.New(coderun.Options{Target: targets.Target})
+	// And of the native computer-use servers in desktop sandboxes.
+	desk := desktop.New(desktop.Options{Target: targets.Target})
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
 		Sandboxes: svc, Changes: sandbox.NewFeed(st), Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
-		Commands: sandbox.NewCommands(targets, metrics), Files: sandbox.NewFiles(targets), Templates: tpl, Secrets: sec, Code: code, Volumes: vols, Telemetry: tel,
+		Commands: sandbox.NewCommands(targets, metrics), Files: sandbox.NewFiles(targets), Templates: tpl, Secrets: sec, Code: code, Desktop: desk, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc.Pools(),
 	})

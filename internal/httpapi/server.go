@@ -39,6 +39,7 @@ type Server struct {
 	templates   *template.Service
 	secrets     *secrets.Store
 	code        CodeRunner
+	desktop     Desktop
 	volumes     *volume.Service
 	tenants     *tenant.Service
 	audit       *tenant.Audit
@@ -73,7 +74,10 @@ type Options struct {
 	Templates *template.Service
 	Secrets   *secrets.Store
 	// Code runs cells in sandboxes' code interpreters.
-	Code    CodeRunner
+	Code CodeRunner
+	// Desktop drives desktop sandboxes' displays (nil: those routes
+	// answer 503).
+	Desktop Desktop
 	Volumes *volume.Service
 	// Tenants checks API keys and keeps tenants; Audit records every
 	// state-changing call.
@@ -109,7 +113,7 @@ func New(o Options) http.Handler {
 		o.Keys = sandbox.NewCustomerKeys(nil, nil) // no object store: every key call says so
 	}
 	s := &Server{lifecycle: o.Sandboxes, changes: o.Changes, checkpoints: o.Checkpoints, snapshots: o.Snapshots, keys: o.Keys,
-		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, volumes: o.Volumes,
+		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, desktop: o.Desktop, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
 		telemetry: o.Telemetry, cluster: o.Cluster, pools: o.Pools}
 	return s.routes()

@@ -85,6 +85,7 @@ func TestDesktopSDK(t *testing.T) {
 	// The host's side of a desktop, on the same spaced: one build of the
 	// template serves the whole suite.
 	t.Run("host", func(t *testing.T) { desktopHost(t, d) })
+	t.Run("native", func(t *testing.T) { desktopNative(t, d) })
 }
 
 // suite runs one SDK's suite as a subprocess and fails t (with its output

@@ -21,6 +21,11 @@ done
 echo "$xvfb" > /tmp/.space-desktop-xvfb.pid
 # No screen saver blanking an idle desktop.
 xset s off -dpms 2>/dev/null || true
+# The native computer-use API (space-desktop, port 49990): X11 over the
+# display's abstract socket, as root only to read the agent's state file
+# (the sandbox's token). It connects to the display again when the SDK
+# replaces it.
+sudo -n /usr/local/bin/space-desktop >/tmp/.space-desktop-api.log 2>&1 &
 # startxfce4 starts its own session bus (dbus-launch) for the session.
 /usr/bin/startxfce4 >/tmp/.space-desktop-xfce4.log 2>&1 &
 wait "$xvfb"

@@ -1,0 +1,76 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// DesktopAction is one computer-use action, a model's tool input as it
+// comes (POST /v1/sandboxes/{id}/desktop/actions): {"action":
+// "left_click", "coordinate": [100, 200]}. Fields an action does not take
+// must be left empty.
+type DesktopAction struct {
+	Action          string   `json:"action"`
+	Coordinate      []int    `json:"coordinate,omitempty"`
+	StartCoordinate []int    `json:"start_coordinate,omitempty"`
+	Text            *string  `json:"text,omitempty"`
+	ScrollDirection string   `json:"scroll_direction,omitempty"`
+	ScrollAmount    *int     `json:"scroll_amount,omitempty"`
+	Duration        *float64 `json:"duration,omitempty"`
+	// Screenshot asks for a screenshot taken after the action settles.
+	Screenshot bool `json:"screenshot,omitempty"`
+}
+
+// DesktopActionResult is the answer to an action: where the cursor is,
+// the screen's size, and the screenshot (PNG) if one was asked for.
+type DesktopActionResult struct {
+	Cursor struct {
+		X int `json:"x"`
+		Y int `json:"y"`
+	} `json:"cursor"`
+	Screen struct {
+		Width  int `json:"width"`
+		Height int `json:"height"`
+	} `json:"screen"`
+	Screenshot []byte `json:"screenshot,omitempty"`
+}
+
+// DesktopScreenshot is the PNG of a desktop sandbox's screen, scaled down
+// to width pixels wide (0: as it is).
+func (c *Client) DesktopScreenshot(ctx context.Context, id string, width int) ([]byte, error) {
+	var q url.Values
+	if width > 0 {
+		q = url.Values{"width": {strconv.Itoa(width)}}
+	}
+	u, err := c.endpoint(q, "v1", "sandboxes", id, "desktop", "screenshot")
+	if err != nil {
+		return nil, fmt.Errorf("screenshot of %s: %w", id, err)
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("screenshot of %s: %w", id, err)
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, fmt.Errorf("screenshot of %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("screenshot of %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// DesktopAct runs one action on a desktop sandbox.
+func (c *Client) DesktopAct(ctx context.Context, id string, a DesktopAction) (*DesktopActionResult, error) {
+	var out DesktopActionResult
+	if err := c.call(ctx, http.MethodPost, nil, a, &out, "v1", "sandboxes", id, "desktop", "actions"); err != nil {
+		return nil, fmt.Errorf("desktop %s on %s: %w", a.Action, id, err)
+	}
+	return &out, nil
+}

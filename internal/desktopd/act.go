@@ -1,0 +1,211 @@
+package desktopd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spacesandbox/space/internal/computeruse"
+)
+
+// Settle is how long an action's screenshot waits after the action: the
+// X server has handled the input by then (a round trip), but the
+// programs it went to need a moment to draw their answer.
+const Settle = 150 * time.Millisecond
+
+// buttons, as X numbers them: 4-7 are the wheel.
+const (
+	btnLeft    = 1
+	btnMiddle  = 2
+	btnRight   = 3
+	wheelUp    = 4
+	wheelDown  = 5
+	wheelLeft  = 6
+	wheelRight = 7
+)
+
+// perform runs a (validated) on the display, with d.mu held.
+func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
+	if a.Coordinate != nil && a.Action != "left_click_drag" {
+		if err := d.fake(motionNotify, 0, a.Coordinate[0], a.Coordinate[1]); err != nil {
+			return err
+		}
+	}
+	var held []computeruse.Keysym
+	if a.Text != nil && a.Action != "type" && a.Action != "key" && a.Action != "hold_key" {
+		// Modifiers held while clicking or scrolling ("shift" on a click).
+		chords, _ := computeruse.ParseKeys(*a.Text)
+		for _, c := range chords {
+			held = append(held, c...)
+		}
+		if err := d.keys(held, true); err != nil {
+			return err
+		}
+		defer d.keys(held, false)
+	}
+	switch a.Action {
+	case "left_click":
+		return d.click(btnLeft, 1)
+	case "right_click":
+		return d.click(btnRight, 1)
+	case "middle_click":
+		return d.click(btnMiddle, 1)
+	case "double_click":
+		return d.click(btnLeft, 2)
+	case "triple_click":
+		return d.click(btnLeft, 3)
+	case "left_mouse_down":
+		return d.fake(buttonPress, btnLeft, 0, 0)
+	case "left_mouse_up":
+		return d.fake(buttonRelease, btnLeft, 0, 0)
+	case "left_click_drag":
+		s, e := a.StartCoordinate, a.Coordinate
+		if err := d.fake(motionNotify, 0, s[0], s[1]); err != nil {
+			return err
+		}
+		if err := d.fake(buttonPress, btnLeft, 0, 0); err != nil {
+			return err
+		}
+		// Through a midpoint: some programs start a drag only on motion
+		// with the button down, not on a jump to the end.
+		if err := d.fake(motionNotify, 0, (s[0]+e[0])/2, (s[1]+e[1])/2); err != nil {
+			return err
+		}
+		if err := d.fake(motionNotify, 0, e[0], e[1]); err != nil {
+			return err
+		}
+		return d.fake(buttonRelease, btnLeft, 0, 0)
+	case "scroll":
+		b := map[string]byte{"up": wheelUp, "down": wheelDown, "left": wheelLeft, "right": wheelRight}[a.ScrollDirection]
+		return d.click(b, *a.ScrollAmount)
+	case "key":
+		chords, err := computeruse.ParseKeys(*a.Text)
+		if err != nil {
+			return err
+		}
+		for _, c := range chords {
+			if err := d.keys(c, true); err != nil {
+				return err
+			}
+			if err := d.keys(c, false); err != nil {
+				return err
+			}
+		}
+	case "hold_key":
+		chords, err := computeruse.ParseKeys(*a.Text)
+		if err != nil {
+			return err
+		}
+		var all []computeruse.Keysym
+		for _, c := range chords {
+			all = append(all, c...)
+		}
+		if err := d.keys(all, true); err != nil {
+			return err
+		}
+		err = sleep(ctx, *a.Duration)
+		if rerr := d.keys(all, false); err == nil {
+			err = rerr
+		}
+		return err
+	case "type":
+		return d.typeText(*a.Text)
+	case "wait":
+		return sleep(ctx, *a.Duration)
+	case "mouse_move", "cursor_position", "screenshot":
+	default:
+		return fmt.Errorf("action %q is not implemented", a.Action)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, seconds float64) error {
+	t := time.NewTimer(time.Duration(seconds * float64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *display) click(button byte, n int) error {
+	for range n {
+		if err := d.fake(buttonPress, button, 0, 0); err != nil {
+			return err
+		}
+		if err := d.fake(buttonRelease, button, 0, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keys presses (in order) or releases (in reverse) ks. A keysym on its
+// key's shifted level is pressed with Shift.
+func (d *display) keys(ks []computeruse.Keysym, down bool) error {
+	typ := byte(keyPress)
+	if !down {
+		typ = keyRelease
+		ks = reversed(ks)
+	}
+	for _, k := range ks {
+		at, err := d.keycode(k)
+		if err != nil {
+			return err
+		}
+		if at.shifted && down {
+			if err := d.fake(keyPress, byte(d.shift), 0, 0); err != nil {
+				return err
+			}
+		}
+		if err := d.fake(typ, byte(at.code), 0, 0); err != nil {
+			return err
+		}
+		if at.shifted && !down {
+			if err := d.fake(keyRelease, byte(d.shift), 0, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *display) typeText(text string) error {
+	for _, r := range text {
+		k, err := computeruse.RuneKeysym(r)
+		if err != nil {
+			return err
+		}
+		at, err := d.keycode(k)
+		if err != nil {
+			return err
+		}
+		if at.shifted {
+			if err := d.fake(keyPress, byte(d.shift), 0, 0); err != nil {
+				return err
+			}
+		}
+		if err := d.fake(keyPress, byte(at.code), 0, 0); err != nil {
+			return err
+		}
+		if err := d.fake(keyRelease, byte(at.code), 0, 0); err != nil {
+			return err
+		}
+		if at.shifted {
+			if err := d.fake(keyRelease, byte(d.shift), 0, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func reversed(ks []computeruse.Keysym) []computeruse.Keysym {
+	out := make([]computeruse.Keysym, len(ks))
+	for i, k := range ks {
+		out[len(ks)-1-i] = k
+	}
+	return out
+}
