@@ -494,7 +494,7 @@ func badInput(t *testing.T, d *harness.Daemon, c *client.Client, id string) {
 		{"POST", "/code", `{"code":"1","language":"python","context_id":"x"}`, "", 400, "not both"},
 		{"POST", "/code", `{"code":"1","language":"cobol"}`, "", 400, "not supported"},
 		{"POST", "/code", `{"code":"1","context_id":"nosuchcontext"}`, "", 404, "context nosuchcontext not found in sandbox " + id},
-		{"POST", "/code", `{"code":1}`, "", 400, `field "code" must be a string`},
+		{"POST", "/code", `{"code":1}`, "", 400, "must be a string, not a number"},
 		{"POST", "/code", `{"code":"1","envs":{}}`, "", 400, "unknown field"},
 		{"GET", "/code/nosuchexecution/events", ``, "", 404, "execution nosuchexecution not found in sandbox " + id},
 		{"GET", "/code/nosuchexecution/events", ``, "x", 400, "not an event id"},

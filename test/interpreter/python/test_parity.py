@@ -117,7 +117,7 @@ fig, ax = plt.subplots()
 ax.set_title('Queue waits by depot')
 ax.set_xlabel('Depot')
 ax.set_ylabel('Minutes')
-ax.boxplot(list(waits.values()), labels=list(waits.keys()))
+ax.boxplot(list(waits.values()), labels=list(waits.keys()), patch_artist=True)
 plt.show()
 """
 
