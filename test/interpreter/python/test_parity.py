@@ -124,8 +124,10 @@ plt.show()
 
 def test_box_and_whisker_chart(sandbox):
     """A box plot drawn with labels= (as E2B users' code does: matplotlib
-    3.11 removed it) comes back as a box_and_whisker chart with each box's
-    statistics (linear quartiles, whiskers at 1.5 IQR: 30 is north's
+    3.11 removed it) and filled boxes (patch_artist=True: e2b-charts, here
+    as on E2B, reads a box plot from its box patches and takes one of bare
+    lines for a line chart) comes back as a box_and_whisker chart with each
+    box's statistics (linear quartiles, whiskers at 1.5 IQR: 30 is north's
     outlier)."""
     execution = sandbox.run_code(BOX_CODE)
     assert execution.error is None, execution.error
