@@ -94,13 +94,6 @@ func TestExtract(t *testing.T) {
 			mode:   map[string]os.FileMode{"deep/x/renamed.txt": 0o600},
 		},
 		{
-			// A template build's WORKDIR of a directory the image lacks.
-			name:   "no entries make the destination",
-			params: url.Values{"path": {root + "/workdir/deep"}},
-			status: 200,
-			mode:   map[string]os.FileMode{"workdir/deep": 0o755},
-		},
-		{
 			name:   "dot-dot refused",
 			params: url.Values{"path": {root + "/dd"}},
 			ents:   []tarEntry{{name: "../escape", body: "x", typ: tar.TypeReg}},

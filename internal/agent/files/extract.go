@@ -166,13 +166,6 @@ func (x extraction) run(tr *tar.Reader) (int, error) {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		_ = os.Chtimes(dirs[i].path, dirs[i].mod, dirs[i].mod)
 	}
-	// No entries still makes the destination: a template build's WORKDIR
-	// is made so (an empty tar), as a container build makes it.
-	if n == 0 && !x.single {
-		if err := x.mkParents(x.dest); err != nil {
-			return n, osError(err, x.dest)
-		}
-	}
 	if x.single && n != 1 {
 		return n, statusErr(http.StatusBadRequest, nil, "single=1 needs exactly one entry, got %d", n)
 	}
