@@ -21,8 +21,12 @@ async function waitMetrics(sbx, ok) {
 test('metrics: a series sampled over time, bounded by start and end', async () => {
   await withSandbox(async (sbx) => {
     await sbx.commands.run('head -c 16000000 /dev/urandom > /home/user/blob')
-    await sbx.commands.run("timeout 5 sh -c 'while :; do :; done' || true")
-    const ms = await waitMetrics(sbx, (ms) => ms.some((m) => m.cpuUsedPct * m.cpuCount >= 30) && ms.at(-1)?.diskUsed >= 16_000_000)
+    // One CPU spins until a sample shows it: at least 10% of one CPU (a host
+    // loaded by the other suites gave a 5 s spin under 30% of one, CI run 27;
+    // an idle sandbox is under 1%), then it stops.
+    const spin = await sbx.commands.run("sh -c 'while :; do :; done'", { background: true })
+    const ms = await waitMetrics(sbx, (ms) => ms.some((m) => m.cpuUsedPct * m.cpuCount >= 10) && ms.at(-1)?.diskUsed >= 16_000_000)
+    await spin.kill()
     assert.ok(ms.length >= 3)
     for (const m of ms) {
       assert.ok(m.timestamp instanceof Date && !isNaN(m.timestamp))
