@@ -39,7 +39,7 @@ func run(args []string) error {
 	cat := mcpgateway.NewCatalog(*root)
 	switch cmd := fs.Arg(0); {
 	case cmd == "serve":
-		ready := os.NewFile(3, "ready")
+		ready := os.NewFile(3, "ready") // from Launch
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()

@@ -103,7 +103,15 @@ func Launch(config []byte, token string, cat Catalog, paths Paths, self string, 
 // Serve is the gateway itself (`mcp-gateway serve`): it reads the stored
 // config and token, binds addr, launches the servers, reports on ready
 // ("ok" or the error) and closes it, then serves until ctx ends.
-func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, ready io.WriteCloser, log *slog.Logger) error {
+func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, ready *os.File, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if ready != nil {
+		// The MCP servers must not inherit it: Launch waits for it to
+		// close.
+		syscall.CloseOnExec(int(ready.Fd()))
+	}
 	report := func(err error) error {
 		if ready != nil {
 			if err != nil {

@@ -2,6 +2,7 @@ package mcpgateway
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -16,6 +18,16 @@ import (
 // The test binary is also the MCP servers the gateway launches: with
 // SPACE_MCPGW_TEST_SERVER set it serves that server's tools on stdio.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("SPACE_MCPGW_TEST_GATEWAY"); dir != "" && os.Getenv("SPACE_MCPGW_TEST_SERVER") == "" {
+		// The gateway Launch starts: it serves for a while, then ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cat := Catalog{"upper": func(map[string]any) (Server, error) { return testServers("upper")[0], nil }}
+		if err := Serve(ctx, cat, testPaths(dir), os.Getenv("SPACE_MCPGW_TEST_ADDR"), os.NewFile(3, "ready"), nil); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	switch name := os.Getenv("SPACE_MCPGW_TEST_SERVER"); name {
 	case "":
 		os.Exit(m.Run())
@@ -167,11 +179,50 @@ func TestStartFails(t *testing.T) {
 	}
 }
 
+func testPaths(dir string) Paths {
+	return Paths{TokenFile: filepath.Join(dir, "t", ".token"), ConfigFile: filepath.Join(dir, "t", "config.json"), LogFile: filepath.Join(dir, "log")}
+}
+
+// Launch returns once the gateway serves (its MCP servers must not hold
+// the ready pipe open), and the gateway outlives it.
+func TestLaunch(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	t.Setenv("SPACE_MCPGW_TEST_GATEWAY", dir)
+	t.Setenv("SPACE_MCPGW_TEST_ADDR", addr)
+	cat := Catalog{"upper": func(map[string]any) (Server, error) { return Server{}, nil }}
+	done := make(chan error, 1)
+	go func() { done <- Launch([]byte(`{"upper":{}}`), "tok", cat, testPaths(dir), os.Args[0], nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Launch did not return while the gateway serves")
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader("{}"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		log, _ := os.ReadFile(testPaths(dir).LogFile)
+		t.Fatalf("%v; the gateway's log:\n%s", err, log)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", res.StatusCode)
+	}
+}
+
 // Launch refuses a config it cannot run before it starts anything, and
 // reports what made the gateway fail.
 func TestLaunchFailure(t *testing.T) {
 	dir := t.TempDir()
-	paths := Paths{TokenFile: filepath.Join(dir, "t", ".token"), ConfigFile: filepath.Join(dir, "t", "config.json"), LogFile: filepath.Join(dir, "log")}
+	paths := testPaths(dir)
 	err := Launch([]byte(`{"invalid_server":{}}`), "tok", NewCatalog("/x"), paths, "/nonexistent", nil)
 	if err == nil || !strings.Contains(err.Error(), `unknown MCP server "invalid_server"`) {
 		t.Fatalf("err = %v", err)
