@@ -63,7 +63,7 @@ async def tools_and_calls(url: str, token: str, calls):
 
 
 def text(result) -> str:
-    assert not result.isError, result
+    assert not result.is_error, result
     return "".join(c.text for c in result.content if c.type == "text")
 
 
