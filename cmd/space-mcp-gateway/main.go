@@ -43,7 +43,7 @@ func run(args []string) error {
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		return mcpgateway.Serve(ctx, cat, mcpgateway.DefaultPaths, *addr, ready, log)
+		return mcpgateway.Serve(ctx, cat, mcpgateway.DefaultPaths, *addr, os.Stdin, ready, log)
 	case cmd == "pull":
 		for _, name := range fs.Args()[1:] {
 			if _, ok := cat[name]; !ok {

@@ -1,9 +1,11 @@
 package mcpgateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -39,12 +40,12 @@ var DefaultPaths = Paths{
 // DefaultAddr is where E2B's SDKs expect the gateway: port 50005.
 const DefaultAddr = ":50005"
 
-// Launch is `mcp-gateway --config <json>`: it checks the config, stores it
-// and the token (token, or a random one when empty), starts the gateway
-// (self with the arguments serveArgs) in its own session, and returns once
-// every server is up and the port is served, or with the reason it is not.
-// The gateway outlives this command (its output goes to the log file, so
-// the command's pipes close when it returns).
+// Launch is `mcp-gateway --config <json>`: it checks the config, starts
+// the gateway (self with the arguments serveArgs) in its own session with
+// the config and the token (token, or a random one when empty) on its
+// stdin, and returns once every server is up and the port is served, or
+// with the reason it is not. The gateway outlives this command (its output
+// goes to the log file, so the command's pipes close when it returns).
 func Launch(config []byte, token string, cat Catalog, paths Paths, self string, serveArgs []string) error {
 	if _, err := Parse(config, cat); err != nil {
 		return err
@@ -54,16 +55,9 @@ func Launch(config []byte, token string, cat Catalog, paths Paths, self string, 
 		_, _ = rand.Read(b)
 		token = hex.EncodeToString(b)
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{{paths.TokenFile, []byte(token)}, {paths.ConfigFile, config}} {
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
-			return fmt.Errorf("make %s: %w", filepath.Dir(f.path), err)
-		}
-		if err := writeFile(f.path, f.data); err != nil {
-			return err
-		}
+	in, err := json.Marshal(launchInput{Config: config, Token: token})
+	if err != nil {
+		return fmt.Errorf("encode the gateway's input: %w", err)
 	}
 	logf, err := os.OpenFile(paths.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -77,6 +71,7 @@ func Launch(config []byte, token string, cat Catalog, paths Paths, self string, 
 	defer ready.Close()
 	cmd := exec.Command(self, serveArgs...)
 	cmd.Env = serverEnv(os.Environ())
+	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{readyW} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -100,10 +95,18 @@ func Launch(config []byte, token string, cat Catalog, paths Paths, self string, 
 	return errors.New(string(msg))
 }
 
-// Serve is the gateway itself (`mcp-gateway serve`): it reads the stored
-// config and token, binds addr, launches the servers, reports on ready
-// ("ok" or the error) and closes it, then serves until ctx ends.
-func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, ready *os.File, log *slog.Logger) error {
+// launchInput is what Launch gives the gateway on its stdin.
+type launchInput struct {
+	Config json.RawMessage `json:"config"`
+	Token  string          `json:"token"`
+}
+
+// Serve is the gateway itself (`mcp-gateway serve`): it reads the config
+// and token from input, binds addr, launches the servers, stores the token
+// and config (only then: a second gateway that cannot start leaves the
+// first one's token in place), reports on ready ("ok" or the error) and
+// closes it, then serves until ctx ends.
+func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, input io.Reader, ready *os.File, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -124,18 +127,15 @@ func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, ready *os
 		}
 		return err
 	}
-	config, err := os.ReadFile(paths.ConfigFile)
-	if err != nil {
-		return report(fmt.Errorf("read the config: %w", err))
+	var in launchInput
+	if err := json.NewDecoder(io.LimitReader(input, 16<<20)).Decode(&in); err != nil {
+		return report(fmt.Errorf("read the gateway's input: %w", err))
 	}
-	token, err := os.ReadFile(paths.TokenFile)
-	if err != nil {
-		return report(fmt.Errorf("read the token: %w", err))
-	}
-	servers, err := Parse(config, cat)
+	servers, err := Parse(in.Config, cat)
 	if err != nil {
 		return report(err)
 	}
+	token := in.Token
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return report(fmt.Errorf("listen on %s: %w", addr, err))
@@ -148,7 +148,11 @@ func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, ready *os
 		return report(err)
 	}
 	defer g.Close()
-	hs := &http.Server{Handler: g.Handler(strings.TrimSpace(string(token))), ReadHeaderTimeout: 10 * time.Second}
+	if err := store(paths, token, in.Config); err != nil {
+		ln.Close()
+		return report(err)
+	}
+	hs := &http.Server{Handler: g.Handler(token), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -159,6 +163,23 @@ func Serve(ctx context.Context, cat Catalog, paths Paths, addr string, ready *os
 	log.Info("MCP gateway serving", "addr", ln.Addr().String(), "servers", len(servers))
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// store writes the token (for the SDKs' get_mcp_token) and the config (for
+// whoever looks) into root-only files.
+func store(paths Paths, token string, config []byte) error {
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{paths.TokenFile, []byte(token)}, {paths.ConfigFile, config}} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+			return fmt.Errorf("make %s: %w", filepath.Dir(f.path), err)
+		}
+		if err := writeFile(f.path, f.data); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cat := Catalog{"upper": func(map[string]any) (Server, error) { return testServers("upper")[0], nil }}
-		if err := Serve(ctx, cat, testPaths(dir), os.Getenv("SPACE_MCPGW_TEST_ADDR"), os.NewFile(3, "ready"), nil); err != nil {
+		if err := Serve(ctx, cat, testPaths(dir), os.Getenv("SPACE_MCPGW_TEST_ADDR"), os.Stdin, os.NewFile(3, "ready"), nil); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -184,7 +184,8 @@ func testPaths(dir string) Paths {
 }
 
 // Launch returns once the gateway serves (its MCP servers must not hold
-// the ready pipe open), and the gateway outlives it.
+// the ready pipe open), and the gateway outlives it. A second one on the
+// same port fails and leaves the first one's token.
 func TestLaunch(t *testing.T) {
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -216,6 +217,19 @@ func TestLaunch(t *testing.T) {
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", res.StatusCode)
 	}
+	if b, err := os.ReadFile(testPaths(dir).TokenFile); err != nil || string(b) != "tok" {
+		t.Fatalf("token file = %q, %v", b, err)
+	}
+	if fi, err := os.Stat(testPaths(dir).TokenFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode = %v, %v", fi.Mode(), err)
+	}
+	err = Launch([]byte(`{"upper":{}}`), "other", cat, testPaths(dir), os.Args[0], nil)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("second gateway: %v", err)
+	}
+	if b, err := os.ReadFile(testPaths(dir).TokenFile); err != nil || string(b) != "tok" {
+		t.Fatalf("token file after the second = %q, %v", b, err)
+	}
 }
 
 // Launch refuses a config it cannot run before it starts anything, and
@@ -227,18 +241,12 @@ func TestLaunchFailure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown MCP server "invalid_server"`) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := os.Stat(paths.TokenFile); err == nil {
-		t.Error("a refused config wrote the token")
-	}
 	// A gateway that dies before it is ready: its exit is the error.
 	err = Launch([]byte(`{"time":{}}`), "tok", NewCatalog("/x"), paths, "/bin/false", nil)
 	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
 		t.Fatalf("err = %v", err)
 	}
-	if b, err := os.ReadFile(paths.TokenFile); err != nil || string(b) != "tok" {
-		t.Fatalf("token file = %q, %v", b, err)
-	}
-	if fi, err := os.Stat(paths.TokenFile); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("token file mode = %v, %v", fi.Mode(), err)
+	if _, err := os.Stat(paths.TokenFile); err == nil {
+		t.Error("a gateway that did not start wrote the token")
 	}
 }
