@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,7 +46,7 @@ func codeServer(t *testing.T, interp http.HandlerFunc) (http.Handler, *[]string)
 			return (&net.Dialer{}).DialContext(ctx, network, fake.Listener.Addr().String())
 		},
 	})
-	s := &Server{code: code, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
+	s := &Server{log: slog.New(slog.DiscardHandler), code: code, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
 	return s.routes(), &seen
 }
 
