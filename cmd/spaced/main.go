@@ -44,12 +44,14 @@ func main() {
 	}
 	var level slog.Level
 	level.UnmarshalText([]byte(cfg.LogLevel))
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	// The one logger: every part is handed it (no package logs through
+	// slog's default).
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := daemon.Run(ctx, cfg); err != nil {
-		slog.Error("spaced failed", "err", err)
+	if err := daemon.Run(ctx, cfg, log); err != nil {
+		log.Error("spaced failed", "err", err)
 		os.Exit(1)
 	}
 }

@@ -13,11 +13,13 @@ package e2bcompat
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/spacesandbox/space/internal/httpjson"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/tenant"
 )
@@ -70,6 +72,8 @@ type Snapshots interface {
 
 // Options configure the E2B layer.
 type Options struct {
+	// Logger receives the layer's log lines (nil: discarded).
+	Logger *slog.Logger
 	// Sandboxes, Checkpoints, Snapshots and Targets are the sandbox
 	// service, its pauses, resumes and forks, its snapshots, and the
 	// lookup of its running sandboxes (sandbox.Service,
@@ -120,14 +124,18 @@ func New(opts Options) *Server {
 	if opts.Next == nil {
 		opts.Next = http.NotFoundHandler()
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Targets, opts.Checkpoints, sandbox.NewPortTransport(opts.Targets.Target, opts.Dial, InterpreterPort))
+	s.proxy = newProxy(opts.Targets, opts.Checkpoints, sandbox.NewPortTransport(opts.Targets.Target, opts.Dial, InterpreterPort), opts.Logger)
 	return s
 }
 
 // ServeHTTP picks the plane: sandbox side, E2B control plane, or native.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(httpjson.WithLogger(r.Context(), s.opts.Logger))
 	if t, ok := sandboxRoute(r); ok {
 		s.proxy.serve(w, r, t)
 		return
