@@ -111,6 +111,14 @@ type Config struct {
 	// EgressFloor, this node's and its cluster's addresses): a private
 	// registry.
 	RegistryAllow []netip.Prefix
+	// WebhookAllow are addresses webhooks may deliver to although the
+	// tenant dialer refuses them (as RegistryAllow is for pulls): a
+	// receiver on a private network the operator trusts.
+	WebhookAllow []netip.Prefix
+	// WebhookQueue bounds the webhook deliveries a tenant has waiting;
+	// WebhookRetryMax caps the wait between two attempts of one.
+	WebhookQueue    int
+	WebhookRetryMax time.Duration
 	// TemplateBuilds bounds template builds running at once.
 	TemplateBuilds int
 	// TemplateBuildTimeout bounds one template build.
@@ -227,6 +235,8 @@ func Default() Config {
 		TemplateMaxContext:   1 << 30,
 		MetricsInterval:      5 * time.Second,
 		NodeLease:            15 * time.Second,
+		WebhookQueue:         10000,
+		WebhookRetryMax:      5 * time.Minute,
 	}
 }
 
@@ -385,6 +395,27 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
 			return fmt.Errorf("SPACE_REGISTRY_ALLOW: %w", err)
 		}
 		c.RegistryAllow = p
+	}
+	if v := getenv("SPACE_WEBHOOK_ALLOW"); v != "" {
+		p, err := policy.ParsePrefixes(v)
+		if err != nil {
+			return fmt.Errorf("SPACE_WEBHOOK_ALLOW: %w", err)
+		}
+		c.WebhookAllow = p
+	}
+	if v := getenv("SPACE_WEBHOOK_QUEUE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("SPACE_WEBHOOK_QUEUE must be a positive number of deliveries")
+		}
+		c.WebhookQueue = n
+	}
+	if v := getenv("SPACE_WEBHOOK_RETRY_MAX"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("SPACE_WEBHOOK_RETRY_MAX must be a positive duration")
+		}
+		c.WebhookRetryMax = d
 	}
 	if v := getenv("SPACE_AGENT_BOOT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -179,6 +179,13 @@ func Run(ctx context.Context, cfg config.Config) error {
 	tenants.SetSandboxUsage(svc.Usage)
 	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
 	local := nodeAddrs(catalog, slog.Default())
+	hooks, err := startWebhooks(ctx, cfg, catalog, st, sec, local, reg)
+	if err != nil {
+		return err
+	}
+	// Closed after the sandbox service (defers run in reverse): the
+	// events of its last writes are queued before it stops.
+	defer hooks.Close(5 * time.Second)
 	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir, local)
 	if err != nil {
 		return err
@@ -265,6 +272,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Templates: tpl,
 		Telemetry: tel,
 		Volumes:   vols,
+		Webhooks:  hooks,
 		MaxUpload: cfg.TemplateMaxUpload,
 		Tenants:   tenants,
 		Audit:     apiAudit,

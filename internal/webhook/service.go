@@ -113,8 +113,8 @@ func New(cfg Config, st Catalog, sealer Sealer, d Dialer) *Service {
 }
 
 // Start seeds the event deriver with the sandboxes that exist, loads the
-// queue a previous run left, and follows changes from now on until ctx
-// ends. It runs before anything writes sandbox records (the recovery at
+// queue a previous run left, and follows changes from now on until it
+// is closed. It runs before anything writes sandbox records (the recovery at
 // start included), so no write is missed.
 func (s *Service) Start(ctx context.Context, changes Changes) error {
 	from := changes.LastSandboxChange()
@@ -133,8 +133,11 @@ func (s *Service) Start(ctx context.Context, changes Changes) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: read the queue: %w", err)
 	}
-	s.queue.load(ctx, pending)
-	fctx, cancel := context.WithCancel(ctx)
+	// Following and delivering outlive ctx's cancellation (a daemon's
+	// shutdown begins with it): Close ends them once the last writes'
+	// events are queued.
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.queue.load(fctx, pending)
 	s.changes, s.followed, s.progress = changes, from, make(chan struct{})
 	s.stop, s.stopped = cancel, make(chan struct{})
 	go func() {
