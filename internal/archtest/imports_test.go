@@ -45,6 +45,7 @@ var layers = []layer{
 	{"cmd/space-agent", []string{"internal/agent"}},
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
 	{"cmd/space-desktop", []string{"internal/computeruse", "internal/desktopd"}},
+	{"cmd/space-mcp-gateway", []string{"internal/mcpgateway"}},
 	{"internal/daemon", []string{
 		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/cluster", "internal/coderun", "internal/config", "internal/console", "internal/desktop", "internal/e2bcompat",
 		"internal/egress", "internal/egress/dialer", "internal/egress/secrets", "internal/httpapi", "internal/network",
@@ -136,6 +137,7 @@ var layers = []layer{
 	{"internal/interpreter", []string{"internal/accesstoken", "internal/interpreter/jupyter"}},
 	{"internal/interpreter/jupyter", nil},
 	{"internal/desktopd", []string{"internal/accesstoken", "internal/computeruse"}},
+	{"internal/mcpgateway", nil},
 
 	// The public API and what speaks only it.
 	{"api/...", []string{"api/..."}},

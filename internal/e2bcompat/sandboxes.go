@@ -31,6 +31,13 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 			writeStatus(w, http.StatusNotImplemented, msg)
 			return
 		}
+		// The SDKs start the MCP gateway themselves (mcp-gateway --config in
+		// the sandbox, see internal/mcpgateway): spaced only checks the
+		// config's shape and keeps none of it (its settings may hold keys).
+		if mcp := strings.TrimSpace(string(req.MCP)); mcp != "" && mcp != "null" && !strings.HasPrefix(mcp, "{") {
+			writeStatus(w, http.StatusBadRequest, "mcp must be a JSON object of MCP server names to their settings")
+			return
+		}
 		timeout := defaultTimeoutV1
 		if v2 {
 			timeout = defaultTimeoutV2
@@ -79,8 +86,6 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 // here, so it is refused (501) rather than ignored.
 func unsupported(r *http.Request, req *newSandbox, idempotencyKeys bool) string {
 	switch {
-	case len(req.MCP) > 0 && string(req.MCP) != "null":
-		return "MCP gateway sandboxes are not supported by spaced"
 	case req.IAM != nil && len(req.IAM.Tokens) > 0:
 		return "workload identity (iam tokens) is not supported by spaced"
 	case r.Header.Get("Idempotency-Key") != "" && !idempotencyKeys:
