@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/egress/dialer"
+	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/tenant"
 )
@@ -192,15 +194,16 @@ func (q *queue) deliver(ctx context.Context, l *lane, d *store.WebhookDelivery) 
 	wait := s.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
 		w, err := s.store.GetWebhook(ctx, d.Webhook)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Info("webhooks: webhook gone; delivery dropped", "webhook", d.Webhook, "err", err)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Info("webhooks: webhook gone; delivery dropped", "webhook", d.Webhook)
 			q.done(ctx, l, d)
 			return
 		}
-		err = s.send(ctx, w, d)
+		if err == nil {
+			err = s.send(ctx, w, d)
+		} else {
+			err = fmt.Errorf("read the webhook: %w", err)
+		}
 		if err == nil {
 			s.metrics.delivered.Inc()
 			q.done(ctx, l, d)
@@ -213,18 +216,18 @@ func (q *queue) deliver(ctx context.Context, l *lane, d *store.WebhookDelivery) 
 		switch {
 		case dialer.IsRefused(err):
 			s.log.Warn("webhooks: the webhook's address is refused (platform floor or this node); delivery dropped",
-				"webhook", w.ID, "tenant", tenant.Of(w.Tenant), "url", w.URL, "event", d.EventType, "err", err)
+				"webhook", d.Webhook, "tenant", tenant.Of(d.Tenant), "url", w.URL, "event", d.EventType, "err", err)
 			s.metrics.dropped.WithLabelValues("refused").Inc()
 			q.done(ctx, l, d)
 			return
 		case time.Since(d.CreatedAt) > s.cfg.MaxAge:
-			s.log.Warn("webhooks: delivery older than the retry limit; dropped", "webhook", w.ID, "event", d.EventType,
+			s.log.Warn("webhooks: delivery older than the retry limit; dropped", "webhook", d.Webhook, "event", d.EventType,
 				"sandbox", d.Sandbox, "attempts", attempt, "err", err)
 			s.metrics.dropped.WithLabelValues("expired").Inc()
 			q.done(ctx, l, d)
 			return
 		}
-		s.log.Info("webhooks: delivery failed; will retry", "webhook", w.ID, "event", d.EventType, "sandbox", d.Sandbox,
+		s.log.Info("webhooks: delivery failed; will retry", "webhook", d.Webhook, "event", d.EventType, "sandbox", d.Sandbox,
 			"attempt", attempt, "retry_in", wait, "err", err)
 		select {
 		case <-time.After(wait):
