@@ -1,17 +1,22 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spacesandbox/space/internal/egress/dialer"
 	"github.com/spacesandbox/space/internal/egress/secrets"
@@ -268,3 +273,71 @@ func TestSign(t *testing.T) {
 		t.Fatalf("Sign = %q: want 43 base64 characters without padding", got)
 	}
 }
+
+// TestOverflow: a tenant's queue holds QueueLimit deliveries; what comes
+// beyond is dropped and counted, and what was queued still arrives.
+func TestOverflow(t *testing.T) {
+	dir := t.TempDir()
+	b, err := store.OpenBolt(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sec, err := secrets.Open(filepath.Join(dir, "sec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	d := dialer.New(dialer.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	logs := &lockedBuffer{}
+	svc := webhook.New(webhook.Config{QueueLimit: 2, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}, b, sec, d)
+	w := store.Watch(b)
+	if err := svc.Start(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver(t, "s")
+	r.setDown(true)
+	if _, err := svc.Register(as("t1"), webhook.Spec{URL: ptr(r.srv.URL), Secret: ptr("s")}); err != nil {
+		t.Fatal(err)
+	}
+	lifecycle(t, w, "sbx1", "t1")
+	svc.Close(time.Minute) // every write's events are queued or dropped by now
+	dropped, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range dropped {
+		if mf.GetName() == "space_webhook_events_dropped_total" {
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "queue_full" {
+					n = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if n != 3 {
+		t.Fatalf("dropped (queue_full) = %v, want 3 of the 5 events", n)
+	}
+	if got := strings.Count(logs.String(), "queue is full"); got != 3 {
+		t.Fatalf("%d log lines say the queue is full, want 3:\n%s", got, logs.String())
+	}
+	q, err := b.WebhookDeliveries(context.Background())
+	if err != nil || len(q) != 2 || q[0].EventType != webhook.Created || q[1].EventType != webhook.Updated {
+		t.Fatalf("queue = %d deliveries, %v; want created and updated", len(q), err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
