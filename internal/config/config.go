@@ -111,6 +111,14 @@ type Config struct {
 	// EgressFloor, this node's and its cluster's addresses): a private
 	// registry.
 	RegistryAllow []netip.Prefix
+	// WebhookAllow are addresses webhooks may deliver to although the
+	// tenant dialer refuses them (as RegistryAllow is for pulls): a
+	// receiver on a private network the operator trusts.
+	WebhookAllow []netip.Prefix
+	// WebhookQueue bounds the webhook deliveries a tenant has waiting;
+	// WebhookRetryMax caps the wait between two attempts of one.
+	WebhookQueue    int
+	WebhookRetryMax time.Duration
 	// TemplateBuilds bounds template builds running at once.
 	TemplateBuilds int
 	// TemplateBuildTimeout bounds one template build.
@@ -227,6 +235,8 @@ func Default() Config {
 		TemplateMaxContext:   1 << 30,
 		MetricsInterval:      5 * time.Second,
 		NodeLease:            15 * time.Second,
+		WebhookQueue:         10000,
+		WebhookRetryMax:      5 * time.Minute,
 	}
 }
 

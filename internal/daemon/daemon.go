@@ -180,6 +180,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	tenants.SetSandboxUsage(svc.Usage)
 	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
 	local := nodeAddrs(catalog, log)
+	hooks, err := startWebhooks(ctx, cfg, catalog, st, sec, local, reg, log)
+	if err != nil {
+		return err
+	}
+	// Closed after the sandbox service (defers run in reverse): the
+	// events of its last writes are queued before it stops.
+	defer hooks.Close(5 * time.Second)
 	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir, local, log, audit)
 	if err != nil {
 		return err
@@ -269,6 +276,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Templates: tpl,
 		Telemetry: tel,
 		Volumes:   vols,
+		Webhooks:  hooks,
 		MaxUpload: cfg.TemplateMaxUpload,
 		Tenants:   tenants,
 		Audit:     apiAudit,

@@ -88,6 +88,8 @@ type Options struct {
 	Telemetry Telemetry
 	// Volumes serves E2B's volumes (nil: they answer 501).
 	Volumes Volumes
+	// Webhooks serves E2B's lifecycle webhooks (nil: they answer 501).
+	Webhooks Webhooks
 	// MaxUpload bounds one uploaded file set.
 	MaxUpload int64
 	// Tenants checks the API keys E2B clients send in X-API-KEY; Audit
@@ -157,7 +159,7 @@ func IsControlPlanePath(path string) bool {
 	if path == "/health" {
 		return true
 	}
-	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes", "/volumecontent"} {
+	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes", "/volumecontent", "/events"} {
 		if path == prefix || strings.HasPrefix(path, prefix+"/") {
 			return true
 		}

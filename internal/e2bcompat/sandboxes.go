@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -313,7 +314,15 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			}
 			status = http.StatusCreated
 		}
-		sb, err := s.opts.Sandboxes.ExtendTimeout(r.Context(), id, d)
+		// A resume has set the timeout already: a second write would be
+		// a timeout change of its own (a webhook's "updated" event).
+		get := s.opts.Sandboxes.ExtendTimeout
+		if status == http.StatusCreated {
+			get = func(ctx context.Context, id string, _ time.Duration) (*sandbox.Sandbox, error) {
+				return s.opts.Sandboxes.Get(ctx, id)
+			}
+		}
+		sb, err := get(r.Context(), id, d)
 		if err != nil {
 			writeError(w, r, err)
 			return
