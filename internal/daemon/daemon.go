@@ -205,6 +205,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	gw.Refresh()
 	svc.StartPools(ctx)
 	defer svc.Close()
+	// The parts' goroutines: each stops when its context ends, and stop
+	// joins them (see the end).
+	var bg background
 	memberCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	var router *cluster.Router
@@ -219,7 +222,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		go m.Run(memberCtx)
+		bg.Go("cluster membership", func() { m.Run(memberCtx) })
 		fresh := make([]byte, 32)
 		rand.Read(fresh)
 		if clusterSecret, err = pg.ClusterSecret(ctx, fresh); err != nil {
@@ -241,8 +244,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 				}
 			},
 		}, log)
-		go router.Run(memberCtx)
-		go drainer.Run(memberCtx, cfg.NodeLease/3)
+		bg.Go("cluster router", func() { router.Run(memberCtx) })
+		bg.Go("cluster drainer", func() { drainer.Run(memberCtx, cfg.NodeLease/3) })
 	}
 
 	// The native API's client of the code interpreters in sandboxes.
@@ -322,14 +325,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
-	go svc.RunReaper(reaperCtx, time.Second)
-	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
-	go tel.Run(reaperCtx)
-	go vols.RunSweeper(reaperCtx, time.Hour)
-	go apiAudit.Run(reaperCtx)
+	bg.Go("sandbox reaper", func() { svc.RunReaper(reaperCtx, time.Second) })
+	bg.Go("template collector", func() { tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval) })
+	bg.Go("telemetry", func() { tel.Run(reaperCtx) })
+	bg.Go("volume sweeper", func() { vols.RunSweeper(reaperCtx, time.Hour) })
+	bg.Go("API audit log", func() { apiAudit.Run(reaperCtx) })
 
 	if cfg.DebugAddr != "" {
-		go serveDebug(cfg.DebugAddr, log)
+		bg.Go("pprof", func() { serveDebug(reaperCtx, cfg.DebugAddr, log) })
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -341,11 +344,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info("spaced shutting down; sandboxes keep running")
-	stopReaper()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	// Then the parts' goroutines, before the parts close (the defers).
+	stopReaper()
+	leave()
+	if err := bg.Wait(10 * time.Second); err != nil {
+		log.Warn("shutdown: parts did not stop", "err", err)
 	}
 	return nil
 }
@@ -610,14 +618,15 @@ func pools(in []config.PoolConfig) []sandbox.PoolConfig {
 
 // serveDebug serves the Go profiler, for profiling the create and exec
 // paths; it is off unless configured.
-func serveDebug(addr string, log *slog.Logger) {
+func serveDebug(ctx context.Context, addr string, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	log.Info("pprof listening", "addr", addr)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if err := srv.ListenAndServe(); err != nil {
+	go func() { <-ctx.Done(); srv.Close() }()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("pprof listener", "err", err)
 	}
 }
