@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/png"
 	"io"
 	"log"
 	"log/slog"
@@ -55,7 +54,7 @@ const maxActionBytes = 256 << 10
 type Server struct {
 	cfg Config
 	d   *display
-	png png.Encoder
+	enc pngEncoder
 	// lastPNG is shoot's result, under d.mu.
 	lastPNG []byte
 }
@@ -68,7 +67,6 @@ func New(cfg Config) *Server {
 	return &Server{
 		cfg: cfg,
 		d:   &display{socket: cfg.Socket},
-		png: png.Encoder{CompressionLevel: png.BestSpeed},
 	}
 }
 
@@ -173,7 +171,7 @@ func (s *Server) shoot(width int) ([]byte, computeruse.Size, error) {
 			return err
 		}
 		var buf bytes.Buffer
-		if err := s.png.Encode(&buf, scaleDown(img, width)); err != nil {
+		if err := s.enc.encode(&buf, scaleDown(img, width)); err != nil {
 			return err
 		}
 		size.Width, size.Height = img.Rect.Dx(), img.Rect.Dy()

@@ -42,6 +42,8 @@ type display struct {
 	perCode byte
 	minCode xproto.Keycode
 	shift   xproto.Keycode
+	// frame is capture's image, reused while the screen keeps its size.
+	frame *image.RGBA
 }
 
 type keyAt struct {
@@ -213,7 +215,8 @@ func (d *display) cursor() (computeruse.Point, error) {
 	return computeruse.Point{X: int(p.RootX), Y: int(p.RootY)}, nil
 }
 
-// capture reads the whole screen into an RGBA image.
+// capture reads the whole screen into an RGBA image, d.frame: valid
+// until the next capture.
 func (d *display) capture(s computeruse.Size) (*image.RGBA, error) {
 	setup := xproto.Setup(d.conn)
 	depth := setup.DefaultScreen(d.conn).RootDepth
@@ -226,7 +229,10 @@ func (d *display) capture(s computeruse.Size) (*image.RGBA, error) {
 	if bpp != 32 || (depth != 24 && depth != 32) {
 		return nil, fmt.Errorf("screen depth %d at %d bits per pixel: only 24/32 is read", depth, bpp)
 	}
-	img := image.NewRGBA(image.Rect(0, 0, s.Width, s.Height))
+	if d.frame == nil || d.frame.Rect.Dx() != s.Width || d.frame.Rect.Dy() != s.Height {
+		d.frame = image.NewRGBA(image.Rect(0, 0, s.Width, s.Height))
+	}
+	img := d.frame
 	// In bands: one GetImage answer is bounded by the server's maximum
 	// request size in some servers; 256 rows of 4096 pixels is 4 MiB.
 	band := max(1, (4<<20)/(s.Width*4))
