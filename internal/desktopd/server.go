@@ -200,13 +200,15 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		if err := a.Validate(size); err != nil {
 			return &badAction{err}
 		}
+		if a.Screenshot {
+			s.d.armDamage()
+		}
 		if err := s.d.perform(r.Context(), &a); err != nil {
 			return err
 		}
-		if err := s.d.sync(); err != nil {
-			return err
-		}
 		res.Screen = size
+		// QueryPointer's answer comes after the server handled every
+		// request before it: the action is done.
 		if res.Cursor, err = s.d.cursor(); err != nil {
 			return err
 		}
@@ -214,9 +216,11 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 	})
 	if err == nil && (a.Screenshot || a.Action == "screenshot") {
 		if a.Action != "screenshot" {
-			time.Sleep(Settle)
+			err = s.d.settle(r.Context())
 		}
-		res.Screenshot, _, err = s.shoot(0)
+		if err == nil {
+			res.Screenshot, _, err = s.shoot(0)
+		}
 	}
 	if err != nil {
 		s.fail(w, err)
