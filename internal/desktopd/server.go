@@ -85,10 +85,33 @@ func Run(ctx context.Context, cfg Config) error {
 		srv.Shutdown(sctx)
 	}()
 	cfg.Logger.Info("space-desktop listening", "addr", ln.Addr().String(), "socket", cfg.Socket)
+	go s.warmUp(ctx)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// warmUp connects to the display as soon as it answers and takes one
+// screenshot, so that a template checkpointed once its desktop is ready
+// holds the X connection and the screenshot's buffers: every sandbox of it
+// starts with them, and its first screenshot does not make them.
+func (s *Server) warmUp(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		s.d.mu.Lock()
+		_, _, err := s.shoot(0)
+		s.d.mu.Unlock()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Handler is the server's routes.
