@@ -241,6 +241,24 @@ func (e LogLineLevel) Valid() bool {
 	}
 }
 
+// Defines values for SandboxRest.
+const (
+	Awake  SandboxRest = "awake"
+	Frozen SandboxRest = "frozen"
+)
+
+// Valid indicates whether the value is a known member of the SandboxRest enum.
+func (e SandboxRest) Valid() bool {
+	switch e {
+	case Awake:
+		return true
+	case Frozen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxState.
 const (
 	SandboxStateCreating SandboxState = "creating"
@@ -648,6 +666,9 @@ type CreateSandboxRequest struct {
 	DiskMb *int               `json:"disk_mb,omitempty"`
 	Env    *map[string]string `json:"env,omitempty"`
 
+	// IdleFreezeSeconds Freeze the sandbox at rest (no CPU, still running; the next request wakes it) after this long with no request, stream or connection. 0 or left out: the node's default (SPACE_IDLE_FREEZE); -1: never.
+	IdleFreezeSeconds *int `json:"idle_freeze_seconds,omitempty"`
+
 	// KeyId Customer key (PUT /v1/keys/{key}) to encrypt checkpoints and snapshots under.
 	KeyId        *string            `json:"key_id,omitempty"`
 	MaxProcesses *int               `json:"max_processes,omitempty"`
@@ -978,15 +999,18 @@ type Sandbox struct {
 		Memory *bool `json:"memory,omitempty"`
 		TookMs *int  `json:"took_ms,omitempty"`
 	} `json:"checkpoint,omitempty"`
-	Cpu          *int               `json:"cpu,omitempty"`
-	CreatedAt    time.Time          `json:"created_at"`
-	DiskMb       *int               `json:"disk_mb,omitempty"`
-	ExpiresAt    time.Time          `json:"expires_at"`
-	Id           string             `json:"id"`
-	KeyId        *string            `json:"key_id,omitempty"`
-	MaxProcesses *int               `json:"max_processes,omitempty"`
-	MemoryMb     *int               `json:"memory_mb,omitempty"`
-	Metadata     *map[string]string `json:"metadata,omitempty"`
+	Cpu       *int      `json:"cpu,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	DiskMb    *int      `json:"disk_mb,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Id        string    `json:"id"`
+
+	// IdleFreezeSeconds The sandbox's own idle freeze delay, if set (-1: never).
+	IdleFreezeSeconds *int               `json:"idle_freeze_seconds,omitempty"`
+	KeyId             *string            `json:"key_id,omitempty"`
+	MaxProcesses      *int               `json:"max_processes,omitempty"`
+	MemoryMb          *int               `json:"memory_mb,omitempty"`
+	Metadata          *map[string]string `json:"metadata,omitempty"`
 
 	// Network Egress policy. Omitted on create, the sandbox has no egress at all. Entries are host
 	// names ("api.example.com"), subdomain wildcards ("*.example.com", not the apex), addresses
@@ -1002,13 +1026,19 @@ type Sandbox struct {
 	PausedAt *time.Time `json:"paused_at,omitempty"`
 
 	// Reason Why a sandbox is lost, paused or was killed.
-	Reason               *string        `json:"reason,omitempty"`
+	Reason *string `json:"reason,omitempty"`
+
+	// Rest Only with GET ?rest=true, for a running sandbox.
+	Rest                 *SandboxRest   `json:"rest,omitempty"`
 	SnapshotEverySeconds *int           `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         *int           `json:"snapshot_keep,omitempty"`
 	State                SandboxState   `json:"state"`
 	Template             string         `json:"template"`
 	Volumes              *[]VolumeMount `json:"volumes,omitempty"`
 }
+
+// SandboxRest Only with GET ?rest=true, for a running sandbox.
+type SandboxRest string
 
 // SandboxState defines model for Sandbox.State.
 type SandboxState string
@@ -1310,6 +1340,12 @@ type ListSandboxesParams struct {
 	PageToken *string   `form:"page_token,omitempty" json:"page_token,omitempty"`
 }
 
+// GetSandboxParams defines parameters for GetSandbox.
+type GetSandboxParams struct {
+	// Rest true adds `rest` to the answer: whether the running sandbox is frozen at rest or awake (see idle_freeze_seconds). Either way it is `running`.
+	Rest *bool `form:"rest,omitempty" json:"rest,omitempty"`
+}
+
 // CodeEventsParams defines parameters for CodeEvents.
 type CodeEventsParams struct {
 	// After Same as Last-Event-ID, for clients that cannot set headers.
@@ -1411,6 +1447,11 @@ type ForkSandboxJSONBody struct {
 	Count          *int               `json:"count,omitempty"`
 	Metadata       *map[string]string `json:"metadata,omitempty"`
 	TimeoutSeconds *int               `json:"timeout_seconds,omitempty"`
+}
+
+// SetSandboxIdleFreezeJSONBody defines parameters for SetSandboxIdleFreeze.
+type SetSandboxIdleFreezeJSONBody struct {
+	IdleFreezeSeconds int `json:"idle_freeze_seconds"`
 }
 
 // GetSandboxLogsParams defines parameters for GetSandboxLogs.
@@ -1629,6 +1670,9 @@ type MoveFileJSONRequestBody MoveFileJSONBody
 // ForkSandboxJSONRequestBody defines body for ForkSandbox for application/json ContentType.
 type ForkSandboxJSONRequestBody ForkSandboxJSONBody
 
+// SetSandboxIdleFreezeJSONRequestBody defines body for SetSandboxIdleFreeze for application/json ContentType.
+type SetSandboxIdleFreezeJSONRequestBody SetSandboxIdleFreezeJSONBody
+
 // SetSandboxNetworkJSONRequestBody defines body for SetSandboxNetwork for application/json ContentType.
 type SetSandboxNetworkJSONRequestBody = Network
 
@@ -1818,7 +1862,7 @@ type ServerInterface interface {
 	KillSandbox(w http.ResponseWriter, r *http.Request, id SandboxID)
 
 	// (GET /v1/sandboxes/{id})
-	GetSandbox(w http.ResponseWriter, r *http.Request, id SandboxID)
+	GetSandbox(w http.ResponseWriter, r *http.Request, id SandboxID, params GetSandboxParams)
 	// ListExecutions The executions the interpreter keeps (the last 64 finished, every running one), oldest first.
 	// (GET /v1/sandboxes/{id}/code)
 	ListExecutions(w http.ResponseWriter, r *http.Request, id SandboxID)
@@ -1896,6 +1940,9 @@ type ServerInterface interface {
 	// and files, each with its own id, address and access token. The parent keeps running.
 	// (POST /v1/sandboxes/{id}/fork)
 	ForkSandbox(w http.ResponseWriter, r *http.Request, id SandboxID)
+	// SetSandboxIdleFreeze Set how long the sandbox may go unreached before it is frozen at rest.
+	// (POST /v1/sandboxes/{id}/idle-freeze)
+	SetSandboxIdleFreeze(w http.ResponseWriter, r *http.Request, id SandboxID)
 	// GetSandboxLogs The sandbox's log, oldest first (or newest first backward).
 	// (GET /v1/sandboxes/{id}/logs)
 	GetSandboxLogs(w http.ResponseWriter, r *http.Request, id SandboxID, params GetSandboxLogsParams)
@@ -2901,8 +2948,24 @@ func (siw *ServerInterfaceWrapper) GetSandbox(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSandboxParams
+
+	// ------------- Optional query parameter "rest" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "rest", r.URL.Query(), &params.Rest, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "rest"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "rest", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSandbox(w, r, id)
+		siw.Handler.GetSandbox(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3802,6 +3865,32 @@ func (siw *ServerInterfaceWrapper) ForkSandbox(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ForkSandbox(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetSandboxIdleFreeze operation middleware
+func (siw *ServerInterfaceWrapper) SetSandboxIdleFreeze(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetSandboxIdleFreeze(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5134,6 +5223,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}", wrapper.GetSandbox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/events", wrapper.SandboxEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/timeout", wrapper.SetSandboxTimeout)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/idle-freeze", wrapper.SetSandboxIdleFreeze)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sandboxes/{id}/network", wrapper.SetSandboxNetwork)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/metrics", wrapper.GetSandboxMetrics)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/logs", wrapper.GetSandboxLogs)
@@ -5226,344 +5316,351 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lc9s4mij6V1C6W2Vph5Zlx0l3y7W15Ty6J6fz8I2d6dlt5kgQCUlYUwAbAG2rU/nvt/B9AEhKpCz5",
-	"lZ5zbtVMxyJBPD9878fXTiIXuRRMGN0Zfu3kVNEFM0zBr1dSGHZj3r62P7joDDs5NfNO1BF0wTrDToLv",
-	"O1FHsT8KrljaGRpVsKijkzlbUOzRGKbst//799P9/6b7fw72fxrtf/l6GB0e/fjt3zpRxyxz25s2iotZ",
-	"59u3qPPmhiWF4VLg0CnTieK5fdAZdk4FYf79niY8jchUyQXhRpNxeDMm7IoJ0+9ETTMPzR5+7met25Xz",
-	"dONwCy74olh0hoehXy4MmzGFHdvO1nbDPiVcaJ4yYuaMaCrSibw5IYpl1PArRuwkNKGKkUKkTEGrQjO1",
-	"p8lcLljYoT8KppaV2eLc26e7vvRzHLt1A25Z/3qH/5BZsWDbLfwK2kbluo0EkFBSGtKNOwdxh0hF4k7c",
-	"IbliU35DaMYvWa9PPjEtsyuWlhsUC+xuD78fkrjT78cdoo3MtW2gWESoSAklernIuLgkZk4NySUXRhNZ",
-	"GCKnlWkRroli00KztB+Lh9tx3KBPbNpwTUhYAk/tyu0oLdcBW+409jfbWOdSaAa44o1SUtk/ACkIY/+k",
-	"eZ7xhNoJHfyPtrP6Wunx35Sdduf/OShR0AG+1QfYG4xSXxXDF1HnEzXsHV9wYyf72KPKK3dvDBNUGAsV",
-	"1DB7xIli1DBtwU4XC6YBKKZSXWrSVUzLQiVsxG7mtNCGpb0h9JIyQ3mmY2G3H57Y7iL4a1IobSJybaGJ",
-	"a5KxKYASN6Q7NvKSCT2yz8YIfmMLUWP8UjFtevZpLMaKGbUc0alharTQ4xNo8Mk+3D+1D8mcUQvqXCPc",
-	"XlNuCBfkei4zRjRLpEjtoqS9ESkpcgBa/AiOu9JXfX83IjHYWrfbtvHp2dtf2RJQrZI5U4YjMOGupiMK",
-	"BzqVamH/6qTUsH3DAVJX4DGyyGXtDthVX7LlniZ5Mcl44i5+RFh/1ifsaDI6pEeTZ8lx+py9mP5Af5yQ",
-	"7uELMmc3JOUzbnSvaaRLnHLjUBblsGwa2c20j6jQ1xZ2EBdxrQtGpMiWTf3iZfy6/kKxK3m543YgpDZj",
-	"DfdETv6HJcY2Pi1Sbt4Io9rPonnF3GJAbOGWytKtt6x2Jh5fXrJlhHiapgsu4k5Tdwtm5jJt3Cu3qLbZ",
-	"OjwIQyU0y+BX45QVW0jTch6ywDfrQ8Ar4hgHB2dx5/Wbd28u3pCDq8MDR5+ZPvjK02/Ny9OGmkJXhg43",
-	"aMO5Rh0AhS0BpAkKXhY8S9cBYLI0+Ed9tYihLFAv6IwRwViqPdRjn5ZaKjaERhldMqVJ18ylZhabKWZR",
-	"FzFSAs4i2lBlWEqSOUsugYxGhNFkThJZCPtCisTSXI29Vo6ssjkJTeZNoPrp8wcY5NXHs/8i2rBcW0yn",
-	"GU6LXFNN3KeNveZF81ncBU2lXF+OFpPmDpknovUTYDfcjBKZsuavMjkbWYICXJdhC90MHfiAKkWXeIe0",
-	"prNmALdb1DRWE9RMueB6fidkvf540TYjOKjtjrbxDBdsIdWydeMd9K13H64rkFepGEAzNCeJXCzs0KoQ",
-	"wk4zjDuRMmNUVDreaXPs9YddYMIS0t87ljrjAH8UrAAondi7is8Uo6mlJwg89hKIhGUs7XyJtj9ZfNOG",
-	"c+hM7wZchi3yjDaiz1bM807O2khQy7XWzBCJGCfjgiErAzuuLWNuWE6mloPxaAn6QRYMXnJNhDT2/BrP",
-	"LmNXLKueQ8omxQw46KnsRJ1rqkTY9y+NZGrDFWN/rC8I5NgBcmsgvlqSxTXR7A/yN3LYCNn+ROs9DXCV",
-	"wH9G5LDfF2HZOiLib4fuZxWO7f9hZNGMB3ekL6Us8Tus1nXg99XNvNylL22A8Yn9UTCNvH2acrtCmp1V",
-	"IGRKM82iVbJlPx1RhaDb/GE7JJdT8EqOtS2eUz33XEuRZ5JaThlGJaViZK3/VmKykTCkMrlkasoz1iTo",
-	"vQ5vSVdzMcvgZGesd2IFZMNoaudpgesAAOAAzr3fND3b6NaNXhHJbmhisiWRAiQif/UjZAwiQlUy51f2",
-	"4OsH5J+3biwV5b7iBhBNr5jl4T6+emtpt5WzDVWNFMaTknrflCg249qopeNbFJsyxUTCmnlAbLvjjiSK",
-	"pUwYTjNtZUE3UlcwK0Yi+9Jb246can0tVTNhLDRTLeJBE8xW0W99ajFIGb8PDZ19iTuwy+HEtuMSb6Gk",
-	"fpZNw3oNjP3bzqCZ+xXMXEt1eZuw/sE1s1/IEaD2yoxWSfCOyCNZpC2SmKW1u0EDNWQhtfH3I1mkEcml",
-	"MhEpVBYRe21PiLBvF4wKTeKONjzLPFtBQIq39Aykctiz7Sbr0cXaCzt6C6XnCyYLM3IaADzIKS0y0xm+",
-	"GAyaqEKhsvXzhn0i13MmCCW/vLlwKgzU064pK53oqMnRYOAEaNK1lJkKaeZMkaObmwhItb2+KVcsMb2I",
-	"XHMzJwlsYr40cymeWfC6njHQn/BkzrzaBi/gnOptQHyFdNndbSJNgV8KXNHdcaYqBOnCcuxF71mcObuK",
-	"SCLzZUSYuIqIBfWUqwgaNKDS2dVuDJrtesc7kToa3AhnDQIi0CPLoll8fkIcHDklF8/SPb2JTi6cuLOi",
-	"iEsMzZqay2uBmqh6e7tbvw9nShb5l3IKSsrGMbVKbBdSsI/TzvD39aVuv8Nf1jgglXQi3MMmaGLi6n5s",
-	"ymYcaFncBlroOT9LpA4mXBzoOdlPmrYGwG5dB2BBVhUiCkYFEO0LoQnVJ4RmUlgGgHw+f/OJOHZvrWsH",
-	"2tuStlVJY0fZZOVYgFw1HcgrmbJXJeu3gnGvW+TXtEV4FbOiWRBYmQ5YSELzCAZqm93d2OKk8V5dWOmI",
-	"ZZlFu2KfLXKzJJ8vft7/8cSplmEoMpHp0sojnqQdkvf8Za+RkXRXe9Sklj31Fx8JwtnH8wty4B7pPvkg",
-	"DeJ2vxGNA+x6Y+pTeCOuyBVVyJ+ZOde4fCmyJelaoLAQDC+pp1J72qLi6mrL86iecCCYHaRKndWxP9n7",
-	"4eVW9+GeDtjJbURlH8q9bNyJRqJdHfCtMEypIkfkCwtFpgIWnkkxOyEDx30ISTK+4CAdLOgN6vJ/fHFs",
-	"iX/Q7Q8aDZQ1qmnBrB1yNWzQOlwonszBlJIZ0rWTHafU0DHyqWN84Sy7vYi8OXq5p8klW+oh6gpRMkW7",
-	"G80KFos51X2Si1lE/idnMxBx83QK1tAJ1ezF8QlJ5lYItm/sWPDqf51//EC6C2ryTJqMT8iUzwrFdCyg",
-	"AypSqslraujPyoJK74SwG6Momcss1QR5lvdv378hdvkaLX4r13COTKkFTGoo/gWdVIC33LW5WWTNGEeP",
-	"FpSLkWrZ0gu/FV5Stae/p0lGtSHsJldMay5Fv1EB8j/0imJnjWPbHW1+gVY3uBeG3TS2WVB1mcpr0cyg",
-	"ptPm52K2SZnSoBy5av7Ao/UWYlGqfNy+ftlKNHqF5HSdXngtxA78WQtP30Z58hrpqevubic79usv7Qu6",
-	"G6XZnSmd0ORyBjbHGh51va/Dp9ukNexKJssKO9Mnb+rcdrJAXZedYDPtatnkezNpl4zlI21SLkYyZ2K7",
-	"VUL79XX+prgxTBAjCbRwMg+adJkgSSY1uDRkTFskWRu5mY7QWatdaSN9aaQdG2hFlZ30tNLJNdvcMrC6",
-	"OF+TbUFzldCIYjFhypnXC2MFxwEx9JJpZ6GHefXJR4vLr7l28ipTV2AvEkaTlW2JBTAzhxFJ8oL4v4O2",
-	"BJ+8OI6IU/S5Ji8isqA3o1zJhGnNtH+MhnwtaK7n0oysKLv0Q2Gb56QLUOx4MSCAjmL3hpZtWdAsYwqg",
-	"3vJs5HgwIIIuuJjFwq5mylmWNhEnWhg5ymmhWROErmwlklu3GQS+qsn2FQ3kJc8yLmaEm2Z6U447AnjF",
-	"zavNAd1SVm6C5ZHKb4cEJkoW4TRxUrQ+UzsCnjXXl47x08w17lW4L+gZ3TtI93gw6G2YPDa7fdfWpkwD",
-	"j21kOec07KKZK1nM5vDqzdFLkit5s3Q6A26BUV4y0QteKG077LTPYXJHqxO7enX2WZMuJa/OPpM/Cmno",
-	"SfVCkAU1yZxpx3r5p26WvSrP+OL4NiRQ0XiHCR0Ojo5X53TO/wzsy7Xihk4yZ7mtMamHg+Mfn//w4rZR",
-	"HwCJLxulmleFNnLBFLiBdM8+X4C933KnB18v2fJbzx4tE4la5qZi5kaXIX/RNfqgNeLnGp5o2LVy658/",
-	"f3brPtT0uKGn54dHu3dkqONh76O/2Fnrm0uZ3YobEBXoS45ue0HXvafJNVULYjuBA5hICVZDwa7DpetO",
-	"mEjmllPVpEC3BSNjsWBUF4qRRGapdwADL0K4wBqxhpWj/fUAoqgJza7pUsNIdi5cEXktEP82UH2WKGb0",
-	"/UVc9HfZj4vB4Bm4dilm0BeQXFTQ9IzB8vOMJsyKMUwRLpCoMOwoIsIrVGMBMoUzVM6sEEFm1LBruiSK",
-	"QR8WB1khV/ldcXgNJ7CnyYSLlItZbf0V7aq7D+vX7BxslkABQXz1LUmXp5H370EDR69PThG9+0YW0VaO",
-	"zU6QGx0L28g2nhZZVukR7wixgOVc98J2SQYyfPA8xqYRKQk5EHAYHckIgJadI01T2DGwt1q8HaGLDEIJ",
-	"jOJmsKdJF6RJ9N8FEt6LYmHb2VNZaQvjwKa4Xd/TBFwXuekHyCcLuiQTFlif2gFURKpGzqNBwKSXdmK1",
-	"XcY5yKlBRnMXNUJlYEuga/f72RphSOYsLTJWRZ9GAmVfoQy3jlq3mHmmdEI121rj4mcJg+20ZHS/bdhc",
-	"dO+FRS1kISw/KipWE0MosDNwpPbSEur9jRWj6b4llox0vSFJqlggW9GLyISBFYaKpeeF4RPLBw2DsQnI",
-	"LbqJWtj7yV4RmAg4lcOwQppYJABlUhENbqTQ80FEDuxliMiBXuqIHKTsKiIHhVao2aEzVOJYQc22wX8y",
-	"Pvn3iBwwk0SxOADV8sEVVfYvAkpqKU1EhFQkUVLriv+1YxAqCN6ZXYFlq7BzsQhXARxG5hS9RSquEDiC",
-	"u7YrOIEb3AINl1Zei57z6PZi7ibyhQf63n7vKPpb/OzwRYOieg0rvmb60sj8NEH42EnmsZBD4cOgCpKL",
-	"hRT2n7wwTO0D527poZttn/wGEiXICRZd+e9BThrGYnzJlmMCitzuTSrtt6iPAxysI5LMpUo1+R/JBUut",
-	"VP63iGiLUGhGNMupogaf69ySjGEs4k5iVPY3HXciEnc+MVMogX/Dc0pes4wZFnd6J2Rs9wfHPyHjhbRy",
-	"w0JesTFJpFQpF9Swk1iMLaYbJRlPLscRGSs+m1d+LniaZqz8ncpiUv1tFM/D71jIHLe7MgTpMstjXM+Z",
-	"cn6lhdLSXhr0bAyf4EYtZMqnHNlEHYs5y1KSFhaz4Md2ILtePedTg+ssFzBKFZ2NEVhHlSkArams2n2D",
-	"e5LKa2GXUnlU5GPSsJQTMtaJklk2jgX+MUJrK5ciIu4JBfCPmr5HklZbpu7ZI7DIaVRCCyhbCwU++idk",
-	"fE25GVcf4A6OcqkBuu3kdaIYE/YKjmMhpJlb3oGciqVTtwKQVmA0tQRaWFpkCdRq+MWKvBvuk1f7XbLg",
-	"oR11SsgC5yV/Fp2oU4ElUHmUoNSJOlVIsp1VAKnWD5ypf1KeWP1JkXeiDh5AJ+r47QQnNG46UWdlx7Cx",
-	"27BG37Ty0G7DWQ7pnFlhBbhMd04NrJlTT3TtpCLiZ9mrEeMXzeQQiRAwAOXEG2K/wJ3eYeayJZyyCFaN",
-	"gOk0MyZjulkYrsFzg4JtzliG91Hvyk6sXp4qbMFRVk7Yw1GLv2b9pu96WM2uaxdAKG9Q2bDMGfDNAW9X",
-	"kPmQIAqOiEW/ETmjMzZ6La9FRH5+HhHqj/YdEzMzh62peIm0aJvddftyG4ErzUQrthOA9fXnN80a8GWL",
-	"J3N1Sjcd267RzQNgbH2wOYMzaxzxmqcYsXbLqNgu8n21D998Gc4+/BI5K9YQr0TZeghCC5F4GyoXBTff",
-	"Hltw45wsze0enG7Tw4ZsOD0EvrXp/n4TkeUXK1Xm/IZl2stwfnp7ls/NQS45IXI6rbyq4u8qqxWu5LOj",
-	"H178cKuiInBbR9C0/LFqiHitKBefmPeTqp+8JQR1a86Kt7534l830oBqc6GbQ0dQS+nswqmdAUuJkCkj",
-	"3VJbBKQTvSJ7jU66qAFsHAT22+kVjQz+ZW5EQ9WMmWYXYxQ4mhU5suWxoVnjLCBupCJK74FuRWmIQWuM",
-	"wNjGDUTUoyM22Q9anMzBSajZVNnoMnHG1IKD8ZRMuKmSmCrIIRe0m/9/axxYcHJqgKwawqm8CLN0kSR0",
-	"kWe2yb663lf79n+N0j//syXYxIlbIwcu29hQwQ8x6qQc0Ad+34k6wLc1W1bXPHQiH7AKbZtwz5uW0Jnm",
-	"x0kzuFiZCUIz22WrJiXje5rMuWD7VoIG5bSTmOSUaLlgBCahI3AnSTLOwHpkrwFNfADDom+52pSNqBkl",
-	"NKcJN0vSfT541huC3wM48o+9RgqNSBEJ0Sk94JClFYe6tpsoFnOprXg9LgQ3loGeFOmMwV8uZnTslEQs",
-	"HfdR1T9iNwljKUut0Awjw+NxZIUovuCtX59iPCysk3SPj34i67GvURC/1+NQy6FIN3ZhVXqUMzXyTq92",
-	"JWEKECMLs6pGxJLuatBsJZ6WCzIvRKpYauawW7AM1EQopn3zWED7Xm198KMWT9uitGyP92jyjtkU+bDS",
-	"fjXEpAL2IZFBA4xXPbAajNlpwEsrTPZEM2HI9ZxnzFOJGsNwl9CuBwmEKiOtUinY7bgD3Okq++C7rE2n",
-	"aVt/5hk7Zw3Ef051C6JVTLNaYGaQNJqI0K9seTevisZI2mdHRFGRygWBYE0L7dpQkVKVOgaxfyuDZztu",
-	"2op3cvaOC7a+FYjk7mf1edQQq3vEK61EKm0KUXrPjOLJuaOra5cwL0aJly8bQ0tHFhON8qaY5ZypxN5E",
-	"OSU0y0joi7w6+6wjMtg/HAw6DRI0GFaBA2vmNEFZD9jUQgrG97YaaO301rtBOAPl1WTZYJltC8IsnZRX",
-	"lkpnLj7PI+6SPQT/8s0ztT1vWLCz42yxZNvRphVzYbnVhw6Pc41KYFmBjMq8qmut7mj1tGoQ0ASzH0pj",
-	"6w4a5Ddo6MtlxpNln3xccIOB2c6aFtUsZHMKDkHOOmiZnSzrE8t8c4bmLMuhYA4Mbck+zXnf8af9RC6A",
-	"5utiksoF5YJc8yxNqEqh6b/XG2JsCKh9cnbTCxY277D56u3rT/Dd0eBZf9A/PHzW/wGVyuWDwcHRsX82",
-	"OBymkx+Hw4NnRzALsIIi9yKC2jMWcWdoJcS4Y7v+vfzs8Mvw+PhZ3AF+7+3Z1Yten7xmYkmYW/w1F2iX",
-	"o1kmr/3jPvlALbOIv2JB8zxbWkHt7xcXZ6T7d+nSe5CLd+eke/7hbY8kUghUMHlrInn94RzNsqU9FpLb",
-	"YIOU00yj9w+YhTHYpk8+SHesROZMOK+ZjBoLy2SaScvWZVLmE5pcRiRX/ArO23Ly+5lMaIYaaO8KYKnR",
-	"jOkIDYH2nCOnpg0c6wnRjJFUJvpAs6RQ3Cz7i7TXqJ61u1QTuCsap6MXh82uEl66f/5iXVpMmVg+aIcW",
-	"DSjBzO2eP+7Ir5ha+qQkKdOGC9Cp2huTelBZem+bRu0lfjyyEKhvH/aVt3dny5rdf09DLBpeSGUBHXC4",
-	"dzcCu0y6p8kY/AcSgHfwJECHgoSn+HOMHkmxsNdEFmCZtLz5CZ47eNCVPk6YLKKO5WmSWEQBX8WiO/7n",
-	"/ik82b+wT8Zgyz/7fAHWXY35cZwRX1OeNrtRNLEcH5zotwJjiDEa+QiaNYapgs2eUc0cqjMko7muajAq",
-	"pwX6HF5zX668ZblM5s0cQlumBMsfNQTKo+TY3FUuZbYNv1blAJqi+qhalPcYyH8I+aXak28rhXo/c9wl",
-	"xQS7ppkT08BJZGG5G81YNc9ORffpx2ie2xVT2gk+W2h9YA6jQhjMk7G1ALKj0NI09JlzVFqJT5fS1AGi",
-	"rqpsecFF84sQmbrCtUhpSjdChlo2sDVKMmEkyShftKQ9KTU8jYlfiGJTnmXgnNCdSovWNEkZxJNZJMAF",
-	"WXABVGdBb5qVlTumifh/C2norqGWv83RTwLy5lQ8JQxklOmTAZGKUBB5h1XI9c5b3fOz01dvRhdvPpx+",
-	"uBj9e+8kFvuHw9LX2WLTJXgz1TOEQa6nFKy8Fc8pAlmN7NMmSgdxkU3qYe+wgA0IpgGxEw9Bwrgc0p1I",
-	"MyenZ291Ge54BLjTx1xqw/JYlABhEb9FXj7PDhdkHN6OT8DLIckLPEjko1EIsQ2vkrwYu5xjwaFwXHpF",
-	"6WLilaQuBRYTaZiNd06qqPftQsqPYtE9HjxbUU71Tiwb9ubopevEQzRE2hvt8vtgKI43FFepw1oCHz0C",
-	"pc+mHD9VZdT68WxKAgf0jEyK5JKZXpOwtuKHWctvUiw8Oq1KMBqjqXU4/MphCpeColm6QeV/41jv+Uv0",
-	"P6g4prph6q7ITDuT+nqqp01j3oLMa69XqI5bJXi7ww5zMeuV0+ls9CJrWytASuk1tsuKwmdtGbrwsrYO",
-	"HTSTcJfB5899oveIoTNNnKnHbESabWQx+Hi3gJK9zPeCoybUfF6aiFZ9KywTN4JrsD6tjyJbhuw8yM35",
-	"rJInFVGkwiXOmDOCAdva6CddD1/YLcygZuFBlR7pAl3pYToDwOGFkftorkNutBZGsFV4QINrfrh4zfZ6",
-	"OHLwUMszZqoX1XFU1KEfn6lK+xQJgMGlhpCAltRuD5PbrIVXbdtf2NZhJULjkrkQ1bCXPsmqW5lz0p4q",
-	"pufou9u410bKy9FCb5vB7Anzu93kXDH9EJtaRiHcHiewczq07+XSL9qD07NCG6bQHg62M8gywA3p+lcL",
-	"+8oCTXNAuqNDu2y9YlQ3+Tn9Nl+WYeFgcAINh6OTEhMKXvIsY80B2+2+1Vu4Qzcmr6ubSQBuXXK4YDHB",
-	"2XWchwA+wzl2oo5dQKN+fQOHXvNbvov368bEDDVrTSVDUeVO1u7Tl3ai9E7OGtw0MjnbfubeCHLbrKHT",
-	"DVNBY8GbK5+qOMtcppFNg9csDN+i1YW0Jb4tiSZPO1tYytan/WU9bnK8gMloF4RvOYhf3mCkEzzQ/+ka",
-	"/IdRBeuvLb3hIEB3dkWz9hiDubzGaAKnjyIa9kJbwlBnXZoYbNd467Ne2e5bwHR18uV4jWAA0S9N3mQ0",
-	"bXHtwFcjj7GaWsiWxDytjiQ5NfMR5t3dMUFUkac7k8R1Rc1mVrIS+rNVJtqXYJnBvGqk6yLsWNrrb5D5",
-	"0semwS08z1vjJFMn0AEnG0KGjJSkuxJx0CutG8AWQVKdZh6z9bzd7WibbGvg9ybkX2GyVsg1XzCMSsd0",
-	"qf3OrdlCENmXk2zH+AgCXzaAzTuuG0CnJrNthQYCGN6GAsqum6Z1UdnDdWWPqanzKkd5W9JlQ2czn25S",
-	"gz69SXwlXZd3OWRYrsr3lWzKQ5ArwGaGuRHKW9SQhpnM5TUotBZULL0Q6aai5xRO/YRQl125lmPQcmyW",
-	"O4LFo54owWgaDJ+QEq1XE6prsTxoA0bFk5AQa/FgtxsMWKOWHcdA+Yxhcpi1rd/DKKOWHUZVo3OwLFlX",
-	"nymddGFrXXY6zB1jBeJwyrCBaFYtBV9KDswiJwuqLpkiNE3t8QU/JjCsUpWCbU73TsjAjk8ro3trxYJi",
-	"Fr5F40behks2aWqkWtcZOSjB3WrRN882udXucqITn8l8hwzTrYlSbvU93Z0mfmtEFD6x+/1rIbDplCWG",
-	"X7HRH0FlvgnXOcV6O6VrhYZd+y+8t86m5p+hUeMufdaNaV3rSn6v+70+IZr/iV4b7/nLaj2L/sPp3u+S",
-	"b7ymiH0QnemtKtD76jHvrIjchudDyfAhC4E0eHEXwuhm7UKJpizoYIqSatysQ2e9WvDBavreFg9sxWg6",
-	"gpIfzdlpN7NmQba/A17aUE8Eqf7IZ3teJ3kTmlwWuafWQCqgcYuveCuMABzfxswgce/6/OPwc6kNW+xZ",
-	"PhlVUT3U0Qt5vSU76fzG/exW+EgHDV9aYfElbMDWMoiXPko2KqrwUA/GqtitGW3Q2oZUrFs7ElRObx0K",
-	"QgUp2wr13xYwAIOi73TIAONytIQA9AAyhJsW42+7ltarlm6ZlTviFr1U85Vqxz4tcSF0F7++qJPs1nzW",
-	"lretOegkrwedNJOe3WawUUnQlNm5LK9WOwwFkfnAAlukCZaHg91iS9o8DkKQ/552YUogulxjBrTGBA2t",
-	"ISgsMRKKrpWBKIW4FPJaNOo/i+bzaYei997Zdwef7uac6WugTrpSEZ72mrXbTYdFJ1pmriBRU5XAFqV3",
-	"Sa9uz05Xu2srDlLCJ/bu7BLk0xgN4X0Ezy2L6C5mzl3xMKho51RooabdP/dPz97u/8oqpbbcF1ZAYFRV",
-	"KpfBmvBRaDw3JsdacN7Xap1vEHgVTs/eQqwPKCf75A0492ElKHaTsNyQgzmjmZn/6TzfqIBvoNYVmBip",
-	"jsX4tDBzqfif4Ak4JC9hQgT97C7Z0jvaSUXGYXHDtfd9cuBUsJV8dsHrBJKAoEOBawP+Cc7J5f2bi09v",
-	"X52PLj7++uZDj2AyEG5cWDA6LSKP3Y9FLFBk0UP3xgFVVPEHA545CrqsKFRpRP4i8vmILOlPXP6sWNh5",
-	"TlgmxSykDXKcfVkkDGVZoDLc9Mlp6XhjX2rGQn6O8CYWCFAoZZ+E7PKly04aMtH7BO0UDsthCCIF6xOv",
-	"0dEhZiikNsdJdsOO7+keCORVd9q9sF8VlySXNG+BvpnhtGLRDR6YiRSYhRZ8inq4xGpHe5r49YGaIJPC",
-	"uXQyDQp66BYODoLldEh1OyTjrzEGWcSd4dcY4pPizjDuCGlGUEIn7kSxD4OAN976Fcdx58b+B3QKru23",
-	"b+N+LF7JlOkh4eKKZhxKsRTg8AcZWSJSCFqYOROGJ5AGpHs8OOxFpCRxo5QJ7oPRolg0xaiBchSnaB8c",
-	"9yJCM/CFG7Ebro22T3/qRWRKecbSUa5ATw+Y2b8yUo4yS1ZI9/gQRlqPXsOoNqnI88EPLi00aGlTri9x",
-	"LVeUZ+A7C1F7EWmO5otigb7CNLMPBj04j9W2w1BVz/sU2aGnUl1aLnkJPk2r1Y5cCj5yLYssRWYZgBMU",
-	"PzktC1Cgsi6FhF/u3n/4+Npe/vcfP/3X6P3LiFSevn57/qt9Fotq09N/js5PP7x++fGfb857UUU5WOqu",
-	"qpWzaJYtYUqQhwdm726y8wiOhRczTohRS3B2gIRCUoRrahfSJ2+NJmMXpTkmmi5d2lNc0TAWFpT9+QGk",
-	"oigOAAwhkg6wLYRHcacQ3MCT9/wlPMCO4s7waHD8o22gWQq/nh1GcSdEBcKjb2N7Q22nZDyX2oxLHxH7",
-	"09ey4JroOVT8sLsTXAFxJLsGjWDg0u0SWZi8sGerGF3gNcXMo/tALNDQ5ukM2uHmiKjGPB0jYIAicSaZ",
-	"joXn1UGFuAfVpAomEuYTP2EKdBqyH/VOyJxRZSaMOsfw8/M38NKOlHFhO+2Oh+D8As7R4x7xM1NLcvic",
-	"aBc96NMM2VVxTf4oOANkjVGwOGpmdwpAtQxnIHBNBSAzI8n4wHWiD77mPP3mbI1j5DLH76g2+2BU3X/7",
-	"GtwRCdf2FucZXbLUwySxeIWlZd4BvyGTYjplinSPiXPPcgeQMxVmP1kGPH9C+JRgijzX0AJvqmSeMy/B",
-	"Km18BS9NxjOaj/0Rp5iDW5OuXVXKxhCcWnGuc84Nbu8sfbMII1fMMNVzQOGYuAWzF2fpsp/DeEjGMAkw",
-	"nBUeuLcOhMLX3rPGnUTwXDSxwHkdfA1tN+93n7zm2h+dmJFQ5ii3eMmu1blfcgOR54BHfOzD6dnbTsVC",
-	"2Bn0D/sDiHXPmaA57ww7z/qD/jPHHALj55kpiNpHecFy08A2vU07w87f3fuVEsVHg8FOpYJXLEihKGcZ",
-	"RC8vtyoos15P+LLG1HaGv3+JOrpYLKiVQDvv+BUTTOsKUwntPWNXWfhKhFadHeBoywGdK9xjLkCxBX2O",
-	"sNno33sR0RJyWzayi1EsAKk50zvXoVQnAEMD4xghDCNnCcnVkLf2vCZ6q8XiTMkFM3NWaKITRXPmeJw9",
-	"Tca0yguPLZvo8vmIVPfW2D2gZceDZwhodWDwfge3AoNhN+YgzyiY5NbPrDJbLF0B0jV4OBwPDttU2mFM",
-	"X1zatn62detvVbCozMBz793aaUU+30uNue854PEc4AEtUm5aLw/UAn4n0WVI0YVFOxp8VOr74ZleKshc",
-	"ForQmWypa+4Uh+XF2s5E0jYgqgCbBjLyTsM0doXWmI3V15u/BNfa2oeVNL213JAuWdLGitlfHhSHudjC",
-	"rW3glbrQ327PT7h+Z7CaJI4JkD94intybux5J3MqZpYeWUk7oZbioiWaLxi55iKV1xFQcW0cve5W0B66",
-	"EdbvzSVb6tZr845rg+XM9cPSHT/qdgeGBdXvfFgw2H32foUC2f7IZOlrfG+zw5gsG+9NxtD4Ud/qT1AO",
-	"HTU799robXayeZ9cRXa7kl23y7Y+vtvm4sIJxQzjq3sJolFIt2z5Lx8VFIErfSlPQJJGteCCZppwkWRF",
-	"CizGLRi/rKbPU9KFyBA41p5Hxy5Hj0OEl+6AvJYPM+e049MvNVCwAtrm2/YBWjzoXQuDbnXZIJK0we5m",
-	"Zb72AvTTFmeQu3GSvi/9hGBY8cfe0zh65BKaQ5QlQlgmaboKpCek6qwdEUicejw4XkME0OnBV/vPtwOI",
-	"nd2EED4LaPIBs+qswMNxw1HQy1q4yxPvHZ49MNuViJsZ5YJ0IdQB3IiqgALJTI2UvaZL2nD1hN+Jre9e",
-	"1MmdF2l9a1+3b+zD4dpqur0GGAd5AcubSDA8ycvHPTHb+qe7nS8sxbtbdSG7tv1rKtU1JK+AhAgQCtkb",
-	"ljKXkNW6A/Y6gQ+eXXJriBbXlVx+a45/IVaOBf8zezcNcfWUS5XaSsp6JBU+5QqShgiLUgSlgxcsQbzo",
-	"k1OnMwcxEVVAcFBck1QKdlKJlbieS83wLSpkrTC59CtZxQIhYL2VBpxBiwelAWHQrWgAxHbfmd3CsZ4S",
-	"+3Dt45tD+QuNakkEN3SdQugpw7tvYdugl4Ov3uzzDf1hbkNSFRff3RBV0QAM5wxgwfXFtHkpMRx+ayjY",
-	"wV7rovNrgtytyUeRhO1QQtF+gZkAvjSCU33Tvj0ifkYgbwfhx5Xt7gHvUDmIViq9AFF1d4BAMgiv13Jk",
-	"VyNj641tFFWlqOQ6+/jxXURSlvA0EGwzZwIwufdMAORmUaeR5PcFF1De60tEMHdGJW0GW0pMjYAWQqkE",
-	"SSGxMuplYboTlslr6NySBzeAv5ghgwEE0cIddDrjytzRQgqmMLCPoe0qZE33d3DtSqMEtxn5OvPvw6Lf",
-	"ysBbIWDnNntnFOzHu4/QazfDd+SLsFhuGJ1jKzrYBkTaxnhhwp4Lr4Z6AqyGLhw5NYYpuzv/+3e6/+dg",
-	"/6cv7t/9L18H0Yujb/+2kxfRbg7C20SlbYP7Dh8M93n42gQ9j4//7siNuqxPwTH6NkLuYNiScvvHt9br",
-	"/wszFdB8JLKz/dY/CTH5KIIbSgir3/KGb8ELVe75XdQlqyd3u7ISd/f/Qn3lPaX3Ft1mFHSCUlREp6cE",
-	"iDZS8lbrIqhLH52MeEpQTanXXBNi7YQfE49v1uc+rR4XDqTiBFjWrmrG0uAUZn9yjXZ8rp3a0GnVHA+L",
-	"yUgsXjr/++n+0fMXt+H3g5I6PxpItkhriH4c3b87YG7FVDypsPTXYBjubGGAvHyBY9gLJG4VKCFMc0lC",
-	"klLQVbIb4y0QJeiVgVWttOilTzW00f4ALk2oQAuBoW2W4FK3sBE6H5DulcvcivLBku9G+NxIDTIIvoms",
-	"tBjMmjUZo8ld5NPnD8DAvPp49l8uq4oglMz+wbUMCVu9HlJeC3Q64FpmTjr25U1F6rL9xsInk52CrBl8",
-	"E8Ezy+iVXNEWrUES49TpGalHiph9TDFhIvQQ04blpBYnRLghicw50yfoqQt2X1Asstz5IsGiQF6HUgVs",
-	"xrVRSxd3y3UsMildUMuETaVz2MXschwzk+aGpUNCwYUM4sPgWyhDyFImDKdZ5CYEFRGxRAvDiqSUvJbJ",
-	"JVMQR8yFNqpwhfRcwQIhDdFFnkvwq3Go/XgwIJouIZgC/WliMeU3ffKbq35Vr1hYTpmJFBgTrzPm4F8d",
-	"Yeg2KJNBFwFxyrHIqdZYq8+HLftSdCs652E9mrdabNGnnCIuH2IsII1ZFzztxvZOolfe2D4eO7vP2PlF",
-	"jHter19Zg4uDZiKkB6Tpsh+LU+G2Hh08nUK5ErzuA94Vw+yCPnvj+7N3pxfoufr2/ekvb4Kn9/Hhs5NY",
-	"SOHMcYXIaXKp0WOWG1BT68rEwOeW5WRgJ1NNY1jxrl3DnWO8mOPIZUyMSCVbYkTGIZISi1qUgZfjXjnP",
-	"tUSIrpg74QaVRi7Zod2uBU1ZkzMUFM9F1PM4NBf69pUNtqK8Rw87dhPCxJDdRye6h3dUH71EwCpvE1yb",
-	"GtKQCh9CbsuTABNwo2u4Cpe6SnwPvvJ0ozBfgsQjcUWtZxNmf2/Z3MWaBNk8VxKoUeTr0tjNiwi7AYoB",
-	"5meR+iubyVnP7jIgly1lNJ7eSWCvHMlBQkWCBTAefrhWzSKM+a9+4ufg39KQCRe6PimRoQsSmtNsun9N",
-	"QYaq2xqr5+GTgjV6144zOXN5rzTp8pT8R+lK/zdy2CMJVWpJKIGlv5Mz8JwbOnrhfbKRcEXksN8XJVPj",
-	"XDnRES3jSEvAIoexV9ycAKPmHM5dvuVeRMTfDrHbKjeAGXnR+y5F8bHeM8VJYdyMz78J1TfmVJMxcmNY",
-	"Q3CMgdlY4xzjfwRwGFyQcRdb9jA9+5QLmpExE6lPD2Z3hLMK/WwiSn67tvXRha730ZupDo+rd2AN9nBW",
-	"7tP7gF+ZTzmTM8ijsxagYRnjK29lqnNnj4NgovVYXQgd8lVRucaZeZlpNWKy5tbfJDlV3FLd3cGVtt6Y",
-	"i4ZYCMU0M2Py9duQZFzXSgEyTbo+m1xZ2gwTeYBfQey4e7ckQOQQtQDBLzBGP2SvHgfoK/0PqIZ0dQqK",
-	"mtpbFQtw0oA0CxHxiROhijzkRsRKYJY/Tcfka9zhadz5BglJE6nSwMDPIDLwDc6xHodB1+Jt6vE5EEpP",
-	"sZp5MEIaKXsnITrDXmVqqjExQORq5wXBwf8J+9JDf3jM5gyFOMrgF5RHYuGPwccrLV0ecJJJMYPi1Lkh",
-	"Xdzm4JMEH0NFOzOXhd1TKwn4Q9G9Pvl7a9yQrgYHyakLBYpFLECcqaUNdAgNAl1opmU4yJXsg9rPMKDO",
-	"sLCeFdaqmfyCXa6SFxGipbrrqRl7kYNaDKBDYRrT+gW0vCIcgfwl8JVraZEC6uXQyYcb0nVQXA+aePvh",
-	"4s2nf5y+izx41uAfCZP36A/5hhc9l3l+Tq/swTmw8645Pqu7j4EalqE+q7AUgKW2UB2LIDFXP5yCJzUN",
-	"EBByMU7YnGOUVxrCgUD/bUlROVyPKIqm5zkVLvjZIk+si2PAA4VpO6rzU3FwUKEksfBj1ktF+eApMO5b",
-	"mb85TmQ9LDh8vxdW45IPw6n5DeLK36dG0Qo7eYMYsRm974xx23H7OV0AiK120aQNg0tS636zG8paQUB7",
-	"BzVzapc1V7S9EG8S8nKuX9WWqS1CdE5DvERL0oEtFHdNfMI6N2DRU5UX2E023CXm5/mdYxkc4fKIvJHT",
-	"QN4xkULLDIquWL7DEteKgRd0Uwdf51TPN0qCP0MGmUeUC3xpxQbuDJPo3Isv+23OALtQTNqnmcGINdvx",
-	"7R7uzmzi8Qoq8fY01ouLSCavmUqg4g+76Td7vUOByE1cW93BYjrY/+nL1xfHTV4VFfPJOls1kekS2QtD",
-	"FenO/uS5pc5CGogEKFddpiFqyhAJsX+OKgHe1HOqnNyUUOF4VpfHByUJu0KyKLQhE6TUK7tmZ4a6WNi+",
-	"WIC8AV+50Hw/M6/GOBoMXP5EqVhZtIO8dOnaJoFk1vR4n8/efTx9DUH7zp2q14SYz4oKUG+j8brZN1TV",
-	"Abqslc4FVcuGs3pSG9OGO1TfYgvxD2lF3fLyDp5CbfYZwKt607vUwasr+eqU7yno0Yi2jNIB+fjqLcno",
-	"EmqUqWTOr1jPmR0aDae3+lE8gQdFk5/WzvngtrEsgY051ffyOYLoEJfKBX0kvMu5KH0vIzJZQhRRWRjJ",
-	"Nu3V9/32ULDX8LwxFOy4KXcVCHL3IjA/S3DCpLU1nhBferpEth6mLBq1nPgkWElSpxNAy4bbHWS2t9ML",
-	"3BZZVSUxp/v/je57/dH+l6+H0a2kZg153s9zZBM2qRRB3gqBNhwp7t5d2Lc7gvc7xDnV0yfdCZDMpSwU",
-	"SBaQnwc8gE3F4R4tPp44I+C7FGZg24Ps3pOlFxrBogONMjmbsbRPzoOY41IHepmWg3Qz4ikKg15UCWmI",
-	"sQpqWe1oHUidNb8BVDGPBw9mStxwS2fXb+qBkj5d5f2BeGt99icY9K8DpfdB/YpdK5rnbMukc+sYfC6v",
-	"MSv3ggo+hUjQawalPfd9z093V0pvEofkarcGC+qCZ7sUPmIJZonJ7qmhSD/k1OmOSpCuQ3SJa7vhyzL1",
-	"DqpB9it1AYCNlVnqfapKtZcAw2oVumtJdluZgPNKMbKNEgak+NnXzDYyGP5kGEaEoccg6fo8B07O7vVb",
-	"ROdQyj7AUpmYZC01cbsi4RPLEZmML9nyP65oVrAxySlX+gSqjgOnD4Vo+1hxJYPMlHhdW0R6LB5UnVrg",
-	"ZdrKBpXRs2YJS7Asd+duSRai1tCcw2Z1R9MQOZ0xV7bs6ZyIBLsxo8rIa/TuFApVhpA+qg3JwWIZ3ZKp",
-	"fbuaBy4t5K0lD0LPX7bASRSmCMls6hG3j6VvWXeMqkRWtvpGNcVfnIc8mY9BWWpjVGjMY/rBhiNePyfH",
-	"VTy2LmzHSNyjLYjPJ2rYO4sScPZ31raFeAkHL2Vsa/C08JakhArI0kW9zdVewZt9YN72XUFQxyGsUpLg",
-	"jdEm1fzKs6wKebcxwa6M133EGjtk1U4GxBjcsoD0Blv6nIZ44rl0F6hNldi6hMFTQHM1ze2uO7MuhTV9",
-	"Vzbx83j7uhNMoysGnMTlc25lId74bGsPrE1gZb/bkoEwlbtpESojPl3g/UU1uR3asyp585zdrBuI5otj",
-	"MuWC6zkkaseEvT7dv2C9emagJrF8B4Boc7/9gLmAV4LjS5/KQjgL4n51JVJA6VNy/NNPP/0Ui64FrGqD",
-	"/atDqJDsQzxL/8GfmpKgIjOcsCyDAWMBCdvAcwA8dMOerloQSyufxvwUHz5e4JarIjegLX5rqpY/n8hx",
-	"h9SCgIfA/OZSOMYCzdgnLr8NThw/Xe86zGYcoV8mXzBZoFpwsoQ0rz5duVQEsDGiOe01iH3yCnI1Ssj9",
-	"658C4geZxbiEUhHhIhZUKX5FMyJVylSTKvpTAQkgH4udkCm7l6S6q9Usgk1Au3POVPAuWrl8QzS0r+Wk",
-	"jEX3MCJHEXnW7/d9zfhakspeRMbQ/RjPb5mziIytcDGu9vW/zj9+iEUXE8EqkGc0iTt2iA6AUAxIK+5Y",
-	"0W+ZMz0k4zBGxa2jS7NrutR46aNY8JQc2img38ZITkclhoHPws8RZMCNO98iMtYmlYUZH9g/mFLjWHyN",
-	"YWshvayFFm3oIsfG9qJlZky6eHj2ByzaYjgYwkoj8CFIZvYvEXeMogmb0OQSZm3CBaYc7gZqa/zjPY0O",
-	"kGUdOTy9Pd2LYgG5Se1ALn9p3Bn++o10f3UJTiHbK6oQfILTkD61csR7OhaYPTVnaj9sC8nkDCvIV3KS",
-	"WvTr+9Lsjx46L9vHsRgzkdb2eQyXdVwIdpODQ8ForYVzBqIibNv1nAl0f7tkSrCMpJylfXsydt2jcnND",
-	"QutvpCsk4WkP7GbgR+FTb5JMaqaxu9qKvWdCJWSAifSkdK2wCA9dsFYdY2KxhWfMXfjwxyK1W/Lh97d3",
-	"f0KW2kKzQwalu85qMlxnM4RDAKcO8I3sd761c2ANlKeVKbM38rt6c0SQrAFprnNtcQpazQzB0XX/YXw+",
-	"Ht6lwi5nin65r8DiE2ht6bM141dMEJ6eoB/aKsqJhcMTUWtW5b/YPan7iIqSku0538tAOUsOa92Xb+gM",
-	"Ynlw8IAtiwU3zs/MuWthrHHpYcpE6obpQkQLdxX/kW2zshs33gjfc1t3Z742urVxkCNukYuambYGM8Lj",
-	"Ta41dtrP5tUj50CryFwteVQrmbu1L8yFEVJ+jnfT3TzJXQj7CI66gT/onr/95e2HCx/7ZfF+hCmjHa8O",
-	"ooXLbenwChOpjoWWUjhMEjw7Hbfj2YDur2w5kVSlYXCMQFxnMk5cVQbbBjBUEA6BwwXxxnulNNkGPChj",
-	"jvqNYv4r3+hBhfzq0FuJ+G4adxPww2j3zaVQ0nYvfPuuH0zkbhDAcOWPJYNB708qhg0tZ0uVAZY2t6LM",
-	"8EOTIEKCHDKMO/1+H9heqM1CPl/8vP9jLxZS2UYTqtmL41qzUHWEZZqBhCJSJwJxM3L1Yj5E+BukiImU",
-	"GQgrmDgfeoPYK/xNPsQdy9rHHc1ngmZD53APso4vRePH75NTn6XQNQP5nRL8FoJWwkTI/iHGIsNMCDiR",
-	"9kmDnPOh5PohjCAWFVYemY1QQgKpaoVL8YE4llO1eMo7v0Epib6VZNaljMp+rksbFZ/3iWL0UnvBArY6",
-	"Fl3LTDkLX00TbemAC1ZwJP0h7QUBUTTEodPkcgYlVUPckSsN8LhkaDXZtzKlFn5VJvAOspYRhaAPDA3k",
-	"aVnNEJfQ69+G1mulRzZIDdD6/xccHkZwcMHtG2SH/v1zGeMoO7HoffKbVJdhopZ2xcJDCgAhVtUBjS5k",
-	"1wRPVl6x2x4OyIKLwmA4weNy4mcbOfAafCNKfWTm+2wjlT6HKdyfUO+QtahctS8Zef72l4s3n953IvvX",
-	"r2/fvetEHfcAfn25raah6/JuCewarHyWUDwyYt0OA2qTYjLT7wcgTKTnMIsnAQ7kh9ZP5OXS+e5cKw7V",
-	"DqFdoy8GOMSsO/KzGxO+b/yOyYZU8q8yi1bgGLwIpLhFj5UuymiZh4I/X271O4EgWF5uk61S9so3fGD5",
-	"qhx+S/kqTOWuMpYb8WlNqKs61r1gCtOki9p03UN1nPdTA0XThiISDyC2oV9GdU+f5N4n1w1VbS3dt5xI",
-	"qCV8QlZrIjurQ6Fh/+Zywfrkta8RapkBeNR03TMqZgWdsZpHWydfmrkUne+eQ68G1A/qP/Qvb7coxRC0",
-	"EHeph4IycVYlN4m8FuSKKm65S91bSeiC5rsi3yCR4I08+Or+2iJGYvXy3Ibtsbe/rkLR5f9wGwDxvbDd",
-	"jvWeMQNu7TS4NgiX1kqx1hQMD8nAuL3eyHevnuKBc0h4ZN6qOrVWRRnOZFeocQv4qyGBO1/rXyxWL281",
-	"eqs7SOtWS2EEatBDe3e43BCJP/MO7rRUdFqwdIDYDB8p05dG5gc0Cd5bD++DVA0lRQt3jsos0KjkhWFq",
-	"H4pTS5lBFbWIsP6sDwWjcWJxZ0jiTsamZpRkPLl0LgqJlCrlghpmG/x+OBhE5Ggw+PJtHK19jM4ZEQnq",
-	"SRJ35jzuNLW9ZEvvBBHaJkZlf9PN7XWiZJZh7ytzem7ndDwYfEE1JTQc4UGGz1N5LfBj954u0NNjSJ59",
-	"G6PzFO7ZDGv0wC7+0wVpx8LMlSxmc/LPizfnF+gv4xgX8JjBmYI60Os3oeis3UgXp+CyAc6py32QFEpL",
-	"y1fkUmMZa58PUSeKMbGnieZ/MvSqQM8omDxjQs8lzNyl9cFikbEYl2/HbkY9QsnZh1+8SBNBCgtR0b5Q",
-	"X4/TGAvk3cPnA7IIdsrqHpA5FWnGUsJNr09Ohf8UncicZYVMOVaNnnIGGSwt+PnDInI6xT5xohDVWRZl",
-	"v2TLipMbRhJXLTa1+jPczCHyMxbuelX94/oEXfLsUGP3flypZk91ZZ8h8MSO0+To9Ro/PoWlPpKpoT7G",
-	"E0cg1wZHv6UmljCVgv0fQgo+Fd4HsIIW/f2lUNAs29OIKBEjUB0yFPW803Rp8XLwdSv6L6GtNc3S9o6k",
-	"HuirTqQD9CALAB+LUBVkZz/S67nM/AXBmifgLraCERDHZssTMv7n/jk03j/nfzKo567XcRnp/nbz9563",
-	"h+iEZs4Q23Ltzsstuy3hQ0IzBnVXiI/WhOi5nN+wTJNrnrIIfId9TlSqc5YAe3/NUzMnGC6Zyev6rDNG",
-	"rzDlDwIB161hXNBPXd8egpdePPvx+N4FYiGl4UEuZndIadDgUg9L/D/kTp9WcXk9mVB5Q0n37MMvvXtq",
-	"NprvOCRl2VzqdCGv2M88Y7sHuA+eJmE4BIm4JAxSlYwwMYoxwIwuZXJOrfCL5J4K9EnttQeQvJbXIpM0",
-	"bV78JkomE8M22ppgrpDTBa2lL9Z3MqfKcJoRP8RTGjTRCOZ2tFgFTNL9BCnwQr7o3mOLsmfUzDutGQIw",
-	"DUc4pW34nIYDejrOxZWzbsZuPh7f7v1j47jngx8eAkJcngFWZqILWQwxdXq4kpy1C5uYHirj2mzUsD9I",
-	"dqj71SS/RzlyN5QLF4d0BI9szHiCe9kSvpyyfIWtKCOkK/HRL27lLzbBy+Iy5eqhFBN1aHtPL9lrrp5G",
-	"0Q+g0JhUp2rQhVbfux5ZK/q6h/b9vtXFSprvMwUj5rkN3VjW4ZGgp8o1PTr4pEwbLigeREOKA0z5fDuA",
-	"uXZRrcPvXfyzFeCegtXcCD7a0HZqdW6o2Z11fEBWgnk69ZejGBtR+jU1ybx1V3+zb7dkAp4iB+ddeezS",
-	"2UxOyXhaJhSuRtyhWvrbmnkXtohVdP5Pw4C3EHrFkkJpfsV2zKHaAgRSXT4OSv5Zqsv7p9PYxXovC2Fa",
-	"GZ/DF5sZn6jMY9M6bHs2m0oSPoxjGGlQlenafJ7VUtX8+OL49lw1D2/wX+HG4bY0+L+kzeVdnW/zlhkJ",
-	"/yoZacDBW6pLHVXL9dIEDDCQeUf7kDSRLTHleSKLLCUTBuUkIufaiR7HqMt4gki0p8yFYhlwAncIjJ4r",
-	"ObZnkkjhQ4G5Xk0KvadJUiiQPjHtXeTtW8xlowNqE2HC9JpbBE8jQtNU2aOA7a2cCiqZnViLKR3cwKgN",
-	"3iH/yuZSH6eVhWQSSir5+dEZZveHMEWwCb05ermHdl4mrtI9jeF7vp3LnG8XGgtv5HNWctKNO2fuEWxC",
-	"zlPywb+NOxWPEe/fboc9cYkBudGxYOKKKykWTLjwJvQ07oY6N84lnppC9zAPwjVVds9cyTZ79vrEWd76",
-	"yIPGgmsSd2ANcacfchKmzjpW2R0+ZckyyRjp1nogcQc/iju9oU9YGMXCx3W5Mm0RyWmh7XwhwwPEMrDc",
-	"9Jz3tW2AsQ0RyaR2GYhrR4Dx1GBqwDhqn4wcvNiuaOZSGFZVaKoQ2hVaNy6dP9Kjk+CeHYujwWBQDoHh",
-	"mOjUvbp+0rU4QGCSU7aHXuFUQ1I5NABoVzAC9tUtkAu3rSE3JBpiYHWVWp4W6JzD+GBAXKUIt7c+hYXu",
-	"9R0YYv2AoyZoDxVo6IJZqC6rL2A5mbL2grM5Y/WKwCc1lTihmowN5RnZn44J10OoLVHWySFdSt7J2Tsu",
-	"WA92BTYb8kTYcYCVIZplLLGdVXOukC6APiR6i2qFGOCRU4ouei4gVgpW9m/xFYzBje+8Uo3B72wsuiXw",
-	"unPGkvpR7QLXS2RYQItaIG1IqIgFnh+Mv6BLSzEwYggKHlB8AXvo7Fl2fVpi0hBYE5ksIfyx52rpOdbU",
-	"FXogfKtiDrhulvqVYS2HC6w3FOIow+KqoXhY2sRVNYH8C/U44tUSELHAMbACRN9BU2nbn0lEY8G14j8m",
-	"NLm8pqqxGlCZOMqVBNpowPv08yvy7Nmzn2DD7FQLwW+IY7aGlWNVZc2Y7lQqOzoU/MJ34ShI18+t12Kv",
-	"Q/+L26J0GlVyfv3NnHrHTasThRiE8omfVWPYwbY5EmtZEbdIi7jONGUSryC7YpkLqGJpy0ZBo3p+Sres",
-	"lE2KGXw1lZ2oY8mRXTQwIV+2SFnpMgQAB+YYUDDUUC6wzEpCNbN4SnMrt7WdpGZUJfMd463w7vjkM7pa",
-	"98UF5EerRRqqdcNapoJX5qGrYNw7rxrcQODkt5Llw6445F0hK5bakhWxu7ItjhEsicUTKgPqgciZnK0S",
-	"IqlqSSNJwBCPYhP2FVHaWFNHxXyplXruMs/g4FNPl7zwSbothYdi8ZxAyVgHdL0yyc9cajMkr84++yIQ",
-	"miQzJYscw/RzphImjMvvSbMMWrw6+6xjoblPmpgrdsVl4QvEkO5g/3Aw6EWe7+GCFJqRbtm7FSDmVM1Y",
-	"cNkCFgASiWKhOudXDXLEiatWvIfcUugVgxJ6zkMOwiCTuXONg2jdpbHySENJ4rm0rCxwm8B7zWUB/BBw",
-	"gW4Vk2VYDzVkIbUhz17AsoDgl2WKqLZ4YR+j/QhCHre3xG4rvWKKAifspk3REy5n9BJ5pqNjMocIaOCU",
-	"Q7miCovo6id1/V75gZHzxe/AmafkUsPXnlGFzG8lp+oXi3vgBsD68ytc67AsEAZcooNPLGRm2Sw6VUzP",
-	"awxqS3WrKoOKQ27mEN6H6kH3YRLCMdXYhPasy8rsRjN2Gj5wIi3jM4iIfLx8xFtQBb/rrUk3YT3fDYO/",
-	"Ovtc3iVwzdaXWKIZM/U9YGbHZgwumLl+CDVq0Rj56GH/gxvlcZxLfe93DRYErI9F4BFpTKVK2JM6JmHu",
-	"+bpsg/Xp3cxOgGNzohNkDbXg8vrDOYH9hCdOluHtacUAuz6OyvzMdv2kOnNLFEZ4d2o8KGZ73ya09Nv3",
-	"y/brNEnBD6bUnYW6Af+6fov38Bd6FZZf9yNb08xGyE31iJHVImGW53LluXLI6+qSYsciZMUud9hedzuz",
-	"jBlf08GyEyw9IRCqsATn4ULVFXIQPCFFmUrBc2hYuhvcgq/nyz6xVwIzNNVPu1LStU9Ap1UBZcwBA7p8",
-	"9EQGktD1Dl8l29fzXM/Qsa1uYyzbFPkAHiyqO5HSWAYYeJuSJwuBDTCCixCKUHsdESauUMPoPaz3oBg1",
-	"ZjK0+Dbl6gQ53UqLemlnX9GiEKjU6W3ISJWbZasp92POxNnFf63acQ/RfLQic1xzk0D6n1xJIxOZPSV5",
-	"h/RdNEETLFMLqDINBP03NjmXySUzffISvJjJVEG5bKzEHRoDn08m0szJNV1aphIi713jIOs4/RZVDFLK",
-	"gk5ByczrGHQsuuOv3i48jO3G8T/RVmy3JO4MD48GUdxR8tr+OB58G/dOnDYOHN815i6rdcJuOGaGrWVS",
-	"+jZ2adDCPD1nmGRS+zxk97M6N2q37NE2qiF+HGxfO8NuQHMvR8fb92JvRouqzL1qK7G/cg3wyj4Ojf4E",
-	"fT8pkf4OJuUno+Eriox/wVjyh7K/fsIKXOuULuhhLHnQpkJ7o1qNPSIVJoIqA4O8BmFiJSMM6/Hiuiv7",
-	"uV4fNGBH+A3loKv8BDWoEwGihaKWyJaku0Z+e3WSSZooZp/AdUICH3iBBhK/s7U3FD/bpozTeWh8i2IB",
-	"loobbjE0lJI3dNaL4PfQUEgsz9s05PDPdxPm3SLtuhvreYZN2CRsh1ZNhXUeHNle0Evm5/00uLZBFmrR",
-	"x/tTXYUR+/R3CwpfXAHh/YRClnbI4WvB5nD/xTPQnu7/SQb7P5E+GZH9MuWZq5OWMQPlHxRJ+YybEyIk",
-	"fA534PvnBgnH0qYVCu8fO6riSWQqv9yaFLMuNgWFrJF5jrUl+uRl0LMDGg/CSCxWpJEhKoKDFKIxdDNb",
-	"Bj8ELrShIoQIJTJfnhBAzftc7IO+EQy0iaJ6vp9Iobm2Z12NifbFJB1d8WgasXQdO4Ng5ZC6RbaxoJmW",
-	"MMuKwq2ccJfWqBNwtFOpLiGcXPeG7bOIhRcJPf1ZRJv9hJyD0KlDxfBfqQIijixijkXs73HcQdt3xqaG",
-	"yML07AXzlTU1mXLwZCeTJfRg98uSW1XWHAxRWQu8xk5mpTNMGpowT6haKJLj4h4nrcMArfsNripCXkfe",
-	"J8X74lzLIkuHns/gU59dekFTl/uQFkaO4H0EGWB9FtYu6vQ1MyPXWXfQqycuQJ1+zcnABcWCLaK/pt4v",
-	"VZwXbou+F1fdykc3ikI1f8TV3r63F/92hbLKGybYNWE3OVdMjyjaQOG4kKMcPKV99pytYVmcGVnZZEQV",
-	"Ql5XdLUsUew2ps+1edCotsrA2/m5Qvu7hbWhggHHa6p9iK8QJeqITLhIuZjpiFwxpbkU2vsTQomZahFu",
-	"9+nBV/vpFkmm3Cp2zi91R8jAQS0RgXEx8w7g3jlYYB3FvHYZ25x315ZFth1zvl2VbSyx/cX9O9r/8nUQ",
-	"vTi6pdL2eiYeOABMCk0tegXfLm1I94KLS3L65nz/6PmL/V9eve9VykN7NxxL7XypaKiGBraOWMyoYdd0",
-	"SfLCYC4CAXVpAKHqWlXOel1paErGDgbGqP8E7sP2EIvQhQuLcHA1JOyGJiZbkvFcajOOyDiXymBVHksp",
-	"IhBpzbzkcMf25yhXbMpvxrHwDaFUdiCmdVpWOWXSHaMciDPdj4vB4FkCJNn+xdwDRUUqF/ho3IN6XS4T",
-	"Mrr7ff70DlY4kSnEiOZ2XYfkPX/pNL9pqskYPxk7Bxf3c4S5FMZ7oNvDaXwb+6mnPVKu6O8XF2fn9oTB",
-	"YTVULkhZnsnlAh0OX51GBGtZgRtHKQAbVWjTaBI/K0zl7j06rXQJrJsCAmo7sg7lUE3Y+WoRv1UngR+O",
-	"O/5Z3GnKjzh33M7aiwoENb+XmFatDHx9/vzZ880kPcKaW+6zd0zMzDwk5dgcyYcfuvl+d9rvaMsmygHe",
-	"HC7eZUfS3hQTKhXBWvAV5Lyi2mNg+giVbBD1eWafKyKg0B7CcoUibafHaVfgNPp04IxGPN3NseP/RvXP",
-	"G/AsC1KQS2heVRmSrswRj2RLS16kCIh7ZIU2qTC/nF1+b01ttHrOB1/9n9vwH1Xd0NNyIH5DJkuQTFl9",
-	"m8KC68u3ILK5hG7rggbfSXNzx436KMqOhn6TnBLDQUBtV0gX/yY0s/CzYFTgLRt6F8Ut2ThdVxc2s3Jt",
-	"diRvhN2MbS5CqwcVIWqDbyVE+IncUYwI4zUIEeElms0nVLsSKb1qBJ2hLqgIdFqFZuWFDh1sLUyE1Tzi",
-	"Zb5H9oNw9SuWeoRYVANpV/hyQWdMY7xcAvEbnpsrNHK1i40YoH0XHg4DlHDTjAFMBa7uhQF8R48vgvU3",
-	"y2AtQHlgz+3gq6GzbeCTznZPynXfNFueYDzA5rWFkdS7MW6VWx7B6f5/WwH4S/m3O4nDox9uEYfXtIAX",
-	"YejHru9Q8CxtFBssP7p+opgjwJKpJinl23dm93e7zU+iwjsDYzFAL9bMhgqUBPaddOvcAD705mn7BVgP",
-	"NKGmopkqfNR5G978DA0edZsFFaZ9k93btQILNMugLAC2wIDcPwppKFJOV+gcAxDqyswrmRULtj+hyWWR",
-	"b2ZJ/gFNX7qW21ixXa+WC8NxNFo4vHCzSZDBDx5VlFktyBK2YCvGqLodd2OO/IhNwhAu3+1gs0RkJUMh",
-	"U7anWyWe+ukefMU/tqBDtcU9ueDjVt31QAM2I29KpIphusfpFIJRextZnc0LebibW4eG5vs7CbByL4YH",
-	"u9mSYk/Kle8qqLjd3wInPLCQUhl4h5t4tzvox1pFqs7faU97zBV5sy1u/IaSMv/wmOsJuAx7KUbujBsS",
-	"TuCbPSiV38Uo/lWk0GusGePdTqqc2On+f5emiMPoxbMm3ivqaP4nGy0mzcYIiB8eYm0qTXKqgS5NKc9Q",
-	"5Hvz4eP52SuL70orvqVgzwc/kDlTZc2bWGDY4T8+vvv8/s3o9ZufTz+/uxi9f0m6h4Oj415J+t0WnBAf",
-	"T1f78P3pP0fvX7ogdvBUX2rDFiHoD9WX6FtAKJmyax+eiMGCqDgvnSFf3GrFha393hn//JVpRlRX4UL9",
-	"leIafrhHzhnq1jR06qBKoi3vCwVJwV0eiIrH455zpgGPFVmYjF8xVzWhVDpD/QbvivNmkZslwN8UHRqA",
-	"cpVUrXJnI1IS8SGZy2tCY+FIvxXOwA7m2VbbzFWtBkD1qSOSeagnCWUISqM21omIRQWbH3zFP1xqtqov",
-	"yWqLbbmEv7ouxe2nTyOJ64aU8xjKao8gxK94g4JUPsQVD1djuNZtjMbjsxjb3Nl7MBfYTZnCajVHE2yG",
-	"34vdfIxw/p/YtLPKYpRAWWHC7955G3lG7qztoA7/BXjBJ0tibydPSrDa8ygHLdjrDt1MJGqZY2qYy2ro",
-	"lo7Iggo+hQwfVFt6+RsS/2vKjbuBWJwMrNfdEn1ZadW7j7s7bJvsA/NANGO6vM9AtGMxVfJPJnqQ+6bc",
-	"Zdt5zX8RXMKNS84CkH728bzKHKHbT0DSUsTCI+pWr3Z0U8yomUq1IJdsuQm3bpulH0HpXyVXPxA9ukpa",
-	"wWyFhd65gFQqlOjlIuPi0h4gy6YRCHTgPUjVjJkNIt0nRtNNm7JDDv/71614/IzuK5UlFJsVGQXGwt5J",
-	"CEG7HyaOtmy8OV8/XOnasWxhIS9WTOObPSGb+5jt2MdKQQamoJCEFGQCdhVBZGJo1qKSWsi0rpCqSEeD",
-	"//x9sP+DlYuetamk71THYFcgfWoRYmO64r90xQOAWV/wIAQkTWS6jFzJIalQ0WQgB00XXa+AOcRUc8pl",
-	"U6sgvEWhTSzYDdemTz5eCxeGayEn+CPVSyswvYfhut3DwWAAWbTQEW/w4vj4dhJye3mF8lp+5yILNYC5",
-	"R6mFJ8W44Wj3NHHjRwTqIGDCMk1SxnLSdQStIlhyJ6FZEGLCMHW3qip1XN2ElpzCrymk9aCzdWa3LWs7",
-	"PDvasrZDC7jesbrDNuy9FfSx3ZPVeLDk5xaqEyHZGN5Ge7qUiGIxYeqEHP/0zLKsgx+eP+91mnp0lRC2",
-	"iyBrqUMRAf29lWT+9YpVbEF3wqV9QnWDUzOVpAC9ed1RoTuwr1olIYHkxDLOUE9YEKAYnrT46BYhy4JW",
-	"m2/VrVUL7soyP/jR3K2CwaqWAnqpyRFQWS1RfMJSlCYwyc5D4Nxd+GOYKksKxc0SRpowqpjqDH//Yrui",
-	"Of+VLeHXF9tQXfkZFSrrDDtzY/LhwcHh0Q/9QX/QPxz+MPhhYLv9/wIAAP//",
+	"7L2Lc9s4ljf6r6B0t8rSDi3LiZOelmtry0ncM/k6D9842Z6dZj4JIiEJawpgE6BldSr/+y2cA4CkBMqS",
+	"X93zfbdqdzqWKOJ1cN7nd751ErnIpWBCq87wWyenBV0wzQr467UUmt3ot2/MH1x0hp2c6nkn6gi6YJ1h",
+	"J8HvO1GnYL+VvGBpZ6iLkkUdlczZguIbtWaF+e3//vXs8J/08PfB4Y+jw6/fjqPjZ3/9/m+dqKNXuXmb",
+	"0gUXs87371Hn/IYlpeZS4NApU0nBc/NBZ9g5E4S57w8U4WlEpoVcEK4VGftvxoRdM6H7nSg0c//Yw8/9",
+	"onW7cp5uHW7BBV+Ui87w2L+XC81mrMAXm5dt7Ib5lHCheMqInjOiqEgn8uaUFCyjml8zYiahCC0YKUXK",
+	"CniqVKw4UGQuF8zv0G8lK1a12eLc26e7ufRLHLt1A25Z/+YL/0tm5YLttvBreDaq1q0lkEQhpSbduHMU",
+	"d4gsSNyJOyQv2JTfEJrxK9brk09MyeyapdUGxQJfd4C/H5K40+/HHaK0zJV5oGARoSIllKjVIuPiiug5",
+	"1SSXXGhFZKmJnNamRbgiBZuWiqX9WDzcjuMGfWLTwDUhfgk8NSs3o7RcB3xyr7G/m4dVLoViwCvOi0IW",
+	"5h/AFIQ2/6R5nvGEmgkd/Y8ys/pWe+O/FWbanf/nqGJBR/itOsK3wSjNVTH8Iup8opq94wuuzWQfe1R5",
+	"be+NZoIKbaiCamaOOCkY1UwZslPlgikgiqksrhTpFkzJskjYiN3Maak0S3tDeEvKNOWZioXZfvjEvC6C",
+	"f03KQumILA01cUUyNgVS4pp0x1peMaFG5rMxkt/YUNQYf1kwpXvm01iMC6aL1YhONStGCzU+hQc+mQ8P",
+	"z8yHZM6oIXWukG6XlGvCBVnOZcaIYokUqVmUNDciJWUORIs/guOuvau5v1uZGGyt3W3z8NnF25/ZClht",
+	"IXNWaI7EhLuajigc6FQWC/OvTko1O9QcKHWNHiPDXDbugFn1FVsdKJKXk4wn9uJHhPVnfcKeTUbH9Nnk",
+	"eXKSvmAvpz/Qv05I9/glmbMbkvIZ16oXGukKpxwcyrAclk0js5nmIyrU0tAO8iKuVMmIFNkq9F68jN82",
+	"vyjYtbzaczuQUsNcw34iJ//DEm0ePitTrs+FLtrPIrxibjggPmGXytKdt6xxJo5fXrFVhHyapgsu4k7o",
+	"dQum5zIN7pVdVNtsLR+EoRKaZfBXcMoFW0jdch6yxG82h4CviFUcLJ3FnTfn784/n5Oj6+MjK5+ZOvrG",
+	"0+/h5SlNdalqQ/sbtOVcow6Qwo4EEqKCVyXP0k0CmKw0/qO5WuRQhqgXdMaIYCxVjurxnUZaFmwID2V0",
+	"xQpFunouFTPcrGCGdREtJfAsojQtNEtJMmfJFYjRiDCazEkiS2G+kCIxMlfhW2tHVtuchCbzEKl++vIB",
+	"Bnn98eK/idIsV4bTKYbTIkuqiP1p8K15GT6Lu7CplKur0WISfiFzQrR5AuyG61EiUxb+VSZnIyNQQOvS",
+	"bKHC1IEf0KKgK7xDStFZmMDNFoXGClHNlAuu5ndi1psfL9pmBAe129EGz3DBFrJYtW68pb7N1/vrCuJV",
+	"FgyoGR4niVwszNBFKYSZph93ImXGqKi9eK/NMdcfdoEJI0h/7RjpjAP8VrISqHRi7ip+VjCaGnmCxGMu",
+	"gUhYxtLO12j3k8Vv2ngOnan9iEuzRZ7RIPts5Tzv5KxNBLVca8U0kchxMi4YqjKw48oo5prlZGo0GMeW",
+	"4D2ogsGXXBEhtTm/4Nll7Jpl9XNI2aScgQY9lZ2os6SF8Pv+NSimtlwx9tvmgsCOHaC2BuarEVlcEcV+",
+	"I38hx0HKdifafNMAVwn6Z0SO+33hl60iIv5ybP+s07H5fxhZhPngnvKlsiV+hdXaF7h9tTOvdulrG2F8",
+	"Yr+VTKFun6bcrJBmFzUKmdJMsWhdbJmfjmiBpBv+YTslV1NwTo6NLZ5TNXdaS5lnkhpNGUYllWNk4/2t",
+	"wmSrYEhlcsWKKc9YyNB7478lXcXFLIOTnbHeqTGQNaOpmachriMggCM4935oeuahWzd6zSS7oYnOVkQK",
+	"sIjc1Y9QMYgILZI5vzYH3zwg93nrxlJR7StuAFH0mhkd7uPrt0Z2Gztb0yIoYZwoab6bkoLNuNLFyuot",
+	"BZuygomEhXVAfHbPHUkKljKhOc2UsQXtSF3BjBmJ6ktvYztyqtRSFmHBWCpWtJgHIZqts9/m1GKwMn4d",
+	"ajr7Gndgl/2J7aYl3iJJ3SxDwzoPjPm3mUFY+xVML2VxdZux/sE+Zn4hR8DaazNaF8F7Mo9kkbZYYkbW",
+	"7kcNVJOFVNrdj2SRRiSXhY5IWWQRMdf2lAjz7YJRoUjcUZpnmVMrCFjxRp6BVQ57tttkHbvY+MKM3iLp",
+	"+YLJUo+sBwAPckrLTHeGLweDkFQoi2zzvGGfyHLOBKHkb+efrQsD/bQbzkprOirybDCwBjTpGslMhdRz",
+	"VpBnNzcRiGpzfVNesET3IrLkek4S2MR8pedSPDfktZwx8J/wZM6c2wYv4JyqXUh8TXSZ3Q2JJq8vea3o",
+	"7jyzKAXpwnLMRe8Znjm7jkgi81VEmLiOiCH1lBcRPBBgpbPr/RQ08+o970RqZXCQzgIGIsgjo6IZfn5K",
+	"LB1ZJxfP0gO1TU4urLmz5ohLNM1Cj8ulQE9U83mzW78OZ4Us86/VFAopg2OqIjGvkIJ9nHaGv24udfcd",
+	"/rqhARVJJ8I9DFETE9f3U1O280Cj4gZkodP8jJA6mnBxpObkMAltDZDdpg/AkGxRisgHFcC0L4UiVJ0S",
+	"mklhFADy5fL8E7Hq3sarLWnvKtrWLY09bZO1YwFxFTqQ1zJlryvVb43jLlvs17TFeBWzMmwIrE0HIiT+",
+	"8QgGapvd3dTiJHivPhvriGWZYbvikC1yvSJfPv90+NdT61qGochEpitjjziRdkze81e9oCJpr/Yo5JY9",
+	"cxcfBcLFx8vP5Mh+pPrkg9TI291GBAfY98Y0p3Aursk1LVA/03OucPlSZCvSNURhKBi+pE5KHSjDiuur",
+	"rc6jfsJeYHZQKnXWx/5k7oezW+0PD5TnTnYjavtQ7WVwJ4JCuz7gW6FZUZQ5Ml9YKCoVsPBMitkpGVjt",
+	"Q0iS8QUH62BBb9CX/9eXJ0b4e9/+IBigbEhNQ2btlKtggzbpouDJHEIpmSZdM9lxSjUdo546xi9sZLcX",
+	"kfNnrw4UuWIrNURfIVqmGHejWcliMaeqT3Ixi8j/5GwGJm6eTiEaOqGKvTw5JcncGMHmGzMWfPW/Lj9+",
+	"IN0F1XkmdcYnZMpnZcFULOAFVKRUkTdU058KQyq9U8JudEHJXGapIqizvH/7/pyY5SuM+K1dwzkqpYYw",
+	"qab4L3hJjXirXZvrRRbmOGq0oFyMipYt/ey2wlmq5vQPFMmo0oTd5AVTikvRDzpA/odeU3xZcGyzo+Ev",
+	"MOoG90Kzm+AzC1pcpXIpwgpqOg1/LmbbnCkB58h1+AeOrbcIi8rlY/f1606m0WsUp5vywnkh9tDPWnT6",
+	"NsmTN0RP03d3u9gxv/7avqC7SZr9ldIJTa5mEHNs8FH79k36tJu0wV3JZFVTZ/rkvKltJwv0dZkJhmVX",
+	"yybfW0m7YiwfKZ1yMZI5E7utEp7fXOcvBdeaCaIlgSeszYMhXSZIkkkFKQ0ZU4ZJNkYOyxE6a40rbZUv",
+	"QdmxRVbU1UknK61ds8stg6iLzTXZlTTXBY0oFxNW2PB6qY3hOCCaXjFlI/Qwrz75aHj5kitrr7LiGuJF",
+	"Qiuyti2xAGXmOCJJXhL3b+8twU9enkTEOvrsIy8jsqA3o7yQCVOKKfcxBvKVoLmaSz0ypuzKDYXPvCBd",
+	"oGKri4EAtBK7NzRqy4JmGSuA6o3ORk4GAyLogotZLMxqppxlaUg40VLLUU5LxUIUuraVKG7tZhD4VcO2",
+	"r3kgr3iWcTEjXIflTTXuCOgVN68xB0xLWbsJRkeqfjskMFGy8KeJk6LNmZoR8Ky5urKKn2L24V5N+4I3",
+	"Y3oH6Z4MBr0tk8fHbt+1jSlTr2NrWc059buo54UsZ3P46vzZK5IX8mZlfQbcEKO8YqLns1Dadth6n/3k",
+	"nq1P7Pr1xRdFupS8vvhCfiulpqf1C0EWVCdzpqzq5T61s+zVdcaXJ7cxgZrH20/oePDsZH1Ol/x3r74s",
+	"C67pJLOR24aSejw4+euLH17eNuq9mThPMzaaFoz9ztpZ4k/wfdPJpSGGaEwss7sRabj5cJuFMYocJSyB",
+	"gLnurWvrSJdCuifNqwpGF4aLJVIIlphZ9MnAfOBYHMa9hEzrtkb38uLs9fno7Zt356OfPp2f//O8d0oO",
+	"j4cEfNVbbYDD49DuXrFV0OR7XSotF6yAHJnuxZfPkAxhVPejb1ds9b1n6J6JpFjlupYDgPlUjgsqTNAL",
+	"Cq8GEw2QVEWXL148v5VIGk5u/6YXx8/2f5GmVsG/j3Nnb5d4LmV2K+NEPqmuOOY0+kDAgSJLWiyIeQkc",
+	"wERKCKkKtvTk3J0wkcyNGq9IiTkdWsZiwagqC0YSmaUuOw5SLIFSlSNdcehIEDQGRWi2pCsFI5m58ILI",
+	"pUDhFFCJWFIwre5v/2My0GFcDgbPIe+tYBoTJcnn2tWdMVh+ntGEGRuPFYQLlLgMXxThjbG5o8bgslHc",
+	"mbGwyIxqtqQrUjB4h7nVRAp3f5Vj+jiBA0UmXKRczBrrr7me7X3YvGaXENAF9QC4hXuSdHkaueQnjP70",
+	"+uQMZZ97yEih2rGZCXKtYmEeMg9PyyyrvRHvCDGEZfMa/XZJBg4On5aNj0ak0nJAu4HRUcYCaZk50jSF",
+	"HYNgtBFqEeYPIZXAKHYGB4p0wdTG5GbQb3pRLMxz5lTWnoVxYFPsrh8oAnmdXPc95ZMFXZEJ80yzcQA1",
+	"ezOolgWsb3plJtbYZZyDnGrUwvfxsdQGNtpL434/35CayZylZcbq7FNLUHvWxOatozbDiU5jn1DFdnZH",
+	"uVnCYHstGXOTA5uLuc+wqIUshVHWRUPaUtD14EjNpSXUJWMXjKaHRpNgpOuibLKIBepcvYhMGISoqFg5",
+	"QwF+YpTEoY/EgS6CObSG9n40VwQmAhn3MKyQOhYJUJksiIIcW3jzUUSOzGWIyJFaqYgcpew6IkelKtDt",
+	"RWfo4TJWrHkG/5Pxyb9H5IjpJIrFEfjdj65pYf5FwIMvpY6IMFpAIZWqJadb7anG4G1MGvTZmq4bC38V",
+	"IJtmTjGVppYngiPYa7vGE7jGLVBwaeVS9Gy6u/MBbBNfeKDvze+tRH+LPzt+GfDib3DFN0xdaZmfJUgf",
+	"exmEhnIo/ND7yeRiIYX5T15qVhyCWWPkoZ1tn/wC5jYYUYZdud+DETmMxfiKrcYEvNzdm1Sa36KzEniw",
+	"ikgyl0WqyP9ILlhKJivyl4gow1BoRhTLaUE1fq5yIzKGsYg7iS6yv6i4E5G484npshD4b/ickjcsY5rF",
+	"nd4pGZv9wfFPyXghjVG1kNdsTBIpi5QLqtlpLMaG042SjCdX44iMCz6b1/5c8NQou/7vVJaT+t+64Ln/",
+	"OxYyx+2uDUG6zOgYyzkrbNJtWShpLg2mffqf4EYtZMqnHNVEFYs5y1KSloaz4I/NQGa9as6nGtdZLWCU",
+	"FnQ2RmId1aYAsqa2avsb3JNULoVZSu2jMh+TwFJOyVglhcyycSzwHyMMRXMpImI/oUD+Uej3KNIay1Q9",
+	"cwSGOY0qagFPdFlAAcMpGS8p1+P6B7iDo1wqoG4zeZUUjAlzBcexEFLPje5AzsTK+qKBSGs0mhoBLYws",
+	"MgJqvTZlzRng75PziV4xn74edSrKgswudxadqFOjJfAHVaTUiTp1SjIvqxFS4z1wpu6T6sSan5R5J+rg",
+	"AXSijttOyNDjuhN11nYMH7YbFkzcqw7tNp5lmc6FMVZAy7TnFFDNrO+mayYVETfLXkMYvwyLQxRCoABU",
+	"Ew8UxkGtgeXM1ZNwysIbkZ7TKaZ1xlTYU9Cg54D3cc5YhvdR7atOrF+eOm3BUdZO2NFRSzJr86bve1jh",
+	"vL7PIChv0BOzyhnozZ5v15j5kCALjohhvxG5oDM2eiOXIiI/vYgIdUf7jomZnsPW1FJoWlzx9rp9vU3A",
+	"VTG0tcAS0Prm5zfh8MCqJc27PqWbjnkumAMDNLY52JzBmQVHXPIUy/luGRWfi9y72ocPX4aLD3+LbIhv",
+	"iFeienoIRguReBtqFwU33xybz3GdrPTt6a120/2GbDk9JL6N6f56E5HVV2NV5vyGZcrZcG56B0bPzcEu",
+	"OSVyOq19VeffdVXLX8nnz354+cOtjgqvbT2DR6s/1qM0bwrKxSfmksiaJ28EQTPUtVbK4CocNiNY4Pdd",
+	"qHBdDbpwbdA8NTNgKTizSLfyFoHoxJTRXjCDGd2jwUFgv63TVUuffGdH1LSYMR3Ov0aDI+zIkS0fa5oF",
+	"ZwFFNTVT+gB8K4WCAr1gecouOTKiWTqyLbjSkoEPGVThOG4wn+SCFQsOkWUy4bouYuokh1rQfsURrUVy",
+	"PgMsQFkNhlP7ws/SltnQRZ6ZRw6L5WFxaP4vaP3z31sqcay5NbLkskuAGZI0o07KgX3g7ztRB/S2cNh5",
+	"I30pctW88GyI95y31BWFP07C5GJsJqhbbbetQk7G9zSZc8EOjQUNnntrMckpUXLBCExCRZBrk2ScQWjN",
+	"XAOauOqORd9otSkbUT1KaE4Trlek+2LwvDeEpBCochg7jxRG2CLiS3d6oCFLYw51zWuiWMylMub1uBRc",
+	"GwV6UqYzBv+yBbVj6yRi6biPcZARu0kYS1lqjGYYGT4eR8aI4gve+uszLBaGdZLuybMfyWZhcOTN780i",
+	"3Woo0o1tzZka5awYuYxgsxI/BSgghlnVy4VJd72iuFZszAWZlyItWKrnsFuwDPREQMgCH48FPN9rrA/+",
+	"aBQbtzgt24thQqlD28pC1p5fr7+pkb1HeQjQeD09LRDpTz1fWlOyJ4oJTZZznjEnJRoKw13q3h6kSqwq",
+	"Q0ulYLfzDsg1rO2De2VjOqFt/Yln7JIFhP+cqhZGWzDFGlWr3tIICaGf2epuKSfBMuPnz0hBRSoXBCpZ",
+	"DbUrTUVKi9QqiP1bFTzz4tBWvJOzd1ywza1AJne/qM+j1p/do5hrrYxrW/3We6YLnlxaubpxCfNylDj7",
+	"Mlh3OzKcaJSHCrpzViTmJsopoVlG/LvI64svKiKDw+PBoBOwoCHqDBpYWNMEZz1wU0MpWPzcGr0209t8",
+	"DdIZOK8mq0DYuq1CtcrgXlsqndniRce4K/UQku+3z9S8ecuCbRxnhyWbF21bMRdGW33o2kH7UEUsa5RR",
+	"m1d9rfUdrZ9WgwJCNPuhCrbu4UE+x0BfLjOerPrk44JrrFq30bSoESGbU8iWstFBo+xkWZ8Y5ZszDGcZ",
+	"DQUBQpQR+zTnfauf9hO5AJmvykkqF5QLsuRZmtAihUf/vfkgFs6A2ydnNz0fYXPZrK/fvvkEv3s2eN4f",
+	"9I+Pn/d/QKdy9cHg6NmJ+2xwPEwnfx0Oj54/g1lAFBS1F+HdnrGIO0NjIcYd8+pfq58dfx2enDyPO6Dv",
+	"vb24ftnrkzdMrAizi19ygXE5mmVy6T7ukw/UKIv4VyxonmcrY6j9/fPnC9L9u7TYJ+Tzu0vSvfzwtlfL",
+	"hHDRRPLmwyWGZat4LCD/4AMpp5nC1CgIC2MlUp98kPZYicyZsClFGdWGlsk0k0aty6TMJzS5ikhe8Gs4",
+	"b6PJH2YyoRl6oF0qgJFGM6YiDASac46sm9ZrrKdEMUZSmagjxZKy4HrVX6S9oHvW7FLD4K55nJ69PA6n",
+	"Sjjr/sXLTWsxZWL1oC80bKAQTN+eFmWP/JoVK4fYkjKluQCfqrkxqSOVlUtFCnov8ccjQ4Hq9mFfu3h3",
+	"tmrE/Q8UFOrhhSwMoQMPd7lYEJdJDxQZQ/5AAvQOmQSYUJDwFP8cY7pWLMw1kSVEJo1ufornDumFVQIY",
+	"Imk0uTxNEsMo4Fex6I7/cXgGnxx+Np+MIZZ/8eUzRHcVggfZIL6iPA2nUYRUjg/W9FujMeQYQT2CZsEa",
+	"XojZM6qYZXWaZDRXdQ9G7bTAn8Mbud21b1kuk3lYQ2iDkTD6UQBFAC3H8KtyKbNd9LW6BhAqeaTForrH",
+	"IP59PTRVTnzbLCxIwsddKphgS5pZMw2SRBZGu1GM1UGIar5PN0Z4btesUNbw2cHrA3MYlUIjiMjOBsie",
+	"Rkto6AubqLRWvC+lbhJE01XZ8gUX4S982e6a1iKlrnIsGXrZINYoyYSRJKN80YIJU3l4gqg4pGBTnmWQ",
+	"nNCdSsPWFEkZFNsZJsAFWXABUmdBb8LOyj0xNP7fUmq6bx3qL3PMkwBQoVqmhAa4HZtBSMHk3ZY/+Pn8",
+	"w9mHz6N/753GArIHXSK44aYryGZqwqcBEFYKUd5a5hQByCfzaUjSQdFoyD3sEhbwAYIYKWbivoIal0O6",
+	"E6nn5OzirapqQZ8B73QFqUqzPBYVQRjGb5iXAyHigoz9t+NTyHJI8hIPEvVoNELMg9dJXo4tIJtPKBxX",
+	"WVGqnDgnqcUHYyL1s3HJSTX3vllI9aNYdE8Gz9ecU71To4adP3tlX+IoGmAItLLgR1in5ALFdemwgW6k",
+	"RuD02QaAVHdGbR7PNoQ8kGdkUiZXTPdCxtpaHmYD/KVcOHZat2AUlporf/i1wxQWnyNs3aDzPzjWe/4K",
+	"8w9qial2mGaeNlM2pL6Jg7VtzFuYeePrNaljVwmlALDDXMx61XQ6W7PI2tYKlFJlje2zIv+zNvgyvKyt",
+	"Q3vPJNxlyPmzP1EHRNOZIjbUo7cyzTax6BPgW0jJXOZ70VGINV9WIaL13AqjxI3gGmxO66PIVh66CLU5",
+	"B7l5WjNFalrijNkgGKitwTzpZm3HfjUYjQgPuvRIF+RKD7EegIeXWh5iuA610UaNxU61E4G6BX/xwvF6",
+	"OHLIUMszpusX1WpU1LIfB+OlHH4EcHCpoF6iBffuYYDfWnTVtv2FbR3WyleumK3f9XvpEGjtymyS9rRg",
+	"ao65u8G91lJejRZqV3i3JwS/u8l5wdSD4MjtUqLRNPTkUhDzM4I/IynL6CoifAoQFl1fE9ELxzKruofb",
+	"KxP2Rqf7o4oIRDtWQFYqzQqMwEO0DkAfuCZd99XCfGXINIwPYCXfPoddMKpCmVW/zFdVlT6EuMCnYiWz",
+	"RHzHK55lLFw/X9hAQ4D7Aov42/ln8p/mof+A+KZFBViTC+bNPqZbyN+ZUarokl6xcOpSawb5DknfQfzC",
+	"ZjAIbqfFB/RxIdyRjs2DwM9wXzpRx2xacKpb7JBGdvZdcny3YnM0YlI1kKoa52lwja/tovednAWSUTI5",
+	"233mLtRz26zhpVumgiGR82uHVp1lFmxm2+CNOMr3aH0hbdjHFXvjaWeHeODmtL9uls6OFzAZZXEYjJ5k",
+	"bsjR9fERfKD+0z4A16W/sfTAQYCH8Jpm7cx6LpdYM2G9bkTBXqjNixgyI+zDO5/12nbfQqbrk6/GC5IB",
+	"1PiEcuZo2pLAgl+NHJcMPSFbsJla02VyqucjhF7eEyOszNO9Bf+mO2q7wlwrcNoJjPgVxJ8QWo90bR0h",
+	"S1uE9QOqb9vkfotm91Zb+9uaraCv+8IoLSXprtVV9KoYDih/gKsU1qRbz9vejrbJttb+b2P+NVVyTUXg",
+	"C4bABIiY2+/cChiDzL6aZDvHRxL4uoVs3nEVIJ2GZboTG/BkeBsLqF4dmtbn2h5uurR0w2lZO8rbcLc1",
+	"nc0c4qiCqEHISCddC73tQbbrXowaoPYQrCeIDCI8RnWLAkjcZC6X4LZbULFyprKdippTOPVTQi3AdgNm",
+	"0miJRiODxaM3LMGaISwSkRJjdBOqGhVLGOlG95qQUFHyYLcbwnSjlh1HrISMIT7QxtYfYC1Vyw6jQ9Wm",
+	"kVbqsgPLJ13YWgtQiPBBoHi6U4YNxOBxZd5TcqQXOVnQ4ooVhKapOT6frQXhY1qkEIFUvVMyMOPT2ugu",
+	"JrOgCMS4CG7kbbxkmz9KFpueMUsluFstXvXZtuThfU504sDs9wAZb8XKuTXDdn+Z+D3IKBy2//3bYbDp",
+	"lCWaX7PRbz4wsI3X2fBBu6RrpYZ931+6nKRtj3+Bh4K79EUFkX2boQzn4V6eEsV/x9yU9/xVvaVJ/+Ei",
+	"DHeBnG+4mx/EM3yro/e+3to7u1t30fnQMnzIXjCBXPVS6O2eIIYMG1Fq6tXBlp31GiUW6wjOLXnmBaPp",
+	"CLq+hAGKt6tm3ra/A1/a0lIGpf7IAX5virwJTa7K3ElrEBXwcEtGfCuNAB3fpsygcO86CHr4c6U0WxwY",
+	"PRndXz2MRAi53FGdtNnxbnZreqSlhq+ttPgKNmBnG8RZH5UaFdV0qAdTVczWjLb4pj0a787pErXT26QC",
+	"30TMPIVefkMYwEExQ9yDAFmYHl9m70mGcN0S4m73RTvX0i2zskfc4pcKX6l27tNS/UL3yV6MOsl+j8/a",
+	"oPvCpTV5s7QmLHr2m8FWJ0EI3LvqsNc4jALwB0AF5g6l6Gi/Cpq2vAoPZXCgbDEWmC5LBMELwlC0Ftqw",
+	"REvou1eV25TiSsilCPo/y/D5tFPRe5fSvEfmehg2f4PUSVcWhKe9sEc9dFh0omRme1KFGkW2ONoreXU7",
+	"QGHjrq2lgQmH7d7Zp5QpWPPhMiEvjYpoL2bObf84aGpoXWi+reE/Ds8u3h7+zGrd1uwvjIHAaFFrXgdr",
+	"wo/8w3Otc2wH6DLKNvUGgVfh7OItVDSBc7JPziGFEZuBsZuE5ZoczRnN9Px3m99HBfwG2p1BIJWqWIzP",
+	"Sj2XBf8d8h2H5BVMiGA24RVbuXRCWZCxX9xw4/s+ObIu2Bqkoc+tAagTTJuwz0AWhk3leX/++dPb15ej",
+	"zx9/Pv/QIwh5wrUtfsbUTNSx+7GIBZosami/sUQV1bLeQGeOvC8r8o06Ub+IHOqSEf2JRQmLhZnnhGVS",
+	"zDw4ktXsqz5xaMuClOG6T86q9CLzpWLMo5D4b2KBBIVW9qlvMFAlJqW+GYHD6KdwWJZDEClYnziPjvKV",
+	"UR7dHifZ9Tt+oHpgkNeThg/8ftUSryxu4gIzUP1pxaLr80wTKRCIGDKnerjE+osOFHHrAzdBJoVNXGUK",
+	"HPTwWjg4KAlUHu14SMbfYiwliTvDbzFUYcWdYdwRUo+gi1LciWJX7AHfuIhbHMedG/M/4FOwz37/Pu7H",
+	"4rVMmRoSLq5pxqEbTwlpjYA7E5FS0FLPmdA8AbCT7snguBeRSsSNUia4K7mLYhGqxAPnKE7RfHDSiwjN",
+	"IONvxG640sp8+mMvIlPKM5aO8gL89MCZ3VdaylFmxArpnhzDSJs1eli7JwvyYvCDjQGClzbl6grXck15",
+	"BhnCUJsYkXDNYhQLzIimmflg0IPzWH926BsruswpM/RUFldGS15B5tZ6wyuLwkiWssxSVJaBOMHxk9Oq",
+	"Bwk661KANbP3/sPHN+byv//46b9H719FpPbpm7eXP5vPYlF/9Owfo8uzD29effzH+WUvqjkHK99VvXka",
+	"zbIVTAnQhmD29ibbvOdYODPjlOhiBSkdAJskhb+mZiF98lYrMra1qGOi6Moi3+KKhrEwpOzODygVTXEg",
+	"YCgEtYRtKDyKO6XgGj55z1/BB/iiuDN8Njj5q3lAsRT+en4cxR1f+wgffR+bG2peSsZzqfS4yoQxf7p2",
+	"JlwRNYemL2Z3fMIjjmTWoJAMLOIykaXOS21xHfGaIvjsIQgLDLQ5OYNxuDkyqjFPx0gY4EicSaZi4XR1",
+	"cCEeQEOxkomEOXgrRMGnHuOpd0rmjBZ6wqhNf7+8PIcvzUgZF+al3fEQUnwgBXzcI25mxYocvyDK1kg6",
+	"MCWzKq7IbyVnwKyx1hdHzcxOAalWRRsErqkAZqYlGR/Zl6ijbzlPv9tY4xi1zPE7qvQhBFUP376BpEvC",
+	"lbnFeUZXLHU0SQxfYWmFruA2ZFJOp6wg3RNik9DsAeSs8LOfrDyfPyV8ShAI0D5oiDctZJ4zZ8EWSrsm",
+	"boqMZzQfuyNOEYZdka5ZVcrGUIJbSyG0CRV274x8MwwjL5hmRc+BfaISt2Dm4qwsAD6Mh2IMcaDhrPDA",
+	"XXTA9z53+UP2JHx+po4Fzuvom392+373yRuu3NGJGfGdrnLDl8xabZIp11BfD3zEVXicXbzt1CKEnUH/",
+	"uD+Aiv6cCZrzzrDzvD/oP7fKISh+TpkCbAK0F4w2DWrT27Qz7Pzdfr/WpfrZYLBXt+i1CJLvy1pBBcir",
+	"nXoKbbaUvmootZ3hr1+jjioXC2os0M47fs0EU6qmVMLzTrGrLXytDq2pDnCM5YDPFe4xF+DYgneO8LHR",
+	"v/cioiQgeAbVxSgWwNRs6J0r360ViCGgOEZIw6hZAoQc6tZO18ScvFhcFHLB9JyViqikoDmzOs6BImNa",
+	"14XHRk20qEUiVb0NdQ9k2cngORJakxhc3sGtxKDZjT7KMwohuc0zq80Wu5eAdQ0ZDieD4zaXth/T9Rc3",
+	"Tz/f+envdbKozcBp793GaUUO1aah3Pcs8TgN8IiWKdetlwfaQb+TmDJU0IVhOwpyVJr74ZReKshclgWh",
+	"M9nS2t46DquLtVuIpG1AdAGGBtLyTsMEX4XRmK0N+MO/hATixg9rYMQNBEwLCbW1afrXB+VhtoJy5xh4",
+	"rTX499tRGDfvDDYUxTGB8gdPcU8utTnvZE7FzMgjY2kn1EhcjETzBSNLLlK5jECKK23ldbfG9jB1sXlv",
+	"rthKtV6bd1xp7GivHlbuuFF3OzDsqX/nw4LB7rP3axLIvI9MVq7N+y47jJDgeG8yhsGP5lZ/go746Nm5",
+	"10bvspPhfbJN+c1K9t0u8/TJ3TYXF04o4qiv7yWYRh5U2uhfrvYpgoKByp4AKMpiwQXNFOEiycoUVIxb",
+	"OL4lEFQsulD/Asfac+zYIhFZRnhlD8h5+RAfqJ2ffm2QgjHQtt+2D/DEg941P+hOlw3qZQNxN2Pzhd25",
+	"PK0XgTaTQe6mSbp3qSckw1oO+IHC0SML2w61pEhhmaTpOpGeknqCeEQAHvZkcLLBCOClR9/Mf74fQYXw",
+	"NobwRcAjHxA7aI0eTgJHQa8aRT1PvHd49qBs1+qKZpQL0oWCDkgjqhMKQLZqKXuhSxq4esLtxM53L+rk",
+	"Nou0ubVv2jf24XhtHVQwQONgL2CHGwmBJ3n1uCdmnv7xbucLS3HpVl3AEDf/mspiCRAdAPsABZ+9YWVz",
+	"CVnvrmCuE+TgmSW3FqJxVUMs3Ej88xWBzOefmbupiW2pXbnU1oD5UVQ4YBkUDRG23vBOB2dYgnnRJ2fW",
+	"Zw5mIrqA4KC4IqkU7LRWn7GcS8XwW3TIGmNy5VayzgV8WX6rDLiAJx5UBvhBd5IBUMF+Z3ULx3pK7sOV",
+	"q+L2TT4UuiWR3DB1CqmnKmK/RW2Dtxx9c2Gf75gPcxuTqqX47seoygAxXDKgBfsupvQriUX/O1PBHvFa",
+	"i0HQMORuhVhFEbZHF03zC8Q7+Bokp+amfX9E/oxE3k7Cj2vb3YPeoXkUrfWzAaFq7wAByAvn17JiV6Fi",
+	"64JtFF2l6OS6+PjxXURSlvDUC2w9ZwI4uctMAOZmWKeW5NcFF9Dh7WtEECGkBg7CVhIBIDBCKAtBUoCP",
+	"Rr8sTHfCMrmElxvxYAdwF9PjNECxGtxB6zOuzR0jpBAKg/gYxq48Nry7gxtXGi247czXhn8flv3WBt6J",
+	"Adu02TuzYDfefYxesxnuRa7VjNGGMTm25oMNMNI2xQthiT47N9QTcDVM4cip1qwwu/O/f6WHvw8Of/xq",
+	"/3v49dsgevns+7/tlUW0X4LwLlVpu/C+4wfjfY6+tlHP4/O/O2qjFtvKJ0bfJsgtDRtRbv7xvfX6/43p",
+	"Gmk+ktjZfeufRJh8FD4NxYMH7HjDd9CFavf8Lu6S9ZO73VmJu/t/ob/yntZ7i28z8j5BKWqm01MSRJso",
+	"eatU6d2ljy5GnCSoAweGO19snPBj8vHt/tyn9ePCgdSSAKsOXWEuDUlh5k+uMI7PlXUbWq+a1WERcsXw",
+	"pcu/nx0+e/HyNv5+VEnnRyPJFmsN2Y+V+3cnzJ2Uiic1lv4cCsOdIwyAPug1hgMv4taJEso0V8RDsa43",
+	"sK1IryqsapVFrxyg0tb4A6Q0oQPNF4a2RYIr38JW6nxAuVctcyfJB0u+m+CzIwVsEPwmMtaiD2s2bIxQ",
+	"usinLx9AgXn98eK/LZKLIJTM/osr6WFpnR9SLgUmHXAlM2sduyauIrWYxrFwkLlTsDV9biJkZmm1hoht",
+	"2BpANafWz0gdU0SMtYIJHWGGmNIsJ406IcI1SWTOmTrFTF2I+4JjkeU2FwkWBfY6NGRgM650sbJ1t1zF",
+	"IpPSFrVM2FTahF3E0OOIv5prlg4JhRQyqA+D30KzRZYyoTnNIjsh6PuIjWgY9l2l5I1MrlgBdcRcKF2U",
+	"tl2gbcsgpCaqzHMJeTWWtZ8MBkTRFRRTYD5NLKb8pk9+sT2+mn0ZqykzkYJi4nzGHPKrIyzdBmcy+CKg",
+	"TjkWOVUKOxK6smXXcG/N5zxsVvPWW0o6YC1iUR9jAWBtXci0G5s7iVl5Y/Px2MZ9xjYvYtxzfv3aGmwd",
+	"NBMeBJGmq34szoTdekzwtA7lWvG6K3gvGGIoOozK9xfvzj5j5urb92d/O/eZ3ifHz09jIYUNx5Uip8mV",
+	"woxZrsFNrWoTg5xblpOBmUwdrLGWXbvBO8d4MceRxYWMSA0TMiJjX0mJrTuqwstxr5rnBtyj7edPuEan",
+	"kYV0NNu1oCkLJUNBi2BkPY8jc+Hdrn/DTpL32cOOHWKYWLL76EL3+I7uo1dIWNVtgmvTYBqywA8BwfPU",
+	"0wTc6AavwqWuC9+jbzzdasxXJPFIWlHr2fjZ39s2t7Um3jbPCwnSKHLdd8zmRYTdgMSA8LNI3ZXN5Kxn",
+	"dhmYy442Gk/vZLDXjuQooSLBNh8PP1yrZxHG/Fc/8UvIbwng/cKrTytmaIuE5jSbHi4p2FDNWGP9PBwo",
+	"WDC7dpzJmcW9UqTLU/IfVSr9X8hxjyS0KFaEElj6OzmDzLmhlRcuJxsFV0SO+31RKTU2lRMT0TKOsgQi",
+	"clh7xfUpKGo24dyiSvciIv5yjK+tawOIO4zZdymaj803U5wU1s04lFHoMTKnioxRG8NOiWMszMZO7lj/",
+	"I0DD4IKMu/hkD0Hop1zQjIyZSB08mNkRzmryMySU3HbtmqMLrz7EbKYmPa7fgQ3aw1nZn96H/CrU6EzO",
+	"AEdno0DDKMbXLsrU1M4eh8FEm7W6UDrker9yhTNzNtN6xWQjrT9kOdXSUu3dwZW23pjPgVqIgimmx+Tb",
+	"9yHJuGo0PGSKdB2aXNXADYE8IK8gttq9XRIwcqhagOIXGKPvMbrHnvqq/AOqAK6ugNat5lbFApI0AGYh",
+	"Ig44EXrlAzYi9jsz+mk6Jt/iDk/jzneAXU1kkXoFfgaVgec4x2YdBt2ot2nW50ApPcWe7T4IqaXsnfrq",
+	"DHOVqa7XxICQa5wXFAf/J+xLD/PhEbMa2o1UxS9oj8TCHYOrV1pZtHOSSTGDFty5Jl3cZp+TBD+Gvn16",
+	"Lkuzp8YScIeien3y99a6IVUvDpJTWwoUi1iAOdOADbQMDQpdaKakP8g19EHlZuhZp19YzxhrdSQ/H5er",
+	"4SJCtVR3E5qxF1mqxQI6NKYR1s+z5TXjCOwvgV/ZJw1TQL8cJvlwTbqWiptFE28/fD7/9F9n7yJHng36",
+	"R8HkMvo9qvKiZ/H15/TaHJwlO5ea47DrXQ3UsCr1WaclTyyNhapYeIu5/sMpZFJTTwEei3HC5hyrvFJf",
+	"DgT+byOKquF6pKAYep5TYYufDfPE7j8aMlCYMqPaPBVLBzVJEgs3ZrMhliueguC+sfnDdSKbZcH+9wd+",
+	"NRZiGU7NbRAv3H0Kmlb4knPkiGH2vjfHbeftl3QBJLb+ipA3DC5J4/Xb01A22h6aO6iYdbtspKId+HoT",
+	"j8u5eVVbprbw1TmBeokW0IEdHHchPWFTGzDsqa4L7Gcb7lPz8+LOtQxWcDlGHtQ0UHdMpFAyg9YyRu8w",
+	"wrUW4AXf1NG3OVXzrZbgT4Ag84h2gWsgGdDOEETnXnrZL3MG3IUiaJ9iGivWzItvz3C3YRPHV9CJd6Cw",
+	"K15EMrlkRQJ9jRhgPgd0NmiDuU1rayZYTAeHP3799vIklFVRC59sqlUTma5QvdC0IN3Z7zw30llIDZUA",
+	"1aorGKIQQiTU/lmpBHxTzWlh7aaECquzWhwftCTMCsmiVJpMUFKv7ZqZGfpiYftiAfYG/MqW5ruZOTfG",
+	"s8HA4ifKglWtScgrC9c28SKz4cf7cvHu49kbKNq36VS9EGO+KGtEvYvH6+ZQ06JJ0FVHeC5osQqc1ZPG",
+	"mLbcoeYWG4p/yCjqjpd38BRusy9AXvWb3qWWXm1jW+t8T8GPRpRRlI7Ix9dvSUZX0ImtSOb8mvVs2CEY",
+	"OL01j+IJMihCeVp748HtElmCGHOq7pVzBNUhFsoFcyRcyrmoci8jMllBFVHV/sk82mvu++2lYG/g82Ap",
+	"2EkIuwoMuXsJmJ8kJGHSxhpPiWuwXTFbR1OGjRpNfOKjJKn1CWBkw+4OKtu7+QVuq6yqi5izw39i+l5/",
+	"dPj123F0q6jZYJ73yxzZxk1qrZ53YqCBI8Xdu4v6dkfyfoc8p376pDsBkbmSZQGWBeDzQAawriXcY8TH",
+	"CWckfAthBrE9QPeerJzRCBEdeCiTsxlL++TSmzkWOtDZtBysmxFP0Rh0poqHIcZer1VPp00itdH8AKki",
+	"jgf3YUrccCNnN2/qUSEdXOX9iXhnf/YnGPTPQ6X3Yf0FWxY0z9mOoHObHHwul4jKvaCCT6ESdMmggemh",
+	"e/PT3ZUqm8QyucatwbbBkNkuhatYglki2D3VFOWHnFrfUUXSTYqueG3X/7KC3kE3yGGtLwCosTJLXU5V",
+	"5fYSEFitU3cDZLdVCbistVzbamEAxM+hYuYhjeVPmmFFGGYMkq7DObB2dq/fYjr7hv2elipgkg1o4nZH",
+	"wieWIzMZX7HVf1zTrGRjklNeqFPorQ6aPrTb7WPHlQyQKfG6tpj02LCoPjWvy7S1KqqqZ/UKlmBU7s7d",
+	"QBai1tKc47C7IzRETmfMNmd7uiQiwW70qDbyhrw7g3acvqSPKk1yiFhGtyC179bzwMJC3trywL/56w48",
+	"icIUAcymWXH7WP6WzcSoWmVla25UqP7i0uNkPoZkaYxRkzGPmQfrj3jznKxW8di+sD0rcZ/tIHw+Uc3e",
+	"GZaAs7+zt83XS7i+Xr621WdauEhSQgWgdFEXczVX8OYQlLdD2/bUagjrksRnY7RZNT/zLKtT3m1KsG3j",
+	"dR+zxgxZj5OBMIa0LBC9PpY+p76eeC7tBWpzJVZL2A4rUZSM0DTF2KAeu0Qw9A4NydK69AK+ZyO8sd8a",
+	"gZiG0mDxL+kVI13FGAn0Auz1yTmHF0I2gA1K4nvHbbIWusQ9sI/6Ue5wHdx3X3rYtD1Dv6secfN4+6bj",
+	"A8JrYavEoli3Kk7nDmPugX0orHrvrsLPT+VuvpPaiE8HN/C5DumHUbwaWqCNFna9qvDyhEy54GoO8PQI",
+	"U+yaHAjWa+IhhZwRexBEW9LxB0RAXoMEqDJJS2Hjpof1lUgBbW3JyY8//vhjLLqGsOoPHF4fQ/drV9ha",
+	"ZU3+GIJ+RRMgYVkGA8YCYOogXwLykv2ersdNq9imQlSODx8/45YXZa7BR/5W1+OdDr5yD0BF4L4QdLTA",
+	"lbHA4P2pRfXBieNPN1/tZzOOMBuVL5gs0Rk6WQG4rQNplwUBGYTMXTm/aZ+8BoRKCYjH7lMQd2CpaQuj",
+	"FREuYkGLgl/TjMgiZUXIAf+pBNjLx1KiZMruZZ/vGyuMYBMw2p6zwudUrV2+IaYXbCBxxqJ7HJFnEXne",
+	"7/fhENehOXsRGcPrx3h+q5xFZGxMqnH9Xf/r8uOHWHQR/rYAK06RuGOG6AAJxcC04o4xeFc5U0My9mPU",
+	"klm6NFvSlcJLH8WCp+TYTAGzVUZyOqo4DPzM/zkC3N+48z0iY6VTWerxkfkHK4pxLL7FsLUAqmuoRWm6",
+	"yPFhc9EyPSZdPDzzByzacDgYwohd+CHYo+ZfIu7ogiZsQpMrmLX2F5hyuBsoyt3HBwrTPqvueXh6B6oX",
+	"xQIQWc1AFrU17gx//k66P1tYV8C4RceJg3X1oLG1Iz5QsUDM2JwVh35bSCZnp9jtqkJiNezXvUux33qY",
+	"sm0+jsWYibSxz2O4rONSsJsc0ihGG0/YFCgq/LYt50xg0t8VKwTLSMpZ2jcnY9Y9qjbXw3h/J10hCU97",
+	"EC2E7BEHOEoyqZjC1zVW7PIxaoUSTKSnVUKJYXiYeLaeDhSLHfKB7mJ9PJao3dH6uH+U/xMaEoaaLTOo",
+	"kpTWIYBtpBQOAVJZICO03/neroEFJE+rUmZu5B+aw4ItllHm2oQe65ZWTBMcXfUfJtPl4RNJzHKmmI38",
+	"GuJcXtZWmWozfs0E4ekpZt+ts5xYWD4RtWJJ/8nuSTMzVlSS7MBmnHrJWWlYmxmMQxsGzH1aC2xZLLi2",
+	"2XU2SQ0rrKu8WiZSO0wX6ng4ymKrthmLlWuXetCzW3dnvTa69WFvR9xiF4WVtkDw5PEm11ox7mbz+pGR",
+	"32o2Vwt6bA2vXLl2ZFgX5uZ4N4/Vk9wFv4+Qnuz1g+7l27+9/fDZOToM348QKNvq6mBaWERPy1eYSFUs",
+	"lJTCchKfz2q1HacGdH9mq4mkReoHx7rLTSXj1PaiMM8Ah/LGIWi4YN64XJxQRMSRMiLzbzXzX7uHHtTI",
+	"rw+9k4lvp3E3A9+Pdl8EiUq2O+PbvfrBTO6AAYYrfywbDN7+pGbY0Gi2tNCg0ubGlBl+CBkixNshw7jT",
+	"7/dB7YWONOTL558O/9qLhSzMQxOq2MuTxmO+1wrLFAMLRaTWBOJ6ZLvkfIjwb7AiJlJmYKxguwB4G1Sc",
+	"4d/kQ9wxqn3cUXwmaDa0ZQZg67gGPG78Pjlz2Iz2MbDfKcHfQqmOnwg5PMYKbJgJAbdknwTsnA+V1g/F",
+	"E7GoqfKobPjGGShVa1qKKz8ymqrhUy7lDxpo9I0ls2ll1PZz09qoZfpPCkavlDMsYKtj0TXKlI1rNvzv",
+	"Rg7YEg0r0h8ySuIZRaD6niZXM2gk66utbEOExxVD6xDnha5iD+s2gUsLNooolLpgQSRPqx6OuIRe/za2",
+	"3mi4ssVqgKf/f8PhYQwHW9K/xXbo3x/BGUfZS0Xvk19kceUnamRXLBylABFiLyHw6AKmKOTv8lq0+nhA",
+	"FlyUGosoHlcTv9iqgTfoG1nqIyvfF1ul9CVM4f6Ceg+spmrVrlHm5du/fT7/9L4TmX/9/Pbdu07UsR/A",
+	"X19v6+RoX3k32L5AbNMIikdmrLtxQKVThHD94wiEifQSZvEkxIH60OaJvFrZjKVlwaHHIzwXzECBNKDN",
+	"8gV2o/3vg79jMgCg/zozbAWOwZlABTfssfaKKv76UPTnmsz+QSQIkZfbbKuUvXYPPrB9VQ2/o33lp3JX",
+	"G8uO+LQh1HUf64EPhSnSRW+66qE7zmXngaNpS+uMBzDbMBulvqdPcu+TZaCXr5H7RhPxHZRPyXonaBt1",
+	"KBXs31wuWJ+8cZ1RjTIAH4Wue0bFrKQz1kis6OQrPZei84cjBzaI+kGzpv7l4xaVGYIR4i51VFDBhdUQ",
+	"WeRSkGtacKNdqt4ajA2G78p8i0WCN/Lom/3XDpUh65fnNm6Pb/vzOhQt6ondAKhqhu22qveMaUjmpz61",
+	"QVgwr4K1Ak88pAJj93qr3r1+ikc2IeGRdav61FodZTiTfanGLuDPxgTufK3/Zrh6dasxR99SWrfeAMRL",
+	"gx7Gu/3lBvyBmUvrp5Wj05ClJcQwfaRMXWmZH9HEZ289fA5SvYAWI9w5OrPAo5KXmhWH0JJbygx6x0WE",
+	"9Wd9aJONE4s7QxJ3MjbVoyTjyZVNUUikLFIuqGbmgV+PB4OIPBsMvn4fRxs/xuSMiHj3JIk7cx53Qs9e",
+	"sZVLgvDPJrrI/qLCz6ukkFmGb1+b0wszp5PB4Cu6KeHBER6k/3kqlwJ/bL+nC8z0GJLn38eYPIV7NsPO",
+	"RLCL/7Cl6bHQ80KWszn5x+fzy8+YL2MVF8iYwZmCO9D5N6HVrtlIW51hMRDn1CI+JGWhpNErcqmwebdD",
+	"gVRJwZg4UETx3xlmVWBmFEyeMaHmEmZuwYywRWYsxtW3YzujHqHk4sPfnEkTAXCHqHlfqOtCqrUh8u7x",
+	"iwFZ+DhlfQ/InIo0YynhutcnZ8L9FJPIbGSFTDn2yp5yBridhvzcYRE5neI7caKQ2Vq1or9iq1qSG9ZP",
+	"1yM2ja47XM+h3jUW9nrV8+P6BFPyzFBj+/241sOfqto+Q7mNGSeU6PUGf3wGS32kUENzjCeuu24MjnlL",
+	"IZUwlYL9HyIKPpUuB7DGFt39pdDGLTtQyCiRI1DlcZl6LlW8inhZ+rqV/VfU1goutXsiqSP6ehLpADPI",
+	"PMHHwvdC2TuPdDmXmbsg2OkF0sXWOALy2Gx1Ssb/OLyEhw8v+e8MutirTV5Gur/c/L3n4iEqoZkNxLZc",
+	"u8tqy26DuUhoxqDbDHE1qlAzmPMblimy5CmLIHfYIcFSlbME1PslT/WcYJFoJpfNWWeMXiPQERIBV63F",
+	"a/Cepr/dl2y9fP7Xk3u3xQUgx6NczO4A5BBIqYcl/h9yp8/qvLwJoVTdUNK9+PC33j09G+E7DlA02xu8",
+	"LuQ1+4lnbP+y/sHTwKRDaYyFnpBFpQgTXTAGnNECRefUGL8o7qnAnNRee9nMG7kUmaRpePHbJJlMNNsa",
+	"a4K5ApINRktfbu5kTgvNaUbcEE8Z0MQgmN3Rcp0wSfcTAP95lOzeY5uyF1TPO624CAg+4k9pFz0ncEBP",
+	"p7nYJt5h7uZQCMzePzaPezH44SEoxKIrsAp/z2M3ImC8v5KctRubCIqVcaW3etgfBBPrfp3Y79GE3Q5l",
+	"i+QBhOGRgxlPcC9birZTlq+pFVVdeK0q/OWt+sU2ellcpbx4KMdEk9re0yv2hhdP4+gHUghCCdUDuvDU",
+	"H92FrZV93cP7ft+eapXMd/jIyHluYzdGdXgk6qlrTY9OPilTmguKBxEAdkCg69sJzD4XNV74R7c8bSW4",
+	"p1A1t5KP0rRdWl1qqvdXHR9QlWBOTv3pJMZWlr6kOpm37uov5tsdlYCnQB69q45dJZvJKRlPKxjlesUd",
+	"uqW/b4R3YYtYzef/NAp4i6AvWFIWil+zPavyW4hAFlePw5J/ksXV/UFE9oney1LoVsXn+OV2xSeq0Hta",
+	"h23H8KlBD2Idg8NcaMzneQOg568vT25H6Hn4gP+aNg63JZD/koab2trc5h1xGP8sODyQ4C2LKxXVmxTT",
+	"BAIwgDekXEmayFYI9J7IMkvJhEETjcimdmLGMfoynqAS7SkRYIwCTuAOQdBzDVl8JokUrhSYq3U4kgNF",
+	"krIA6xPB/iIX32IWgw+kTYQw8Y20CJ5GhKZpYY4Ctrd2KuhktmYtQjrYgdEbvAfqzBFPM3aIgCiPE1o9",
+	"28BogXUK6SKAkZdBBbElw1wKInOAQYSWW9J2q8gkdrOyEC9dIcnriy89m+1OVzXgltONBoSu+dwVFylZ",
+	"OgR+RLYgA4vJDz9CeEaX2NVFpOG3b96dj376dH7+z/NeRA6PLRYjbh2C+VM3McgFU2RpDgs83hvdLt3O",
+	"pRn7CTf/iVp6b8DfNFzt68z3MMx9my25N1/5Ryvr++DhPI2mxTSZyyUScN2LuaArw0RKUTBseGijO5j8",
+	"1IQyajUjtzYpOqsxo0zC9XE8hs6wLwmUGkNc9/zZqwPM1WDiOj1QWILrnrM9P8xMY+EC9TbThXTjzoX9",
+	"CC54zlPywX0bd2pZX65GxQx7aq8R1yoWTFzzQooFE7ZEEasFur5Dl7voulQ9xDJZ0sJcd9ts0uy8OrXR",
+	"8z7akbHgisQdWEPc6Xs01dRGuGu7w6csWSUZI93GG0jcwR/Fnd7QQa1GsXC1mbbBZERyWiozX0BpgXok",
+	"luueraAwD2B9UkQyqSx2euMIEBMBwoWIheDaKEAm6jXNLPhqnYCKUihMcqDaNiJBNnLqSyxi8WwwGFRD",
+	"YEk1MtX19ZOukeMC4ZkNFzSPUct5qbLdIhNZpLCvdoFc2G31qLYYTIXV1boQG6KzRR+DAbE9buzeOhga",
+	"wOMCMsTOJ89C1O57Z9EFM1Rd9Y3BRlhV1xibN4J9d7ytE2rORBUZa8ozcjgdE66G0BWn6vBl2Ps7OXvH",
+	"BevBrsBmA9aLGQfMEaJYxhLzsjpuEukC6QNEZdRoIQMf2cDGomeL2o3w8O83OgeMwbV7ea2PjNvZWHQr",
+	"4rXnrCGLMmpc4GZzH0NoUQulDQkVscDzg/ENo5owW/UHrVoofgF76LkWtA8A4B9YE5msoIS5Z7uAWvPS",
+	"tqghfKc2NLhulrqVYReaz9gpzddC+8XVy2mxKZPtxwQYKk0sgPXmNbHAMbB3Td9SU5WfM5PIxnx61H9M",
+	"aHK1pEWwj1kFeWebmW0Nwn/66TV5/vz5j7BhZqql4DfEitRh7ViLqttVdyoLMzq0KsTvKgHSdXPrtcTc",
+	"MYfqtkq7oFvdrT9sbXfstDqRryOqPnGzCpYO7Yru2sBz3QHQdVMJyCReQXbNMlsUydKWjYKHmsi6dlkp",
+	"m5Qz+NVUdqKOEUdm0aACfN0BbNeifIAVZY1ICLZSLlCnTKhihk8prvk1aztJxWiRzPesmcS74wCkVL1j",
+	"lQXViNbby9Q7HrZMBa/Mnw4bEW4gWOM7+eP8rljmXRMrRtqSNddZbVusMVcJiydUM5tgApmcrQsiWTTg",
+	"bonnEI+S1+F6ObWpplaKuSZRTfxBp+Dgp04uORPDWWUbLdNi8YJAs2tLdL0KqGsulR4ag9G1r1EkmRWy",
+	"zBFqI2dFwoS2yMQ0y+CJ1xdfVCwUd3CvecGuuSxdayvSHRweDwa9yOk9XJBSMdKt3n6gjIZYzJhPuwQV",
+	"ACCQscWmrY0AX8Cp7bN+gNqSfysWFvVsliuUMidzm94KFfcrzVQsAs3U59KosqBtgu41lyXoQ6AF2lVM",
+	"Vn49VJOFVJo8fwnLAoFfNVijyvCFQ6zYJUh53NwSs630mhUUNGE7bYrZrDmjV6gzPTshc0AxAE3ZN1qr",
+	"qYi281vX7ZUbGDVf/B0k5FVaqv+1U1QBvbHSVN1icQ/sAFwFtNZh1doQtERLn9iC0ahZdFowNW8oqC19",
+	"+eoKKg65XUN47/ue3UdJ8MfUUBPa8eILvZ/M2Gt4r4m0jM+gqvnxkNR3kApu11sdBbCeP4yDv774Ut0l",
+	"KK9QV9hcHtE2HxCdNczBBdPLhwiFlMHqZUf7H+woj5Mg7t5+14Jf4Poy48nKMo2pLBL2pMmF2DWjadsw",
+	"6GVuZ3YKGlvlPUV/yJsPlwT2Ez6xtgxv9yMBd32csNeFefWTxr2MUBjh3WnooNinYpfy8D/QQ2k9ST6X",
+	"rfKd+Y4n/7q5x/fI+Xvtl9/MBd2IrkSoTfWIlvX2hkbnso0Fc8BmtnD+sfB4/tUOm+tuZpYx7brRGHWC",
+	"pacEyo1WUABQFk2HHBRASVHBoTgNDYxCTO1fzld9Yq4Eoqw1T7vWjLpPwKdVI2XEcYJ4HFYTgEjouqTN",
+	"Su3rOa1naNVWuzFGbYpcER62A59IqY0CDLpNpZP54iQYwVb5RRiBiggT1+hhdFUSB9BGH9FIDb9NeXGK",
+	"mm7tiWZTeteLpxTo1OltQZXL9ao1HeNjzsTF5/9ez8U4xhDwms2x5DoBCK+8kFomMntK8Q4QfDTBNApW",
+	"LKA/Pgj0X9jkUiZXTPfJK6hEINMCGv0ntChW1cOg55OJ1HOypCujVAJ6hn3Y2zrWv0ULBrDQ4FMoZOZ8",
+	"DCoW3fE3l9sxjM3G8d8x38NsSdwZHj8bRHGnkEvzx8ng+7h3ar1xULyiEH+w8RJ2wxHduYGG9n1soQz9",
+	"PJ1mmGRSOSzB+2WOBL1b5miDboi/Dnbv+mM2IPyWZye7v8XcjBZXmf1qQ/kNXwO8so8joz/Bu59USP8B",
+	"aSFPJsPXHBn/gngQD5VD8Ql7B25KOu+HMeJB6ZrsjRrdQYksEMytKu5zHoSJsYywNM+Z67Zh8WZnY88d",
+	"4W9oZF/XJ6hGnwgILTS1RLYi3Q3x22uKTBKSmH0C1wkFvNcFAiJ+74wN37ZxlwZ0l/7hWxwLsFTccMOh",
+	"u0a90XTWi+DvoabQHIK3ecjhP3+YMW8XadYd7ETsN2Gbse2fCrUEe3Bm+5leMTfvp+G1AVuoxR/vTnWd",
+	"RsynvxpS+Gpbnx8mFDotQNaMIZvjw5fPwXt6+DsZHP5I+mREDivYQtvhMWMaWrgUJOUzrk+JkPBzuAN/",
+	"PL6PP5Y2r5D//rEro57EpnLLbVgxm2aTd8hqmefYH6ZPXnk/O7Bxb4zEYs0aGaIj2FshCsuvs5XPQ+BC",
+	"aSp8mV8i89UpAdZ8yMUh+BshQJsUVM0PEykUV+as67gGrg2ulSuOTSOXbnJnMKwsUzfMNhY0UxJmWXO4",
+	"VRPu0oZ0Ao12KosrzBvrDdtnEQtnEjr5s4i25/rZJL8zy4rhf2XhGXFkGHMsYneP4w7GvjM21USWumcu",
+	"mOsJrMiUQzUKmazgDWa/jLgtqm6pvrJygdfY2qx0hsC/CXOCqkUiWS3ucfIHBxjdD6SqCLmMXE6Ky8VZ",
+	"yjJLh07P4FOHEL+gqcUvpaWWI/g+AhRnh6TcRZ++YnpkX9Yd9JrgI+jTbyQZ2MJ2iEVsS/T7bLfoj9Kq",
+	"W/Xowa0Jfutv+9dI7qtumGBLwm5yXjA1ohgDheNCjXLQe+I0wDUuizMja5uMrELIZc1Xy5KC3ab02Wce",
+	"tDK1NvBuuerw/N1KU9HBgOOFurbiV8gSVUQmXKRczFRErlmhuBTK5RNCmyjV29i+o2/mpzsAxdlV7I0R",
+	"d0fKwEGNEIFxET0LeO8cIrBWYi4t6qLN7grppoHO6lY5b2+tnlOjkJkf/u9f6eHvg8Mfv9r/jg6/fhtE",
+	"L599/7eQj8JHdjbRtOAAENidGvbq2nF2P3NxRc7OLw+fvXh5+LfX73u1xvYuDcdIO9fkHjoaQqwjFjOq",
+	"2ZKuSF5qxBMR2qeRq0Y/4WZHfHiUjC0NjNH/CdqHeUMs/CtsaZOlqyFhNzTR2YqM51LpcUTGuSw0dtYy",
+	"kiICk1bPKw13bP4c5QWb8ptxLNyD0OTfC9OmLKudMumO0Q7EmR7G5WDwPAGRbP7F7AcFFalc4EfjHvTc",
+	"s2jmmO735dM7WOFEplDnnZt1HZP3/JX1/EJvVfzJ2Ca42D9HiIcyPgDfHk7j+9hNPe2RakV///z54tKc",
+	"MCSs+u4jKcszuVpgwuHrs4hgPzpI46gMYF2USgdD4helrt29R5eVFoQ+VNTT2JFNKoc+6DZXi7itOvX6",
+	"cNxxn8WdEMbp3Go7G1/UKCj8vURoxKp4/cWL5y+2i/QI++bZn71jYqbnHlhnezUu/tDO9w+X/Va2bJMc",
+	"kM1ha9b2FO2hum5ZkEJq2mDOa649BqEP340KWZ9T9nnRqEKpSaTd/DjtDpxgTgfOaMTT/RI7/m90/5xD",
+	"Zpm3gmxTgrrLkHRljnwkWxnxIoVn3CNjtMkCMSLN8nsbbqP1cz765v65i/5R9w09rQbiNmSyAsuUNbfJ",
+	"L7i5fEMi25t/ty5o8Ad5bu64UR9F9aKh2yTrxLAU0NgV0sV/E5oZ+lkwKvCWDV2K4o5qnGq6C8OqXFsc",
+	"yQVht3Obz/6pBzUhGoPvZES4idzRjPDjBYwI/yWGzSdU2TZHvXoVrKa2qAh8WqVi1YX2L9jZmPCrecTL",
+	"fA8EE3/1a5F6pFh0AynbvHZBZ0xhzWsC9RtOmysVarWLrRygfRcejgNUdBPmALpGV/fiAO5Fj2+C9bfb",
+	"YC1EeWTO7eibprNd6JPO9gfWuy9UnhMYD7B5bWUkzddou8odj+Ds8J/GAP5a/duexPGzH24xhze8gJ/9",
+	"0I/do6XkWRo0G4w+unmiiPNhxFTISvn+B6v7+93mJ3HhXUCwGKgX+95DF1kC+066TW0AP3ThafMLiB4o",
+	"QnXNM1U65Ig2vvkFHnjUbRZU6PZNtt9uNEmhWQatPfAJLMj9rZSaouSEMliusQCh6cy8llm5YIcTmlyV",
+	"+XaV5L/g0Vf2yV2i2PatRgvDcRRGOJxxs82QwR88qimz3lTJb8FOilF9O+6mHLkRQ8YQLt/uYNgiMpYh",
+	"IiS0WjzN0z36hv/YQQ41Fvfkho9dddcRDcSMXCiRFgwhW6dTKEbtbVV1ti/k4W5ukxrC93fiaeVeCg++",
+	"ZkeJPalWvq+hYnd/B57wwEZKbeA9buLd7qAba52p2nynA+U4V+TCtrjxW9pC/ZfjXE+gZZhLMbJnHACc",
+	"wG8OFOEp6WIV/zpT6AX7Prm0k7omdnb4zyoUcRy9fB7SvaKO4r+z0WISDkZA/fAQ+8spklMFcmlKeYYm",
+	"3/mHj5cXrw2/q6L4RoK9GPxA5qyo+lbFAssO/+vjuy/vz0dvzn86+/Lu8+j9K9I9Hjw76VWi327BKXH1",
+	"dI0fvj/7x+j9K1vEDpnqK6XZwhf9ofvSYtJQMmVLV56IxYLoOK+SIV/eGsWFrf2jUTvdlQkzqmt/of5M",
+	"dQ0/3AM3ito1Da07qAaW53KhANjf4kDUMh4PbDINZKzIUmf8mtnOJ5XTGXqwuFSc80WuV0B/U0xoAMlV",
+	"SbXanY1IJcSHgEtDY2FFvzHOIA7m1FbzmO08D4TqoCOSue8JC61EqqA29nqJRY2bH33Df1h4xXouyfoT",
+	"u2oJf3Zfit1PBwWL64a2EVjKao7A16+4gIIsXIkrHq7Ccq3bFI3HVzF2ubP3UC7wNRUM3TrOGmyG24v9",
+	"coxw/p/YtLOuYlREWVPC7/7yNvGM2lnbQR3/C+iCT9aIwkyeVGR14FgORrA3E7qZSIpVjtAwV/XSLRWR",
+	"BRV8CggfVBl5+QsK/yXl2t5AxNiC6HW3Yl/GWnXp4/YOm0cOQXkgijFV3WcQ2rFAmK4eYN9Uu2xe3shf",
+	"hJRwbcFZgNIvPl7WlSNM+/FMWopYOEbdmtWOaYoZ1VNZLMgVW23jrbt22kBS+lfptwFCj66LVghbQecr",
+	"o9chPJ9aLTIurswBsmwagUEH2YO0mDG9xaT7xGi6bVP26MNx/94zj9+VYa07TMFmZUZBsTB3EkrQ7seJ",
+	"ox0f3t5zA65041h2iJCXa6Hx7ZmQ4XfM9nzHWlMVVkAzGCnIBOIqgshE06zFJbWQadMhVbOOBv/56+Dw",
+	"B2MXPW9zSd+pF8m+RPrUJsRWyPE/ddcSoFnXtMQXJE1kuops2zBZoKNJAwZNF1OvQDlEqLnCoqnVGN6i",
+	"VDoW7IYr3Scfl8KW4RrK8flIzfYoTB1guW73eDAYAIoWJuINXp6c3C5Cbm+RUl3LP7hRSoNg7tEu5Uk5",
+	"rj/aA0Xs+BGBXiYIWKZIylhOulag1QxLbi00Q0JMaFbcrTNSk1eH2JJ1+IVKWo86OyO77dif5fmzHfuz",
+	"tJDrHTu07KLeG0Mfn3uyPi1G/NwidSIUG8PbZE+XElEuJqw4JSc/Pjcq6+CHFy96ndAbbTeT3SrIWnrJ",
+	"RCB/bxWZf76GMzvIHX9pn9DdYN1MlSjAbF57VJgO7DrPSQCQnBjFGXqCCwISw4kWV90iZNWUbvuturXz",
+	"yF1V5gc/mrt1IVn3UsBbGnYEdEdMCj5hKVoTCLLzEDx3H/0YpsqSsuB6BSNNGC1Y0Rn++tW8iub8Z7aC",
+	"v76aB4trN6OyyDrDzlzrfHh0dPzsh/6gP+gfD38Y/DAwr/3/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -163,6 +163,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Keys:             keys,
 		ImagesDir:        imagesDir,
 		PausedRetention:  cfg.PausedRetention,
+		IdleFreeze:       cfg.IdleFreeze,
 		Egress: sandbox.EgressConfig{
 			CAPEM:        caPEM,
 			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
@@ -310,6 +311,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go svc.RunReaper(reaperCtx, time.Second)
+	go svc.RunRest(reaperCtx)
 	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
 	go tel.Run(reaperCtx)
 	go vols.RunSweeper(reaperCtx, time.Hour)

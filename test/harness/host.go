@@ -268,3 +268,18 @@ func unescapeMountPath(s string) string {
 	}
 	return b.String()
 }
+
+// SandboxFrozen reads whether sandbox id's cgroup is frozen by the cgroup
+// freezer (v1 freezer.state FROZEN, v2 cgroup.events "frozen 1"), where the
+// gVisor driver freezes a sandbox at rest.
+func SandboxFrozen(id string) (bool, error) {
+	for _, dir := range gvisor.CgroupDirs(id) {
+		if raw, err := os.ReadFile(filepath.Join(dir, "freezer.state")); err == nil {
+			return strings.TrimSpace(string(raw)) == "FROZEN", nil
+		}
+		if raw, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
+			return strings.Contains(string(raw), "frozen 1"), nil
+		}
+	}
+	return false, fmt.Errorf("no freezer cgroup for sandbox %s", id)
+}
