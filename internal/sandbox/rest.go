@@ -36,6 +36,13 @@ const (
 	RestAwake  = "awake"
 )
 
+// busyCPU is the share of one CPU above which a sandbox that nothing
+// reaches is taken as working on its own (a build, a download, a job no
+// client watches) rather than idle: the freezer leaves it running and
+// counts it as active. An idle sandbox uses well under 1% (its kernel's
+// timers, the agent).
+const busyCPU = 0.10
+
 // restTick is how often the freezer looks for idle sandboxes; a sandbox
 // rests within its delay plus one tick.
 var restTick = time.Second
@@ -51,6 +58,10 @@ type rest struct {
 	holds  int
 	last   time.Time
 	frozen bool
+	// cpu is the sandbox's CPU time when the freezer last looked, at
+	// cpuAt (busy).
+	cpu   time.Duration
+	cpuAt time.Time
 	// thawed is called after each thaw, with how long it took (metrics).
 	thawed func(time.Duration)
 }
@@ -230,6 +241,9 @@ func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
 		if last, busy := r.idleSince(); busy || now.Sub(last) < delay || r.isFrozen() {
 			continue
 		}
+		if s.busy(ctx, r, now) {
+			continue
+		}
 		// A lifecycle call (pause, kill, fork, snapshot) holds the lock:
 		// the sandbox is not idle then, and is looked at again next tick.
 		if !e.mu.TryLock() {
@@ -245,6 +259,34 @@ func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
 		}
 		e.mu.Unlock()
 	}
+}
+
+// busy reports whether r's sandbox used more than busyCPU since the
+// freezer last looked (a tick ago), and if so counts that as activity. The
+// first look, or one after a long gap, only takes a reading: the sandbox
+// is looked at again next tick.
+func (s *Service) busy(ctx context.Context, r *rest, now time.Time) bool {
+	ur, ok := s.rt.(runtime.UsageReader)
+	if !ok {
+		return false
+	}
+	u, err := ur.Usage(ctx, r.id)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, prevAt := r.cpu, r.cpuAt
+	r.cpu, r.cpuAt = u.CPU, now
+	span := now.Sub(prevAt)
+	if prevAt.IsZero() || span > 3*restTick || span <= 0 {
+		return true
+	}
+	if float64(u.CPU-prev) > busyCPU*float64(span) {
+		r.last = now
+		return true
+	}
+	return false
 }
 
 // heldBody releases its request's hold on the sandbox when the answer is

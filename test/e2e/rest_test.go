@@ -20,8 +20,9 @@ import (
 const restIdle = 2
 
 // counterCmd starts a background loop that counts into /tmp/count, so a
-// test can see a process keep its state across a freeze and go on after.
-const counterCmd = `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &`
+// test can see a process keep its state across a freeze and go on after
+// (once a second: a busier one would keep its sandbox awake, busyCPU).
+const counterCmd = `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 1; done' >/dev/null 2>&1 &`
 
 // waitFrozen waits until sandbox id is frozen at rest, as the API and the
 // host's cgroup both say, and fails the test otherwise.
@@ -58,7 +59,7 @@ func counter(t *testing.T, d *harness.Daemon, id string) int {
 func counterGoesOn(t *testing.T, d *harness.Daemon, id string, from int) {
 	t.Helper()
 	if n := counter(t, d, id); n <= from {
-		out := sh(t, d, id, "sleep 1; cat /tmp/count")
+		out := sh(t, d, id, "sleep 2.5; cat /tmp/count")
 		if n, _ = strconv.Atoi(strings.TrimSpace(out)); n <= from {
 			t.Errorf("the counter of %s stays at %d after a wake (was %d): its process did not go on", id, n, from)
 		}
