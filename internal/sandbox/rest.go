@@ -19,7 +19,9 @@ import (
 // any other port, native or E2B, goes through one of the two transports of
 // its instance (agentTransport, portTransport), and both hold the
 // instance's rest while the request and its answer are open: that is the
-// one place where activity is seen and a frozen sandbox is woken. A stream
+// one place where activity is seen and a frozen sandbox is woken. What the
+// sandbox does itself counts too: a connection or DNS question out through
+// the egress gateway (Egress.ByAddr), and CPU use above busyCPU. A stream
 // or an upgraded connection (a PTY, a websocket) holds it until it ends.
 // What spaced asks of a sandbox for itself (its agent's log lines) neither
 // counts nor wakes: withoutWaking. Its lifecycle calls (pause, fork,
@@ -149,6 +151,14 @@ func (r *rest) freezeIfIdle(ctx context.Context, now time.Time, delay time.Durat
 	return true, nil
 }
 
+// touch counts something the sandbox itself did (a connection out) as
+// activity.
+func (r *rest) touch() {
+	r.mu.Lock()
+	r.last = time.Now()
+	r.mu.Unlock()
+}
+
 func (r *rest) isFrozen() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -174,13 +184,18 @@ func (s *Service) attachRest(e *entry, frozen bool) {
 	e.agent.conns.rest.Store(&rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed})
 }
 
-// wake thaws e's sandbox if it rests frozen; the caller holds e.mu, for a
-// call that needs the sandbox's kernel to answer (a pause, a checkpoint).
-func (e *entry) wake(ctx context.Context) error {
+// rest is the rest of e's running instance (nil: it has none).
+func (e *entry) rest() *rest {
 	if e.agent == nil {
 		return nil
 	}
-	if r := e.agent.conns.rest.Load(); r != nil {
+	return e.agent.conns.rest.Load()
+}
+
+// wake thaws e's sandbox if it rests frozen; the caller holds e.mu, for a
+// call that needs the sandbox's kernel to answer (a pause, a checkpoint).
+func (e *entry) wake(ctx context.Context) error {
+	if r := e.rest(); r != nil {
 		return r.wake(ctx)
 	}
 	return nil
@@ -204,7 +219,7 @@ func (s *Service) Rest(id string) (string, error) {
 	if !ok {
 		return "", s.notRunning(id)
 	}
-	if r := e.agent.conns.rest.Load(); r != nil && r.isFrozen() {
+	if r := e.rest(); r != nil && r.isFrozen() {
 		return RestFrozen, nil
 	}
 	return RestAwake, nil
@@ -231,11 +246,8 @@ func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
 	for _, e := range s.liveEntries() {
 		rec := e.record()
 		delay := s.idleFreezeOf(rec)
-		if rec.State != store.StateRunning || rec.Build != "" || delay <= 0 || e.agent == nil {
-			continue
-		}
-		r := e.agent.conns.rest.Load()
-		if r == nil {
+		r := e.rest()
+		if rec.State != store.StateRunning || rec.Build != "" || delay <= 0 || r == nil {
 			continue
 		}
 		if last, busy := r.idleSince(); busy || now.Sub(last) < delay || r.isFrozen() {
