@@ -22,7 +22,8 @@ const restIdle = 2
 // counterCmd starts a background loop that counts into /tmp/count, so a
 // test can see a process keep its state across a freeze and go on after
 // (once a second: a busier one would keep its sandbox awake, busyCPU).
-const counterCmd = `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 1; done' >/dev/null 2>&1 &`
+const counterCmd = `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 1; done' >/dev/null 2>&1 &
+while [ ! -e /tmp/count ]; do sleep 0.05; done`
 
 // waitFrozen waits until sandbox id is frozen at rest, as the API and the
 // host's cgroup both say, and fails the test otherwise.
@@ -191,8 +192,9 @@ for i in $(seq 100); do python3 -c 'import urllib.request; urllib.request.urlope
 	}
 }
 
-// TestRestLifecycleWhileFrozen: pause, resume, fork and kill of a frozen
-// sandbox work (a pause thaws it first); nothing is left on the host.
+// TestRestLifecycleWhileFrozen: fork, disk snapshot, pause, resume and kill
+// of a frozen sandbox work (each thaws it first); nothing is left on the
+// host.
 func TestRestLifecycleWhileFrozen(t *testing.T) {
 	d := need(t)
 	t.Parallel()
@@ -207,6 +209,13 @@ func TestRestLifecycleWhileFrozen(t *testing.T) {
 	}
 	t.Cleanup(func() { d.Client.KillSandbox(harness.Ctx(t, time.Minute), forks[0].ID) })
 	counterGoesOn(t, d, forks[0].ID, n)
+
+	waitFrozen(t, d, sb.ID)
+	snap, err := d.Client.TakeSnapshot(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("disk snapshot of a frozen sandbox: %v", err)
+	}
+	t.Cleanup(func() { d.Client.DeleteSnapshot(harness.Ctx(t, time.Minute), snap.ID) })
 
 	waitFrozen(t, d, sb.ID)
 	if p, err := d.Client.PauseSandbox(ctx, sb.ID); err != nil || p.State != "paused" {
