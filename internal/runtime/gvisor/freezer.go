@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,8 +21,18 @@ var _ runtime.IdleFreezer = (*Runtime)(nil)
 // stubs: cgroup v1's freezer.state, v2's cgroup.freeze. A frozen sandbox
 // takes no CPU at all; its netstack, timers and guest processes stand still
 // and go on where they were when thawed (the guest's clock then shows the
-// real time). runsc never uses this freezer itself (runsc pause stops the
-// sandbox's tasks inside the sentry), so the two cannot undo each other.
+// real time).
+//
+// The sandbox is paused by runsc (its tasks stopped inside the sentry)
+// before its cgroup is frozen, and resumed after the thaw. Freezing a
+// running one kills it now and then: the freezer interrupts the systrap
+// stubs' syscall threads, which wait in seccomp user notifications, and a
+// notification the sentry was waiting to receive while a stub system call
+// was in flight is withdrawn; the sentry gets ENOENT, takes the stub for
+// dead and kills it, and the sandbox dies ("systrap corrupted memory:
+// subprocess died"; about one freeze in twenty in a loop of wakes and
+// execs, 2026-12-02). Paused, the sentry has no stub call in flight. runsc
+// says "paused" of a sandbox at rest: State reports it running.
 
 // freezeWait bounds how long a freeze waits for every task to stop (v1
 // answers FREEZING while one is in an uninterruptible sleep).
@@ -65,8 +76,11 @@ func (r *Runtime) FreezeIdle(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := r.Freeze(ctx, id); err != nil {
+		return err
+	}
 	if err := os.WriteFile(f.file, []byte(f.frozen), 0o644); err != nil {
-		return fmt.Errorf("freeze %s: %w", id, err)
+		return errors.Join(fmt.Errorf("freeze %s: %w", id, err), r.Thaw(context.WithoutCancel(ctx), id))
 	}
 	deadline := time.Now().Add(freezeWait)
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 50*time.Millisecond) {
@@ -76,14 +90,16 @@ func (r *Runtime) FreezeIdle(ctx context.Context, id string) error {
 		}
 		if err != nil || time.Now().After(deadline) || ctx.Err() != nil {
 			os.WriteFile(f.file, []byte(f.thawed), 0o644)
-			return errors.Join(fmt.Errorf("freeze %s: not frozen within %s", id, freezeWait), err, ctx.Err())
+			return errors.Join(fmt.Errorf("freeze %s: not frozen within %s", id, freezeWait), err, ctx.Err(),
+				r.Thaw(context.WithoutCancel(ctx), id))
 		}
 		time.Sleep(wait)
 	}
 }
 
-// ThawIdle thaws sandbox id's cgroup (a no-op on one that is not frozen).
-func (r *Runtime) ThawIdle(_ context.Context, id string) error {
+// ThawIdle thaws sandbox id's cgroup and resumes it if runsc holds it
+// paused (a no-op on one that is neither).
+func (r *Runtime) ThawIdle(ctx context.Context, id string) error {
 	f, err := freezerOf(id)
 	if err != nil {
 		return err
@@ -91,7 +107,28 @@ func (r *Runtime) ThawIdle(_ context.Context, id string) error {
 	if err := os.WriteFile(f.file, []byte(f.thawed), 0o644); err != nil {
 		return fmt.Errorf("thaw %s: %w", id, err)
 	}
+	if r.runscPaused(id) {
+		return r.Thaw(ctx, id)
+	}
 	return nil
+}
+
+// runscPaused reports whether runsc's state file says sandbox id is paused.
+func (r *Runtime) runscPaused(id string) bool {
+	data, err := os.ReadFile(r.stateFile(id))
+	var st runscState
+	return err == nil && json.Unmarshal(data, &st) == nil && st.Status == "paused"
+}
+
+// idleFrozen reports whether sandbox id's cgroup is frozen, false if it
+// has no freezer.
+func idleFrozen(id string) bool {
+	f, err := freezerOf(id)
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(f.file)
+	return err == nil && strings.TrimSpace(string(b)) != f.thawed
 }
 
 // IdleFrozen reports whether sandbox id's cgroup is frozen (or freezing).
@@ -112,7 +149,7 @@ func (r *Runtime) IdleFrozen(_ context.Context, id string) (bool, error) {
 // task does not die of SIGKILL until it is thawed. A sandbox without a
 // freezer cgroup (already gone, or none made) needs nothing.
 func (r *Runtime) thawForTeardown(ctx context.Context, id string) {
-	if frozen, err := r.IdleFrozen(ctx, id); err == nil && frozen {
+	if idleFrozen(id) {
 		r.ThawIdle(ctx, id)
 	}
 }

@@ -428,6 +428,9 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 		if !ProcessAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
+		if idleFrozen(id) {
+			return runtime.StateRunning, nil // at rest (freezer.go)
+		}
 		return runtime.StatePaused, nil
 	case "stopped":
 		return runtime.StateStopped, nil
