@@ -358,6 +358,7 @@ func removeCgroups(ctx context.Context, id string) error {
 		var errs []error
 		busy := false
 		for _, d := range CgroupDirs(id) {
+			syscall.Rmdir(filepath.Join(d, restCgroup)) // the idle freezer's (freezer.go), first
 			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
 				busy = busy || errors.Is(err, syscall.EBUSY)
 				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
@@ -385,8 +386,9 @@ func exists(p string) bool {
 
 // runscState is the part of runsc's state file spaced reads.
 type runscState struct {
-	Status  string `json:"status"`
-	Sandbox struct {
+	Status   string `json:"status"`
+	GoferPid int    `json:"goferPid"`
+	Sandbox  struct {
 		Pid int `json:"pid"`
 	} `json:"sandbox"`
 }
@@ -427,9 +429,6 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	case "paused":
 		if !ProcessAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
-		}
-		if idleFrozen(id) {
-			return runtime.StateRunning, nil // at rest (freezer.go)
 		}
 		return runtime.StatePaused, nil
 	case "stopped":
