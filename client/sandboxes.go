@@ -92,6 +92,35 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
 	return &sb, nil
 }
 
+// What Sandbox.Rest says of a running sandbox: frozen at rest (no CPU;
+// the next request wakes it) or awake.
+const (
+	RestFrozen = "frozen"
+	RestAwake  = "awake"
+)
+
+// GetSandboxRest returns one sandbox with its Rest set (if running).
+func (c *Client) GetSandboxRest(ctx context.Context, id string) (*Sandbox, error) {
+	var sb Sandbox
+	if err := c.call(ctx, http.MethodGet, url.Values{"rest": {"true"}}, nil, &sb, "v1", "sandboxes", id); err != nil {
+		return nil, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return &sb, nil
+}
+
+// SetIdleFreeze sets how long the sandbox may go unreached before it is
+// frozen at rest: 0 the node's default, -1 never.
+func (c *Client) SetIdleFreeze(ctx context.Context, id string, seconds int) (*Sandbox, error) {
+	in := struct {
+		IdleFreezeSeconds int `json:"idle_freeze_seconds"`
+	}{seconds}
+	var sb Sandbox
+	if err := c.call(ctx, http.MethodPost, nil, in, &sb, "v1", "sandboxes", id, "idle-freeze"); err != nil {
+		return nil, fmt.Errorf("set idle freeze of sandbox %s: %w", id, err)
+	}
+	return &sb, nil
+}
+
 // KillSandbox kills a sandbox and removes everything it had on the host.
 func (c *Client) KillSandbox(ctx context.Context, id string) error {
 	if err := c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "sandboxes", id); err != nil {

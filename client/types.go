@@ -30,6 +30,10 @@ type CreateSandboxRequest struct {
 	// SnapshotEverySeconds and SnapshotKeep schedule disk snapshots.
 	SnapshotEverySeconds int `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         int `json:"snapshot_keep,omitempty"`
+	// IdleFreezeSeconds freezes the sandbox at rest (no CPU, still
+	// running; the next request wakes it) after this long unreached: 0 the
+	// node's default, -1 never.
+	IdleFreezeSeconds int `json:"idle_freeze_seconds,omitempty"`
 	// AutoPause pauses the sandbox at its timeout instead of killing it;
 	// AutoResume lets a request through the E2B proxy resume it.
 	AutoPause  bool `json:"auto_pause,omitempty"`
@@ -76,15 +80,20 @@ type Sandbox struct {
 	// AccessToken is only set in the answer to CreateSandbox.
 	AccessToken string `json:"access_token,omitempty"`
 	// Reason says why a sandbox is lost, paused or was killed.
-	Reason               string      `json:"reason,omitempty"`
-	AutoPause            bool        `json:"auto_pause,omitempty"`
-	AutoResume           bool        `json:"auto_resume,omitempty"`
-	AutoPauseKeepMemory  *bool       `json:"auto_pause_keep_memory,omitempty"`
-	KeyID                string      `json:"key_id,omitempty"`
-	SnapshotEverySeconds int         `json:"snapshot_every_seconds,omitempty"`
-	SnapshotKeep         int         `json:"snapshot_keep,omitempty"`
-	PausedAt             *time.Time  `json:"paused_at,omitempty"`
-	Checkpoint           *Checkpoint `json:"checkpoint,omitempty"`
+	Reason               string `json:"reason,omitempty"`
+	AutoPause            bool   `json:"auto_pause,omitempty"`
+	AutoResume           bool   `json:"auto_resume,omitempty"`
+	AutoPauseKeepMemory  *bool  `json:"auto_pause_keep_memory,omitempty"`
+	KeyID                string `json:"key_id,omitempty"`
+	SnapshotEverySeconds int    `json:"snapshot_every_seconds,omitempty"`
+	SnapshotKeep         int    `json:"snapshot_keep,omitempty"`
+	// IdleFreezeSeconds is the sandbox's own idle freeze delay (-1 never;
+	// 0: the node's default).
+	IdleFreezeSeconds int `json:"idle_freeze_seconds,omitempty"`
+	// Rest is RestFrozen or RestAwake, only from GetSandboxRest.
+	Rest       string      `json:"rest,omitempty"`
+	PausedAt   *time.Time  `json:"paused_at,omitempty"`
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Network is the sandbox's egress policy (nil: no egress).
 	Network *Network `json:"network,omitempty"`
 	// Volumes are the volumes mounted into it.

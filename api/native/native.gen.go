@@ -241,6 +241,24 @@ func (e LogLineLevel) Valid() bool {
 	}
 }
 
+// Defines values for SandboxRest.
+const (
+	Awake  SandboxRest = "awake"
+	Frozen SandboxRest = "frozen"
+)
+
+// Valid indicates whether the value is a known member of the SandboxRest enum.
+func (e SandboxRest) Valid() bool {
+	switch e {
+	case Awake:
+		return true
+	case Frozen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxState.
 const (
 	SandboxStateCreating SandboxState = "creating"
@@ -648,6 +666,9 @@ type CreateSandboxRequest struct {
 	DiskMb *int               `json:"disk_mb,omitempty"`
 	Env    *map[string]string `json:"env,omitempty"`
 
+	// IdleFreezeSeconds Freeze the sandbox at rest (no CPU, still running; the next request wakes it) after this long with no request, stream or connection. 0 or left out: the node's default (SPACE_IDLE_FREEZE); -1: never.
+	IdleFreezeSeconds *int `json:"idle_freeze_seconds,omitempty"`
+
 	// KeyId Customer key (PUT /v1/keys/{key}) to encrypt checkpoints and snapshots under.
 	KeyId        *string            `json:"key_id,omitempty"`
 	MaxProcesses *int               `json:"max_processes,omitempty"`
@@ -978,15 +999,18 @@ type Sandbox struct {
 		Memory *bool `json:"memory,omitempty"`
 		TookMs *int  `json:"took_ms,omitempty"`
 	} `json:"checkpoint,omitempty"`
-	Cpu          *int               `json:"cpu,omitempty"`
-	CreatedAt    time.Time          `json:"created_at"`
-	DiskMb       *int               `json:"disk_mb,omitempty"`
-	ExpiresAt    time.Time          `json:"expires_at"`
-	Id           string             `json:"id"`
-	KeyId        *string            `json:"key_id,omitempty"`
-	MaxProcesses *int               `json:"max_processes,omitempty"`
-	MemoryMb     *int               `json:"memory_mb,omitempty"`
-	Metadata     *map[string]string `json:"metadata,omitempty"`
+	Cpu       *int      `json:"cpu,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	DiskMb    *int      `json:"disk_mb,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Id        string    `json:"id"`
+
+	// IdleFreezeSeconds The sandbox's own idle freeze delay, if set (-1: never).
+	IdleFreezeSeconds *int               `json:"idle_freeze_seconds,omitempty"`
+	KeyId             *string            `json:"key_id,omitempty"`
+	MaxProcesses      *int               `json:"max_processes,omitempty"`
+	MemoryMb          *int               `json:"memory_mb,omitempty"`
+	Metadata          *map[string]string `json:"metadata,omitempty"`
 
 	// Network Egress policy. Omitted on create, the sandbox has no egress at all. Entries are host
 	// names ("api.example.com"), subdomain wildcards ("*.example.com", not the apex), addresses
@@ -1002,13 +1026,19 @@ type Sandbox struct {
 	PausedAt *time.Time `json:"paused_at,omitempty"`
 
 	// Reason Why a sandbox is lost, paused or was killed.
-	Reason               *string        `json:"reason,omitempty"`
+	Reason *string `json:"reason,omitempty"`
+
+	// Rest Only with GET ?rest=true, for a running sandbox.
+	Rest                 *SandboxRest   `json:"rest,omitempty"`
 	SnapshotEverySeconds *int           `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         *int           `json:"snapshot_keep,omitempty"`
 	State                SandboxState   `json:"state"`
 	Template             string         `json:"template"`
 	Volumes              *[]VolumeMount `json:"volumes,omitempty"`
 }
+
+// SandboxRest Only with GET ?rest=true, for a running sandbox.
+type SandboxRest string
 
 // SandboxState defines model for Sandbox.State.
 type SandboxState string
@@ -1310,6 +1340,12 @@ type ListSandboxesParams struct {
 	PageToken *string   `form:"page_token,omitempty" json:"page_token,omitempty"`
 }
 
+// GetSandboxParams defines parameters for GetSandbox.
+type GetSandboxParams struct {
+	// Rest true adds `rest` to the answer: whether the running sandbox is frozen at rest or awake (see idle_freeze_seconds). Either way it is `running`.
+	Rest *bool `form:"rest,omitempty" json:"rest,omitempty"`
+}
+
 // CodeEventsParams defines parameters for CodeEvents.
 type CodeEventsParams struct {
 	// After Same as Last-Event-ID, for clients that cannot set headers.
@@ -1411,6 +1447,11 @@ type ForkSandboxJSONBody struct {
 	Count          *int               `json:"count,omitempty"`
 	Metadata       *map[string]string `json:"metadata,omitempty"`
 	TimeoutSeconds *int               `json:"timeout_seconds,omitempty"`
+}
+
+// SetSandboxIdleFreezeJSONBody defines parameters for SetSandboxIdleFreeze.
+type SetSandboxIdleFreezeJSONBody struct {
+	IdleFreezeSeconds int `json:"idle_freeze_seconds"`
 }
 
 // GetSandboxLogsParams defines parameters for GetSandboxLogs.
@@ -1629,6 +1670,9 @@ type MoveFileJSONRequestBody MoveFileJSONBody
 // ForkSandboxJSONRequestBody defines body for ForkSandbox for application/json ContentType.
 type ForkSandboxJSONRequestBody ForkSandboxJSONBody
 
+// SetSandboxIdleFreezeJSONRequestBody defines body for SetSandboxIdleFreeze for application/json ContentType.
+type SetSandboxIdleFreezeJSONRequestBody SetSandboxIdleFreezeJSONBody
+
 // SetSandboxNetworkJSONRequestBody defines body for SetSandboxNetwork for application/json ContentType.
 type SetSandboxNetworkJSONRequestBody = Network
 
@@ -1818,7 +1862,7 @@ type ServerInterface interface {
 	KillSandbox(w http.ResponseWriter, r *http.Request, id SandboxID)
 
 	// (GET /v1/sandboxes/{id})
-	GetSandbox(w http.ResponseWriter, r *http.Request, id SandboxID)
+	GetSandbox(w http.ResponseWriter, r *http.Request, id SandboxID, params GetSandboxParams)
 	// ListExecutions The executions the interpreter keeps (the last 64 finished, every running one), oldest first.
 	// (GET /v1/sandboxes/{id}/code)
 	ListExecutions(w http.ResponseWriter, r *http.Request, id SandboxID)
@@ -1896,6 +1940,9 @@ type ServerInterface interface {
 	// and files, each with its own id, address and access token. The parent keeps running.
 	// (POST /v1/sandboxes/{id}/fork)
 	ForkSandbox(w http.ResponseWriter, r *http.Request, id SandboxID)
+	// SetSandboxIdleFreeze Set how long the sandbox may go unreached before it is frozen at rest.
+	// (POST /v1/sandboxes/{id}/idle-freeze)
+	SetSandboxIdleFreeze(w http.ResponseWriter, r *http.Request, id SandboxID)
 	// GetSandboxLogs The sandbox's log, oldest first (or newest first backward).
 	// (GET /v1/sandboxes/{id}/logs)
 	GetSandboxLogs(w http.ResponseWriter, r *http.Request, id SandboxID, params GetSandboxLogsParams)
@@ -2901,8 +2948,24 @@ func (siw *ServerInterfaceWrapper) GetSandbox(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSandboxParams
+
+	// ------------- Optional query parameter "rest" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "rest", r.URL.Query(), &params.Rest, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "rest"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "rest", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSandbox(w, r, id)
+		siw.Handler.GetSandbox(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3802,6 +3865,32 @@ func (siw *ServerInterfaceWrapper) ForkSandbox(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ForkSandbox(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetSandboxIdleFreeze operation middleware
+func (siw *ServerInterfaceWrapper) SetSandboxIdleFreeze(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetSandboxIdleFreeze(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5134,6 +5223,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}", wrapper.GetSandbox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/events", wrapper.SandboxEvents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/timeout", wrapper.SetSandboxTimeout)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandboxes/{id}/idle-freeze", wrapper.SetSandboxIdleFreeze)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sandboxes/{id}/network", wrapper.SetSandboxNetwork)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/metrics", wrapper.GetSandboxMetrics)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandboxes/{id}/logs", wrapper.GetSandboxLogs)
@@ -5226,345 +5316,351 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lc9s4mij6V1C6W2Vph5Zlx0l3y7W15Ty6J6fz8I2d6dlt5kgQCUlYUwAbAG2rU/nvt/B9AEhKpCz5",
-	"lZ5zbtVMxyJBPD9878fXTiIXuRRMGN0Zfu3kVNEFM0zBr1dSGHZj3r62P7joDDs5NfNO1BF0wTrDToLv",
-	"O1FHsT8KrljaGRpVsKijkzlbUOzRGKbst//799P9/6b7fw72fxrtf/l6GB0e/fjt3zpRxyxz25s2iotZ",
-	"59u3qPPmhiWF4VLg0CnTieK5fdAZdk4FYf79niY8jchUyQXhRpNxeDMm7IoJ0+9ETTMPzR5+7met25Xz",
-	"dONwCy74olh0hoehXy4MmzGFHdvO1nbDPiVcaJ4yYuaMaCrSibw5IYpl1PArRuwkNKGKkUKkTEGrQjO1",
-	"p8lcLljYoT8KppaV2eLc26e7vvRzHLt1A25Z/3qH/5BZsWDbLfwK2kbluo0EkFBSGtKNOwdxh0hF4k7c",
-	"IbliU35DaMYvWa9PPjEtsyuWlhsUC+xuD78fkrjT78cdoo3MtW2gWESoSAklernIuLgkZk4NySUXRhNZ",
-	"GCKnlWkRroli00KztB+Lh9tx3KBPbNpwTUhYAk/tyu0oLdcBW+409jfbWOdSaAa44o1SUtk/ACkIY/+k",
-	"eZ7xhNoJHfyPtrP6Wunx35Sdduf/OShR0AG+1QfYG4xSXxXDF1HnEzXsHV9wYyf72KPKK3dvDBNUGAsV",
-	"1DB7xIli1DBtwU4XC6YBKKZSXWrSVUzLQiVsxG7mtNCGpb0h9JIyQ3mmY2G3H57Y7iL4a1IobSJybaGJ",
-	"a5KxKYASN6Q7NvKSCT2yz8YIfmMLUWP8UjFtevZpLMaKGbUc0alharTQ4xNo8Mk+3D+1D8mcUQvqXCPc",
-	"XlNuCBfkei4zRjRLpEjtoqS9ESkpcgBa/AiOu9JXfX83IjHYWrfbtvHp2dtf2RJQrZI5U4YjMOGupiMK",
-	"BzqVamH/6qTUsH3DAVJX4DGyyGXtDthVX7LlniZ5Mcl44i5+RFh/1ifsaDI6pEeTZ8lx+py9mP5Af5yQ",
-	"7uELMmc3JOUzbnSvaaRLnHLjUBblsGwa2c20j6jQ1xZ2EBdxrQtGpMiWTf3iZfy6/kKxK3m543YgpDZj",
-	"DfdETv6HJcY2Pi1Sbt4Io9rPonnF3GJAbOGWytKtt6x2Jh5fXrJlhHiapgsu4k5Tdwtm5jJt3Cu3qLbZ",
-	"OjwIQyU0y+BX45QVW0jTch6ywDfrQ8Ar4hgHB2dx5/Wbd28u3pCDq8MDR5+ZPvjK02/Ny9OGmkJXhg43",
-	"aMO5Rh0AhS0BpAkKXhY8S9cBYLI0+Ed9tYihLFAv6IwRwViqPdRjn5ZaKjaERhldMqVJ18ylZhabKWZR",
-	"FzFSAs4i2lBlWEqSOUsugYxGhNFkThJZCPtCisTSXI29Vo6ssjkJTeZNoPrp8wcY5NXHs/8i2rBcW0yn",
-	"GU6LXFNN3KeNveZF81ncBU2lXF+OFpPmDpknovUTYDfcjBKZsuavMjkbWYICXJdhC90MHfiAKkWXeIe0",
-	"prNmALdb1DRWE9RMueB6fidkvf540TYjOKjtjrbxDBdsIdWydeMd9K13H64rkFepGEAzNCeJXCzs0KoQ",
-	"wk4zjDuRMmNUVDreaXPs9YddYMIS0t87ljrjAH8UrAAondi7is8Uo6mlJwg89hKIhGUs7XyJtj9ZfNOG",
-	"c+hM7wZchi3yjDaiz1bM807O2khQy7XWzBCJGCfjgiErAzuuLWNuWE6mloPxaAn6QRYMXnJNhDT2/BrP",
-	"LmNXLKueQ8omxQw46KnsRJ1rqkTY9y+NZGrDFWN/rC8I5NgBcmsgvlqSxTXR7A/yN3LYCNn+ROs9DXCV",
-	"wH9G5LDfF2HZOiLib4fuZxWO7f9hZNGMB3ekL6Us8Tus1nXg99XNvNylL22A8Yn9UTCNvH2acrtCmp1V",
-	"IGRKM82iVbJlPx1RhaDb/GE7JJdT8EqOtS2eUz33XEuRZ5JaThlGJaViZK3/VmKykTCkMrlkasoz1iTo",
-	"vQ5vSVdzMcvgZGesd2IFZMNoaudpgesAAOAAzr3fND3b6NaNXhHJbmhisiWRAiQif/UjZAwiQlUy51f2",
-	"4OsH5J+3biwV5b7iBhBNr5jl4T6+emtpt5WzDVWNFMaTknrflCg249qopeNbFJsyxUTCmnlAbLvjjiSK",
-	"pUwYTjNtZUE3UlcwK0Yi+9Jb246can0tVTNhLDRTLeJBE8xW0W99ajFIGb8PDZ19iTuwy+HEtuMSb6Gk",
-	"fpZNw3oNjP3bzqCZ+xXMXEt1eZuw/sE1s1/IEaD2yoxWSfCOyCNZpC2SmKW1u0EDNWQhtfH3I1mkEcml",
-	"MhEpVBYRe21PiLBvF4wKTeKONjzLPFtBQIq39Aykctiz7Sbr0cXaCzt6C6XnCyYLM3IaADzIKS0y0xm+",
-	"GAyaqEKhsvXzhn0i13MmCCW/vLlwKgzU064pK53oqMnRYOAEaNK1lJkKaeZMkaObmwhItb2+KVcsMb2I",
-	"XHMzJwlsYr40cymeWfC6njHQn/BkzrzaBi/gnOptQHyFdNndbSJNgV8KXNHdcaYqBOnCcuxF71mcObuK",
-	"SCLzZUSYuIqIBfWUqwgaNKDS2dVuDJrtesc7kToa3AhnDQIi0CPLoll8fkIcHDklF8/SPb2JTi6cuLOi",
-	"iEsMzZqay2uBmqh6e7tbvw9nShb5l3IKSsrGMbVKbBdSsI/TzvD39aVuv8Nf1jgglXQi3MMmaGLi6n5s",
-	"ymYcaFncBlroOT9LpA4mXBzoOdlPmrYGwG5dB2BBVhUiCkYFEO0LoQnVJ4RmUlgGgHw+f/OJOHZvrWsH",
-	"2tuStlVJY0fZZOVYgFw1HcgrmbJXJeu3gnGvW+TXtEV4FbOiWRBYmQ5YSELzCAZqm93d2OKk8V5dWOmI",
-	"ZZlFu2KfLXKzJJ8vft7/8cSplmEoMpHp0sojnqQdkvf8Za+RkXRXe9Sklj31Fx8JwtnH8wty4B7pPvkg",
-	"DeJ2vxGNA+x6Y+pTeCOuyBVVyJ+ZOde4fCmyJelaoLAQDC+pp1J72qLi6mrL86iecCCYHaRKndWxP9n7",
-	"4eVW9+GeDtjJbURlH8q9bNyJRqJdHfCtMEypIkfkCwtFpgIWnkkxOyEDx30ISTK+4CAdLOgN6vJ/fHFs",
-	"iX/Q7Q8aDZQ1qmnBrB1yNWzQOlwonszBlJIZ0rWTHafU0DHyqWN84Sy7vYi8OXq5p8klW+oh6gpRMkW7",
-	"G80KFos51X2Si1lE/idnMxBx83QK1tAJ1ezF8QlJ5lYItm/sWPDqf51//EC6C2ryTJqMT8iUzwrFdCyg",
-	"AypSqslraujPyoJK74SwG6Momcss1QR5lvdv378hdvkaLX4r13COTKkFTGoo/gWdVIC33LW5WWTNGEeP",
-	"FpSLkWrZ0gu/FV5Stae/p0lGtSHsJldMay5Fv1EB8j/0imJnjWPbHW1+gVY3uBeG3TS2WVB1mcpr0cyg",
-	"ptPm52K2SZnSoBy5av7Ao/UWYlGqfNy+ftlKNHqF5HSdXngtxA78WQtP30Z58hrpqevubic79usv7Qu6",
-	"G6XZnSmd0ORyBjbHGh51va/Dp9ukNexKJssKO9Mnb+rcdrJAXZedYDPtatnkezNpl4zlI21SLkYyZ2K7",
-	"VUL79XX+prgxTBAjCbRwMg+adJkgSSY1uDRkTFskWRu5mY7QWatdaSN9aaQdG2hFlZ30tNLJNdvcMrC6",
-	"OF+TbUFzldCIYjFhypnXC2MFxwEx9JJpZ6GHefXJR4vLr7l28ipTV2AvEkaTlW2JBTAzhxFJ8oL4v4O2",
-	"BJ+8OI6IU/S5Ji8isqA3o1zJhGnNtH+MhnwtaK7n0oysKLv0Q2Gb56QLUOx4MSCAjmL3hpZtWdAsYwqg",
-	"3vJs5HgwIIIuuJjFwq5mylmWNhEnWhg5ymmhWROErmwlklu3GQS+qsn2FQ3kJc8yLmaEm2Z6U447AnjF",
-	"zavNAd1SVm6C5ZHKb4cEJkoW4TRxUrQ+UzsCnjXXl47x08w17lW4L+gZ3TtI93gw6G2YPDa7fdfWpkwD",
-	"j21kOec07KKZK1nM5vDqzdFLkit5s3Q6A26BUV4y0QteKG077LTPYXJHqxO7enX2WZMuJa/OPpM/Cmno",
-	"SfVCkAU1yZxpx3r5p26WvSrP+OL4NiRQ0XiHCR0Ojo5X53TO/wzsy7Xihk4yZ7mtMamHg+Mfn//w4rZR",
-	"HwCJLxulmleFNnLBFLiBdM8+X4C933KnB18v2fJbzx4tE4la5qZi5kaXIX/RNfqgNeLnGp5o2LVy658/",
-	"f3brPtT0uKGn54dHu3dkqONh76O/2Fnrm0uZ3YobEBXoS45ue0HXvafJNVULYjuBA5hICVZDwa7DpetO",
-	"mEjmllPVpEC3BSNjsWBUF4qRRGapdwADL0K4wBqxhpWj/fUAoqgJza7pUsNIdi5cEXktEP82UH2WKGb0",
-	"/UVc9HfZj4vB4Bm4dilm0BeQXFTQ9IzB8vOMJsyKMUwRLpCoMOwoIsIrVGMBMoUzVM6sEEFm1LBruiSK",
-	"QR8WB1khV/ldcXgNJ7CnyYSLlItZbf0V7aq7D+vX7BxslkABQXz1LUmXp5H370EDR69PThG9+0YW0VaO",
-	"zU6QGx0L28g2nhZZVukR7wixgOVc98J2SQYyfPA8xqYRKQk5EHAYHckIgJadI01T2DGwt1q8HaGLDEIJ",
-	"jOJmsKdJF6RJ9N8FEt6LYmHb2VNZaQvjwKa4Xd/TBFwXuekHyCcLuiQTFlif2gFURKpGzqNBwKSXdmK1",
-	"XcY5yKlBRnMXNUJlYEuga/f72RphSOYsLTJWRZ9GAmVfoQy3jlq3mHmmdEI121rj4mcJg+20ZHS/bdhc",
-	"dO+FRS1kISw/KipWE0MosDNwpPbSEur9jRWj6b4llox0vSFJqlggW9GLyISBFYaKpeeF4RPLBw2DsQnI",
-	"LbqJWtj7yV4RmAg4lcOwQppYJABlUhENbqTQ80FEDuxliMiBXuqIHKTsKiIHhVao2aEzVOJYQc22wX8y",
-	"Pvn3iBwwk0SxOADV8sEVVfYvAkpqKU1EhFQkUVLriv+1YxAqCN6ZXYFlq7BzsQhXARxG5hS9RSquEDiC",
-	"u7YrOIEb3AINl1Zei57z6PZi7ibyhQf63n7vKPpb/OzwRYOieg0rvmb60sj8NEH42EnmsZBD4cOgCpKL",
-	"hRT2n7wwTO0D527poZttn/wGEiXICRZd+e9BThrGYnzJlmMCitzuTSrtt6iPAxysI5LMpUo1+R/JBUut",
-	"VP63iGiLUGhGNMupogaf69ySjGEs4k5iVPY3HXciEnc+MVMogX/Dc0pes4wZFnd6J2Rs9wfHPyHjhbRy",
-	"w0JesTFJpFQpF9Swk1iMLaYbJRlPLscRGSs+m1d+LniaZqz8ncpiUv1tFM/D71jIHLe7MgTpMstjXM+Z",
-	"cn6lhdLSXhr0bAyf4EYtZMqnHNlEHYs5y1KSFhaz4Md2ILtePedTg+ssFzBKFZ2NEVhHlSkArams2n2D",
-	"e5LKa2GXUnlU5GPSsJQTMtaJklk2jgX+MUJrK5ciIu4JBfCPmr5HklZbpu7ZI7DIaVRCCyhbCwU++idk",
-	"fE25GVcf4A6OcqkBuu3kdaIYE/YKjmMhpJlb3oGciqVTtwKQVmA0tQRaWFpkCdRq+MWKvBvuk1f7XbLg",
-	"oR11SsgC5yV/Fp2oU4ElUHmUoNSJOlVIsp1VAKnWD5ypf1KeWP1JkXeiDh5AJ+r47QQnNG46UWdlx7Cx",
-	"27BG37Ty0G7DWQ7pnFlhBbhMd04NrJlTT3TtpCLiZ9mrEeMXzeQQiRAwAOXEG2K/wJ3eYeayJZyyCFaN",
-	"gOk0MyZjulkYrsFzg4JtzliG91Hvyk6sXp4qbMFRVk7Yw1GLv2b9pu96WM2uaxdAKG9Q2bDMGfDNAW9X",
-	"kPmQIAqOiEW/ETmjMzZ6La9FRH5+HhHqj/YdEzMzh62peIm0aJvddftyG4ErzUQrthOA9fXnN80a8GWL",
-	"J3N1Sjcd267RzQNgbH2wOYMzaxzxmqcYsXbLqNgu8n21D998Gc4+/BI5K9YQr0TZeghCC5F4GyoXBTff",
-	"Hltw45wsze0enG7Tw4ZsOD0EvrXp/n4TkeUXK1Xm/IZl2stwfnp7ls/NQS45IXI6rbyq4u8qqxWu5LOj",
-	"H178cKuiInBbR9C0/LFqiHitKBefmPeTqp+8JQR1a86Kt7534l830oBqc6GbQ0dQS+nswqmdAUuJkCkj",
-	"3VJbBKQTvSJ7jU66qAFsHAT22+kVjQz+ZW5EQ9WMmWYXYxQ4mhU5suWxoVnjLCBupCJK74FuRWmIQWuM",
-	"wNjGDUTUoyM22Q9anMzBSajZVNnoMnHG1IKD8ZRMuKmSmCrIIRe0m/9/axxYcHJqgKwawqm8CLN0kSR0",
-	"kWe2yb663lf79n+N0j//syXYxIlbIwcu29hQwQ8x6qQc0Ad+34k6wLc1W1bXPHQiH7AKbZtwz5uW0Jnm",
-	"x0kzuFiZCUIz22WrJiXje5rMuWD7VoIG5bSTmOSUaLlgBCahI3AnSTLOwHpkrwFNfADDom+52pSNqBkl",
-	"NKcJN0vSfT541huC3wM48o+9RgqNSBEJ0Sk94JClFYe6tpsoFnOprXg9LgQ3loGeFOmMwV8uZnTslEQs",
-	"HfdR1T9iNwljKUut0Awjw+NxZIUovuCtX59iPCysk3SPj34i67GvURC/1+NQy6FIN3ZhVXqUMzXyTq92",
-	"JWEKECMLs6pGxJLuatBsJZ6WCzIvRKpYauawW7AM1EQopn3zWED7Xm198KMWT9uitGyP92jyjtkU+bDS",
-	"fjXEpAL2IZFBA4xXPbAajNlpwEsrTPZEM2HI9ZxnzFOJGsNwl9CuBwmEKiOtUinY7bgD3Okq++C7rE2n",
-	"aVt/5hk7Zw3Ef051C6JVTLNaYGaQNJqI0K9seTevisZI2mdHRFGRygWBYE0L7dpQkVKVOgaxfyuDZztu",
-	"2op3cvaOC7a+FYjk7mf1edQQq3vEK61EKm0KUXrPjOLJuaOra5cwL0aJly8bQ0tHFhON8qaY5ZypxN5E",
-	"OSU0y0joi7w6+6wjMtg/HAw6DRI0GFaBA2vmNEFZD9jUQgrG97YaaO301rtBOAPl1WTZYJltC8IsnZRX",
-	"lkpnLj7PI+6SPQT/8s0ztT1vWLCz42yxZNvRphVzYbnVhw6Pc41KYFmBjMq8qmut7mj1tGoQ0ASzH0pj",
-	"6w4a5Ddo6MtlxpNln3xccIOB2c6aFtUsZHMKDkHOOmiZnSzrE8t8c4bmLMuhYA4Mbck+zXnf8af9RC6A",
-	"5utiksoF5YJc8yxNqEqh6b/XG2JsCKh9cnbTCxY277D56u3rT/Dd0eBZf9A/PHzW/wGVyuWDwcHRsX82",
-	"OBymkx+Hw4NnRzALsIIi9yKC2jMWcWdoJcS4Y7v+vfzs8Mvw+PhZ3AF+7+3Z1Yten7xmYkmYW/w1F2iX",
-	"o1kmr/3jPvlALbOIv2JB8zxbWkHt7xcXZ6T7d+nSe5CLd+eke/7hbY8kUghUMHlrInn94RzNsqU9FpLb",
-	"YIOU00yj9w+YhTHYpk8+SHesROZMOK+ZjBoLy2SaScvWZVLmE5pcRiRX/ArO23Ly+5lMaIYaaO8KYKnR",
-	"jOkIDYH2nCOnpg0c6wnRjJFUJvpAs6RQ3Cz7i7TXqJ61u1QTuCsap6MXh82uEl66f/5iXVpMmVg+aIcW",
-	"DSjBzO2eP+7Ir5ha+qQkKdOGC9Cp2huTelBZem+bRu0lfjyyEKhvH/aVt3dny5rdf09DLBpeSGUBHXC4",
-	"dzcCu0y6p8kY/AcSgHfwJECHgoSn+HOMHkmxsNdEFmCZtLz5CZ47eNCVPk6YLKKO5WmSWEQBX8WiO/7n",
-	"/ik82b+wT8Zgyz/7fAHWXY35cZwRX1OeNrtRNLEcH5zotwJjiDEa+QiaNYapgs2eUc0cqjMko7muajAq",
-	"pwX6HF5zX668ZblM5s0cQlumBMsfNQTKo+TY3FUuZbYNv1blAJqi+qhalPcYyH8I+aXak28rhXo/c9wl",
-	"xQS7ppkT08BJZGG5G81YNc9ORffpx2ie2xVT2gk+W2h9YA6jQhjMk7G1ALKj0NI09JlzVFqJT5fS1AGi",
-	"rqpsecFF84sQmbrCtUhpSjdChlo2sDVKMmEkyShftKQ9KTU8jYlfiGJTnmXgnNCdSovWNEkZxJNZJMAF",
-	"WXABVGdBb5qVlTumifh/C2norqGWv83RTwLy5lQ8JQxklOmTAZGKUBB5h1XI9c5b3fOz01dvRhdvPpx+",
-	"uBj9e+8kFvuHw9LX2WLTJXgz1TOEQa6nFKy8Fc8pAlmN7NMmSgdxkU3qYe+wgA0IpgGxEw9Bwrgc0p1I",
-	"MyenZ291Ge54BLjTx1xqw/JYlABhEb9FXj7PDhdkHN6OT8DLIckLPEjko1EIsQ2vkrwYu5xjwaFwXHpF",
-	"6WLilaQuBRYTaZiNd06qqPftQsqPYtE9HjxbUU71Tiwb9ubopevEQzRE2hvt8vtgKI43FFepw1oCHz0C",
-	"pc+mHD9VZdT68WxKAgf0jEyK5JKZXpOwtuKHWctvUiw8Oq1KMBqjqXU4/MphCpeColm6QeV/41jv+Uv0",
-	"P6g4prph6q7ITDuT+nqqp01j3oLMa69XqI5bJXi7ww5zMeuV0+ls9CJrWytASuk1tsuKwmdtGbrwsrYO",
-	"HTSTcJfB5899oveIoTNNnKnHbESabWQx+Hi3gJK9zPeCoybUfF6aiFZ9KywTN4JrsD6tjyJbhuw8yM35",
-	"rJInFVGkwiXOmDOCAdva6CddD1/YLcygZuFBlR7pAl3pYToDwOGFkftorkNutBZGsFV4QINrfrh4zfZ6",
-	"OHLwUMszZqoX1XFU1KEfn6lK+xQJgMGlhpCAltRuD5PbrIVXbdtf2NZhJULjkrkQ1bCXPsmqW5lz0p4q",
-	"pufou9u410bKy9FCb5vB7Anzu93kXDH9EJtaRiHcHiewczq07+XSL9qD07NCG6bQHg62M8gywA3p+lcL",
-	"+8oCTXNAuqNDu2y9YlQ3+Tn9Nl+WYeFgcAINh6OTEhMKXvIsY80B2+2+1Vu4Qzcmr6ubSQBuXXK4YDHB",
-	"2XWchwA+wzl2oo5dQKN+fQOHXvNbvov368bEDDVrTSVDUeVO1u7Tl3ai9E7OGtw0MjnbfubeCHLbrKHT",
-	"DVNBY8GbK5+qOMtcppFNg9csDN+i1YW0Jb4tiSZPO1tYytan/WU9bnK8gMloF4RvOYhf3mCkEzzQ/+ka",
-	"/IdRBeuvLb3hIEB3dkWz9hiDubzGaAKnjyIa9kJbwlBnXZoYbNd467Ne2e5bwHR18uV4jWAA0S9N3mQ0",
-	"bXHtwFcjj7GaWsiWxDytjiQ5NfMR5t3dMUFUkac7k8R1Rc1mVrIS+rNVJtqXYJnBvGqk6yLsWNrrb5D5",
-	"0semwS08z1vjJFMn0AEnG0KGjJSkuxJx0CutG8AWQVKdZh6z9bzd7WibbGvg9ybkX2GyVsg1XzCMSsd0",
-	"qf3OrdlCENmXk2zH+AgCXzaAzTuuG0CnJrNthQYCGN6GAsqum6Z1UdnDdWWPqanzKkd5W9JlQ2czn25S",
-	"gz69SXwlXZd3OWRYrsr3lWzKQ5ArwGaGuRHKW9SQhpnM5TUotBZULL0Q6aai5xRO/YRQl125lmPQcmyW",
-	"O4LFo54owWgaDJ+QEq1XE6prsTxoA0bFk5AQa/FgtxsMWKOWHcdA+Yxhcpi1rd/DKKOWHUZVo3OwLFlX",
-	"nymddGFrXXY6zB1jBeJwyrCBaFYtBV9KDswiJwuqLpkiNE3t8QU/JjCsUpWCbU73TsjAjk8ro3trxYJi",
-	"Fr5F40behks2aWqkWtcZOSjB3WrRN882udXucqITn8l8hwzTrYlSbvU93Z0mfmtEFD6x+/1rIbDplCWG",
-	"X7HRH0FlvgnXOcV6O6VrhYZd+y+8t86m5p+hUeMufdaNaV3rSn6v+70+IZr/iV4b7/nLaj2L/sPp3u+S",
-	"b7ymiH0QnemtKtD76jHvrIjchudDyfAhC4E0eHEXwuhm7UKJpizoYIqSatysQ2e9WvDBavreFg9sxWg6",
-	"gpIfzdlpN7NmQba/A17aUE8Eqf7IZ3teJ3kTmlwWuafWQCqgcYuveCuMABzfxswgce/6/OPwc6kNW+xZ",
-	"PhlVUT3U0Qt5vSU76fzG/exW+EgHDV9aYfElbMDWMoiXPko2KqrwUA/GqtitGW3Q2oZUrFs7ElRObx0K",
-	"QgUp2wr13xYwAIOi73TIAONytIQA9AAyhJsW42+7ltarlm6ZlTviFr1U85Vqxz4tcSF0F7++qJPs1nzW",
-	"lretOegkrwedNJOe3WawUUnQlNm5LK9WOwwFkfnAAlukCZaHg91iS9o8DkKQ/552YUogulxjBrTGBA2t",
-	"ISgsMRKKrpWBKIW4FPJaNOo/i+bzaYei997Zdwef7uac6WugTrpSEZ72mrXbTYdFJ1pmriBRU5XAFqV3",
-	"Sa9uz05Xu2srDlLCJ/bu7BLk0xgN4X0Ezy2L6C5mzl3xMKho51RooabdP/dPz97u/8oqpbbcF1ZAYFRV",
-	"KpfBmvBRaDw3JsdacN7Xap1vEHgVTs/eQqwPKCf75A0492ElKHaTsNyQgzmjmZn/6TzfqIBvoNYVmBip",
-	"jsX4tDBzqfif4Ak4JC9hQgT97C7Z0jvaSUXGYXHDtfd9cuBUsJV8dsHrBJKAoEOBawP+Cc7J5f2bi09v",
-	"X52PLj7++uZDj2AyEG5cWDA6LSKP3Y9FLFBk0UP3xgFVVPEHA545CrqsKFRpRP4i8vmILOlPXP6sWNh5",
-	"TlgmxSykDXKcfVkkDGVZoDLc9Mlp6XhjX2rGQn6O8CYWCFAoZZ+E7PKly04aMtH7BO0UDsthCCIF6xOv",
-	"0dEhZiikNsdJdsOO7+keCORVd9q9sF8VlySXNG+BvpnhtGLRDR6YiRSYhRZ8inq4xGpHe5r49YGaIJPC",
-	"uXQyDQp66BYODoLldEh1OyTjrzEGWcSd4dcY4pPizjDuCGlGUEIn7kSxD4OAN976Fcdx58b+B3QKru23",
-	"b+N+LF7JlOkh4eKKZhxKsRTg8AcZWSJSCFqYOROGJ5AGpHs8OOxFpCRxo5QJ7oPRolg0xaiBchSnaB8c",
-	"9yJCM/CFG7Ebro22T3/qRWRKecbSUa5ATw+Y2b8yUo4yS1ZI9/gQRlqPXsOoNqnI88EPLi00aGlTri9x",
-	"LVeUZ+A7C1F7EWmO5otigb7CNLMPBj04j9W2w1BVz/sU2aGnUl1aLnkJPk2r1Y5cCj5yLYssRWYZgBMU",
-	"PzktC1Cgsi6FhF/u3n/4+Npe/vcfP/3X6P3LiFSevn57/qt9Fotq09N/js5PP7x++fGfb857UUU5WOqu",
-	"qpWzaJYtYUqQhwdm726y8wiOhRczTohRS3B2gIRCUoRrahfSJ2+NJmMXpTkmmi5d2lNc0TAWFpT9+QGk",
-	"oigOAAwhkg6wLYRHcacQ3MCT9/wlPMCO4s7waHD8o22gWQq/nh1GcSdEBcKjb2N7Q22nZDyX2oxLHxH7",
-	"09ey4JroOVT8sLsTXAFxJLsGjWDg0u0SWZi8sGerGF3gNcXMo/tALNDQ5ukM2uHmiKjGPB0jYIAicSaZ",
-	"joXn1UGFuAfVpAomEuYTP2EKdBqyH/VOyJxRZSaMOsfw8/M38NKOlHFhO+2Oh+D8As7R4x7xM1NLcvic",
-	"aBc96NMM2VVxTf4oOANkjVGwOGpmdwpAtQxnIHBNBSAzI8n4wHWiD77mPP3mbI1j5DLH76g2+2BU3X/7",
-	"GtwRCdf2FucZXbLUwySxeIWlZd4BvyGTYjplinSPiXPPcgeQMxVmP1kGPH9C+JRgijzX0AJvqmSeMy/B",
-	"Km18BS9NxjOaj/0Rp5iDW5OuXVXKxhCcWnGuc84Nbu8sfbMII1fMMNVzQOGYuAWzF2fpsp/DeEjGMAkw",
-	"nBUeuLcOhMLX3rPGnUTwXDSxwHkdfA1tN+93n7zm2h+dmJFQ5ii3eMmu1blfcgOR54BHfOzD6dnbTsVC",
-	"2Bn0D/sDiHXPmaA57ww7z/qD/jPHHALj55kpiNpHecFy08A2vU07w87f3fuVEsVHg8FOpYJXLEihKGcZ",
-	"RC8vtyoos15P+LLG1HaGv3+JOrpYLKiVQDvv+BUTTOsKUwntPWNXWfhKhFadHeBoywGdK9xjLkCxBX2O",
-	"sNno33sR0RJyWzayi1EsAKk50zvXoVQnAEMD4xghDCNnCcnVkLf2vCZ6q8XiTMkFM3NWaKITRXPmeJw9",
-	"Tca0yguPLZvo8vmIVPfW2D2gZceDZwhodWDwfge3AoNhN+YgzyiY5NbPrDJbLF0B0jV4OBwPDttU2mFM",
-	"X1zatn62detvVbCozMBz793aaUU+30uNue854PEc4AEtUm5aLw/UAn4n0WVI0YVFOxp8VOr74ZleKshc",
-	"ForQmWypa+4Uh+XF2s5E0jYgqgCbBjLyTsM0doXWmI3V15u/BNfa2oeVNL213JAuWdLGitlfHhSHudjC",
-	"rW3glbrQ327PT7h+Z7CaJI4JkD94intybux5J3MqZpYeWUk7oZbioiWaLxi55iKV1xFQcW0cve5W0B66",
-	"EdbvzSVb6tZr845rg+XM9cPSHT/qdgeGBdXvfFgw2H32foUC2f7IZOlrfG+zw5gsG+9NxtD4Ud/qT1AO",
-	"HTU799robXayeZ9cRXa7kl23y7Y+vtvm4sIJxQzjq3sJolFIt2z5Lx8VFIErfSlPQJJGteCCZppwkWRF",
-	"CizGLRi/rKbPU9KFyBA41p5Hxy5Hj0OEl+6AvJYPM+e049MvNVCwAtrm2/YBWjzoXQuDbnXZIJK0we5m",
-	"Zb72AvTTFmeQu3GSvi/9hGBY8cfe0zh65BKaQ5QlQlgmaboKpCek6qwdEUicejw4XkME0OnBV/vPtwOI",
-	"nd2EED4LaPIBs+qswMNxw1HQy1q4yxPvHZ49MNuViJsZ5YJ0IdQB3IiqgALJTI2UvaZL2nD1hN+Jre9e",
-	"1MmdF2l9a1+3b+zD4dpqur0GGAd5AcubSDA8ycvHPTHb+qe7nS8sxbtbdSG7tv1rKtU1JK+AhAgQCtkb",
-	"ljKXkNW6A/Y6gQ+eXXJriBbXlVx+a45/IVaOBf8zezcNcfWUS5XaSsp6JBU+5QqShgiLUgSlgxcsQbzo",
-	"k1OnMwcxEVVAcFBck1QKdlKJlbieS83wLSpkrTC59CtZxQIhYL2VBpxBiwelAWHQrWgAxHbfmd3CsZ4S",
-	"+3Dt45tD+QuNakkEN3SdQugpw7tvYdugl4Ov3uzzDf1hbkNSFRff3RBV0QAM5wxgwfXFtHkpMRx+ayjY",
-	"wV7rovNrgtytyUeRhO1QQtF+gZkAvjSCU33Tvj0ifkYgbwfhx5Xt7gHvUDmIViq9AFF1d4BAMgiv13Jk",
-	"VyNj641tFFWlqOQ6+/jxXURSlvA0EGwzZwIwufdMAORmUaeR5PcFF1De60tEMHdGJW0GW0pMjYAWQqkE",
-	"SSGxMuplYboTlslr6NySBzeAv5ghgwEE0cIddDrjytzRQgqmMLCPoe0qZE33d3DtSqMEtxn5OvPvw6Lf",
-	"ysBbIWDnNntnFOzHu4/QazfDd+SLsFhuGJ1jKzrYBkTaxnhhwp4Lr4Z6AqyGLhw5NYYpuzv/+3e6/+dg",
-	"/6cv7t/9L18H0Yujb/+2kxfRbg7C20SlbYP7Dh8M93n42gQ9j4//7siNuqxPwTH6NkLuYNiScvvHt9br",
-	"/wszFdB8JLKz/dY/CTH5KIIbSgir3/KGb8ELVe75XdQlqyd3u7ISd/f/Qn3lPaX3Ft1mFHSCUlREp6cE",
-	"iDZS8lbrIqhLH52MeEpQTanXXBNi7YQfE49v1uc+rR4XDqTiBFjWrmrG0uAUZn9yjXZ8rp3a0GnVHA+L",
-	"yUgsXjr/++n+0fMXt+H3g5I6PxpItkhriH4c3b87YG7FVDypsPTXYBjubGGAvHyBY9gLJG4VKCFMc0lC",
-	"klLQVbIb4y0QJeiVgVWttOilTzW00f4ALk2oQAuBoW2W4FK3sBE6H5DulcvcivLBku9G+NxIDTIIvoms",
-	"tBjMmjUZo8ld5NPnD8DAvPp49l8uq4oglMz+wbUMCVu9HlJeC3Q64FpmTjr25U1F6rL9xsInk52CrBl8",
-	"E8Ezy+iVXNEWrUES49TpGalHiph9TDFhIvQQ04blpBYnRLghicw50yfoqQt2X1Asstz5IsGiQF6HUgVs",
-	"xrVRSxd3y3UsMildUMuETaVz2MXschwzk+aGpUNCwYUM4sPgWyhDyFImDKdZ5CYEFRGxRAvDiqSUvJbJ",
-	"JVMQR8yFNqpwhfRcwQIhDdFFnkvwq3Go/XgwIJouIZgC/WliMeU3ffKbq35Vr1hYTpmJFBgTrzPm4F8d",
-	"Yeg2KJNBFwFxyrHIqdZYq8+HLftSdCs652E9mrdabNGnnCIuH2IsII1ZFzztxvZOolfe2D4eO7vP2PlF",
-	"jHter19Zg4uDZiKkB6Tpsh+LU+G2Hh08nUK5ErzuA94Vw+yCPnvj+7N3pxfoufr2/ekvb4Kn9/Hhs5NY",
-	"SOHMcYXIaXKp0WOWG1BT68rEwOeW5WRgJ1NNY1jxrl3DnWO8mOPIZUyMSCVbYkTGIZISi1qUgZfjXjnP",
-	"tUSIrpg74QaVRi7Zod2uBU1ZkzMUFM9F1PM4NBf69pUNtqK8Rw87dhPCxJDdRye6h3dUH71EwCpvE1yb",
-	"GtKQCh9CbsuTABNwo2u4Cpe6SnwPvvJ0ozBfgsQjcUWtZxNmf2/Z3MWaBNk8VxKoUeTr0tjNiwi7AYoB",
-	"5meR+iubyVnP7jIgly1lNJ7eSWCvHMlBQkWCBTAefrhWzSKM+a9+4ufg39KQCRe6PimRoQsSmtNsun9N",
-	"QYaq2xqr5+GTgjV6144zOXN5rzTp8pT8R+lK/zdy2CMJVWpJKIGlv5Mz8JwbOnrhfbKRcEXksN8XJVPj",
-	"XDnRES3jSEvAIoexV9ycAKPmHM5dvuVeRMTfDrHbKjeAGXnR+y5F8bHeM8VJYdyMz78J1TfmVJMxcmNY",
-	"Q3CMgdlY4xzjfwRwGFyQcRdb9jA9+5QLmpExE6lPD2Z3hLMK/WwiSn67tvXRha730ZupDo+rd2AN9nBW",
-	"7tP7gF+ZTzmTM8ijsxagYRnjK29lqnNnj4NgovVYXQgd8lVRucaZeZlpNWKy5tbfJDlV3FLd3cGVtt6Y",
-	"i4ZYCMU0M2Py9duQZFzXSgEyTbo+m1xZ2gwTeYBfQey4e7ckQOQQtQDBLzBGP2SvHgfoK/0PqIZ0dQqK",
-	"mtpbFQtw0oA0CxHxiROhijzkRsRKYJY/Tcfka9zhadz5BglJE6nSwMDPIDLwDc6xHodB1+Jt6vE5EEpP",
-	"sZp5MEIaKXsnITrDXmVqqjExQORq5wXBwf8J+9JDf3jM5gyFOMrgF5RHYuGPwccrLV0ecJJJMYPi1Lkh",
-	"Xdzm4JMEH0NFOzOXhd1TKwn4Q9G9Pvl7a9yQrgYHyakLBYpFLECcqaUNdAgNAl1opmU4yJXsg9rPMKDO",
-	"sLCeFdaqmfyCXa6SFxGipbrrqRl7kYNaDKBDYRrT+gW0vCIcgfwl8JVraZEC6uXQyYcb0nVQXA+aePvh",
-	"4s2nf5y+izx41uAfCZP36A/5hhc9l3l+Tq/swTmw8645Pqu7j4EalqE+q7AUgKW2UB2LIDFXP5yCJzUN",
-	"EBByMU7YnGOUVxrCgUD/bUlROVyPKIqm5zkVLvjZIk+si2PAA4VpO6rzU3FwUKEksfBj1ktF+eApMO5b",
-	"mb85TmQ9LDh8vxdW45IPw6n5DeLK36dG0Qo7eYMYsRm974xx23H7OV0AiK120aQNg0tS636zG8paQUB7",
-	"BzVzapc1V7S9EG8S8nKuX9WWqS1CdE5DvERL0oEtFHdNfMI6N2DRU5UX2E023CXm5/mdYxkc4fKIvJHT",
-	"QN4xkULLDIquWL7DEteKgRd0Uwdf51TPN0qCP0MGmUeUC3xpxQbuDJPo3Isv+23OALtQTNqnmcGINdvx",
-	"7R7uzmzi8Qoq8fY01ouLSCavmUqg4g+76Td7vUOByE1cW93BYjrY/+nL1xfHTV4VFfPJOls1kekS2QtD",
-	"FenO/uS5pc5CGogEKFddpiFqyhAJsX+OKgHe1HOqnNyUUOF4VpfHByUJu0KyKLQhE6TUK7tmZ4a6WNi+",
-	"WIC8AV+50Hw/M6/GOBoMXP5EqVhZtIO8dOnaJoFk1vR4n8/efTx9DUH7zp2q14SYz4oKUG+j8brZN1TV",
-	"Abqslc4FVcuGs3pSG9OGO1TfYgvxD2lF3fLyDp5CbfYZwKt607vUwasr+eqU7yno0Yi2jNIB+fjqLcno",
-	"EmqUqWTOr1jPmR0aDae3+lE8gQdFk5/WzvngtrEsgY051ffyOYLoEJfKBX0kvMu5KH0vIzJZQhRRWRjJ",
-	"Nu3V9/32ULDX8LwxFOy4KXcVCHL3IjA/S3DCpLU1nhBferpEth6mLBq1nPgkWElSpxNAy4bbHWS2t9ML",
-	"3BZZVSUxp/v/je57/dH+l6+H0a2kZg153s9zZBM2qRRB3gqBNhwp7t5d2Lc7gvc7xDnV0yfdCZDMpSwU",
-	"SBaQnwc8gE3F4R4tPp44I+C7FGZg24Ps3pOlFxrBogONMjmbsbRPzoOY41IHepmWg3Qz4ikKg15UCWmI",
-	"sQpqWe1oHUidNb8BVDGPBw9mStxwS2fXb+qBkj5d5f2BeGt99icY9K8DpfdB/YpdK5rnbMukc+sYfC6v",
-	"MSv3ggo+hUjQawalPfd9z093V0pvEofkarcGC+qCZ7sUPmIJZonJ7qmhSD/k1OmOSpCuQ3SJa7vhyzL1",
-	"DqpB9it1AYCNlVnqfapKtZcAw2oVumtJdluZgPNKMbKNEgak+NnXzDYyGP5kGEaEoccg6fo8B07O7vVb",
-	"ROdQyj7AUpmYZC01cbsi4RPLEZmML9nyP65oVrAxySlX+gSqjgOnD4Vo+1hxJYPMlHhdW0R6LB5UnVrg",
-	"ZdrKBpXRs2YJS7Asd+duSRai1tCcw2Z1R9MQOZ0xV7bs6ZyIBLsxo8rIa/TuFApVhpA+qg3JwWIZ3ZKp",
-	"fbuaBy4t5K0lD0LPX7bASRSmCMls6hG3j6VvWXeMqkRWtvpGNcVfnIc8mY9BWWpjVGjMY/rBhiNePyfH",
-	"VTy2LmzHSNyjLYjPJ2rYO4sScPZ31raFeAkHL2Vsa/C08JakhArI0kW9zdVewZt9YN72XUFQxyGsUpLg",
-	"jdEm1fzKs6wKebcxwa6M133EGjtk1U4GxBjcsoD0Blv6nIZ44rl0F6hNldi6hMFTQHM1ze2uO7MuhTV9",
-	"Vzbx83j7uhNMoysGnMTlc25lId74bGsPrE1gZb/bkoEwlbtpESojPl3g/UU1uR3asyp585zdrBuI5otj",
-	"MuWC6zkkaseEvT7dv2C9emagJrF8B4Boc7/9gLmAV4LjS5/KQjgL4n51JVJA6VNy/NNPP/0Ui64FrGqD",
-	"/atDqJDsQzxL/8GfmpKgIjOcsCyDAWMBCdvAcwA8dMOerloQSyufxvwUHz5e4JarIjegLX5rqpY/n8hx",
-	"h9SCgIfA/OZSOMYCzdgnLr8NThw/Xe86zGYcoV8mXzBZoFpwsoQ0rz5duVQEsDGiOe01iH3yCnI1Ssj9",
-	"658C4geZxbiEUhHhIhZUKX5FMyJVylSTKvpTAQkgH4udkCm7l6S6q9Usgk1Au3POVPAuWrl8QzS0r+Wk",
-	"jEX3MCJHEXnW7/d9zfhakspeRMbQ/RjPb5mziIytcDGu9vW/zj9+iEUXE8EqkGc0iTt2iA6AUAxIK+5Y",
-	"0W+ZMz0k4zBGxa2jS7NrutR46aNY8JQc2img38ZITkclhoHPws8RZMCNO98iMtYmlYUZH9g/mFLjWHyN",
-	"YWshvayFFm3oIsfG9qJlZky6eHj2ByzaYjgYwkoj8CFIZvYvEXeMogmb0OQSZm3CBaYc7gZqa/zjPY0O",
-	"kGUdOTy9Pd2LYgG5Se1ALn9p3Bn++o10f3UJTiHbK6oQfILTkD61csR7OhaYPTVnaj9sC8nkDCvIV3KS",
-	"WvTr+9Lsjx46L9vHsRgzkdb2eQyXdVwIdpODQ8ForYVzBqIibNv1nAl0f7tkSrCMpJylfXsydt2jcnND",
-	"QutvpCsk4WkP7GbgR+FTb5JMaqaxu9qKvWdCJWSAifSkdK2wCA9dsFYdY2KxhWfMXfjwxyK1W/Lh97d3",
-	"f0KW2kKzQwalu85qMlxnM4RDAKcO8I3sd761c2ANlKeVKbM38rt6c0SQrAFprnNtcQpazQzB0XX/YXw+",
-	"Ht6lwi5nin65r8DiE2ht6bM141dMEJ6eoB/aKsqJhcMTUWtW5b/YPan7iIqSku0538tAOUsOa92Xb+gM",
-	"Ynlw8IAtiwU3zs/MuWthrHHpYcpE6obpQkQLdxX/kW2zshs33gjfc1t3Z742urVxkCNukYuambYGM8Lj",
-	"Ta41dtrP5tUj50CryFwteVQrmbu1L8yFEVJ+jnfT3TzJXQj7CI66gT/onr/95e2HCx/7ZfF+hCmjHa8O",
-	"ooXLbenwChOpjoWWUjhMEjw7Hbfj2YDur2w5kVSlYXCMQFxnMk5cVQbbBjBUEA6BwwXxxnulNNkGPChj",
-	"jvqNYv4r3+hBhfzq0FuJ+G4adxPww2j3zaVQ0nYvfPuuH0zkbhDAcOWPJYNB708qhg0tZ0uVAZY2t6LM",
-	"8EOTIEKCHDKMO/1+H9heqM1CPl/8vP9jLxZS2UYTqtmL41qzUHWEZZqBhCJSJwJxM3L1Yj5E+BukiImU",
-	"GQgrmDgfeoPYK/xNPsQdy9rHHc1ngmZD53APso4vRePH75NTn6XQNQP5nRL8FoJWwkTI/iHGIsNMCDiR",
-	"9kmDnPOh5PohjCAWFVYemY1QQgKpaoVL8YE4llO1eMo7v0Epib6VZNaljMp+rksbFZ/3iWL0UnvBArY6",
-	"Fl3LTDkLX00TbemAC1ZwJP0h7QUBUTTEodPkcgYlVUPckSsN8LhkaDXZtzKlFn5VJvAOspYRhaAPDA3k",
-	"aVnNEJfQ69+G1mulRzZIDdD6/xccHkZwcMHtG2SH/v1zGeMoO7HoffKbVJdhopZ2xcJDCgAhVtUBjS5k",
-	"1wRPVl6x2x4OyIKLwmA4weNy4mcbOfAafCNKfWTm+2wjlT6HKdyfUO+QtahctS8Zef72l4s3n953IvvX",
-	"r2/fvetEHfcAfn25raah6/JuCewarHyWUDwyYt0OA2qTYjLT7wcgTKTnMIsnAQ7kh9ZP5OXS+e5cKw7V",
-	"DqFdoy8GOMSsO/KzGxO+b/yOyYZU8q8yi1bgGLwIpLhFj5UuymiZh4I/X271O4EgWF5uk61S9so3fGD5",
-	"qhx+S/kqTOWuMpYb8WlNqKs61r1gCtOki9p03UN1nPdTA0XThiISDyC2oV9GdU+f5N4n1w1VbS3dt5xI",
-	"qCV8QlZrIjurQ6Fh/+Zywfrkta8RapkBeNR03TMqZgWdsZpHWydfmrkUne+eQ68G1A/qP/Qvb7coxRC0",
-	"EHeph4IycVYlN4m8FuSKKm65S91bSeiC5rsi3yCR4I08+Or+2iJGYvXy3Ibtsbe/rkLR5f9wGwDxvbDd",
-	"jvWeMQNu7TS4NgiX1kqx1hQMD8nAuL3eyHevnuKBc0h4ZN6qOrVWRRnOZFeocQv4qyGBO1/rXyxWL281",
-	"eqs7SOtWS2EEatBDe3e43BCJP/MO7rRUdFqwdIDYDB8p05dG5gc0Cd5bD++DVA0lRQt3jsos0KjkhWFq",
-	"H4pTS5lBFbWIsP6sDwWjcWJxZ0jiTsamZpRkPLl0LgqJlCrlghpmG/x+OBhE5Ggw+PJtHK19jM4ZEQnq",
-	"SRJ35jzuNLW9ZEvvBBHaJkZlf9PN7XWiZJZh7ytzem7ndDwYfEE1JTQc4UGGz1N5LfBj954u0NNjSJ59",
-	"G6PzFO7ZDGv0wC7+0wVpx8LMlSxmc/LPizfnF+gv4xgX8JjBmYI60Os3oeis3UgXp+CyAc6py32QFEpL",
-	"y1fkUmMZa58PUSeKMbGnieZ/MvSqQM8omDxjQs8lzNyl9cFikbEYl2/HbkY9QsnZh1+8SBNBCgtR0b5Q",
-	"X4/TGAvkXe8fGwvsDOYrpCE+HeMUameThQaHjkP4MyT48wYW1/qEUEMWUhtySKDap/DjoeeZbz3lWGp6",
-	"yhmkvbQw60+YyOkUnTbchKDuQajkfsmWFc84DD+umnlqRWu4mUO4aCzcnaw61fUJ+vHZocbu/bhSAp/q",
-	"yuFAtIodp8k77DV+fApLfST7RH2MJw5brg2Ozk5NfGQqBfs/hH58KrzjYAWX+ktPoQpatqcRuyIaoTqk",
-	"Nep5T+vSTObg61aaUUJba26m7b1PPdBXPU8H6HYWAD4WoZTIzs6n13OZ+QuChVLAxwxvr0eljsJmyxMy",
-	"/uf+OTTeP+d/MigCr9cRIOn+dvP3njei6IRmznrbcu3Oyy27LUtEQjMGxVqID/GEkLuc37BMk2uesggc",
-	"jn0iVapzloBMcM1TMycYY5nJ6/qsM0avME8QAgHXrbFf0E9dSR8inl48+/H43lVlIQ/iQS5md8iD0OCH",
-	"D0v8P+ROn1ZxeT0DUXlDSffswy+9e6pDmu84ZHLZXB91Ia/Yzzxju0fFD54myzhElrjMDVKV3DMxijHA",
-	"jC7Pck6txIzkngp0ZO21R528ltcikzRtXvwmSiYTwzYaqGCukAgGTawv1ncyp8pwmhE/xFNaQdFy5na0",
-	"WAVM0v0EefNCkuneY8u/Z9TMO61pBTB3RzilbfichgN6Os7F1cBuxm4+iN/u/WPjuOeDHx4CQlxyAlam",
-	"rwupDzHferiSnLVLqJhTKuPabFTLP0hKqfsVMr9HDXM3lIsxhxwGj2wBeYJ72RLznLJ8ha0ow6orQdUv",
-	"buUvNsHL4jLl6qG0GXVoe08v2WuunsY6AKDQmImnagWGVt+7iFkr+rqHyv6+JclKmu/TCyPmuQ3dWNbh",
-	"kaCnyjU9OvikTBsuKB5EQ14EzBN9O4C5dlGtw+9dMbQV4J6C1dwIPtrQdmp1bqjZnXV8QFaCeTr1l6MY",
-	"G1H6NTXJvHVXf7Nvt2QCniJx51157NJDTU7JeFpmIa6G6aEu+9uaTRi2iFUMBU/DgLcQesWSQml+xXZM",
-	"vNoCBFJdPg5K/lmqy/vn4NjF5C8LYVoZn8MXmxmfqEx+0zpsewqcSuY+DH4YaVCV6dp8ntXy2/z44vj2",
-	"BDcP7yWwwo3DbWlwmkmba8I6h+gt0xj+VdLYgFe4VJc6qtb4pQlYbSBdj/ZxbCJbYp70RBZZSiYMalBE",
-	"zh8U3ZRRl/EE4WtPmUDFMuAE7hBYSlcSc88kkcLHD3O9mkl6T5OkUCB9Yq68yBvFmEthB9QmwizrNV8K",
-	"nkaEpqmyRwHbWzkVVDI7sRbzQLiBURu8Q9KWzfVBTisLySTUYfLzozMsCQCxjWATenP0cg+Nw0xcpXsa",
-	"Y/58O5du3y40Ft4y6EzrpBt3ztwj2IScp+SDfxt3Km4m3ineDnvisglyo2PBxBVXUiyYcDFR6J7cDcVx",
-	"nB89NYXuYfKEa6rsnrk6b/bs9YmzvPWRB40F1yTuwBriTj8kMkyddayyO3zKkmWSMdKt9UDiDn4Ud3pD",
-	"n+UwioUPBnPGxIjktNB2vpAWAgIgWG56zmXbNsCAiIhkUru0xbUjwCBsMDVg8LXPYA6ub1c0c3kPqyo0",
-	"VQjtqrMbVwMA6dFJ8OmOxdFgMCiHwBhO9ARfXT/pWhwgMDMq20NXcqohEx0aALSrMgH76hbIhdvWkFAS",
-	"DTGwukoBUAt0zst8MCCuvITbW5/3Qvf6Dgyx6MBRE7SHsjV0wSxUlyUbsAZNWbDBGaqx5EXgk5rqolBN",
-	"xobyjOxPx4TrIRSkKIvrkC4l7+TsHResB7sCmw3JJew4wMoQzTKW2M6qiVpIF0AfssNFteoN8MgpRRc9",
-	"F0UrBSv7t/gKxuDGd14p4eB3NhbdEnjdOWMd/qh2get1NSygRS2QNiRUxALPD8Zf0KWlGBhmBFUSKL6A",
-	"PXT2LLs+LTHTCKyJTJYQM9lzBfgca+qqQxC+VQUIXDdL/cqwAMQFFikKwZdhcdX4PayH4kqhgI2/Hny8",
-	"WjciFjgGlo3oO2gqbfsziWgs+GP8x4Qml9dUNZYQKrNNuTpCGw14n35+RZ49e/YTbJidaiH4DXHM1rBy",
-	"rKosNNOdSmVHhyph+C4cBen6ufVa7HXotHFbaE+jSs6vv5lT77hpdaIQuFA+8bNqjFXYNrFiLZXiFrkU",
-	"15mmTOIVZFcsc1FYLG3ZKGhUT2rplpWySTGDr6ayE3UsObKLBibkyxZ5Ll1aAeDAHAMKhhrKBdZmSahm",
-	"Fk9pbuW2tpPUjKpkvmOQFt4dn7FGV4vFuCj+aLWyQ7XYWMtU8Mo8dOmMeydjgxsInPxWsnzYFYe8K2TF",
-	"UluyInZXtsUxgiWxeEJlQD16OZOzVUIkVS3TJAkY4lFswr6MShtr6qiYr89ST3jmGRx86umSFz5Jt6Va",
-	"USyeE6gz64CuV2YGmktthuTV2WdfOUKTZKZkkWNsf85UwoRxSUFplkGLV2efdSw095kWc8WuuCx8VRnS",
-	"HewfDga9yPM9XJBCM9Ite7cCxJyqGQsuW8ACQPZRrG7nnLFBjjhxJY73kFsKvWIkQ8+51UHsZDJ3/nQQ",
-	"4rs0Vh5pqGM8l5aVBW4TeK+5LIAfAi7QrWKyDOvxTm7PXsCygOCXtY2otnhhH0MECUIet7fEbiu9YooC",
-	"J+ymTdETLmf0Enmmo2Myh7Bp4JRDjaMKi+iKLnX9XvmBkfPF78CZp+RSw9eeUYV0cSWn6heLe+AGwKL1",
-	"K1zrsKwqBlyig0+sfmbZLDpVTM9rDGpLSawqg4pDbuYQ3oeSQ/dhEsIx1diE9lTNyuxGM3YaPnAiLeMz",
-	"CKN8vCTGW1AFv+utmTphPd8Ng786+1zeJfDn1pdY1xnT+z1gOshmDC6YuX4INWrRGC7pYf+DG+VxnEt9",
-	"73eNMASsj5XjEWlMpUrYkzomYcL6umyDRe3dzE6AY3OiE6QateDy+sM5gf2EJ06W4e25yAC7Po7K/Mx2",
-	"/aQ6c0sURnh3ajwopojfJh712/dLEew0ScEPptSdhWID/7p+i/fwF3oVll/3I1vTzEbITfWIkdXKYpbn",
-	"cjW9ckgG6zJpxyKk0i532F53O7OMGV8IwrITLD0hEN+wBOfhQtUVchBxIUWZf8FzaFjvG9yCr+fLPrFX",
-	"AtM61U+7Uge2T0CnVQFlTBwDunz0RAaS0PUOXyXb1/Ncz9CxrW5jLNsU+agfrMQ7kdJYBhh4m5InC4EN",
-	"MIILK4pQex0RJq5Qw+g9rPeggjWmP7T4NuXqBDndSot6PWhfBqMQqNTpbUhjlZtlqyn3Y87E2cV/rdpx",
-	"D9F8tCJzXHOTQM6gXEkjE5k9JXmHnF80QRMsUwsoTQ0E/Tc2OZfJJTN98hK8mMlUQY1tLN8dGgOfTybS",
-	"zMk1XVqmEsL1XeMg6zj9FlUM8tCCTkHJzOsYdCy646/eLjyM7cbxP9FWbLck7gwPjwZR3FHy2v44Hnwb",
-	"906cNg4c3zUmPKt1wm44ppOtpV/6Nna508I8PWeYZFL75GX3szo3arfs0TaqIX4cbF9ww25Acy9Hx9v3",
-	"Ym9Gi6rMvWqry79yDfDKPg6N/gR9PymR/g4m5Sej4SuKjH/BAPSHsr9+wrJd65Qu6GEsedCmQnujWmE+",
-	"IhVmjyoDg7wGYWIlIwzr8eK6qxW6XlQ0YEf4DTWkq/wENagTAaKFopbIlqS7Rn57dZJJmihmn8B1QgIf",
-	"eIEGEr+ztTdUTNum9tN5aHyLYgGWihtuMTTUnzd01ovg99BQyEbP2zTk8M93E+bdIu26G4uAhk3YJGyH",
-	"Vk3VeB4c2V7QS+bn/TS4tkEWatHH+1NdhRH79HcLCl9c1eH9hEJqd0j8a8HmcP/FM9Ce7v9JBvs/kT4Z",
-	"kf0yT5orrpYxAzUjFEn5jJsTIiR8Dnfg+ycUCcfSphUK7x87quJJZCq/3JoUsy42BYWskXmOBSn65GXQ",
-	"swMaD8JILFakkSEqgoMUojF0M1sGPwQutKEihAglMl+eEEDN+1zsg74RDLSJonq+n0ihubZnXY2J9hUo",
-	"HV3xaBqxdB07g2DlkLpFtrGgmZYwy4rCrZxwl9aoE3C0U6kuIQZd94bts4iFFwk9/VlEm/2EnIPQqUPF",
-	"8F+pAiKOLGKORezvcdxB23fGpobIwvTsBfPlODWZcvBkJ5Ml9GD3y5JbVRYqDFFZC7zGTmalM8w0mjBP",
-	"qFookuPiHicXxACt+w2uKkJeR94nxfviXMsiS4eez+BTn5J6QVOXMJEWRo7gfQRpY33q1i7q9DUzI9dZ",
-	"d9CrZztAnX7NycAFxYItor+m3i9VnBdui74XV93KRzeKQjV/xNXevrcX/3bVtcobJtg1YTc5V0yPKNpA",
-	"4biQoxw8pX32nK1hWZwZWdlkRBVCXld0tSxR7Damz7V50Ki2ysDb+blC+7uFtaGCAcdrKpiIrxAl6ohM",
-	"uEi5mOmIXDGluRTa+xNCXZpq5W736cFX++kWmancKnZOSnVHyMBBLRGBcTFdD+DeOVhgHcW8dmnenHfX",
-	"lpW5HXO+XWlurMv9xf072v/ydRC9OLqlPPd6+h44AMwkTS16Bd8ubUj3gotLcvrmfP/o+Yv9X16971Vq",
-	"Sns3HEvtfH1pKKEGto5YzKhh13RJ8sJgLgIBxWwAoepaKc96MWpoSsYOBsao/wTuw/YQi9CFC4twcDUk",
-	"7IYmJluS8VxqM47IOJfKYCkfSykiEGnNvORwx/bnKFdsym/GsfANob52IKZ1WlY5ZdIdoxyIM92Pi8Hg",
-	"WQIk2f7F3ANFRSoX+GjcgyJfLn0yuvt9/vQOVjiRKcSI5nZdh+Q9f+k0v2mqyRg/GTsHF/dzhLkUxnug",
-	"28NpfBv7qac9Uq7o7xcXZ+f2hMFhNZQ7SFmeyeUCHQ5fnUYEC2CBG0cpABtVaNNoEj8rTOXuPTqtdFmv",
-	"mwICajuyDuVQgtj5ahG/VSeBH447/lncaUqqOHfcztqLCgQ1v5eYi60MfH3+/NnzzSQ9wkJd7rN3TMzM",
-	"PCTl2BzJhx+6+X532u9oyybKAd4cLt5lR9LeFBMqFcEC8hXkvKLaY2D6COVvEPV5Zp8rIqA6H8JyhSJt",
-	"p8dpV+A0+nTgjEY83c2x4/9G9c8b8CwLUpDLgl5VGZKuzBGPZEtLXqQIiHtkhTapMCmdXX5vTW20es4H",
-	"X/2f2/AfVd3Q03IgfkMmS5BMWX2bwoLry7cgsrnubuuCBt9Jc3PHjfooyo6GfpOcEsNBQG1XSBf/JjSz",
-	"8LNgVOAtG3oXxS3ZOF1XFzazcm12JG+E3YxtLkKrBxUhaoNvJUT4idxRjAjjNQgR4SWazSdUu7oqvWoE",
-	"naEuqAh0WoVm5YUOHWwtTITVPOJlvkf2g3D1K5Z6hFhUA2lXLXNBZ0xjvFwC8Ruemys0crWLjRigfRce",
-	"DgOUcNOMAUwFru6FAXxHjy+C9TfLYC1AeWDP7eCrobNt4JPOdk/Kdd80W55gPMDmtYWR1LsxbpVbHsHp",
-	"/n9bAfhL+bc7icOjH24Rh9e0gBdh6McuClHwLG0UGyw/un6imCPAkqkmKeXbd2b3d7vNT6LCOwNjMUAv",
-	"FtqGspUE9p1069wAPvTmafsFWA80oaaimSp81Hkb3vwMDR51mwUVpn2T3du1qgw0y6CWALbAgNw/Cmko",
-	"Uk5XHR0DEOrKzCuZFQu2P6HJZZFvZkn+AU1fupbbWLFdr5YLw3E0Wji8cLNJkMEPHlWUWa3iErZgK8ao",
-	"uh13Y478iE3CEC7f7WCzRGQlQyFTtqdbJZ766R58xT+2oEO1xT254ONW3fVAAzYjb0qkimG6x+kUglF7",
-	"G1mdzQt5uJtbh4bm+zsJsHIvhge72ZJiT8qV7yqouN3fAic8sJBSGXiHm3i3O+jHWkWqzt9pT3vMFXmz",
-	"LW78hjo0//CY6wm4DHspRu6MGxJO4Js9qK/fxSj+VaTQayw0491OqpzY6f5/l6aIw+jFsybeK+po/icb",
-	"LSbNxgiIHx5iQStNcqqBLk0pz1Dke/Ph4/nZK4vvSiu+pWDPBz+QOVNloZxYYNjhPz6++/z+zej1m59P",
-	"P7+7GL1/SbqHg6PjXkn63RaUSeNrH74//efo/UsXxA6e6ktt2CIE/aH6En0LCCVTdu3DEzFYEBXnpTPk",
-	"i1utuLC13zvjn78yzYjqKlyov1Jcww/3yDlD3ZqGTh1USbTlfaEgKbjLA1HxeNxzzjTgsSILk/Er5kot",
-	"lEpnKPrgXXHeLHKzBPibokMDUK6SqlXubERKIj4kc3lNaCwc6bfCGdjBPNtqm7lS1wCoPnVEMg9FKKEM",
-	"QWnUxuISsahg84Ov+IdLzVb1JVltsS2X8FfXpbj99Gkkcd2Qch5DWe0RhPgVb1CQyoe44uFqDNe6jdF4",
-	"fBZjmzt7D+YCuylTWK3maILN8Huxm48Rzv8Tm3ZWWYwSKCtM+N07byPPyJ21HdThvwAv+GRJ7O3kSQlW",
-	"ex7loAV73aGbiUQtc0wNc1kN3dIRWVDBp5Dhg2pLL39D4n9NuXE3ECuagfW6W6IvK61693F3h22TfWAe",
-	"iGZMl/cZiHYspkr+yUQPct+Uu2w7r/kvgku4cclZANLPPp5XmSN0+wlIWopYeETd6tWObooZNVOpFuSS",
-	"LTfh1m2z9CMo/avk6geiR1dJK5itsDo8h3I+9oyXi4yLS3uALJtGINCB9yBVM2Y2iHSfGE03bcoOOfzv",
-	"X7fi8TO6r1SWUGxWZBQYC3snIQTtfpg42rLx5nz9cKVrx7KFhbxYMY1v9oRs7mO2Yx8rBRmYgkISUpAJ",
-	"2FUEkYmhWYtKaiHTukKqIh0N/vP3wf4PVi561qaSvlMdg12B9KlFiI3piv/SFQ8AZn3BgxCQNJHpMnIl",
-	"h6RCRZOBHDRddL0C5hBTzSmXTa2C8BaFNrFgN1ybPvl4LVwYroWc4I9UL63A9B6G63YPB4MBZNFCR7zB",
-	"i+Pj20nI7eUVymv5nYss1ADmHqUWnhTjhqPd08SNHxGog4AJyzRJGctJ1xG0imDJnYRmQYgJw9TdqqrU",
-	"cXUTWnIKv6aQ1oPO1pndtqzt8Oxoy9oOLeB6x+oO27D3VtDHdk9W48GSn1uoToRkY3gb7elSIorFhKkT",
-	"cvzTM8uyDn54/rzXaerRVULYLoKspQ5FBPT3VpL51ytWsQXdCZf2CdUNTs1UkgL05nVHhe7AvmqVhASS",
-	"E8s4QxFiQYBieNLio1uELAtabb5Vt1YtuCvL/OBHc7cKBqtaCuilJkdAZbVE8QlLUZrAJDsPgXN34Y9h",
-	"qiwpFDdLGGnCqGKqM/z9i+2K5vxXtoRfX2xDdeVnVKisM+zMjcmHBweHRz/0B/1B/3D4w+CHge32/wsA",
-	"AP//",
+	"7L2Lc9s4ljf6r6B0t8rSDi3LiZOelmtry0ncM/k6D9842Z6dZj4JIiEJawpgE6BldSr/+y2cA4CkBMqS",
+	"X93zfbdqdzqWKOJ1cN7nd751ErnIpWBCq87wWyenBV0wzQr467UUmt3ot2/MH1x0hp2c6nkn6gi6YJ1h",
+	"J8HvO1GnYL+VvGBpZ6iLkkUdlczZguIbtWaF+e3//vXs8J/08PfB4Y+jw6/fjqPjZ3/9/m+dqKNXuXmb",
+	"0gUXs87371Hn/IYlpeZS4NApU0nBc/NBZ9g5E4S57w8U4WlEpoVcEK4VGftvxoRdM6H7nSg0c//Yw8/9",
+	"onW7cp5uHW7BBV+Ui87w2L+XC81mrMAXm5dt7Ib5lHCheMqInjOiqEgn8uaUFCyjml8zYiahCC0YKUXK",
+	"CniqVKw4UGQuF8zv0G8lK1a12eLc26e7ufRLHLt1A25Z/+YL/0tm5YLttvBreDaq1q0lkEQhpSbduHMU",
+	"d4gsSNyJOyQv2JTfEJrxK9brk09MyeyapdUGxQJfd4C/H5K40+/HHaK0zJV5oGARoSIllKjVIuPiiug5",
+	"1SSXXGhFZKmJnNamRbgiBZuWiqX9WDzcjuMGfWLTwDUhfgk8NSs3o7RcB3xyr7G/m4dVLoViwCvOi0IW",
+	"5h/AFIQ2/6R5nvGEmgkd/Y8ys/pWe+O/FWbanf/nqGJBR/itOsK3wSjNVTH8Iup8opq94wuuzWQfe1R5",
+	"be+NZoIKbaiCamaOOCkY1UwZslPlgikgiqksrhTpFkzJskjYiN3Maak0S3tDeEvKNOWZioXZfvjEvC6C",
+	"f03KQumILA01cUUyNgVS4pp0x1peMaFG5rMxkt/YUNQYf1kwpXvm01iMC6aL1YhONStGCzU+hQc+mQ8P",
+	"z8yHZM6oIXWukG6XlGvCBVnOZcaIYokUqVmUNDciJWUORIs/guOuvau5v1uZGGyt3W3z8NnF25/ZClht",
+	"IXNWaI7EhLuajigc6FQWC/OvTko1O9QcKHWNHiPDXDbugFn1FVsdKJKXk4wn9uJHhPVnfcKeTUbH9Nnk",
+	"eXKSvmAvpz/Qv05I9/glmbMbkvIZ16oXGukKpxwcyrAclk0js5nmIyrU0tAO8iKuVMmIFNkq9F68jN82",
+	"vyjYtbzaczuQUsNcw34iJ//DEm0ePitTrs+FLtrPIrxibjggPmGXytKdt6xxJo5fXrFVhHyapgsu4k7o",
+	"dQum5zIN7pVdVNtsLR+EoRKaZfBXcMoFW0jdch6yxG82h4CviFUcLJ3FnTfn784/n5Oj6+MjK5+ZOvrG",
+	"0+/h5SlNdalqQ/sbtOVcow6Qwo4EEqKCVyXP0k0CmKw0/qO5WuRQhqgXdMaIYCxVjurxnUZaFmwID2V0",
+	"xQpFunouFTPcrGCGdREtJfAsojQtNEtJMmfJFYjRiDCazEkiS2G+kCIxMlfhW2tHVtuchCbzEKl++vIB",
+	"Bnn98eK/idIsV4bTKYbTIkuqiP1p8K15GT6Lu7CplKur0WISfiFzQrR5AuyG61EiUxb+VSZnIyNQQOvS",
+	"bKHC1IEf0KKgK7xDStFZmMDNFoXGClHNlAuu5ndi1psfL9pmBAe129EGz3DBFrJYtW68pb7N1/vrCuJV",
+	"FgyoGR4niVwszNBFKYSZph93ImXGqKi9eK/NMdcfdoEJI0h/7RjpjAP8VrISqHRi7ip+VjCaGnmCxGMu",
+	"gUhYxtLO12j3k8Vv2ngOnan9iEuzRZ7RIPts5Tzv5KxNBLVca8U0kchxMi4YqjKw48oo5prlZGo0GMeW",
+	"4D2ogsGXXBEhtTm/4Nll7Jpl9XNI2aScgQY9lZ2os6SF8Pv+NSimtlwx9tvmgsCOHaC2BuarEVlcEcV+",
+	"I38hx0HKdifafNMAVwn6Z0SO+33hl60iIv5ybP+s07H5fxhZhPngnvKlsiV+hdXaF7h9tTOvdulrG2F8",
+	"Yr+VTKFun6bcrJBmFzUKmdJMsWhdbJmfjmiBpBv+YTslV1NwTo6NLZ5TNXdaS5lnkhpNGUYllWNk4/2t",
+	"wmSrYEhlcsWKKc9YyNB7478lXcXFLIOTnbHeqTGQNaOpmachriMggCM4935oeuahWzd6zSS7oYnOVkQK",
+	"sIjc1Y9QMYgILZI5vzYH3zwg93nrxlJR7StuAFH0mhkd7uPrt0Z2Gztb0yIoYZwoab6bkoLNuNLFyuot",
+	"BZuygomEhXVAfHbPHUkKljKhOc2UsQXtSF3BjBmJ6ktvYztyqtRSFmHBWCpWtJgHIZqts9/m1GKwMn4d",
+	"ajr7Gndgl/2J7aYl3iJJ3SxDwzoPjPm3mUFY+xVML2VxdZux/sE+Zn4hR8DaazNaF8F7Mo9kkbZYYkbW",
+	"7kcNVJOFVNrdj2SRRiSXhY5IWWQRMdf2lAjz7YJRoUjcUZpnmVMrCFjxRp6BVQ57tttkHbvY+MKM3iLp",
+	"+YLJUo+sBwAPckrLTHeGLweDkFQoi2zzvGGfyHLOBKHkb+efrQsD/bQbzkprOirybDCwBjTpGslMhdRz",
+	"VpBnNzcRiGpzfVNesET3IrLkek4S2MR8pedSPDfktZwx8J/wZM6c2wYv4JyqXUh8TXSZ3Q2JJq8vea3o",
+	"7jyzKAXpwnLMRe8Znjm7jkgi81VEmLiOiCH1lBcRPBBgpbPr/RQ08+o970RqZXCQzgIGIsgjo6IZfn5K",
+	"LB1ZJxfP0gO1TU4urLmz5ohLNM1Cj8ulQE9U83mzW78OZ4Us86/VFAopg2OqIjGvkIJ9nHaGv24udfcd",
+	"/rqhARVJJ8I9DFETE9f3U1O280Cj4gZkodP8jJA6mnBxpObkMAltDZDdpg/AkGxRisgHFcC0L4UiVJ0S",
+	"mklhFADy5fL8E7Hq3sarLWnvKtrWLY09bZO1YwFxFTqQ1zJlryvVb43jLlvs17TFeBWzMmwIrE0HIiT+",
+	"8QgGapvd3dTiJHivPhvriGWZYbvikC1yvSJfPv90+NdT61qGochEpitjjziRdkze81e9oCJpr/Yo5JY9",
+	"cxcfBcLFx8vP5Mh+pPrkg9TI291GBAfY98Y0p3Aursk1LVA/03OucPlSZCvSNURhKBi+pE5KHSjDiuur",
+	"rc6jfsJeYHZQKnXWx/5k7oezW+0PD5TnTnYjavtQ7WVwJ4JCuz7gW6FZUZQ5Ml9YKCoVsPBMitkpGVjt",
+	"Q0iS8QUH62BBb9CX/9eXJ0b4e9/+IBigbEhNQ2btlKtggzbpouDJHEIpmSZdM9lxSjUdo546xi9sZLcX",
+	"kfNnrw4UuWIrNURfIVqmGHejWcliMaeqT3Ixi8j/5GwGJm6eTiEaOqGKvTw5JcncGMHmGzMWfPW/Lj9+",
+	"IN0F1XkmdcYnZMpnZcFULOAFVKRUkTdU058KQyq9U8JudEHJXGapIqizvH/7/pyY5SuM+K1dwzkqpYYw",
+	"qab4L3hJjXirXZvrRRbmOGq0oFyMipYt/ey2wlmq5vQPFMmo0oTd5AVTikvRDzpA/odeU3xZcGyzo+Ev",
+	"MOoG90Kzm+AzC1pcpXIpwgpqOg1/LmbbnCkB58h1+AeOrbcIi8rlY/f1606m0WsUp5vywnkh9tDPWnT6",
+	"NsmTN0RP03d3u9gxv/7avqC7SZr9ldIJTa5mEHNs8FH79k36tJu0wV3JZFVTZ/rkvKltJwv0dZkJhmVX",
+	"yybfW0m7YiwfKZ1yMZI5E7utEp7fXOcvBdeaCaIlgSeszYMhXSZIkkkFKQ0ZU4ZJNkYOyxE6a40rbZUv",
+	"QdmxRVbU1UknK61ds8stg6iLzTXZlTTXBY0oFxNW2PB6qY3hOCCaXjFlI/Qwrz75aHj5kitrr7LiGuJF",
+	"Qiuyti2xAGXmOCJJXhL3b+8twU9enkTEOvrsIy8jsqA3o7yQCVOKKfcxBvKVoLmaSz0ypuzKDYXPvCBd",
+	"oGKri4EAtBK7NzRqy4JmGSuA6o3ORk4GAyLogotZLMxqppxlaUg40VLLUU5LxUIUuraVKG7tZhD4VcO2",
+	"r3kgr3iWcTEjXIflTTXuCOgVN68xB0xLWbsJRkeqfjskMFGy8KeJk6LNmZoR8Ky5urKKn2L24V5N+4I3",
+	"Y3oH6Z4MBr0tk8fHbt+1jSlTr2NrWc059buo54UsZ3P46vzZK5IX8mZlfQbcEKO8YqLns1Dadth6n/3k",
+	"nq1P7Pr1xRdFupS8vvhCfiulpqf1C0EWVCdzpqzq5T61s+zVdcaXJ7cxgZrH20/oePDsZH1Ol/x3r74s",
+	"C67pJLOR24aSejw4+euLH17eNuq9mThPMzaaFoz9ztpZ4k/wfdPJpSGGaEwss7sRabj5cJuFMYocJSyB",
+	"gLnurWvrSJdCuifNqwpGF4aLJVIIlphZ9MnAfOBYHMa9hEzrtkb38uLs9fno7Zt356OfPp2f//O8d0oO",
+	"j4cEfNVbbYDD49DuXrFV0OR7XSotF6yAHJnuxZfPkAxhVPejb1ds9b1n6J6JpFjlupYDgPlUjgsqTNAL",
+	"Cq8GEw2QVEWXL148v5VIGk5u/6YXx8/2f5GmVsG/j3Nnb5d4LmV2K+NEPqmuOOY0+kDAgSJLWiyIeQkc",
+	"wERKCKkKtvTk3J0wkcyNGq9IiTkdWsZiwagqC0YSmaUuOw5SLIFSlSNdcehIEDQGRWi2pCsFI5m58ILI",
+	"pUDhFFCJWFIwre5v/2My0GFcDgbPIe+tYBoTJcnn2tWdMVh+ntGEGRuPFYQLlLgMXxThjbG5o8bgslHc",
+	"mbGwyIxqtqQrUjB4h7nVRAp3f5Vj+jiBA0UmXKRczBrrr7me7X3YvGaXENAF9QC4hXuSdHkaueQnjP70",
+	"+uQMZZ97yEih2rGZCXKtYmEeMg9PyyyrvRHvCDGEZfMa/XZJBg4On5aNj0ak0nJAu4HRUcYCaZk50jSF",
+	"HYNgtBFqEeYPIZXAKHYGB4p0wdTG5GbQb3pRLMxz5lTWnoVxYFPsrh8oAnmdXPc95ZMFXZEJ80yzcQA1",
+	"ezOolgWsb3plJtbYZZyDnGrUwvfxsdQGNtpL434/35CayZylZcbq7FNLUHvWxOatozbDiU5jn1DFdnZH",
+	"uVnCYHstGXOTA5uLuc+wqIUshVHWRUPaUtD14EjNpSXUJWMXjKaHRpNgpOuibLKIBepcvYhMGISoqFg5",
+	"QwF+YpTEoY/EgS6CObSG9n40VwQmAhn3MKyQOhYJUJksiIIcW3jzUUSOzGWIyJFaqYgcpew6IkelKtDt",
+	"RWfo4TJWrHkG/5Pxyb9H5IjpJIrFEfjdj65pYf5FwIMvpY6IMFpAIZWqJadb7anG4G1MGvTZmq4bC38V",
+	"IJtmTjGVppYngiPYa7vGE7jGLVBwaeVS9Gy6u/MBbBNfeKDvze+tRH+LPzt+GfDib3DFN0xdaZmfJUgf",
+	"exmEhnIo/ND7yeRiIYX5T15qVhyCWWPkoZ1tn/wC5jYYUYZdud+DETmMxfiKrcYEvNzdm1Sa36KzEniw",
+	"ikgyl0WqyP9ILlhKJivyl4gow1BoRhTLaUE1fq5yIzKGsYg7iS6yv6i4E5G484npshD4b/ickjcsY5rF",
+	"nd4pGZv9wfFPyXghjVG1kNdsTBIpi5QLqtlpLMaG042SjCdX44iMCz6b1/5c8NQou/7vVJaT+t+64Ln/",
+	"OxYyx+2uDUG6zOgYyzkrbNJtWShpLg2mffqf4EYtZMqnHNVEFYs5y1KSloaz4I/NQGa9as6nGtdZLWCU",
+	"FnQ2RmId1aYAsqa2avsb3JNULoVZSu2jMh+TwFJOyVglhcyycSzwHyMMRXMpImI/oUD+Uej3KNIay1Q9",
+	"cwSGOY0qagFPdFlAAcMpGS8p1+P6B7iDo1wqoG4zeZUUjAlzBcexEFLPje5AzsTK+qKBSGs0mhoBLYws",
+	"MgJqvTZlzRng75PziV4xn74edSrKgswudxadqFOjJfAHVaTUiTp1SjIvqxFS4z1wpu6T6sSan5R5J+rg",
+	"AXSijttOyNDjuhN11nYMH7YbFkzcqw7tNp5lmc6FMVZAy7TnFFDNrO+mayYVETfLXkMYvwyLQxRCoABU",
+	"Ew8UxkGtgeXM1ZNwysIbkZ7TKaZ1xlTYU9Cg54D3cc5YhvdR7atOrF+eOm3BUdZO2NFRSzJr86bve1jh",
+	"vL7PIChv0BOzyhnozZ5v15j5kCALjohhvxG5oDM2eiOXIiI/vYgIdUf7jomZnsPW1FJoWlzx9rp9vU3A",
+	"VTG0tcAS0Prm5zfh8MCqJc27PqWbjnkumAMDNLY52JzBmQVHXPIUy/luGRWfi9y72ocPX4aLD3+LbIhv",
+	"iFeienoIRguReBtqFwU33xybz3GdrPTt6a120/2GbDk9JL6N6f56E5HVV2NV5vyGZcrZcG56B0bPzcEu",
+	"OSVyOq19VeffdVXLX8nnz354+cOtjgqvbT2DR6s/1qM0bwrKxSfmksiaJ28EQTPUtVbK4CocNiNY4Pdd",
+	"qHBdDbpwbdA8NTNgKTizSLfyFoHoxJTRXjCDGd2jwUFgv63TVUuffGdH1LSYMR3Ov0aDI+zIkS0fa5oF",
+	"ZwFFNTVT+gB8K4WCAr1gecouOTKiWTqyLbjSkoEPGVThOG4wn+SCFQsOkWUy4bouYuokh1rQfsURrUVy",
+	"PgMsQFkNhlP7ws/SltnQRZ6ZRw6L5WFxaP4vaP3z31sqcay5NbLkskuAGZI0o07KgX3g7ztRB/S2cNh5",
+	"I30pctW88GyI95y31BWFP07C5GJsJqhbbbetQk7G9zSZc8EOjQUNnntrMckpUXLBCExCRZBrk2ScQWjN",
+	"XAOauOqORd9otSkbUT1KaE4Trlek+2LwvDeEpBCochg7jxRG2CLiS3d6oCFLYw51zWuiWMylMub1uBRc",
+	"GwV6UqYzBv+yBbVj6yRi6biPcZARu0kYS1lqjGYYGT4eR8aI4gve+uszLBaGdZLuybMfyWZhcOTN780i",
+	"3Woo0o1tzZka5awYuYxgsxI/BSgghlnVy4VJd72iuFZszAWZlyItWKrnsFuwDPREQMgCH48FPN9rrA/+",
+	"aBQbtzgt24thQqlD28pC1p5fr7+pkb1HeQjQeD09LRDpTz1fWlOyJ4oJTZZznjEnJRoKw13q3h6kSqwq",
+	"Q0ulYLfzDsg1rO2De2VjOqFt/Yln7JIFhP+cqhZGWzDFGlWr3tIICaGf2epuKSfBMuPnz0hBRSoXBCpZ",
+	"DbUrTUVKi9QqiP1bFTzz4tBWvJOzd1ywza1AJne/qM+j1p/do5hrrYxrW/3We6YLnlxaubpxCfNylDj7",
+	"Mlh3OzKcaJSHCrpzViTmJsopoVlG/LvI64svKiKDw+PBoBOwoCHqDBpYWNMEZz1wU0MpWPzcGr0209t8",
+	"DdIZOK8mq0DYuq1CtcrgXlsqndniRce4K/UQku+3z9S8ecuCbRxnhyWbF21bMRdGW33o2kH7UEUsa5RR",
+	"m1d9rfUdrZ9WgwJCNPuhCrbu4UE+x0BfLjOerPrk44JrrFq30bSoESGbU8iWstFBo+xkWZ8Y5ZszDGcZ",
+	"DQUBQpQR+zTnfauf9hO5AJmvykkqF5QLsuRZmtAihUf/vfkgFs6A2ydnNz0fYXPZrK/fvvkEv3s2eN4f",
+	"9I+Pn/d/QKdy9cHg6NmJ+2xwPEwnfx0Oj54/g1lAFBS1F+HdnrGIO0NjIcYd8+pfq58dfx2enDyPO6Dv",
+	"vb24ftnrkzdMrAizi19ygXE5mmVy6T7ukw/UKIv4VyxonmcrY6j9/fPnC9L9u7TYJ+Tzu0vSvfzwtlfL",
+	"hHDRRPLmwyWGZat4LCD/4AMpp5nC1CgIC2MlUp98kPZYicyZsClFGdWGlsk0k0aty6TMJzS5ikhe8Gs4",
+	"b6PJH2YyoRl6oF0qgJFGM6YiDASac46sm9ZrrKdEMUZSmagjxZKy4HrVX6S9oHvW7FLD4K55nJ69PA6n",
+	"Sjjr/sXLTWsxZWL1oC80bKAQTN+eFmWP/JoVK4fYkjKluQCfqrkxqSOVlUtFCnov8ccjQ4Hq9mFfu3h3",
+	"tmrE/Q8UFOrhhSwMoQMPd7lYEJdJDxQZQ/5AAvQOmQSYUJDwFP8cY7pWLMw1kSVEJo1ufornDumFVQIY",
+	"Imk0uTxNEsMo4Fex6I7/cXgGnxx+Np+MIZZ/8eUzRHcVggfZIL6iPA2nUYRUjg/W9FujMeQYQT2CZsEa",
+	"XojZM6qYZXWaZDRXdQ9G7bTAn8Mbud21b1kuk3lYQ2iDkTD6UQBFAC3H8KtyKbNd9LW6BhAqeaTForrH",
+	"IP59PTRVTnzbLCxIwsddKphgS5pZMw2SRBZGu1GM1UGIar5PN0Z4btesUNbw2cHrA3MYlUIjiMjOBsie",
+	"Rkto6AubqLRWvC+lbhJE01XZ8gUX4S982e6a1iKlrnIsGXrZINYoyYSRJKN80YIJU3l4gqg4pGBTnmWQ",
+	"nNCdSsPWFEkZFNsZJsAFWXABUmdBb8LOyj0xNP7fUmq6bx3qL3PMkwBQoVqmhAa4HZtBSMHk3ZY/+Pn8",
+	"w9mHz6N/753GArIHXSK44aYryGZqwqcBEFYKUd5a5hQByCfzaUjSQdFoyD3sEhbwAYIYKWbivoIal0O6",
+	"E6nn5OzirapqQZ8B73QFqUqzPBYVQRjGb5iXAyHigoz9t+NTyHJI8hIPEvVoNELMg9dJXo4tIJtPKBxX",
+	"WVGqnDgnqcUHYyL1s3HJSTX3vllI9aNYdE8Gz9ecU71To4adP3tlX+IoGmAItLLgR1in5ALFdemwgW6k",
+	"RuD02QaAVHdGbR7PNoQ8kGdkUiZXTPdCxtpaHmYD/KVcOHZat2AUlporf/i1wxQWnyNs3aDzPzjWe/4K",
+	"8w9qial2mGaeNlM2pL6Jg7VtzFuYeePrNaljVwmlALDDXMx61XQ6W7PI2tYKlFJlje2zIv+zNvgyvKyt",
+	"Q3vPJNxlyPmzP1EHRNOZIjbUo7cyzTax6BPgW0jJXOZ70VGINV9WIaL13AqjxI3gGmxO66PIVh66CLU5",
+	"B7l5WjNFalrijNkgGKitwTzpZm3HfjUYjQgPuvRIF+RKD7EegIeXWh5iuA610UaNxU61E4G6BX/xwvF6",
+	"OHLIUMszpusX1WpU1LIfB+OlHH4EcHCpoF6iBffuYYDfWnTVtv2FbR3WyleumK3f9XvpEGjtymyS9rRg",
+	"ao65u8G91lJejRZqV3i3JwS/u8l5wdSD4MjtUqLRNPTkUhDzM4I/IynL6CoifAoQFl1fE9ELxzKruofb",
+	"KxP2Rqf7o4oIRDtWQFYqzQqMwEO0DkAfuCZd99XCfGXINIwPYCXfPoddMKpCmVW/zFdVlT6EuMCnYiWz",
+	"RHzHK55lLFw/X9hAQ4D7Aov42/ln8p/mof+A+KZFBViTC+bNPqZbyN+ZUarokl6xcOpSawb5DknfQfzC",
+	"ZjAIbqfFB/RxIdyRjs2DwM9wXzpRx2xacKpb7JBGdvZdcny3YnM0YlI1kKoa52lwja/tovednAWSUTI5",
+	"233mLtRz26zhpVumgiGR82uHVp1lFmxm2+CNOMr3aH0hbdjHFXvjaWeHeODmtL9uls6OFzAZZXEYjJ5k",
+	"bsjR9fERfKD+0z4A16W/sfTAQYCH8Jpm7cx6LpdYM2G9bkTBXqjNixgyI+zDO5/12nbfQqbrk6/GC5IB",
+	"1PiEcuZo2pLAgl+NHJcMPSFbsJla02VyqucjhF7eEyOszNO9Bf+mO2q7wlwrcNoJjPgVxJ8QWo90bR0h",
+	"S1uE9QOqb9vkfotm91Zb+9uaraCv+8IoLSXprtVV9KoYDih/gKsU1qRbz9vejrbJttb+b2P+NVVyTUXg",
+	"C4bABIiY2+/cChiDzL6aZDvHRxL4uoVs3nEVIJ2GZboTG/BkeBsLqF4dmtbn2h5uurR0w2lZO8rbcLc1",
+	"nc0c4qiCqEHISCddC73tQbbrXowaoPYQrCeIDCI8RnWLAkjcZC6X4LZbULFyprKdippTOPVTQi3AdgNm",
+	"0miJRiODxaM3LMGaISwSkRJjdBOqGhVLGOlG95qQUFHyYLcbwnSjlh1HrISMIT7QxtYfYC1Vyw6jQ9Wm",
+	"kVbqsgPLJ13YWgtQiPBBoHi6U4YNxOBxZd5TcqQXOVnQ4ooVhKapOT6frQXhY1qkEIFUvVMyMOPT2ugu",
+	"JrOgCMS4CG7kbbxkmz9KFpueMUsluFstXvXZtuThfU504sDs9wAZb8XKuTXDdn+Z+D3IKBy2//3bYbDp",
+	"lCWaX7PRbz4wsI3X2fBBu6RrpYZ931+6nKRtj3+Bh4K79EUFkX2boQzn4V6eEsV/x9yU9/xVvaVJ/+Ei",
+	"DHeBnG+4mx/EM3yro/e+3to7u1t30fnQMnzIXjCBXPVS6O2eIIYMG1Fq6tXBlp31GiUW6wjOLXnmBaPp",
+	"CLq+hAGKt6tm3ra/A1/a0lIGpf7IAX5virwJTa7K3ElrEBXwcEtGfCuNAB3fpsygcO86CHr4c6U0WxwY",
+	"PRndXz2MRAi53FGdtNnxbnZreqSlhq+ttPgKNmBnG8RZH5UaFdV0qAdTVczWjLb4pj0a787pErXT26QC",
+	"30TMPIVefkMYwEExQ9yDAFmYHl9m70mGcN0S4m73RTvX0i2zskfc4pcKX6l27tNS/UL3yV6MOsl+j8/a",
+	"oPvCpTV5s7QmLHr2m8FWJ0EI3LvqsNc4jALwB0AF5g6l6Gi/Cpq2vAoPZXCgbDEWmC5LBMELwlC0Ftqw",
+	"REvou1eV25TiSsilCPo/y/D5tFPRe5fSvEfmehg2f4PUSVcWhKe9sEc9dFh0omRme1KFGkW2ONoreXU7",
+	"QGHjrq2lgQmH7d7Zp5QpWPPhMiEvjYpoL2bObf84aGpoXWi+reE/Ds8u3h7+zGrd1uwvjIHAaFFrXgdr",
+	"wo/8w3Otc2wH6DLKNvUGgVfh7OItVDSBc7JPziGFEZuBsZuE5ZoczRnN9Px3m99HBfwG2p1BIJWqWIzP",
+	"Sj2XBf8d8h2H5BVMiGA24RVbuXRCWZCxX9xw4/s+ObIu2Bqkoc+tAagTTJuwz0AWhk3leX/++dPb15ej",
+	"zx9/Pv/QIwh5wrUtfsbUTNSx+7GIBZosami/sUQV1bLeQGeOvC8r8o06Ub+IHOqSEf2JRQmLhZnnhGVS",
+	"zDw4ktXsqz5xaMuClOG6T86q9CLzpWLMo5D4b2KBBIVW9qlvMFAlJqW+GYHD6KdwWJZDEClYnziPjvKV",
+	"UR7dHifZ9Tt+oHpgkNeThg/8ftUSryxu4gIzUP1pxaLr80wTKRCIGDKnerjE+osOFHHrAzdBJoVNXGUK",
+	"HPTwWjg4KAlUHu14SMbfYiwliTvDbzFUYcWdYdwRUo+gi1LciWJX7AHfuIhbHMedG/M/4FOwz37/Pu7H",
+	"4rVMmRoSLq5pxqEbTwlpjYA7E5FS0FLPmdA8AbCT7snguBeRSsSNUia4K7mLYhGqxAPnKE7RfHDSiwjN",
+	"IONvxG640sp8+mMvIlPKM5aO8gL89MCZ3VdaylFmxArpnhzDSJs1eli7JwvyYvCDjQGClzbl6grXck15",
+	"BhnCUJsYkXDNYhQLzIimmflg0IPzWH926BsruswpM/RUFldGS15B5tZ6wyuLwkiWssxSVJaBOMHxk9Oq",
+	"Bwk661KANbP3/sPHN+byv//46b9H719FpPbpm7eXP5vPYlF/9Owfo8uzD29effzH+WUvqjkHK99VvXka",
+	"zbIVTAnQhmD29ibbvOdYODPjlOhiBSkdAJskhb+mZiF98lYrMra1qGOi6Moi3+KKhrEwpOzODygVTXEg",
+	"YCgEtYRtKDyKO6XgGj55z1/BB/iiuDN8Njj5q3lAsRT+en4cxR1f+wgffR+bG2peSsZzqfS4yoQxf7p2",
+	"JlwRNYemL2Z3fMIjjmTWoJAMLOIykaXOS21xHfGaIvjsIQgLDLQ5OYNxuDkyqjFPx0gY4EicSaZi4XR1",
+	"cCEeQEOxkomEOXgrRMGnHuOpd0rmjBZ6wqhNf7+8PIcvzUgZF+al3fEQUnwgBXzcI25mxYocvyDK1kg6",
+	"MCWzKq7IbyVnwKyx1hdHzcxOAalWRRsErqkAZqYlGR/Zl6ijbzlPv9tY4xi1zPE7qvQhBFUP376BpEvC",
+	"lbnFeUZXLHU0SQxfYWmFruA2ZFJOp6wg3RNik9DsAeSs8LOfrDyfPyV8ShAI0D5oiDctZJ4zZ8EWSrsm",
+	"boqMZzQfuyNOEYZdka5ZVcrGUIJbSyG0CRV274x8MwwjL5hmRc+BfaISt2Dm4qwsAD6Mh2IMcaDhrPDA",
+	"XXTA9z53+UP2JHx+po4Fzuvom392+373yRuu3NGJGfGdrnLDl8xabZIp11BfD3zEVXicXbzt1CKEnUH/",
+	"uD+Aiv6cCZrzzrDzvD/oP7fKISh+TpkCbAK0F4w2DWrT27Qz7Pzdfr/WpfrZYLBXt+i1CJLvy1pBBcir",
+	"nXoKbbaUvmootZ3hr1+jjioXC2os0M47fs0EU6qmVMLzTrGrLXytDq2pDnCM5YDPFe4xF+DYgneO8LHR",
+	"v/cioiQgeAbVxSgWwNRs6J0r360ViCGgOEZIw6hZAoQc6tZO18ScvFhcFHLB9JyViqikoDmzOs6BImNa",
+	"14XHRk20qEUiVb0NdQ9k2cngORJakxhc3sGtxKDZjT7KMwohuc0zq80Wu5eAdQ0ZDieD4zaXth/T9Rc3",
+	"Tz/f+envdbKozcBp793GaUUO1aah3Pcs8TgN8IiWKdetlwfaQb+TmDJU0IVhOwpyVJr74ZReKshclgWh",
+	"M9nS2t46DquLtVuIpG1AdAGGBtLyTsMEX4XRmK0N+MO/hATixg9rYMQNBEwLCbW1afrXB+VhtoJy5xh4",
+	"rTX499tRGDfvDDYUxTGB8gdPcU8utTnvZE7FzMgjY2kn1EhcjETzBSNLLlK5jECKK23ldbfG9jB1sXlv",
+	"rthKtV6bd1xp7GivHlbuuFF3OzDsqX/nw4LB7rP3axLIvI9MVq7N+y47jJDgeG8yhsGP5lZ/go746Nm5",
+	"10bvspPhfbJN+c1K9t0u8/TJ3TYXF04o4qiv7yWYRh5U2uhfrvYpgoKByp4AKMpiwQXNFOEiycoUVIxb",
+	"OL4lEFQsulD/Asfac+zYIhFZRnhlD8h5+RAfqJ2ffm2QgjHQtt+2D/DEg941P+hOlw3qZQNxN2Pzhd25",
+	"PK0XgTaTQe6mSbp3qSckw1oO+IHC0SML2w61pEhhmaTpOpGeknqCeEQAHvZkcLLBCOClR9/Mf74fQYXw",
+	"NobwRcAjHxA7aI0eTgJHQa8aRT1PvHd49qBs1+qKZpQL0oWCDkgjqhMKQLZqKXuhSxq4esLtxM53L+rk",
+	"Nou0ubVv2jf24XhtHVQwQONgL2CHGwmBJ3n1uCdmnv7xbucLS3HpVl3AEDf/mspiCRAdAPsABZ+9YWVz",
+	"CVnvrmCuE+TgmSW3FqJxVUMs3Ej88xWBzOefmbupiW2pXbnU1oD5UVQ4YBkUDRG23vBOB2dYgnnRJ2fW",
+	"Zw5mIrqA4KC4IqkU7LRWn7GcS8XwW3TIGmNy5VayzgV8WX6rDLiAJx5UBvhBd5IBUMF+Z3ULx3pK7sOV",
+	"q+L2TT4UuiWR3DB1CqmnKmK/RW2Dtxx9c2Gf75gPcxuTqqX47seoygAxXDKgBfsupvQriUX/O1PBHvFa",
+	"i0HQMORuhVhFEbZHF03zC8Q7+Bokp+amfX9E/oxE3k7Cj2vb3YPeoXkUrfWzAaFq7wAByAvn17JiV6Fi",
+	"64JtFF2l6OS6+PjxXURSlvDUC2w9ZwI4uctMAOZmWKeW5NcFF9Dh7WtEECGkBg7CVhIBIDBCKAtBUoCP",
+	"Rr8sTHfCMrmElxvxYAdwF9PjNECxGtxB6zOuzR0jpBAKg/gYxq48Nry7gxtXGi247czXhn8flv3WBt6J",
+	"Adu02TuzYDfefYxesxnuRa7VjNGGMTm25oMNMNI2xQthiT47N9QTcDVM4cip1qwwu/O/f6WHvw8Of/xq",
+	"/3v49dsgevns+7/tlUW0X4LwLlVpu/C+4wfjfY6+tlHP4/O/O2qjFtvKJ0bfJsgtDRtRbv7xvfX6/43p",
+	"Gmk+ktjZfeufRJh8FD4NxYMH7HjDd9CFavf8Lu6S9ZO73VmJu/t/ob/yntZ7i28z8j5BKWqm01MSRJso",
+	"eatU6d2ljy5GnCSoAweGO19snPBj8vHt/tyn9ePCgdSSAKsOXWEuDUlh5k+uMI7PlXUbWq+a1WERcsXw",
+	"pcu/nx0+e/HyNv5+VEnnRyPJFmsN2Y+V+3cnzJ2Uiic1lv4cCsOdIwyAPug1hgMv4taJEso0V8RDsa43",
+	"sK1IryqsapVFrxyg0tb4A6Q0oQPNF4a2RYIr38JW6nxAuVctcyfJB0u+m+CzIwVsEPwmMtaiD2s2bIxQ",
+	"usinLx9AgXn98eK/LZKLIJTM/osr6WFpnR9SLgUmHXAlM2sduyauIrWYxrFwkLlTsDV9biJkZmm1hoht",
+	"2BpANafWz0gdU0SMtYIJHWGGmNIsJ406IcI1SWTOmTrFTF2I+4JjkeU2FwkWBfY6NGRgM650sbJ1t1zF",
+	"IpPSFrVM2FTahF3E0OOIv5prlg4JhRQyqA+D30KzRZYyoTnNIjsh6PuIjWgY9l2l5I1MrlgBdcRcKF2U",
+	"tl2gbcsgpCaqzHMJeTWWtZ8MBkTRFRRTYD5NLKb8pk9+sT2+mn0ZqykzkYJi4nzGHPKrIyzdBmcy+CKg",
+	"TjkWOVUKOxK6smXXcG/N5zxsVvPWW0o6YC1iUR9jAWBtXci0G5s7iVl5Y/Px2MZ9xjYvYtxzfv3aGmwd",
+	"NBMeBJGmq34szoTdekzwtA7lWvG6K3gvGGIoOozK9xfvzj5j5urb92d/O/eZ3ifHz09jIYUNx5Uip8mV",
+	"woxZrsFNrWoTg5xblpOBmUwdrLGWXbvBO8d4MceRxYWMSA0TMiJjX0mJrTuqwstxr5rnBtyj7edPuEan",
+	"kYV0NNu1oCkLJUNBi2BkPY8jc+Hdrn/DTpL32cOOHWKYWLL76EL3+I7uo1dIWNVtgmvTYBqywA8BwfPU",
+	"0wTc6AavwqWuC9+jbzzdasxXJPFIWlHr2fjZ39s2t7Um3jbPCwnSKHLdd8zmRYTdgMSA8LNI3ZXN5Kxn",
+	"dhmYy442Gk/vZLDXjuQooSLBNh8PP1yrZxHG/Fc/8UvIbwng/cKrTytmaIuE5jSbHi4p2FDNWGP9PBwo",
+	"WDC7dpzJmcW9UqTLU/IfVSr9X8hxjyS0KFaEElj6OzmDzLmhlRcuJxsFV0SO+31RKTU2lRMT0TKOsgQi",
+	"clh7xfUpKGo24dyiSvciIv5yjK+tawOIO4zZdymaj803U5wU1s04lFHoMTKnioxRG8NOiWMszMZO7lj/",
+	"I0DD4IKMu/hkD0Hop1zQjIyZSB08mNkRzmryMySU3HbtmqMLrz7EbKYmPa7fgQ3aw1nZn96H/CrU6EzO",
+	"AEdno0DDKMbXLsrU1M4eh8FEm7W6UDrker9yhTNzNtN6xWQjrT9kOdXSUu3dwZW23pjPgVqIgimmx+Tb",
+	"9yHJuGo0PGSKdB2aXNXADYE8IK8gttq9XRIwcqhagOIXGKPvMbrHnvqq/AOqAK6ugNat5lbFApI0AGYh",
+	"Ig44EXrlAzYi9jsz+mk6Jt/iDk/jzneAXU1kkXoFfgaVgec4x2YdBt2ot2nW50ApPcWe7T4IqaXsnfrq",
+	"DHOVqa7XxICQa5wXFAf/J+xLD/PhEbMa2o1UxS9oj8TCHYOrV1pZtHOSSTGDFty5Jl3cZp+TBD+Gvn16",
+	"Lkuzp8YScIeien3y99a6IVUvDpJTWwoUi1iAOdOADbQMDQpdaKakP8g19EHlZuhZp19YzxhrdSQ/H5er",
+	"4SJCtVR3E5qxF1mqxQI6NKYR1s+z5TXjCOwvgV/ZJw1TQL8cJvlwTbqWiptFE28/fD7/9F9n7yJHng36",
+	"R8HkMvo9qvKiZ/H15/TaHJwlO5ea47DrXQ3UsCr1WaclTyyNhapYeIu5/sMpZFJTTwEei3HC5hyrvFJf",
+	"DgT+byOKquF6pKAYep5TYYufDfPE7j8aMlCYMqPaPBVLBzVJEgs3ZrMhliueguC+sfnDdSKbZcH+9wd+",
+	"NRZiGU7NbRAv3H0Kmlb4knPkiGH2vjfHbeftl3QBJLb+ipA3DC5J4/Xb01A22h6aO6iYdbtspKId+HoT",
+	"j8u5eVVbprbw1TmBeokW0IEdHHchPWFTGzDsqa4L7Gcb7lPz8+LOtQxWcDlGHtQ0UHdMpFAyg9YyRu8w",
+	"wrUW4AXf1NG3OVXzrZbgT4Ag84h2gWsgGdDOEETnXnrZL3MG3IUiaJ9iGivWzItvz3C3YRPHV9CJd6Cw",
+	"K15EMrlkRQJ9jRhgPgd0NmiDuU1rayZYTAeHP3799vIklFVRC59sqlUTma5QvdC0IN3Z7zw30llIDZUA",
+	"1aorGKIQQiTU/lmpBHxTzWlh7aaECquzWhwftCTMCsmiVJpMUFKv7ZqZGfpiYftiAfYG/MqW5ruZOTfG",
+	"s8HA4ifKglWtScgrC9c28SKz4cf7cvHu49kbKNq36VS9EGO+KGtEvYvH6+ZQ06JJ0FVHeC5osQqc1ZPG",
+	"mLbcoeYWG4p/yCjqjpd38BRusy9AXvWb3qWWXm1jW+t8T8GPRpRRlI7Ix9dvSUZX0ImtSOb8mvVs2CEY",
+	"OL01j+IJMihCeVp748HtElmCGHOq7pVzBNUhFsoFcyRcyrmoci8jMllBFVHV/sk82mvu++2lYG/g82Ap",
+	"2EkIuwoMuXsJmJ8kJGHSxhpPiWuwXTFbR1OGjRpNfOKjJKn1CWBkw+4OKtu7+QVuq6yqi5izw39i+l5/",
+	"dPj123F0q6jZYJ73yxzZxk1qrZ53YqCBI8Xdu4v6dkfyfoc8p376pDsBkbmSZQGWBeDzQAawriXcY8TH",
+	"CWckfAthBrE9QPeerJzRCBEdeCiTsxlL++TSmzkWOtDZtBysmxFP0Rh0poqHIcZer1VPp00itdH8AKki",
+	"jgf3YUrccCNnN2/qUSEdXOX9iXhnf/YnGPTPQ6X3Yf0FWxY0z9mOoHObHHwul4jKvaCCT6ESdMmggemh",
+	"e/PT3ZUqm8QyucatwbbBkNkuhatYglki2D3VFOWHnFrfUUXSTYqueG3X/7KC3kE3yGGtLwCosTJLXU5V",
+	"5fYSEFitU3cDZLdVCbistVzbamEAxM+hYuYhjeVPmmFFGGYMkq7DObB2dq/fYjr7hv2elipgkg1o4nZH",
+	"wieWIzMZX7HVf1zTrGRjklNeqFPorQ6aPrTb7WPHlQyQKfG6tpj02LCoPjWvy7S1KqqqZ/UKlmBU7s7d",
+	"QBai1tKc47C7IzRETmfMNmd7uiQiwW70qDbyhrw7g3acvqSPKk1yiFhGtyC179bzwMJC3trywL/56w48",
+	"icIUAcymWXH7WP6WzcSoWmVla25UqP7i0uNkPoZkaYxRkzGPmQfrj3jznKxW8di+sD0rcZ/tIHw+Uc3e",
+	"GZaAs7+zt83XS7i+Xr621WdauEhSQgWgdFEXczVX8OYQlLdD2/bUagjrksRnY7RZNT/zLKtT3m1KsG3j",
+	"dR+zxgxZj5OBMIa0LBC9PpY+p76eeC7tBWpzJVZL2A4rUZSM0DTF2KAeu0Qw9A4NydK69AK+ZyO8sd8a",
+	"gZiG0mDxL+kVI13FGAn0Auz1yTmHF0I2gA1K4nvHbbIWusQ9sI/6Ue5wHdx3X3rYtD1Dv6secfN4+6bj",
+	"A8JrYavEoli3Kk7nDmPugX0orHrvrsLPT+VuvpPaiE8HN/C5DumHUbwaWqCNFna9qvDyhEy54GoO8PQI",
+	"U+yaHAjWa+IhhZwRexBEW9LxB0RAXoMEqDJJS2Hjpof1lUgBbW3JyY8//vhjLLqGsOoPHF4fQ/drV9ha",
+	"ZU3+GIJ+RRMgYVkGA8YCYOogXwLykv2ersdNq9imQlSODx8/45YXZa7BR/5W1+OdDr5yD0BF4L4QdLTA",
+	"lbHA4P2pRfXBieNPN1/tZzOOMBuVL5gs0Rk6WQG4rQNplwUBGYTMXTm/aZ+8BoRKCYjH7lMQd2CpaQuj",
+	"FREuYkGLgl/TjMgiZUXIAf+pBNjLx1KiZMruZZ/vGyuMYBMw2p6zwudUrV2+IaYXbCBxxqJ7HJFnEXne",
+	"7/fhENehOXsRGcPrx3h+q5xFZGxMqnH9Xf/r8uOHWHQR/rYAK06RuGOG6AAJxcC04o4xeFc5U0My9mPU",
+	"klm6NFvSlcJLH8WCp+TYTAGzVUZyOqo4DPzM/zkC3N+48z0iY6VTWerxkfkHK4pxLL7FsLUAqmuoRWm6",
+	"yPFhc9EyPSZdPDzzByzacDgYwohd+CHYo+ZfIu7ogiZsQpMrmLX2F5hyuBsoyt3HBwrTPqvueXh6B6oX",
+	"xQIQWc1AFrU17gx//k66P1tYV8C4RceJg3X1oLG1Iz5QsUDM2JwVh35bSCZnp9jtqkJiNezXvUux33qY",
+	"sm0+jsWYibSxz2O4rONSsJsc0ihGG0/YFCgq/LYt50xg0t8VKwTLSMpZ2jcnY9Y9qjbXw3h/J10hCU97",
+	"EC2E7BEHOEoyqZjC1zVW7PIxaoUSTKSnVUKJYXiYeLaeDhSLHfKB7mJ9PJao3dH6uH+U/xMaEoaaLTOo",
+	"kpTWIYBtpBQOAVJZICO03/neroEFJE+rUmZu5B+aw4ItllHm2oQe65ZWTBMcXfUfJtPl4RNJzHKmmI38",
+	"GuJcXtZWmWozfs0E4ekpZt+ts5xYWD4RtWJJ/8nuSTMzVlSS7MBmnHrJWWlYmxmMQxsGzH1aC2xZLLi2",
+	"2XU2SQ0rrKu8WiZSO0wX6ng4ymKrthmLlWuXetCzW3dnvTa69WFvR9xiF4WVtkDw5PEm11ox7mbz+pGR",
+	"32o2Vwt6bA2vXLl2ZFgX5uZ4N4/Vk9wFv4+Qnuz1g+7l27+9/fDZOToM348QKNvq6mBaWERPy1eYSFUs",
+	"lJTCchKfz2q1HacGdH9mq4mkReoHx7rLTSXj1PaiMM8Ah/LGIWi4YN64XJxQRMSRMiLzbzXzX7uHHtTI",
+	"rw+9k4lvp3E3A9+Pdl8EiUq2O+PbvfrBTO6AAYYrfywbDN7+pGbY0Gi2tNCg0ubGlBl+CBkixNshw7jT",
+	"7/dB7YWONOTL558O/9qLhSzMQxOq2MuTxmO+1wrLFAMLRaTWBOJ6ZLvkfIjwb7AiJlJmYKxguwB4G1Sc",
+	"4d/kQ9wxqn3cUXwmaDa0ZQZg67gGPG78Pjlz2Iz2MbDfKcHfQqmOnwg5PMYKbJgJAbdknwTsnA+V1g/F",
+	"E7GoqfKobPjGGShVa1qKKz8ymqrhUy7lDxpo9I0ls2ll1PZz09qoZfpPCkavlDMsYKtj0TXKlI1rNvzv",
+	"Rg7YEg0r0h8ySuIZRaD6niZXM2gk66utbEOExxVD6xDnha5iD+s2gUsLNooolLpgQSRPqx6OuIRe/za2",
+	"3mi4ssVqgKf/f8PhYQwHW9K/xXbo3x/BGUfZS0Xvk19kceUnamRXLBylABFiLyHw6AKmKOTv8lq0+nhA",
+	"FlyUGosoHlcTv9iqgTfoG1nqIyvfF1ul9CVM4f6Ceg+spmrVrlHm5du/fT7/9L4TmX/9/Pbdu07UsR/A",
+	"X19v6+RoX3k32L5AbNMIikdmrLtxQKVThHD94wiEifQSZvEkxIH60OaJvFrZjKVlwaHHIzwXzECBNKDN",
+	"8gV2o/3vg79jMgCg/zozbAWOwZlABTfssfaKKv76UPTnmsz+QSQIkZfbbKuUvXYPPrB9VQ2/o33lp3JX",
+	"G8uO+LQh1HUf64EPhSnSRW+66qE7zmXngaNpS+uMBzDbMBulvqdPcu+TZaCXr5H7RhPxHZRPyXonaBt1",
+	"KBXs31wuWJ+8cZ1RjTIAH4Wue0bFrKQz1kis6OQrPZei84cjBzaI+kGzpv7l4xaVGYIR4i51VFDBhdUQ",
+	"WeRSkGtacKNdqt4ajA2G78p8i0WCN/Lom/3XDpUh65fnNm6Pb/vzOhQt6ondAKhqhu22qveMaUjmpz61",
+	"QVgwr4K1Ak88pAJj93qr3r1+ikc2IeGRdav61FodZTiTfanGLuDPxgTufK3/Zrh6dasxR99SWrfeAMRL",
+	"gx7Gu/3lBvyBmUvrp5Wj05ClJcQwfaRMXWmZH9HEZ289fA5SvYAWI9w5OrPAo5KXmhWH0JJbygx6x0WE",
+	"9Wd9aJONE4s7QxJ3MjbVoyTjyZVNUUikLFIuqGbmgV+PB4OIPBsMvn4fRxs/xuSMiHj3JIk7cx53Qs9e",
+	"sZVLgvDPJrrI/qLCz6ukkFmGb1+b0wszp5PB4Cu6KeHBER6k/3kqlwJ/bL+nC8z0GJLn38eYPIV7NsPO",
+	"RLCL/7Cl6bHQ80KWszn5x+fzy8+YL2MVF8iYwZmCO9D5N6HVrtlIW51hMRDn1CI+JGWhpNErcqmwebdD",
+	"gVRJwZg4UETx3xlmVWBmFEyeMaHmEmZuwYywRWYsxtW3YzujHqHk4sPfnEkTAXCHqHlfqOtCqrUh8q7L",
+	"Co4FvgzmK6QmDoRyCh3DyUJBQscx/NPDGroAi336lFBNFlJpckygx6lw42HmmXt6yrHB9pQzAPs0NOtO",
+	"mMjpFJM27ISg24PvX3/FVrXMOCy6rod5Gq16uJ5DkWws7J2sJ9X1CebxmaHG9vtxrfE/VbXDgRodM04o",
+	"O+wN/vgMlvpI8YnmGE9crN0YHJOdQnpkKgX7P0R+fCpd4mCNl7pLT6H3W3agkLsiG6HKgzn1XH55FSaz",
+	"9HWrzKiorRWRavfsU0f09czTAaadeYKPhW+gsnfy6XIuM3dBsD0M5Jjh7XWs1ErYbHVKxv84vISHDy/5",
+	"7wxa36tNBki6v9z8veeCKCqhmY3etly7y2rLbsPGSGjGoEUNcYWtUGiY8xuWKbLkKYsg4djBx1KVswRs",
+	"giVP9ZxgZWkml81ZZ4xeIzoSEgFXrRVv8J6mk97Xeb18/teTe/fSBfTHo1zM7oD+EMjDhyX+H3Knz+q8",
+	"vIm7VN1Q0r348LfePd0h4TsO+DXbu8Iu5DX7iWdsfyyAwdNgq0M9jcWrkEWlPRNdMAac0aJL59RYzCju",
+	"qcBE1l57rc0buRSZpGl48dskmUw02xqggrkC/A2GWF9u7mROC81pRtwQTxkFxciZ3dFynTBJ9xOgBXpo",
+	"7d5j278XVM87rWAKiFjiT2kXPSdwQE+nudjO32Hu5qALzN4/No97MfjhISjEQjKwCrTPAz4iyry/kpy1",
+	"W6iIpJVxpbe65R8ESOt+7dvv0bndDmUr6wG54ZEjIE9wL1sqvVOWr6kVVTF5rZT85a36xTZ6WVylvHgo",
+	"b0aT2t7TK/aGF08THQBSCOIP1aPA8NQf3bqtlX3dw2V/30Zslcx3oMrIeW5jN0Z1eCTqqWtNj04+KVOa",
+	"C4oHEUCDQHTs2wnMPhc1XvhH90ltJbinUDW3ko/StF1aXWqq91cdH1CVYE5O/ekkxlaWvqQ6mbfu6i/m",
+	"2x2VgKeAK72rjl1lqMkpGU8r7OV6mR76sr9vxIRhi1gtUPA0CniLoC9YUhaKX7M9S/lbiEAWV4/Dkn+S",
+	"xdX9kUf2CfnLUuhWxef45XbFJ6ogf1qHbQf+qeEVYvGDA2pozOd5A9Xnry9Pbof1efgsgTVtHG5LIGkm",
+	"DXfCtQnRO4I3/lnAeyArXBZXKqp3NqYJRG0ApEi5OjaRrRAdPpFllpIJg84bkc0HxTRl9GU8QfnaU8LG",
+	"GAWcwB2CSOkaHPlMEilc/TBX6xgmB4okZQHWJyIERi4oxixwH0ibCLHlG7kUPI0ITdPCHAVsb+1U0Mls",
+	"zVrEgbADozd4D6iaI55m7BBRVB4nHnu2AewC6xTShQ0jL4MKYuuMuRRE5oCdCH26pG1xkUlsgWVxYbpC",
+	"ktcXX3o2RZ6uamgvpxtdC13HuisuUrJ0sP0Ih0EGFsgffoSYji4brIvwxG/fvDsf/fTp/Pyf572IHB5b",
+	"AEfcOuwAQN3EIIFMkaU5LPB4b7TIdDuXZuwn3Pwn6gO+gZnTcLWvM9/DMPdt9vHefOUfrazvA6LzNJoW",
+	"02Qul0jAdS/mgq4MEylFwbBLoo3uYMZUE/+o1Yzc2tnorMaMMgnXx/EYOsNmJlCfDHHd82evDjDBg4nr",
+	"9EBh3a57zjYKMTONhYvu2/QY0o07F/YjuOA5T8kH923cqaWKucIWM+ypvUZcq1gwcc0LKRZM2LpGLDHo",
+	"+rZe7qLrUvUQAGVJC3PdbYdKs/Pq1EbP+2hHxoIrEndgDXGn7yFYUxvhru0On7JklWSMdBtvIHEHfxR3",
+	"ekOHzxrFwhV02oSAiOS0VGa+AO0CRUws1z1bdmEewKKmiGRSWcD1xhEgkAKECxFAwfVegPTVa5pZxNY6",
+	"ARWlUJgZQbXtXoJs5NTXZcTi2WAwqIbAOmxkquvrJ10jxwViOhsuaB6jlvNSZVtMJrJIYV/tArmw2+qh",
+	"cDGYCqurtS42RGcrRQYDYhvj2L112DUA4gVkiO1SnoWo3TfcogtmqLpqNoPds6pWMzbZBJv1eFsn1NGJ",
+	"KjLWlGfkcDomXA2hlU7VFsyw93dy9o4L1oNdgc0GgBgzDpgjRLGMJeZldbAl0gXSB1zLqNF3Bj6ygY1F",
+	"z1bCG+Hh3290DhiDa/fyWvMZt7Ox6FbEa89ZQ+pl1LjAzY5AhtCiFkobEipigecH4xtGNWG2VBD6u1D8",
+	"AvbQcy3oOQBoQbAmMllB3XPPtg615qXta0P4Tr1rcN0sdSvD1jWfsb2aL6D2i6vX4GInJ9vECfJ0mgAC",
+	"6x1vYoFjYMObvqWmKj9nJpGN+Zyq/5jQ5GpJi2Dzswonz3ZA2xqE//TTa/L8+fMfYcPMVEvBb4gVqcPa",
+	"sRZVi6zuVBZmdOhviN9VAqTr5tZriblj4tVt5XlBt7pbf9ja7thpdSJffFR94mYVrDfaFRK2AQK7Awrs",
+	"phKQSbyC7JpltpKSpS0bBQ814XjtslI2KWfwq6nsRB0jjsyiQQX4ugNCr4UGASvKGpEQbKVcoE6ZUMUM",
+	"n1Jc82vWdpKK0SKZ71loiXfHoU6pepsri8QRrfekqbdJbJkKXpk/HaAi3ECwxnfyx/ldscy7JlaMtCVr",
+	"rrPatlhjrhIWT6hmNhEIMjlbF0SyaGDkEs8hHiWvwzWAalNNrRRznaWaoIVOwcFPnVxyJoazyjb6rMXi",
+	"BYEO2ZboehW611wqPTQGo+t5o0gyK2SZIz5HzoqECW3hjGmWwROvL76oWCjuMGLzgl1zWbp+WKQ7ODwe",
+	"DHqR03u4IKVipFu9/UAZDbGYMZ92CSoA4CZjX05bUAG+gFPbnP0AtSX/VqxG6tnUWKh/TuY2JxbK9Fea",
+	"qVgEOrDPpVFlQdsE3WsuS9CHQAu0q5is/Hpcourzl7AsEPhVVzaqDF84xDJfgpTHzS0x20qvWUFBE7bT",
+	"ppjNmjN6hTrTsxMyB+gD0JR9d7aaimjbxXXdXrmBUfPF30FCXqWl+l87RRUgHytN1S0W98AOwFVAax1W",
+	"/RBBS7T0iX0bjZpFpwVT84aC2tLMr66g4pDbNYT3vlnafZQEf0wNNaEdZL7Q+8mMvYb3mkjL+AxKoR8P",
+	"fn0HqeB2vdVRAOv5wzj464sv1V2Cmgx1hR3pEaLzASFdwxxcML18iFBIGSx5drT/wY7yOAni7u13rRIG",
+	"ri8znqws05jKImFPmlyIrTaatg2DBuh2ZqegsVXeU/SHvPlwSWA/4RNry/B2PxJw18cJe12YVz9p3MsI",
+	"hRHenYYOis0tdqkp/wM9lNaT5HPZKt+Zb5Pyr5t7fI+cv9d++c1c0I3oSoTaVI9oWe+JaHQu240wB0Bn",
+	"2wMgFr4JQLXD5rqbmWVMuxY2Rp1g6SmBGqUVFACURdMhB1VTUlQYKk5DA6MQU/uX81WfmCuB0GzN0651",
+	"sO4T8GnVSBnBnyAeh9UEIBK6LmmzUvt6TusZWrXVboxRmyJXuYc9xCdSaqMAg25T6WS+OAlGsKWBEUag",
+	"IsLENXoYXZXEAfTeRwhTw29TXpyiplt7otnJ3jXwKQU6dXpboOhyvWpNx/iYM3Hx+b/XczGOMQS8ZnMs",
+	"uU4A9ysvpJaJzJ5SvANuH00wjYIVC2iqDwL9Fza5lMkV033yCioRyNQwWAXNkVfVw6Dnk4nUc7KkK6NU",
+	"AuSGfdjbOta/RQsGWNLgUyhk5nwMKhbd8TeX2zGMzcbx3zHfw2xJ3BkePxtEcaeQS/PHyeD7uHdqvXFQ",
+	"vKIQtLDxEnbDERK6AaH2fWzxD/08nWaYZFI5AML7ZY4EvVvmaINuiL8Odm8VZDYg/JZnJ7u/xdyMFleZ",
+	"/WpD+Q1fA7yyjyOjP8G7n1RI/wFpIU8mw9ccGf+CIBIPlUPxCRsObko674cx4kHpmuyNGi1FiSwQAa4q",
+	"7nMehImxjLA0z5nrtsvxZjtkzx3hb+h+X9cnqEafCAgtNLVEtiLdDfHba4pMEpKYfQLXCQW81wUCIn7v",
+	"jA3f63GXrnWX/uFbHAuwVNxww6G7Rr3RdNaL4O+hptBRgrd5yOE/f5gxbxdp1h1sX+w3YZux7Z8K9RF7",
+	"cGb7mV4xN++n4bUBW6jFH+9OdZ1GzKe/GlL4avulHyYU2jNA1owhm+PDl8/Be3r4Oxkc/kj6ZEQOK6xD",
+	"2xYyYxr6vhQk5TOuT4mQ8HO4A388KJA/ljavkP/+sSujnsSmcsttWDGbZpN3yGqZ59hUpk9eeT87sHFv",
+	"jMRizRoZoiPYWyEKy6+zlc9D4EJpKnyZXyLz1SkB1nzIxSH4GyFAmxRUzQ8TKRRX5qzruAaud66VK45N",
+	"I5ducmcwrCxTN8w2FjRTEmZZc7hVE+7ShnQCjXYqiyvMG+sN22cRC2cSOvmziLbn+tkkvzPLiuF/ZeEZ",
+	"cWQYcyxid4/jDsa+MzbVRJa6Zy6YaySsyJRDNQqZrOANZr+MuC2qFqu+snKB19jarHSGaMEJc4KqRSJZ",
+	"Le5x8gcHGN0PpKoIuYxcTorLxVnKMkuHTs/gUwcrv6CpBT2lpZYj+D4C6GcHv9xFn75iemRf1h30mogl",
+	"6NNvJBnYwnaIRWxL9Ptst+iP0qpb9ejBrQl+62/710juq26YYEvCbnJeMDWiGAOF40KNctB74jTANS6L",
+	"MyNrm4ysQshlzVfLkoLdpvTZZx60MrU28G656vD83UpT0cGA44VaveJXyBJVRCZcpFzMVESuWaG4FMrl",
+	"E0JvKdXb2L6jb+anO6DL2VXsDSx3R8rAQY0QgXERcgt47xwisFZiLi1Uo83uCummgXbsVjlv78eeU6OQ",
+	"mR/+71/p4e+Dwx+/2v+ODr9+G0Qvn33/t5CPwkd2NiG44AAQDZ4a9up6eHY/c3FFzs4vD5+9eHn4t9fv",
+	"e7Vu+C4Nx0g71xkf2iBCrCMWM6rZkq5IXmrEExHap5GrRhPiZht9eJSMLQ2M0f8J2od5Qyz8K2xpk6Wr",
+	"IWE3NNHZioznUulxRMa5LDS24zKSIgKTVs8rDXds/hzlBZvym3Es3IN98lZXwrQpy2qnTLpjtANxpodx",
+	"ORg8T0Akm38x+0FBRSoX+NG4B436LAQ6pvt9+fQOVjiRKdR552Zdx+Q9f2U9v9CQFX8ytgku9s8R4qGM",
+	"D8C3h9P4PnZTT3ukWtHfP3++uDQnDAmrvmVJyvJMrhaYcPj6LCLYxA7SOCoDWBel0sGQ+EWpa3fv0WWl",
+	"Ra4PFfU0dmSTyqF5us3VIm6rTr0+HHfcZ3EnBIw6t9rOxhc1Cgp/LxFPsSpef/Hi+YvtIj3CZnv2Z++Y",
+	"mOm5B9bZXo2LP7Tz/cNlv5Ut2yQHZHPYmrU9RXuorlsWpJCaNpjzmmuPQejDt7BC1ueUfV40qlBqEmk3",
+	"P067AyeY04EzGvF0v8SO/xvdP+eQWeatINvJoO4yJF2ZIx/JVka8SOEZ98gYbbJAYEmz/N6G22j9nI++",
+	"uX/uon/UfUNPq4G4DZmswDJlzW3yC24u35DI9o7hrQsa/EGemztu1EdRvWjoNsk6MSwFNHaFdPHfhGaG",
+	"fhaMCrxlQ5eiuKMap5ruwrAq1xZHckHY7dzms3/qQU2IxuA7GRFuInc0I/x4ASPCf4lh8wlVtjdSr14F",
+	"q6ktKgKfVqlYdaH9C3Y2JvxqHvEy3wPBxF/9WqQeKRbdQMp2vF3QGVNY85pA/YbT5kqFWu1iKwdo34WH",
+	"4wAV3YQ5gK7R1b04gHvR45tg/e02WAtRHplzO/qm6WwX+qSz/YH17guV5wTGA2xeWxlJ8zXarnLHIzg7",
+	"/KcxgL9W/7Yncfzsh1vM4Q0v4Gc/9GM3dil5lgbNBqOPbp4o4nwYMRWyUr7/wer+frf5SVx4FxAsBurF",
+	"ZvnQepbAvpNuUxvAD1142vwCogeKUF3zTJUOOaKNb36BBx51mwUVun2T7bcbnVVolkE/EHwCC3J/K6Wm",
+	"KDmhDJZrLEBoOjOvZVYu2OGEJldlvl0l+S949JV9cpcotn2r0cJwHIURDmfcbDNk8AePasqsd2LyW7CT",
+	"YlTfjrspR27EkDGEy7c7GLaIjGWICAmtFk/zdI++4T92kEONxT254WNX3XVEAzEjF0qkBUPI1ukUilF7",
+	"W1Wd7Qt5uJvbpIbw/Z14WrmXwoOv2VFiT6qV72uo2N3fgSc8sJFSG3iPm3i3O+jGWmeqNt/pQDnOFbmw",
+	"LW78ll5S/+U41xNoGeZSjOwZBwAn8JsDRXhKuljFv84UesFmUS7tpK6JnR3+swpFHEcvn4d0r6ij+O9s",
+	"tJiEgxFQPzzEpnSK5FSBXJpSnqHJd/7h4+XFa8Pvqii+kWAvBj+QOSuqZlexwLLD//r47sv789Gb85/O",
+	"vrz7PHr/inSPB89OepXot1tQNX5o/PD92T9G71/ZInbIVF8pzRa+6A/dlxaThpIpW7ryRCwWRMd5lQz5",
+	"8tYoLmztH43a6a5MmFFd+wv1Z6pr+OEeuFHUrmlo3UE1sDyXCwXA/hYHopbxeGCTaSBjRZY649fMtkup",
+	"nM7QuMWl4pwvcr0C+ptiQgNIrkqq1e5sRCohPgRcGhoLK/qNcQZxMKe2msdsu3ogVAcdkcx9I1loJVIF",
+	"tbFBTCxq3PzoG/7DwivWc0nWn9hVS/iz+1LsfjooWFw3tI3AUlZzBL5+xQUUZOFKXPFwFZZr3aZoPL6K",
+	"scudvYdyga+pYOjWcdZgM9xe7JdjhPP/xKaddRWjIsqaEn73l7eJZ9TO2g7q+F9AF3yyRhRm8qQiqwPH",
+	"cjCCvZnQzURSrHKEhrmql26piCyo4FNA+KDKyMtfUPgvKdf2BiLGFkSvuxX7MtaqSx+3d9g8cgjKA1GM",
+	"qeo+g9COBcJ09QD7ptpl8/JG/iKkhGsLzgKUfvHxsq4cYdqPZ9JSxMIx6tasdkxTzKieymJBrthqG2/d",
+	"tdMGktK/Sr8NEHp0XbRC2Ao6Xxm9DuH51GqRcXFlDpBl0wgMOsgepMWM6S0m3SdG022bskcfjvv3nnn8",
+	"rgxr3WEKNiszCoqFuZNQgnY/Thzt+PD2nhtwpRvHskOEvFwLjW/PhAy/Y7bnO9aaqrACmsFIQSYQVxFE",
+	"JppmLS6phUybDqmadTT4z18Hhz8Yu+h5m0v6Tr1I9iXSpzYhtkKO/6m7lgDNuqYlviBpItNVZNuGyQId",
+	"TRowaLqYegXKIULNFRZNrcbwFqXSsWA3XOk++bgUtgzXUI7PR2q2R2HqAMt1u8eDwQBQtDARb/Dy5OR2",
+	"EXJ7i5TqWv7BjVIaBHOPdilPynH90R4oYsePCPQyQcAyRVLGctK1Aq1mWHJroRkSYkKz4m6dkZq8OsSW",
+	"rMMvVNJ61NkZ2W3H/izPn+3Yn6WFXO/YoWUX9d4Y+vjck/VpMeLnFqkTodgY3iZ7upSIcjFhxSk5+fG5",
+	"UVkHP7x40euE3mi7mexWQdbSSyYC+XuryPzzNZzZQe74S/uE7gbrZqpEAWbz2qPCdGDXeU4CgOTEKM7Q",
+	"SFwQkBhOtLjqFiGrpnTbb9WtnUfuqjI/+NHcrQvJupcC3tKwI6A7YlLwCUvRmkCQnYfgufvoxzBVlpQF",
+	"1ysYacJowYrO8Nev5lU05z+zFfz11TxYXLsZlUXWGXbmWufDo6PjZz/0B/1B/3j4w+CHgXnt/xcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +28,8 @@ func (a *app) benchCmd() *cobra.Command {
 		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
 		all           bool
 		desktop       bool
+		rest          bool
+		restCfg       = bench.RestConfig{N: 40, Held: 20, Window: 30 * time.Second}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,6 +47,13 @@ file descriptors and goroutines (from its /metrics) over the first and last cycl
 exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rest {
+				if quick {
+					restCfg.N, restCfg.Held, restCfg.Window = 5, 4, 5*time.Second
+				}
+				restCfg.Log = cmd.ErrOrStderr()
+				return runRest(cmd, a, restCfg, asJSON)
+			}
 			if soak {
 				soakCfg.Log = cmd.ErrOrStderr()
 				soakCfg.Runsc, soakCfg.RootFS = rawAnchor(runsc, templates)
@@ -145,6 +155,10 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.BoolVar(&all, "all", false, "also measure pause/resume (as --checkpoint) and, with --e2b PYTHON, the E2B SDK figure, into the same result")
 	f.StringVar(&runsc, "runsc", "/usr/local/lib/space/bin/runsc", "runsc for the raw comparison (root only)")
 	f.StringVar(&templates, "templates-dir", "/var/lib/space/templates", "templates, for the raw comparison's root filesystem")
+	f.BoolVar(&rest, "rest", false, "measure the rest tier instead: wake of a frozen sandbox to its first command beside an awake one's, and the host CPU an idle sandbox costs awake and frozen")
+	f.IntVar(&restCfg.N, "rest-wakes", restCfg.N, "wakes timed by --rest")
+	f.IntVar(&restCfg.Held, "rest-held", restCfg.Held, "idle sandboxes whose CPU --rest measures")
+	f.DurationVar(&restCfg.Window, "rest-window", restCfg.Window, "how long --rest measures CPU, each time")
 	f.BoolVar(&soak, "soak", false, "run the soak (create/exec/file/kill cycles) instead of the figures")
 	f.IntVar(&soakCfg.Cycles, "cycles", soakCfg.Cycles, "soak cycles")
 	f.IntVar(&soakCfg.Concurrency, "concurrency", soakCfg.Concurrency, "soak cycles at a time")

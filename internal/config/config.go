@@ -93,6 +93,10 @@ type Config struct {
 	CustomerKeysFile string
 	// PausedRetention is how long a paused sandbox is kept.
 	PausedRetention time.Duration
+	// IdleFreeze is how long a running sandbox may go without a request,
+	// stream or connection before it is frozen at rest (no CPU; the next
+	// request wakes it), unless it sets its own; 0: never.
+	IdleFreeze time.Duration
 	// EgressDNS is the resolver ("host:port") the egress gateway asks for
 	// sandboxes; empty means the host's first nameserver in /etc/resolv.conf.
 	EgressDNS string
@@ -226,6 +230,7 @@ func Default() Config {
 		PoolBoots:            1,
 		MaxBoots:             max(4, 2*goruntime.NumCPU()),
 		PausedRetention:      30 * 24 * time.Hour,
+		IdleFreeze:           5 * time.Minute,
 		TemplateBuilds:       2,
 		TemplateBuildTimeout: 30 * time.Minute,
 		TemplateCacheTTL:     7 * 24 * time.Hour,
@@ -420,6 +425,8 @@ func (c Config) Validate() error {
 		return invalid("metrics_token", "must be at least 16 characters")
 	case c.PausedRetention < time.Hour:
 		return invalid("paused_retention", "%s must be at least 1h", c.PausedRetention)
+	case c.IdleFreeze != 0 && (c.IdleFreeze < time.Second || c.IdleFreeze > 24*time.Hour):
+		return invalid("idle_freeze", "%s must be 0 (never) or between 1s and 24h", c.IdleFreeze)
 	case !filepath.IsAbs(c.PlatformKeyFile):
 		return invalid("platform_key_file", "%q must be an absolute path", c.PlatformKeyFile)
 	}

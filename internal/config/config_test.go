@@ -62,6 +62,27 @@ func TestLoad(t *testing.T) {
 		},
 		{name: "bad pool", env: map[string]string{"SPACE_POOL": "base=5:2"}, wantErr: "min <= max"},
 		{
+			name: "idle freeze",
+			env:  map[string]string{"SPACE_IDLE_FREEZE": "30s"},
+			check: func(c Config) string {
+				if c.IdleFreeze != 30*time.Second {
+					return "idle freeze not parsed"
+				}
+				return ""
+			},
+		},
+		{
+			name: "idle freeze off",
+			env:  map[string]string{"SPACE_IDLE_FREEZE": "0"},
+			check: func(c Config) string {
+				if c.IdleFreeze != 0 {
+					return "idle freeze not turned off"
+				}
+				return ""
+			},
+		},
+		{name: "idle freeze too short", env: map[string]string{"SPACE_IDLE_FREEZE": "10ms"}, wantErr: "idle_freeze"},
+		{
 			name: "node budgets",
 			env:  map[string]string{"SPACE_NODE_MEMORY_MB": "2048", "SPACE_NODE_DISK_MB": "10000", "SPACE_NODE_MAX_SANDBOXES": "50"},
 			check: func(c Config) string {

@@ -164,6 +164,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Keys:             keys,
 		ImagesDir:        imagesDir,
 		PausedRetention:  cfg.PausedRetention,
+		IdleFreeze:       cfg.IdleFreeze,
 		Egress: sandbox.EgressConfig{
 			CAPEM:        caPEM,
 			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },
@@ -326,6 +327,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	bg.Go("sandbox reaper", func() { svc.RunReaper(reaperCtx, time.Second) })
+	bg.Go("rest tiers", func() { svc.RunRest(reaperCtx) })
 	bg.Go("template collector", func() { tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval) })
 	bg.Go("telemetry", func() { tel.Run(reaperCtx) })
 	bg.Go("volume sweeper", func() { vols.RunSweeper(reaperCtx, time.Hour) })

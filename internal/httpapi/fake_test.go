@@ -71,6 +71,12 @@ func (f *recordingSandboxes) SetNetwork(context.Context, string, *sandbox.Networ
 	return f.call("SetNetwork")
 }
 
+func (f *recordingSandboxes) SetIdleFreeze(context.Context, string, time.Duration) (*sandbox.Sandbox, error) {
+	return nil, f.call("SetIdleFreeze")
+}
+
+func (f *recordingSandboxes) Rest(string) (string, error) { return "", f.call("Rest") }
+
 func (f *recordingSandboxes) ChangesNow() (uint64, error) { return 0, f.call("ChangesNow") }
 
 func (f *recordingSandboxes) Changes(context.Context, uint64) ([]sandbox.Change, uint64, bool, error) {

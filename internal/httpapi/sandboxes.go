@@ -27,6 +27,7 @@ type createSandboxRequest struct {
 	Snapshot             string `json:"snapshot"`
 	SnapshotEverySeconds int    `json:"snapshot_every_seconds"`
 	SnapshotKeep         int    `json:"snapshot_keep"`
+	IdleFreezeSeconds    int    `json:"idle_freeze_seconds"`
 	AutoPause            bool   `json:"auto_pause"`
 	AutoResume           bool   `json:"auto_resume"`
 	// AutoPauseKeepMemory false makes the pause at the timeout keep the
@@ -61,6 +62,8 @@ type sandboxJSON struct {
 	// SnapshotEverySeconds and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEverySeconds int               `json:"snapshot_every_seconds,omitempty"`
 	SnapshotKeep         int               `json:"snapshot_keep,omitempty"`
+	IdleFreezeSeconds    int               `json:"idle_freeze_seconds,omitempty"`
+	Rest                 string            `json:"rest,omitempty"`
 	PausedAt             *time.Time        `json:"paused_at,omitempty"`
 	Checkpoint           *checkpointJSON   `json:"checkpoint,omitempty"`
 	Network              *networkJSON      `json:"network,omitempty"`
@@ -91,6 +94,13 @@ func toJSON(s *sandbox.Sandbox) sandboxJSON {
 		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason, Network: networkOf(s.Network),
 		AutoPause: s.AutoPause, AutoResume: s.AutoResume, KeyID: s.KeyID,
 		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep, Node: s.Node,
+		Rest: s.Rest,
+	}
+	switch {
+	case s.IdleFreeze < 0:
+		out.IdleFreezeSeconds = -1
+	case s.IdleFreeze > 0:
+		out.IdleFreezeSeconds = max(1, int(s.IdleFreeze/time.Second))
 	}
 	if !s.PausedAt.IsZero() {
 		out.PausedAt = &s.PausedAt
@@ -123,7 +133,8 @@ func (s *Server) CreateSandbox(w http.ResponseWriter, r *http.Request) {
 		Env: req.Env, Metadata: req.Metadata,
 		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
 		Snapshot: req.Snapshot, SnapshotEvery: seconds(req.SnapshotEverySeconds), SnapshotKeep: req.SnapshotKeep,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
+		IdleFreeze: idleFreeze(req.IdleFreezeSeconds),
+		AutoPause:  req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
 		AutoPauseDiskOnly: req.AutoPauseKeepMemory != nil && !*req.AutoPauseKeepMemory,
 		NoPool:            req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
 		Secrets: req.Secrets, Volumes: mountsOf(req.Volumes),
@@ -187,13 +198,42 @@ func (s *Server) ListSandboxes(w http.ResponseWriter, r *http.Request, params na
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) GetSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+func (s *Server) GetSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.GetSandboxParams) {
 	sb, err := s.lifecycle.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	if params.Rest != nil && *params.Rest && sb.State == "running" {
+		if sb.Rest, err = s.lifecycle.Rest(id); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, toJSON(sb))
+}
+
+func (s *Server) SetSandboxIdleFreeze(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+	var req native.SetSandboxIdleFreezeJSONBody
+	if err := decodeJSON(w, r, &req, false); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sb, err := s.lifecycle.SetIdleFreeze(r.Context(), id, idleFreeze(req.IdleFreezeSeconds))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(sb))
+}
+
+// idleFreeze is a sandbox's idle freeze delay from a request's seconds:
+// 0 the node's default, -1 (any negative) never.
+func idleFreeze(n int) time.Duration {
+	if n < 0 {
+		return -1
+	}
+	return seconds(n)
 }
 
 func (s *Server) KillSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {

@@ -33,6 +33,10 @@ type Lifecycle interface {
 	Kill(ctx context.Context, id string) error
 	SetTimeout(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
+	// SetIdleFreeze and Rest: a sandbox's rest at idle (0 the node's
+	// default, < 0 never), and whether it is frozen at rest now.
+	SetIdleFreeze(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
+	Rest(id string) (string, error)
 }
 
 // Changes is the feed of sandboxes' state changes (GET /v1/events).

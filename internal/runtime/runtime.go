@@ -135,6 +135,24 @@ type Checkpointer interface {
 	Version() string
 }
 
+// IdleFreezer is implemented by runtimes that can stop every host process
+// of a running sandbox (for gVisor: its sentry, gofer and stubs) where it
+// stands, at no CPU cost, and let it go on later with nothing inside able to
+// tell but the clock (the cgroup freezer). Unlike Checkpointer.Freeze it asks
+// nothing of the sandbox: a sandbox at rest is frozen this way. While a
+// sandbox is frozen, State, usage reads, Resize and Destroy work; every other
+// call that reaches into it needs ThawIdle first.
+type IdleFreezer interface {
+	// FreezeIdle returns once every process of sandbox id is frozen.
+	FreezeIdle(ctx context.Context, id string) error
+	// ThawIdle lets them run again; a sandbox that is not frozen is left
+	// as it is.
+	ThawIdle(ctx context.Context, id string) error
+	// IdleFrozen reports whether sandbox id is frozen (a restarted daemon
+	// finds the sandboxes its predecessor froze).
+	IdleFrozen(ctx context.Context, id string) (bool, error)
+}
+
 // ExitReasoner is implemented by runtimes that can say why a sandbox
 // stopped on its own (for example "out of memory").
 type ExitReasoner interface {

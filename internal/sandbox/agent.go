@@ -54,6 +54,38 @@ type connSet struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// rest is the instance's activity and idle freeze (rest.go); nil
+	// while it boots, and on runtimes that cannot freeze.
+	rest atomic.Pointer[rest]
+}
+
+// hold marks a request to the instance open (rest.hold), waking it first
+// if it rests frozen.
+func (c *connSet) hold(ctx context.Context) (release func(), err error) {
+	if c == nil {
+		return func() {}, nil
+	}
+	r := c.rest.Load()
+	if r == nil {
+		return func() {}, nil
+	}
+	return r.hold(ctx)
+}
+
+// roundTripHeld sends r through send while holding the instance awake,
+// until the answer's body is closed.
+func (c *connSet) roundTripHeld(r *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	release, err := c.hold(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := send(r)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	resp.Body = holdBody(resp.Body, release)
+	return resp, nil
 }
 
 // instances numbers connSets.
@@ -167,7 +199,7 @@ func newAgentConn(addr netip.Addr, token string) *AgentConn {
 		ResponseHeaderTimeout: agentReplyTimeout,
 		DisableCompression:    true,
 	}
-	hc := &http.Client{Transport: agentTransport{token: tok, next: transport}}
+	hc := &http.Client{Transport: agentTransport{token: tok, next: transport, conns: conns}}
 	opts := []connect.ClientOption{connect.WithProtoJSON()}
 	return &AgentConn{
 		BaseURL:    base,
@@ -190,12 +222,15 @@ func (a *AgentConn) setToken(token string) { a.token.Store(&token) }
 type agentTransport struct {
 	token *atomic.Pointer[string]
 	next  http.RoundTripper
+	conns *connSet
 }
 
 func (t agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("X-Access-Token", *t.token.Load())
-	return boundedRoundTrip(t.next, r)
+	return t.conns.roundTripHeld(r, func(r *http.Request) (*http.Response, error) {
+		return boundedRoundTrip(t.next, r)
+	})
 }
 
 // ErrSilent is the cause of a request to a server of spaced's own in a

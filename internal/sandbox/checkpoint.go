@@ -204,6 +204,11 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 		}
 	}()
 
+	// A sandbox frozen at rest is thawed first: runsc's pause and
+	// checkpoint ask its kernel, which answers nothing frozen.
+	if err := e.wake(ctx); err != nil {
+		return nil, err
+	}
 	if opts.RequireHealthyAgent {
 		hctx, cancel := context.WithTimeout(ctx, agentCheckTimeout)
 		err := e.agent.waitHealthy(hctx, nil)
@@ -724,6 +729,9 @@ func (c *Checkpoints) Fork(ctx context.Context, id string, req ForkRequest) ([]*
 	dir, err := c.imageDir(newArtifactID(id, "f"))
 	if err == nil {
 		defer os.RemoveAll(dir)
+		err = e.wake(ctx) // a sandbox frozen at rest is thawed for the checkpoint
+	}
+	if err == nil {
 		err = cp.Checkpoint(context.WithoutCancel(ctx), id, dir, true)
 	}
 	e.mu.Unlock()

@@ -52,6 +52,11 @@ func (g *Egress) ByAddr(ip netip.Addr) (EgressView, bool) {
 		if e.rec.State != store.StateRunning {
 			return EgressView{}, false
 		}
+		// A connection or DNS question out is the sandbox at work: it
+		// counts as activity, as a request in does (rest.go).
+		if r := e.rest(); r != nil {
+			r.touch()
+		}
 		return EgressView{ID: e.rec.ID, Tenant: tenant.Of(e.rec.Tenant), Network: cloneNetwork(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
 	}
 	return EgressView{}, false

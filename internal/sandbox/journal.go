@@ -252,6 +252,9 @@ func (j *journal) pull(ctx context.Context, id string) {
 	j.mu.Lock()
 	boot, after := l.boot, l.seq
 	j.mu.Unlock()
+	// Reading the log is spaced's own business: it neither wakes a
+	// sandbox at rest nor keeps one awake.
+	ctx = withoutWaking(ctx)
 	got, err := j.fetch(ctx, ac, after)
 	if err == nil && boot != "" && got.Boot != boot && after > 0 {
 		got, err = j.fetch(ctx, ac, 0) // a new agent: its lines from the first

@@ -23,6 +23,9 @@ type Metrics struct {
 	restoreSeconds *prometheus.HistogramVec
 	quotaRefusals  *prometheus.CounterVec
 	execSeconds    *prometheus.HistogramVec
+	// Idle sandboxes frozen at rest, and the thaws that woke them.
+	freezes     prometheus.Counter
+	thawSeconds prometheus.Histogram
 }
 
 // NewMetrics registers the service's series with reg; running and pools
@@ -73,6 +76,15 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 			Help:    "Time from a request to run a command (or open a terminal) through the native API to the agent's answer that it started, by kind (command, pty).",
 			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
 		}, []string{"kind"}),
+		freezes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "space_sandbox_idle_freezes_total",
+			Help: "Idle running sandboxes frozen at rest (cgroup freezer).",
+		}),
+		thawSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "space_sandbox_thaw_seconds",
+			Help:    "Time to thaw a sandbox frozen at rest before the request that woke it.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .5},
+		}),
 	}
 	m.quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "space_tenant_quota_refusals_total",
@@ -80,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 	}, []string{"tenant", "quota"})
 	reg.MustRegister(m.quotaRefusals)
 	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses, m.poolReleases,
-		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds, m.execSeconds,
+		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds, m.execSeconds, m.freezes, m.thawSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
 			Help: "Sandboxes running on this node.",
@@ -177,5 +189,17 @@ func (m *Metrics) restored(download, restore time.Duration) {
 	if m != nil {
 		m.restoreSeconds.WithLabelValues("download").Observe(download.Seconds())
 		m.restoreSeconds.WithLabelValues("restore").Observe(restore.Seconds())
+	}
+}
+
+func (m *Metrics) froze() {
+	if m != nil {
+		m.freezes.Inc()
+	}
+}
+
+func (m *Metrics) thawed(d time.Duration) {
+	if m != nil {
+		m.thawSeconds.Observe(d.Seconds())
 	}
 }

@@ -105,12 +105,12 @@ func (p *portTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Host = r.URL.Host
 	}
 	out.URL.Host = net.JoinHostPort(id+"."+strconv.FormatUint(t.instance(), 10)+portHostSuffix, port)
-	var resp *http.Response
-	if p.own[port] {
-		resp, err = boundedRoundTrip(p.bounded, out)
-	} else {
-		resp, err = p.open.RoundTrip(out)
-	}
+	resp, err := t.conns.roundTripHeld(out, func(out *http.Request) (*http.Response, error) {
+		if p.own[port] {
+			return boundedRoundTrip(p.bounded, out)
+		}
+		return p.open.RoundTrip(out)
+	})
 	if resp != nil {
 		resp.Request = r
 	}

@@ -93,7 +93,15 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		}
 	}
 	agent := newAgentConn(ep.SandboxIP, rec.AccessToken)
-	if st == runtime.StateRunning {
+	// A sandbox frozen at rest stays frozen: its agent cannot answer
+	// until a request wakes it, and waking every one at a restart would
+	// spend what resting saved. Its processes are there (the runtime
+	// says running); the first request thaws it.
+	frozen := false
+	if fr, ok := s.rt.(runtime.IdleFreezer); ok && st == runtime.StateRunning {
+		frozen, _ = fr.IdleFrozen(ctx, rec.ID)
+	}
+	if st == runtime.StateRunning && !frozen {
 		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err = agent.waitHealthy(hctx, nil)
 		cancel()
@@ -117,8 +125,9 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		e.owner, e.use = tenant.Of(rec.Tenant), usageOf(rec.CPU, rec.MemoryMB)
 	}
 	s.live[rec.ID] = e
+	s.attachRest(e, frozen)
 	s.mu.Unlock()
-	log.Info("sandbox re-attached")
+	log.Info("sandbox re-attached", "frozen", frozen)
 	// Expired ones are reaped by the first pass of the reaper.
 	return nil
 }

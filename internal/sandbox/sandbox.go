@@ -45,6 +45,12 @@ type Sandbox struct {
 	// SnapshotEvery and SnapshotKeep: the disk snapshot schedule.
 	SnapshotEvery time.Duration
 	SnapshotKeep  int
+	// IdleFreeze is how long it may go unreached before it is frozen at
+	// rest: 0 the node's default, < 0 never.
+	IdleFreeze time.Duration
+	// Rest is RestFrozen or RestAwake for a running sandbox when asked
+	// for (Service.Rest), else empty.
+	Rest string
 	// Volumes are the volumes mounted into it.
 	Volumes []VolumeMount
 	// Tenant owns it.
@@ -65,7 +71,7 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
 		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: tenant.Bare(r.KeyID),
 		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
-		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep,
+		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep, IdleFreeze: r.IdleFreeze,
 		Volumes: slices.Clone(r.Volumes), Tenant: tenant.Of(r.Tenant), Node: r.Node,
 	}
 }
@@ -93,6 +99,8 @@ type CreateRequest struct {
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots.
 	SnapshotEvery time.Duration
 	SnapshotKeep  int
+	// IdleFreeze: see Sandbox.
+	IdleFreeze time.Duration
 	// AutoPause pauses the sandbox at its timeout instead of killing it;
 	// AutoResume lets traffic through the E2B proxy resume it.
 	AutoPause  bool

@@ -72,6 +72,9 @@ type Config struct {
 	// (a resume here waits for it either way). Cluster mode sets it:
 	// another node may restore the sandbox at once, under the same name.
 	TeardownBeforeAnswer bool
+	// IdleFreeze is how long a running sandbox may go unreached before it
+	// is frozen at rest (rest.go), unless it sets its own; 0: never.
+	IdleFreeze time.Duration
 }
 
 // Network is what the service needs of the host's networking: a
@@ -364,6 +367,9 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	if req.SnapshotEvery != 0 && (req.SnapshotEvery < 5*time.Second || req.SnapshotEvery > 24*time.Hour) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "snapshot interval must be between 5s and 24h")
 	}
+	if err := checkIdleFreeze(req.IdleFreeze); err != nil {
+		return err
+	}
 	if req.SnapshotKeep < 0 || req.SnapshotKeep > 100 {
 		return errdefs.New(errdefs.ErrInvalidArgument, "snapshots to keep must be between 0 and 100")
 	}
@@ -428,6 +434,7 @@ func (s *Service) liveEntries() []*entry {
 func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
 	s.mu.Lock()
 	s.live[e.rec.ID] = e.published()
+	s.attachRest(e, false)
 	s.consumeLocked(q, part)
 	s.mu.Unlock()
 }

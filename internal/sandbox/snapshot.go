@@ -158,9 +158,12 @@ func (s *Snapshots) TakeSnapshot(ctx context.Context, id string, opts SnapshotOp
 	e.mu.Lock()
 	rec := *e.rec
 	meta[metaTenant] = tenant.Of(rec.Tenant)
+	werr := e.wake(ctx) // a sandbox frozen at rest is thawed for the copy
 	switch {
 	case rec.State != store.StateRunning:
 		err = errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
+	case werr != nil:
+		err = werr
 	case opts.Memory:
 		err = cp.Checkpoint(ctx, id, dir, true)
 	default:
@@ -432,7 +435,7 @@ func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *c
 		AccessToken: st.AccessToken, KeyID: keyID,
 		Env: env, Metadata: req.Metadata, OpenAccess: req.OpenAccess, Network: req.Network, Secrets: placeholders,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseDiskOnly: req.AutoPauseDiskOnly,
-		SnapshotEvery: req.SnapshotEvery, SnapshotKeep: req.SnapshotKeep,
+		SnapshotEvery: req.SnapshotEvery, SnapshotKeep: req.SnapshotKeep, IdleFreeze: req.IdleFreeze,
 	}
 	if tmpl.Volumes, err = manifestVolumes(m); err != nil {
 		return nil, err

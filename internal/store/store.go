@@ -80,6 +80,9 @@ type Sandbox struct {
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots (0: none).
 	SnapshotEvery time.Duration `json:"snapshot_every,omitempty"`
 	SnapshotKeep  int           `json:"snapshot_keep,omitempty"`
+	// IdleFreeze is how long the sandbox may go unreached before it is
+	// frozen at rest: 0 the node's default, < 0 never.
+	IdleFreeze time.Duration `json:"idle_freeze,omitempty"`
 	// Paused is when the sandbox was last paused (for retention).
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	// Secrets maps the placeholders in Env to the names of the secrets

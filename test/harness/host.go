@@ -268,3 +268,32 @@ func unescapeMountPath(s string) string {
 	}
 	return b.String()
 }
+
+// SandboxFrozen reads whether sandbox id's sentry and gofer are frozen by
+// the cgroup freezer (v1 freezer.state FROZEN, v2 cgroup.events "frozen
+// 1"), in the "rest" child of its cgroup where the gVisor driver freezes a
+// sandbox at rest; false if it was never frozen.
+func SandboxFrozen(id string) (bool, error) {
+	dirs := gvisor.CgroupDirs(id)
+	if len(dirs) == 0 {
+		return false, fmt.Errorf("no cgroup for sandbox %s", id)
+	}
+	for _, parent := range dirs {
+		dir := filepath.Join(parent, "rest")
+		if raw, err := os.ReadFile(filepath.Join(dir, "freezer.state")); err == nil {
+			return strings.TrimSpace(string(raw)) == "FROZEN", nil
+		}
+		if raw, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
+			return strings.Contains(string(raw), "frozen 1"), nil
+		}
+		if lexists(filepath.Join(parent, "freezer.state")) || lexists(filepath.Join(parent, "cgroup.freeze")) {
+			return false, nil // never frozen: no rest cgroup yet
+		}
+	}
+	return false, fmt.Errorf("no freezer cgroup for sandbox %s", id)
+}
+
+func lexists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}

@@ -59,12 +59,18 @@ type Result struct {
 // Exec runs a command in sandbox id through the client and collects its
 // output; an error is a broken stream, not a non-zero exit.
 func (d *Daemon) Exec(ctx context.Context, id string, req client.CommandRequest) (Result, error) {
-	var r Result
 	s, err := d.Client.RunCommand(ctx, id, req)
 	if err != nil {
-		return r, err
+		return Result{}, err
 	}
 	defer s.Close()
+	return Collect(s)
+}
+
+// Collect reads a command's stream to its end; an error is a broken
+// stream, not a non-zero exit.
+func Collect(s *client.CommandStream) (Result, error) {
+	var r Result
 	var out, errb bytes.Buffer
 	for {
 		ev, err := s.Next()

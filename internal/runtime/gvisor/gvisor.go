@@ -198,6 +198,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	r.thawForTeardown(ctx, id)
 	flags := r.savedFlags(id)
 	if _, err := r.run(ctx, append(flags, "kill", id, "TERM")...); err != nil {
 		if st, _ := r.State(ctx, id); st != runtime.StateRunning {
@@ -223,6 +224,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
 	r.forgetLayer(id)
+	r.thawForTeardown(ctx, id)
 	var errs []error
 	// runsc holds a container exactly when its state file exists; a failed
 	// delete matters only if the container is still there afterwards.
@@ -358,6 +360,7 @@ func removeCgroups(ctx context.Context, id string) error {
 		var errs []error
 		busy := false
 		for _, d := range CgroupDirs(id) {
+			syscall.Rmdir(filepath.Join(d, restCgroup)) // the idle freezer's (freezer.go), first
 			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
 				busy = busy || errors.Is(err, syscall.EBUSY)
 				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
@@ -385,8 +388,9 @@ func exists(p string) bool {
 
 // runscState is the part of runsc's state file spaced reads.
 type runscState struct {
-	Status  string `json:"status"`
-	Sandbox struct {
+	Status   string `json:"status"`
+	GoferPid int    `json:"goferPid"`
+	Sandbox  struct {
 		Pid int `json:"pid"`
 	} `json:"sandbox"`
 }

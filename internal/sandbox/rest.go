@@ -1,0 +1,369 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// A running sandbox that nothing has reached for a while rests: it is
+// frozen (runtime.IdleFreezer: the cgroup freezer over its sentry, gofer and
+// stubs), taking no CPU, and the next request of any kind thaws it before
+// it is sent. Every request spaced sends into a sandbox, to its agent or to
+// any other port, native or E2B, goes through one of the two transports of
+// its instance (agentTransport, portTransport), and both hold the
+// instance's rest while the request and its answer are open: that is the
+// one place where activity is seen and a frozen sandbox is woken. What the
+// sandbox does itself counts too: a connection or DNS question out through
+// the egress gateway (Egress.ByAddr), and CPU use above busyCPU. A stream
+// or an upgraded connection (a PTY, a websocket) holds it until it ends.
+// What spaced asks of a sandbox for itself (its agent's log lines) neither
+// counts nor wakes: withoutWaking. Its lifecycle calls (pause, fork,
+// snapshot) wake it under the entry's lock (entry.wake); the freezer takes
+// that lock, so it never freezes a sandbox in the middle of one. Metrics
+// are read from the host's cgroups, which answer frozen.
+//
+// In the APIs a resting sandbox is running; Service.Rest tells the two
+// apart for a client that asks.
+
+// RestFrozen and RestAwake are what Service.Rest reports.
+const (
+	RestFrozen = "frozen"
+	RestAwake  = "awake"
+)
+
+// busyCPU is the share of one CPU above which a sandbox that nothing
+// reaches is taken as working on its own (a build, a download, a job no
+// client watches) rather than idle: the freezer leaves it running and
+// counts it as active. An idle sandbox uses well under 1% (its kernel's
+// timers, the agent).
+const busyCPU = 0.10
+
+// restTick is how often the freezer looks for idle sandboxes; a sandbox
+// rests within its delay plus one tick.
+var restTick = time.Second
+
+// rest is the activity of one sandbox instance and whether it is frozen.
+type rest struct {
+	id string
+	fr runtime.IdleFreezer
+
+	mu sync.Mutex
+	// holds counts the requests and streams open now; last is when the
+	// last one began or ended.
+	holds  int
+	last   time.Time
+	frozen bool
+	// cpu is the sandbox's CPU time when the freezer last looked, at
+	// cpuAt (busy).
+	cpu   time.Duration
+	cpuAt time.Time
+	// thawed is called after each thaw, with how long it took (metrics).
+	thawed func(time.Duration)
+}
+
+// errFrozen is what a request that must not wake a sandbox gets.
+var errFrozen = errdefs.New(errdefs.ErrUnavailable, "the sandbox is frozen at rest")
+
+type noWakeKey struct{}
+
+// withoutWaking marks requests spaced makes for itself (reading a
+// sandbox's agent log): they fail at once on a frozen sandbox and do not
+// count as activity, though one in flight keeps the sandbox from freezing
+// until it ends.
+func withoutWaking(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noWakeKey{}, true)
+}
+
+// hold marks a request to the sandbox open, thawing the sandbox first if
+// it is frozen; release marks it done.
+func (r *rest) hold(ctx context.Context) (release func(), err error) {
+	quiet := ctx.Value(noWakeKey{}) != nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		if quiet {
+			return nil, errFrozen
+		}
+		if err := r.thawLocked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r.holds++
+	if !quiet {
+		r.last = time.Now()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			r.holds--
+			if !quiet {
+				r.last = time.Now()
+			}
+			r.mu.Unlock()
+		})
+	}, nil
+}
+
+func (r *rest) thawLocked(ctx context.Context) error {
+	start := time.Now()
+	if err := r.fr.ThawIdle(context.WithoutCancel(ctx), r.id); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not wake sandbox %s", r.id)
+	}
+	r.frozen = false
+	if r.thawed != nil {
+		r.thawed(time.Since(start))
+	}
+	return nil
+}
+
+// wake thaws a frozen sandbox for a lifecycle call without counting it as
+// activity: once the call is done the freezer may take it again.
+func (r *rest) wake(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.frozen {
+		return nil
+	}
+	return r.thawLocked(ctx)
+}
+
+// freezeIfIdle freezes the sandbox if nothing is open to it and nothing
+// was for delay (<= 0: never).
+func (r *rest) freezeIfIdle(ctx context.Context, now time.Time, delay time.Duration) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen || r.holds > 0 || delay <= 0 || now.Sub(r.last) < delay {
+		return false, nil
+	}
+	if err := r.fr.FreezeIdle(ctx, r.id); err != nil {
+		r.last = now // not again at once
+		return false, err
+	}
+	r.frozen = true
+	return true, nil
+}
+
+// touch counts something the sandbox itself did (a connection out) as
+// activity.
+func (r *rest) touch() {
+	r.mu.Lock()
+	r.last = time.Now()
+	r.mu.Unlock()
+}
+
+func (r *rest) isFrozen() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.frozen
+}
+
+// idleSince reports when the sandbox was last reached, and whether
+// something is open to it now.
+func (r *rest) idleSince() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.holds > 0
+}
+
+// attachRest gives live entry e's instance a rest, if the runtime can
+// freeze sandboxes; frozen says the runtime holds it frozen already (found
+// so after a restart).
+func (s *Service) attachRest(e *entry, frozen bool) {
+	fr, ok := s.rt.(runtime.IdleFreezer)
+	if !ok || e.agent == nil {
+		return
+	}
+	e.agent.conns.rest.Store(&rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed})
+}
+
+// rest is the rest of e's running instance (nil: it has none).
+func (e *entry) rest() *rest {
+	if e.agent == nil {
+		return nil
+	}
+	return e.agent.conns.rest.Load()
+}
+
+// wake thaws e's sandbox if it rests frozen; the caller holds e.mu, for a
+// call that needs the sandbox's kernel to answer (a pause, a checkpoint).
+func (e *entry) wake(ctx context.Context) error {
+	if r := e.rest(); r != nil {
+		return r.wake(ctx)
+	}
+	return nil
+}
+
+// idleFreezeOf is the delay after which rec's sandbox rests (<= 0: never):
+// its own, or the node's default.
+func (s *Service) idleFreezeOf(rec *store.Sandbox) time.Duration {
+	switch {
+	case rec.IdleFreeze < 0:
+		return 0
+	case rec.IdleFreeze > 0:
+		return rec.IdleFreeze
+	}
+	return s.cfg.IdleFreeze
+}
+
+// Rest reports whether running sandbox id is frozen at rest or awake.
+func (s *Service) Rest(id string) (string, error) {
+	e, ok := s.entry(id)
+	if !ok {
+		return "", s.notRunning(id)
+	}
+	if r := e.rest(); r != nil && r.isFrozen() {
+		return RestFrozen, nil
+	}
+	return RestAwake, nil
+}
+
+// RunRest freezes idle running sandboxes every restTick until ctx ends.
+func (s *Service) RunRest(ctx context.Context) {
+	if _, ok := s.rt.(runtime.IdleFreezer); !ok {
+		return
+	}
+	t := time.NewTicker(restTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.freezeIdle(ctx, time.Now())
+		}
+	}
+}
+
+func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
+	for _, e := range s.liveEntries() {
+		rec := e.record()
+		delay := s.idleFreezeOf(rec)
+		r := e.rest()
+		if rec.State != store.StateRunning || rec.Build != "" || delay <= 0 || r == nil {
+			continue
+		}
+		if last, busy := r.idleSince(); busy || now.Sub(last) < delay || r.isFrozen() {
+			continue
+		}
+		if s.busy(ctx, r, now) {
+			continue
+		}
+		// A lifecycle call (pause, kill, fork, snapshot) holds the lock:
+		// the sandbox is not idle then, and is looked at again next tick.
+		if !e.mu.TryLock() {
+			continue
+		}
+		if e.rec.State == store.StateRunning && !e.snapshotting {
+			froze, err := r.freezeIfIdle(ctx, now, delay)
+			if err != nil {
+				s.log.Warn("freeze idle sandbox", "sandbox", rec.ID, "err", err)
+			} else if froze {
+				s.metrics.froze()
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// busy reports whether r's sandbox used more than busyCPU since the
+// freezer last looked (a tick ago), and if so counts that as activity. The
+// first look, or one after a long gap, only takes a reading: the sandbox
+// is looked at again next tick.
+func (s *Service) busy(ctx context.Context, r *rest, now time.Time) bool {
+	ur, ok := s.rt.(runtime.UsageReader)
+	if !ok {
+		return false
+	}
+	u, err := ur.Usage(ctx, r.id)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, prevAt := r.cpu, r.cpuAt
+	r.cpu, r.cpuAt = u.CPU, now
+	span := now.Sub(prevAt)
+	if prevAt.IsZero() || span > 3*restTick || span <= 0 {
+		return true
+	}
+	if float64(u.CPU-prev) > busyCPU*float64(span) {
+		r.last = now
+		return true
+	}
+	return false
+}
+
+// heldBody releases its request's hold on the sandbox when the answer is
+// closed.
+type heldBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
+
+// heldConn is heldBody for the answer to an upgrade (a websocket): the
+// connection itself, which the proxy writes to as well.
+type heldConn struct {
+	io.ReadWriteCloser
+	release func()
+}
+
+func (c heldConn) Close() error {
+	err := c.ReadWriteCloser.Close()
+	c.release()
+	return err
+}
+
+func holdBody(body io.ReadCloser, release func()) io.ReadCloser {
+	if rwc, ok := body.(io.ReadWriteCloser); ok {
+		return heldConn{ReadWriteCloser: rwc, release: release}
+	}
+	return heldBody{ReadCloser: body, release: release}
+}
+
+// maxIdleFreeze bounds a sandbox's own idle delay.
+const maxIdleFreeze = 24 * time.Hour
+
+func checkIdleFreeze(d time.Duration) error {
+	if d > maxIdleFreeze || (d > 0 && d < time.Second) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "idle freeze delay %s must be between 1s and %s (or never)", d, maxIdleFreeze)
+	}
+	return nil
+}
+
+// SetIdleFreeze changes how long running sandbox id may go unreached
+// before it rests (0: the node's default, < 0: never). A sandbox frozen
+// now is woken if it may no longer rest.
+func (s *Service) SetIdleFreeze(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
+	if err := checkIdleFreeze(d); err != nil {
+		return nil, err
+	}
+	sb, err := s.updateRunning(ctx, id, "idle freeze", func(rec *store.Sandbox) bool {
+		if rec.IdleFreeze == d {
+			return false
+		}
+		rec.IdleFreeze = d
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := s.entry(id); ok && s.idleFreezeOf(e.record()) <= 0 {
+		e.mu.Lock()
+		err = e.wake(ctx)
+		e.mu.Unlock()
+	}
+	return sb, err
+}
