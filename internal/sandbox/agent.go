@@ -137,6 +137,23 @@ func (c *connSet) closeAll() {
 	}
 }
 
+// dropIdle closes every connection of the instance, keeping it open to
+// new ones: the freezer calls it when nothing is open to the sandbox, so
+// all are idle in the transports' pools. A pooled connection kept across a
+// freeze dies under it (the host's keepalive probes go unanswered; or the
+// agent's own idle timeout fires at the thaw, as the next request is sent
+// on it: one woken command in about 400 got "unexpected EOF"); the first
+// request after a wake dials anew instead.
+func (c *connSet) dropIdle() {
+	c.mu.Lock()
+	conns := c.conns
+	c.conns = map[net.Conn]struct{}{}
+	c.mu.Unlock()
+	for conn := range conns {
+		conn.Close()
+	}
+}
+
 // open is the number of connections tracked now.
 func (c *connSet) open() int {
 	c.mu.Lock()

@@ -12,8 +12,8 @@ import (
 )
 
 // A running sandbox that nothing has reached for a while rests: it is
-// frozen (runtime.IdleFreezer: the cgroup freezer over its sentry, gofer and
-// stubs), taking no CPU, and the next request of any kind thaws it before
+// frozen (runtime.IdleFreezer: the cgroup freezer over its sentry and gofer;
+// its stubs, left out, wait on the sentry and take nothing), taking no CPU, and the next request of any kind thaws it before
 // it is sent. Every request spaced sends into a sandbox, to its agent or to
 // any other port, native or E2B, goes through one of the two transports of
 // its instance (agentTransport, portTransport), and both hold the
@@ -65,6 +65,8 @@ type rest struct {
 	cpuAt time.Time
 	// thawed is called after each thaw, with how long it took (metrics).
 	thawed func(time.Duration)
+	// beforeFreeze closes the instance's idle connections (connSet.dropIdle).
+	beforeFreeze func()
 }
 
 // errFrozen is what a request that must not wake a sandbox gets.
@@ -142,6 +144,9 @@ func (r *rest) freezeIfIdle(ctx context.Context, now time.Time, delay time.Durat
 	if r.frozen || r.holds > 0 || delay <= 0 || now.Sub(r.last) < delay {
 		return false, nil
 	}
+	if r.beforeFreeze != nil {
+		r.beforeFreeze()
+	}
 	if err := r.fr.FreezeIdle(ctx, r.id); err != nil {
 		r.last = now // not again at once
 		return false, err
@@ -180,7 +185,7 @@ func (s *Service) attachRest(e *entry, frozen bool) {
 	if !ok || e.agent == nil {
 		return
 	}
-	e.agent.conns.rest.Store(&rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed})
+	e.agent.conns.rest.Store(&rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed, beforeFreeze: e.agent.conns.dropIdle})
 }
 
 // rest is the rest of e's running instance (nil: it has none).
