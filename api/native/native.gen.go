@@ -401,19 +401,14 @@ type Build struct {
 	Bytes *int `json:"bytes,omitempty"`
 
 	// Cached RUN and COPY steps whose layer was cached
-	Cached    *int       `json:"cached,omitempty"`
-	Cpu       *int       `json:"cpu,omitempty"`
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-	DiskMb    *int       `json:"disk_mb,omitempty"`
-	Error     *struct {
-		ExitCode *int      `json:"exit_code,omitempty"`
-		LogTail  *[]string `json:"log_tail,omitempty"`
-		Message  *string   `json:"message,omitempty"`
-		Step     *int      `json:"step,omitempty"`
-	} `json:"error,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Id         *string    `json:"id,omitempty"`
-	Image      *string    `json:"image,omitempty"`
+	Cached     *int        `json:"cached,omitempty"`
+	Cpu        *int        `json:"cpu,omitempty"`
+	CreatedAt  *time.Time  `json:"created_at,omitempty"`
+	DiskMb     *int        `json:"disk_mb,omitempty"`
+	Error      *BuildError `json:"error,omitempty"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+	Id         *string     `json:"id,omitempty"`
+	Image      *string     `json:"image,omitempty"`
 
 	// Layered RUN and COPY steps
 	Layered  *int `json:"layered,omitempty"`
@@ -427,6 +422,14 @@ type Build struct {
 	Steps     *int        `json:"steps,omitempty"`
 	Tags      *[]string   `json:"tags,omitempty"`
 	Template  *string     `json:"template,omitempty"`
+}
+
+// BuildError defines model for Build.error.
+type BuildError struct {
+	ExitCode *int      `json:"exit_code,omitempty"`
+	LogTail  *[]string `json:"log_tail,omitempty"`
+	Message  *string   `json:"message,omitempty"`
+	Step     *int      `json:"step,omitempty"`
 }
 
 // BuildState defines model for Build.State.
@@ -463,23 +466,8 @@ type BuildRequest struct {
 	Dockerfile *string `json:"dockerfile,omitempty"`
 
 	// From exactly one of template, image, archive
-	From *struct {
-		// Archive hash of an uploaded docker save or OCI layout tar
-		Archive *string `json:"archive,omitempty"`
-
-		// Image a registry image reference
-		Image *string `json:"image,omitempty"`
-
-		// Registry credentials for image (never stored)
-		Registry *struct {
-			Password *string `json:"password,omitempty"`
-			Username *string `json:"username,omitempty"`
-		} `json:"registry,omitempty"`
-
-		// Template "name[:tag]" of a template
-		Template *string `json:"template,omitempty"`
-	} `json:"from,omitempty"`
-	MemoryMb *int `json:"memory_mb,omitempty"`
+	From     *BuildSource `json:"from,omitempty"`
+	MemoryMb *int         `json:"memory_mb,omitempty"`
 
 	// Name "name" or "name:tag"
 	Name string `json:"name"`
@@ -491,48 +479,51 @@ type BuildRequest struct {
 	// apply to HTTP (Host) and TLS (SNI) connections and to DNS; the gateway resolves and dials
 	// the name itself. No policy opens the platform floor (loopback, private, link-local and
 	// metadata ranges, this host, other sandboxes; see docs/security.md).
-	Network *Network `json:"network,omitempty"`
-	NoCache *bool    `json:"no_cache,omitempty"`
-	Start   *struct {
-		Cmd string `json:"cmd"`
+	Network *Network     `json:"network,omitempty"`
+	NoCache *bool        `json:"no_cache,omitempty"`
+	Start   *BuildStart  `json:"start,omitempty"`
+	Steps   *[]BuildStep `json:"steps,omitempty"`
+	Tags    *[]string    `json:"tags,omitempty"`
+}
 
-		// Ready at most one of cmd, port, url, file; none means "still running after a second"
-		Ready *struct {
-			Cmd            *string `json:"cmd,omitempty"`
-			File           *string `json:"file,omitempty"`
-			Port           *int    `json:"port,omitempty"`
-			TimeoutSeconds *int    `json:"timeout_seconds,omitempty"`
+// RegistryAuth credentials for image (never stored)
+type RegistryAuth struct {
+	Password *string `json:"password,omitempty"`
+	Username *string `json:"username,omitempty"`
+}
 
-			// Url ready when a GET of it from inside the sandbox answers 200 itself (not another 2xx, not a redirect), with curl, python3 or wget, whichever the image has
-			Url *string `json:"url,omitempty"`
-		} `json:"ready,omitempty"`
-	} `json:"start,omitempty"`
-	Steps *[]struct {
-		Argv *[]string `json:"argv,omitempty"`
-		Copy *struct {
-			Dest string `json:"dest"`
+// BuildSource exactly one of template, image, archive
+type BuildSource struct {
+	// Archive hash of an uploaded docker save or OCI layout tar
+	Archive *string `json:"archive,omitempty"`
 
-			// Files file set hash; default the build's context
-			Files *string `json:"files,omitempty"`
+	// Image a registry image reference
+	Image *string `json:"image,omitempty"`
 
-			// Mode octal
-			Mode *string `json:"mode,omitempty"`
+	// Registry credentials for image (never stored)
+	Registry *RegistryAuth `json:"registry,omitempty"`
 
-			// Owner user[:group]; default root
-			Owner *string                     `json:"owner,omitempty"`
-			Src   BuildRequest_Steps_Copy_Src `json:"src"`
-		} `json:"copy,omitempty"`
-		Env     *map[string]string `json:"env,omitempty"`
-		NoCache *bool              `json:"no_cache,omitempty"`
+	// Template "name[:tag]" of a template
+	Template *string `json:"template,omitempty"`
+}
 
-		// Run a command for /bin/sh -c
-		Run *string `json:"run,omitempty"`
+// BuildReady at most one of cmd, port, url, file; none means "still running after a second"
+type BuildReady struct {
+	Cmd            *string `json:"cmd,omitempty"`
+	File           *string `json:"file,omitempty"`
+	Port           *int    `json:"port,omitempty"`
+	TimeoutSeconds *int    `json:"timeout_seconds,omitempty"`
 
-		// User with run, the user it runs as; alone, a USER step
-		User    *string `json:"user,omitempty"`
-		Workdir *string `json:"workdir,omitempty"`
-	} `json:"steps,omitempty"`
-	Tags *[]string `json:"tags,omitempty"`
+	// Url ready when a GET of it from inside the sandbox answers 200 itself (not another 2xx, not a redirect), with curl, python3 or wget, whichever the image has
+	Url *string `json:"url,omitempty"`
+}
+
+// BuildStart defines model for BuildRequest.start.
+type BuildStart struct {
+	Cmd string `json:"cmd"`
+
+	// Ready at most one of cmd, port, url, file; none means "still running after a second"
+	Ready *BuildReady `json:"ready,omitempty"`
 }
 
 // BuildRequestStepsCopySrc0 defines model for BuildRequest.Steps.Copy.Src.0.
@@ -544,6 +535,36 @@ type BuildRequestStepsCopySrc1 = []string
 // BuildRequest_Steps_Copy_Src defines model for BuildRequest.Steps.Copy.Src.
 type BuildRequest_Steps_Copy_Src struct {
 	union json.RawMessage
+}
+
+// BuildCopy defines model for BuildRequest.Steps.Copy.
+type BuildCopy struct {
+	Dest string `json:"dest"`
+
+	// Files file set hash; default the build's context
+	Files *string `json:"files,omitempty"`
+
+	// Mode octal
+	Mode *string `json:"mode,omitempty"`
+
+	// Owner user[:group]; default root
+	Owner *string                     `json:"owner,omitempty"`
+	Src   BuildRequest_Steps_Copy_Src `json:"src"`
+}
+
+// BuildStep exactly one of run (with user), argv, copy, env, workdir, user
+type BuildStep struct {
+	Argv    *[]string          `json:"argv,omitempty"`
+	Copy    *BuildCopy         `json:"copy,omitempty"`
+	Env     *map[string]string `json:"env,omitempty"`
+	NoCache *bool              `json:"no_cache,omitempty"`
+
+	// Run a command for /bin/sh -c
+	Run *string `json:"run,omitempty"`
+
+	// User with run, the user it runs as; alone, a USER step
+	User    *string `json:"user,omitempty"`
+	Workdir *string `json:"workdir,omitempty"`
 }
 
 // CodeContext defines model for CodeContext.
@@ -710,7 +731,7 @@ type DesktopAction struct {
 	Coordinate *DesktopPoint `json:"coordinate,omitempty"`
 
 	// Duration Seconds (wait, hold_key).
-	Duration *float32 `json:"duration,omitempty"`
+	Duration *float64 `json:"duration,omitempty"`
 
 	// Screenshot Answer with a screenshot taken after the action settles.
 	Screenshot *bool `json:"screenshot,omitempty"`
@@ -849,7 +870,7 @@ type MetricSample struct {
 	CpuCount int `json:"cpu_count"`
 
 	// CpuUsedPct percent of all cpu_count CPUs, 0-100
-	CpuUsedPct float32 `json:"cpu_used_pct"`
+	CpuUsedPct float64 `json:"cpu_used_pct"`
 
 	// DiskTotal the disk limit in bytes
 	DiskTotal int `json:"disk_total"`
@@ -934,7 +955,7 @@ type Quotas struct {
 	CreatesBurst *int `json:"creates_burst,omitempty"`
 
 	// CreatesPerSecond creates, resumes and forks (token bucket)
-	CreatesPerSecond *float32 `json:"creates_per_second,omitempty"`
+	CreatesPerSecond *float64 `json:"creates_per_second,omitempty"`
 
 	// MemoryMb sum of the memory limits of its running sandboxes and builds
 	MemoryMb *int `json:"memory_mb,omitempty"`
@@ -969,15 +990,7 @@ type Sandbox struct {
 	AutoResume          *bool `json:"auto_resume,omitempty"`
 
 	// Checkpoint The latest complete checkpoint (what a resume restores), with its cost.
-	Checkpoint *struct {
-		Bytes     *int       `json:"bytes,omitempty"`
-		CreatedAt *time.Time `json:"created_at,omitempty"`
-		Id        *string    `json:"id,omitempty"`
-
-		// Memory false: the pause kept the disk only, and a resume boots afresh on it
-		Memory *bool `json:"memory,omitempty"`
-		TookMs *int  `json:"took_ms,omitempty"`
-	} `json:"checkpoint,omitempty"`
+	Checkpoint   *SandboxCheckpoint `json:"checkpoint,omitempty"`
 	Cpu          *int               `json:"cpu,omitempty"`
 	CreatedAt    time.Time          `json:"created_at"`
 	DiskMb       *int               `json:"disk_mb,omitempty"`
@@ -1010,6 +1023,17 @@ type Sandbox struct {
 	Volumes              *[]VolumeMount `json:"volumes,omitempty"`
 }
 
+// SandboxCheckpoint The latest complete checkpoint (what a resume restores), with its cost.
+type SandboxCheckpoint struct {
+	Bytes     *int       `json:"bytes,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	Id        *string    `json:"id,omitempty"`
+
+	// Memory false: the pause kept the disk only, and a resume boots afresh on it
+	Memory *bool `json:"memory,omitempty"`
+	TookMs *int  `json:"took_ms,omitempty"`
+}
+
 // SandboxState defines model for Sandbox.State.
 type SandboxState string
 
@@ -1023,7 +1047,7 @@ type SandboxMetricEvent struct {
 	CpuCount int `json:"cpu_count"`
 
 	// CpuUsedPct percent of all cpu_count CPUs, 0-100
-	CpuUsedPct float32 `json:"cpu_used_pct"`
+	CpuUsedPct float64 `json:"cpu_used_pct"`
 
 	// DiskTotal the disk limit in bytes
 	DiskTotal int `json:"disk_total"`
@@ -1048,7 +1072,7 @@ type SandboxMetricEvent struct {
 // SandboxMetrics defines model for SandboxMetrics.
 type SandboxMetrics struct {
 	// IntervalSeconds how often spaced samples a running sandbox
-	IntervalSeconds float32        `json:"interval_seconds"`
+	IntervalSeconds float64        `json:"interval_seconds"`
 	Samples         []MetricSample `json:"samples"`
 }
 
@@ -1101,14 +1125,17 @@ type Template struct {
 	Name       *string `json:"name,omitempty"`
 
 	// Sandboxes running or paused sandboxes of its images
-	Sandboxes *int `json:"sandboxes,omitempty"`
-	Tags      *[]struct {
-		At    *time.Time `json:"at,omitempty"`
-		Build *string    `json:"build,omitempty"`
-		Image *string    `json:"image,omitempty"`
-		Tag   *string    `json:"tag,omitempty"`
-	} `json:"tags,omitempty"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Sandboxes *int           `json:"sandboxes,omitempty"`
+	Tags      *[]TemplateTag `json:"tags,omitempty"`
+	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
+}
+
+// TemplateTag defines model for Template.tags.
+type TemplateTag struct {
+	At    *time.Time `json:"at,omitempty"`
+	Build *string    `json:"build,omitempty"`
+	Image *string    `json:"image,omitempty"`
+	Tag   *string    `json:"tag,omitempty"`
 }
 
 // Tenant defines model for Tenant.
@@ -1150,13 +1177,8 @@ type Volume struct {
 	Id        string    `json:"id"`
 
 	// Mounts The sandboxes holding it (running or paused).
-	Mounts []struct {
-		Path      *string `json:"path,omitempty"`
-		ReadOnly  *bool   `json:"read_only,omitempty"`
-		SandboxId *string `json:"sandbox_id,omitempty"`
-		State     *string `json:"state,omitempty"`
-	} `json:"mounts"`
-	Name string `json:"name"`
+	Mounts []VolumeHolder `json:"mounts"`
+	Name   string         `json:"name"`
 
 	// RestoredFrom the backup it was made from
 	RestoredFrom *string `json:"restored_from,omitempty"`
@@ -1164,6 +1186,14 @@ type Volume struct {
 
 	// UsedBytes what its files (and the filesystem's metadata) take now
 	UsedBytes *int `json:"used_bytes,omitempty"`
+}
+
+// VolumeHolder defines model for Volume.mounts.
+type VolumeHolder struct {
+	Path      *string `json:"path,omitempty"`
+	ReadOnly  *bool   `json:"read_only,omitempty"`
+	SandboxId *string `json:"sandbox_id,omitempty"`
+	State     *string `json:"state,omitempty"`
 }
 
 // VolumeBackup defines model for VolumeBackup.
@@ -5226,344 +5256,346 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lc9s4mij6V1C6W2Vph5Zlx0l3y7W15Ty6J6fz8I2d6dlt5kgQCUlYUwAbAG2rU/nvt/B9AEhKpCz5",
-	"lZ5zbtVMxyJBPD9878fXTiIXuRRMGN0Zfu3kVNEFM0zBr1dSGHZj3r62P7joDDs5NfNO1BF0wTrDToLv",
-	"O1FHsT8KrljaGRpVsKijkzlbUOzRGKbst//799P9/6b7fw72fxrtf/l6GB0e/fjt3zpRxyxz25s2iotZ",
-	"59u3qPPmhiWF4VLg0CnTieK5fdAZdk4FYf79niY8jchUyQXhRpNxeDMm7IoJ0+9ETTMPzR5+7met25Xz",
-	"dONwCy74olh0hoehXy4MmzGFHdvO1nbDPiVcaJ4yYuaMaCrSibw5IYpl1PArRuwkNKGKkUKkTEGrQjO1",
-	"p8lcLljYoT8KppaV2eLc26e7vvRzHLt1A25Z/3qH/5BZsWDbLfwK2kbluo0EkFBSGtKNOwdxh0hF4k7c",
-	"IbliU35DaMYvWa9PPjEtsyuWlhsUC+xuD78fkrjT78cdoo3MtW2gWESoSAklernIuLgkZk4NySUXRhNZ",
-	"GCKnlWkRroli00KztB+Lh9tx3KBPbNpwTUhYAk/tyu0oLdcBW+409jfbWOdSaAa44o1SUtk/ACkIY/+k",
-	"eZ7xhNoJHfyPtrP6Wunx35Sdduf/OShR0AG+1QfYG4xSXxXDF1HnEzXsHV9wYyf72KPKK3dvDBNUGAsV",
-	"1DB7xIli1DBtwU4XC6YBKKZSXWrSVUzLQiVsxG7mtNCGpb0h9JIyQ3mmY2G3H57Y7iL4a1IobSJybaGJ",
-	"a5KxKYASN6Q7NvKSCT2yz8YIfmMLUWP8UjFtevZpLMaKGbUc0alharTQ4xNo8Mk+3D+1D8mcUQvqXCPc",
-	"XlNuCBfkei4zRjRLpEjtoqS9ESkpcgBa/AiOu9JXfX83IjHYWrfbtvHp2dtf2RJQrZI5U4YjMOGupiMK",
-	"BzqVamH/6qTUsH3DAVJX4DGyyGXtDthVX7LlniZ5Mcl44i5+RFh/1ifsaDI6pEeTZ8lx+py9mP5Af5yQ",
-	"7uELMmc3JOUzbnSvaaRLnHLjUBblsGwa2c20j6jQ1xZ2EBdxrQtGpMiWTf3iZfy6/kKxK3m543YgpDZj",
-	"DfdETv6HJcY2Pi1Sbt4Io9rPonnF3GJAbOGWytKtt6x2Jh5fXrJlhHiapgsu4k5Tdwtm5jJt3Cu3qLbZ",
-	"OjwIQyU0y+BX45QVW0jTch6ywDfrQ8Ar4hgHB2dx5/Wbd28u3pCDq8MDR5+ZPvjK02/Ny9OGmkJXhg43",
-	"aMO5Rh0AhS0BpAkKXhY8S9cBYLI0+Ed9tYihLFAv6IwRwViqPdRjn5ZaKjaERhldMqVJ18ylZhabKWZR",
-	"FzFSAs4i2lBlWEqSOUsugYxGhNFkThJZCPtCisTSXI29Vo6ssjkJTeZNoPrp8wcY5NXHs/8i2rBcW0yn",
-	"GU6LXFNN3KeNveZF81ncBU2lXF+OFpPmDpknovUTYDfcjBKZsuavMjkbWYICXJdhC90MHfiAKkWXeIe0",
-	"prNmALdb1DRWE9RMueB6fidkvf540TYjOKjtjrbxDBdsIdWydeMd9K13H64rkFepGEAzNCeJXCzs0KoQ",
-	"wk4zjDuRMmNUVDreaXPs9YddYMIS0t87ljrjAH8UrAAondi7is8Uo6mlJwg89hKIhGUs7XyJtj9ZfNOG",
-	"c+hM7wZchi3yjDaiz1bM807O2khQy7XWzBCJGCfjgiErAzuuLWNuWE6mloPxaAn6QRYMXnJNhDT2/BrP",
-	"LmNXLKueQ8omxQw46KnsRJ1rqkTY9y+NZGrDFWN/rC8I5NgBcmsgvlqSxTXR7A/yN3LYCNn+ROs9DXCV",
-	"wH9G5LDfF2HZOiLib4fuZxWO7f9hZNGMB3ekL6Us8Tus1nXg99XNvNylL22A8Yn9UTCNvH2acrtCmp1V",
-	"IGRKM82iVbJlPx1RhaDb/GE7JJdT8EqOtS2eUz33XEuRZ5JaThlGJaViZK3/VmKykTCkMrlkasoz1iTo",
-	"vQ5vSVdzMcvgZGesd2IFZMNoaudpgesAAOAAzr3fND3b6NaNXhHJbmhisiWRAiQif/UjZAwiQlUy51f2",
-	"4OsH5J+3biwV5b7iBhBNr5jl4T6+emtpt5WzDVWNFMaTknrflCg249qopeNbFJsyxUTCmnlAbLvjjiSK",
-	"pUwYTjNtZUE3UlcwK0Yi+9Jb246can0tVTNhLDRTLeJBE8xW0W99ajFIGb8PDZ19iTuwy+HEtuMSb6Gk",
-	"fpZNw3oNjP3bzqCZ+xXMXEt1eZuw/sE1s1/IEaD2yoxWSfCOyCNZpC2SmKW1u0EDNWQhtfH3I1mkEcml",
-	"MhEpVBYRe21PiLBvF4wKTeKONjzLPFtBQIq39Aykctiz7Sbr0cXaCzt6C6XnCyYLM3IaADzIKS0y0xm+",
-	"GAyaqEKhsvXzhn0i13MmCCW/vLlwKgzU064pK53oqMnRYOAEaNK1lJkKaeZMkaObmwhItb2+KVcsMb2I",
-	"XHMzJwlsYr40cymeWfC6njHQn/BkzrzaBi/gnOptQHyFdNndbSJNgV8KXNHdcaYqBOnCcuxF71mcObuK",
-	"SCLzZUSYuIqIBfWUqwgaNKDS2dVuDJrtesc7kToa3AhnDQIi0CPLoll8fkIcHDklF8/SPb2JTi6cuLOi",
-	"iEsMzZqay2uBmqh6e7tbvw9nShb5l3IKSsrGMbVKbBdSsI/TzvD39aVuv8Nf1jgglXQi3MMmaGLi6n5s",
-	"ymYcaFncBlroOT9LpA4mXBzoOdlPmrYGwG5dB2BBVhUiCkYFEO0LoQnVJ4RmUlgGgHw+f/OJOHZvrWsH",
-	"2tuStlVJY0fZZOVYgFw1HcgrmbJXJeu3gnGvW+TXtEV4FbOiWRBYmQ5YSELzCAZqm93d2OKk8V5dWOmI",
-	"ZZlFu2KfLXKzJJ8vft7/8cSplmEoMpHp0sojnqQdkvf8Za+RkXRXe9Sklj31Fx8JwtnH8wty4B7pPvkg",
-	"DeJ2vxGNA+x6Y+pTeCOuyBVVyJ+ZOde4fCmyJelaoLAQDC+pp1J72qLi6mrL86iecCCYHaRKndWxP9n7",
-	"4eVW9+GeDtjJbURlH8q9bNyJRqJdHfCtMEypIkfkCwtFpgIWnkkxOyEDx30ISTK+4CAdLOgN6vJ/fHFs",
-	"iX/Q7Q8aDZQ1qmnBrB1yNWzQOlwonszBlJIZ0rWTHafU0DHyqWN84Sy7vYi8OXq5p8klW+oh6gpRMkW7",
-	"G80KFos51X2Si1lE/idnMxBx83QK1tAJ1ezF8QlJ5lYItm/sWPDqf51//EC6C2ryTJqMT8iUzwrFdCyg",
-	"AypSqslraujPyoJK74SwG6Momcss1QR5lvdv378hdvkaLX4r13COTKkFTGoo/gWdVIC33LW5WWTNGEeP",
-	"FpSLkWrZ0gu/FV5Stae/p0lGtSHsJldMay5Fv1EB8j/0imJnjWPbHW1+gVY3uBeG3TS2WVB1mcpr0cyg",
-	"ptPm52K2SZnSoBy5av7Ao/UWYlGqfNy+ftlKNHqF5HSdXngtxA78WQtP30Z58hrpqevubic79usv7Qu6",
-	"G6XZnSmd0ORyBjbHGh51va/Dp9ukNexKJssKO9Mnb+rcdrJAXZedYDPtatnkezNpl4zlI21SLkYyZ2K7",
-	"VUL79XX+prgxTBAjCbRwMg+adJkgSSY1uDRkTFskWRu5mY7QWatdaSN9aaQdG2hFlZ30tNLJNdvcMrC6",
-	"OF+TbUFzldCIYjFhypnXC2MFxwEx9JJpZ6GHefXJR4vLr7l28ipTV2AvEkaTlW2JBTAzhxFJ8oL4v4O2",
-	"BJ+8OI6IU/S5Ji8isqA3o1zJhGnNtH+MhnwtaK7n0oysKLv0Q2Gb56QLUOx4MSCAjmL3hpZtWdAsYwqg",
-	"3vJs5HgwIIIuuJjFwq5mylmWNhEnWhg5ymmhWROErmwlklu3GQS+qsn2FQ3kJc8yLmaEm2Z6U447AnjF",
-	"zavNAd1SVm6C5ZHKb4cEJkoW4TRxUrQ+UzsCnjXXl47x08w17lW4L+gZ3TtI93gw6G2YPDa7fdfWpkwD",
-	"j21kOec07KKZK1nM5vDqzdFLkit5s3Q6A26BUV4y0QteKG077LTPYXJHqxO7enX2WZMuJa/OPpM/Cmno",
-	"SfVCkAU1yZxpx3r5p26WvSrP+OL4NiRQ0XiHCR0Ojo5X53TO/wzsy7Xihk4yZ7mtMamHg+Mfn//w4rZR",
-	"HwCJLxulmleFNnLBFLiBdM8+X4C933KnB18v2fJbzx4tE4la5qZi5kaXIX/RNfqgNeLnGp5o2LVy658/",
-	"f3brPtT0uKGn54dHu3dkqONh76O/2Fnrm0uZ3YobEBXoS45ue0HXvafJNVULYjuBA5hICVZDwa7DpetO",
-	"mEjmllPVpEC3BSNjsWBUF4qRRGapdwADL0K4wBqxhpWj/fUAoqgJza7pUsNIdi5cEXktEP82UH2WKGb0",
-	"/UVc9HfZj4vB4Bm4dilm0BeQXFTQ9IzB8vOMJsyKMUwRLpCoMOwoIsIrVGMBMoUzVM6sEEFm1LBruiSK",
-	"QR8WB1khV/ldcXgNJ7CnyYSLlItZbf0V7aq7D+vX7BxslkABQXz1LUmXp5H370EDR69PThG9+0YW0VaO",
-	"zU6QGx0L28g2nhZZVukR7wixgOVc98J2SQYyfPA8xqYRKQk5EHAYHckIgJadI01T2DGwt1q8HaGLDEIJ",
-	"jOJmsKdJF6RJ9N8FEt6LYmHb2VNZaQvjwKa4Xd/TBFwXuekHyCcLuiQTFlif2gFURKpGzqNBwKSXdmK1",
-	"XcY5yKlBRnMXNUJlYEuga/f72RphSOYsLTJWRZ9GAmVfoQy3jlq3mHmmdEI121rj4mcJg+20ZHS/bdhc",
-	"dO+FRS1kISw/KipWE0MosDNwpPbSEur9jRWj6b4llox0vSFJqlggW9GLyISBFYaKpeeF4RPLBw2DsQnI",
-	"LbqJWtj7yV4RmAg4lcOwQppYJABlUhENbqTQ80FEDuxliMiBXuqIHKTsKiIHhVao2aEzVOJYQc22wX8y",
-	"Pvn3iBwwk0SxOADV8sEVVfYvAkpqKU1EhFQkUVLriv+1YxAqCN6ZXYFlq7BzsQhXARxG5hS9RSquEDiC",
-	"u7YrOIEb3AINl1Zei57z6PZi7ibyhQf63n7vKPpb/OzwRYOieg0rvmb60sj8NEH42EnmsZBD4cOgCpKL",
-	"hRT2n7wwTO0D527poZttn/wGEiXICRZd+e9BThrGYnzJlmMCitzuTSrtt6iPAxysI5LMpUo1+R/JBUut",
-	"VP63iGiLUGhGNMupogaf69ySjGEs4k5iVPY3HXciEnc+MVMogX/Dc0pes4wZFnd6J2Rs9wfHPyHjhbRy",
-	"w0JesTFJpFQpF9Swk1iMLaYbJRlPLscRGSs+m1d+LniaZqz8ncpiUv1tFM/D71jIHLe7MgTpMstjXM+Z",
-	"cn6lhdLSXhr0bAyf4EYtZMqnHNlEHYs5y1KSFhaz4Md2ILtePedTg+ssFzBKFZ2NEVhHlSkArams2n2D",
-	"e5LKa2GXUnlU5GPSsJQTMtaJklk2jgX+MUJrK5ciIu4JBfCPmr5HklZbpu7ZI7DIaVRCCyhbCwU++idk",
-	"fE25GVcf4A6OcqkBuu3kdaIYE/YKjmMhpJlb3oGciqVTtwKQVmA0tQRaWFpkCdRq+MWKvBvuk1f7XbLg",
-	"oR11SsgC5yV/Fp2oU4ElUHmUoNSJOlVIsp1VAKnWD5ypf1KeWP1JkXeiDh5AJ+r47QQnNG46UWdlx7Cx",
-	"27BG37Ty0G7DWQ7pnFlhBbhMd04NrJlTT3TtpCLiZ9mrEeMXzeQQiRAwAOXEG2K/wJ3eYeayJZyyCFaN",
-	"gOk0MyZjulkYrsFzg4JtzliG91Hvyk6sXp4qbMFRVk7Yw1GLv2b9pu96WM2uaxdAKG9Q2bDMGfDNAW9X",
-	"kPmQIAqOiEW/ETmjMzZ6La9FRH5+HhHqj/YdEzMzh62peIm0aJvddftyG4ErzUQrthOA9fXnN80a8GWL",
-	"J3N1Sjcd267RzQNgbH2wOYMzaxzxmqcYsXbLqNgu8n21D998Gc4+/BI5K9YQr0TZeghCC5F4GyoXBTff",
-	"Hltw45wsze0enG7Tw4ZsOD0EvrXp/n4TkeUXK1Xm/IZl2stwfnp7ls/NQS45IXI6rbyq4u8qqxWu5LOj",
-	"H178cKuiInBbR9C0/LFqiHitKBefmPeTqp+8JQR1a86Kt7534l830oBqc6GbQ0dQS+nswqmdAUuJkCkj",
-	"3VJbBKQTvSJ7jU66qAFsHAT22+kVjQz+ZW5EQ9WMmWYXYxQ4mhU5suWxoVnjLCBupCJK74FuRWmIQWuM",
-	"wNjGDUTUoyM22Q9anMzBSajZVNnoMnHG1IKD8ZRMuKmSmCrIIRe0m/9/axxYcHJqgKwawqm8CLN0kSR0",
-	"kWe2yb663lf79n+N0j//syXYxIlbIwcu29hQwQ8x6qQc0Ad+34k6wLc1W1bXPHQiH7AKbZtwz5uW0Jnm",
-	"x0kzuFiZCUIz22WrJiXje5rMuWD7VoIG5bSTmOSUaLlgBCahI3AnSTLOwHpkrwFNfADDom+52pSNqBkl",
-	"NKcJN0vSfT541huC3wM48o+9RgqNSBEJ0Sk94JClFYe6tpsoFnOprXg9LgQ3loGeFOmMwV8uZnTslEQs",
-	"HfdR1T9iNwljKUut0Awjw+NxZIUovuCtX59iPCysk3SPj34i67GvURC/1+NQy6FIN3ZhVXqUMzXyTq92",
-	"JWEKECMLs6pGxJLuatBsJZ6WCzIvRKpYauawW7AM1EQopn3zWED7Xm198KMWT9uitGyP92jyjtkU+bDS",
-	"fjXEpAL2IZFBA4xXPbAajNlpwEsrTPZEM2HI9ZxnzFOJGsNwl9CuBwmEKiOtUinY7bgD3Okq++C7rE2n",
-	"aVt/5hk7Zw3Ef051C6JVTLNaYGaQNJqI0K9seTevisZI2mdHRFGRygWBYE0L7dpQkVKVOgaxfyuDZztu",
-	"2op3cvaOC7a+FYjk7mf1edQQq3vEK61EKm0KUXrPjOLJuaOra5cwL0aJly8bQ0tHFhON8qaY5ZypxN5E",
-	"OSU0y0joi7w6+6wjMtg/HAw6DRI0GFaBA2vmNEFZD9jUQgrG97YaaO301rtBOAPl1WTZYJltC8IsnZRX",
-	"lkpnLj7PI+6SPQT/8s0ztT1vWLCz42yxZNvRphVzYbnVhw6Pc41KYFmBjMq8qmut7mj1tGoQ0ASzH0pj",
-	"6w4a5Ddo6MtlxpNln3xccIOB2c6aFtUsZHMKDkHOOmiZnSzrE8t8c4bmLMuhYA4Mbck+zXnf8af9RC6A",
-	"5utiksoF5YJc8yxNqEqh6b/XG2JsCKh9cnbTCxY277D56u3rT/Dd0eBZf9A/PHzW/wGVyuWDwcHRsX82",
-	"OBymkx+Hw4NnRzALsIIi9yKC2jMWcWdoJcS4Y7v+vfzs8Mvw+PhZ3AF+7+3Z1Yten7xmYkmYW/w1F2iX",
-	"o1kmr/3jPvlALbOIv2JB8zxbWkHt7xcXZ6T7d+nSe5CLd+eke/7hbY8kUghUMHlrInn94RzNsqU9FpLb",
-	"YIOU00yj9w+YhTHYpk8+SHesROZMOK+ZjBoLy2SaScvWZVLmE5pcRiRX/ArO23Ly+5lMaIYaaO8KYKnR",
-	"jOkIDYH2nCOnpg0c6wnRjJFUJvpAs6RQ3Cz7i7TXqJ61u1QTuCsap6MXh82uEl66f/5iXVpMmVg+aIcW",
-	"DSjBzO2eP+7Ir5ha+qQkKdOGC9Cp2huTelBZem+bRu0lfjyyEKhvH/aVt3dny5rdf09DLBpeSGUBHXC4",
-	"dzcCu0y6p8kY/AcSgHfwJECHgoSn+HOMHkmxsNdEFmCZtLz5CZ47eNCVPk6YLKKO5WmSWEQBX8WiO/7n",
-	"/ik82b+wT8Zgyz/7fAHWXY35cZwRX1OeNrtRNLEcH5zotwJjiDEa+QiaNYapgs2eUc0cqjMko7muajAq",
-	"pwX6HF5zX668ZblM5s0cQlumBMsfNQTKo+TY3FUuZbYNv1blAJqi+qhalPcYyH8I+aXak28rhXo/c9wl",
-	"xQS7ppkT08BJZGG5G81YNc9ORffpx2ie2xVT2gk+W2h9YA6jQhjMk7G1ALKj0NI09JlzVFqJT5fS1AGi",
-	"rqpsecFF84sQmbrCtUhpSjdChlo2sDVKMmEkyShftKQ9KTU8jYlfiGJTnmXgnNCdSovWNEkZxJNZJMAF",
-	"WXABVGdBb5qVlTumifh/C2norqGWv83RTwLy5lQ8JQxklOmTAZGKUBB5h1XI9c5b3fOz01dvRhdvPpx+",
-	"uBj9e+8kFvuHw9LX2WLTJXgz1TOEQa6nFKy8Fc8pAlmN7NMmSgdxkU3qYe+wgA0IpgGxEw9Bwrgc0p1I",
-	"MyenZ291Ge54BLjTx1xqw/JYlABhEb9FXj7PDhdkHN6OT8DLIckLPEjko1EIsQ2vkrwYu5xjwaFwXHpF",
-	"6WLilaQuBRYTaZiNd06qqPftQsqPYtE9HjxbUU71Tiwb9ubopevEQzRE2hvt8vtgKI43FFepw1oCHz0C",
-	"pc+mHD9VZdT68WxKAgf0jEyK5JKZXpOwtuKHWctvUiw8Oq1KMBqjqXU4/MphCpeColm6QeV/41jv+Uv0",
-	"P6g4prph6q7ITDuT+nqqp01j3oLMa69XqI5bJXi7ww5zMeuV0+ls9CJrWytASuk1tsuKwmdtGbrwsrYO",
-	"HTSTcJfB5899oveIoTNNnKnHbESabWQx+Hi3gJK9zPeCoybUfF6aiFZ9KywTN4JrsD6tjyJbhuw8yM35",
-	"rJInFVGkwiXOmDOCAdva6CddD1/YLcygZuFBlR7pAl3pYToDwOGFkftorkNutBZGsFV4QINrfrh4zfZ6",
-	"OHLwUMszZqoX1XFU1KEfn6lK+xQJgMGlhpCAltRuD5PbrIVXbdtf2NZhJULjkrkQ1bCXPsmqW5lz0p4q",
-	"pufou9u410bKy9FCb5vB7Anzu93kXDH9EJtaRiHcHiewczq07+XSL9qD07NCG6bQHg62M8gywA3p+lcL",
-	"+8oCTXNAuqNDu2y9YlQ3+Tn9Nl+WYeFgcAINh6OTEhMKXvIsY80B2+2+1Vu4Qzcmr6ubSQBuXXK4YDHB",
-	"2XWchwA+wzl2oo5dQKN+fQOHXvNbvov368bEDDVrTSVDUeVO1u7Tl3ai9E7OGtw0MjnbfubeCHLbrKHT",
-	"DVNBY8GbK5+qOMtcppFNg9csDN+i1YW0Jb4tiSZPO1tYytan/WU9bnK8gMloF4RvOYhf3mCkEzzQ/+ka",
-	"/IdRBeuvLb3hIEB3dkWz9hiDubzGaAKnjyIa9kJbwlBnXZoYbNd467Ne2e5bwHR18uV4jWAA0S9N3mQ0",
-	"bXHtwFcjj7GaWsiWxDytjiQ5NfMR5t3dMUFUkac7k8R1Rc1mVrIS+rNVJtqXYJnBvGqk6yLsWNrrb5D5",
-	"0semwS08z1vjJFMn0AEnG0KGjJSkuxJx0CutG8AWQVKdZh6z9bzd7WibbGvg9ybkX2GyVsg1XzCMSsd0",
-	"qf3OrdlCENmXk2zH+AgCXzaAzTuuG0CnJrNthQYCGN6GAsqum6Z1UdnDdWWPqanzKkd5W9JlQ2czn25S",
-	"gz69SXwlXZd3OWRYrsr3lWzKQ5ArwGaGuRHKW9SQhpnM5TUotBZULL0Q6aai5xRO/YRQl125lmPQcmyW",
-	"O4LFo54owWgaDJ+QEq1XE6prsTxoA0bFk5AQa/FgtxsMWKOWHcdA+Yxhcpi1rd/DKKOWHUZVo3OwLFlX",
-	"nymddGFrXXY6zB1jBeJwyrCBaFYtBV9KDswiJwuqLpkiNE3t8QU/JjCsUpWCbU73TsjAjk8ro3trxYJi",
-	"Fr5F40behks2aWqkWtcZOSjB3WrRN882udXucqITn8l8hwzTrYlSbvU93Z0mfmtEFD6x+/1rIbDplCWG",
-	"X7HRH0FlvgnXOcV6O6VrhYZd+y+8t86m5p+hUeMufdaNaV3rSn6v+70+IZr/iV4b7/nLaj2L/sPp3u+S",
-	"b7ymiH0QnemtKtD76jHvrIjchudDyfAhC4E0eHEXwuhm7UKJpizoYIqSatysQ2e9WvDBavreFg9sxWg6",
-	"gpIfzdlpN7NmQba/A17aUE8Eqf7IZ3teJ3kTmlwWuafWQCqgcYuveCuMABzfxswgce/6/OPwc6kNW+xZ",
-	"PhlVUT3U0Qt5vSU76fzG/exW+EgHDV9aYfElbMDWMoiXPko2KqrwUA/GqtitGW3Q2oZUrFs7ElRObx0K",
-	"QgUp2wr13xYwAIOi73TIAONytIQA9AAyhJsW42+7ltarlm6ZlTviFr1U85Vqxz4tcSF0F7++qJPs1nzW",
-	"lretOegkrwedNJOe3WawUUnQlNm5LK9WOwwFkfnAAlukCZaHg91iS9o8DkKQ/552YUogulxjBrTGBA2t",
-	"ISgsMRKKrpWBKIW4FPJaNOo/i+bzaYei997Zdwef7uac6WugTrpSEZ72mrXbTYdFJ1pmriBRU5XAFqV3",
-	"Sa9uz05Xu2srDlLCJ/bu7BLk0xgN4X0Ezy2L6C5mzl3xMKho51RooabdP/dPz97u/8oqpbbcF1ZAYFRV",
-	"KpfBmvBRaDw3JsdacN7Xap1vEHgVTs/eQqwPKCf75A0492ElKHaTsNyQgzmjmZn/6TzfqIBvoNYVmBip",
-	"jsX4tDBzqfif4Ak4JC9hQgT97C7Z0jvaSUXGYXHDtfd9cuBUsJV8dsHrBJKAoEOBawP+Cc7J5f2bi09v",
-	"X52PLj7++uZDj2AyEG5cWDA6LSKP3Y9FLFBk0UP3xgFVVPEHA545CrqsKFRpRP4i8vmILOlPXP6sWNh5",
-	"TlgmxSykDXKcfVkkDGVZoDLc9Mlp6XhjX2rGQn6O8CYWCFAoZZ+E7PKly04aMtH7BO0UDsthCCIF6xOv",
-	"0dEhZiikNsdJdsOO7+keCORVd9q9sF8VlySXNG+BvpnhtGLRDR6YiRSYhRZ8inq4xGpHe5r49YGaIJPC",
-	"uXQyDQp66BYODoLldEh1OyTjrzEGWcSd4dcY4pPizjDuCGlGUEIn7kSxD4OAN976Fcdx58b+B3QKru23",
-	"b+N+LF7JlOkh4eKKZhxKsRTg8AcZWSJSCFqYOROGJ5AGpHs8OOxFpCRxo5QJ7oPRolg0xaiBchSnaB8c",
-	"9yJCM/CFG7Ebro22T3/qRWRKecbSUa5ATw+Y2b8yUo4yS1ZI9/gQRlqPXsOoNqnI88EPLi00aGlTri9x",
-	"LVeUZ+A7C1F7EWmO5otigb7CNLMPBj04j9W2w1BVz/sU2aGnUl1aLnkJPk2r1Y5cCj5yLYssRWYZgBMU",
-	"PzktC1Cgsi6FhF/u3n/4+Npe/vcfP/3X6P3LiFSevn57/qt9Fotq09N/js5PP7x++fGfb857UUU5WOqu",
-	"qpWzaJYtYUqQhwdm726y8wiOhRczTohRS3B2gIRCUoRrahfSJ2+NJmMXpTkmmi5d2lNc0TAWFpT9+QGk",
-	"oigOAAwhkg6wLYRHcacQ3MCT9/wlPMCO4s7waHD8o22gWQq/nh1GcSdEBcKjb2N7Q22nZDyX2oxLHxH7",
-	"09ey4JroOVT8sLsTXAFxJLsGjWDg0u0SWZi8sGerGF3gNcXMo/tALNDQ5ukM2uHmiKjGPB0jYIAicSaZ",
-	"joXn1UGFuAfVpAomEuYTP2EKdBqyH/VOyJxRZSaMOsfw8/M38NKOlHFhO+2Oh+D8As7R4x7xM1NLcvic",
-	"aBc96NMM2VVxTf4oOANkjVGwOGpmdwpAtQxnIHBNBSAzI8n4wHWiD77mPP3mbI1j5DLH76g2+2BU3X/7",
-	"GtwRCdf2FucZXbLUwySxeIWlZd4BvyGTYjplinSPiXPPcgeQMxVmP1kGPH9C+JRgijzX0AJvqmSeMy/B",
-	"Km18BS9NxjOaj/0Rp5iDW5OuXVXKxhCcWnGuc84Nbu8sfbMII1fMMNVzQOGYuAWzF2fpsp/DeEjGMAkw",
-	"nBUeuLcOhMLX3rPGnUTwXDSxwHkdfA1tN+93n7zm2h+dmJFQ5ii3eMmu1blfcgOR54BHfOzD6dnbTsVC",
-	"2Bn0D/sDiHXPmaA57ww7z/qD/jPHHALj55kpiNpHecFy08A2vU07w87f3fuVEsVHg8FOpYJXLEihKGcZ",
-	"RC8vtyoos15P+LLG1HaGv3+JOrpYLKiVQDvv+BUTTOsKUwntPWNXWfhKhFadHeBoywGdK9xjLkCxBX2O",
-	"sNno33sR0RJyWzayi1EsAKk50zvXoVQnAEMD4xghDCNnCcnVkLf2vCZ6q8XiTMkFM3NWaKITRXPmeJw9",
-	"Tca0yguPLZvo8vmIVPfW2D2gZceDZwhodWDwfge3AoNhN+YgzyiY5NbPrDJbLF0B0jV4OBwPDttU2mFM",
-	"X1zatn62detvVbCozMBz793aaUU+30uNue854PEc4AEtUm5aLw/UAn4n0WVI0YVFOxp8VOr74ZleKshc",
-	"ForQmWypa+4Uh+XF2s5E0jYgqgCbBjLyTsM0doXWmI3V15u/BNfa2oeVNL213JAuWdLGitlfHhSHudjC",
-	"rW3glbrQ327PT7h+Z7CaJI4JkD94intybux5J3MqZpYeWUk7oZbioiWaLxi55iKV1xFQcW0cve5W0B66",
-	"EdbvzSVb6tZr845rg+XM9cPSHT/qdgeGBdXvfFgw2H32foUC2f7IZOlrfG+zw5gsG+9NxtD4Ud/qT1AO",
-	"HTU799robXayeZ9cRXa7kl23y7Y+vtvm4sIJxQzjq3sJolFIt2z5Lx8VFIErfSlPQJJGteCCZppwkWRF",
-	"CizGLRi/rKbPU9KFyBA41p5Hxy5Hj0OEl+6AvJYPM+e049MvNVCwAtrm2/YBWjzoXQuDbnXZIJK0we5m",
-	"Zb72AvTTFmeQu3GSvi/9hGBY8cfe0zh65BKaQ5QlQlgmaboKpCek6qwdEUicejw4XkME0OnBV/vPtwOI",
-	"nd2EED4LaPIBs+qswMNxw1HQy1q4yxPvHZ49MNuViJsZ5YJ0IdQB3IiqgALJTI2UvaZL2nD1hN+Jre9e",
-	"1MmdF2l9a1+3b+zD4dpqur0GGAd5AcubSDA8ycvHPTHb+qe7nS8sxbtbdSG7tv1rKtU1JK+AhAgQCtkb",
-	"ljKXkNW6A/Y6gQ+eXXJriBbXlVx+a45/IVaOBf8zezcNcfWUS5XaSsp6JBU+5QqShgiLUgSlgxcsQbzo",
-	"k1OnMwcxEVVAcFBck1QKdlKJlbieS83wLSpkrTC59CtZxQIhYL2VBpxBiwelAWHQrWgAxHbfmd3CsZ4S",
-	"+3Dt45tD+QuNakkEN3SdQugpw7tvYdugl4Ov3uzzDf1hbkNSFRff3RBV0QAM5wxgwfXFtHkpMRx+ayjY",
-	"wV7rovNrgtytyUeRhO1QQtF+gZkAvjSCU33Tvj0ifkYgbwfhx5Xt7gHvUDmIViq9AFF1d4BAMgiv13Jk",
-	"VyNj641tFFWlqOQ6+/jxXURSlvA0EGwzZwIwufdMAORmUaeR5PcFF1De60tEMHdGJW0GW0pMjYAWQqkE",
-	"SSGxMuplYboTlslr6NySBzeAv5ghgwEE0cIddDrjytzRQgqmMLCPoe0qZE33d3DtSqMEtxn5OvPvw6Lf",
-	"ysBbIWDnNntnFOzHu4/QazfDd+SLsFhuGJ1jKzrYBkTaxnhhwp4Lr4Z6AqyGLhw5NYYpuzv/+3e6/+dg",
-	"/6cv7t/9L18H0Yujb/+2kxfRbg7C20SlbYP7Dh8M93n42gQ9j4//7siNuqxPwTH6NkLuYNiScvvHt9br",
-	"/wszFdB8JLKz/dY/CTH5KIIbSgir3/KGb8ELVe75XdQlqyd3u7ISd/f/Qn3lPaX3Ft1mFHSCUlREp6cE",
-	"iDZS8lbrIqhLH52MeEpQTanXXBNi7YQfE49v1uc+rR4XDqTiBFjWrmrG0uAUZn9yjXZ8rp3a0GnVHA+L",
-	"yUgsXjr/++n+0fMXt+H3g5I6PxpItkhriH4c3b87YG7FVDypsPTXYBjubGGAvHyBY9gLJG4VKCFMc0lC",
-	"klLQVbIb4y0QJeiVgVWttOilTzW00f4ALk2oQAuBoW2W4FK3sBE6H5DulcvcivLBku9G+NxIDTIIvoms",
-	"tBjMmjUZo8ld5NPnD8DAvPp49l8uq4oglMz+wbUMCVu9HlJeC3Q64FpmTjr25U1F6rL9xsInk52CrBl8",
-	"E8Ezy+iVXNEWrUES49TpGalHiph9TDFhIvQQ04blpBYnRLghicw50yfoqQt2X1Asstz5IsGiQF6HUgVs",
-	"xrVRSxd3y3UsMildUMuETaVz2MXschwzk+aGpUNCwYUM4sPgWyhDyFImDKdZ5CYEFRGxRAvDiqSUvJbJ",
-	"JVMQR8yFNqpwhfRcwQIhDdFFnkvwq3Go/XgwIJouIZgC/WliMeU3ffKbq35Vr1hYTpmJFBgTrzPm4F8d",
-	"Yeg2KJNBFwFxyrHIqdZYq8+HLftSdCs652E9mrdabNGnnCIuH2IsII1ZFzztxvZOolfe2D4eO7vP2PlF",
-	"jHter19Zg4uDZiKkB6Tpsh+LU+G2Hh08nUK5ErzuA94Vw+yCPnvj+7N3pxfoufr2/ekvb4Kn9/Hhs5NY",
-	"SOHMcYXIaXKp0WOWG1BT68rEwOeW5WRgJ1NNY1jxrl3DnWO8mOPIZUyMSCVbYkTGIZISi1qUgZfjXjnP",
-	"tUSIrpg74QaVRi7Zod2uBU1ZkzMUFM9F1PM4NBf69pUNtqK8Rw87dhPCxJDdRye6h3dUH71EwCpvE1yb",
-	"GtKQCh9CbsuTABNwo2u4Cpe6SnwPvvJ0ozBfgsQjcUWtZxNmf2/Z3MWaBNk8VxKoUeTr0tjNiwi7AYoB",
-	"5meR+iubyVnP7jIgly1lNJ7eSWCvHMlBQkWCBTAefrhWzSKM+a9+4ufg39KQCRe6PimRoQsSmtNsun9N",
-	"QYaq2xqr5+GTgjV6144zOXN5rzTp8pT8R+lK/zdy2CMJVWpJKIGlv5Mz8JwbOnrhfbKRcEXksN8XJVPj",
-	"XDnRES3jSEvAIoexV9ycAKPmHM5dvuVeRMTfDrHbKjeAGXnR+y5F8bHeM8VJYdyMz78J1TfmVJMxcmNY",
-	"Q3CMgdlY4xzjfwRwGFyQcRdb9jA9+5QLmpExE6lPD2Z3hLMK/WwiSn67tvXRha730ZupDo+rd2AN9nBW",
-	"7tP7gF+ZTzmTM8ijsxagYRnjK29lqnNnj4NgovVYXQgd8lVRucaZeZlpNWKy5tbfJDlV3FLd3cGVtt6Y",
-	"i4ZYCMU0M2Py9duQZFzXSgEyTbo+m1xZ2gwTeYBfQey4e7ckQOQQtQDBLzBGP2SvHgfoK/0PqIZ0dQqK",
-	"mtpbFQtw0oA0CxHxiROhijzkRsRKYJY/Tcfka9zhadz5BglJE6nSwMDPIDLwDc6xHodB1+Jt6vE5EEpP",
-	"sZp5MEIaKXsnITrDXmVqqjExQORq5wXBwf8J+9JDf3jM5gyFOMrgF5RHYuGPwccrLV0ecJJJMYPi1Lkh",
-	"Xdzm4JMEH0NFOzOXhd1TKwn4Q9G9Pvl7a9yQrgYHyakLBYpFLECcqaUNdAgNAl1opmU4yJXsg9rPMKDO",
-	"sLCeFdaqmfyCXa6SFxGipbrrqRl7kYNaDKBDYRrT+gW0vCIcgfwl8JVraZEC6uXQyYcb0nVQXA+aePvh",
-	"4s2nf5y+izx41uAfCZP36A/5hhc9l3l+Tq/swTmw8645Pqu7j4EalqE+q7AUgKW2UB2LIDFXP5yCJzUN",
-	"EBByMU7YnGOUVxrCgUD/bUlROVyPKIqm5zkVLvjZIk+si2PAA4VpO6rzU3FwUKEksfBj1ktF+eApMO5b",
-	"mb85TmQ9LDh8vxdW45IPw6n5DeLK36dG0Qo7eYMYsRm974xx23H7OV0AiK120aQNg0tS636zG8paQUB7",
-	"BzVzapc1V7S9EG8S8nKuX9WWqS1CdE5DvERL0oEtFHdNfMI6N2DRU5UX2E023CXm5/mdYxkc4fKIvJHT",
-	"QN4xkULLDIquWL7DEteKgRd0Uwdf51TPN0qCP0MGmUeUC3xpxQbuDJPo3Isv+23OALtQTNqnmcGINdvx",
-	"7R7uzmzi8Qoq8fY01ouLSCavmUqg4g+76Td7vUOByE1cW93BYjrY/+nL1xfHTV4VFfPJOls1kekS2QtD",
-	"FenO/uS5pc5CGogEKFddpiFqyhAJsX+OKgHe1HOqnNyUUOF4VpfHByUJu0KyKLQhE6TUK7tmZ4a6WNi+",
-	"WIC8AV+50Hw/M6/GOBoMXP5EqVhZtIO8dOnaJoFk1vR4n8/efTx9DUH7zp2q14SYz4oKUG+j8brZN1TV",
-	"Abqslc4FVcuGs3pSG9OGO1TfYgvxD2lF3fLyDp5CbfYZwKt607vUwasr+eqU7yno0Yi2jNIB+fjqLcno",
-	"EmqUqWTOr1jPmR0aDae3+lE8gQdFk5/WzvngtrEsgY051ffyOYLoEJfKBX0kvMu5KH0vIzJZQhRRWRjJ",
-	"Nu3V9/32ULDX8LwxFOy4KXcVCHL3IjA/S3DCpLU1nhBferpEth6mLBq1nPgkWElSpxNAy4bbHWS2t9ML",
-	"3BZZVSUxp/v/je57/dH+l6+H0a2kZg153s9zZBM2qRRB3gqBNhwp7t5d2Lc7gvc7xDnV0yfdCZDMpSwU",
-	"SBaQnwc8gE3F4R4tPp44I+C7FGZg24Ps3pOlFxrBogONMjmbsbRPzoOY41IHepmWg3Qz4ikKg15UCWmI",
-	"sQpqWe1oHUidNb8BVDGPBw9mStxwS2fXb+qBkj5d5f2BeGt99icY9K8DpfdB/YpdK5rnbMukc+sYfC6v",
-	"MSv3ggo+hUjQawalPfd9z093V0pvEofkarcGC+qCZ7sUPmIJZonJ7qmhSD/k1OmOSpCuQ3SJa7vhyzL1",
-	"DqpB9it1AYCNlVnqfapKtZcAw2oVumtJdluZgPNKMbKNEgak+NnXzDYyGP5kGEaEoccg6fo8B07O7vVb",
-	"ROdQyj7AUpmYZC01cbsi4RPLEZmML9nyP65oVrAxySlX+gSqjgOnD4Vo+1hxJYPMlHhdW0R6LB5UnVrg",
-	"ZdrKBpXRs2YJS7Asd+duSRai1tCcw2Z1R9MQOZ0xV7bs6ZyIBLsxo8rIa/TuFApVhpA+qg3JwWIZ3ZKp",
-	"fbuaBy4t5K0lD0LPX7bASRSmCMls6hG3j6VvWXeMqkRWtvpGNcVfnIc8mY9BWWpjVGjMY/rBhiNePyfH",
-	"VTy2LmzHSNyjLYjPJ2rYO4sScPZ31raFeAkHL2Vsa/C08JakhArI0kW9zdVewZt9YN72XUFQxyGsUpLg",
-	"jdEm1fzKs6wKebcxwa6M133EGjtk1U4GxBjcsoD0Blv6nIZ44rl0F6hNldi6hMFTQHM1ze2uO7MuhTV9",
-	"Vzbx83j7uhNMoysGnMTlc25lId74bGsPrE1gZb/bkoEwlbtpESojPl3g/UU1uR3asyp585zdrBuI5otj",
-	"MuWC6zkkaseEvT7dv2C9emagJrF8B4Boc7/9gLmAV4LjS5/KQjgL4n51JVJA6VNy/NNPP/0Ui64FrGqD",
-	"/atDqJDsQzxL/8GfmpKgIjOcsCyDAWMBCdvAcwA8dMOerloQSyufxvwUHz5e4JarIjegLX5rqpY/n8hx",
-	"h9SCgIfA/OZSOMYCzdgnLr8NThw/Xe86zGYcoV8mXzBZoFpwsoQ0rz5duVQEsDGiOe01iH3yCnI1Ssj9",
-	"658C4geZxbiEUhHhIhZUKX5FMyJVylSTKvpTAQkgH4udkCm7l6S6q9Usgk1Au3POVPAuWrl8QzS0r+Wk",
-	"jEX3MCJHEXnW7/d9zfhakspeRMbQ/RjPb5mziIytcDGu9vW/zj9+iEUXE8EqkGc0iTt2iA6AUAxIK+5Y",
-	"0W+ZMz0k4zBGxa2jS7NrutR46aNY8JQc2img38ZITkclhoHPws8RZMCNO98iMtYmlYUZH9g/mFLjWHyN",
-	"YWshvayFFm3oIsfG9qJlZky6eHj2ByzaYjgYwkoj8CFIZvYvEXeMogmb0OQSZm3CBaYc7gZqa/zjPY0O",
-	"kGUdOTy9Pd2LYgG5Se1ALn9p3Bn++o10f3UJTiHbK6oQfILTkD61csR7OhaYPTVnaj9sC8nkDCvIV3KS",
-	"WvTr+9Lsjx46L9vHsRgzkdb2eQyXdVwIdpODQ8ForYVzBqIibNv1nAl0f7tkSrCMpJylfXsydt2jcnND",
-	"QutvpCsk4WkP7GbgR+FTb5JMaqaxu9qKvWdCJWSAifSkdK2wCA9dsFYdY2KxhWfMXfjwxyK1W/Lh97d3",
-	"f0KW2kKzQwalu85qMlxnM4RDAKcO8I3sd761c2ANlKeVKbM38rt6c0SQrAFprnNtcQpazQzB0XX/YXw+",
-	"Ht6lwi5nin65r8DiE2ht6bM141dMEJ6eoB/aKsqJhcMTUWtW5b/YPan7iIqSku0538tAOUsOa92Xb+gM",
-	"Ynlw8IAtiwU3zs/MuWthrHHpYcpE6obpQkQLdxX/kW2zshs33gjfc1t3Z742urVxkCNukYuambYGM8Lj",
-	"Ta41dtrP5tUj50CryFwteVQrmbu1L8yFEVJ+jnfT3TzJXQj7CI66gT/onr/95e2HCx/7ZfF+hCmjHa8O",
-	"ooXLbenwChOpjoWWUjhMEjw7Hbfj2YDur2w5kVSlYXCMQFxnMk5cVQbbBjBUEA6BwwXxxnulNNkGPChj",
-	"jvqNYv4r3+hBhfzq0FuJ+G4adxPww2j3zaVQ0nYvfPuuH0zkbhDAcOWPJYNB708qhg0tZ0uVAZY2t6LM",
-	"8EOTIEKCHDKMO/1+H9heqM1CPl/8vP9jLxZS2UYTqtmL41qzUHWEZZqBhCJSJwJxM3L1Yj5E+BukiImU",
-	"GQgrmDgfeoPYK/xNPsQdy9rHHc1ngmZD53APso4vRePH75NTn6XQNQP5nRL8FoJWwkTI/iHGIsNMCDiR",
-	"9kmDnPOh5PohjCAWFVYemY1QQgKpaoVL8YE4llO1eMo7v0Epib6VZNaljMp+rksbFZ/3iWL0UnvBArY6",
-	"Fl3LTDkLX00TbemAC1ZwJP0h7QUBUTTEodPkcgYlVUPckSsN8LhkaDXZtzKlFn5VJvAOspYRhaAPDA3k",
-	"aVnNEJfQ69+G1mulRzZIDdD6/xccHkZwcMHtG2SH/v1zGeMoO7HoffKbVJdhopZ2xcJDCgAhVtUBjS5k",
-	"1wRPVl6x2x4OyIKLwmA4weNy4mcbOfAafCNKfWTm+2wjlT6HKdyfUO+QtahctS8Zef72l4s3n953IvvX",
-	"r2/fvetEHfcAfn25raah6/JuCewarHyWUDwyYt0OA2qTYjLT7wcgTKTnMIsnAQ7kh9ZP5OXS+e5cKw7V",
-	"DqFdoy8GOMSsO/KzGxO+b/yOyYZU8q8yi1bgGLwIpLhFj5UuymiZh4I/X271O4EgWF5uk61S9so3fGD5",
-	"qhx+S/kqTOWuMpYb8WlNqKs61r1gCtOki9p03UN1nPdTA0XThiISDyC2oV9GdU+f5N4n1w1VbS3dt5xI",
-	"qCV8QlZrIjurQ6Fh/+Zywfrkta8RapkBeNR03TMqZgWdsZpHWydfmrkUne+eQ68G1A/qP/Qvb7coxRC0",
-	"EHeph4IycVYlN4m8FuSKKm65S91bSeiC5rsi3yCR4I08+Or+2iJGYvXy3Ibtsbe/rkLR5f9wGwDxvbDd",
-	"jvWeMQNu7TS4NgiX1kqx1hQMD8nAuL3eyHevnuKBc0h4ZN6qOrVWRRnOZFeocQv4qyGBO1/rXyxWL281",
-	"eqs7SOtWS2EEatBDe3e43BCJP/MO7rRUdFqwdIDYDB8p05dG5gc0Cd5bD++DVA0lRQt3jsos0KjkhWFq",
-	"H4pTS5lBFbWIsP6sDwWjcWJxZ0jiTsamZpRkPLl0LgqJlCrlghpmG/x+OBhE5Ggw+PJtHK19jM4ZEQnq",
-	"SRJ35jzuNLW9ZEvvBBHaJkZlf9PN7XWiZJZh7ytzem7ndDwYfEE1JTQc4UGGz1N5LfBj954u0NNjSJ59",
-	"G6PzFO7ZDGv0wC7+0wVpx8LMlSxmc/LPizfnF+gv4xgX8JjBmYI60Os3oeis3UgXp+CyAc6py32QFEpL",
-	"y1fkUmMZa58PUSeKMbGnieZ/MvSqQM8omDxjQs8lzNyl9cFikbEYl2/HbkY9QsnZh1+8SBNBCgtR0b5Q",
-	"X4/TGAvk3cPnA7IIdsrqHpA5FWnGUsJNr09Ohf8UncicZYVMOVaNnnIGGSwt+PnDInI6xT5xohDVWRZl",
-	"v2TLipMbRhJXLTa1+jPczCHyMxbuelX94/oEXfLsUGP3flypZk91ZZ8h8MSO0+To9Ro/PoWlPpKpoT7G",
-	"E0cg1wZHv6UmljCVgv0fQgo+Fd4HsIIW/f2lUNAs29OIKBEjUB0yFPW803Rp8XLwdSv6L6GtNc3S9o6k",
-	"HuirTqQD9CALAB+LUBVkZz/S67nM/AXBmifgLraCERDHZssTMv7n/jk03j/nfzKo567XcRnp/nbz9563",
-	"h+iEZs4Q23Ltzsstuy3hQ0IzBnVXiI/WhOi5nN+wTJNrnrIIfId9TlSqc5YAe3/NUzMnGC6Zyev6rDNG",
-	"rzDlDwIB161hXNBPXd8egpdePPvx+N4FYiGl4UEuZndIadDgUg9L/D/kTp9WcXk9mVB5Q0n37MMvvXtq",
-	"NprvOCRl2VzqdCGv2M88Y7sHuA+eJmE4BIm4JAxSlYwwMYoxwIwuZXJOrfCL5J4K9EnttQeQvJbXIpM0",
-	"bV78JkomE8M22ppgrpDTBa2lL9Z3MqfKcJoRP8RTGjTRCOZ2tFgFTNL9BCnwQr7o3mOLsmfUzDutGQIw",
-	"DUc4pW34nIYDejrOxZWzbsZuPh7f7v1j47jngx8eAkJcngFWZqILWQwxdXq4kpy1C5uYHirj2mzUsD9I",
-	"dqj71SS/RzlyN5QLF4d0BI9szHiCe9kSvpyyfIWtKCOkK/HRL27lLzbBy+Iy5eqhFBN1aHtPL9lrrp5G",
-	"0Q+g0JhUp2rQhVbfux5ZK/q6h/b9vtXFSprvMwUj5rkN3VjW4ZGgp8o1PTr4pEwbLigeREOKA0z5fDuA",
-	"uXZRrcPvXfyzFeCegtXcCD7a0HZqdW6o2Z11fEBWgnk69ZejGBtR+jU1ybx1V3+zb7dkAp4iB+ddeezS",
-	"2UxOyXhaJhSuRtyhWvrbmnkXtohVdP5Pw4C3EHrFkkJpfsV2zKHaAgRSXT4OSv5Zqsv7p9PYxXovC2Fa",
-	"GZ/DF5sZn6jMY9M6bHs2m0oSPoxjGGlQlenafJ7VUtX8+OL49lw1D2/wX+HG4bY0+L+kzeVdnW/zlhkJ",
-	"/yoZacDBW6pLHVXL9dIEDDCQeUf7kDSRLTHleSKLLCUTBuUkIufaiR7HqMt4gki0p8yFYhlwAncIjJ4r",
-	"ObZnkkjhQ4G5Xk0KvadJUiiQPjHtXeTtW8xlowNqE2HC9JpbBE8jQtNU2aOA7a2cCiqZnViLKR3cwKgN",
-	"3iH/yuZSH6eVhWQSSir5+dEZZveHMEWwCb05ermHdl4mrtI9jeF7vp3LnG8XGgtv5HNWctKNO2fuEWxC",
-	"zlPywb+NOxWPEe/fboc9cYkBudGxYOKKKykWTLjwJvQ07oY6N84lnppC9zAPwjVVds9cyTZ79vrEWd76",
-	"yIPGgmsSd2ANcacfchKmzjpW2R0+ZckyyRjp1nogcQc/iju9oU9YGMXCx3W5Mm0RyWmh7XwhwwPEMrDc",
-	"9Jz3tW2AsQ0RyaR2GYhrR4Dx1GBqwDhqn4wcvNiuaOZSGFZVaKoQ2hVaNy6dP9Kjk+CeHYujwWBQDoHh",
-	"mOjUvbp+0rU4QGCSU7aHXuFUQ1I5NABoVzAC9tUtkAu3rSE3JBpiYHWVWp4W6JzD+GBAXKUIt7c+hYXu",
-	"9R0YYv2AoyZoDxVo6IJZqC6rL2A5mbL2grM5Y/WKwCc1lTihmowN5RnZn44J10OoLVHWySFdSt7J2Tsu",
-	"WA92BTYb8kTYcYCVIZplLLGdVXOukC6APiR6i2qFGOCRU4ouei4gVgpW9m/xFYzBje+8Uo3B72wsuiXw",
-	"unPGkvpR7QLXS2RYQItaIG1IqIgFnh+Mv6BLSzEwYggKHlB8AXvo7Fl2fVpi0hBYE5ksIfyx52rpOdbU",
-	"FXogfKtiDrhulvqVYS2HC6w3FOIow+KqoXhY2sRVNYH8C/U44tUSELHAMbACRN9BU2nbn0lEY8G14j8m",
-	"NLm8pqqxGlCZOMqVBNpowPv08yvy7Nmzn2DD7FQLwW+IY7aGlWNVZc2Y7lQqOzoU/MJ34ShI18+t12Kv",
-	"Q/+L26J0GlVyfv3NnHrHTasThRiE8omfVWPYwbY5EmtZEbdIi7jONGUSryC7YpkLqGJpy0ZBo3p+Sres",
-	"lE2KGXw1lZ2oY8mRXTQwIV+2SFnpMgQAB+YYUDDUUC6wzEpCNbN4SnMrt7WdpGZUJfMd463w7vjkM7pa",
-	"98UF5EerRRqqdcNapoJX5qGrYNw7rxrcQODkt5Llw6445F0hK5bakhWxu7ItjhEsicUTKgPqgciZnK0S",
-	"IqlqSSNJwBCPYhP2FVHaWFNHxXyplXruMs/g4FNPl7zwSbothYdi8ZxAyVgHdL0yyc9cajMkr84++yIQ",
-	"miQzJYscw/RzphImjMvvSbMMWrw6+6xjoblPmpgrdsVl4QvEkO5g/3Aw6EWe7+GCFJqRbtm7FSDmVM1Y",
-	"cNkCFgASiWKhOudXDXLEiatWvIfcUugVgxJ6zkMOwiCTuXONg2jdpbHySENJ4rm0rCxwm8B7zWUB/BBw",
-	"gW4Vk2VYDzVkIbUhz17AsoDgl2WKqLZ4YR+j/QhCHre3xG4rvWKKAifspk3REy5n9BJ5pqNjMocIaOCU",
-	"Q7miCovo6id1/V75gZHzxe/AmafkUsPXnlGFzG8lp+oXi3vgBsD68ytc67AsEAZcooNPLGRm2Sw6VUzP",
-	"awxqS3WrKoOKQ27mEN6H6kH3YRLCMdXYhPasy8rsRjN2Gj5wIi3jM4iIfLx8xFtQBb/rrUk3YT3fDYO/",
-	"Ovtc3iVwzdaXWKIZM/U9YGbHZgwumLl+CDVq0Rj56GH/gxvlcZxLfe93DRYErI9F4BFpTKVK2JM6JmHu",
-	"+bpsg/Xp3cxOgGNzohNkDbXg8vrDOYH9hCdOluHtacUAuz6OyvzMdv2kOnNLFEZ4d2o8KGZ73ya09Nv3",
-	"y/brNEnBD6bUnYW6Af+6fov38Bd6FZZf9yNb08xGyE31iJHVImGW53LluXLI6+qSYsciZMUud9hedzuz",
-	"jBlf08GyEyw9IRCqsATn4ULVFXIQPCFFmUrBc2hYuhvcgq/nyz6xVwIzNNVPu1LStU9Ap1UBZcwBA7p8",
-	"9EQGktD1Dl8l29fzXM/Qsa1uYyzbFPkAHiyqO5HSWAYYeJuSJwuBDTCCixCKUHsdESauUMPoPaz3oBg1",
-	"ZjK0+Dbl6gQ53UqLemlnX9GiEKjU6W3ISJWbZasp92POxNnFf63acQ/RfLQic1xzk0D6n1xJIxOZPSV5",
-	"h/RdNEETLFMLqDINBP03NjmXySUzffISvJjJVEG5bKzEHRoDn08m0szJNV1aphIi713jIOs4/RZVDFLK",
-	"gk5ByczrGHQsuuOv3i48jO3G8T/RVmy3JO4MD48GUdxR8tr+OB58G/dOnDYOHN815i6rdcJuOGaGrWVS",
-	"+jZ2adDCPD1nmGRS+zxk97M6N2q37NE2qiF+HGxfO8NuQHMvR8fb92JvRouqzL1qK7G/cg3wyj4Ojf4E",
-	"fT8pkf4OJuUno+Eriox/wVjyh7K/fsIKXOuULuhhLHnQpkJ7o1qNPSIVJoIqA4O8BmFiJSMM6/Hiuiv7",
-	"uV4fNGBH+A3loKv8BDWoEwGihaKWyJaku0Z+e3WSSZooZp/AdUICH3iBBhK/s7U3FD/bpozTeWh8i2IB",
-	"loobbjE0lJI3dNaL4PfQUEgsz9s05PDPdxPm3SLtuhvreYZN2CRsh1ZNhXUeHNle0Evm5/00uLZBFmrR",
-	"x/tTXYUR+/R3CwpfXAHh/YRClnbI4WvB5nD/xTPQnu7/SQb7P5E+GZH9MuWZq5OWMQPlHxRJ+YybEyIk",
-	"fA534PvnBgnH0qYVCu8fO6riSWQqv9yaFLMuNgWFrJF5jrUl+uRl0LMDGg/CSCxWpJEhKoKDFKIxdDNb",
-	"Bj8ELrShIoQIJTJfnhBAzftc7IO+EQy0iaJ6vp9Iobm2Z12NifbFJB1d8WgasXQdO4Ng5ZC6RbaxoJmW",
-	"MMuKwq2ccJfWqBNwtFOpLiGcXPeG7bOIhRcJPf1ZRJv9hJyD0KlDxfBfqQIijixijkXs73HcQdt3xqaG",
-	"yML07AXzlTU1mXLwZCeTJfRg98uSW1XWHAxRWQu8xk5mpTNMGpowT6haKJLj4h4nrcMArfsNripCXkfe",
-	"J8X74lzLIkuHns/gU59dekFTl/uQFkaO4H0EGWB9FtYu6vQ1MyPXWXfQqycuQJ1+zcnABcWCLaK/pt4v",
-	"VZwXbou+F1fdykc3ikI1f8TV3r63F/92hbLKGybYNWE3OVdMjyjaQOG4kKMcPKV99pytYVmcGVnZZEQV",
-	"Ql5XdLUsUew2ps+1edCotsrA2/m5Qvu7hbWhggHHa6p9iK8QJeqITLhIuZjpiFwxpbkU2vsTQomZahFu",
-	"9+nBV/vpFkmm3Cp2zi91R8jAQS0RgXEx8w7g3jlYYB3FvHYZ25x315ZFth1zvl2VbSyx/cX9O9r/8nUQ",
-	"vTi6pdL2eiYeOABMCk0tegXfLm1I94KLS3L65nz/6PmL/V9eve9VykN7NxxL7XypaKiGBraOWMyoYdd0",
-	"SfLCYC4CAXVpAKHqWlXOel1paErGDgbGqP8E7sP2EIvQhQuLcHA1JOyGJiZbkvFcajOOyDiXymBVHksp",
-	"IhBpzbzkcMf25yhXbMpvxrHwDaFUdiCmdVpWOWXSHaMciDPdj4vB4FkCJNn+xdwDRUUqF/ho3IN6XS4T",
-	"Mrr7ff70DlY4kSnEiOZ2XYfkPX/pNL9pqskYPxk7Bxf3c4S5FMZ7oNvDaXwb+6mnPVKu6O8XF2fn9oTB",
-	"YTVULkhZnsnlAh0OX51GBGtZgRtHKQAbVWjTaBI/K0zl7j06rXQJrJsCAmo7sg7lUE3Y+WoRv1UngR+O",
-	"O/5Z3GnKjzh33M7aiwoENb+XmFatDHx9/vzZ880kPcKaW+6zd0zMzDwk5dgcyYcfuvl+d9rvaMsmygHe",
-	"HC7eZUfS3hQTKhXBWvAV5Lyi2mNg+giVbBD1eWafKyKg0B7CcoUibafHaVfgNPp04IxGPN3NseP/RvXP",
-	"G/AsC1KQS2heVRmSrswRj2RLS16kCIh7ZIU2qTC/nF1+b01ttHrOB1/9n9vwH1Xd0NNyIH5DJkuQTFl9",
-	"m8KC68u3ILK5hG7rggbfSXNzx436KMqOhn6TnBLDQUBtV0gX/yY0s/CzYFTgLRt6F8Ut2ThdVxc2s3Jt",
-	"diRvhN2MbS5CqwcVIWqDbyVE+IncUYwI4zUIEeElms0nVLsSKb1qBJ2hLqgIdFqFZuWFDh1sLUyE1Tzi",
-	"Zb5H9oNw9SuWeoRYVANpV/hyQWdMY7xcAvEbnpsrNHK1i40YoH0XHg4DlHDTjAFMBa7uhQF8R48vgvU3",
-	"y2AtQHlgz+3gq6GzbeCTznZPynXfNFueYDzA5rWFkdS7MW6VWx7B6f5/WwH4S/m3O4nDox9uEYfXtIAX",
-	"YejHru9Q8CxtFBssP7p+opgjwJKpJinl23dm93e7zU+iwjsDYzFAL9bMhgqUBPaddOvcAD705mn7BVgP",
-	"NKGmopkqfNR5G978DA0edZsFFaZ9k93btQILNMugLAC2wIDcPwppKFJOV+gcAxDqyswrmRULtj+hyWWR",
-	"b2ZJ/gFNX7qW21ixXa+WC8NxNFo4vHCzSZDBDx5VlFktyBK2YCvGqLodd2OO/IhNwhAu3+1gs0RkJUMh",
-	"U7anWyWe+ukefMU/tqBDtcU9ueDjVt31QAM2I29KpIphusfpFIJRextZnc0LebibW4eG5vs7CbByL4YH",
-	"u9mSYk/Kle8qqLjd3wInPLCQUhl4h5t4tzvox1pFqs7faU97zBV5sy1u/IaSMv/wmOsJuAx7KUbujBsS",
-	"TuCbPSiV38Uo/lWk0GusGePdTqqc2On+f5emiMPoxbMm3ivqaP4nGy0mzcYIiB8eYm0qTXKqgS5NKc9Q",
-	"5Hvz4eP52SuL70orvqVgzwc/kDlTZc2bWGDY4T8+vvv8/s3o9ZufTz+/uxi9f0m6h4Oj415J+t0WnBAf",
-	"T1f78P3pP0fvX7ogdvBUX2rDFiHoD9WX6FtAKJmyax+eiMGCqDgvnSFf3GrFha393hn//JVpRlRX4UL9",
-	"leIafrhHzhnq1jR06qBKoi3vCwVJwV0eiIrH455zpgGPFVmYjF8xVzWhVDpD/QbvivNmkZslwN8UHRqA",
-	"cpVUrXJnI1IS8SGZy2tCY+FIvxXOwA7m2VbbzFWtBkD1qSOSeagnCWUISqM21omIRQWbH3zFP1xqtqov",
-	"yWqLbbmEv7ouxe2nTyOJ64aU8xjKao8gxK94g4JUPsQVD1djuNZtjMbjsxjb3Nl7MBfYTZnCajVHE2yG",
-	"34vdfIxw/p/YtLPKYpRAWWHC7955G3lG7qztoA7/BXjBJ0tibydPSrDa8ygHLdjrDt1MJGqZY2qYy2ro",
-	"lo7Iggo+hQwfVFt6+RsS/2vKjbuBWJwMrNfdEn1ZadW7j7s7bJvsA/NANGO6vM9AtGMxVfJPJnqQ+6bc",
-	"Zdt5zX8RXMKNS84CkH728bzKHKHbT0DSUsTCI+pWr3Z0U8yomUq1IJdsuQm3bpulH0HpXyVXPxA9ukpa",
-	"wWyFhd65gFQqlOjlIuPi0h4gy6YRCHTgPUjVjJkNIt0nRtNNm7JDDv/71614/IzuK5UlFJsVGQXGwt5J",
-	"CEG7HyaOtmy8OV8/XOnasWxhIS9WTOObPSGb+5jt2MdKQQamoJCEFGQCdhVBZGJo1qKSWsi0rpCqSEeD",
-	"//x9sP+DlYuetamk71THYFcgfWoRYmO64r90xQOAWV/wIAQkTWS6jFzJIalQ0WQgB00XXa+AOcRUc8pl",
-	"U6sgvEWhTSzYDdemTz5eCxeGayEn+CPVSyswvYfhut3DwWAAWbTQEW/w4vj4dhJye3mF8lp+5yILNYC5",
-	"R6mFJ8W44Wj3NHHjRwTqIGDCMk1SxnLSdQStIlhyJ6FZEGLCMHW3qip1XN2ElpzCrymk9aCzdWa3LWs7",
-	"PDvasrZDC7jesbrDNuy9FfSx3ZPVeLDk5xaqEyHZGN5Ge7qUiGIxYeqEHP/0zLKsgx+eP+91mnp0lRC2",
-	"iyBrqUMRAf29lWT+9YpVbEF3wqV9QnWDUzOVpAC9ed1RoTuwr1olIYHkxDLOUE9YEKAYnrT46BYhy4JW",
-	"m2/VrVUL7soyP/jR3K2CwaqWAnqpyRFQWS1RfMJSlCYwyc5D4Nxd+GOYKksKxc0SRpowqpjqDH//Yrui",
-	"Of+VLeHXF9tQXfkZFSrrDDtzY/LhwcHh0Q/9QX/QPxz+MPhhYLv9/wIAAP//",
+	"7L0Lc9u4li76V1C6U2VpNi3LjpPulmtqynl075zOwzd2du+ZZo4EkZCEMQWwAdC2OpX/fgtrASApkbLk",
+	"V3qfc6tmdscSRbwW1nt962snkYtcCiaM7gy/dnKq6IIZpuCvV1IYdmPevrZ/cNEZdnJq5p2oI+iCdYad",
+	"BL/vRB3F/ii4YmlnaFTBoo5O5mxB8Y3GMGV/+79/P93/b7r/52D/p9H+l6+H0eHRj9/+rRN1zDK3b9NG",
+	"cTHrfPsWdd7csKQwXAocOmU6UTy3H3SGnVNBmP9+TxOeRmSq5IJwo8k4fDMm7IoJ0+9ETTMPjz383M9a",
+	"tyvn6cbhFlzwRbHoDA/De7kwbMYUvti+bG037KeEC81TRsycEU1FOpE3J0SxjBp+xYidhCZUMVKIlCl4",
+	"qtBM7WkylwsWduiPgqllZbY49/bpri/9HMdu3YBb1r/+wn/IrFiw7RZ+Bc9G5bqNBJJQUhrSjTsHcYdI",
+	"ReJO3CG5YlN+Q2jGL1mvTz4xLbMrlpYbFAt83R7+fkjiTr8fd4g2Mtf2AcUiQkVKKNHLRcbFJTFzakgu",
+	"uTCayMIQOa1Mi3BNFJsWmqX9WDzcjuMGfWLThmtCwhJ4alduR2m5DvjkTmN/sw/rXArNgFe8UUoq+w9g",
+	"CsLYf9I8z3hC7YQO/kfbWX2tvPHflJ125/85KFnQAX6rD/BtMEp9VQy/iDqfqGHv+IIbO9nHHlVeuXtj",
+	"mKDCWKqghtkjThSjhmlLdrpYMA1EMZXqUpOuYloWKmEjdjOnhTYs7Q3hLSkzlGc6Fnb74RP7ugj+NSmU",
+	"NhG5ttTENcnYFEiJG9IdG3nJhB7Zz8ZIfmNLUWP8pWLa9OynsRgrZtRyRKeGqdFCj0/ggU/2w/1T+yGZ",
+	"M2pJnWuk22vKDeGCXM9lxohmiRSpXZS0NyIlRQ5Eiz+C4668q76/G5kYbK3bbfvw6dnbX9kSWK2SOVOG",
+	"IzHhrqYjCgc6lWph/9VJqWH7hgOlrtBjZJnL2h2wq75kyz1N8mKS8cRd/Iiw/qxP2NFkdEiPJs+S4/Q5",
+	"ezH9gf44Id3DF2TObkjKZ9zoXtNIlzjlxqEsy2HZNLKbaT+iQl9b2kFexLUuGJEiWza9Fy/j1/UvFLuS",
+	"lztuB1JqM9dwn8jJ/7DE2IdPi5SbN8Ko9rNoXjG3HBCfcEtl6dZbVjsTzy8v2TJCPk3TBRdxp+l1C2bm",
+	"Mm3cK7eottk6PghDJTTL4K/GKSu2kKblPGSB36wPAV8Rpzg4Oos7r9+8e3PxhhxcHR44+cz0wVeefmte",
+	"njbUFLoydLhBG8416gApbEkgTVTwsuBZuk4Ak6XBf9RXixzKEvWCzhgRjKXaUz2+00pLxYbwUEaXTGnS",
+	"NXOpmeVmilnWRYyUwLOINlQZlpJkzpJLEKMRYTSZk0QWwn4hRWJlrsa3Vo6ssjkJTeZNpPrp8wcY5NXH",
+	"s/8i2rBcW06nGU6LXFNN3E8b35oXzWdxFzaVcn05WkyaX8i8EK2fALvhZpTIlDX/KpOzkRUooHUZttDN",
+	"1IEfUKXoEu+Q1nTWTOB2i5rGWqOaqHOzP5P79sN9p0sAFb3xYnrKBdfzO7Hy9Y8XbfOFY9zu4BtPeMEW",
+	"Ui1bj8XR5vrrw2UG4SsVA1qHx0kiFws7tCqEsNMM406kzBgVlRfvtDmWOcAuMGHF7O8dK7txgD8KVgAN",
+	"T+wZ4GeK0dRKGyQte0VEwjKWdr5E2587ftPGkehM70Z6hi3yjDYy11a+9E7O2gRUy6XXzBCJ/CjjgqGi",
+	"AzuurdpuWE6mVr/xTAvegwoafMk1EdLY82s8u4xdsax6DimbFDPQr6eyE3WuqRJh3780CrENF5D9sb4g",
+	"sHIHqMuBcWsFGtdEsz/I38hhI2X7E62/aYCrBO00Iof9vgjL1hERfzt0f1bp2P4/jCyaueSO0qe0NH6H",
+	"1boX+H11My936UsbYXxifxRMo+afptyukGZnFQqZ0kyzaFWo2Z+OqELSbf5hOyWXU/AukLUtnlM99zpN",
+	"kWeSWj0aRiWl22Tt/a2iZqPYSGVyydSUZ6zJDHwdviVdzcUsg5Odsd6JNZ8No6mdpyWuAyCAAzj3ftP0",
+	"7EO3bvSKwXZDE5MtiRRgL/mrH6HaEBGqkjm/sgdfPyD/eevGUlHuK24A0fSKWQ3v46u3VrJbK9xQ1Shh",
+	"vCipv5sSxWZcG7V0Wo1iU6aYSFizhojP7rgjiWIpE4bTTFtL0Y3UFcwamajc9Na2I6daX0vVLBgLzVSL",
+	"8bCNxP7k1nFamPkqe65PPQYb5fehobMvcQdOIZzoFjpmm7ZwDoxoC0HsF9k0K+/esf+2E2xWrQUz11Jd",
+	"3uYJ+OAes7+QI5AMlRmtSvAdeU+ySFvMPCuqdyMmashCauOvV7JII5JLZSJSqCwi9tafEGG/XTAqNIk7",
+	"2vAs81oJAReBFYdg8sOebTdZz23WvrCjtygKfMFkYUbOvYAHOaVFZjrDF4NBk1ApVLZ+3rBP5HrOBKHk",
+	"lzcXzj+CTuA1T6izSzU5GgycdU66VrBTIc2cKXJ0cxOBpLe3P+WKJaYXkWtu5iSBTcyXZi7FM0te1zMG",
+	"zhmezJn3CeH9nVN9jxvwCY5+VS7avf+y9SUCSqyqakEhuzu7VoUgXdgKy2N6ll3PriKSyHwZESauImKv",
+	"ScpVBA80cPHZ1W66oX31jvcpdeK/kUYbLFcQhVY7tKLkhDgadN43nqV7epOIXjg7bMVDmBiaNT0urwW6",
+	"yOrP2936fThTssi/lFNQUjaOqVViXyEF+zjtDH9fX+r2O/xlTflSSSfCPdya1l7ZQ7L2qri6n/q0mbla",
+	"1btBRnuN1ArPgwkXB3pO9pOmfQOaXPdcWHpWhYhCKAQcEoXQhOoTQjMprGJCPp+/+UScGrr2akf3dxS5",
+	"7sayvNE82tGgWjlQGKJJXX4lU/aq1FdX+Px1i9GdtljcYlY0Wy8r04GgT3g8goHaZnc3XT5pvJEX1qRj",
+	"WWaZvdhni9wsyeeLn/d/PHHechiKTGS6tEaUF6SH5D1/2WvUfh1TGDV5mk89y0AxdPbx/IIcuI90n3yQ",
+	"BiWK34jGAXa9TvUpvBFX5IoqVCrNnGtcvhTZknQtUVjyhi+pl4172jLx6mrL86iecBDTHZSFndWxP9nL",
+	"441t98M9Hfia24jKPpR72bgTjapCdcC3wjClihzZNiwUVRlYeCbF7IQMnM4jJMn4goNJs6A3GJ748cWx",
+	"VTlCuGLQGHOtSWNLZu2Uq2GD1ulC8WQO0aHMkK6d7Dilho5ReR7jFy5Y3YvIm6OXe5pcsqUeovsTzWkM",
+	"JdKsYLGYU90nuZhF5H9yNgO7PE+nEOCdUM1eHJ+QZG4td/uNHQu++l/nHz+Q7oKaPJMm4xMy5bNCMR0L",
+	"eAEVKdXkNTX0Z2VJpXdC2I1RlMxllmqCmtL7t+/fELt8jUHMlWs4R1XYEiY1FP8FL6kQb7lrc7PImjmO",
+	"Hi0oFyPVsqUXfiu8eW1Pf0+TjGpD2E2umNZcin6j1+Z/6BXFlzWObXe0+QsMJMK9MOym8ZkFVZepvBbN",
+	"anE6bf5czDZ5gBo8OlfNP/BsvUVYlH4qt69ftooJvEJZuy4vvOtkB82uxZJokzx5TfTUHY63ix376y/t",
+	"C7qbpNldnZ3Q5HIGYdQaH3VvX6dPt0lr3JVMlhVdp0/e1PX0ZIEOOjvBZtnVssn31uAuGctH2qRcjGTO",
+	"xHarhOfX1/mb4sYwQYwk8ISztDBKzQRJMqkhSyNj2jLJ2sjNcoTOWkNlG+VLo+zYICuquqaXlc4i2uaW",
+	"QSDJpc9sS5qrgkYUiwlTLmOgMNZcHRBDL5l2SQcwrz75aHn5NdfOSmbqCkJgwmiysi2xAGXmMCJJXhD/",
+	"7+CjwU9eHEfEeSfdIy8isqA3o1zJhGnNtP8YcxO0oLmeSzOyBvTSD4XPPCddoGKni4EAdBK7N7Rqy4Jm",
+	"GVNA9VZnI8eDARF0wcUsFnY1U86ytEk40cLIUU4LzZoodGUrUdy6zSDwq5pHoeI2veRZxsWMcNMsb8px",
+	"R0CvuHm1OWCmzcpNsDpS+dshgYmSRThNnBStz9SOgGfN9aVT/DRzD/cq2he8GTNWSPd4MOhtmDw+dvuu",
+	"rU2ZBh3byHLOadhFM1eymM3hqzdHL0mu5M3SeRu4JUZ5yUQvJNa07bBzmYfJHa1O7OrV2WdNupS8OvtM",
+	"/iikoSfVC0EW1CRzpp3q5T91s+xVdcYXx7cxgYqbPkzocHB0vDqnc/5nUF+uFTd0krlgdE1JPRwc//j8",
+	"hxe3jfoATHzZaNW8KrSRC6Ygs6V79vkCUhisdnrw9ZItv/Xs0TKRqGVuKpF7zILyF11jWl0jf67xiYZd",
+	"K7f++fNnt+5DzXsc3vT88Gj3FxnqdNj7ODd29jXnUma38gZkBfqSYyZicMDvaXJN1YLYl8ABTKSEUKdg",
+	"1+HSdSdMJHOrqWpSYCaGkbFYMKoLxUgis9TntEFiJFxgjVzD2tH+eoBQ1IRm13SpYSQ7F66IvBbIfxuk",
+	"PksUM/r+Ji6m8OzHxWDwDLLVFDOY3kguKmx6xmD5eUYTZs0YpggXKFQYvigiwrtxYwE2hYuuzqwRQWbU",
+	"sGu6JIrBOywPskau8rvi+BpOYE+TCRcpF7Pa+kty8Pdh/ZqB6xYlIJiv/knS5WnkU5Yw6tLrk1Nk7/4h",
+	"y2grx2YnyI2OhX3IPjwtsqzyRrwjxBKWy0YM2yUZ2PAhmRofjUgpyEGAw+goRoC07BxpmsKOQZDY8u0I",
+	"s36QSmAUN4M9TbpgTWJKMojwXhQL+5w9lZVnYRzYFLfre5pANiY3/UD5ZEGXZMKC6lM7gIpJ1ah5NBiY",
+	"9NJOrLbLOAc5Naho7uJGqAxsBXTtfj9bEwzJnKVFxqrs00iQ7CuS4dZR62E8r5ROqGZbe1z8LGGwnZaM",
+	"GcUNm4sZy7CohSyE1UdFJVZjCAV1Bo7UXlpCfQq1YjTdt8KSka4PX0kVC1QrehGZMIj9ULH0ujD8xOpB",
+	"wxDiAnGLma+W9n6yVwQmAnnyMKyQJhYJUJlURENmLLz5ICIH9jJE5EAvdUQOUnYVkYNCK/Ts0Bk6cayh",
+	"Zp/B/2R88u8ROWAmiWJxAH7ngyuq7L8IeLClNBERUpFESa0rKeVOQagweBcrBpWtos7FIlwFyHKZU0xx",
+	"qeRv4Aju2q7wBG5wCzRcWnktei5J3Zu5m8QXHuh7+3sn0d/izw5fNDiq17jia6YvjcxPE6SPnWweSzkU",
+	"fhhcQXKxkML+Jy8MU/uguVt56GbbJ7+BRQl2gmVX/vdgJw1jMb5kyzEBR273JpX2t+iPAx6sI5LMpUo1",
+	"+R/JBUutVf63iGjLUGhGNMupogY/17kVGcNYxJ3EqOxvOu5EJO58YqZQAv8Nn1PymmXMsLjTOyFjuz84",
+	"/gkZL6S1Gxbyio1JIqVKuaCGncRibDndKMl4cjmOyFjx2bzy54KnacbKv1NZTKp/G8Xz8HcsZI7bXRmC",
+	"dJnVMa7nTLlU2UJpaS8NJmuGn+BGLWTKpxzVRB2LOctSkhaWs+CP7UB2vXrOpwbXWS5glCo6GyOxjipT",
+	"AFlTWbX7De5JKq+FXUrloyIfk4alnJCxTpTMsnEs8B8jjPFyKSLiPqFA/lHT71Gk1Zape/YILHMaldQC",
+	"ztZCQdnBCRlfU27G1Q9wB0e51EDddvI6UYwJewXHsRDSzK3uQE7F0rlbgUgrNJpaAS2sLLICarWiZMXe",
+	"DffJu/0uWUg6jzolZUHGlT+LTtSp0BK4PEpS6kSdKiXZl1UIqfYeOFP/SXli9U+KvBN18AA6UcdvJ2TO",
+	"cdOJOis7hg+7DWtMqCsP7Tae5ZjOmTVWQMt059Sgmjn3RNdOKiJ+lmAwl5lusC01S7FZQKJYApWgXEpD",
+	"gRvUDDheXT4J5y5CnCPwPs2MyZhuNo9rFN7gcpszluEN1bsqGKvXqUptcLiVM/eU1ZJ2Wr/7ux5fcwbe",
+	"BYjOG3Q/LHMGmnTg5BX2PiTIlCNiGXJEzuiMjV7LaxGRn59HhPbcxrxjYmbmsDWVbJUW/7O7gF9uE3ll",
+	"4GglmgLUv/75TbNPfNmSrl2d0k3HPtc0I6Sx9cHmDM6sccRrnmJZ3i2j4nORf1f78M2X4ezDL5GLaw3x",
+	"SpRPD8GMIRJvQ+Wi4ObX7uhkaW5PRHWbHjZkw+kh8a1N9/ebiCy/WDsz5zcs096q89Pbs5pvDpbKCZHT",
+	"aeWrKkevKl/hSj47+uHFD7e6LoL+dQSPln+shiZeK8rFJ+bzteonb0VDPb6zUpLgKxXWwzbg7Fzo5voY",
+	"9Fu6SHFqZ8BSImTKSLf0H4EwxeTOXmOuMfoEGweB/XaeRiNDnpsb0VA1Y6Y5UxpNkGbXjmz52NCscRZQ",
+	"HFMxrvfA26I0FNo1lpk06carJybqJSCbIgotufKQcNQcvGxMojhjasEhnEom3FRFTJXkUC/arYyhtdgt",
+	"JEw1UFaN4VS+CLN05TJ0kWf2kX11va/27f81+gP4ny0VNc4AGzly2SaqCvmQUSflwD7w952oA5pcc6x1",
+	"LWcn8lW58GwT73nTUh/U/HHSTC7WioL603Zrq8nt+J4mcy7YvrWpwV3tbCg5JVouGIFJ6AgSTJKMM4gn",
+	"2WtAE1+HsehbPTdlI2pGCc1pws2SdJ8PnvWGkAkBacBj76PCsFJEQpFND3RmaQ2krn1NFIu51NbgHheC",
+	"G6tST4p0xuBfrjB27NxGLB330fk/YjcJYylLrRkNI8PH48iaVXzBW399ikW/sE7SPT76iawX+EbBIF8v",
+	"ti2HIt3Y1Y7pUc7UyCff2pWEKUAhMMyqWvZLuquVwZWiYS7IvBCpYqmZw27BMtA3oZj2j8cCnu/V1gd/",
+	"1IqGW9yY7WUrTfkymwo4Vp5frZSpkH1Aa2ig8WpOVkN4Ow18aUXJnmgmDLme84x5KVFX6u9QofYg9Vxl",
+	"wVgqBbudd0CCXWUf/Ctr02na1p95xs5Zg/CfU93CaBXTrFZ9GiyNJiH0K1veLc+isVz42RFRVKRyQaAi",
+	"1VK7NlSkVKVOQezfquDZFzdtxTs5e8cFW98KZHL3iwM9aqXYPcquVgquNlVavWdG8eTcydW1S5gXo8Tb",
+	"l431syPLiUZ5U2F2zlRib6KcEpplJLyLvDr7rCMy2D8cDBqN7TWbGoKvoJM1657g0Af+amkHy5pbg7h2",
+	"wuuvQcoDB9dk2RC9basuLbOcVxZPZ67w0LPyUmGE7PXNM7Vv3rBgF+vZYsn2RZtWzIXVXx+67s89VJLP",
+	"Cq1U5lVda3VHq6dVo4AmKv5QBmR38DK/wWBgLjOeLPvk44IbrEd3EbeoFkWbU0gachFEq/5kWZ9YdZwz",
+	"DHlZnQWhP7RVBGjO+05j7SdyAVqALiapXFAuyDXP0oSqFB799/qDWLUCjqCc3fRCFM4ndb56+/oT/O5o",
+	"8Kw/6B8ePuv/gI7n8oPBwdGx/2xwOEwnPw6HB8+OYBYQKUV9RgTXaCziztDajHHHvvr38meHX4bHx8/i",
+	"DmiAb8+uXvT65DUTS8Lc4q+5wNgdzTJ57T/ukw/Uqo/4VyxonmdLa7r9/eLijHT/Lh2qCbl4d0665x/e",
+	"9kgihUCXk484ktcfzjF0W8ZsAdMHH0g5zTRmCEHoGMuA+uSDdMdKZM6Ey6zJqLG0TKaZtIpeJmU+ocll",
+	"RHLFr+C8rW6/n8mEZuil9ukCVj7NmI4wWGjPOXKu3KDDnhDNGEllog80SwrFzbK/SHuNLly7SzUTvOKD",
+	"Onpx2JxO4e395y/W7ceUieWDvtCyASWYuT07yB35FVNLj8WSMm24AL+rvTGpJ5Wlz8hp9Gfij0eWAvXt",
+	"w77yMfFsWcsN2NNQJYcXUllCBx7uU5IgdpPuaTKGHIME6B2yDTDpIOEp/jnGrKVY2GsiC4heWm39BM8d",
+	"suzKPCjEyKhzeZokllHAr2LRHf9z/xQ+2b+wn4wh3n/2+QIiwBphgVygX1OeNqdaNCkhH5wxuEJjyDEa",
+	"NQuaNdbfQlyfUc0cqzMko7mu+jQqpwUeHl5Lca58y3KZzJt1hjYICKsxNSAAoC3Z/KpcymwbDa6qATTV",
+	"G1K1KO8xiP9Qy0y1F9/WLvW56LhLigl2TTNnuEEiycLqO5qxKrxQxRvqx2ie2xVT2plCW/iBYA6jQhiE",
+	"B9naJNnRjGka+swlM60U3ktp6gRRd162fMFF8xehZnZFa5HSlKmGDP1uEI+UZMJIklG+aEF7KX0+jXg3",
+	"RLEpzzJIYOhOpWVrmqQMCtIsE+CCLLgAqbOgN83uyx3xL/7fQhq6ayHnb3PMpQC4oEo2hQEgnT4ZEKkI",
+	"BSN4WKVcn+DVPT87ffVmdPHmw+mHi9G/905isX84LPOhLTddQsZTHRgNIK5SiARXsqsIgDnZT5skHVRd",
+	"NjmMfVIDPkAQ38ROPJQv43JIdyLNnJyevdVlMeUR8E5f0akNy2NREoRl/JZ5eXghLsg4fDs+gUyIJC/w",
+	"IFGPRrPEPniV5MXYQa2FpMNxmTmli4l3mzrkLybSMBufwFRx+NuFlD+KRfd48GzFXdU7sWrYm6OX7iWe",
+	"ogFCwGgHa4TlOj6YXJUOa7hFegRuoE3QRlX31PrxbMK+A3lGJkVyyUxvO/NtJXuzBuVSLDyDrdo0Giu/",
+	"dSCHyvEKh7bRbO9ggKBxrPf8JWYtVNJZ3TD1BGamXSB+HfNq05i3sPfa1ytyyK0ScuRhz7mY9crpdDbm",
+	"nrWtFWinzDXbZUXhZ21QZXh9W4cO3ku43ZAp6H6i94ihM01cOMhsZKNtgjJkhreQkr3e96KjJmZ9XoaR",
+	"VjMyrFo3gouxPq2PIlsGICLU7zy85knFOKnojTPmAmWgyDZmV9eLHnYrTqhFgdDtR7ogaXoIvQBcvTBy",
+	"H0N6qJ/Wig+2KipoSOgPF685pg9HDnltecZM9aI6HYs6huRBubSHcwCeLjUUErRg3D0MyFuL9tq2v7Ct",
+	"w0pdxyVzha1hLz3arFuZS+2eKqbnmPHbuNdGysvRQt8Vys3R8qvyQJ4WDe8m54rph9j5ssDh9hKEneHh",
+	"vle1gGive88KbZjCwDoE4QDdgBvS9V8t7FeWsppr3Z2w2mXrFaO6KYXqt/myrDiHyBU4RpwwlQi/eMmz",
+	"jDXXgrenbW+Rad0I5lePtwDdOrC8EHrB2XVcqgF+hnPsRB27gEZH/QbFvpYSfZfE2o2YD7WwTwWRqXIn",
+	"a/fpS7vkeidnDfkemZxtP3MfTblt1vDSDVPBqMObKw/snGUO/mTT4LVQxbdodSFtMMGlZOVpZ4uQ2/q0",
+	"v6yXZI4XMBnt6vutmvHLGyyigg/0f7oH/sOogvXXlt5wEOByu6JZe/nCXF5joYJzYxENe6Gt9KjrN9vp",
+	"5e7nW5/+ygHcQriryynHayQMKLVpSlSjaUvWCH418gttekK24Ae15qjk1MxHiFu8IwZWkac7C8l1j89m",
+	"DbRSZ7QVku9LCPEg8hzpunI+lvb6G4zH9LGlcouq9NY4E9fZgaAAh/okIyXprpQ39MowCWhTAO/TrJq2",
+	"nre7L22Tba0y3yQOKrrZigDnC4Yl8Ago2+/cCk2C7L+cZLsMQBL4soFs3nHdQDo1U28rNhDI8DYWUL66",
+	"aVoXlT1c9xqZml+wcpS3gVYbOpt5QE4Njvkmq5d0HW51QKiuugUqaNRDMEcg+IZADOUtaoCxJnN5DZ6x",
+	"BRVLb3u6qeg5hVM/IdShU9dQFq0OZ/UlWDw6nBIs3cFaDSkxDDahulY4hMFk9GAJCYUdD3a7IRI2atlx",
+	"rMrPGCLRrG39HpY0teww+ixd7mapzHqkedKFrXUAfAhUY+3ocMqwgRifLe1lSg7MIicLqi6ZIjRN7fGF",
+	"FCmI0FKVQpBP907IwI5PK6P7sMeCItDgonEjb+Mlmxw8Uq27mhyV4G61OK5nmzJ2dznRiUeC3wGDuxWV",
+	"5VYz01/xC9oIobK7yPzWyEc8bv79W02w6ZQlhl+x0R/BNb+JFToHfrsgbCWWXd9f+DyhTY9/hocad+mz",
+	"bsTFrQcTvI/5+oRo/idmh7znL6vtQvoP5+O/C2B7zb37IJ7YWx2r9/WO3tm9uY1KiKbkQ/ZZacgfL4TR",
+	"ze6IkotZ0kG4lGoNr+N2vVrZwyr+cUvut2I0HUFHlWZ83s2aW3AG3IFt4ab+HYAFGrP129u5oNIw8nDa",
+	"6xJzQpPLIvfCHiQNPNySxd5KQ0Dnt+lCqBt0PcA7/LnUhi32rJqNvq0eRgaEvN5SG3UZ7X52K2qoo5Yv",
+	"rbT6EjZgaxPGGy+lFhZVVLAH03Ts1ow2+IoD4OzWCQ2V01ungtDAyz6FXndLGMBhMas7oNU4PJlQLB9I",
+	"hnDTEoRu9w17X9Uts3JH3OLoar5y7dyppWKF7pJfGHWS3R6ftWHMNZfD5PVymGbRtNsMNvoYmrCvy+52",
+	"tcNQgCIAGrRlqhDvONit6qUt8yEAEuxpV0AFls81orU1gkm0FsewxEjoeVeWyBTiUshr0ehQLZrPp52K",
+	"3vs05B2yzZtR5ddInXSlIjztNbvLmw6LTrTMXD+opiaNLV70Up7djqRXu2sriVrCQ593dik/aqzT8LmK",
+	"51aFdBcz5653GzQUdB640FLwn/unZ2/3f2WVTmfuF9a+YFRVGsfBmvCj8PDcmBxb8fmcr3W9QuBVOD17",
+	"C1VI4O3skzeQZIiNuNhNwnJDDuaMZmb+p8vAowJ+A63GILBJdSzGp4WZS8X/hIzEIXkJEyKY73fJlj7h",
+	"TyoyDosbrn3fJwfOp1vB3gvZLwBYgmkM7hnIk3DJNu/fXHx6++p8dPHx1zcfegSBS7hxBcuYPIk6eD8W",
+	"sUCTRg/dN46ookpeGujUUXCFRaFJJuoXkcdOsqI/cVhfsbDznLBMilmAOHKaf9mjDU1hkDLc9MlpmQBk",
+	"v9SMBSyR8E0skKDQSD8J+Ptl6lAasPo9DD2Fw3IcgkjB+sRbizpUMwUAd5xkN+z4nu6BPV9N690L+1VJ",
+	"jXIAfwvMEQ2nFYtuyARNpEDEXMht6uESqy/a08SvD7wMmRQutZRp8PjDa+HgoIxPB1jeIRl/jbH8I+4M",
+	"v8ZQORV3hnFHSDOCHkVxJ4p9gQZ848NpcRx3buz/gEvCPfvt27gfi1cyZXpIuLiiGYdeNwUkHgJ6TEQK",
+	"QQszZ8LwBCBLuseDw15EShE3SpngvkwuikVT9Rz4VnGK9oPjXkRoBjl5I3bDtdH20596EZlSnrF0lCtw",
+	"8wNn9l8ZKUeZFSuke3wII63X1WG9nVTk+eAHB2ENTt6U60tcyxXlGeTwQj1hRJrrDKNYYM4yzewHgx6c",
+	"x+qzw9DU0Oc22aGnUl1aLXkJuVWr7aQcXCC5lkWWorIMxAl+o5yWLTrQ15cCOJm79x8+vraX//3HT/81",
+	"ev8yIpVPX789/9V+Fovqo6f/HJ2ffnj98uM/35z3oopvsXR9VVuT0SxbwpQAMwhm726yy0yOhTczTohR",
+	"S0ixAPAjKcI1tQvpk7dGk7GrHx0TTZcOohVXNIyFJWV/fkCpaKoDAUPxpiNsS+FR3CkEN/DJe/4SPsAX",
+	"xZ3h0eD4R/uAZin89ewwijuhXhE++ja2N9S+lIznUptxmZli//TdPrgmeg49UezuhJREHMmuQSMZOGhg",
+	"IguTF/ZsFaMLvKaIkroPwgIjd17OYGBvjoxqzNMxEgb4IWeS6Vh4XR08kHvQrqtgImEepArh2mlAauqd",
+	"kDmjykwYdQnq5+dv4Es7UsaFfWl3PISUG0jSHveIn5laksPnRLu6Rg+JZFfFNfmj4AyYNdbn4qiZ3Skg",
+	"1bKsgsA1FcDMjCTjA/cSffA15+k3F7wco5Y5fke12Yco7f7b15AWSbi2tzjP6JKlniaJ5SssLRER/IZM",
+	"iumUKdI9Ji4pzB1AzlSY/WQZ+PwJ4VOCcH7uQUu8qZJ5zrwFq7TxLdI0Gc9oPvZHnCJeuCZdu6qUjaFs",
+	"tpLS57Il3N5Z+WYZRq6YYarniMIpcQtmL87SIbXDeCjGELAYzgoP3AcXQt9xn8/jTiJkUJpY4LwOvoZn",
+	"N+93n7zm2h+dmJHQRyq3fMmu1aWBcgM18cBHfA3G6dnbTiXA2Bn0D/sDqMLPmaA57ww7z/qD/jOnHILi",
+	"55UpwBNAe8Fq06A2vU07w87f3fcrHaKPBoOdOjWvBKBCT9SyvF9ebuP7bWjnfFlTajvD379EHV0sFtRa",
+	"oJ13/IoJpnVFqYTnvWJXWfhKpVhdHeAYCgKfLNxjLsDxBe8c4WOjf+9FREvA4WxUF6NYAFNzsXyuQ6dU",
+	"IIYGxTFCGkbNEoDgULf2uibmyMXiTMkFM3NWaKITRXPmdJw9Tca0qguPrZrokIZEqntr6h7IsuPBMyS0",
+	"OjH4RIZbicGwG3OQZxQieutnVpktttkA6xpSJo4Hh20u7zDmQehIejx4tvXT36pkUZmB1967tdOKPBJN",
+	"TbnvOeLxGuABLVJuWi8PtGJ+JzEHSdGFZTsakl7q++GVXirIXBaK0JlsaSvvHIflxdouhNI2ILoAmwYy",
+	"8k7DNL4KozUbm983/xISems/rEAK13AsHYzTxoblXx6Uh7kax61D6JW23N9ux1JcvzPYrhPHBMofPMU9",
+	"OTf2vJM5FTMrj6ylnVArcTGQzReMXHORyusIpLg2Tl53K2wP8xLr9+aSLXXrtXnHtcFu8vph5Y4fdbsD",
+	"w372dz4sGOw+e78igez7yGTpW6xvs8MI7I33JmMYHKlv9SfoRo+enXtt9DY72bxPriG+Xcmu22WfPr7b",
+	"5uLCCUU09NW9BNMoQENb/ctXJ0WQwF/aEwAoqRZc0EwTLpKsSEHFuIXjOwJBxaIL9ShwrD3Pjh16kGOE",
+	"l+6AvJcPMX3a+emXGilYA23zbfsATzzoXQuDbnXZoKK1Ie5mbb72/v/TllySu2mS/l36CcmwkuC9p3H0",
+	"yIGvQ7UnUlgmabpKpCekmv0dEQB5PR4crzECeOnBV/ufbwdQw7uJIXwW8MgHxPtZoYfjhqOgl7Uimyfe",
+	"Ozx7ULYrdT4zygXpQoEFZCFVCQWAV42UvaZL2nD1hN+Jre9e1MldEmp9a1+3b+zD8doqEGADjYO9gK1Y",
+	"JASe5OXjnph9+qe7nS8sxWdrdQEJ3P5rKtU1gGgAMAOUZPaGpc0lZLVHgr1OkMJnl9xaGMZ1BWVwLW8w",
+	"VOixkL5m76YhrmF16VJbgddHUeGhX1A0RNhAIzgdvGEJ5kWfnDqfOZiJ6AKCg+KapFKwk0rxxfVcaobf",
+	"okPWGpNLv5JVLhAK51tlwBk88aAyIAy6lQyAGvM7q1s41lNyH659nXVo1aHRLYnkhqlVSD1lmfktahu8",
+	"5eCrD/t8w3yZ25hUJUN4N0ZVNBDDOQNacO9i2ryUWJa/NRXsEK91KAE1Q+5WWFQUYTu0e7S/QESCL43k",
+	"VN+0b4/In5HI20n4cW27e9A7dDmila40IFTdHSAASuH9Wk7salRsfbCNoqsUnVxnHz++i0jKEp4GgW3m",
+	"TAAn95kJwNws6zSS/L7gAlqRfYkIYnhU4DvYUiJEA0YIpRIkBchn9MvCdCcsk9fwcise3AD+YgYkBSjd",
+	"hTvofMaVuWOEFEJhEB/D2FVAePd3cO1KowW3mfm68O/Dst/KwFsxYJdWe2cW7Me7j9FrN8O/yDeMsdow",
+	"Js9WfLANjLRN8ULgoAvvhnoCroYpHDk1him7O//7d7r/52D/py/uv/tfvg6iF0ff/m2nLKLdEoi3KXPb",
+	"hvcdPhjv8/S1iXoen//dURt16FMhcfo2Qe5o2Ipy+49vrdf/F2YqpPlIYmf7rX8SYfJRhDSUUMy/5Q3f",
+	"Qheq3PO7uEtWT+52ZyXu7v+F/sp7Wu8tvs0o+ASlqJhOT0kQbaLkrdZFcJc+uhjxkqAK7dfcrWLthB+T",
+	"j2/25z6tHxcOpJIEWPbZaubSkBRm/+Qa4/hcO7eh86o5HRYhUCxfOv/76f7R8xe38feDUjo/Gkm2WGvI",
+	"fpzcvzthbqVUPKmx9NdQGO4cYQB8wKAx7AURt0qUUOW5JAEsFXyV7Mb4CERJemXhVasseukBjjbGHyCl",
+	"CR1ooa60LRJc+hY2UucDyr1ymVtJPljy3QSfG6nBBsFvImsthrBmzcZoShf59PkDKDCvPp79l4NpEYSS",
+	"2T+4lgE41vsh5bXApAOuZeasY9+KVaQOdTgWHtR2CrZmyE2EzCyjVzCrLVsDMOXU+RmpZ4qIeaaYMBFm",
+	"iGnDclKrEyLckETmnOkTzNSFuC84FlnucpFgUWCvQxMFNuPaqKUr2+U6FpmUrqhlwqbSJewiyh1HhNTc",
+	"sHRIKKSQQf0Y/BZaJrKUCcNpFrkJQfdGbB7DsHsqJa9lcskUlCFzoY0qXNM/10pBSEN0kecS8mocaz8e",
+	"DIimSyimwHyaWEz5TZ/85vpy1bsrllNmIgXFxPuMOeRXR1j5Dc5k8EVAmXMscqo19hX0Vc++bd6Kz3lY",
+	"LwauNob0QFfE4TLGAsDTupBpN7Z3ErPyxvbjsYv7jF1exLjn/fqVNbgyaiYCTCFNl/1YnAq39Zjg6RzK",
+	"ldp3Xy+vGKIcehTJ92fvTi8wc/Xt+9Nf3oRM7+PDZyexkMKF4wqR0+RSY8YsN+Cm1pWJQc4ty8nATqYK",
+	"p1jJrl3jnWO8mOPIITdGpILaGJFxqLTEdhtlYea4V85zDZDRNZ4n3KDTyIEu2u1a0JQ1JUNBo19kPY8j",
+	"c+HdvufCVpL36GHHbmKYWNL76EL38I7uo5dIWOVtgmtTYxpS4YeAsXkSaAJudI1X4VJXhe/BV55uNOZL",
+	"kngkraj1bMLs722bu1qTYJvnSoI0inzHHLt5EWE3IDEg/CxSf2UzOevZXQbmsqWNxtM7GeyVIzlIqEiw",
+	"NcfDD9fqWYQx/9VP/BzyWxoQeeHVJyUzdEVCc5pN968p2FD1WGP1PDzKWGN27TiTMwekpUmXp+Q/ylT6",
+	"v5HDHkmoUktCCSz9nZxB5tzQyQufk42CKyKH/b4olRqXyomJaBlHWQIROay94uYEFDWXcO5wn3sREX87",
+	"xNdWtQFEBsbsuxTNx/qbKU4K62Y86id0AZlTTcaojWF3wzEWZmM/dqz/EaBhcEHGXXyyhzDxUy5oRsZM",
+	"pB5vzO4IZxX52SSU/HZtm6MLr97HbKY6Pa7egTXaw1m5n96H/Epc50zOAIZnrUDDKsZXPspU184eh8FE",
+	"67W6UDrk+7VyjTPzNtNqxWQtrb/Jcqqkpbq7gyttvTEXDbUQimlmxuTrtyHJuK41KWSadD08Xdl0DYE+",
+	"IK8gdtq9WxIwcqhagOIXGKMfULTHgfrK/AOqAf9OQbtVe6tiAUkaAMMQEY/ECB3vAWwRe5RZ/TQdk69x",
+	"h6dx5xvAoCZSpUGBn0Fl4BucY70Og67V29Trc6CUnmLn9RCENFL2TkJ1hr3K1FRrYkDI1c4LioP/E/al",
+	"h/nwiCENDUHK4he0R2Lhj8HXKy0dHjnJpJhBI+3ckC5uc8hJgh9Drz0zl4XdU2sJ+EPRvT75e2vdkK4W",
+	"B8mpKwWKRSzAnKnhEDqGBoUuNNMyHOQKnKH2MwysMyysZ421KhBgiMtVgBahWqq7jvXYixzVYgEdGtOI",
+	"ChjY8opxBPaXwK/ck5YpoF8Ok3y4IV1HxfWiibcfLt58+sfpu8iTZ43+UTD5jP6AcrzoOQT8Ob2yB+fI",
+	"zqfmeHR5XwM1LEt9VmkpEEttoToWwWKu/nAKmdQ0UEAAd5ywOccqrzSUA4H/24qicrgeURRDz3MqXPGz",
+	"ZZ7Yn8dABgrTdlSXp+LooCJJYuHHrLes8sVTENy3Nn9znch6WXD4/V5YjYM8hlPzG8SVv0+NphW+5A1y",
+	"xGb2vjPHbeft53QBJLb6iiZvGFyS2us3p6GstSq0d1Az53ZZS0XbC/UmAehz/aq2TG0RqnMa6iVaQAe2",
+	"cNw16Qnr2oBlT1VdYDfbcJean+d3rmVwgssz8kZNA3XHRAotM2j+YvUOK1wrAV7wTR18nVM932gJ/gwI",
+	"Mo9oF/imjw3aGYLo3Esv+23OgLtQxPzTzGDFmn3x7RnuLmzi+Qo68fY09q2LSCavmUqg8xC76TdnvUPr",
+	"yk1aWz3BYjrY/+nL1xfHTVkVlfDJulo1kekS1QtDFenO/uS5lc5CGqgEKFddwhA1AUxC7Z+TSsA39Zwq",
+	"ZzclVDid1eH4oCVhV0gWhTZkgpJ6ZdfszNAXC9sXC7A34FeuNN/PzLsxjgYDB78oFSubh5CXDs5tEkRm",
+	"zY/3+ezdx9PXULTv0ql6TYz5rKgQ9TYer5t9Q1WdoMsu7lxQtWw4qyeNMW24Q/UtthT/kFHULS/v4Cnc",
+	"Zp+BvKo3vUsdvbpmtM75noIfjWirKB2Qj6/ekowuoVeaSub8ivVc2KExcHprHsUTZFA05WltAWu1e2QJ",
+	"YsypvlfOEVSHOCgXzJHwKeeizL2MyGQJVURlgyb7aK++77eXgr2GzxtLwY6bsKvAkLuXgPlZQhImra3x",
+	"hPim2CWz9TRl2ajVxCchSpI6nwBGNtzuoLK9nV/gtsqqqog53f9vTN/rj/a/fD2MbhU1a8zzfpkjm7hJ",
+	"pT3zVgy04Uhx9+6ivt2RvN8hz6mePulOQGQuZaHAsgB8HsgANpWEe4z4eOGMhO8gzCC2B+Dgk6U3GiGi",
+	"Aw9lcjZjaZ+cBzPHQQd6m5aDdTPiKRqD3lQJKMbYjbXssbROpC6a30CqiOPBQ5gSN9zK2fWbeqCkh7O8",
+	"PxFv7c/+BIP+daj0PqxfsWtF85xtCTq3zsHn8hpBvRdU8ClUgl4zaDG679/8dHelzCZxTK52a7CxL2S2",
+	"S+ErlmCWiJVPDUX5IafOd1SSdJ2iS17bDb8soXfQDbJfaSsAaqzMUp9TVbq9BARWq9RdA+FtVQLOKy3Q",
+	"NloYAPGzr5l9yGD5k2FYEYYZg6TrcQ6cnd3rt5jOocl+oKUSmGQNurjdkfCJ5chMxpds+R9XNCvYmOSU",
+	"K30C/dBB04eGuH1s4ZIBMiVe1xaTHrsRVacWdJm2PkRl9axZwhKsyt25G8hC1Fqac9js7mgaIqcz5pql",
+	"PV0SkWA3ZlQZeU3enULDzFDSR7UhOUQso1uA3rdrmeBgIW/tmBDe/GULnkRhigBmU6+4fSx/y3piVKWy",
+	"sjU3qqn+4jzgZD6GZKmNUZExj5kHG454/ZycVvHYvrAdK3GPthA+n6hh7yxLwNnf2dsW6iUcvZS1rSHT",
+	"wkeSEioApYv6mGsfILpBedt3jUmdhrAqSUI2RptV8yvPsirl3aYEu75g9zFr7JDVOBkIY0jLAtEbYulz",
+	"GuqJ59JdoDZXYusSBk9BzVWY2113Zt0Ka/pd+Yifx9vXnRAaXQngJA7PuVWFeOPR1h7Ym8DK924rBsJU",
+	"7uZFqIz4dIX3F1VwO4xnVXDzXNysG4Tmi2My5YLrOQC1I2CvbwcgWK+ODNRklu9AEG3ptx8QC3ilOL7M",
+	"qSyEiyDuV1ciBTRcJcc//fTTT7HoWsKqPrB/dQidmn2JZ5k/+FMTCCoqwwnLMhgwFgDYBpkDkKEb9nQ1",
+	"glhG+TTiU3z4eIFbrorcgLf4ralG/jyQ4w7QgsCHIPzmIBxjgWHsE4dvgxPHn66/OsxmHGFeJl8wWaBb",
+	"cLIEmFcPVy4VAW6MbE57D2KfvAKsRgnYv/5TYPxgsxgHKBURLmJBleJXNCNSpUw1uaI/FQAA+VjqhEzZ",
+	"vSzVXaNmEWwCxp1zpkJ20crlG2KgfQ2TMhbdw4gcReRZv9/3vetrIJW9iIzh9WM8v2XOIjK2xsW4+q7/",
+	"df7xQyy6CASrwJ7RJO7YITpAQjEwrbhjTb9lzvSQjMMYlbSOLs2u6VLjpY9iwVNyaKeAeRsjOR2VHAZ+",
+	"Fv4cAQJu3PkWkbE2qSzM+MD+gyk1jsXXGLYW4GUttWhDFzk+bC9aZsaki4dn/4BFWw4HQ1hrBH4Ilpn9",
+	"l4g7RtGETWhyCbM24QJTDncDvTX+4z2NCZBlGzo8vT3di2IB2KR2IIdfGneGv34j3V8dwCmgvaILwQOc",
+	"BvjUyhHv6VggemrO1H7YFpLJGXayr2CSWvbr36XZHz1MXrYfx2LMRFrb5zFc1nEh2E0OCQWjtSdcMhAV",
+	"Yduu50xg+tslU4JlJOUs7duTseselZsbAK2/ka6QhKc9iJtBHoWH3iSZ1Ezj62or9pkJlZIBJtKTMrXC",
+	"MjxMwVpNjInFFpkxd9HDH0vUbqmH3z/e/QlVakvNjhmU6TqrYLguZgiHAEkdkBvZ73xr18AaJE+rUmZv",
+	"5HfN5ogArAFlrkttcQ5azQzB0XX/YXI+Hj6lwi5ninm5ryDiE2RtmbM141dMEJ6eYB7aKsuJheMTUSuq",
+	"8l/sntRzREUpyfZc7mWQnKWGtZ7LN3QBsTwkeMCWxYIbl2fm0rWw1rjMMGUidcN0oaKFoyx2apu13bjx",
+	"Qfie27o767XRrQ8HO+IWu6hZaWsIIzze5Fprp/1sXj0yBlrF5mrBUa0gd2vfmAsrpPwc7+a7eZK7EPYR",
+	"EnWDftA9f/vL2w8XvvbL8v0IIaOdrg6mhcO2dHyFiVTHQkspHCcJmZ1O2/FqQPdXtpxIqtIwOFYgrisZ",
+	"J64rg30GOFQwDkHDBfPGZ6U0xQY8KSNG/UYz/5V/6EGN/OrQW5n4bhp3M/DDaPfFUihluze+/asfzORu",
+	"MMBw5Y9lg8Hbn9QMG1rNlioDKm1uTZnhhyZDhAQ7ZBh3+v0+qL3Qm4V8vvh5/8deLKSyD02oZi+Oa4+F",
+	"riMs0wwsFJE6E4ibkesX8yHCv8GKmEiZgbGCwPnwNqi9wr/Jh7hjVfu4o/lM0GzoEu7B1vGtaPz4fXLq",
+	"UQrdY2C/U4K/haKVMBGyf4i1yDATAkmkfdJg53wotX4oI4hFRZVHZSO0kECpWtFSfCGO1VQtn/LJb9BK",
+	"om8tmXUro7Kf69ZGJed9ohi91N6wgK2ORdcqUy7CV/NEWzngihWcSH/IeEFgFA116DS5nEHL1VB35FoD",
+	"PK4YWgX7Vqb0wq/aBD5B1iqiUPSBpYE8LbsZ4hJ6/dvYeq31yAarAZ7+/w2HhzEcXHH7Btuhf38sYxxl",
+	"JxW9T36T6jJM1MquWHhKASLErjrg0QV0Tchk5ZW47eGALLgoDJYTPK4mfrZRA6/RN7LUR1a+zzZK6XOY",
+	"wv0F9Q6oReWqfcvI87e/XLz59L4T2X/9+vbdu07UcR/AX19u62noXnk3ALuGKJ8VFI/MWLfjgNqkCGb6",
+	"/QiEifQcZvEkxIH60PqJvFy63J1rxaHbITzXmIsBCTHrifzsxoTfN/6OyQYo+VeZZStwDN4EUtyyx8or",
+	"ymqZh6I/3271O5EgRF5us61S9so/+MD2VTn8lvZVmMpdbSw34tOGUFd9rHshFKZJF73puofuOJ+nBo6m",
+	"DU0kHsBsw7yM6p4+yb1Prhu62lq5bzWR0Ev4hKz2RHZRh0LD/s3lgvXJa98j1CoD8FHTdc+omBV0xmoZ",
+	"bZ18aeZSdL47hl6NqB80f+hfPm5RmiEYIe5STwUlcFYFm0ReC3JFFbfape6tALpg+K7IN1gkeCMPvrp/",
+	"bVEjsXp5buP2+La/rkPR4X+4DYD6Xthup3rPmIG0dhpSG4SDtVKsFYLhIRUYt9cb9e7VUzxwCQmPrFtV",
+	"p9bqKMOZ7Eo1bgF/NSZw52v9i+Xq5a3GbHVHad1qK4wgDXoY7w6XGyrxZz7BnZaOTkuWjhCb6SNl+tLI",
+	"/IAmIXvr4XOQqqWkGOHO0ZkFHpW8MEztQ3NqKTPoohYR1p/1oWE0TizuDEncydjUjJKMJ5cuRSGRUqVc",
+	"UMPsA78fDgYRORoMvnwbR2s/xuSMiAT3JIk7cx53mp69ZEufBBGeTYzK/qabn9eJklmGb1+Z03M7p+PB",
+	"4Au6KeHBER5k+HkqrwX+2H1PF5jpMSTPvo0xeQr3bIY9emAX/+mKtGNh5koWszn558Wb8wvMl3GKC2TM",
+	"4EzBHej9m9B01m6kq1NwaIBz6rAPkkJpafWKXGpsY+3xEHWiGBN7mmj+J8OsCsyMgskzJvRcwswdrA82",
+	"i4zFuPx27GbUI5ScffjFmzQRQFiIiveF+n6cxlgi7x4+H5BFiFNW94DMqUgzlhJuen1yKvxPMYnMRVbI",
+	"lGPX6ClngGBpyc8fFpHTKb4TJwpVnWVT9ku2rCS5YSVxNWJT6z/DzRwqP2Phrlc1P65PMCXPDjV2348r",
+	"3eypruwzFJ7YcZoSvV7jj09hqY8UaqiP8cQVyLXBMW+pSSVMpWD/h4iCT4XPAaywRX9/KTQ0y/Y0Mkrk",
+	"CFQHhKKeT5ouI16Ovm5l/yW1tcIsbZ9I6om+mkQ6wAyyQPCxCF1Bds4jvZ7LzF8Q7HkC6WIrHAF5bLY8",
+	"IeN/7p/Dw/vn/E8G/dz1Oi8j3d9u/t7z8RCd0MwFYluu3Xm5ZbcBPiQ0Y9B3hfhqTaiey/kNyzS55imL",
+	"IHfYY6JSnbME1Ptrnpo5wXLJTF7XZ50xeoWQP0gEXLeWccF76v72ULz04tmPx/duEAuQhge5mN0B0qAh",
+	"pR6W+H/InT6t8vI6mFB5Q0n37MMvvXt6NprvOICybG51upBX7Geesd0L3AdPAxgORSIOhEGqUhEmRjEG",
+	"nNFBJufUGr8o7qnAnNReewHJa3ktMknT5sVvkmQyMWxjrAnmCpguGC19sb6TOVWG04z4IZ4yoIlBMLej",
+	"xSphku4ngMALeNG9xzZlz6iZd1oRAhCGI5zSNnpOwwE9nebi2lk3czdfj2/3/rF53PPBDw9BIQ5ngJVI",
+	"dAHFEKHTw5XkrN3YRHiojGuz0cP+IOhQ9+tJfo925G4oVy4OcASPHMx4gnvZUr6csnxFrSgrpCv10S9u",
+	"1S820cviMuXqoRwTdWp7Ty/Za66extEPpNAIqlMN6MJT37sfWSv7uof3/b7dxUqZ75GCkfPcxm6s6vBI",
+	"1FPVmh6dfFKmDRcUD6IB4gAhn28nMPdcVHvh927+2UpwT6FqbiQfbWi7tDo31OyuOj6gKsG8nPrLSYyN",
+	"LP2ammTeuqu/2W+3VAKeAoPzrjp2mWwmp2Q8LQGFqxV36Jb+thbehS1iFZ//0yjgLYJesaRQml+xHTFU",
+	"W4hAqsvHYck/S3V5fziNXaL3shCmVfE5fLFZ8YlKHJvWYdvRbCogfFjHMNLgKtO1+TyrQdX8+OL4dqya",
+	"hw/4r2jjcFsa8l/S5vauLrd5S0TCvwoiDSR4S3Wpo2q7XppAAAaQd7QvSRPZEiHPE1lkKZkwaCcRudRO",
+	"zDhGX8YTVKI9JRaKVcAJ3CEIeq5gbM8kkcKXAnO9Cgq9p0lSKLA+EfYu8vEt5tDoQNpECJheS4vgaURo",
+	"mip7FLC9lVNBJ7MzaxHSwQ2M3uAd8Fc2t/o4rSwkk9BSyc+PzhDdH8oUISb05ujlHsZ5mbhK9zSW7/nn",
+	"HHK+XWgsfJDPRclJN+6cuY9gE3Kekg/+27hTyRjx+e122BMHDMiNjgUTV1xJsWDClTdhpnE39LlxKfHU",
+	"FLqHOAjXVNk9cy3b7NnrExd566MOGguuSdyBNcSdfsAkTF10rLI7fMqSZZIx0q29gcQd/FHc6Q09YGEU",
+	"C1/X5dq0RSSnhbbzBYQHqGVguem57Gv7ANY2RCST2iEQ144A66kh1IB11B6MHLLYrmjmIAyrLjRVCO0a",
+	"rRsH54/y6CSkZ8fiaDAYlENgOSYmda+un3QtDxAIcsr2MCucagCVwwCAdg0jYF/dArlw2xqwITEQA6ur",
+	"9PK0ROcSxgcD4jpFuL31EBa613dkiP0DjpqoPXSgoQtmqbrsvoDtZMreCy7mjN0rgp7U1OKEajI2lGdk",
+	"fzomXA+ht0TZJ4d0KXknZ++4YD3YFdhswImw44AqQzTLWGJfVsVcIV0gfQB6i2qNGOAj5xRd9FxBrBSs",
+	"fL/lVzAGN/7llW4Mfmdj0S2J150zttSPahe43iLDElrUQmlDQkUs8Pxg/AVdWomBFUPQ8IDiF7CHLp5l",
+	"16clgobAmshkCeWPPddLz6mmrtED4Vs1c8B1s9SvDHs5XGC/oVBHGRZXLcXD1iauqwngL9TriFdbQMQC",
+	"x8AOEH1HTWVsfyaRjYXUiv+Y0OTymqrGbkAlcJRrCbQxgPfp51fk2bNnP8GG2akWgt8Qp2wNK8eqyp4x",
+	"3alUdnRo+IXfhaMgXT+3Xku8DvMvbqvSaXTJ+fU3a+odN61OFGoQyk/8rBrLDrbFSKyhIm4Bi7iuNGUS",
+	"ryC7YpkrqGJpy0bBQ3V8SreslE2KGfxqKjtRx4oju2hQQr5sAVnpEAJAA3MKKARqKBfYZiWhmlk+pbm1",
+	"29pOUjOqkvmO9VZ4dzz4jK72fXEF+dFqk4Zq37CWqeCVeeguGPfGVYMbCJr8VrZ82BXHvCtixUpbsmJ2",
+	"V7bFKYKlsHhCZ0C9EDmTs1VBJFUNNJIEDvEoMWHfEaVNNXVSzLdaqWOXeQUHP/VyyRufpNvSeCgWzwm0",
+	"jHVE1ytBfuZSmyF5dfbZN4HQJJkpWeRYpp8zlTBhHL4nzTJ44tXZZx0LzT1oYq7YFZeFbxBDuoP9w8Gg",
+	"F3m9hwtSaEa65dutATGnasZCyhaoAAAkio3qXF412BEnrlvxHmpL4a1YlNBzGXJQBpnMXWocVOsujbVH",
+	"GloSz6VVZUHbBN1rLgvQh0ALdKuYLMN6qCELqQ159gKWBQK/bFNEteUL+1jtR5DyuL0ldlvpFVMUNGE3",
+	"bYqZcDmjl6gzHR2TOVRAg6Yc2hVVVETXP6nr98oPjJov/g6SeUotNfzaK6qA/FZqqn6xuAduAOw/v6K1",
+	"DssGYaAlOvrERmZWzaJTxfS8pqC2dLeqKqg45GYN4X3oHnQfJSEcU01NaEddVmY3mbHT8EETaRmfQUXk",
+	"4+ERbyEV/K63gm7Cer4bB3919rm8S5CarS+xRTMi9T0gsmMzBxfMXD+EG7VorHz0tP/BjfI4yaX+7Xct",
+	"FgSuj03gkWlMpUrYkyYmIfZ83bbB/vRuZiegsTnTCVBDLbm8/nBOYD/hE2fL8HZYMeCuj+MyP7OvflKf",
+	"uRUKI7w7NR0U0d63KS399v3Qfp0nKeTBlL6z0DfgXzdv8R75Qq/C8ut5ZGue2Qi1qR4xstokzOpcrj1X",
+	"DriuDhQ7FgEVu9xhe93tzDJmfE8Hq06w9IRAqcISkocLVXfIQfGEFCWUgtfQsHU3pAVfz5d9Yq8EIjTV",
+	"T7vS0rVPwKdVIWXEgAFfPmYig0jo+oSvUu3rea1n6NRWtzFWbYp8AQ821Z1IaawCDLpNqZOFwgYYwVUI",
+	"Rei9jggTV+hh9BnWe9CMGpEMLb9NuTpBTbfyRL21s+9oUQh06vQ2IFLlZtkayv2YM3F28V+rcdxDDB+t",
+	"2BzX3CQA/5MraWQis6cU7wDfRRMMwTK1gC7TINB/Y5NzmVwy0ycvIYuZTBW0y8ZO3OFh0PPJRJo5uaZL",
+	"q1RC5b17ONg6zr9FFQNIWfApKJl5H4OORXf81ceFh7HdOP4nxortlsSd4eHRIIo7Sl7bP44H38a9E+eN",
+	"g8R3jdhltZewG47IsDUkpW9jB4MW5uk1wyST2uOQ3S/q3Ojdskfb6Ib4cbB97wy7Ac1vOTre/i32ZrS4",
+	"ytxXbS32V64BXtnHkdGf4N1PKqS/Q0j5yWT4iiPjX7CW/KHir5+wA9e6pAt+GCsetKnI3qjWY49IhUBQ",
+	"ZWGQ9yBMrGWEZT3eXHdtP9f7gwbuCH9DO+iqPkEN+kRAaKGpJbIl6a6J315dZJImidkncJ1QwAddoEHE",
+	"7xztDc3PtmnjdB4evsWxAEvFDbccGlrJGzrrRfD30FAAludtHnL4z3cz5t0i7bob+3mGTdhkbIenmhrr",
+	"PDizvaCXzM/7aXhtgy3U4o/3p7pKI/bT3y0pfHENhPcTCijtgOFryeZw/8Uz8J7u/0kG+z+RPhmR/RLy",
+	"zPVJy5iB9g+KpHzGzQkREn4Od+D7Y4OEY2nzCoXvH7uq4klsKr/cmhWzbjYFh6yReY69JfrkZfCzAxsP",
+	"xkgsVqyRITqCgxWisXQzW4Y8BC60oSKUCCUyX54QYM37XOyDvxECtImier6fSKG5tmddrYn2zSSdXPFs",
+	"Grl0nTuDYeWYumW2saCZljDLisOtnHCX1qQTaLRTqS6hnFz3hu2ziIU3Cb38WUSb84RcgtCpY8Xwv1IF",
+	"RhxZxhyL2N/juIOx74xNDZGF6dkL5jtrajLlkMlOJkt4g90vK25V2XMwVGUt8Bo7m5XOEDQ0YV5QtUgk",
+	"p8U9DqzDAKP7DakqQl5HPifF5+JcyyJLh17P4FOPLr2gqcM+pIWRI/g+AgRYj8LaRZ++ZmbkXtYd9OrA",
+	"BejTryUZuKJYiEX019z7pYvzwm3R99KqW/XoRlOolo+4+rbvncW/XaOs8oYJdk3YTc4V0yOKMVA4LtQo",
+	"B08Znz1na1wWZ0ZWNhlZhZDXFV8tSxS7TelzzzxoVVtl4O3yXOH5u5W1oYMBx2vqfYhfIUvUEZlwkXIx",
+	"0xG5YkpzKbTPJ4QWM9Um3O6nB1/tT7cAmXKr2Blf6o6UgYNaIQLjIvIO8N45RGCdxLx2iG0uu2vLJttO",
+	"Od+uyza22P7i/jva//J1EL04uqXT9joSDxwAgkJTy14ht0sb0r3g4pKcvjnfP3r+Yv+XV+97lfbQPg3H",
+	"SjvfKhq6oUGsIxYzatg1XZK8MIhFIKAvDTBUXevKWe8rDY+SsaOBMfo/Qfuwb4hFeIUri3B0NSTshiYm",
+	"W5LxXGozjsg4l8pgVx4rKSIwac281HDH9s9RrtiU34xj4R+EVtlBmNZlWeWUSXeMdiDOdD8uBoNnCYhk",
+	"+y/mPlBUpHKBH4170K/LISFjut/nT+9ghROZQo1obtd1SN7zl87zm6aajPEnY5fg4v4cIZbCeA98eziN",
+	"b2M/9bRHyhX9/eLi7NyeMCSshs4FKcszuVxgwuGr04hgLytI4ygNYKMKbRpD4meFqdy9R5eVDsC6qSCg",
+	"tiPrVA7dhF2uFvFbdRL04bjjP4s7TfiIc6ftrH1RoaDm7yXCqpWFr8+fP3u+WaRH2HPL/ewdEzMzD6Ac",
+	"myv58Iduvt9d9jvZsklyQDaHq3fZUbQ31YRKRbAXfIU5r7j2GIQ+QicbZH1e2eeKCGi0h7RckUjb+XHa",
+	"HTiNOR04oxFPd0vs+L/R/fMGMsuCFeQAzasuQ9KVOfKRbGnFixSBcY+s0SYV4svZ5ffW3Ear53zw1f9z",
+	"G/2j6ht6Wg3Eb8hkCZYpq29TWHB9+ZZENrfQbV3Q4Dt5bu64UR9F+aKh3yTnxHAUUNsV0sV/E5pZ+lkw",
+	"KvCWDX2K4pZqnK67C5tVubY4kg/CbuY2F+GpBzUhaoNvZUT4idzRjAjjNRgR4UsMm0+odi1SetUKOkNd",
+	"URH4tArNygsdXrC1MRFW84iX+R7oB+HqVyL1SLHoBtKu8eWCzpjGerkE6je8Nldo1GoXGzlA+y48HAco",
+	"6aaZA5gKXd2LA/gXPb4J1t9sg7UQ5YE9t4Ovhs62oU862x2U674wW15gPMDmtZWR1F9j3Cq3PILT/f+2",
+	"BvCX8t/uJA6PfrjFHF7zAl6EoR+7v0PBs7TRbLD66PqJIkaAFVNNVsq376zu73abn8SFdwbBYqBe7JkN",
+	"HSgJ7Dvp1rUB/NCHp+0vIHqgCTUVz1Thq87b+OZneOBRt1lQYdo32X271mCBZhm0BcAnsCD3j0IaipLT",
+	"NTrHAoS6M/NKZsWC7U9oclnkm1WSf8CjL92T20Sx3VutFobjaIxweONmkyGDP3hUU2a1IUvYgq0Uo+p2",
+	"3E058iM2GUO4fLeDzRaRtQyFTNmebrV46qd78BX/sYUcqi3uyQ0ft+quJxqIGflQIlUM4R6nUyhG7W1U",
+	"dTYv5OFubp0amu/vJNDKvRQefM2WEntSrnxXQ8Xt/hY84YGNlMrAO9zEu91BP9YqU3X5Tnvac67Ih21x",
+	"4ze0lPmH51xPoGXYSzFyZ9wAOIHf7EGr/C5W8a8yhV5jzxifdlLVxE73/7sMRRxGL5416V5RR/M/2Wgx",
+	"aQ5GQP3wEHtTaZJTDXJpSnmGJt+bDx/Pz15ZfldG8a0Eez74gcyZKnvexALLDv/x8d3n929Gr9/8fPr5",
+	"3cXo/UvSPRwcHfdK0e+24IT4erraD9+f/nP0/qUrYodM9aU2bBGK/tB9ibkFhJIpu/bliVgsiI7zMhny",
+	"xa1RXNja7434569MM6O6Chfqr1TX8MM9MGeoW9PQuYMqQFs+FwpAwR0ORCXjcc8l00DGiixMxq+Y65pQ",
+	"Op2hf4NPxXmzyM0S6G+KCQ0guUqpVrmzESmF+JDM5TWhsXCi3xpnEAfzaqt9zHWtBkL10BHJPPSThDYE",
+	"ZVAb+0TEosLND77iPxw0WzWXZPWJbbWEv7ovxe2nh5HEdQPkPJay2iMI9Ss+oCCVL3HFw9VYrnWbovH4",
+	"KsY2d/YeygW+poSwWsVogs3we7FbjhHO/xObdlZVjJIoK0r43V/eJp5RO2s7qMN/AV3wyUDs7eRJSVZ7",
+	"nuVgBHs9oZuJRC1zhIa5rJZu6YgsqOBTQPig2srL31D4X1Nu3A3E5mQQve6W7Mtaqz593N1h+8g+KA9E",
+	"M6bL+wxCOxZTJf9kogfYN+Uu25fX8hchJdw4cBag9LOP51XlCNN+ApOWIhaeUbdmtWOaYkbNVKoFuWTL",
+	"Tbx1W5R+JKV/Fax+EHp0VbRC2AobvXMBUCqU6OUi4+LSHiDLphEYdJA9SNWMmQ0m3SdG002bsgOG//37",
+	"Vjw+ovtKZwnFZkVGQbGwdxJK0O7HiaMtH96M1w9XunYsW0TIi5XQ+OZMyOZ3zHZ8x0pDBqagkYQUZAJx",
+	"FUFkYmjW4pJayLTukKpYR4P//H2w/4O1i561uaTv1MdgVyJ9ahNiI1zxX7rjAdCsb3gQCpImMl1GruWQ",
+	"VOhoMoBB08XUK1AOEWpOOTS1CsNbFNrEgt1wbfrk47VwZbiWckI+Ur21AtN7WK7bPRwMBoCihYl4gxfH",
+	"x7eLkNvbK5TX8js3WagRzD1aLTwpxw1Hu6eJGz8i0AcBAcs0SRnLSdcJtIphyZ2FZkmICcPU3bqq1Hl1",
+	"E1tyDr+mktaDztbIblv2dnh2tGVvhxZyvWN3h23Ue2vo43NP1uPBip9bpE6EYmN4m+zpUiKKxYSpE3L8",
+	"0zOrsg5+eP6812l6o+uEsF0FWUsfigjk760i86/XrGILuRMu7RO6G5ybqRQFmM3rjgrTgX3XKgkAkhOr",
+	"OEM/YUFAYnjR4qtbhCwbWm2+Vbd2LbiryvzgR3O3DgarXgp4S82OgM5qieITlqI1gSA7D8Fzd9GPYaos",
+	"KRQ3SxhpwqhiqjP8/Yt9Fc35r2wJf32xD6orP6NCZZ1hZ25MPjw4ODz6oT/oD/qHwx8GPwzsa/+/AAAA",
+	"//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
