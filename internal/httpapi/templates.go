@@ -212,7 +212,7 @@ func (s *Server) BuildLogs(w http.ResponseWriter, r *http.Request, id string, pa
 			return
 		}
 		for _, e := range entries {
-			data, _ := json.Marshal(e)
+			data, _ := json.Marshal(native.BuildLogEntry{Seq: e.Seq, Time: e.Time, Level: native.BuildLogEntryLevel(e.Level), Step: e.Step, Message: e.Message, Cached: opt(e.Cached)})
 			if sse.Event(uint64(e.Seq)+1, "log", data) != nil {
 				return
 			}
