@@ -398,7 +398,7 @@ type AuditEntry struct {
 // Build defines model for Build.
 type Build struct {
 	// Bytes what its image needs in the object store: its layers (those it reused too) and started checkpoint, each counted once, as stored
-	Bytes *int `json:"bytes,omitempty"`
+	Bytes *int64 `json:"bytes,omitempty"`
 
 	// Cached RUN and COPY steps whose layer was cached
 	Cached     *int        `json:"cached,omitempty"`
@@ -782,15 +782,15 @@ type DrainMove struct {
 	Error *string `json:"error,omitempty"`
 
 	// PauseMs the pause on the drained node (checkpoint and upload)
-	PauseMs *int `json:"pause_ms,omitempty"`
+	PauseMs *int64 `json:"pause_ms,omitempty"`
 
 	// ResumeMs from paused to running on the target
-	ResumeMs *int    `json:"resume_ms,omitempty"`
+	ResumeMs *int64  `json:"resume_ms,omitempty"`
 	Sandbox  *string `json:"sandbox,omitempty"`
 	To       *string `json:"to,omitempty"`
 
 	// TotalMs what the sandbox's users waited
-	TotalMs *int `json:"total_ms,omitempty"`
+	TotalMs *int64 `json:"total_ms,omitempty"`
 }
 
 // Entry defines model for Entry.
@@ -806,7 +806,7 @@ type Entry struct {
 
 	// Permissions Example: -rw-r--r--
 	Permissions   *string   `json:"permissions,omitempty"`
-	Size          *int      `json:"size,omitempty"`
+	Size          *int64    `json:"size,omitempty"`
 	SymlinkTarget *string   `json:"symlink_target,omitempty"`
 	Type          EntryType `json:"type"`
 }
@@ -876,19 +876,19 @@ type MetricSample struct {
 	CpuUsedPct float64 `json:"cpu_used_pct"`
 
 	// DiskTotal the disk limit in bytes
-	DiskTotal int `json:"disk_total"`
+	DiskTotal int64 `json:"disk_total"`
 
 	// DiskUsed bytes held by the writable layer
-	DiskUsed int `json:"disk_used"`
+	DiskUsed int64 `json:"disk_used"`
 
 	// MemCache page cache of the sandbox's files in bytes
-	MemCache int `json:"mem_cache"`
+	MemCache int64 `json:"mem_cache"`
 
 	// MemTotal the memory limit in bytes
-	MemTotal int `json:"mem_total"`
+	MemTotal int64 `json:"mem_total"`
 
 	// MemUsed bytes in use
-	MemUsed int       `json:"mem_used"`
+	MemUsed int64     `json:"mem_used"`
 	Time    time.Time `json:"time"`
 }
 
@@ -919,7 +919,7 @@ type Node struct {
 	// Alive its lease has not lapsed
 	Alive      *bool      `json:"alive,omitempty"`
 	Draining   *bool      `json:"draining,omitempty"`
-	Epoch      *int       `json:"epoch,omitempty"`
+	Epoch      *int64     `json:"epoch,omitempty"`
 	Id         *string    `json:"id,omitempty"`
 	Info       *NodeInfo  `json:"info,omitempty"`
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
@@ -1031,13 +1031,13 @@ type Sandbox struct {
 
 // SandboxCheckpoint The latest complete checkpoint (what a resume restores), with its cost.
 type SandboxCheckpoint struct {
-	Bytes     *int       `json:"bytes,omitempty"`
+	Bytes     *int64     `json:"bytes,omitempty"`
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	Id        *string    `json:"id,omitempty"`
 
 	// Memory false: the pause kept the disk only, and a resume boots afresh on it
-	Memory *bool `json:"memory,omitempty"`
-	TookMs *int  `json:"took_ms,omitempty"`
+	Memory *bool  `json:"memory,omitempty"`
+	TookMs *int64 `json:"took_ms,omitempty"`
 }
 
 // SandboxState defines model for Sandbox.State.
@@ -1056,22 +1056,22 @@ type SandboxMetricEvent struct {
 	CpuUsedPct float64 `json:"cpu_used_pct"`
 
 	// DiskTotal the disk limit in bytes
-	DiskTotal int `json:"disk_total"`
+	DiskTotal int64 `json:"disk_total"`
 
 	// DiskUsed bytes held by the writable layer
-	DiskUsed int `json:"disk_used"`
+	DiskUsed int64 `json:"disk_used"`
 
 	// Id the sandbox's id
 	Id string `json:"id"`
 
 	// MemCache page cache of the sandbox's files in bytes
-	MemCache int `json:"mem_cache"`
+	MemCache int64 `json:"mem_cache"`
 
 	// MemTotal the memory limit in bytes
-	MemTotal int `json:"mem_total"`
+	MemTotal int64 `json:"mem_total"`
 
 	// MemUsed bytes in use
-	MemUsed int       `json:"mem_used"`
+	MemUsed int64     `json:"mem_used"`
 	Time    time.Time `json:"time"`
 }
 
@@ -1097,7 +1097,7 @@ type Secret struct {
 // Snapshot defines model for Snapshot.
 type Snapshot struct {
 	// Bytes Bytes stored (encrypted).
-	Bytes     int       `json:"bytes"`
+	Bytes     int64     `json:"bytes"`
 	CreatedAt time.Time `json:"created_at"`
 	Id        string    `json:"id"`
 	KeyId     *string   `json:"key_id,omitempty"`
@@ -1110,7 +1110,7 @@ type Snapshot struct {
 	Template  string  `json:"template"`
 
 	// TookMs Time to store it.
-	TookMs *int `json:"took_ms,omitempty"`
+	TookMs *int64 `json:"took_ms,omitempty"`
 }
 
 // SnapshotList defines model for SnapshotList.
@@ -1123,11 +1123,11 @@ type Template struct {
 	Builtin *bool `json:"builtin,omitempty"`
 
 	// Bytes what its tagged builds need in the object store (layers and start checkpoints, as stored: compressed and encrypted), each counted once however many of its builds share it; a layer of a template it was built from counts here too; the base template's files count nowhere
-	Bytes     *int       `json:"bytes,omitempty"`
+	Bytes     *int64     `json:"bytes,omitempty"`
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 
 	// LocalBytes the file data its tagged builds' images and start checkpoints hold on the node that answered (each image holds only what its layer, the agent and a /tmp marker added: the rest are hard links); 0 on a node that has not made them
-	LocalBytes *int    `json:"local_bytes,omitempty"`
+	LocalBytes *int64  `json:"local_bytes,omitempty"`
 	Name       *string `json:"name,omitempty"`
 
 	// Sandboxes running or paused sandboxes of its images
@@ -1191,7 +1191,7 @@ type Volume struct {
 	SizeMb       int     `json:"size_mb"`
 
 	// UsedBytes what its files (and the filesystem's metadata) take now
-	UsedBytes *int `json:"used_bytes,omitempty"`
+	UsedBytes *int64 `json:"used_bytes,omitempty"`
 }
 
 // VolumeHolder defines model for Volume.mounts.
@@ -1205,15 +1205,15 @@ type VolumeHolder struct {
 // VolumeBackup defines model for VolumeBackup.
 type VolumeBackup struct {
 	// Bytes stored (compressed, encrypted)
-	Bytes     *int       `json:"bytes,omitempty"`
+	Bytes     *int64     `json:"bytes,omitempty"`
 	CreatedAt *time.Time `json:"created_at,omitempty"`
-	FileBytes *int       `json:"file_bytes,omitempty"`
+	FileBytes *int64     `json:"file_bytes,omitempty"`
 	Files     *int       `json:"files,omitempty"`
 	Id        *string    `json:"id,omitempty"`
 
 	// SizeMb the volume's size when backed up (the default size of a volume made from it)
-	SizeMb *int `json:"size_mb,omitempty"`
-	TookMs *int `json:"took_ms,omitempty"`
+	SizeMb *int   `json:"size_mb,omitempty"`
+	TookMs *int64 `json:"took_ms,omitempty"`
 
 	// Volume the volume's name
 	Volume   *string `json:"volume,omitempty"`
@@ -1233,7 +1233,7 @@ type VolumeEntry struct {
 
 	// Path relative to the volume's root, starting with /
 	Path *string `json:"path,omitempty"`
-	Size *int    `json:"size,omitempty"`
+	Size *int64  `json:"size,omitempty"`
 
 	// Target a symlink's target, as written
 	Target *string          `json:"target,omitempty"`
@@ -5262,346 +5262,347 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lc9u4li76V1C6U2VpNi3LjpPulmtqynl075zOwzd2du+ZZo4EkZCEMQWwAdC2OpX/fgtrASApkbLk",
-	"V3qfc6tmdscSRbwW1nt962snkYtcCiaM7gy/dnKq6IIZpuCvV1IYdmPevrZ/cNEZdnJq5p2oI+iCdYad",
-	"BL/vRB3F/ii4YmlnaFTBoo5O5mxB8Y3GMGV/+79/P93/b7r/52D/p9H+l6+H0eHRj9/+rRN1zDK3b9NG",
-	"cTHrfPsWdd7csKQwXAocOmU6UTy3H3SGnVNBmP9+TxOeRmSq5IJwo8k4fDMm7IoJ0+9ETTMPjz383M9a",
-	"tyvn6cbhFlzwRbHoDA/De7kwbMYUvti+bG037KeEC81TRsycEU1FOpE3J0SxjBp+xYidhCZUMVKIlCl4",
-	"qtBM7WkylwsWduiPgqllZbY49/bpri/9HMdu3YBb1r/+wn/IrFiw7RZ+Bc9G5bqNBJJQUhrSjTsHcYdI",
-	"ReJO3CG5YlN+Q2jGL1mvTz4xLbMrlpYbFAt83R7+fkjiTr8fd4g2Mtf2AcUiQkVKKNHLRcbFJTFzakgu",
-	"uTCayMIQOa1Mi3BNFJsWmqX9WDzcjuMGfWLThmtCwhJ4alduR2m5DvjkTmN/sw/rXArNgFe8UUoq+w9g",
-	"CsLYf9I8z3hC7YQO/kfbWX2tvPHflJ125/85KFnQAX6rD/BtMEp9VQy/iDqfqGHv+IIbO9nHHlVeuXtj",
-	"mKDCWKqghtkjThSjhmlLdrpYMA1EMZXqUpOuYloWKmEjdjOnhTYs7Q3hLSkzlGc6Fnb74RP7ugj+NSmU",
-	"NhG5ttTENcnYFEiJG9IdG3nJhB7Zz8ZIfmNLUWP8pWLa9OynsRgrZtRyRKeGqdFCj0/ggU/2w/1T+yGZ",
-	"M2pJnWuk22vKDeGCXM9lxohmiRSpXZS0NyIlRQ5Eiz+C4668q76/G5kYbK3bbfvw6dnbX9kSWK2SOVOG",
-	"IzHhrqYjCgc6lWph/9VJqWH7hgOlrtBjZJnL2h2wq75kyz1N8mKS8cRd/Iiw/qxP2NFkdEiPJs+S4/Q5",
-	"ezH9gf44Id3DF2TObkjKZ9zoXtNIlzjlxqEsy2HZNLKbaT+iQl9b2kFexLUuGJEiWza9Fy/j1/UvFLuS",
-	"lztuB1JqM9dwn8jJ/7DE2IdPi5SbN8Ko9rNoXjG3HBCfcEtl6dZbVjsTzy8v2TJCPk3TBRdxp+l1C2bm",
-	"Mm3cK7eottk6PghDJTTL4K/GKSu2kKblPGSB36wPAV8Rpzg4Oos7r9+8e3PxhhxcHR44+cz0wVeefmte",
-	"njbUFLoydLhBG8416gApbEkgTVTwsuBZuk4Ak6XBf9RXixzKEvWCzhgRjKXaUz2+00pLxYbwUEaXTGnS",
-	"NXOpmeVmilnWRYyUwLOINlQZlpJkzpJLEKMRYTSZk0QWwn4hRWJlrsa3Vo6ssjkJTeZNpPrp8wcY5NXH",
-	"s/8i2rBcW06nGU6LXFNN3E8b35oXzWdxFzaVcn05WkyaX8i8EK2fALvhZpTIlDX/KpOzkRUooHUZttDN",
-	"1IEfUKXoEu+Q1nTWTOB2i5rGWqOaqHOzP5P79sN9p0sAFb3xYnrKBdfzO7Hy9Y8XbfOFY9zu4BtPeMEW",
-	"Ui1bj8XR5vrrw2UG4SsVA1qHx0kiFws7tCqEsNMM406kzBgVlRfvtDmWOcAuMGHF7O8dK7txgD8KVgAN",
-	"T+wZ4GeK0dRKGyQte0VEwjKWdr5E2587ftPGkehM70Z6hi3yjDYy11a+9E7O2gRUy6XXzBCJ/CjjgqGi",
-	"AzuurdpuWE6mVr/xTAvegwoafMk1EdLY82s8u4xdsax6DimbFDPQr6eyE3WuqRJh3780CrENF5D9sb4g",
-	"sHIHqMuBcWsFGtdEsz/I38hhI2X7E62/aYCrBO00Iof9vgjL1hERfzt0f1bp2P4/jCyaueSO0qe0NH6H",
-	"1boX+H11My936UsbYXxifxRMo+afptyukGZnFQqZ0kyzaFWo2Z+OqELSbf5hOyWXU/AukLUtnlM99zpN",
-	"kWeSWj0aRiWl22Tt/a2iZqPYSGVyydSUZ6zJDHwdviVdzcUsg5Odsd6JNZ8No6mdpyWuAyCAAzj3ftP0",
-	"7EO3bvSKwXZDE5MtiRRgL/mrH6HaEBGqkjm/sgdfPyD/eevGUlHuK24A0fSKWQ3v46u3VrJbK9xQ1Shh",
-	"vCipv5sSxWZcG7V0Wo1iU6aYSFizhojP7rgjiWIpE4bTTFtL0Y3UFcwamajc9Na2I6daX0vVLBgLzVSL",
-	"8bCNxP7k1nFamPkqe65PPQYb5fehobMvcQdOIZzoFjpmm7ZwDoxoC0HsF9k0K+/esf+2E2xWrQUz11Jd",
-	"3uYJ+OAes7+QI5AMlRmtSvAdeU+ySFvMPCuqdyMmashCauOvV7JII5JLZSJSqCwi9tafEGG/XTAqNIk7",
-	"2vAs81oJAReBFYdg8sOebTdZz23WvrCjtygKfMFkYUbOvYAHOaVFZjrDF4NBk1ApVLZ+3rBP5HrOBKHk",
-	"lzcXzj+CTuA1T6izSzU5GgycdU66VrBTIc2cKXJ0cxOBpLe3P+WKJaYXkWtu5iSBTcyXZi7FM0te1zMG",
-	"zhmezJn3CeH9nVN9jxvwCY5+VS7avf+y9SUCSqyqakEhuzu7VoUgXdgKy2N6ll3PriKSyHwZESauImKv",
-	"ScpVBA80cPHZ1W66oX31jvcpdeK/kUYbLFcQhVY7tKLkhDgadN43nqV7epOIXjg7bMVDmBiaNT0urwW6",
-	"yOrP2936fThTssi/lFNQUjaOqVViXyEF+zjtDH9fX+r2O/xlTflSSSfCPdya1l7ZQ7L2qri6n/q0mbla",
-	"1btBRnuN1ArPgwkXB3pO9pOmfQOaXPdcWHpWhYhCKAQcEoXQhOoTQjMprGJCPp+/+UScGrr2akf3dxS5",
-	"7sayvNE82tGgWjlQGKJJXX4lU/aq1FdX+Px1i9GdtljcYlY0Wy8r04GgT3g8goHaZnc3XT5pvJEX1qRj",
-	"WWaZvdhni9wsyeeLn/d/PHHechiKTGS6tEaUF6SH5D1/2WvUfh1TGDV5mk89y0AxdPbx/IIcuI90n3yQ",
-	"BiWK34jGAXa9TvUpvBFX5IoqVCrNnGtcvhTZknQtUVjyhi+pl4172jLx6mrL86iecBDTHZSFndWxP9nL",
-	"441t98M9Hfia24jKPpR72bgTjapCdcC3wjClihzZNiwUVRlYeCbF7IQMnM4jJMn4goNJs6A3GJ748cWx",
-	"VTlCuGLQGHOtSWNLZu2Uq2GD1ulC8WQO0aHMkK6d7Dilho5ReR7jFy5Y3YvIm6OXe5pcsqUeovsTzWkM",
-	"JdKsYLGYU90nuZhF5H9yNgO7PE+nEOCdUM1eHJ+QZG4td/uNHQu++l/nHz+Q7oKaPJMm4xMy5bNCMR0L",
-	"eAEVKdXkNTX0Z2VJpXdC2I1RlMxllmqCmtL7t+/fELt8jUHMlWs4R1XYEiY1FP8FL6kQb7lrc7PImjmO",
-	"Hi0oFyPVsqUXfiu8eW1Pf0+TjGpD2E2umNZcin6j1+Z/6BXFlzWObXe0+QsMJMK9MOym8ZkFVZepvBbN",
-	"anE6bf5czDZ5gBo8OlfNP/BsvUVYlH4qt69ftooJvEJZuy4vvOtkB82uxZJokzx5TfTUHY63ix376y/t",
-	"C7qbpNldnZ3Q5HIGYdQaH3VvX6dPt0lr3JVMlhVdp0/e1PX0ZIEOOjvBZtnVssn31uAuGctH2qRcjGTO",
-	"xHarhOfX1/mb4sYwQYwk8ISztDBKzQRJMqkhSyNj2jLJ2sjNcoTOWkNlG+VLo+zYICuquqaXlc4i2uaW",
-	"QSDJpc9sS5qrgkYUiwlTLmOgMNZcHRBDL5l2SQcwrz75aHn5NdfOSmbqCkJgwmiysi2xAGXmMCJJXhD/",
-	"7+CjwU9eHEfEeSfdIy8isqA3o1zJhGnNtP8YcxO0oLmeSzOyBvTSD4XPPCddoGKni4EAdBK7N7Rqy4Jm",
-	"GVNA9VZnI8eDARF0wcUsFnY1U86ytEk40cLIUU4LzZoodGUrUdy6zSDwq5pHoeI2veRZxsWMcNMsb8px",
-	"R0CvuHm1OWCmzcpNsDpS+dshgYmSRThNnBStz9SOgGfN9aVT/DRzD/cq2he8GTNWSPd4MOhtmDw+dvuu",
-	"rU2ZBh3byHLOadhFM1eymM3hqzdHL0mu5M3SeRu4JUZ5yUQvJNa07bBzmYfJHa1O7OrV2WdNupS8OvtM",
-	"/iikoSfVC0EW1CRzpp3q5T91s+xVdcYXx7cxgYqbPkzocHB0vDqnc/5nUF+uFTd0krlgdE1JPRwc//j8",
-	"hxe3jfoATHzZaNW8KrSRC6Ygs6V79vkCUhisdnrw9ZItv/Xs0TKRqGVuKpF7zILyF11jWl0jf67xiYZd",
-	"K7f++fNnt+5DzXsc3vT88Gj3FxnqdNj7ODd29jXnUma38gZkBfqSYyZicMDvaXJN1YLYl8ABTKSEUKdg",
-	"1+HSdSdMJHOrqWpSYCaGkbFYMKoLxUgis9TntEFiJFxgjVzD2tH+eoBQ1IRm13SpYSQ7F66IvBbIfxuk",
-	"PksUM/r+Ji6m8OzHxWDwDLLVFDOY3kguKmx6xmD5eUYTZs0YpggXKFQYvigiwrtxYwE2hYuuzqwRQWbU",
-	"sGu6JIrBOywPskau8rvi+BpOYE+TCRcpF7Pa+kty8Pdh/ZqB6xYlIJiv/knS5WnkU5Yw6tLrk1Nk7/4h",
-	"y2grx2YnyI2OhX3IPjwtsqzyRrwjxBKWy0YM2yUZ2PAhmRofjUgpyEGAw+goRoC07BxpmsKOQZDY8u0I",
-	"s36QSmAUN4M9TbpgTWJKMojwXhQL+5w9lZVnYRzYFLfre5pANiY3/UD5ZEGXZMKC6lM7gIpJ1ah5NBiY",
-	"9NJOrLbLOAc5Naho7uJGqAxsBXTtfj9bEwzJnKVFxqrs00iQ7CuS4dZR62E8r5ROqGZbe1z8LGGwnZaM",
-	"GcUNm4sZy7CohSyE1UdFJVZjCAV1Bo7UXlpCfQq1YjTdt8KSka4PX0kVC1QrehGZMIj9ULH0ujD8xOpB",
-	"wxDiAnGLma+W9n6yVwQmAnnyMKyQJhYJUJlURENmLLz5ICIH9jJE5EAvdUQOUnYVkYNCK/Ts0Bk6cayh",
-	"Zp/B/2R88u8ROWAmiWJxAH7ngyuq7L8IeLClNBERUpFESa0rKeVOQagweBcrBpWtos7FIlwFyHKZU0xx",
-	"qeRv4Aju2q7wBG5wCzRcWnktei5J3Zu5m8QXHuh7+3sn0d/izw5fNDiq17jia6YvjcxPE6SPnWweSzkU",
-	"fhhcQXKxkML+Jy8MU/uguVt56GbbJ7+BRQl2gmVX/vdgJw1jMb5kyzEBR273JpX2t+iPAx6sI5LMpUo1",
-	"+R/JBUutVf63iGjLUGhGNMupogY/17kVGcNYxJ3EqOxvOu5EJO58YqZQAv8Nn1PymmXMsLjTOyFjuz84",
-	"/gkZL6S1Gxbyio1JIqVKuaCGncRibDndKMl4cjmOyFjx2bzy54KnacbKv1NZTKp/G8Xz8HcsZI7bXRmC",
-	"dJnVMa7nTLlU2UJpaS8NJmuGn+BGLWTKpxzVRB2LOctSkhaWs+CP7UB2vXrOpwbXWS5glCo6GyOxjipT",
-	"AFlTWbX7De5JKq+FXUrloyIfk4alnJCxTpTMsnEs8B8jjPFyKSLiPqFA/lHT71Gk1Zape/YILHMaldQC",
-	"ztZCQdnBCRlfU27G1Q9wB0e51EDddvI6UYwJewXHsRDSzK3uQE7F0rlbgUgrNJpaAS2sLLICarWiZMXe",
-	"DffJu/0uWUg6jzolZUHGlT+LTtSp0BK4PEpS6kSdKiXZl1UIqfYeOFP/SXli9U+KvBN18AA6UcdvJ2TO",
-	"cdOJOis7hg+7DWtMqCsP7Tae5ZjOmTVWQMt059Sgmjn3RNdOKiJ+lmAwl5lusC01S7FZQKJYApWgXEpD",
-	"gRvUDDheXT4J5y5CnCPwPs2MyZhuNo9rFN7gcpszluEN1bsqGKvXqUptcLiVM/eU1ZJ2Wr/7ux5fcwbe",
-	"BYjOG3Q/LHMGmnTg5BX2PiTIlCNiGXJEzuiMjV7LaxGRn59HhPbcxrxjYmbmsDWVbJUW/7O7gF9uE3ll",
-	"4GglmgLUv/75TbNPfNmSrl2d0k3HPtc0I6Sx9cHmDM6sccRrnmJZ3i2j4nORf1f78M2X4ezDL5GLaw3x",
-	"SpRPD8GMIRJvQ+Wi4ObX7uhkaW5PRHWbHjZkw+kh8a1N9/ebiCy/WDsz5zcs096q89Pbs5pvDpbKCZHT",
-	"aeWrKkevKl/hSj47+uHFD7e6LoL+dQSPln+shiZeK8rFJ+bzteonb0VDPb6zUpLgKxXWwzbg7Fzo5voY",
-	"9Fu6SHFqZ8BSImTKSLf0H4EwxeTOXmOuMfoEGweB/XaeRiNDnpsb0VA1Y6Y5UxpNkGbXjmz52NCscRZQ",
-	"HFMxrvfA26I0FNo1lplskzUCJ/beCu2GSJOo14dsCje0JNJDNlJzZLMxw+KMqQWHWCuZcFOVP1V6RKVp",
-	"txqH1kq4kE3VQHY1blT5IszS1dLQRZ7ZR/bV9b7at//X6Czgf7aU2zjrbORoaZuQKyRLRp2UA2/B33ei",
-	"Dqh5zYHYtYSeyJfswrNNjOlNS/FQ88dJM7lYEwuKU9tNsSaf5HuazLlg+9bgBl+2M7DklGi5YAQmoSPI",
-	"PkkyziDYZO8ITXyRxqJvleCUjagZJTSnCTdL0n0+eNYbQpoE5AiPvQMLY04RCRU4PVCopbWeuvY1USzm",
-	"UltrfFwIbqy+PSnSGYN/uarZsfMpsXTcx8jAiN0kjKUstTY2jAwfjyNrc/EFb/31KVYEwzpJ9/joJ7Je",
-	"/RsFa329ErccinRjV1imRzlTI5+Za1cSpgBVwjCrak0w6a6WDVcqirkg80KkiqVmDrsFy0DHhWLaPx4L",
-	"eL5XWx/8UasobvFxtte0NCXTbKruWHl+tYymQvYByqGBxqsJWw2x7zTwpRUNfKKZMOR6zjPmRUhd479D",
-	"+dqDFHuV1WSpFOx23gHZd5V98K+sTadpW3/mGTtnDZrBnOoWRquYZrXS1GCGNAmhX9nybkkYjbXEz46I",
-	"oiKVCwLlqpbataEipSp12mP/Vu3PvrhpK97J2Tsu2PpWIJO7X5DoUcvI7lGTtVKNtakM6z0ziifnTq6u",
-	"XcK8GCXe+Gwsrh1ZTjTKm6q2c6YSexPllNAsI+Fd5NXZZx2Rwf7hYNBoia8Z3BCZBYWtWTEFbz/wV0s7",
-	"WPPcGuG1E15/DVIeeL8my4bQblvpaZkCvbJ4OnNViZ6Vl9okpLZvnql984YFu0DQFku2L9q0Yi6scvvQ",
-	"RYHuoZJ8VmilMq/qWqs7Wj2tGgU0UfGHMlq7gwv6DUYKc5nxZNknHxfcYLG6C8dFtRDbnEJGkQsvWvUn",
-	"y/rEquOcYTzM6iyIC6KtIkBz3ncaaz+RC9ACdDFJ5YJyQa55liZUpfDov9cfxJIW8BLl7KYXQnQ+4/PV",
-	"29ef4HdHg2f9Qf/w8Fn/B/RKlx8MDo6O/WeDw2E6+XE4PHh2BLOAMCrqMyL4TWMRd4bWoIw79tW/lz87",
-	"/DI8Pn4Wd0ADfHt29aLXJ6+ZWBLmFn/NBQb2aJbJa/9xn3ygVn3Ev2JB8zxbWrvu7xcXZ6T7d+kgT8jF",
-	"u3PSPf/wtkcSKQT6o3w4krz+cI5x3TKgC4A/+EDKaaYxfQjiylgj1CcfpDtWInMmXNpNRo2lZTLNpFX0",
-	"MinzCU0uI5IrfgXnbXX7/UwmNEMXts8lsPJpxnSEkUR7zpHz8wYd9oRoxkgqE32gWVIobpb9Rdpr9O/a",
-	"XarZ5xUH1dGLw+ZcC+8MeP5i3X5MmVg+6AstG1CCmdtTh9yRXzG19EAtKdOGC3DK2huTelJZ+nSdRmcn",
-	"/nhkKVDfPuwrHzDPlrXEgT0NJXR4IZUldODhPl8JAjvpniZjSEBIgN4hFQEzEhKe4p9jTGmKhb0msoDQ",
-	"ptXWT/DcIQWvTJJCAI06l6dJYhkF/CoW3fE/90/hk/0L+8kYkgHOPl9AeFgjZpDLAtCUp815GE1KyAdn",
-	"DK7QGHKMRs2CZo3FuRD0Z1Qzx+oMyWiuqw6PymmB+4fX8p8r37JcJvNmnaENH8JqTA3wAGhLNr8qlzLb",
-	"RoOragBNxYhULcp7DOI/FDpT7cW3tUt9ojrukmKCXdPMGW6QZbKw+o5mrIo9VHGV+jGa53bFlHam0B2q",
-	"kiwZvLWbCHop1WxUCIO4IlubKzuaOE3UeOayoFYq9qU0dWKpez1bvuCi+YtQbLui0UhpyhxFhg47CGRK",
-	"MmEkyShftMDElP6gRqAcotiUZxlkPnSn0rI8TVIGlWyWQXBBFlyARFrQm2a/547AGf9vIQ3dtQL0tzkm",
-	"YQDOUCUNwwACT58MiFSEgoE8rFK1zwzrnp+dvnozunjz4fTDxejfeyex2D8clonUltMuIVWqjqgG2Fgp",
-	"hJAraVkEUKDsp01SEMo1mzzNPhsCHyAIjGInHuqecTmkO5FmTk7P3uqyCvMI+KovBdWG5bEoCcIKBcvY",
-	"PC4RF2Qcvh2fQApFkhd4kKhjo8liH7xK8mLsMNpCtuK4TLnSxcS7VB1kGBNpmI3PfKpECuxCyh/Fons8",
-	"eLbiyuqdWBXtzdFL9xJP0YA9YLTDQ8I6Hx+FrkqONcAjPQIX0SZMpKrrav14NoHmgawjkyK5ZKa3nWm3",
-	"kvZZw4ApFp75Vu0djSXjOpBD5XiFg+lotoUwstA41nv+EtMdKnmwbph65jPTLoK/Dpa1acxbWH/t6xUZ",
-	"5VYJyfWw51zMeuV0OhuT1trWCrRTJqntsqLwszaMM7y+rUMHzybcbkgxdD/Re8TQmSYujmQ2stE2IRpS",
-	"yltIyV7ve9FRE7M+L+NPq6kcVuUbwcVYn9ZHkS0DghHqfh6X86RiuFR0yhlzETZQchvTsuvVErtVNdQi",
-	"ROgSJF2QND3EbACuXhi5j7FA1F1rVQtbVSM0VAKEi9ecDABHDglxecZM9aI6/Ys6huTRvLTHgQCeLjVU",
-	"ILSA4z0MOlyLZtu2v7Ctw0pByCVzFbFhLz1MrVuZywmfKqbnmCrcuNdGysvRQt8VA87R8qvyQJ4WRu8m",
-	"54rph9j5sjLi9tqFnXHlvleZgWgvmM8KbZjCiDwE6AAWgRvS9V8t7FeWspqL5J2w2mXrFaO6Kffqt/my",
-	"LFWHqBY4TZwwlYjbeMmzjDUXkbfne2+Rot2IAliPxQDdOpS9EJbB2XVcjgJ+hnPsRB27gEYn/gbFvpZL",
-	"fZeM3I1gEbWQUAXKqXIna/fpS7vkeidnDYkimZxtP3Mfablt1vDSDVPBiMSbK48InWUON2XT4LUwxrdo",
-	"dSFt+MKlZOVpZ4tw3Pq0v6zXco4XMBntgAGsmvHLG6y+gg/0f7oH/sOogvXXlt5wEOCOu6JZe93DXF5j",
-	"hYNzcRENe6Gt9KjrN9vp5e7nW5/+ygHcQriryynHayQMqNFpynCjaUtGCX418gttekK2AA+15q/k1MxH",
-	"CHi8I3hWkac7C8l1b9BmDbRSoLQVBPBLCP8gZB3pujpAlvb6G4zH9LGlcouq9NY4E9fZgaAAh8ImIyXp",
-	"rtRF9MoQCmhTgAvUrJq2nre7L22TbS1P3yQOKrrZigDnC4a184hE2+/cimmC7L+cZLsMQBL4soFs3nHd",
-	"QDo1U28rNhDI8DYWUL66aVoXlT1c9xqZml+wcpS3oV0bOpt5JE8NTvsmq5d0HeB1gLauugUqMNZDMEcg",
-	"MIcIDuUtasC/JnN5DZ6xBRVLb3u6qeg5hVM/IdTBWtfgGa0OZ/UlWDw6nBKs+cEiDykxRDahulZxhIFm",
-	"9GAJCRUhD3a7IUo2atlxLOfPGELYrG39HtZCteww+ixd0mepzHqIetKFrXXIfYhwY+3ocMqwgRi7Le1l",
-	"Sg7MIicLqi6ZIjRN7fGF9CmI3lKVQgBQ907IwI5PK6P7kMiCIkLhonEjb+Mlmxw8Uq27mhyV4G61OK5n",
-	"m1J9dznRiYeQ3wG8uxXO5VYz01/xC9qIvbK7yPzWyEc84P79e1Sw6ZQlhl+x0R/BNb+JFToHfrsgbCWW",
-	"Xd9f+ByiTY9/hocad+mzbgTUrQcTvI/5+oRo/idmjrznL6t9RvoP5+O/C9J7zb37IJ7YWx2r9/WO3tm9",
-	"uY1KiKbkQzZoacgtL4TRze6IkotZ0kGclWrxr+N2vVq9xCpwckteuGI0HUErlmZg382aW3AG3IFt4ab+",
-	"HRAJGjP52/vAoNIw8jjc6xJzQpPLIvfCHiQNPNyS4d5KQ0Dnt+lCqBt0PTI8/LnUhi32rJqNvq0eRgaE",
-	"vN5SG3XZ7n52K2qoo5YvrbT6EjZgaxPGGy+lFhZVVLAH03Ts1ow2+IoDUu3WyQ6V01ungtD5yz6FXndL",
-	"GMBhMeM7wNw4IJpQZR9IhnDTEoRu9w17X9Uts3JH3OLoar5y7dyppZqF7pJ7GHWS3R6ftYHTNZfK5PVS",
-	"mWbRtNsMNvoYmkCzy7Z4tcNQAD8AGrRlqhDvONitIqYt8yEgGexpV3kFls81wrw1olC0Fs6wxEholleW",
-	"zxTiUshr0ehQLZrPp52K3vsU5R0y0Zvh6NdInXSlIjztNbvLmw6LTrTMXCOppu6OLV70Up7dDsFXu2sr",
-	"SVzCY6Z3dilNaqzh8HmM51aFdBcz567pG3QidB640Ivwn/unZ2/3f2WVFmnuF9a+YFRVOs7BmvCj8PDc",
-	"mBx7+Pl8sHW9QuBVOD17CxVK4O3skzeQgIgdvNhNwnJDDuaMZmb+p8vOowJ+Az3KILBJdSzGp4WZS8X/",
-	"hGzFIXkJEyKYC3jJlj4ZUCoyDosbrn3fJwfOp1sB7QvZL4B0gmkM7hnIk3DJNu/fXHx6++p8dPHx1zcf",
-	"egQRT7hxlc6YWIk6eD8WsUCTRg/dN46ookrOGujUUXCFRaG7JuoXkQddsqI/cSBhsbDznLBMilnARnKa",
-	"f9ncDU1hkDLc9MlpmQBkv9SMBRCS8E0skKDQSD8JwP1l6lAaQP49fj2Fw3IcgkjB+sRbizpUOgXkd5xk",
-	"N+z4nu6BPV9N+d0L+1VJjXLIgAvMHw2nFYtuyBJNpECoXcht6uESqy/a08SvD7wMmRQu7ZRp8PjDa+Hg",
-	"oMRPBzzfIRl/jbE0JO4Mv8ZQVRV3hnFHSDOC5kZxJ4p98QZ848NpcRx3buz/gEvCPfvt27gfi1cyZXpI",
-	"uLiiGYcmOQUkJQLsTEQKQQszZ8LwBLBOuseDw15EShE3SpngvoQuikVTZR34VnGK9oPjXkRoBjl5I3bD",
-	"tdH20596EZlSnrF0lCtw8wNn9l8ZKUeZFSuke3wII63X3GEtnlTk+eAHh30NTt6U60tcyxXlGeT3Qq1h",
-	"RJprEKNYYD4zzewHgx6cx+qzw9AN0ec22aGnUl1aLXkJuVWrfagcziC5lkWWorIMxAl+o5yWvT3Q15cC",
-	"qpm79x8+vraX//3HT/81ev8yIpVPX789/9V+Fovqo6f/HJ2ffnj98uM/35z3oopvsXR9VXua0SxbwpQA",
-	"bAhm726yy1qOhTczTohRS0ixANQkKcI1tQvpk7dGk7GrLR0TTZcO2xVXNIyFJWV/fkCpaKoDAUNhpyNs",
-	"S+FR3CkEN/DJe/4SPsAXxZ3h0eD4R/uAZin89ewwijuhlhE++ja2N9S+lIznUptxmZli//RtQrgmeg7N",
-	"VOzuhJREHMmuQSMZOExhIguTF/ZsFaMLvKYIr7oPwgIjd17OYGBvjoxqzNMxEgb4IWeS6Vh4XR08kHvQ",
-	"56tgImEe3Qpx3mmAeOqdkDmjykwYdcnr5+dv4Es7UsaFfWl3PISUG0jgHveIn5laksPnRLuaR4+lZFfF",
-	"Nfmj4AyYNdbu4qiZ3Skg1bLkgsA1FcDMjCTjA/cSffA15+k3F7wco5Y5fke12Yco7f7b15AWSbi2tzjP",
-	"6JKlniaJ5SssLaEU/IZMiumUKdI9Ji4pzB1AzlSY/WQZ+PwJ4VOCOIDuQUu8qZJ5zrwFq7TxvdU0Gc9o",
-	"PvZHnCLQuCZdu6qUjaGktpLS57Il3N5Z+WYZRq6YYarniMIpcQtmL87SQbzDeCjGEOkYzgoP3AcXQsNy",
-	"n8/jTiJkUJpY4LwOvoZnN+93n7zm2h+dmJHQgCq3fMmu1aWBcgP18sBHfH3G6dnbTiXA2Bn0D/sDqNDP",
-	"maA57ww7z/qD/jOnHILi55UpwBpAe8Fq06A2vU07w87f3fcrraWPBoOdWjyvBKBCM9Wy9F9ebuP7begD",
-	"fVlTajvD379EHV0sFtRaoJ13/IoJpnVFqYTnvWJXWfhKFVldHeAYCgKfLNxjLsDxBe8c4WOjf+9FREsA",
-	"8GxUF6NYAFNzsXyuQ4tVIIYGxTFCGkbNEhDkULf2uibmyMXiTMkFM3NWaKITRXPmdJw9Tca0qguPrZro",
-	"IIpEqntr6h7IsuPBMyS0OjH4RIZbicGwG3OQZxQieutnVpkt9ucA6xpSJo4Hh20u7zDmQWhlejx4tvXT",
-	"36pkUZmB1967tdOKPIRNTbnvOeLxGuABLVJuWi8P9HB+JzEHSdGFZTsakl7q++GVXirIXBaK0Jls6Ufv",
-	"HIflxdouhNI2ILoAmwYy8k7DNL4KozUbu+Y3/xISems/rGAR1wAwHf7Txk7nXx6Uh7n6x61D6JV+3t9u",
-	"B2FcvzPY5xPHBMofPMU9OTf2vJM5FTMrj6ylnVArcTGQzReMXHORyusIpLg2Tl53K2wP8xLr9+aSLXXr",
-	"tXnHtcE29Pph5Y4fdbsDw0b4dz4sGOw+e78igez7yGTpe7Nvs8OICI73JmMYHKlv9SdoY4+enXtt9DY7",
-	"2bxPrpO+Xcmu22WfPr7b5uLCCUUY9dW9BNMoYEpb/ctXJ0WQwF/aE4BEqRZc0EwTLpKsSEHFuIXjOwJB",
-	"xaIL9ShwrD3Pjh2ykGOEl+6AvJcP8X7a+emXGilYA23zbfsATzzoXQuDbnXZoNq1Ie5mbb5mdy5PqyWc",
-	"9VySu2mS/l36CcmwkuC9p3H0yKG2Q7UnUlgmabpKpCekmv0dEUCHPR4crzECeOnBV/ufbwdQ37uJIXwW",
-	"8MgHxAJaoYfjhqOgl7UimyfeOzx7ULYrdT4zygXpQoEFZCFVCQUQW42UvaZL2nD1hN+Jre9e1MldEmp9",
-	"a1+3b+zD8doqgmADjYO9gD1cJASe5OXjnph9+qe7nS8sxWdrdQFC3P5rKtU1AGwAaAOUZPaGpc0lZLW5",
-	"gr1OkMJnl9xaGMZ1BZ5wLW8wVOixkL5m76YhrtN16VJbweVHUeFhYVA0RNh5IzgdvGEJ5kWfnDqfOZiJ",
-	"6AKCg+KapFKwk0rxxfVcaobfokPWGpNLv5JVLhCK6ltlwBk88aAyIAy6lQyAGvM7q1s41lNyH659nXXo",
-	"8aHRLYnkhqlVSD1lmfktahu85eCrD/t8w3yZ25hUJUN4N0ZVNBDDOQNacO9i2ryUWJa/NRXsEK91KAE1",
-	"Q+5WPFUUYTv0ibS/QESCL43kVN+0b4/In5HI20n4cW27e9A7tEeilXY2IFTdHSAASuH9Wk7salRsfbCN",
-	"oqsUnVxnHz++i0jKEp4GgW3mTAAn95kJwNws6zSS/L7gAnqYfYkI4ntUoD3YUiJEA0YIpRIkBaxo9MvC",
-	"dCcsk9fwcise3AD+YgYkBSjdhTvofMaVuWOEFEJhEB/D2FWAhvd3cO1KowW3mfm68O/Dst/KwFsxYJdW",
-	"e2cW7Me7j9FrN8O/yHeasdowJs9WfLANjLRN8UJQoQvvhnoCroYpHDk1him7O//7d7r/52D/py/uv/tf",
-	"vg6iF0ff/m2nLKLdEoi3KXPbhvcdPhjv8/S1iXoen//dURt1yFQhcfo2Qe5o2Ipy+49vrdf/F2YqpPlI",
-	"Ymf7rX8SYfJRhDSUUMy/5Q3fQheq3PO7uEtWT+52ZyXu7v+F/sp7Wu8tvs0o+ASlqJhOT0kQbaLkrdZF",
-	"cJc+uhjxkqAK+9fc5mLthB+Tj2/25z6tHxcOpJIEWDboaubSkBRm/+Qa4/hcO7eh86o5HRYhUCxfOv/7",
-	"6f7R8xe38feDUjo/Gkm2WGvIfpzcvzthbqVUPKmx9NdQGO4cYQDswKAx7AURt0qUUOW5JAFIFXyV7Mb4",
-	"CERJemXhVasseukBjjbGHyClCR1ooa60LRJc+hY2UucDyr1ymVtJPljy3QSfG6nBBsFvImsthrBmzcZo",
-	"Shf59PkDKDCvPp79l4NpEYSS2T+4lgFU1vsh5bXApAOuZeasY9/DVaQOkTgWHvB2CrZmyE2EzCyjV/Cs",
-	"LVsDoOXU+RmpZ4qIeaaYMBFmiGnDclKrEyLckETmnOkTzNSFuC84FlnucpFgUWCvQ4MFNuPaqKUr2+U6",
-	"FpmUrqhlwqbSJewiyh1H9NTcsHRIKKSQQf0Y/BZ6LbKUCcNpFrkJQdtH7DrDsO0qJa9lcskUlCFzoY0q",
-	"XLdA12ZBSEN0kecS8mocaz8eDIimSyimwHyaWEz5TZ/85hp61dsyllNmIgXFxPuMOeRXR1j5Dc5k8EVA",
-	"mXMscqo1NiT0Vc++396Kz3lYLwaudpT0QFfE4TLGAsDTupBpN7Z3ErPyxvbjsYv7jF1exLjn/fqVNbgy",
-	"aiYCTCFNl/1YnAq39Zjg6RzKldp3Xy+vGKIcehTJ92fvTi8wc/Xt+9Nf3oRM7+PDZyexkMKF4wqR0+RS",
-	"Y8YsN+Cm1pWJQc4ty8nATqYKp1jJrl3jnWO8mOPIITdGpILaGJFxqLTEVhxlYea4V85zDZDRdawn3KDT",
-	"yIEu2u1a0JQ1JUNBh2BkPY8jc+Hdvh/DVpL36GHHbmKYWNL76EL38I7uo5dIWOVtgmtTYxpS4YeAsXkS",
-	"aAJudI1X4VJXhe/BV55uNOZLkngkraj1bMLs722bu1qTYJvnSoI0inw3Hbt5EWE3IDEg/CxSf2UzOevZ",
-	"XQbmsqWNxtM7GeyVIzlIqEiwbcfDD9fqWYQx/9VP/BzyWxoQeeHVJyUzdEVCc5pN968p2FD1WGP1PDzK",
-	"WGN27TiTMwekpUmXp+Q/ylT6v5HDHkmoUktCCSz9nZxB5tzQyQufk42CKyKH/b4olRqXyomJaBlHWQIR",
-	"Oay94uYEFDWXcO5wn3sREX87xNdWtQFEBsbsuxTNx/qbKU4K62Y86id0CJlTTcaojWFbxDEWZmMjd6z/",
-	"EaBhcEHGXXyyhxDyUy5oRsZMpB5vzO4IZxX52SSU/HZtm6MLr97HbKY6Pa7egTXaw1m5n96H/Epc50zO",
-	"AIZnrUDDKsZXPspU184eh8FE67W6UDrkG71yjTPzNtNqxWQtrb/Jcqqkpbq7gyttvTEXDbUQimlmxuTr",
-	"tyHJuK51N2SadD08XdmQDYE+IK8gdtq9WxIwcqhagOIXGKMfULTHgfrK/AOqAf9OQZ9We6tiAUkaAMMQ",
-	"EY/ECK3yAWwR+5dZ/TQdk69xh6dx5xvAoCZSpUGBn0Fl4BucY70Og67V29Trc6CUnmLL9hCENFL2TkJ1",
-	"hr3K1FRrYkDI1c4LioP/E/alh/nwiCENzULK4he0R2Lhj8HXKy0dHjnJpJhBB+7ckC5uc8hJgh9DHz4z",
-	"l4XdU2sJ+EPRvT75e2vdkK4WB8mpKwWKRSzAnKnhEDqGBoUuNNMyHOQKnKH2MwysMyysZ421KhBgiMtV",
-	"gBahWqq7jvXYixzVYgEdGtOIChjY8opxBPaXwK/ck5YpoF8Ok3y4IV1HxfWiibcfLt58+sfpu8iTZ43+",
-	"UTD5jP6AcrzoOQT8Ob2yB+fIzqfmeHR5XwM1LEt9VmkpEEttoToWwWKu/nAKmdQ0UEAAd5ywOccqrzSU",
-	"A4H/24qicrgeURRDz3MqXPGzZZ7Yu8dABgrTdlSXp+LooCJJYuHHrLez8sVTENy3Nn9znch6WXD4/V5Y",
-	"jYM8hlPzG8SVv0+NphW+5A1yxGb2vjPHbeft53QBJLb6iiZvGFyS2us3p6GstTG0d1Az53ZZS0XbC/Um",
-	"Aehz/aq2TG0RqnMa6iVaQAe2cNw16Qnr2oBlT1VdYDfbcJean+d3rmVwgssz8kZNA3XHRAotM2gMY/UO",
-	"K1wrAV7wTR18nVM932gJ/gwIMo9oF/iGkA3aGYLo3Esv+23OgLtQxPzTzGDFmn3x7RnuLmzi+Qo68fY0",
-	"9rSLSCavmUqgKxG76TdnvUNby01aWz3BYjrY/+nL1xfHTVkVlfDJulo1kekS1QtDFenO/uS5lc5CGqgE",
-	"KFddwhA1AUxC7Z+TSsA39ZwqZzclVDid1eH4oCVhV0gWhTZkgpJ6ZdfszNAXC9sXC7A34FeuNN/PzLsx",
-	"jgYDB78oFSubh5CXDs5tEkRmzY/3+ezdx9PXULTv0ql6TYz5rKgQ9TYer5t9Q1WdoMv271xQtWw4qyeN",
-	"MW24Q/UtthT/kFHULS/v4CncZp+BvKo3vUsdvbpGtc75noIfjWirKB2Qj6/ekowuoY+aSub8ivVc2KEx",
-	"cHprHsUTZFA05WltAWu1e2QJYsypvlfOEVSHOCgXzJHwKeeizL2MyGQJVURlgyb7aK++77eXgr2GzxtL",
-	"wY6bsKvAkLuXgPlZQhImra3xhPiG2SWz9TRl2ajVxCchSpI6nwBGNtzuoLK9nV/gtsqqqog53f9vTN/r",
-	"j/a/fD2MbhU1a8zzfpkjm7hJpXXzVgy04Uhx9+6ivt2RvN8hz6mePulOQGQuZaHAsgB8HsgANpWEe4z4",
-	"eOGMhO8gzCC2B+Dgk6U3GiGiAw9lcjZjaZ+cBzPHQQd6m5aDdTPiKRqD3lQJKMbYqbXssbROpC6a30Cq",
-	"iOPBQ5gSN9zK2fWbeqCkh7O8PxFv7c/+BIP+daj0PqxfsWtF85xtCTq3zsHn8hpBvRdU8ClUgl4zaD+6",
-	"79/8dHelzCZxTK52a7DpL2S2S+ErlmCWiJVPDUX5IafOd1SSdJ2iS17bDb8soXfQDbJfaSsAaqzMUp9T",
-	"Vbq9BARWq9RdA+FtVQLOKy3QNloYAPGzr5l9yGD5k2FYEYYZg6TrcQ6cnd3rt5jOoQF/oKUSmGQNurjd",
-	"kfCJ5chMxpds+R9XNCvYmOSUK30CvdJB04dmuX1s4ZIBMiVe1xaTHrsRVacWdJm2PkRl9axZwhKsyt25",
-	"G8hC1Fqac9js7mgaIqcz5pqlPV0SkWA3ZlQZeU3enULDzFDSR7UhOUQso1uA3rdrmeBgIW/tmBDe/GUL",
-	"nkRhigBmU6+4fSx/y3piVKWysjU3qqn+4jzgZD6GZKmNUZExj5kHG454/ZycVvHYvrAdK3GPthA+n6hh",
-	"7yxLwNnf2dsW6iUcvZS1rSHTwkeSEioApYv6mGsfILpBedt3jUmdhrAqSUI2RptV8yvPsirl3aYEu75g",
-	"9zFr7JDVOBkIY0jLAtEbYulzGuqJ59JdoDZXYusSBk9BzVWY2113Zt0Ka/pd+Yifx9vXnRAaXQngJA7P",
-	"uVWFeOPR1h7Ym8DK924rBsJU7uZFqIz4dIX3F1VwO4xnVXDzXNysG4Tmi2My5YLrOQC1I2CvbwcgWK+O",
-	"DNRklu9AEG3ptx8QC3ilOL7MqSyEiyDuV1ciBTRcJcc//fTTT7HoWsKqPrB/dQidmn2JZ5k/+FMTCCoq",
-	"wwnLMhgwFgDYBpkDkKEb9nQ1glhG+TTiU3z4eIFbrorcgLf4ralG/jyQ4w7QgsCHIPzmIBxjgWHsE4dv",
-	"gxPHn66/OsxmHGFeJl8wWaBbcLIEmFcPVy4VAW6MbE57D2KfvAKsRgnYv/5TYPxgsxgHKBURLmJBleJX",
-	"NCNSpUw1uaI/FQAA+VjqhEzZvSzVXaNmEWwCxp1zpkJ20crlG2KgfQ2TMhbdw4gcReRZv9/3vetrIJW9",
-	"iIzh9WM8v2XOIjK2xsW4+q7/df7xQyy6CASrwJ7RJO7YITpAQjEwrbhjTb9lzvSQjMMYlbSOLs2u6VLj",
-	"pY9iwVNyaKeAeRsjOR2VHAZ+Fv4cAQJu3PkWkbE2qSzM+MD+gyk1jsXXGLYW4GUttWhDFzk+bC9aZsak",
-	"i4dn/4BFWw4HQ1hrBH4Ilpn9l4g7RtGETWhyCbM24QJTDncDvTX+4z2NCZBlGzo8vT3di2IB2KR2IIdf",
-	"GneGv34j3V8dwCmgvaILwQOcBvjUyhHv6VggemrO1H7YFpLJGXayr2CSWvbr36XZHz1MXrYfx2LMRFrb",
-	"5zFc1nEh2E0OCQWjtSdcMhAVYduu50xg+tslU4JlJOUs7duTseselZsbAK2/ka6QhKc9iJtBHoWH3iSZ",
-	"1Ezj62or9pkJlZIBJtKTMrXCMjxMwVpNjInFFpkxd9HDH0vUbqmH3z/e/QlVakvNjhmU6TqrYLguZgiH",
-	"AEkdkBvZ73xr18AaJE+rUmZv5HfN5ogArAFlrkttcQ5azQzB0XX/YXI+Hj6lwi5ninm5ryDiE2RtmbM1",
-	"41dMEJ6eYB7aKsuJheMTUSuq8l/sntRzREUpyfZc7mWQnKWGtZ7LN3QBsTwkeMCWxYIbl2fm0rWw1rjM",
-	"MGUidcN0oaKFoyx2apu13bjxQfie27o767XRrQ8HO+IWu6hZaWsIIzze5Fprp/1sXj0yBlrF5mrBUa0g",
-	"d2vfmAsrpPwc7+a7eZK7EPYREnWDftA9f/vL2w8XvvbL8v0IIaOdrg6mhcO2dHyFiVTHQkspHCcJmZ1O",
-	"2/FqQPdXtpxIqtIwOFYgrisZJ64rg30GOFQwDkHDBfPGZ6U0xQY8KSNG/UYz/5V/6EGN/OrQW5n4bhp3",
-	"M/DDaPfFUihluze+/asfzORuMMBw5Y9lg8Hbn9QMG1rNlioDKm1uTZnhhyZDhAQ7ZBh3+v0+qL3Qm4V8",
-	"vvh5/8deLKSyD02oZi+Oa4+FriMs0wwsFJE6E4ibkesX8yHCv8GKmEiZgbGCwPnwNqi9wr/Jh7hjVfu4",
-	"o/lM0GzoEu7B1vGtaPz4fXLqUQrdY2C/U4K/haKVMBGyf4i1yDATAkmkfdJg53wotX4oI4hFRZVHZSO0",
-	"kECpWtFSfCGO1VQtn/LJb9BKom8tmXUro7Kf69ZGJed9ohi91N6wgK2ORdcqUy7CV/NEWzngihWcSH/I",
-	"eEFgFA116DS5nEHL1VB35FoDPK4YWgX7Vqb0wq/aBD5B1iqiUPSBpYE8LbsZ4hJ6/dvYeq31yAarAZ7+",
-	"/w2HhzEcXHH7Btuhf38sYxxlJxW9T36T6jJM1MquWHhKASLErjrg0QV0Tchk5ZW47eGALLgoDJYTPK4m",
-	"frZRA6/RN7LUR1a+zzZK6XOYwv0F9Q6oReWqfcvI87e/XLz59L4T2X/9+vbdu07UcR/AX19u62noXnk3",
-	"ALuGKJ8VFI/MWLfjgNqkCGb6/QiEifQcZvEkxIH60PqJvFy63J1rxaHbITzXmIsBCTHrifzsxoTfN/6O",
-	"yQYo+VeZZStwDN4EUtyyx8orymqZh6I/3271O5EgRF5us61S9so/+MD2VTn8lvZVmMpdbSw34tOGUFd9",
-	"rHshFKZJF73puofuOJ+nBo6mDU0kHsBsw7yM6p4+yb1Prhu62lq5bzWR0Ev4hKz2RHZRh0LD/s3lgvXJ",
-	"a98j1CoD8FHTdc+omBV0xmoZbZ18aeZSdL47hl6NqB80f+hfPm5RmiEYIe5STwUlcFYFm0ReC3JFFbfa",
-	"pe6tALpg+K7IN1gkeCMPvrp/bVEjsXp5buP2+La/rkPR4X+4DYD6Xthup3rPmIG0dhpSG4SDtVKsFYLh",
-	"IRUYt9cb9e7VUzxwCQmPrFtVp9bqKMOZ7Eo1bgF/NSZw52v9i+Xq5a3GbHVHad1qK4wgDXoY7w6XGyrx",
-	"Zz7BnZaOTkuWjhCb6SNl+tLI/IAmIXvr4XOQqqWkGOHO0ZkFHpW8MEztQ3NqKTPoohYR1p/1oWE0Tizu",
-	"DEncydjUjJKMJ5cuRSGRUqVcUMPsA78fDgYRORoMvnwbR2s/xuSMiAT3JIk7cx53mp69ZEufBBGeTYzK",
-	"/qabn9eJklmGb1+Z03M7p+PB4Au6KeHBER5k+HkqrwX+2H1PF5jpMSTPvo0xeQr3bIY9emAX/+mKtGNh",
-	"5koWszn558Wb8wvMl3GKC2TM4EzBHej9m9B01m6kq1NwaIBz6rAPkkJpafWKXGpsY+3xEHWiGBN7mmj+",
-	"J8OsCsyMgskzJvRcwswdrA82i4zFuPx27GbUI5ScffjFmzQRQFiIiveF+n6cxlgi7x4+H5BFiFNW94DM",
-	"qUgzlhJuen1yKvxPMYnMRVbIlGPX6ClngGBpyc8fFpHTKb4TJwpVnWVT9ku2rCS5YSVxNWJT6z/DzRwq",
-	"P2Phrlc1P65PMCXPDjV2348r3eypruwzFJ7YcZoSvV7jj09hqY8UaqiP8cQVyLXBMW+pSSVMpWD/h4iC",
-	"T4XPAaywRX9/KTQ0y/Y0MkrkCFQHhKKeT5ouI16Ovm5l/yW1tcIsbZ9I6om+mkQ6wAyyQPCxCF1Bds4j",
-	"vZ7LzF8Q7HkC6WIrHAF5bLY8IeN/7p/Dw/vn/E8G/dz1Oi8j3d9u/t7z8RCd0MwFYluu3Xm5ZbcBPiQ0",
-	"Y9B3hfhqTaiey/kNyzS55imLIHfYY6JSnbME1Ptrnpo5wXLJTF7XZ50xeoWQP0gEXLeWccF76v72ULz0",
-	"4tmPx/duEAuQhge5mN0B0qAhpR6W+H/InT6t8vI6mFB5Q0n37MMvvXt6NprvOICybG51upBX7Geesd0L",
-	"3AdPAxgORSIOhEGqUhEmRjEGnNFBJufUGr8o7qnAnNReewHJa3ktMknT5sVvkmQyMWxjrAnmCpguGC19",
-	"sb6TOVWG04z4IZ4yoIlBMLejxSphku4ngMALeNG9xzZlz6iZd1oRAhCGI5zSNnpOwwE9nebi2lk3czdf",
-	"j2/3/rF53PPBDw9BIQ5ngJVIdAHFEKHTw5XkrN3YRHiojGuz0cP+IOhQ9+tJfo925G4oVy4OcASPHMx4",
-	"gnvZUr6csnxFrSgrpCv10S9u1S820cviMuXqoRwTdWp7Ty/Za66extEPpNAIqlMN6MJT37sfWSv7uof3",
-	"/b7dxUqZ75GCkfPcxm6s6vBI1FPVmh6dfFKmDRcUD6IB4gAhn28nMPdcVHvh927+2UpwT6FqbiQfbWi7",
-	"tDo31OyuOj6gKsG8nPrLSYyNLP2ammTeuqu/2W+3VAKeAoPzrjp2mWwmp2Q8LQGFqxV36Jb+thbehS1i",
-	"FZ//0yjgLYJesaRQml+xHTFUW4hAqsvHYck/S3V5fziNXaL3shCmVfE5fLFZ8YlKHJvWYdvRbCogfFjH",
-	"MNLgKtO1+TyrQdX8+OL4dqyahw/4r2jjcFsa8l/S5vauLrd5S0TCvwoiDSR4S3Wpo2q7XppAAAaQd7Qv",
-	"SRPZEiHPE1lkKZkwaCcRudROzDhGX8YTVKI9JRaKVcAJ3CEIeq5gbM8kkcKXAnO9Cgq9p0lSKLA+EfYu",
-	"8vEt5tDoQNpECJheS4vgaURomip7FLC9lVNBJ7MzaxHSwQ2M3uAd8Fc2t/o4rSwkk9BSyc+PzhDdH8oU",
-	"ISb05ujlHsZ5mbhK9zSW7/nnHHK+XWgsfJDPRclJN+6cuY9gE3Kekg/+27hTyRjx+e122BMHDMiNjgUT",
-	"V1xJsWDClTdhpnE39LlxKfHUFLqHOAjXVNk9cy3b7NnrExd566MOGguuSdyBNcSdfsAkTF10rLI7fMqS",
-	"ZZIx0q29gcQd/FHc6Q09YGEUC1/X5dq0RSSnhbbzBYQHqGVguem57Gv7ANY2RCST2iEQ144A66kh1IB1",
-	"1B6MHLLYrmjmIAyrLjRVCO0arRsH54/y6CSkZ8fiaDAYlENgOSYmda+un3QtDxAIcsr2MCucagCVwwCA",
-	"dg0jYF/dArlw2xqwITEQA6ur9PK0ROcSxgcD4jpFuL31EBa613dkiP0DjpqoPXSgoQtmqbrsvoDtZMre",
-	"Cy7mjN0rgp7U1OKEajI2lGdkfzomXA+ht0TZJ4d0KXknZ++4YD3YFdhswImw44AqQzTLWGJfVsVcIV0g",
-	"fQB6i2qNGOAj5xRd9FxBrBSsfL/lVzAGN/7llW4Mfmdj0S2J150zttSPahe43iLDElrUQmlDQkUs8Pxg",
-	"/AVdWomBFUPQ8IDiF7CHLp5l16clgobAmshkCeWPPddLz6mmrtED4Vs1c8B1s9SvDHs5XGC/oVBHGRZX",
-	"LcXD1iauqwngL9TriFdbQMQCx8AOEH1HTWVsfyaRjYXUiv+Y0OTymqrGbkAlcJRrCbQxgPfp51fk2bNn",
-	"P8GG2akWgt8Qp2wNK8eqyp4x3alUdnRo+IXfhaMgXT+3Xku8DvMvbqvSaXTJ+fU3a+odN61OFGoQyk/8",
-	"rBrLDrbFSKyhIm4Bi7iuNGUSryC7YpkrqGJpy0bBQ3V8SreslE2KGfxqKjtRx4oju2hQQr5sAVnpEAJA",
-	"A3MKKARqKBfYZiWhmlk+pbm129pOUjOqkvmO9VZ4dzz4jK72fXEF+dFqk4Zq37CWqeCVeeguGPfGVYMb",
-	"CJr8VrZ82BXHvCtixUpbsmJ2V7bFKYKlsHhCZ0C9EDmTs1VBJFUNNJIEDvEoMWHfEaVNNXVSzLdaqWOX",
-	"eQUHP/VyyRufpNvSeCgWzwm0jHVE1ytBfuZSmyF5dfbZN4HQJJkpWeRYpp8zlTBhHL4nzTJ44tXZZx0L",
-	"zT1oYq7YFZeFbxBDuoP9w8GgF3m9hwtSaEa65dutATGnasZCyhaoAAAkio3qXF412BEnrlvxHmpL4a1Y",
-	"lNBzGXJQBpnMXWocVOsujbVHGloSz6VVZUHbBN1rLgvQh0ALdKuYLMN6qCELqQ159gKWBQK/bFNEteUL",
-	"+1jtR5DyuL0ldlvpFVMUNGE3bYqZcDmjl6gzHR2TOVRAg6Yc2hVVVETXP6nr98oPjJov/g6SeUotNfza",
-	"K6qA/FZqqn6xuAduAOw/v6K1DssGYaAlOvrERmZWzaJTxfS8pqC2dLeqKqg45GYN4X3oHnQfJSEcU01N",
-	"aEddVmY3mbHT8EETaRmfQUXk4+ERbyEV/K63gm7Cer4bB3919rm8S5CarS+xRTMi9T0gsmMzBxfMXD+E",
-	"G7VorHz0tP/BjfI4yaX+7XctFgSuj03gkWlMpUrYkyYmIfZ83bbB/vRuZiegsTnTCVBDLbm8/nBOYD/h",
-	"E2fL8HZYMeCuj+MyP7OvflKfuRUKI7w7NR0U0d63KS399v3Qfp0nKeTBlL6z0DfgXzdv8R75Qq/C8ut5",
-	"ZGue2Qi1qR4xstokzOpcrj1XDriuDhQ7FgEVu9xhe93tzDJmfE8Hq06w9IRAqcISkocLVXfIQfGEFCWU",
-	"gtfQsHU3pAVfz5d9Yq8EIjTVT7vS0rVPwKdVIWXEgAFfPmYig0jo+oSvUu3rea1n6NRWtzFWbYp8AQ82",
-	"1Z1IaawCDLpNqZOFwgYYwVUIRei9jggTV+hh9BnWe9CMGpEMLb9NuTpBTbfyRL21s+9oUQh06vQ2IFLl",
-	"Ztkayv2YM3F28V+rcdxDDB+t2BzX3CQA/5MraWQis6cU7wDfRRMMwTK1gC7TINB/Y5NzmVwy0ycvIYuZ",
-	"TBW0y8ZO3OFh0PPJRJo5uaZLq1RC5b17ONg6zr9FFQNIWfApKJl5H4OORXf81ceFh7HdOP4nxortlsSd",
-	"4eHRIIo7Sl7bP44H38a9E+eNg8R3jdhltZewG47IsDUkpW9jB4MW5uk1wyST2uOQ3S/q3Ojdskfb6Ib4",
-	"cbB97wy7Ac1vOTre/i32ZrS4ytxXbS32V64BXtnHkdGf4N1PKqS/Q0j5yWT4iiPjX7CW/KHir5+wA9e6",
-	"pAt+GCsetKnI3qjWY49IhUBQZWGQ9yBMrGWEZT3eXHdtP9f7gwbuCH9DO+iqPkEN+kRAaKGpJbIl6a6J",
-	"315dZJImidkncJ1QwAddoEHE7xztDc3PtmnjdB4evsWxAEvFDbccGlrJGzrrRfD30FAAludtHnL4z3cz",
-	"5t0i7bob+3mGTdhkbIenmhrrPDizvaCXzM/7aXhtgy3U4o/3p7pKI/bT3y0pfHENhPcTCijtgOFryeZw",
-	"/8Uz8J7u/0kG+z+RPhmR/RLyzPVJy5iB9g+KpHzGzQkREn4Od+D7Y4OEY2nzCoXvH7uq4klsKr/cmhWz",
-	"bjYFh6yReY69JfrkZfCzAxsPxkgsVqyRITqCgxWisXQzW4Y8BC60oSKUCCUyX54QYM37XOyDvxECtImi",
-	"er6fSKG5tmddrYn2zSSdXPFsGrl0nTuDYeWYumW2saCZljDLisOtnHCX1qQTaLRTqS6hnFz3hu2ziIU3",
-	"Cb38WUSb84RcgtCpY8Xwv1IFRhxZxhyL2N/juIOx74xNDZGF6dkL5jtrajLlkMlOJkt4g90vK25V2XMw",
-	"VGUt8Bo7m5XOEDQ0YV5QtUgkp8U9DqzDAKP7DakqQl5HPifF5+JcyyJLh17P4FOPLr2gqcM+pIWRI/g+",
-	"AgRYj8LaRZ++ZmbkXtYd9OrABejTryUZuKJYiEX019z7pYvzwm3R99KqW/XoRlOolo+4+rbvncW/XaOs",
-	"8oYJdk3YTc4V0yOKMVA4LtQoB08Znz1na1wWZ0ZWNhlZhZDXFV8tSxS7TelzzzxoVVtl4O3yXOH5u5W1",
-	"oYMBx2vqfYhfIUvUEZlwkXIx0xG5YkpzKbTPJ4QWM9Um3O6nB1/tT7cAmXKr2Blf6o6UgYNaIQLjIvIO",
-	"8N45RGCdxLx2iG0uu2vLJttOOd+uyza22P7i/jva//J1EL04uqXT9joSDxwAgkJTy14ht0sb0r3g4pKc",
-	"vjnfP3r+Yv+XV+97lfbQPg3HSjvfKhq6oUGsIxYzatg1XZK8MIhFIKAvDTBUXevKWe8rDY+SsaOBMfo/",
-	"Qfuwb4hFeIUri3B0NSTshiYmW5LxXGozjsg4l8pgVx4rKSIwac281HDH9s9RrtiU34xj4R+EVtlBmNZl",
-	"WeWUSXeMdiDOdD8uBoNnCYhk+y/mPlBUpHKBH4170K/LISFjut/nT+9ghROZQo1obtd1SN7zl87zm6aa",
-	"jPEnY5fg4v4cIZbCeA98eziNb2M/9bRHyhX9/eLi7NyeMCSshs4FKcszuVxgwuGr04hgLytI4ygNYKMK",
-	"bRpD4meFqdy9R5eVDsC6qSCgtiPrVA7dhF2uFvFbdRL04bjjP4s7TfiIc6ftrH1RoaDm7yXCqpWFr8+f",
-	"P3u+WaRH2HPL/ewdEzMzD6Acmyv58Iduvt9d9jvZsklyQDaHq3fZUbQ31YRKRbAXfIU5r7j2GIQ+Qicb",
-	"ZH1e2eeKCGi0h7RckUjb+XHaHTiNOR04oxFPd0vs+L/R/fMGMsuCFeQAzasuQ9KVOfKRbGnFixSBcY+s",
-	"0SYV4svZ5ffW3Ear53zw1f9zG/2j6ht6Wg3Eb8hkCZYpq29TWHB9+ZZENrfQbV3Q4Dt5bu64UR9F+aKh",
-	"3yTnxHAUUNsV0sV/E5pZ+lkwKvCWDX2K4pZqnK67C5tVubY4kg/CbuY2F+GpBzUhaoNvZUT4idzRjAjj",
-	"NRgR4UsMm0+odi1SetUKOkNdURH4tArNygsdXrC1MRFW84iX+R7oB+HqVyL1SLHoBtKu8eWCzpjGerkE",
-	"6je8Nldo1GoXGzlA+y48HAco6aaZA5gKXd2LA/gXPb4J1t9sg7UQ5YE9t4Ovhs62oU862x2U674wW15g",
-	"PMDmtZWR1F9j3Cq3PILT/f+2BvCX8t/uJA6PfrjFHF7zAl6EoR+7v0PBs7TRbLD66PqJIkaAFVNNVsq3",
-	"76zu73abn8SFdwbBYqBe7JkNHSgJ7Dvp1rUB/NCHp+0vIHqgCTUVz1Thq87b+OZneOBRt1lQYdo32X27",
-	"1mCBZhm0BcAnsCD3j0IaipLTNTrHAoS6M/NKZsWC7U9oclnkm1WSf8CjL92T20Sx3VutFobjaIxweONm",
-	"kyGDP3hUU2a1IUvYgq0Uo+p23E058iM2GUO4fLeDzRaRtQyFTNmebrV46qd78BX/sYUcqi3uyQ0ft+qu",
-	"JxqIGflQIlUM4R6nUyhG7W1UdTYv5OFubp0amu/vJNDKvRQefM2WEntSrnxXQ8Xt/hY84YGNlMrAO9zE",
-	"u91BP9YqU3X5Tnvac67Ih21x4ze0lPmH51xPoGXYSzFyZ9wAOIHf7EGr/C5W8a8yhV5jzxifdlLVxE73",
-	"/7sMRRxGL5416V5RR/M/2WgxaQ5GQP3wEHtTaZJTDXJpSnmGJt+bDx/Pz15ZfldG8a0Eez74gcyZKnve",
-	"xALLDv/x8d3n929Gr9/8fPr53cXo/UvSPRwcHfdK0e+24IT4erraD9+f/nP0/qUrYodM9aU2bBGK/tB9",
-	"ibkFhJIpu/bliVgsiI7zMhnyxa1RXNja7434569MM6O6Chfqr1TX8MM9MGeoW9PQuYMqQFs+FwpAwR0O",
-	"RCXjcc8l00DGiixMxq+Y65pQOp2hf4NPxXmzyM0S6G+KCQ0guUqpVrmzESmF+JDM5TWhsXCi3xpnEAfz",
-	"aqt9zHWtBkL10BHJPPSThDYEZVAb+0TEosLND77iPxw0WzWXZPWJbbWEv7ovxe2nh5HEdQPkPJay2iMI",
-	"9Ss+oCCVL3HFw9VYrnWbovH4KsY2d/YeygW+poSwWsVogs3we7FbjhHO/xObdlZVjJIoK0r43V/eJp5R",
-	"O2s7qMN/AV3wyUDs7eRJSVZ7nuVgBHs9oZuJRC1zhIa5rJZu6YgsqOBTQPig2srL31D4X1Nu3A3E5mQQ",
-	"ve6W7Mtaqz593N1h+8g+KA9EM6bL+wxCOxZTJf9kogfYN+Uu25fX8hchJdw4cBag9LOP51XlCNN+ApOW",
-	"IhaeUbdmtWOaYkbNVKoFuWTLTbx1W5R+JKV/Fax+EHp0VbRC2AobvXMBUCqU6OUi4+LSHiDLphEYdJA9",
-	"SNWMmQ0m3SdG002bsgOG//37Vjw+ovtKZwnFZkVGQbGwdxJK0O7HiaMtH96M1w9XunYsW0TIi5XQ+OZM",
-	"yOZ3zHZ8x0pDBqagkYQUZAJxFUFkYmjW4pJayLTukKpYR4P//H2w/4O1i561uaTv1MdgVyJ9ahNiI1zx",
-	"X7rjAdCsb3gQCpImMl1GruWQVOhoMoBB08XUK1AOEWpOOTS1CsNbFNrEgt1wbfrk47VwZbiWckI+Ur21",
-	"AtN7WK7bPRwMBoCihYl4gxfHx7eLkNvbK5TX8js3WagRzD1aLTwpxw1Hu6eJGz8i0AcBAcs0SRnLSdcJ",
-	"tIphyZ2FZkmICcPU3bqq1Hl1E1tyDr+mktaDztbIblv2dnh2tGVvhxZyvWN3h23Ue2vo43NP1uPBip9b",
-	"pE6EYmN4m+zpUiKKxYSpE3L80zOrsg5+eP6812l6o+uEsF0FWUsfigjk760i86/XrGILuRMu7RO6G5yb",
-	"qRQFmM3rjgrTgX3XKgkAkhOrOEM/YUFAYnjR4qtbhCwbWm2+Vbd2LbiryvzgR3O3DgarXgp4S82OgM5q",
-	"ieITlqI1gSA7D8Fzd9GPYaosKRQ3SxhpwqhiqjP8/Yt9Fc35r2wJf32xD6orP6NCZZ1hZ25MPjw4ODz6",
-	"oT/oD/qHwx8GPwzsa/+/AAAA//8=",
+	"7L2Lc9s4ljf6r6B0t8rSDi3LjpOelmtry0k8Pfk6D9/YmZ7dZj4JIiEJawpgA6BtdSr/+y2cA4CkRMqS",
+	"X93zfbdqdzqWKOJ1cN7nd751ErnIpWDC6M7wWyenii6YYQr+eiOFYbfm3Vv7BxedYSenZt6JOoIuWGfY",
+	"SfD7TtRR7LeCK5Z2hkYVLOroZM4WFN9oDFP2t//719P9/6b7vw/2fxztf/12GB0e/fX7v3Wijlnm9m3a",
+	"KC5mne/fo87ZLUsKw6XAoVOmE8Vz+0Fn2DkVhPnv9zThaUSmSi4IN5qMwzdjwq6ZMP1O1DTz8Njjz/28",
+	"dbtynm4cbsEFXxSLzvAwvJcLw2ZM4Yvty9Z2w35KuNA8ZcTMGdFUpBN5e0IUy6jh14zYSWhCFSOFSJmC",
+	"pwrN1J4mc7lgYYd+K5haVmaLc2+f7vrSL3Ds1g24Y/3rL/yHzIoF227h1/BsVK7bSCAJJaUh3bhzEHeI",
+	"VCTuxB2SKzblt4Rm/Ir1+uQz0zK7Zmm5QbHA1+3h74ck7vT7cYdoI3NtH1AsIlSkhBK9XGRcXBEzp4bk",
+	"kgujiSwMkdPKtAjXRLFpoVnaj8Xj7Thu0Gc2bbgmJCyBp3bldpSW64BP7jT2d/uwzqXQDHjFmVJS2X8A",
+	"UxDG/pPmecYTaid08D/azupb5Y3/puy0O//PQcmCDvBbfYBvg1Hqq2L4RdT5TA17zxfc2Mk+9ajy2t0b",
+	"wwQVxlIFNcwecaIYNUxbstPFgmkgiqlUV5p0FdOyUAkbsds5LbRhaW8Ib0mZoTzTsbDbD5/Y10Xwr0mh",
+	"tInIjaUmrknGpkBK3JDu2MgrJvTIfjZG8htbihrjLxXTpmc/jcVYMaOWIzo1TI0WenwCD3y2H+6f2g/J",
+	"nFFL6lwj3d5QbggX5GYuM0Y0S6RI7aKkvREpKXIgWvwRHHflXfX93cjEYGvdbtuHT8/f/cyWwGqVzJky",
+	"HIkJdzUdUTjQqVQL+69OSg3bNxwodYUeI8tc1u6AXfUVW+5pkheTjCfu4keE9Wd9wo4mo0N6NHmRHKcv",
+	"2avpD/SvE9I9fEXm7JakfMaN7jWNdIVTbhzKshyWTSO7mfYjKvSNpR3kRVzrghEpsmXTe/Eyflv/QrFr",
+	"ebXjdiClNnMN94mc/A9LjH34tEi5ORNGtZ9F84q55YD4hFsqS7festqZeH55xZYR8mmaLriIO02vWzAz",
+	"l2njXrlFtc3W8UEYKqFZBn81TlmxhTQt5yEL/GZ9CPiKOMXB0VnceXv2/uzyjBxcHx44+cz0wTeefm9e",
+	"njbUFLoydLhBG8416gApbEkgTVTwuuBZuk4Ak6XBf9RXixzKEvWCzhgRjKXaUz2+00pLxYbwUEaXTGnS",
+	"NXOpmeVmilnWRYyUwLOINlQZlpJkzpIrEKMRYTSZk0QWwn4hRWJlrsa32iML6+TCvDruRA27ldBk3kS7",
+	"n798hFHffDr/L6INy7VlfZrhPMkN1cT9tPGtedF8OPfhWynXV6PFpPmFzEvV+pGwW25GiUxZw6+izu3+",
+	"TO7bT/f1Fc/3JSyaZvuwq5ZfT2mm2feok8nZyEoiUNcMW+hmssIPqFJ0iZdPazprvhl2K5tWskZu1Vk6",
+	"JQTI78zL9ykXXM/vJQPWP160zReOezsCaaSEBVtItWw9PkfU668PXACktlQMLgk8ThK5WNihVSGEnWYY",
+	"dyJlxqiovHinzbFcBXaBCSuff+1YoY8D/FawAmh9Ys8AP1OMplZMIQnaqyQSlrG08zXa/tzxmzZWRmd6",
+	"N9IzbJFntJErtzK093LWJtlamINmhkhkZBkXDDUk2HFt9X3DcjK1ipHndvAe1OzgS66JkMaeX+PZZeya",
+	"ZdVzSNmkmIFiPpWdqHNDlQj7/rVR+m24gOy39QWBeTxAJRCsYisJuSaa/Ub+Qg4bKdufaP1NA1wlqLUR",
+	"Oez3RVi2joj4y6H7s0rH9v9hZNHMTXcUW6WJ8ius1r3A76ubeblLX9sI4zP7rWAaTYY05cgkzysUAmwy",
+	"WpWG9qcjqpB0m3/YTsnlFLzvZG2L51TPvTJU5JmkVgGHUUnpb1l7f6tI2iheUplcMTXlGWuyH9+Gb0lX",
+	"czHL4GRnrHdi7W7DaGrnaYnrAAjgAM693zQ9+9CdG71i6d3SxGRLIgUYWv7qR6hvRISqZM6v7cHXD8h/",
+	"3rqxVJT7ihtANL1mVjX89Oad1QCs+W6oapQwXpTU302JYjOujVo6dUixKVNMJKxZtcRnd9yRRLGUCcNp",
+	"pq2J6UbqCmatU9SKemvbkVOtb6RqFoyFZqrF6thGYn926zgtzHyVPdenHoNx8+vQ0NnXuAOnEE50C+W0",
+	"TVu4AEa0hSD2i2yalfcL2X/bCTbr5IKZG6mu7nIhfHSP7aCFCTkCCVKZ+aqk35FHJYu0xY60In03oqOG",
+	"LKQ2/homizQiuVQmIoXKImK5wwkR9tsFo0KTuKMNzzKvvRDwQVixCT4F2NvtJuu50toXdvQWhYIvmCzM",
+	"yPkv8MCntMhMZ/hqMGgSPoXK1ukC9onczJkglPx0dukcMOhlXnO1OsNXk6PBwJn/pGsVACqkmTNFjm5v",
+	"I9AILJdIuWKJ6UXkhps5SWAT86WZS/HCkuHNjIH3hydz5p1OeM/nVD/gpnyGo1+Vn3bvv2592YASqypd",
+	"UNzuz9ZVIUgXtsLyop5l67PriCQyX0aEieuI2OuUchXBAw3cfna9mw5pX73jfUqdmtBIow2mMYhMq0Va",
+	"kXNCHA069x7P0j29SZQvnF234oJMDM2aHpc3An1w9eftbv06nClZ5F/LKSgpG8fUKrGvkIJ9mnaGv64v",
+	"dfsd/rqmpKmkE+Eebk1rb+whWftXXD9MzdrMXK2K3iDLveZqhezBhIsDPSf7SdO+AU2uu0YsPatCRCHW",
+	"Ah6PQmhC9QmhmRRWgSFfLs4+E6eurr3a0f09RbO7sSxvNKN2NLxWDhSGaFKr38iUvSn12hU+f9NinKct",
+	"lrmYFc1Wzsp0IKoUHo9goLbZ3U/nTxpv5KU1/ViWWWYv9tkiN0vy5fJv+389ce54GIpMZLq0xpYXpIfk",
+	"A3/da9SSHVMYNbmyTz3LQDF0/unikhy4j3SffJQGJYrfiMYBdr1O9SmciWtyTRUqn2bONS5fimxJupYo",
+	"LHnDl9TLxj1tmXh1teV5VE84iOkOysLO6tif7eXxRrn74Z4OfM1tRGUfyr1s3IlGVaE64DurpKkiR7YN",
+	"C0VVBhaeSTE7IQOn8whJMr7gYPos6C3GP/766tiqHCEeMmgM6taksSWzdsrVsEHrdKF4MofwU2ZI1052",
+	"nFJDx6hkj/ELFw3vReTs6PWeJldsqYfoX0WzG2OVNCtYLOZU90kuZhH5n5zNwH7P0ylEkCdUs1fHJySZ",
+	"WwvffmPHgq/+18Wnj6S7oCbPpMn4hEz5rFBMxwJeQEVKNXlLDf2bsqTSOyHs1ihK5jJLNUFN6cO7D2fE",
+	"Ll9jlHTlGs5RFbaESQ3Ff8FLKsRb7trcLLJmjqNHC8rFSLVs6aXfCm+G29Pf0ySj2hB2myumNZei3+jd",
+	"+R96TfFljWPbHW3+AiOVcC8Mu218ZkHVVSpvRLNanE6bPxezTZ6iBs/PdfMPPFtvERalP8vt69etgg5v",
+	"UNauywvvYtlBs2uxJNokT14TPXXH5N1ix/76a/uC7idpdldnJzS5mkGctsZH3dvX6dNt0hp3JZNlRdfp",
+	"k7O6np4s0JFnJ9gsu1o2+cEa3BVj+UiblIuRzJnYbpXw/Po6f1HcGCaIkQSecJYWhsGZIEkmNaSBZExb",
+	"JlkbuVmO0FlrLG6jfGmUHRtkRVXX9LLSWUTb3DIITLn8nG1Jc1XQiGIxYcqlJBTGmqsDYugV0y6rAebV",
+	"J58sL7/h2lnJTF1DSE0YTVa2JRagzBxGJMkL4v8dfDn4yavjiDgvpnvkVUQW9HaUK5kwrZn2H2PygxY0",
+	"13NpRtaAXvqh8JmXpAtU7HQxEIBOYveGVm1Z0CxjCqje6mzkeDAggi64mMXCrmbKWZY2CSdaGDnKaaFZ",
+	"E4WubCWKW7cZBH5V8yhU3KtXPMu4mBFumuVNOe4I6BU3rzYHTOVZuQlWRyp/OyQwUbIIp4mTovWZ2hHw",
+	"rLm+coqfZu7hXkX7gjdjSgzpHg8GvYbJ7+Aiq7zu7t1dWxoNuriR5drSsNtmrmQxm8NXZ0evSa7k7dJ5",
+	"JbglWnnFRC9k+LSdhHPBh8kdrU7s+s35F026lLw5/0J+K6ShJ9WLQxbUJHOmnYrmP3Wz7FV1y1fHdzGL",
+	"its/TOhwcHS8OqcL/ntQc24UN3SSuSB4TZk9HBz/9eUPr+4a9RGY/bLR+nlTaCMXTEGKTff8yyXkUlgt",
+	"9uDbFVt+79mjZSJRy9xUUggwHcszBI35fY18vMZPGnat3PqXL1/cuQ81b3R408vDo91fZKjTdR/iBHky",
+	"33UuZXYnr0HWYt+kXRIdOv73NLmhakHsS+CgJlJCiFWwm3A5uxMmkrnVfDUpMHXEyFgsGNWFYiSRWeqT",
+	"8CCTEy66Ri5k7XJ/jUDIakKzG7rUMJKdC1dE3gjk5/dnT5olihn9cNMac5P242IweAFpeIoZzNsklxXx",
+	"MGOwTXlGE2bNJ6YIFyjMGL4oIsK7j2MBtoyL/s6s8UJm1LAbuiSKwTssT7PGtfK75/gkTmBPkwkXKRez",
+	"2j6V5OXv1/q1BZcxSl4wm/2TpMvTyOdiYVSo1yenKFb8Q5ZxV47XTpAbHQv7kH14WmRZ5Y1454glQJdm",
+	"GbZLMvAdhCxxfDQipQIBigOMjuILSNDOkaYp7BgEsa0ciDCdCakJRnEz2NOkC1Ys5lqD6tCLYmGfs6ey",
+	"8iyMA5vidn1PE0gz5aYfbghZ0CWZsKBy1Q6gYso1ajwNhi29shOr7TLOQU4NKri7uC8qA1vFoMYHXqwJ",
+	"mmTO0iJjVXZsJGgUK5LmzlHrYUavDE+oZlt7evwsYbCdloyp0g2bi6nYsKiFLITVg0UlRmQIBTUKjtRe",
+	"WkJ9brhiNN23wpeRrg+bSRULVFN6EZkwiDlRsfQ6OPzE6l/DEFoD8Y0pvZb2frRXBCYCBQAwrJAmFglQ",
+	"mVREQ8ovvPkgIgf2MkTkQC91RA5Sdh2Rg0Ir9CjRGTqPrIFon8H/ZHzy7xE5YCaJYnEA/u6Da6rsvwh4",
+	"zqU0ERFSkURJrSu58k7hqAgCF8sGVbGiRsYiXAXIwplTTMGp5JfgCO7arvAEbnALNFxaeSN6Lvvem9eb",
+	"xCEe6Af7e6chvMOfHb5qcJCvccW3TF8ZmZ8mSB872VqWcij8MLig5GIhhf1PXhim9sFisHLTzbZPfgFL",
+	"FuwTy67878E+G8ZifMWWYwIO5O5tKu1v0Q8IPFhHJJlLlWryP5ILlpLJkvwlItoyFJoRzXKqqMHPdW5F",
+	"xjAWcScxKvuLjjsRiTufmSmUwH/D55S8ZRkzLO70TsjY7g+Of0LGC2ntlYW8ZmOSSKlSLqhhJ7EYW043",
+	"SjKeXI0jMlZ8Nq/8ueBpmrHy71QWk+rfRvE8/B0LL7ArQ5Aus7rIzZwplwNcKC3tpcEs1PAT3KiFTPmU",
+	"o9qpYzFnWUrSwnIW/LEdyK5Xz/nU4DrLBYxSRWdjJNZRZQogayqrdr/BPUnljbBLqXxU5GPSsJQTMtaJ",
+	"klk2jgX+Y4SxZS5FRNwnFMg/avo9irTaMnXPHoFlTqOSWsDJWyiopzgh4xvKzbj6Ae7gKJcaqNtOXieK",
+	"MWGv4DgWQpq51R3IqVg6Ny8QaYVGUyughZVFVkCtlsqs2NnhPnl34xUL2fRRp6QsyAjzZ9GJOhVaAldL",
+	"SUqdqFOlJPuyCiHV3gNn6j8pT6z+SZF3og4eQCfq+O2EzD5uOlFnZcfwYbdhjQl/5aHdxbMc0zm3Gipo",
+	"me6cGlQz5xbp2klFxM8SDPUyEw+2pWZ5NgtIFEugEpRLaajcg2IIx6vLJ+HcRYivBN6nmTEZ083mdo3C",
+	"G1x9c8YyvKF6VwVj9TpVqQ0Ot3LmnrJa0mLrd3/X42vOELwE0XmL7oxlzkCTDpy8wt6HBJlyRCxDjsg5",
+	"nbHRW3kjIvK3lxGhPbcx75mYmTlsTSVLpsXv7S7g17tEXhmwWoniAPWvf37b7ItftqSTV6d027HPNc0I",
+	"aWx9sDmDM2sc8YanWG94x6j4XOTf1T5882U4//hT5OJpQ7wS5dNDMGOIxNtQuSi4+bU7OlmauxNl3aaH",
+	"Ddlwekh8a9P99TYiy6/Wzsz5Lcu0t+r89Pas5puDpXJC5HRa+arK0avKV7iSL45+ePXDna6QoH8dwaPl",
+	"H6shkbeKcvGZ+Tyx+slb0VCPK62UVviKi/VwEThZF7q58Af9pS5CndoZsJQImTLSLf1RIEwx+bS3XQEL",
+	"Oh0bR4UDcK5MI0PCnZuCoWrGzHaDOCOl2ZkkWz42NGucFtQFVczvPfDbKA01htvV7WyT4AKH/MHK+Yag",
+	"mKiXxmyKjLTUBkDiVHMQtjEZ5JypBYewMJlwUxVZVRJGPWu3so3WqsCQ+NVAqTUGVvkizNKVEdFFntlH",
+	"9tXNvtq3/9foX+C/1zP0N5ASWngjR37bhIsh0TPqpBz4E/6+E3VAVWwOIq8lI0W+nhmebWJuZy2FVM0f",
+	"J830Y800qNxtN+ea/J8faDLngu1box38685Ik1Oi5YIRmISOIHMmyTiDQJm9RTTxhSiLvlWkUzaiZpTQ",
+	"nCbcLEn35eBFbwgpHpAHPfZOMIyXRSRUGfVAKZfWAuva10SxmEttLfpxIbixOvukSGcM/uVKisfOL8XS",
+	"cR+jFSN2mzCWstTa6TAyfDyOrN3GF7z116dYLg3rJN3jox/Jeml0FCz+9TLlcijSjV2RnR7lTI18VrFd",
+	"SZgClFDDrKoF06S7WlNdKbfmgswLkSqWmjnsFiwDnR+Kaf94LOD5Xm198Eet3LrFT9pet9OUCLSpgmXl",
+	"+dVSoQrZB5yLBhqvJps1xO3TwKhWtPiJZsKQmznPmJc6dauhlZ3t4FNvmdajFL6VlXWpFOxuHgMZhpX9",
+	"8q+sTadp+//GM3bBGrSQOdUtHFoxzWr1vcHkaZJeP7Pl/RJNGguyXxwRRUUqFwRqfu2t0IaKlKrUaar9",
+	"OzVN++KmrXgvZ++5YOtbgczwYQGuJy2pe0B92kpl2qaStA/MKJ5cOIG8dlnzYpR4Q7exIHlkOdYobyp9",
+	"z5lK7I2VU0KzjIR3kTfnX3REBvuHg0Gj1b9m3ENUGVS/ZiUYIgvAhy3tYOH4VhoovNiuYP29SIrgepss",
+	"G+LU2w2wYIsyEXxle+jM1XB6oVBqrpDgv+Na7FAb9sjFqe6zS/bNmzaJC6tqb/euh1N1SZMrBFiZaHU3",
+	"qodQPfEaWTVdjY9l+HoHH/oZhjpzmfFk2SefFtwgjICLJ0a1GOGcQiqWi49a3SvL+sQaB5xhQM8qTIjY",
+	"oq0WQnPed/pzP5ELUEF0MUnlgnJBbniWJlSl8Oi/1x/EWiBwc+XsthdijD5V9s27t5/hd0eDF/1B//Dw",
+	"Rf8HdKuXHwwOjo79Z4PDYTr563B48OIIZgFxYFSmRHD8xiLuDK1FHHfsq38tf3b4dXh8/CLugPr57vz6",
+	"Va9P3jKxJMwt/oYLjEzSLJM3/uM++Uit7op/xYLmeba0dujfLy/PSffv0oHRkMv3F6R78fFdjyRSCHSo",
+	"+XgqefvxAgPTZUQaoJjwgZTTTGPeFQTGsbiqTz5Kd6xE5ky4fKWMGkvLZJpJq2VmUuYTmlxFJFf8Gs7b",
+	"Ghb7mUxohj54n1xhhd6M6QhDofacI+eoDgr0CdGMkVQm+kCzpFDcLPuLtNfooLa7VHMwVDxsR68Om5NP",
+	"vDfj5at1azZlYvmoLwRVSzBzdy6VO/JrppYeQidl2nABXmV7Y1JPKkufv9TorcUfjywF6ruHfeMj/tmy",
+	"lvmwp6H2EC+ksoQOcsAncEFkKt3TZAwZFAnQO+RSYEpFwlP8c4w5XrGw10QWEJu1psIJnjvkLpZZYwht",
+	"UhcMNEkso4BfxaI7/uf+KXyyf2k/GUM2w/mXS4hva0RzcmkMmvK0MeGkUcH76CzRFRpDjtGortCssfoZ",
+	"shYY1cyxOkMymusqwEnltMB/xWuJ45VvWS6T+Zb+gDZEDquXNQAyoGXbrOTkUmbb6IlVtaKprJOqRXmx",
+	"QacIpeVUexXAWsk+5R+3TTHBbmjmzEjIm1lYrUozVoWJqjh//RjNc7tmSjvD7B71XZYu3tlNBO2XajYq",
+	"hEEkl62Noh0NqSbyPHf5XysYCVKaOvXU/bgtX3DR/EUoW17ReaQ0ZRYnQwcjhGYlmTCSZJQvWgB8Su9U",
+	"I6YRUWzKswxyObpTaXmgJimDmkDLMbggCy5ARC3oba9zV5LKFhv5/xbS0F1raX+ZY1oJQEJVEksMgCX1",
+	"yYBIRSiY68MqVfucuO7F+embs9Hl2cfTj5ejf++dxGL/cFimpFvWu4Tkrzr4HcCYpRAUrySaEQDssp82",
+	"iUUofG3ynfv8DnyAIBSNnXioIMflkO5Emjk5PX+ny3rWI2C0vqhWG5bHoiQIKyUsp/MQUlyQcfh2fAJJ",
+	"IUle4EGiWo6GkX3wOsmLsYPTC/mc4zKJTBcT7/F16G5MpGE2PperEvuwCyl/FIvu8eDFimOtd2J1trOj",
+	"1+4lnqIB7cFoh1SFFVM+rl4VJWtQVHoEDqtNaFVVR9r68WzCNwThRyZFcsVMbzsDciUxtoa6Uyw8862a",
+	"SBqL73Ugh8rxCgeM0ozNhKGRxrE+8NeYwFHJFHbD1HPDmXY5Ceu4ZpvGvIP1175ekVFulVCmAHvOxaxX",
+	"TqezMQ2vba1AO2Xa3S4rCj9rg6PD69s6dPCzwu2GpEn3E71HDJ1p4iJjZiMbbROiIem+hZTs9X4QHTUx",
+	"64syXraanGJ1wBFcjPVpfRLZMmBGoTLoIVRPKpZMRcmcMRczBK23MXG9XneyW31ILYCFjkfSBUnTQ/QL",
+	"4OqFkfsY3URltlb/8ah1HQ01FeGCNqdBAGlAKmCeMVO90E5Po45xeZw17ZE3gPdLDbUcLXiH2+AL3huo",
+	"tMEF2XwwsFfDSk3OFXNFyeEQPBSxW6pLo58qpueYNd2o5Bspr1wE91Eisu5WvCmP7HmhEm9zrph+jKMo",
+	"q1DurhPZGRPwz17SIdrBDrJCG6YwqwEClABpwQ3p+q8W9itLks0AB048bn1EO0xbMaqb8tx+mS9LOAKI",
+	"/oF/x4l5iVifVzzLWDNQQHtu/Rbp8I2IkPVYFNwDh7gYwlI4u45L/8DPcI6dqGMX0BjE2GBy1PLW75P9",
+	"vBEQpBYSq8B6Ve547X5+bZep7+WsISknk7PtZ+4jTXfNGl66YSoYkTm79rDiWeawcTYNXgvjfI9WF9IG",
+	"Ul3KfJ52tghHrk/763q97ngBk9EO/MEqQD+dYeUcfKD/0z3wH0YVrL+29IaDgEt3TbP2GpO5vMFqEueN",
+	"Ixr2QlvxVNe8trMY3M+3Pv2VA7iDcFeXU47XSBhQD9WUTUjTllQc/GrkF9r0hGwBl2pN/MmpmY8QNXtH",
+	"gLQiT3cWuut+qs26caUYbCsc6dcQukL4QtJ1NZwsrSciP4sGtknstyhn74yzxp3JCrp6qCozUpLuSlFK",
+	"rwz/gP4GYFDNGc6tBOAuUNtkWzEJNsmHija4Ivn5giFgAsIU97fM4FsXEOWs26UEEsnXDYT1nusG4qqZ",
+	"qVsxikCodzGJ8tVN07qsbOq6x8vUfJqVs70LVN3Q2czjvmqIQDRZ7KTrcNUDgnrVpVFBSx+CiQRRRsTx",
+	"KO9ZA8w6mcsb8OotqFh6u9lNRc8pkMEJoQ4svQbmabVBq1HB4tFZlmAFFpbcSInxvgnVtfovDLSj901I",
+	"qM95uvsPMcBRyxEgykPGENlo7Sz2sFStZcvRAetScEs92bdGIF3YawfoiMBHIluScOywoxiZLo1/Sg7M",
+	"IicLqq6YIjRN7XmGzDSITVOVQnhT907IwI5PK6P7gM+CInDlYrudvYv9bHJfSbXuSHN0hNvX4pafbUrN",
+	"3uWIJ76XwQ5g8K2wP3eavp4JXNJGjJ7dxe73Rk7jOz88vFkKm05ZYvg1G/0WAg+bmKULT7TLzlZi2fX9",
+	"hc/D2vT4F41Qf1tah027+UU3AjnXQyre035zQjT/HTNsPvDX1cY4/ceLdNynw0DNyf0o/ug73csP9RHf",
+	"28m7jfqJZutjdhRqKAAohNHNLpKS21nSQdyealG344q9Wh3MKmB3S/K+YjQdQe+gZqDozUphcDzcg73h",
+	"pv4dkCYayy3aGxeh+jHy+O/ronZCk6si92oDiCh4uKUMoZWGgM7v0qpQy+j6jgTw51IbttizGjz65XoY",
+	"HxHy5r6KritJ8NNd0XAd+XxtJd7XsCNb20/ecioVvKii3T2dEmU3b7SLrzyAJW+dJVI58HXCCd3t7FMY",
+	"rrC0BEwZE/cDgpLDOAqAC4HKCDct0fsdfOPet3bHNB1VtDjmmq9tO4drKVuiu6R1Rp1kt8dnbYCJzTVR",
+	"eb0mqlm87TaDjT6RJiD3shdk7TAUQFOA+m4ZM0SEDh5Y+tSWVBJgL/a0q8oDw+wGsQgbIUtaK6RYYiS0",
+	"jCzrpApxJeSNaPQIF80H1k5WH3yO+Q6lBM29FdZon3SlIjztNccFmk6PTrTMXDu1ph6nza01KkLybpzI",
+	"2uVbSZgTHti/s0sNWmOxjs8ZvbD6q7upOXetD6Efp3Mhho6c/9w/PX+3/zOrNAp0v7DGDaOq0ncR1oQf",
+	"hYfnxuTYydKn2q0rKwLvxun5OyhFA3dtn5xBsif2sWO3CcsNOZgzmpn57y4Tkgr4DXTqg5gx1bEYnxZm",
+	"LhX/HTJDh+Q1TIhg3uUVW/rES6nIOCxuuPZ9nxw4p3QFWTIkFgEsDmaIuGcgBcXlMX04u/z87s3F6PLT",
+	"z2cfewThcbhxZfGYxIqKfT8WsUB7Sg/dN46ooko6ICjqUXDdRaHHLCotkUfosvpE4hDqYmHnOWGZFLMA",
+	"pOXMibLFIRrmIIe46ZPTMrfKfqkZC4g14ZtYIEGhy+AkdJcos7LS0InCN1mgcFiOQxApWJ94U1WHkrbQ",
+	"ngAn2Q07vqd74F2oplfvhf2qZJ05+MoF5uqG04pFN2TkJlIgHjSkjfVwidUX7Wni1wc+j0wKl+LLNIQs",
+	"4LVwcFDLqQPo9JCMv8VY2xN3ht9iKJ+LO8O4I6QZQaeuuBPFvvoGvvHxwDiOO7f2f8BB4p79/n3cj8Ub",
+	"mTI9JFxc04xDx6cC8j0BoygihaCFmTNheALAON3jwWEvIqXMG6VMcF8rGcWiqYQSfME4RfvBcS8iNIN0",
+	"xxG75dpo++mPvYhMKc9YOsoVxCmAM/uvjJSjzIoV0j0+hJHWiyux6FIq8nLwgwNoB6d0yvUVruWa8gxy",
+	"qaGoNCLNxaZRLDB3nGb2g0EPzmP12WHoCerTxuzQU6murOq9hLS11aZqDuSS3MgiS1EDB+IEL1ZOywY0",
+	"6IpMAQLP3fuPn97ay//h0+f/Gn14HZHKp2/fXfxsP4tF9dHTf44uTj++ff3pn2cXvaji+iwdcdUGfTTL",
+	"ljAlQKaC2bub7DLEY+FtlxNi1BKyUgBiS4pwTe1C+uSd0WTsiojHRNOlAyDGFQ1jYUnZnx9QKtr/QMBQ",
+	"wesI21J4FHcKwQ188oG/hg/wRXFneDQ4/qt9QLMU/npxGMWdULQKH30f2xtqX0rGc6nNuEz6sX/6XjZc",
+	"Ez2Hjj92d0K2J45k16CRDBzwNZGFyQt7torRBV5TxADeB2GBoUcvZzAyOUdGNebpGAkDvKIzyXQsvDYP",
+	"/tA9aFpXMJEwD4WGzQhowAPrnZA5o8pMGHWFAhcXZ/ClHSnjwr60Ox5CNhMky497xM9MLcnhS6JdcasH",
+	"3rKr4pr8VnAGzBqLtHHUzO4UkGpZ3kLgmgpgZkaS8YF7iT74lvP0u4u+jlHtHL+n2uxDmHn/3VvIOCVc",
+	"21ucZ3TJUk+TxPIVlpa4G35DJsV0yhTpHhOXb+cOIGcqzH6yDHz+hPApQdBI96Al3lTJPGfeLFba+EaB",
+	"moxnNB/7I04RDV+Trl1VysZQO13JlnRpIW7vrHyzDCNXzDDVc0ThlLgFsxdn6foQwHgoxhCOG84KD9zH",
+	"PkLbfp/x5E4iJKeaWOC8Dr6FZzfvd5+85dofnZiR0E0tt3zJrtVl2HIDSAnAR3wtzOn5u04lQtoZ9A/7",
+	"A8BmyJmgOe8MOy/6g/4LpxyC4ueVKUCZQHvBatOgNr1LO8PO3933Kw3WjwaDnRqdr8THQkvhEvRBXm3j",
+	"eG7ohn5VU2o7w1+/Rh1dLBbUmqSd9/yaCaZ1RamE571iV1n4SsVeXR3gGKkChzDcYy7AmwbvHOFjo3/v",
+	"RURLQIVtVBejWABTc8kIXIdGw0AMDYpjhDSMmiXADaJu7XVNTCuMxbmSC2bmrNBEJ4rmzOk4e5qMaVUX",
+	"Hls10eFZiVT31tQ9kGXHgxdIaHVi8JkYdxKDYbfmIM8oBBzXz6wyW2wiA/Ys5HwcDw7b/O1hzIPQl/d4",
+	"8GLrp79XyaIyA6+9d2unFXm8o5py33PE4zXAA1qk3LReHuhk/l5iEpWiC8t2NGTt1PfDK71UkLksFKEz",
+	"CeXinWHnt4KBie0sMeeNLC/WdvGbtgHRr9g0kJH3GqbxVRgqqr5uy19CrnTthxUg7BpaqgML29jv/+uj",
+	"8jBXa7p1hL/S1f773Yid63cGm9bimED5g+e4JxfGnncyp2Jm5ZG1tBNqJS7G2fmCkRsuUnkTgRTXxsnr",
+	"boXtYQJm/d5csaVuvTbvuTan5+9+ts886pn5Ubc7MJjB/Q8LBnvI3q9IIPs+MlkSzLXaaocRjh7vTcYw",
+	"4lLf6s/sWl4x9Ow8aKO32cnmfVIwBbDEd90u+/Tx/TYXF04oYviv7iWYRgGA3OpfvvArgtqI0p4A2FK1",
+	"4IJmmnCRZEUKKsYdHN8RCCoWXSj1gWPteXbsIKQcI7xyB+S9fAjs1M5Pv9ZIwRpom2/bR3jiUe9aGHSr",
+	"ywaVxQ3BPGvzNbtzeVqtjq1nttxPk/Tv0s9IhpVM9j2No0euFQAU0iKFZZKmq0R6Qqpp7hEBKOHjwfEa",
+	"I4CXHnyz//l+ALXUmxjCFwGPfETQpxV6OG44CnpVq1965r3Dswdlu1JCNaNckC6UoEBOVJVQAN7XSNlr",
+	"uqQNV0/4ndj67kWd3GXR1rf2bfvGPh6vrcJNNtA42AvYaEhCJMqaT095YvbpH+93vrAUnzvWBbx5+6+p",
+	"VDcAZgIAGVDt2huWNpeQ1Y4d9jpBhqFdcmvNHdcV6Mq1tMZQ/MhCMp29m4a4tu2lS22liQOKCo/ag6Ih",
+	"wrYvwengDUswL/rk1PnMwUxEFxAcFNcklYKdVKpHbuZSM/wWHbLWmFz6laxygYBX0CoDzuGJR5UBYdCt",
+	"ZACU799b3cKxnpP7cO1L2EPjGI1uSSQ3zNdC6ikr+O9Q2+AtB9982Oc7JuHcxaQqCcy7MaqigRguGNCC",
+	"exfT5rVExIOtqWCHeK0DYKgZcneC76II26GZqf0Fgj18bSSn+qZ9f0L+jETeTsJPa9s9gN6hNxet9EgC",
+	"oeruAAG8D+/XcmJXo2Lrg20UXaXo5Dr/9Ol9RFKW8DQIbDNnAji5z0wA5mZZp5Hk1wUX0Gjva0QQOqWC",
+	"msKWEtEvMEIolSApAIujXxamO2GZvIGXW/HgBvAXM4BUQFU03EHnM67MHSOkEAqD+BjGrkIfAX8H1640",
+	"WnCbma8L/z4u+60MvBUDdjm992bBfryHGL12M/yLfFsiqw1j5m7FB9vASNsULwRwuvRuqGfgapjCkVNj",
+	"mLK7879/pfu/D/Z//Or+u//12yB6dfT933ZKK9ote3mbOr1teN/ho/E+T1+bqOfp+d89tVGHAhayse8S",
+	"5I6GrSi3//jeev1/YqZCmk8kdrbf+mcRJp9ESEMJ+Adb3vAtdKHKPb+Pu2T15O52VuLu/l/or3yg9d7i",
+	"24yCT1CKiun0nATRJkreaV0Ed+mTixEvCaoQi809UdZO+Cn5+GZ/7vP6ceFAKkmAZTe3Zi4NSWH2T64x",
+	"js+1cxs6r5rTYRFdxvKli7+f7h+9fHUXfz8opfOTkWSLtYbsx8n9+xPmVkrFsxpLfw6F4d4RBoBlDBrD",
+	"XhBxq0QJRahLEkBrwVfJbo2PQJSkV1Zztcqi1x47amP8AVKa0IEWyl7bIsGlb2EjdT6i3CuXuZXkgyXf",
+	"T/C5kRpsEPwmstZiCGvWbIymdJHPXz6CAvPm0/l/OTwaQSiZ/YNrGQB8vR9S3ghMOuBaZs469o2BRerQ",
+	"n2PhwYWnYGuG3ETIzDJ6BX/csjUAtU6dn5F6pohwcooJE2GGmDYsJ7XiI8INSWTOmT7BTF2I+4JjkeUu",
+	"FwkWBfY6dNJgM66NWroiYq5jkUnpyl4mbCpdwi4CCHJEqs0NS4eEQgoZFKXBb6ExJ0uZMJxmkZsQ9AjF",
+	"FkUMe/RS8lYmV0xBUTQX2qjCtZZ0/TSENEQXeS4hr8ax9uPBgGi6hOoKzKeJxZTf9skvrvtbvYdnOWUm",
+	"UlBMvM+YQ351hIXp4EwGXwQUXccip1pj90pfg+2bM674nIf1SuRq+1GPDUYc5GUsAJeuC5l2Y3snMStv",
+	"bD8eu7jP2OVFjHver19ZgyvqZiIgQNJ02Y/FqXBbjwmezqFcKc335fyKIYCkB+j8cP7+9BIzV999OP3p",
+	"LGR6Hx++OImFFC4cV4icJlcaM2a5ATe1rkwMcm5ZTgZ2MlWkykp27RrvHOPFHEcOFDMiFUDMiIxD+Sb2",
+	"XCmrPce9cp5rWJdE0AWeLzqNHJ6l3a4FTVlTMhS0k0bW8zQyF97tG2psJXmPHnfsJoaJdcJPLnQP7+k+",
+	"eo2EVd4muDY1piEVfgjwpSeBJuBG13gVLnVV+B584+lGY74kiSfSilrPJsz+wba5qzUJtnmuJEijyLdN",
+	"spsXEXYLEgPCzyL1VzaTs57dZWAuW9poPL2XwV45koOEigT7rjz+cK2eRRjzX/3ELyC/pQHsGF59UjJD",
+	"VyQ0p9l0/4aCDVWPNVbPw8OkNWbXjjM5c0hgmnR5Sv6jTKX/CznskYQqtSSUwNLfyxlkzg2dvPA52Si4",
+	"InLY74tSqXGpnJiIlnGUJRCRw9orbk5AUXMJ5w5SuxcR8ZdDfG1VG0DQZcy+S9F8rL+Z4qSwbsYDqkID",
+	"lznVZIzaGPbQHGO1N3b9x/ofARoGF2TcxSd7CNc/5YJmZMxE6gHT7I5wVpGfTULJb9e2Obrw6n3MZqrT",
+	"4+odWKM9nJX76UPIr4TMzuQMUILWCjSsYnzto0x17expGEy0XrwLpUO+KzDXODNvM61WTNbS+pssp0pa",
+	"qrs7uNLWG3PZUAuhmGZmTL59H5KM61qjS6ZJ1+PrlZ33ED0E8gpip927JQEjh6oFKH6BMfoBoHwcqK/M",
+	"P6AaAPwUNPW1tyoWkKQB2A4R8VCSVhdFtEhsVGf103RMvsUdnsad7wAUm0iVBgV+BpWBZzjHeh0GXau3",
+	"qdfnQLE9xf7+IQhppOydhOoMe5WpqdbEgJCrnRcUB/8n7EsP8+ERnhsas5TFL2iPxMIfg69XWjqod5JJ",
+	"MYN27bkhXdzmkJMEP4aGi2YuC7un1hLwh6J7ffL31rohXS0OklNXChSLWIA5UwNSdAwNCl1opmU4yBU8",
+	"Ru1nGFhnWFjPGmtVJMMQl6sgRUK1VHcdrLIXOarFAjo0phHWMLDlFeMI7C+BX7knLVNAvxwm+XBDuo6K",
+	"60UT7z5enn3+x+n7yJNnjf5RMPmM/gAgvei55gJzem0PzpGdT83xwP2+BmpYlvqs0lIgltpCdSyCxVz9",
+	"4RQyqWmggIBOOWFzjlVeaSgHAv+3FUXlcD2iKIae51S44mfLPLFPkoEMFKbtqC5PxdFBRZLEwo9Z7zbm",
+	"i6cguG9t/uY6kfWy4PD7vbAaBwoNp+Y3iCt/nxpNK3zJGXLEZva+M8dt5+0XdAEktvqKJm8YXJLa6zen",
+	"oaz1q7R3UDPndllLRdsL9SYBqXT9qrZMbRGqcxrqJVpAB7Zw3DXpCevagGVPVV1gN9twl5qfl/euZXCC",
+	"yzPyRk0DdcdECi0z6Llj9Q4rXCsBXvBNHXybUz3faAn+DTBmntAu8B09G7QzBOJ5kF72y5wBd6GIQKiZ",
+	"wYo1++K7M9xd2MTzFXTi7WnsMBiRTN4wlUAHKHbbb856h76km7S2eoLFdLD/49dvr46bsioq4ZN1tWoi",
+	"0yWqF4Yq0p39znMrnYU0UAlQrrqEMmrCv4TaPyeVgG/qOVXObkqocDqrQ/pBS8KukCwKbcgEJfXKrtmZ",
+	"oS8Wti8WYG/Ar1xpvp+Zd2McDQYODFIqVvZlIa8dRtwkiMyaH+/L+ftPp2+haN+lU/WaGPN5USHqbTxe",
+	"t/uGqjpBh1KyCRdULRvO6lljTBvuUH2LLcU/ZhR1y8s7eA632Rcgr+pN71JHr67TsHO+p+BHI9oqSgfk",
+	"05t3JKNL6Fmnkjm/Zj0XdmgMnN6ZR/EMGRRNeVpb4FztHlmCGHOqH5RzBNUhDsoFcyR8yrkocy8jMllC",
+	"FVHZ+8o+2qvv+92lYG/h88ZSsOMmMCsw5B4kYP4mIQmT1tZ4Qnxn9JLZepqybNRq4pMQJUmdTwAjG253",
+	"UNnezi9wV2VVVcSc7v83pu/1R/tfvx1Gd4qaNeb5sMyRTdyk0nt7KwbacKS4e/dR3+5J3u+R51RPn3Qn",
+	"IDKXslBgWQA+D2QAm0rCPUZ8vHBGwncQZhDbAzDzydIbjRDRgYcyOZuxtE8ugpnj0Aa9TcvBuhnxFI1B",
+	"b6oETGXsilu2r1onUhfNbyBVxPHgIUyJG27l7PpNPVDSY2Q+nIi39md/hkH/PFT6ENav2I2iec62BJ1b",
+	"5+BzeYOY4wsq+BQqQW8YtHrd929+vrtSZpM4Jle7NdhgGTLbpfAVSzBLxPanhqL8kFPnOypJuk7RJa/t",
+	"hl+W0DvoBtmv9EUANVZmqc+pKt1eAgKrVequIfu2KgEXle5yGy0MgPjZ18w+ZLD8yTCsCMOMQdL1OAfO",
+	"zu71W0xn3y6mpKUSmGQND7ndkfCZ5chMxlds+R/XNCvYmOSUK30Cze5B04fGxH3sQZMBVCVe1xaTHtsz",
+	"VacWdJm2xkxl9axZwhKsyt25H8hC1Fqac9js7mgaIqcz5vrQPV8SkWC3ZlQZeU3enUIv0lDSR7UhOUQs",
+	"oztQ5rfr6OBgIe9s6BDe/HULnkRhigBmU6+4fSp/y3piVKWysjU3qqn+4iLgZD6FZKmNUZExT5kHG454",
+	"/ZycVvHUvrAdK3GPthA+n6lh7y1LwNnf29sW6iUcvZS1rSHTwkeSEioApYv6mGsfcL9Bedt3PV+dhrAq",
+	"SUI2RptV8zPPsirl3aUEu8ZmDzFr7JDVOBkIY0jLAtEbYulzGuqJ59JdoDZXYusSBs9BzVWY2113Zt0K",
+	"a/pd+Yifx7u3nRAaXQngJA7guVWFOPNoa4/sTWDle7cVA2Eq9/MiVEZ8vsL7yyq4HcazKrh5Lm7WDULz",
+	"1TGZcsH1HMDeEbDX9xgQrFdHBmoyy3cgiLb024+IBbxSHF/mVBbCRRD3qyuRAnrZkuMff/zxx1h0LWFV",
+	"H9i/PoQm2L7Es8wf/LEJBBWV4YRlGQwYCwBsg8wByNANe7oaQSyjfBrxKT5+usQtV0VuwFv8zlQjfx7I",
+	"cQdoQeBDEH5zEI6xwDD2icO3wYnjT9dfHWYzjjAvky+YLNAtOFkCzKvHL5eKADdGNqe9B7FP3gBWowTs",
+	"X/8pMH6wWYwDlIoIF7GgSvFrmhGpUqaaXNGfCwCAfCp1QqbsQZbqrlGzCDYB4845UyG7aOXyDTHQvoZJ",
+	"GYvuYUSOIvKi3+/DIa6CVPYiMobXj/H8ljmLyNgaF+Pqu/7XxaePsegiEKwCe0aTuGOH6AAJxcC04o41",
+	"/ZY500MyDmNU0jq6NLuhS42XPooFT8mhnQLmbYzkdFRyGPhZ+HMECLhx53tExtqksjDjA/sPptQ4Ft9i",
+	"2FqAl7XUog1d5PiwvWiZGZMuHp79AxZtORwMYa0R+CFYZvZfIu4YRRM2ockVzNqEC0w53A301viP9zQm",
+	"QJZt8/D09nQvigVgk9qBHH5p3Bn+/J10f3YAp4D2ii4ED3Aa4FMrR7ynY4HoqTlT+2FbSCZnJ9izqsQk",
+	"tezXv0uz33qYvGw/jsWYibS2z2O4rONCsNscEgpGa0+4ZCAqwrbdzJnA9LcrpgTLSMpZ2rcnY9c9Kjc3",
+	"AFp/J10hCU97EDeDPAoPvUkyqZnG19VW7DMTKiUDTKQnZWqFZXiYgrWaGBOLLTJj7qOHP5Wo3VIPf3i8",
+	"+zOq1JaaHTMo03VWwXBdzBAOAZI6IDey3/neroE1SJ5WpczeyD80myMCsAaUuS61xTloNTMER9f9x8n5",
+	"ePyUCrucKeblvoGIT5C1Zc7WjF8zQXh6gnloqywnFo5PRK2oyn+ye1LPERWlJNtzuZdBcpYa1nou39AF",
+	"xPKQ4AFbFgtuXJ6ZS9fCWuMyw5SJ1A3ThYoWjrLYqW3WduPGB+F7buvurddGdz4c7Ig77KJmpa0hjPB0",
+	"k2utnfazefPEGGgVm6sFR7WC3K19ty+skPJzvJ/v5lnuQthHSNQN+kH34t1P7z5e+tovy/cjhIx2ujqY",
+	"Fg7b0vEVJlIdCy2lcJwkZHY6bcerAd2f2XIiqUrD4FiBuK5knLiuDPYZ4FDBOAQNF8wbn5XSFBvwpIwY",
+	"9RvN/Df+oUc18qtDb2Xiu2ncz8APoz0US6GU7d749q9+NJO7wQDDlT+VDQZvf1YzbGg1W6oMqLS5NWWG",
+	"H5sMERLskGHc6ff7oPZCbxby5fJv+3/txUIq+9CEavbquPZY6DrCMs3AQhGpM4G4Gbl+MR8j/BusiImU",
+	"GRgrCJwPb4PaK/ybfIw7VrWPO5rPBM2GLuEebB3fisaP3yenHqXQPQb2OyX4WyhaCRMh+4dYiwwzIZBE",
+	"2icNds7HUuuHMoJYVFR5VDZCCwmUqhUtxRfiWE3V8imf/AatJPrWklm3Mir7uW5tVHLeJ4rRK+0NC9jq",
+	"WHStMuUifDVPtJUDrljBifTHjBcERtFQh06Tqxn0cQ11R641wNOKoVWwb2VKL/yqTeATZK0iCkUfWBrI",
+	"07LfIS6h17+Lrddaj2ywGuDp/99weBzDwRW3b7Ad+g/HMsZRdlLR++QXqa7CRK3sioWnFCBC7KoDHl1A",
+	"14RMVl6J2x4OyIKLwmA5wdNq4ucbNfAafSNLfWLl+3yjlL6AKTxcUO+AWlSu2reMvHj30+XZ5w+dyP7r",
+	"53fv33eijvsA/vp6V09D98r7Adg1RPmsoHhixrodB9QmRTDTP45AmEgvYBbPQhyoD62fyOuly925URy6",
+	"HcJzjbkYkBCznsjPbk34fePvmGyAkn+TWbYCx+BNIMUte6y8oqyWeSz68+1W/yAShMjLXbZVyt74Bx/Z",
+	"viqH39K+ClO5r43lRnzeEOqqj3UvhMI06aI3XffQHefz1MDRtKGJxCOYbZiXUd3TZ7n3yU1DV1sr960m",
+	"EnoJn5DVJsku6lBo2L+5XLA+eet7hFplAD5quu4ZFbOCzlgto62TL81cis4fjqFXI+pHzR/6l49blGYI",
+	"Roi71FNBCZxVwSaRN4JcU8Wtdql7K4AuGL4r8g0WCd7Ig2/uX1vUSKxenru4Pb7tz+tQdPgfbgOgvhe2",
+	"26neM2YgrZ2G1AbhYK0Ua4VgeEwFxu31Rr179RQPXELCE+tW1am1OspwJrtSjVvAn40J3Pta/2S5enmr",
+	"MVvdUVq32gojSIMexrvD5YZK/JlPcKelo9OSpSPEZvpImb4yMj+gScjeevwcpGopKUa4c3RmgUclLwxT",
+	"+9CcWsoMuqhFhPVnfWgYjROLO0MSdzI2NaMk48mVS1FIpFQpF9Qw+8Cvh4NBRI4Gg6/fx9HajzE5IyLB",
+	"PUnizpzHnaZnr9jSJ0GEZxOjsr/o5ud1omSW4dtX5vTSzul4MPiKbkp4cIQHGX6eyhuBP3bf0wVmegzJ",
+	"i+9jTJ7CPZthjx7YxX+6Iu1YmLmSxWxO/nl5dnGJ+TJOcYGMGZwpuAO9fxOaztqNdHUKDg1wTh32QVIo",
+	"La1ekUuNbaw9HqJOFGNiTxPNf2eYVYGZUTB5xoSeS5i5g/XBZpGxGJffjt2MeoSS848/eZMmAggLUfG+",
+	"UN+P0xhL5N3DlwOyCHHK6h6QORVpxlLCTa9PToX/KSaRucgKmXLsGj3lDBAsLfn5wyJyOsV34kShqrNs",
+	"yn7FlpUkN6wkrkZsav1nuJlD5Wcs3PWq5sf1Cabk2aHG7vtxpZs91ZV9hsITO05Totdb/PEpLPWJQg31",
+	"MZ65Ark2OOYtNamEqRTs/xBR8LnwOYAVtujvL4WGZtmeRkaJHIHqgFDU80nTZcTL0ded7L+ktlaYpe0T",
+	"ST3RV5NIB5hBFgg+FqEryM55pDdzmfkLgj1PIF1shSMgj82WJ2T8z/0LeHj/gv/OoJ+7XudlpPvL7d97",
+	"Ph6iE5q5QGzLtbsot+wuwIeEZgz6rhBfrQnVczm/ZZkmNzxlEeQOe0xUqnOWgHp/w1MzJ1gumcmb+qwz",
+	"Rq8R8geJgOvWMi54T93fHoqXXr346/GDG8QCpOFBLmb3gDRoSKmHJf4fcqdPq7y8DiZU3lDSPf/4U++B",
+	"no3mOw6gLJtbnS7kNfsbz9juBe6D5wEMhyIRB8IgVakIE6MYA87oIJNzao1fFPdUYE5qr72A5K28EZmk",
+	"afPiN0kymRi2MdYEcwVMF4yWvlrfyZwqw2lG/BDPGdDEIJjb0WKVMEn3M0DgBbzo3lObsufUzDutCAEI",
+	"wxFOaRs9p+GAnk9zce2sm7mbr8e3e//UPO7l4IfHoBCHM8BKJLqAYojQ6eFKctZubCI8VMa12ehhfxR0",
+	"qIf1JH9AO3I3lCsXBziCJw5mPMO9bClfTlm+olaUFdKV+uhXd+oXm+hlcZVy9ViOiTq1faBX7C1Xz+Po",
+	"B1JoBNWpBnThqT+6H1kr+3qA9/2h3cVKme+RgpHz3MVurOrwRNRT1ZqenHxSpg0XFA+iAeIAIZ/vJjD3",
+	"XFR74R/d/LOV4J5D1dxIPtrQdml1YajZXXV8RFWCeTn1p5MYG1n6DTXJvHVXf7HfbqkEPAcG53117DLZ",
+	"TE7JeFoCClcr7tAt/X0tvAtbxCo+/+dRwFsEvWJJoTS/ZjtiqLYQgVRXT8OS/ybV1cPhNHaJ3stCmFbF",
+	"5/DVZsUnKnFsWodtR7OpgPBhHcNIg6tM1+bzogZV89dXx3dj1Tx+wH9FG4fb0pD/kja3d3W5zVsiEv5Z",
+	"EGkgwVuqKx1V2/XSBAIwgLyjfUmayJYIeZ7IIkvJhEE7icildmLGMfoynqES7TmxUKwCTuAOQdBzBWN7",
+	"JokUvhSY61VQ6D1NkkKB9Ymwd5GPbzGHRgfSJkLA9FpaBE8jQtNU2aOA7a2cCjqZnVmLkA5uYPQG74C/",
+	"srnVx2llIZmElkp+fnSG6P5QpggxobOj13sY52XiOt3TWL7nn3PI+XahsfBBPhclJ924c+4+gk3IeUo+",
+	"+m/jTiVjxOe322FPHDAgNzoWTFxzJcWCCVfehJnG3dDnxqXEU1PoHuIg3FBl98y1bLNnr09c5K2POmgs",
+	"uCZxB9YQd/oBkzB10bHK7vApS5ZJxki39gYSd/BHcac39ICFUSx8XZdr0xaRnBbazhcQHqCWgeWm57Kv",
+	"7QNY2xCRTGqHQFw7AqynhlAD1lF7MHLIYrummYMwrLrQVCG0a7RuHJw/yqOTkJ4di6PBYFAOgeWYmNS9",
+	"un7StTxAIMgp28OscKoBVA4DANo1jIB9dQvkwm1rwIbEQAysrtLL0xKdSxgfDIjrFOH21kNY6F7fkSH2",
+	"DzhqovbQgYYumKXqsvsCtpMpey+4mDN2rwh6UlOLE6rJ2FCekf3pmHA9hN4SZZ8c0qXkvZy954L1YFdg",
+	"swEnwo4DqgzRLGOJfVkVc4V0gfQB6C2qNWKAj5xTdNFzBbFSsPL9ll/BGNz4l1e6MfidjUW3JF53zthS",
+	"P6pd4HqLDEtoUQulDQkVscDzg/EXdGklBlYMQcMDil/AHrp4ll2flggaAmsikyWUP/ZcLz2nmrpGD4Rv",
+	"1cwB181SvzLs5XCJ/YZCHWVYXLUUD1ubuK4mgL9QryNebQERCxwDO0D0HTWVsf2ZRDYWUiv+Y0KTqxuq",
+	"GrsBlcBRriXQxgDe57+9IS9evPgRNsxOtRD8ljhla1g5VlX2jOlOpbKjQ8Mv/C4cBen6ufVa4nWYf3FX",
+	"lU6jS86vv1lT77hpdaJQg1B+4mfVWHawLUZiDRVxC1jEdaUpk3gF2TXLXEEVS1s2Ch6q41O6ZaVsUszg",
+	"V1PZiTpWHNlFgxLydQvISocQABqYU0AhUEO5wDYrCdXM8inNrd3WdpKaUZXMd6y3wrvjwWd0te+LK8iP",
+	"Vps0VPuGtUwFr8xjd8F4MK4a3EDQ5Ley5cOuOOZdEStW2pIVs7uyLU4RLIXFMzoD6oXImZytCiKpaqCR",
+	"JHCIJ4kJ+44obaqpk2K+1Uodu8wrOPipl0ve+CTdlsZDsXhJoGWsI7peCfIzl9oMyZvzL74JhCbJTMki",
+	"xzL9nKmECePwPWmWwRNvzr/oWGjuQRNzxa65LHyDGNId7B8OBr3I6z1ckEIz0i3fbg2IOVUzFlK2QAUA",
+	"IFFsVOfyqsGOOHHdivdQWwpvxaKEnsuQgzLIZO5S46Bad2msPdLQkngurSoL2iboXnNZgD4EWqBbxWQZ",
+	"1kMNWUhtyItXsCwQ+GWbIqotX9jHaj+ClMftLbHbSq+ZoqAJu2lTzITLGb1CnenomMyhAho05dCuqKIi",
+	"uv5JXb9XfmDUfPF3kMxTaqnh115RBeS3UlP1i8U9cANg//kVrXVYNggDLdHRJzYys2oWnSqm5zUFtaW7",
+	"VVVBxSE3awgfQveghygJ4ZhqakI76rIyu8mMnYYPmkjL+AwqIp8Oj3gLqeB3vRV0E9bzh3HwN+dfyrsE",
+	"qdn6Cls0I1LfIyI7NnNwwczNY7hRi8bKR0/7H90oT5Nc6t9+32JB4PrYBB6ZxlSqhD1rYhJiz9dtG+xP",
+	"72Z2AhqbM50ANdSSy9uPFwT2Ez5xtgxvhxUD7vo0LvNz++pn9ZlboTDCu1PTQRHtfZvS0u9/HNqv8ySF",
+	"PJjSdxb6Bvzr5i0+IF/oTVh+PY9szTMboTbVI0ZWm4RZncu158oB19WBYscioGKXO2yvu51Zxozv6WDV",
+	"CZaeEChVWELycKHqDjkonpCihFLwGhq27oa04Jv5sk/slUCEpvppV1q69gn4tCqkjBgw4MvHTGQQCV2f",
+	"8FWqfT2v9Qyd2uo2xqpNkS/gwaa6EymNVYBBtyl1slDYACO4CqEIvdcRYeIaPYw+w3oPmlEjkqHltylX",
+	"J6jpVp6ot3b2HS0KgU6d3gZEqtwsW0O5n3Imzi//azWOe4jhoxWb44abBOB/ciWNTGT2nOId4LtogiFY",
+	"phbQZRoE+i9sciGTK2b65DVkMZOpgnbZ2Ik7PAx6PplIMyc3dGmVSqi8dw8HW8f5t6hiACkLPgUlM+9j",
+	"0LHojr/5uPAwthvHf8dYsd2SuDM8PBpEcUfJG/vH8eD7uHfivHGQ+K4Ru6z2EnbLERm2hqT0fexg0MI8",
+	"vWaYZFJ7HLKHRZ0bvVv2aBvdEH8dbN87w25A81uOjrd/i70ZLa4y91Vbi/2Va4BX9mlk9Gd497MK6T8g",
+	"pPxsMnzFkfEvWEv+WPHXz9iBa13SBT+MFQ/aVGRvVOuxR6RCIKiyMMh7ECbWMsKyHm+uu7af6/1BA3eE",
+	"v6EddFWfoAZ9IiC00NQS2ZJ018Rvry4ySZPE7BO4Tijggy7QIOJ3jvaG5mfbtHG6CA/f4ViApeKGWw4N",
+	"reQNnfUi+HtoKADL8zYPOfznDzPm3SLtuhv7eYZN2GRsh6eaGus8OrO9pFfMz/t5eG2DLdTij/enukoj",
+	"9tNfLSl8dQ2E9xMKKO2A4WvJ5nD/1Qvwnu7/Tgb7P5I+GZH9EvLM9UnLmIH2D4qkfMbNCRESfg534I/H",
+	"BgnH0uYVCt8/dVXFs9hUfrk1K2bdbAoOWSPzHHtL9Mnr4GcHNh6MkVisWCNDdAQHK0Rj6Wa2DHkIXGhD",
+	"RSgRSmS+PCHAmve52Ad/IwRoE0X1fD+RQnNtz7paE+2bSTq54tk0cuk6dwbDyjF1y2xjQTMtYZYVh1s5",
+	"4S6tSSfQaKdSXUE5ue4N22cRC28SevmziDbnCbkEoVPHiuF/pQqMOLKMORaxv8dxB2PfGZsaIgvTsxfM",
+	"d9bUZMohk51MlvAGu19W3Kqy52CoylrgNXY2K50haGjCvKBqkUhOi3saWIcBRvcbUlWEvIl8TorPxbmR",
+	"RZYOvZ7Bpx5dekFTh31ICyNH8H0ECLAehbWLPn3NzMi9rDvo1YEL0KdfSzJwRbEQi+ivufdLF+el26I/",
+	"Sqtu1aMbTaFaPuLq2/7oLP7tGmWVN0ywG8Juc66YHlGMgcJxoUY5eM747AVb47I4M7KyycgqhLyp+GpZ",
+	"othdSp975lGr2ioDb5fnCs/fr6wNHQw4XlPvQ/wKWaKOyISLlIuZjsg1U5pLoX0+IbSYqTbhdj89+GZ/",
+	"ugXIlFvFzvhS96QMHNQKERgXkXeA984hAusk5o1DbHPZXVs22XbK+XZdtrHF9lf339H+12+D6NXRHZ22",
+	"15F44AAQFJpa9gq5XdqQ7iUXV+T07GL/6OWr/Z/efOhV2kP7NBwr7XyraOiGBrGOWMyoYTd0SfLCIBaB",
+	"gL40wFB1rStnva80PErGjgbG6P8E7cO+IRbhFa4swtHVkLBbmphsScZzqc04IuNcKoNdeaykiMCkNfNS",
+	"wx3bP0e5YlN+O46FfxBaZQdhWpdllVMm3THagTjT/bgYDF4kIJLtv5j7QFGRygV+NO5Bvy6HhIzpfl8+",
+	"v4cVTmQKNaK5Xdch+cBfO89vmmoyxp+MXYKL+3OEWArjPfDt4TS+j/3U0x4pV/T3y8vzC3vCkLAaOhek",
+	"LM/kcoEJh29OI4K9rCCNozSAjSq0aQyJnxemcveeXFY6AOumgoDajqxTOXQTdrlaxG/VSdCH447/LO40",
+	"4SPOnbaz9kWFgpq/lwirVha+vnz54uVmkR5hzy33s/dMzMw8gHJsruTDH7r5/uGy38mWTZIDsjlcvcuO",
+	"or2pJlQqgr3gK8x5xbXHIPQROtkg6/PKPldEQKM9pOWKRNrOj9PuwGnM6cAZjXi6W2LH/43unzPILAtW",
+	"kAM0r7oMSVfmyEeypRUvUgTGPbJGm1SIL2eX31tzG62e88E3/89t9I+qb+h5NRC/IZMlWKasvk1hwfXl",
+	"WxLZ3EK3dUGDP8hzc8+N+iTKFw39JjknhqOA2q6QLv6b0MzSz4JRgbds6FMUt1TjdN1d2KzKtcWRfBB2",
+	"M7e5DE89qglRG3wrI8JP5J5mRBivwYgIX2LYfEK1a5HSq1bQGeqKisCnVWhWXujwgq2NibCaJ7zMD0A/",
+	"CFe/EqlHikU3kHaNLxd0xjTWyyVQv+G1uUKjVrvYyAHad+HxOEBJN80cwFTo6kEcwL/o6U2w/mYbrIUo",
+	"D+y5HXwzdLYNfdLZ7qBcD4XZ8gLjETavrYyk/hrjVrnlEZzu/7c1gL+W/3YncXj0wx3m8JoX8DIM/dT9",
+	"HQqepY1mg9VH108UMQKsmGqyUr7/wer+brf5WVx45xAsBurFntnQgZLAvpNuXRvAD3142v4CogeaUFPx",
+	"TBW+6ryNb36BB550mwUVpn2T3bdrDRZolkFbAHwCC3J/K6ShKDldo3MsQKg7M69lVizY/oQmV0W+WSX5",
+	"Bzz62j25TRTbvdVqYTiOxgiHN242GTL4gyc1ZVYbsoQt2Eoxqm7H/ZQjP2KTMYTLdzvYbBFZy1DIlO3p",
+	"VounfroH3/AfW8ih2uKe3fBxq+56ooGYkQ8lUsUQ7nE6hWLU3kZVZ/NCHu/m1qmh+f5OAq08SOHB12wp",
+	"sSflync1VNzub8ETHtlIqQy8w0283x30Y60yVZfvtKc954p82BY3fkNLmX94zvUMWoa9FCN3xg2AE/jN",
+	"HrTK72IV/ypT6DX2jPFpJ1VN7HT/v8tQxGH06kWT7hV1NP+djRaT5mAE1A8PsTeVJjnVIJemlGdo8p19",
+	"/HRx/sbyuzKKbyXYy8EPZM5U2fMmFlh2+I9P7798OBu9Pfvb6Zf3l6MPr0n3cHB03CtFv9uCE+Lr6Wo/",
+	"/HD6z9GH166IHTLVl9qwRSj6Q/cl5hYQSqbsxpcnYrEgOs7LZMhXd0ZxYWv/aMQ/f2WaGdV1uFB/prqG",
+	"Hx6AOUPdmobOHVQB2vK5UAAK7nAgKhmPey6ZBjJWZGEyfs1c14TS6Qz9G3wqztkiN0ugvykmNIDkKqVa",
+	"5c5GpBTiQzKXN4TGwol+a5xBHMyrrfYx17UaCNVDRyTz0E8S2hCUQW3sExGLCjc/+Ib/cNBs1VyS1Se2",
+	"1RL+7L4Ut58eRhLXDZDzWMpqjyDUr/iAglS+xBUPV2O51l2KxtOrGNvc2QcoF/iaEsJqFaMJNsPvxW45",
+	"Rjj/z2zaWVUxSqKsKOH3f3mbeEbtrO2gDv8FdMFnA7G3kyclWe15loMR7PWEbiYStcwRGuaqWrqlI7Kg",
+	"gk8B4YNqKy9/QeF/Q7lxNxCbk0H0uluyL2ut+vRxd4ftI/ugPBDNmC7vMwjtWEyV/J2JHmDflLtsX17L",
+	"X4SUcOPAWYDSzz9dVJUjTPsJTFqKWHhG3ZrVjmmKGTVTqRbkii038dZtUfqRlP5VsPpB6NFV0QphK2z0",
+	"zgVAqVCil4uMiyt7gCybRmDQQfYgVTNmNph0nxlNN23KDhj+D+9b8fSI7iudJRSbFRkFxcLeSShBexgn",
+	"jrZ8eDNeP1zp2rFsESEvVkLjmzMhm98x2/EdKw0ZmIJGElKQCcRVBJGJoVmLS2oh07pDqmIdDf7z18H+",
+	"D9YuetHmkr5XH4NdifS5TYiNcMV/6o4HQLO+4UEoSJrIdBm5lkNSoaPJAAZNF1OvQDlEqDnl0NQqDG9R",
+	"aBMLdsu16ZNPN8KV4VrKCflI9dYKTO9huW73cDAYAIoWJuINXh0f3y1C7m6vUF7LP7jJQo1gHtBq4Vk5",
+	"bjjaPU3c+BGBPggIWKZJylhOuk6gVQxL7iw0S0JMGKbu11Wlzqub2JJz+DWVtB50tkZ227K3w4ujLXs7",
+	"tJDrPbs7bKPeW0Mfn3u2Hg9W/NwhdSIUG8O7ZE+XElEsJkydkOMfX1iVdfDDy5e9TtMbXSeE7SrIWvpQ",
+	"RCB/7xSZf75mFVvInXBpn9Hd4NxMpSjAbF53VJgO7LtWSQCQnFjFGfoJCwISw4sWX90iZNnQavOturNr",
+	"wX1V5kc/mvt1MFj1UsBbanYEdFZLFJ+wFK0JBNl5DJ67i34MU2VJobhZwkgTRhVTneGvX+2raM5/Zkv4",
+	"66t9UF37GRUq6ww7c2Py4cHB4dEP/UF/0D8c/jD4YWBf+/8FAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

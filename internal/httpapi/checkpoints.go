@@ -80,7 +80,7 @@ func (s *Server) ForkSandbox(w http.ResponseWriter, r *http.Request, id native.S
 
 func snapshotToJSON(sn *sandbox.Snapshot) native.Snapshot {
 	return native.Snapshot{
-		Id: sn.ID, SandboxId: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: int(sn.Bytes), TookMs: ptr(int(sn.Took.Milliseconds())), KeyId: opt(sn.KeyID),
+		Id: sn.ID, SandboxId: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: sn.Bytes, TookMs: ptr(sn.Took.Milliseconds()), KeyId: opt(sn.KeyID),
 		Memory: ptr(sn.Memory), Name: opt(sn.Name), Tag: opt(sn.Tag),
 	}
 }

@@ -144,7 +144,7 @@ func (s *Server) metricsEvents(ctx context.Context, sse *sseWriter, p tenant.Pri
 // metricsEvent is a `metrics` event: a sample and its sandbox's id.
 func metricsEvent(m sandbox.SandboxSample) native.SandboxMetricEvent {
 	return native.SandboxMetricEvent{Id: m.Sandbox, Time: m.Time, CpuCount: m.CPUCount, CpuUsedPct: m.CPUUsedPct,
-		MemUsed: int(m.MemUsed), MemTotal: int(m.MemTotal), MemCache: int(m.MemCache), DiskUsed: int(m.DiskUsed), DiskTotal: int(m.DiskTotal)}
+		MemUsed: int64(m.MemUsed), MemTotal: int64(m.MemTotal), MemCache: int64(m.MemCache), DiskUsed: int64(m.DiskUsed), DiskTotal: int64(m.DiskTotal)}
 }
 
 // changesAfter is the id of the last event the client has: Last-Event-ID,

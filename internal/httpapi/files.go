@@ -14,7 +14,7 @@ import (
 
 func toEntry(e sandbox.FileEntry) native.Entry {
 	return native.Entry{
-		Name: e.Name, Path: e.Path, Type: native.EntryType(e.Type), Size: ptr(int(e.Size)), Mode: ptr(int(e.Mode)),
+		Name: e.Name, Path: e.Path, Type: native.EntryType(e.Type), Size: ptr(e.Size), Mode: ptr(int(e.Mode)),
 		Permissions: ptr(e.Permissions), Owner: ptr(e.Owner), Group: ptr(e.Group), ModifiedAt: ptr(e.ModifiedAt),
 		SymlinkTarget: opt(e.SymlinkTarget),
 	}

@@ -31,7 +31,7 @@ func (s *Server) ListNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	nodes := make([]native.Node, 0, len(ms))
 	for _, m := range ms {
-		nodes = append(nodes, native.Node{Id: ptr(m.ID), Address: ptr(m.Address), Epoch: ptr(int(m.Epoch)), StartedAt: ptr(m.StartedAt),
+		nodes = append(nodes, native.Node{Id: ptr(m.ID), Address: ptr(m.Address), Epoch: ptr(m.Epoch), StartedAt: ptr(m.StartedAt),
 			LeaseUntil: ptr(m.LeaseUntil), Alive: ptr(m.Alive), Draining: ptr(m.Draining),
 			Info: &native.NodeInfo{Sandboxes: ptr(m.Info.Sandboxes), Capacity: opt(m.Info.Capacity), Version: opt(m.Info.Version), Pools: optMap(m.Info.Pools)}})
 	}
@@ -67,8 +67,8 @@ func (s *Server) DrainNode(w http.ResponseWriter, r *http.Request, node string) 
 		moves = make([]native.DrainMove, 0, len(report.Moves))
 	}
 	for _, m := range report.Moves {
-		moves = append(moves, native.DrainMove{Sandbox: ptr(m.Sandbox), To: ptr(m.To), PauseMs: ptr(int(m.PauseMS)), ResumeMs: ptr(int(m.ResumeMS)),
-			TotalMs: ptr(int(m.TotalMS)), Error: opt(m.Error)})
+		moves = append(moves, native.DrainMove{Sandbox: ptr(m.Sandbox), To: ptr(m.To), PauseMs: ptr(m.PauseMS), ResumeMs: ptr(m.ResumeMS),
+			TotalMs: ptr(m.TotalMS), Error: opt(m.Error)})
 	}
 	writeJSON(w, http.StatusOK, native.DrainReport{Node: ptr(report.Node), Moves: &moves})
 }

@@ -37,7 +37,7 @@ func toJSON(s *sandbox.Sandbox) native.Sandbox {
 	}
 	out.Volumes = optSlice(mounts)
 	if c := s.Checkpoint; c != nil {
-		out.Checkpoint = &native.SandboxCheckpoint{Id: ptr(c.ID), CreatedAt: ptr(c.CreatedAt), Bytes: ptr(int(c.Bytes)), TookMs: ptr(int(c.Took.Milliseconds())), Memory: ptr(!c.DiskOnly)}
+		out.Checkpoint = &native.SandboxCheckpoint{Id: ptr(c.ID), CreatedAt: ptr(c.CreatedAt), Bytes: ptr(c.Bytes), TookMs: ptr(c.Took.Milliseconds()), Memory: ptr(!c.DiskOnly)}
 	}
 	return out
 }

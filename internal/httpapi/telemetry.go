@@ -45,8 +45,8 @@ func (s *Server) GetSandboxMetrics(w http.ResponseWriter, r *http.Request, id na
 func toSampleJSON(m sandbox.MetricSample) native.MetricSample {
 	return native.MetricSample{
 		Time: m.Time, CpuCount: m.CPUCount, CpuUsedPct: m.CPUUsedPct,
-		MemUsed: int(m.MemUsed), MemTotal: int(m.MemTotal), MemCache: int(m.MemCache),
-		DiskUsed: int(m.DiskUsed), DiskTotal: int(m.DiskTotal),
+		MemUsed: int64(m.MemUsed), MemTotal: int64(m.MemTotal), MemCache: int64(m.MemCache),
+		DiskUsed: int64(m.DiskUsed), DiskTotal: int64(m.DiskTotal),
 	}
 }
 

@@ -119,7 +119,7 @@ func toBuildJSON(b *store.Build) native.Build {
 		out.Error = &native.BuildError{Step: ptr(e.Step), Message: ptr(e.Message), ExitCode: e.ExitCode, LogTail: optSlice(e.LogTail)}
 	}
 	if r := b.Result; r != nil {
-		out.Image, out.Bytes, out.Started = opt(r.Image), opt(int(r.Bytes)), opt(r.Start != "")
+		out.Image, out.Bytes, out.Started = opt(r.Image), opt(r.Bytes), opt(r.Start != "")
 	}
 	return out
 }
@@ -257,7 +257,7 @@ func toTemplateJSON(t *template.TemplateInfo) native.Template {
 		tags = append(tags, native.TemplateTag{Tag: ptr(tag.Tag), Build: opt(tag.Build), At: opt(tag.At), Image: opt(tag.Image)})
 	}
 	return native.Template{Name: ptr(t.Name), Builtin: opt(t.Builtin), Tags: &tags, CreatedAt: ptr(t.CreatedAt), UpdatedAt: ptr(t.UpdatedAt),
-		Bytes: ptr(int(t.Bytes)), LocalBytes: ptr(int(t.LocalBytes)), Sandboxes: ptr(t.Sandboxes)}
+		Bytes: ptr(t.Bytes), LocalBytes: ptr(t.LocalBytes), Sandboxes: ptr(t.Sandboxes)}
 }
 
 func (s *Server) ListTemplates(w http.ResponseWriter, r *http.Request) {

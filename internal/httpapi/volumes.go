@@ -21,7 +21,7 @@ func mountsOf(in []native.VolumeMount) []sandbox.VolumeMount {
 }
 
 func toVolumeJSON(v *volume.Volume) native.Volume {
-	out := native.Volume{Id: v.ID, Name: v.Name, SizeMb: v.SizeMB, UsedBytes: ptr(int(v.UsedBytes)), CreatedAt: v.CreatedAt, RestoredFrom: opt(v.RestoredFrom), Mounts: []native.VolumeHolder{}}
+	out := native.Volume{Id: v.ID, Name: v.Name, SizeMb: v.SizeMB, UsedBytes: ptr(v.UsedBytes), CreatedAt: v.CreatedAt, RestoredFrom: opt(v.RestoredFrom), Mounts: []native.VolumeHolder{}}
 	for _, m := range v.Mounts {
 		out.Mounts = append(out.Mounts, native.VolumeHolder{SandboxId: ptr(m.SandboxID), Path: ptr(m.Path), ReadOnly: ptr(m.ReadOnly), State: ptr(m.State)})
 	}
@@ -29,14 +29,14 @@ func toVolumeJSON(v *volume.Volume) native.Volume {
 }
 
 func toVolumeEntry(e *volume.Entry) native.VolumeEntry {
-	return native.VolumeEntry{Name: ptr(e.Name), Type: ptr(native.VolumeEntryType(e.Type)), Path: ptr(e.Path), Size: ptr(int(e.Size)),
+	return native.VolumeEntry{Name: ptr(e.Name), Type: ptr(native.VolumeEntryType(e.Type)), Path: ptr(e.Path), Size: ptr(e.Size),
 		Mode: ptr(int(e.Mode)), Uid: ptr(int(e.UID)), Gid: ptr(int(e.GID)),
 		Atime: ptr(e.Atime), Mtime: ptr(e.Mtime), Ctime: ptr(e.Ctime), Target: opt(e.Target)}
 }
 
 func toBackupJSON(b *volume.Backup) native.VolumeBackup {
 	return native.VolumeBackup{Id: ptr(b.ID), VolumeId: ptr(b.VolumeID), Volume: ptr(b.VolumeName), SizeMb: ptr(b.SizeMB), CreatedAt: ptr(b.CreatedAt),
-		Files: ptr(b.Files), FileBytes: ptr(int(b.FileBytes)), Bytes: ptr(int(b.Bytes)), TookMs: ptr(int(b.Took.Milliseconds()))}
+		Files: ptr(b.Files), FileBytes: ptr(b.FileBytes), Bytes: ptr(b.Bytes), TookMs: ptr(b.Took.Milliseconds())}
 }
 
 // vols returns the volume service, or answers that this node has none.
