@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/spacesandbox/space/client/apitypes"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,72 +11,19 @@ import (
 
 // Quotas bound what a tenant may hold at once: 0 means the daemon's
 // default, -1 no limit.
-type Quotas struct {
-	Sandboxes int `json:"sandboxes,omitempty"`
-	VCPU      int `json:"vcpu,omitempty"`
-	MemoryMB  int `json:"memory_mb,omitempty"`
-	// Builds bounds template builds queued or running at once (their
-	// vCPUs and memory count in VCPU and MemoryMB).
-	Builds          int `json:"builds,omitempty"`
-	PausedSandboxes int `json:"paused_sandboxes,omitempty"`
-	// PausedMB, SnapshotMB and TemplateMB bound the MiB that paused
-	// sandboxes' checkpoints, snapshots and templates' builds take.
-	PausedMB         int     `json:"paused_mb,omitempty"`
-	Snapshots        int     `json:"snapshots,omitempty"`
-	SnapshotMB       int     `json:"snapshot_mb,omitempty"`
-	Templates        int     `json:"templates,omitempty"`
-	TemplateMB       int     `json:"template_mb,omitempty"`
-	CreatesPerSecond float64 `json:"creates_per_second,omitempty"`
-	CreatesBurst     int     `json:"creates_burst,omitempty"`
-}
+type Quotas = apitypes.Quotas
 
 // Usage is what a tenant holds now (sizes in MiB, rounded up).
-type Usage struct {
-	Sandboxes       int `json:"sandboxes"`
-	VCPU            int `json:"vcpu"`
-	MemoryMB        int `json:"memory_mb"`
-	Builds          int `json:"builds"`
-	PausedSandboxes int `json:"paused_sandboxes"`
-	PausedMB        int `json:"paused_mb"`
-	Snapshots       int `json:"snapshots"`
-	SnapshotMB      int `json:"snapshot_mb"`
-	Templates       int `json:"templates"`
-	TemplateMB      int `json:"template_mb"`
-}
+type Usage = apitypes.Usage
 
 // Tenant owns sandboxes, templates, snapshots, volumes, secrets and keys.
-type Tenant struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	Quotas    Quotas    `json:"quotas"`
-	// Effective are the quotas that apply (defaults filled in).
-	Effective Quotas `json:"effective_quotas"`
-	Usage     *Usage `json:"usage,omitempty"`
-}
+type Tenant = apitypes.Tenant
 
 // APIKey is an issued key; Key is set only in IssueKey's answer.
-type APIKey struct {
-	ID        string    `json:"id"`
-	Tenant    string    `json:"tenant"`
-	Name      string    `json:"name,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	RevokedAt time.Time `json:"revoked_at,omitzero"`
-	Key       string    `json:"key,omitempty"`
-}
+type APIKey = apitypes.APIKey
 
 // AuditEntry is one state-changing API call.
-type AuditEntry struct {
-	Time    time.Time `json:"time"`
-	Tenant  string    `json:"tenant"`
-	Key     string    `json:"key"`
-	Method  string    `json:"method"`
-	Route   string    `json:"route"`
-	Object  string    `json:"object,omitempty"`
-	Created string    `json:"created,omitempty"`
-	Status  int       `json:"status"`
-	Remote  string    `json:"remote,omitempty"`
-}
+type AuditEntry = apitypes.AuditEntry
 
 // CreateTenant makes a tenant (admin key).
 func (c *Client) CreateTenant(ctx context.Context, id, name string, q Quotas) (*Tenant, error) {
@@ -173,40 +121,13 @@ func (c *Client) Usage(ctx context.Context) (*Tenant, error) {
 }
 
 // Node is a cluster node (cluster mode).
-type Node struct {
-	ID         string    `json:"id"`
-	Address    string    `json:"address"`
-	Epoch      int64     `json:"epoch"`
-	StartedAt  time.Time `json:"started_at"`
-	LeaseUntil time.Time `json:"lease_until"`
-	// Alive: its lease has not lapsed.
-	Alive    bool `json:"alive"`
-	Draining bool `json:"draining"`
-	Info     struct {
-		Sandboxes int    `json:"sandboxes"`
-		Capacity  int    `json:"capacity,omitempty"`
-		Version   string `json:"version,omitempty"`
-		// Pools are its warm pools' ready sandboxes by template (what
-		// placement sees, as of the node's last lease renewal).
-		Pools map[string]int `json:"pools,omitempty"`
-	} `json:"info"`
-}
+type Node = apitypes.Node
 
 // Move is one sandbox's move in a drain.
-type Move struct {
-	Sandbox  string `json:"sandbox"`
-	To       string `json:"to"`
-	PauseMS  int64  `json:"pause_ms"`
-	ResumeMS int64  `json:"resume_ms"`
-	TotalMS  int64  `json:"total_ms"`
-	Error    string `json:"error,omitempty"`
-}
+type Move = apitypes.DrainMove
 
 // DrainReport is what a drain did.
-type DrainReport struct {
-	Node  string `json:"node"`
-	Moves []Move `json:"moves"`
-}
+type DrainReport = apitypes.DrainReport
 
 // Nodes lists the cluster's nodes (admin key; cluster mode).
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
@@ -229,17 +150,7 @@ func (c *Client) UndrainNode(ctx context.Context, node string) error {
 }
 
 // Pool is one warm pool of the node that answered.
-type Pool struct {
-	Template string `json:"template"`
-	// Ready sandboxes wait to be claimed; Booting are being made.
-	Ready   int `json:"ready"`
-	Booting int `json:"booting"`
-	// Target is what the pool refills to (it follows demand within
-	// [Min, Max]).
-	Target int `json:"target"`
-	Min    int `json:"min"`
-	Max    int `json:"max"`
-}
+type Pool = apitypes.Pool
 
 // Pools lists the warm pools of the node that answers (admin key).
 func (c *Client) Pools(ctx context.Context) ([]Pool, error) {

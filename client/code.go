@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 )
 
 // Code event types: one per line of the code interpreter (see runCode in
@@ -36,16 +36,7 @@ const (
 const codeStreamError = "stream_error"
 
 // CodeRequest is the body of POST /v1/sandboxes/{id}/code.
-type CodeRequest struct {
-	Code string `json:"code"`
-	// Language picks the language's default context (python if empty);
-	// not with ContextID.
-	Language  string            `json:"language,omitempty"`
-	ContextID string            `json:"context_id,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	// TimeoutSeconds interrupts the cell after that long (0: never).
-	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
-}
+type CodeRequest = apitypes.CodeRequest
 
 // CodeEvent is one event of a cell's stream.
 type CodeEvent struct {
@@ -142,28 +133,15 @@ type CodeError struct {
 func (e *CodeError) Error() string { return e.Name + ": " + e.Value }
 
 // Execution is one cell run as the code interpreter keeps it.
-type Execution struct {
-	ID        string     `json:"id"`
-	ContextID string     `json:"context_id"`
-	State     string     `json:"state"` // running | done
-	StartedAt time.Time  `json:"started_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-}
+type Execution = apitypes.Execution
 
 // CodeContext is a code interpreter context: a kernel with its own
 // variables, language and working directory.
-type CodeContext struct {
-	ID       string `json:"id"`
-	Language string `json:"language"`
-	Cwd      string `json:"cwd"`
-}
+type CodeContext = apitypes.CodeContext
 
 // CodeContextRequest is a new context; empty fields take the defaults
 // (python, the kernel user's home).
-type CodeContextRequest struct {
-	Language string `json:"language,omitempty"`
-	Cwd      string `json:"cwd,omitempty"`
-}
+type CodeContextRequest = apitypes.CreateCodeContextJSONBody
 
 // RunCode runs a cell in the sandbox's code interpreter and returns its
 // event stream: execution (with the id), then output, results and errors,

@@ -264,7 +264,7 @@ func TestCodeContextsAndExecutions(t *testing.T) {
 	})
 	ctx := context.Background()
 	list, err := c.ListCodeContexts(ctx, "s1")
-	if err != nil || len(list) != 1 || list[0] != (CodeContext{"c-1", "python", "/home/user"}) {
+	if err != nil || len(list) != 1 || list[0] != (CodeContext{ID: "c-1", Language: "python", Cwd: "/home/user"}) {
 		t.Fatalf("contexts %+v %v", list, err)
 	}
 	made, err := c.CreateCodeContext(ctx, "s1", CodeContextRequest{Cwd: "/tmp"})

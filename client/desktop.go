@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"net/url"
@@ -27,17 +28,7 @@ type DesktopAction struct {
 
 // DesktopActionResult is the answer to an action: where the cursor is,
 // the screen's size, and the screenshot (PNG) if one was asked for.
-type DesktopActionResult struct {
-	Cursor struct {
-		X int `json:"x"`
-		Y int `json:"y"`
-	} `json:"cursor"`
-	Screen struct {
-		Width  int `json:"width"`
-		Height int `json:"height"`
-	} `json:"screen"`
-	Screenshot []byte `json:"screenshot,omitempty"`
-}
+type DesktopActionResult = apitypes.DesktopActionResult
 
 // DesktopScreenshot is the PNG of a desktop sandbox's screen, scaled down
 // to width pixels wide (0: as it is).

@@ -105,7 +105,7 @@ func TestSandboxRoutes(t *testing.T) {
 				err = fmt.Errorf("pid %d", cmd.PID)
 			}
 			return err
-		}, "POST", "/v1/sandboxes/s1/commands", `{"cmd":"sleep 9","background":true}`, `{"pid":8}`, 201},
+		}, "POST", "/v1/sandboxes/s1/commands", `{"background":true,"cmd":"sleep 9"}`, `{"pid":8}`, 201},
 		{"list files", func(c *Client) error { _, err := c.ListFiles(ctx, "s1", "/a b", 2); return err }, "GET", "/v1/sandboxes/s1/files/list?depth=2&path=%2Fa+b", "", `{"entries":[]}`, 200},
 		{"stat", func(c *Client) error { _, err := c.Stat(ctx, "s1", "x"); return err }, "GET", "/v1/sandboxes/s1/files/stat?path=x", "", `{"name":"x","path":"/home/user/x","type":"file"}`, 200},
 		{"mkdir", func(c *Client) error { _, err := c.MakeDir(ctx, "s1", "/d"); return err }, "POST", "/v1/sandboxes/s1/files/mkdir", `{"path":"/d"}`, `{"name":"d","path":"/d","type":"dir"}`, 201},

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/spacesandbox/space/client/apitypes"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,24 +12,11 @@ import (
 
 // Metrics is a sandbox's CPU, memory and disk over time (GET
 // /v1/sandboxes/{id}/metrics).
-type Metrics struct {
-	// IntervalSeconds is how often spaced samples a running sandbox.
-	IntervalSeconds float64        `json:"interval_seconds"`
-	Samples         []MetricSample `json:"samples"`
-}
+type Metrics = apitypes.SandboxMetrics
 
 // MetricSample is one sample: CPU as a percentage of all the sandbox's
 // CPUs (0-100), memory and disk in bytes.
-type MetricSample struct {
-	Time       time.Time `json:"time"`
-	CPUCount   int       `json:"cpu_count"`
-	CPUUsedPct float64   `json:"cpu_used_pct"`
-	MemUsed    uint64    `json:"mem_used"`
-	MemTotal   uint64    `json:"mem_total"`
-	MemCache   uint64    `json:"mem_cache"`
-	DiskUsed   uint64    `json:"disk_used"`
-	DiskTotal  uint64    `json:"disk_total"`
-}
+type MetricSample = apitypes.MetricSample
 
 // MetricsOptions bound the samples returned; zero times are open ends.
 type MetricsOptions struct {
@@ -54,12 +42,7 @@ func (c *Client) SandboxMetrics(ctx context.Context, id string, opts MetricsOpti
 // LogLine is one line of a sandbox's log; Fields["source"] is "agent"
 // (the sandbox's own agent: processes started and ended, its warnings and
 // errors) or "spaced" (its lifecycle).
-type LogLine struct {
-	Time    time.Time         `json:"time"`
-	Level   string            `json:"level"`
-	Message string            `json:"message"`
-	Fields  map[string]string `json:"fields,omitempty"`
-}
+type LogLine = apitypes.LogLine
 
 // LogsOptions select log lines.
 type LogsOptions struct {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
 // BuildRequest asks for a template build: a Dockerfile, or From, Steps and
@@ -39,10 +39,7 @@ type BuildFrom struct {
 }
 
 // RegistryAuth is a registry credential.
-type RegistryAuth struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
+type RegistryAuth = apitypes.RegistryAuth
 
 // BuildStep is one step: one of Run (with User), Argv, Copy, Env, Workdir,
 // or User alone.
@@ -72,34 +69,11 @@ type BuildStart struct {
 }
 
 // BuildReady says when a started template is ready (at most one field).
-type BuildReady struct {
-	Cmd            string `json:"cmd,omitempty"`
-	Port           int    `json:"port,omitempty"`
-	URL            string `json:"url,omitempty"`
-	File           string `json:"file,omitempty"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
-}
+type BuildReady = apitypes.BuildReady
 
 // Build is a template build.
 type Build struct {
-	ID         string      `json:"id"`
-	Template   string      `json:"template"`
-	Tags       []string    `json:"tags"`
-	State      string      `json:"state"`
-	Step       int         `json:"step"`
-	Steps      int         `json:"steps"`
-	Layered    int         `json:"layered"`
-	Cached     int         `json:"cached"`
-	CPU        int         `json:"cpu"`
-	MemoryMB   int         `json:"memory_mb"`
-	DiskMB     int         `json:"disk_mb"`
-	CreatedAt  time.Time   `json:"created_at"`
-	StartedAt  *time.Time  `json:"started_at,omitempty"`
-	FinishedAt *time.Time  `json:"finished_at,omitempty"`
-	Error      *BuildError `json:"error,omitempty"`
-	Image      string      `json:"image,omitempty"`
-	Bytes      int64       `json:"bytes,omitempty"`
-	Started    bool        `json:"started,omitempty"`
+	apitypes.Build
 }
 
 // Build states.
@@ -117,48 +91,17 @@ func (b *Build) Done() bool {
 }
 
 // BuildError says why a build failed.
-type BuildError struct {
-	Step     int      `json:"step"`
-	Message  string   `json:"message"`
-	ExitCode *int     `json:"exit_code,omitempty"`
-	LogTail  []string `json:"log_tail,omitempty"`
-}
+type BuildError = apitypes.BuildError
 
 // LogEntry is one line of a build's log: step 0 is the source, 1..n the
 // steps, n+1 the start command and the end.
-type LogEntry struct {
-	Seq     int       `json:"seq"`
-	Time    time.Time `json:"time"`
-	Level   string    `json:"level"`
-	Step    int       `json:"step"`
-	Message string    `json:"message"`
-	// Cached marks the line that starts a step found in the cache (not
-	// run).
-	Cached bool `json:"cached,omitempty"`
-}
+type LogEntry = apitypes.BuildLogEntry
 
 // Template is a template and its tags.
-type Template struct {
-	Name      string        `json:"name"`
-	Builtin   bool          `json:"builtin,omitempty"`
-	Tags      []TemplateTag `json:"tags"`
-	CreatedAt time.Time     `json:"created_at"`
-	UpdatedAt time.Time     `json:"updated_at"`
-	// Bytes is what its tagged builds need in the object store, each
-	// layer and start checkpoint counted once; LocalBytes what their
-	// images and start checkpoints hold on the node that answered.
-	Bytes      int64 `json:"bytes"`
-	LocalBytes int64 `json:"local_bytes"`
-	Sandboxes  int   `json:"sandboxes"`
-}
+type Template = apitypes.Template
 
 // TemplateTag is a tag and the build it points at.
-type TemplateTag struct {
-	Tag   string    `json:"tag"`
-	Build string    `json:"build,omitempty"`
-	At    time.Time `json:"at,omitzero"`
-	Image string    `json:"image,omitempty"`
-}
+type TemplateTag = apitypes.TemplateTag
 
 // HasFiles reports whether a file set with this SHA-256 is uploaded.
 func (c *Client) HasFiles(ctx context.Context, hash string) (bool, error) {

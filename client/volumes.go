@@ -3,86 +3,33 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
 // VolumeMount is one volume mounted into a sandbox. At most one sandbox at
 // a time mounts a volume read-write (running or paused), beside any number
 // read-only.
-type VolumeMount struct {
-	// Name is the volume's name (or ID).
-	Name string `json:"name"`
-	// Path is where the sandbox sees it (absolute).
-	Path     string `json:"path"`
-	ReadOnly bool   `json:"read_only,omitempty"`
-	// VolumeID is set in the daemon's answers.
-	VolumeID string `json:"volume_id,omitempty"`
-}
+type VolumeMount = apitypes.VolumeMount
 
 // Volume is a named, size-limited directory on one node's disk that
 // outlives the sandboxes mounting it.
-type Volume struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	SizeMB    int       `json:"size_mb"`
-	UsedBytes int64     `json:"used_bytes"`
-	CreatedAt time.Time `json:"created_at"`
-	// RestoredFrom names the backup it was made from, if any.
-	RestoredFrom string `json:"restored_from,omitempty"`
-	// Mounts are the sandboxes holding it (running or paused).
-	Mounts []VolumeHolder `json:"mounts"`
-}
+type Volume = apitypes.Volume
 
 // VolumeHolder is a sandbox mounting a volume.
-type VolumeHolder struct {
-	SandboxID string `json:"sandbox_id"`
-	Path      string `json:"path"`
-	ReadOnly  bool   `json:"read_only"`
-	State     string `json:"state"`
-}
+type VolumeHolder = apitypes.VolumeHolder
 
 // VolumeEntry is a file or directory in a volume.
-type VolumeEntry struct {
-	Name string `json:"name"`
-	// Type is file, directory, symlink or unknown.
-	Type string `json:"type"`
-	// Path is relative to the volume's root, starting with "/".
-	Path   string    `json:"path"`
-	Size   int64     `json:"size"`
-	Mode   uint32    `json:"mode"`
-	UID    uint32    `json:"uid"`
-	GID    uint32    `json:"gid"`
-	Atime  time.Time `json:"atime"`
-	Mtime  time.Time `json:"mtime"`
-	Ctime  time.Time `json:"ctime"`
-	Target string    `json:"target,omitempty"`
-}
+type VolumeEntry = apitypes.VolumeEntry
 
 // VolumeBackup is a volume's files at one instant, in the object store.
-type VolumeBackup struct {
-	ID        string    `json:"id"`
-	VolumeID  string    `json:"volume_id"`
-	Volume    string    `json:"volume"`
-	SizeMB    int       `json:"size_mb"`
-	CreatedAt time.Time `json:"created_at"`
-	Files     int       `json:"files"`
-	FileBytes int64     `json:"file_bytes"`
-	Bytes     int64     `json:"bytes"`
-	TookMS    int64     `json:"took_ms"`
-}
+type VolumeBackup = apitypes.VolumeBackup
 
 // CreateVolumeRequest is the body of POST /v1/volumes.
-type CreateVolumeRequest struct {
-	Name string `json:"name"`
-	// SizeMB is the limit (0: the daemon's default, or the backup's).
-	SizeMB int `json:"size_mb,omitempty"`
-	// FromBackup fills the volume from a backup (any node's).
-	FromBackup string `json:"from_backup,omitempty"`
-}
+type CreateVolumeRequest = apitypes.CreateVolumeJSONBody
 
 // CreateVolume makes a volume on the daemon's node.
 func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (*Volume, error) {

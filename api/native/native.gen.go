@@ -416,22 +416,17 @@ type AuditEntry struct {
 // Build defines model for Build.
 type Build struct {
 	// Bytes what its image needs in the object store: its layers (those it reused too) and started checkpoint, each counted once, as stored
-	Bytes *int `json:"bytes,omitempty"`
+	Bytes *int64 `json:"bytes,omitempty"`
 
 	// Cached RUN and COPY steps whose layer was cached
-	Cached    *int       `json:"cached,omitempty"`
-	Cpu       *int       `json:"cpu,omitempty"`
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-	DiskMb    *int       `json:"disk_mb,omitempty"`
-	Error     *struct {
-		ExitCode *int      `json:"exit_code,omitempty"`
-		LogTail  *[]string `json:"log_tail,omitempty"`
-		Message  *string   `json:"message,omitempty"`
-		Step     *int      `json:"step,omitempty"`
-	} `json:"error,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Id         *string    `json:"id,omitempty"`
-	Image      *string    `json:"image,omitempty"`
+	Cached     *int        `json:"cached,omitempty"`
+	Cpu        *int        `json:"cpu,omitempty"`
+	CreatedAt  *time.Time  `json:"created_at,omitempty"`
+	DiskMb     *int        `json:"disk_mb,omitempty"`
+	Error      *BuildError `json:"error,omitempty"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+	Id         *string     `json:"id,omitempty"`
+	Image      *string     `json:"image,omitempty"`
 
 	// Layered RUN and COPY steps
 	Layered  *int `json:"layered,omitempty"`
@@ -445,6 +440,14 @@ type Build struct {
 	Steps     *int        `json:"steps,omitempty"`
 	Tags      *[]string   `json:"tags,omitempty"`
 	Template  *string     `json:"template,omitempty"`
+}
+
+// BuildError defines model for Build.error.
+type BuildError struct {
+	ExitCode *int      `json:"exit_code,omitempty"`
+	LogTail  *[]string `json:"log_tail,omitempty"`
+	Message  *string   `json:"message,omitempty"`
+	Step     *int      `json:"step,omitempty"`
 }
 
 // BuildState defines model for Build.State.
@@ -481,23 +484,8 @@ type BuildRequest struct {
 	Dockerfile *string `json:"dockerfile,omitempty"`
 
 	// From exactly one of template, image, archive
-	From *struct {
-		// Archive hash of an uploaded docker save or OCI layout tar
-		Archive *string `json:"archive,omitempty"`
-
-		// Image a registry image reference
-		Image *string `json:"image,omitempty"`
-
-		// Registry credentials for image (never stored)
-		Registry *struct {
-			Password *string `json:"password,omitempty"`
-			Username *string `json:"username,omitempty"`
-		} `json:"registry,omitempty"`
-
-		// Template "name[:tag]" of a template
-		Template *string `json:"template,omitempty"`
-	} `json:"from,omitempty"`
-	MemoryMb *int `json:"memory_mb,omitempty"`
+	From     *BuildSource `json:"from,omitempty"`
+	MemoryMb *int         `json:"memory_mb,omitempty"`
 
 	// Name "name" or "name:tag"
 	Name string `json:"name"`
@@ -509,48 +497,51 @@ type BuildRequest struct {
 	// apply to HTTP (Host) and TLS (SNI) connections and to DNS; the gateway resolves and dials
 	// the name itself. No policy opens the platform floor (loopback, private, link-local and
 	// metadata ranges, this host, other sandboxes; see docs/security.md).
-	Network *Network `json:"network,omitempty"`
-	NoCache *bool    `json:"no_cache,omitempty"`
-	Start   *struct {
-		Cmd string `json:"cmd"`
+	Network *Network     `json:"network,omitempty"`
+	NoCache *bool        `json:"no_cache,omitempty"`
+	Start   *BuildStart  `json:"start,omitempty"`
+	Steps   *[]BuildStep `json:"steps,omitempty"`
+	Tags    *[]string    `json:"tags,omitempty"`
+}
 
-		// Ready at most one of cmd, port, url, file; none means "still running after a second"
-		Ready *struct {
-			Cmd            *string `json:"cmd,omitempty"`
-			File           *string `json:"file,omitempty"`
-			Port           *int    `json:"port,omitempty"`
-			TimeoutSeconds *int    `json:"timeout_seconds,omitempty"`
+// RegistryAuth credentials for image (never stored)
+type RegistryAuth struct {
+	Password *string `json:"password,omitempty"`
+	Username *string `json:"username,omitempty"`
+}
 
-			// Url ready when a GET of it from inside the sandbox answers 200 itself (not another 2xx, not a redirect), with curl, python3 or wget, whichever the image has
-			Url *string `json:"url,omitempty"`
-		} `json:"ready,omitempty"`
-	} `json:"start,omitempty"`
-	Steps *[]struct {
-		Argv *[]string `json:"argv,omitempty"`
-		Copy *struct {
-			Dest string `json:"dest"`
+// BuildSource exactly one of template, image, archive
+type BuildSource struct {
+	// Archive hash of an uploaded docker save or OCI layout tar
+	Archive *string `json:"archive,omitempty"`
 
-			// Files file set hash; default the build's context
-			Files *string `json:"files,omitempty"`
+	// Image a registry image reference
+	Image *string `json:"image,omitempty"`
 
-			// Mode octal
-			Mode *string `json:"mode,omitempty"`
+	// Registry credentials for image (never stored)
+	Registry *RegistryAuth `json:"registry,omitempty"`
 
-			// Owner user[:group]; default root
-			Owner *string                     `json:"owner,omitempty"`
-			Src   BuildRequest_Steps_Copy_Src `json:"src"`
-		} `json:"copy,omitempty"`
-		Env     *map[string]string `json:"env,omitempty"`
-		NoCache *bool              `json:"no_cache,omitempty"`
+	// Template "name[:tag]" of a template
+	Template *string `json:"template,omitempty"`
+}
 
-		// Run a command for /bin/sh -c
-		Run *string `json:"run,omitempty"`
+// BuildReady at most one of cmd, port, url, file; none means "still running after a second"
+type BuildReady struct {
+	Cmd            *string `json:"cmd,omitempty"`
+	File           *string `json:"file,omitempty"`
+	Port           *int    `json:"port,omitempty"`
+	TimeoutSeconds *int    `json:"timeout_seconds,omitempty"`
 
-		// User with run, the user it runs as; alone, a USER step
-		User    *string `json:"user,omitempty"`
-		Workdir *string `json:"workdir,omitempty"`
-	} `json:"steps,omitempty"`
-	Tags *[]string `json:"tags,omitempty"`
+	// Url ready when a GET of it from inside the sandbox answers 200 itself (not another 2xx, not a redirect), with curl, python3 or wget, whichever the image has
+	Url *string `json:"url,omitempty"`
+}
+
+// BuildStart defines model for BuildRequest.start.
+type BuildStart struct {
+	Cmd string `json:"cmd"`
+
+	// Ready at most one of cmd, port, url, file; none means "still running after a second"
+	Ready *BuildReady `json:"ready,omitempty"`
 }
 
 // BuildRequestStepsCopySrc0 defines model for BuildRequest.Steps.Copy.Src.0.
@@ -562,6 +553,36 @@ type BuildRequestStepsCopySrc1 = []string
 // BuildRequest_Steps_Copy_Src defines model for BuildRequest.Steps.Copy.Src.
 type BuildRequest_Steps_Copy_Src struct {
 	union json.RawMessage
+}
+
+// BuildCopy defines model for BuildRequest.Steps.Copy.
+type BuildCopy struct {
+	Dest string `json:"dest"`
+
+	// Files file set hash; default the build's context
+	Files *string `json:"files,omitempty"`
+
+	// Mode octal
+	Mode *string `json:"mode,omitempty"`
+
+	// Owner user[:group]; default root
+	Owner *string                     `json:"owner,omitempty"`
+	Src   BuildRequest_Steps_Copy_Src `json:"src"`
+}
+
+// BuildStep exactly one of run (with user), argv, copy, env, workdir, user
+type BuildStep struct {
+	Argv    *[]string          `json:"argv,omitempty"`
+	Copy    *BuildCopy         `json:"copy,omitempty"`
+	Env     *map[string]string `json:"env,omitempty"`
+	NoCache *bool              `json:"no_cache,omitempty"`
+
+	// Run a command for /bin/sh -c
+	Run *string `json:"run,omitempty"`
+
+	// User with run, the user it runs as; alone, a USER step
+	User    *string `json:"user,omitempty"`
+	Workdir *string `json:"workdir,omitempty"`
 }
 
 // CodeContext defines model for CodeContext.
@@ -731,7 +752,7 @@ type DesktopAction struct {
 	Coordinate *DesktopPoint `json:"coordinate,omitempty"`
 
 	// Duration Seconds (wait, hold_key).
-	Duration *float32 `json:"duration,omitempty"`
+	Duration *float64 `json:"duration,omitempty"`
 
 	// Screenshot Answer with a screenshot taken after the action settles.
 	Screenshot *bool `json:"screenshot,omitempty"`
@@ -773,21 +794,24 @@ type DesktopPoint = []int
 
 // DrainReport defines model for DrainReport.
 type DrainReport struct {
-	Moves *[]struct {
-		Error *string `json:"error,omitempty"`
+	Moves *[]DrainMove `json:"moves,omitempty"`
+	Node  *string      `json:"node,omitempty"`
+}
 
-		// PauseMs the pause on the drained node (checkpoint and upload)
-		PauseMs *int `json:"pause_ms,omitempty"`
+// DrainMove defines model for DrainReport.moves.
+type DrainMove struct {
+	Error *string `json:"error,omitempty"`
 
-		// ResumeMs from paused to running on the target
-		ResumeMs *int    `json:"resume_ms,omitempty"`
-		Sandbox  *string `json:"sandbox,omitempty"`
-		To       *string `json:"to,omitempty"`
+	// PauseMs the pause on the drained node (checkpoint and upload)
+	PauseMs *int64 `json:"pause_ms,omitempty"`
 
-		// TotalMs what the sandbox's users waited
-		TotalMs *int `json:"total_ms,omitempty"`
-	} `json:"moves,omitempty"`
-	Node *string `json:"node,omitempty"`
+	// ResumeMs from paused to running on the target
+	ResumeMs *int64  `json:"resume_ms,omitempty"`
+	Sandbox  *string `json:"sandbox,omitempty"`
+	To       *string `json:"to,omitempty"`
+
+	// TotalMs what the sandbox's users waited
+	TotalMs *int64 `json:"total_ms,omitempty"`
 }
 
 // Entry defines model for Entry.
@@ -803,7 +827,7 @@ type Entry struct {
 
 	// Permissions Example: -rw-r--r--
 	Permissions   *string   `json:"permissions,omitempty"`
-	Size          *int      `json:"size,omitempty"`
+	Size          *int64    `json:"size,omitempty"`
 	SymlinkTarget *string   `json:"symlink_target,omitempty"`
 	Type          EntryType `json:"type"`
 }
@@ -870,22 +894,22 @@ type MetricSample struct {
 	CpuCount int `json:"cpu_count"`
 
 	// CpuUsedPct percent of all cpu_count CPUs, 0-100
-	CpuUsedPct float32 `json:"cpu_used_pct"`
+	CpuUsedPct float64 `json:"cpu_used_pct"`
 
 	// DiskTotal the disk limit in bytes
-	DiskTotal int `json:"disk_total"`
+	DiskTotal int64 `json:"disk_total"`
 
 	// DiskUsed bytes held by the writable layer
-	DiskUsed int `json:"disk_used"`
+	DiskUsed int64 `json:"disk_used"`
 
 	// MemCache page cache of the sandbox's files in bytes
-	MemCache int `json:"mem_cache"`
+	MemCache int64 `json:"mem_cache"`
 
 	// MemTotal the memory limit in bytes
-	MemTotal int `json:"mem_total"`
+	MemTotal int64 `json:"mem_total"`
 
 	// MemUsed bytes in use
-	MemUsed int       `json:"mem_used"`
+	MemUsed int64     `json:"mem_used"`
 	Time    time.Time `json:"time"`
 }
 
@@ -914,20 +938,23 @@ type Node struct {
 	Address *string `json:"address,omitempty"`
 
 	// Alive its lease has not lapsed
-	Alive    *bool   `json:"alive,omitempty"`
-	Draining *bool   `json:"draining,omitempty"`
-	Epoch    *int    `json:"epoch,omitempty"`
-	Id       *string `json:"id,omitempty"`
-	Info     *struct {
-		Capacity *int `json:"capacity,omitempty"`
-
-		// Pools ready warm sandboxes by template, as of the node's last lease renewal (what placement sees)
-		Pools     *map[string]int `json:"pools,omitempty"`
-		Sandboxes *int            `json:"sandboxes,omitempty"`
-		Version   *string         `json:"version,omitempty"`
-	} `json:"info,omitempty"`
+	Alive      *bool      `json:"alive,omitempty"`
+	Draining   *bool      `json:"draining,omitempty"`
+	Epoch      *int64     `json:"epoch,omitempty"`
+	Id         *string    `json:"id,omitempty"`
+	Info       *NodeInfo  `json:"info,omitempty"`
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
+}
+
+// NodeInfo defines model for Node.info.
+type NodeInfo struct {
+	Capacity *int `json:"capacity,omitempty"`
+
+	// Pools ready warm sandboxes by template, as of the node's last lease renewal (what placement sees)
+	Pools     *map[string]int `json:"pools,omitempty"`
+	Sandboxes *int            `json:"sandboxes,omitempty"`
+	Version   *string         `json:"version,omitempty"`
 }
 
 // Pool defines model for Pool.
@@ -955,7 +982,7 @@ type Quotas struct {
 	CreatesBurst *int `json:"creates_burst,omitempty"`
 
 	// CreatesPerSecond creates, resumes and forks (token bucket)
-	CreatesPerSecond *float32 `json:"creates_per_second,omitempty"`
+	CreatesPerSecond *float64 `json:"creates_per_second,omitempty"`
 
 	// MemoryMb sum of the memory limits of its running sandboxes and builds
 	MemoryMb *int `json:"memory_mb,omitempty"`
@@ -990,20 +1017,12 @@ type Sandbox struct {
 	AutoResume          *bool `json:"auto_resume,omitempty"`
 
 	// Checkpoint The latest complete checkpoint (what a resume restores), with its cost.
-	Checkpoint *struct {
-		Bytes     *int       `json:"bytes,omitempty"`
-		CreatedAt *time.Time `json:"created_at,omitempty"`
-		Id        *string    `json:"id,omitempty"`
-
-		// Memory false: the pause kept the disk only, and a resume boots afresh on it
-		Memory *bool `json:"memory,omitempty"`
-		TookMs *int  `json:"took_ms,omitempty"`
-	} `json:"checkpoint,omitempty"`
-	Cpu       *int      `json:"cpu,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	DiskMb    *int      `json:"disk_mb,omitempty"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Id        string    `json:"id"`
+	Checkpoint *SandboxCheckpoint `json:"checkpoint,omitempty"`
+	Cpu        *int               `json:"cpu,omitempty"`
+	CreatedAt  time.Time          `json:"created_at"`
+	DiskMb     *int               `json:"disk_mb,omitempty"`
+	ExpiresAt  time.Time          `json:"expires_at"`
+	Id         string             `json:"id"`
 
 	// IdleFreezeSeconds The sandbox's own idle freeze delay, if set (-1: never).
 	IdleFreezeSeconds *int               `json:"idle_freeze_seconds,omitempty"`
@@ -1037,6 +1056,17 @@ type Sandbox struct {
 	Volumes              *[]VolumeMount `json:"volumes,omitempty"`
 }
 
+// SandboxCheckpoint The latest complete checkpoint (what a resume restores), with its cost.
+type SandboxCheckpoint struct {
+	Bytes     *int64     `json:"bytes,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	Id        *string    `json:"id,omitempty"`
+
+	// Memory false: the pause kept the disk only, and a resume boots afresh on it
+	Memory *bool  `json:"memory,omitempty"`
+	TookMs *int64 `json:"took_ms,omitempty"`
+}
+
 // SandboxRest Only with GET ?rest=true, for a running sandbox.
 type SandboxRest string
 
@@ -1053,32 +1083,32 @@ type SandboxMetricEvent struct {
 	CpuCount int `json:"cpu_count"`
 
 	// CpuUsedPct percent of all cpu_count CPUs, 0-100
-	CpuUsedPct float32 `json:"cpu_used_pct"`
+	CpuUsedPct float64 `json:"cpu_used_pct"`
 
 	// DiskTotal the disk limit in bytes
-	DiskTotal int `json:"disk_total"`
+	DiskTotal int64 `json:"disk_total"`
 
 	// DiskUsed bytes held by the writable layer
-	DiskUsed int `json:"disk_used"`
+	DiskUsed int64 `json:"disk_used"`
 
 	// Id the sandbox's id
 	Id string `json:"id"`
 
 	// MemCache page cache of the sandbox's files in bytes
-	MemCache int `json:"mem_cache"`
+	MemCache int64 `json:"mem_cache"`
 
 	// MemTotal the memory limit in bytes
-	MemTotal int `json:"mem_total"`
+	MemTotal int64 `json:"mem_total"`
 
 	// MemUsed bytes in use
-	MemUsed int       `json:"mem_used"`
+	MemUsed int64     `json:"mem_used"`
 	Time    time.Time `json:"time"`
 }
 
 // SandboxMetrics defines model for SandboxMetrics.
 type SandboxMetrics struct {
 	// IntervalSeconds how often spaced samples a running sandbox
-	IntervalSeconds float32        `json:"interval_seconds"`
+	IntervalSeconds float64        `json:"interval_seconds"`
 	Samples         []MetricSample `json:"samples"`
 }
 
@@ -1097,7 +1127,7 @@ type Secret struct {
 // Snapshot defines model for Snapshot.
 type Snapshot struct {
 	// Bytes Bytes stored (encrypted).
-	Bytes     int       `json:"bytes"`
+	Bytes     int64     `json:"bytes"`
 	CreatedAt time.Time `json:"created_at"`
 	Id        string    `json:"id"`
 	KeyId     *string   `json:"key_id,omitempty"`
@@ -1110,7 +1140,7 @@ type Snapshot struct {
 	Template  string  `json:"template"`
 
 	// TookMs Time to store it.
-	TookMs *int `json:"took_ms,omitempty"`
+	TookMs *int64 `json:"took_ms,omitempty"`
 }
 
 // SnapshotList defines model for SnapshotList.
@@ -1123,22 +1153,25 @@ type Template struct {
 	Builtin *bool `json:"builtin,omitempty"`
 
 	// Bytes what its tagged builds need in the object store (layers and start checkpoints, as stored: compressed and encrypted), each counted once however many of its builds share it; a layer of a template it was built from counts here too; the base template's files count nowhere
-	Bytes     *int       `json:"bytes,omitempty"`
+	Bytes     *int64     `json:"bytes,omitempty"`
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 
 	// LocalBytes the file data its tagged builds' images and start checkpoints hold on the node that answered (each image holds only what its layer, the agent and a /tmp marker added: the rest are hard links); 0 on a node that has not made them
-	LocalBytes *int    `json:"local_bytes,omitempty"`
+	LocalBytes *int64  `json:"local_bytes,omitempty"`
 	Name       *string `json:"name,omitempty"`
 
 	// Sandboxes running or paused sandboxes of its images
-	Sandboxes *int `json:"sandboxes,omitempty"`
-	Tags      *[]struct {
-		At    *time.Time `json:"at,omitempty"`
-		Build *string    `json:"build,omitempty"`
-		Image *string    `json:"image,omitempty"`
-		Tag   *string    `json:"tag,omitempty"`
-	} `json:"tags,omitempty"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Sandboxes *int           `json:"sandboxes,omitempty"`
+	Tags      *[]TemplateTag `json:"tags,omitempty"`
+	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
+}
+
+// TemplateTag defines model for Template.tags.
+type TemplateTag struct {
+	At    *time.Time `json:"at,omitempty"`
+	Build *string    `json:"build,omitempty"`
+	Image *string    `json:"image,omitempty"`
+	Tag   *string    `json:"tag,omitempty"`
 }
 
 // Tenant defines model for Tenant.
@@ -1180,34 +1213,37 @@ type Volume struct {
 	Id        string    `json:"id"`
 
 	// Mounts The sandboxes holding it (running or paused).
-	Mounts []struct {
-		Path      *string `json:"path,omitempty"`
-		ReadOnly  *bool   `json:"read_only,omitempty"`
-		SandboxId *string `json:"sandbox_id,omitempty"`
-		State     *string `json:"state,omitempty"`
-	} `json:"mounts"`
-	Name string `json:"name"`
+	Mounts []VolumeHolder `json:"mounts"`
+	Name   string         `json:"name"`
 
 	// RestoredFrom the backup it was made from
 	RestoredFrom *string `json:"restored_from,omitempty"`
 	SizeMb       int     `json:"size_mb"`
 
 	// UsedBytes what its files (and the filesystem's metadata) take now
-	UsedBytes *int `json:"used_bytes,omitempty"`
+	UsedBytes *int64 `json:"used_bytes,omitempty"`
+}
+
+// VolumeHolder defines model for Volume.mounts.
+type VolumeHolder struct {
+	Path      *string `json:"path,omitempty"`
+	ReadOnly  *bool   `json:"read_only,omitempty"`
+	SandboxId *string `json:"sandbox_id,omitempty"`
+	State     *string `json:"state,omitempty"`
 }
 
 // VolumeBackup defines model for VolumeBackup.
 type VolumeBackup struct {
 	// Bytes stored (compressed, encrypted)
-	Bytes     *int       `json:"bytes,omitempty"`
+	Bytes     *int64     `json:"bytes,omitempty"`
 	CreatedAt *time.Time `json:"created_at,omitempty"`
-	FileBytes *int       `json:"file_bytes,omitempty"`
+	FileBytes *int64     `json:"file_bytes,omitempty"`
 	Files     *int       `json:"files,omitempty"`
 	Id        *string    `json:"id,omitempty"`
 
 	// SizeMb the volume's size when backed up (the default size of a volume made from it)
-	SizeMb *int `json:"size_mb,omitempty"`
-	TookMs *int `json:"took_ms,omitempty"`
+	SizeMb *int   `json:"size_mb,omitempty"`
+	TookMs *int64 `json:"took_ms,omitempty"`
 
 	// Volume the volume's name
 	Volume   *string `json:"volume,omitempty"`
@@ -1227,7 +1263,7 @@ type VolumeEntry struct {
 
 	// Path relative to the volume's root, starting with /
 	Path *string `json:"path,omitempty"`
-	Size *int    `json:"size,omitempty"`
+	Size *int64  `json:"size,omitempty"`
 
 	// Target a symlink's target, as written
 	Target *string          `json:"target,omitempty"`
@@ -5316,351 +5352,355 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lc9s4ljf6r6B0t8rSDi3LiZOelmtry0ncM/k6D9842Z6dZj4JIiEJawpgE6BldSr/+y2cA4CkBMqS",
-	"X93zfbdqdzqWKOJ1cN7nd751ErnIpWBCq87wWyenBV0wzQr467UUmt3ot2/MH1x0hp2c6nkn6gi6YJ1h",
-	"J8HvO1GnYL+VvGBpZ6iLkkUdlczZguIbtWaF+e3//vXs8J/08PfB4Y+jw6/fjqPjZ3/9/m+dqKNXuXmb",
-	"0gUXs87371Hn/IYlpeZS4NApU0nBc/NBZ9g5E4S57w8U4WlEpoVcEK4VGftvxoRdM6H7nSg0c//Yw8/9",
-	"onW7cp5uHW7BBV+Ui87w2L+XC81mrMAXm5dt7Ib5lHCheMqInjOiqEgn8uaUFCyjml8zYiahCC0YKUXK",
-	"CniqVKw4UGQuF8zv0G8lK1a12eLc26e7ufRLHLt1A25Z/+YL/0tm5YLttvBreDaq1q0lkEQhpSbduHMU",
-	"d4gsSNyJOyQv2JTfEJrxK9brk09MyeyapdUGxQJfd4C/H5K40+/HHaK0zJV5oGARoSIllKjVIuPiiug5",
-	"1SSXXGhFZKmJnNamRbgiBZuWiqX9WDzcjuMGfWLTwDUhfgk8NSs3o7RcB3xyr7G/m4dVLoViwCvOi0IW",
-	"5h/AFIQ2/6R5nvGEmgkd/Y8ys/pWe+O/FWbanf/nqGJBR/itOsK3wSjNVTH8Iup8opq94wuuzWQfe1R5",
-	"be+NZoIKbaiCamaOOCkY1UwZslPlgikgiqksrhTpFkzJskjYiN3Maak0S3tDeEvKNOWZioXZfvjEvC6C",
-	"f03KQumILA01cUUyNgVS4pp0x1peMaFG5rMxkt/YUNQYf1kwpXvm01iMC6aL1YhONStGCzU+hQc+mQ8P",
-	"z8yHZM6oIXWukG6XlGvCBVnOZcaIYokUqVmUNDciJWUORIs/guOuvau5v1uZGGyt3W3z8NnF25/ZClht",
-	"IXNWaI7EhLuajigc6FQWC/OvTko1O9QcKHWNHiPDXDbugFn1FVsdKJKXk4wn9uJHhPVnfcKeTUbH9Nnk",
-	"eXKSvmAvpz/Qv05I9/glmbMbkvIZ16oXGukKpxwcyrAclk0js5nmIyrU0tAO8iKuVMmIFNkq9F68jN82",
-	"vyjYtbzaczuQUsNcw34iJ//DEm0ePitTrs+FLtrPIrxibjggPmGXytKdt6xxJo5fXrFVhHyapgsu4k7o",
-	"dQum5zIN7pVdVNtsLR+EoRKaZfBXcMoFW0jdch6yxG82h4CviFUcLJ3FnTfn784/n5Oj6+MjK5+ZOvrG",
-	"0+/h5SlNdalqQ/sbtOVcow6Qwo4EEqKCVyXP0k0CmKw0/qO5WuRQhqgXdMaIYCxVjurxnUZaFmwID2V0",
-	"xQpFunouFTPcrGCGdREtJfAsojQtNEtJMmfJFYjRiDCazEkiS2G+kCIxMlfhW2tHVtuchCbzEKl++vIB",
-	"Bnn98eK/idIsV4bTKYbTIkuqiP1p8K15GT6Lu7CplKur0WISfiFzQrR5AuyG61EiUxb+VSZnIyNQQOvS",
-	"bKHC1IEf0KKgK7xDStFZmMDNFoXGClHNlAuu5ndi1psfL9pmBAe129EGz3DBFrJYtW68pb7N1/vrCuJV",
-	"FgyoGR4niVwszNBFKYSZph93ImXGqKi9eK/NMdcfdoEJI0h/7RjpjAP8VrISqHRi7ip+VjCaGnmCxGMu",
-	"gUhYxtLO12j3k8Vv2ngOnan9iEuzRZ7RIPts5Tzv5KxNBLVca8U0kchxMi4YqjKw48oo5prlZGo0GMeW",
-	"4D2ogsGXXBEhtTm/4Nll7Jpl9XNI2aScgQY9lZ2os6SF8Pv+NSimtlwx9tvmgsCOHaC2BuarEVlcEcV+",
-	"I38hx0HKdifafNMAVwn6Z0SO+33hl60iIv5ybP+s07H5fxhZhPngnvKlsiV+hdXaF7h9tTOvdulrG2F8",
-	"Yr+VTKFun6bcrJBmFzUKmdJMsWhdbJmfjmiBpBv+YTslV1NwTo6NLZ5TNXdaS5lnkhpNGUYllWNk4/2t",
-	"wmSrYEhlcsWKKc9YyNB7478lXcXFLIOTnbHeqTGQNaOpmachriMggCM4935oeuahWzd6zSS7oYnOVkQK",
-	"sIjc1Y9QMYgILZI5vzYH3zwg93nrxlJR7StuAFH0mhkd7uPrt0Z2Gztb0yIoYZwoab6bkoLNuNLFyuot",
-	"BZuygomEhXVAfHbPHUkKljKhOc2UsQXtSF3BjBmJ6ktvYztyqtRSFmHBWCpWtJgHIZqts9/m1GKwMn4d",
-	"ajr7Gndgl/2J7aYl3iJJ3SxDwzoPjPm3mUFY+xVML2VxdZux/sE+Zn4hR8DaazNaF8F7Mo9kkbZYYkbW",
-	"7kcNVJOFVNrdj2SRRiSXhY5IWWQRMdf2lAjz7YJRoUjcUZpnmVMrCFjxRp6BVQ57tttkHbvY+MKM3iLp",
-	"+YLJUo+sBwAPckrLTHeGLweDkFQoi2zzvGGfyHLOBKHkb+efrQsD/bQbzkprOirybDCwBjTpGslMhdRz",
-	"VpBnNzcRiGpzfVNesET3IrLkek4S2MR8pedSPDfktZwx8J/wZM6c2wYv4JyqXUh8TXSZ3Q2JJq8vea3o",
-	"7jyzKAXpwnLMRe8Znjm7jkgi81VEmLiOiCH1lBcRPBBgpbPr/RQ08+o970RqZXCQzgIGIsgjo6IZfn5K",
-	"LB1ZJxfP0gO1TU4urLmz5ohLNM1Cj8ulQE9U83mzW78OZ4Us86/VFAopg2OqIjGvkIJ9nHaGv24udfcd",
-	"/rqhARVJJ8I9DFETE9f3U1O280Cj4gZkodP8jJA6mnBxpObkMAltDZDdpg/AkGxRisgHFcC0L4UiVJ0S",
-	"mklhFADy5fL8E7Hq3sarLWnvKtrWLY09bZO1YwFxFTqQ1zJlryvVb43jLlvs17TFeBWzMmwIrE0HIiT+",
-	"8QgGapvd3dTiJHivPhvriGWZYbvikC1yvSJfPv90+NdT61qGochEpitjjziRdkze81e9oCJpr/Yo5JY9",
-	"cxcfBcLFx8vP5Mh+pPrkg9TI291GBAfY98Y0p3Aursk1LVA/03OucPlSZCvSNURhKBi+pE5KHSjDiuur",
-	"rc6jfsJeYHZQKnXWx/5k7oezW+0PD5TnTnYjavtQ7WVwJ4JCuz7gW6FZUZQ5Ml9YKCoVsPBMitkpGVjt",
-	"Q0iS8QUH62BBb9CX/9eXJ0b4e9/+IBigbEhNQ2btlKtggzbpouDJHEIpmSZdM9lxSjUdo546xi9sZLcX",
-	"kfNnrw4UuWIrNURfIVqmGHejWcliMaeqT3Ixi8j/5GwGJm6eTiEaOqGKvTw5JcncGMHmGzMWfPW/Lj9+",
-	"IN0F1XkmdcYnZMpnZcFULOAFVKRUkTdU058KQyq9U8JudEHJXGapIqizvH/7/pyY5SuM+K1dwzkqpYYw",
-	"qab4L3hJjXirXZvrRRbmOGq0oFyMipYt/ey2wlmq5vQPFMmo0oTd5AVTikvRDzpA/odeU3xZcGyzo+Ev",
-	"MOoG90Kzm+AzC1pcpXIpwgpqOg1/LmbbnCkB58h1+AeOrbcIi8rlY/f1606m0WsUp5vywnkh9tDPWnT6",
-	"NsmTN0RP03d3u9gxv/7avqC7SZr9ldIJTa5mEHNs8FH79k36tJu0wV3JZFVTZ/rkvKltJwv0dZkJhmVX",
-	"yybfW0m7YiwfKZ1yMZI5E7utEp7fXOcvBdeaCaIlgSeszYMhXSZIkkkFKQ0ZU4ZJNkYOyxE6a40rbZUv",
-	"QdmxRVbU1UknK61ds8stg6iLzTXZlTTXBY0oFxNW2PB6qY3hOCCaXjFlI/Qwrz75aHj5kitrr7LiGuJF",
-	"Qiuyti2xAGXmOCJJXhL3b+8twU9enkTEOvrsIy8jsqA3o7yQCVOKKfcxBvKVoLmaSz0ypuzKDYXPvCBd",
-	"oGKri4EAtBK7NzRqy4JmGSuA6o3ORk4GAyLogotZLMxqppxlaUg40VLLUU5LxUIUuraVKG7tZhD4VcO2",
-	"r3kgr3iWcTEjXIflTTXuCOgVN68xB0xLWbsJRkeqfjskMFGy8KeJk6LNmZoR8Ky5urKKn2L24V5N+4I3",
-	"Y3oH6Z4MBr0tk8fHbt+1jSlTr2NrWc059buo54UsZ3P46vzZK5IX8mZlfQbcEKO8YqLns1Dadth6n/3k",
-	"nq1P7Pr1xRdFupS8vvhCfiulpqf1C0EWVCdzpqzq5T61s+zVdcaXJ7cxgZrH20/oePDsZH1Ol/x3r74s",
-	"C67pJLOR24aSejw4+euLH17eNuq9mThPMzaaFoz9ztpZ4k/wfdPJpSGGaEwss7sRabj5cJuFMYocJSyB",
-	"gLnurWvrSJdCuifNqwpGF4aLJVIIlphZ9MnAfOBYHMa9hEzrtkb38uLs9fno7Zt356OfPp2f//O8d0oO",
-	"j4cEfNVbbYDD49DuXrFV0OR7XSotF6yAHJnuxZfPkAxhVPejb1ds9b1n6J6JpFjlupYDgPlUjgsqTNAL",
-	"Cq8GEw2QVEWXL148v5VIGk5u/6YXx8/2f5GmVsG/j3Nnb5d4LmV2K+NEPqmuOOY0+kDAgSJLWiyIeQkc",
-	"wERKCKkKtvTk3J0wkcyNGq9IiTkdWsZiwagqC0YSmaUuOw5SLIFSlSNdcehIEDQGRWi2pCsFI5m58ILI",
-	"pUDhFFCJWFIwre5v/2My0GFcDgbPIe+tYBoTJcnn2tWdMVh+ntGEGRuPFYQLlLgMXxThjbG5o8bgslHc",
-	"mbGwyIxqtqQrUjB4h7nVRAp3f5Vj+jiBA0UmXKRczBrrr7me7X3YvGaXENAF9QC4hXuSdHkaueQnjP70",
-	"+uQMZZ97yEih2rGZCXKtYmEeMg9PyyyrvRHvCDGEZfMa/XZJBg4On5aNj0ak0nJAu4HRUcYCaZk50jSF",
-	"HYNgtBFqEeYPIZXAKHYGB4p0wdTG5GbQb3pRLMxz5lTWnoVxYFPsrh8oAnmdXPc95ZMFXZEJ80yzcQA1",
-	"ezOolgWsb3plJtbYZZyDnGrUwvfxsdQGNtpL434/35CayZylZcbq7FNLUHvWxOatozbDiU5jn1DFdnZH",
-	"uVnCYHstGXOTA5uLuc+wqIUshVHWRUPaUtD14EjNpSXUJWMXjKaHRpNgpOuibLKIBepcvYhMGISoqFg5",
-	"QwF+YpTEoY/EgS6CObSG9n40VwQmAhn3MKyQOhYJUJksiIIcW3jzUUSOzGWIyJFaqYgcpew6IkelKtDt",
-	"RWfo4TJWrHkG/5Pxyb9H5IjpJIrFEfjdj65pYf5FwIMvpY6IMFpAIZWqJadb7anG4G1MGvTZmq4bC38V",
-	"IJtmTjGVppYngiPYa7vGE7jGLVBwaeVS9Gy6u/MBbBNfeKDvze+tRH+LPzt+GfDib3DFN0xdaZmfJUgf",
-	"exmEhnIo/ND7yeRiIYX5T15qVhyCWWPkoZ1tn/wC5jYYUYZdud+DETmMxfiKrcYEvNzdm1Sa36KzEniw",
-	"ikgyl0WqyP9ILlhKJivyl4gow1BoRhTLaUE1fq5yIzKGsYg7iS6yv6i4E5G484npshD4b/ickjcsY5rF",
-	"nd4pGZv9wfFPyXghjVG1kNdsTBIpi5QLqtlpLMaG042SjCdX44iMCz6b1/5c8NQou/7vVJaT+t+64Ln/",
-	"OxYyx+2uDUG6zOgYyzkrbNJtWShpLg2mffqf4EYtZMqnHNVEFYs5y1KSloaz4I/NQGa9as6nGtdZLWCU",
-	"FnQ2RmId1aYAsqa2avsb3JNULoVZSu2jMh+TwFJOyVglhcyycSzwHyMMRXMpImI/oUD+Uej3KNIay1Q9",
-	"cwSGOY0qagFPdFlAAcMpGS8p1+P6B7iDo1wqoG4zeZUUjAlzBcexEFLPje5AzsTK+qKBSGs0mhoBLYws",
-	"MgJqvTZlzRng75PziV4xn74edSrKgswudxadqFOjJfAHVaTUiTp1SjIvqxFS4z1wpu6T6sSan5R5J+rg",
-	"AXSijttOyNDjuhN11nYMH7YbFkzcqw7tNp5lmc6FMVZAy7TnFFDNrO+mayYVETfLXkMYvwyLQxRCoABU",
-	"Ew8UxkGtgeXM1ZNwysIbkZ7TKaZ1xlTYU9Cg54D3cc5YhvdR7atOrF+eOm3BUdZO2NFRSzJr86bve1jh",
-	"vL7PIChv0BOzyhnozZ5v15j5kCALjohhvxG5oDM2eiOXIiI/vYgIdUf7jomZnsPW1FJoWlzx9rp9vU3A",
-	"VTG0tcAS0Prm5zfh8MCqJc27PqWbjnkumAMDNLY52JzBmQVHXPIUy/luGRWfi9y72ocPX4aLD3+LbIhv",
-	"iFeienoIRguReBtqFwU33xybz3GdrPTt6a120/2GbDk9JL6N6f56E5HVV2NV5vyGZcrZcG56B0bPzcEu",
-	"OSVyOq19VeffdVXLX8nnz354+cOtjgqvbT2DR6s/1qM0bwrKxSfmksiaJ28EQTPUtVbK4CocNiNY4Pdd",
-	"qHBdDbpwbdA8NTNgKTizSLfyFoHoxJTRXjCDGd2jwUFgv63TVUuffGdH1LSYMR3Ov0aDI+zIkS0fa5oF",
-	"ZwFFNTVT+gB8K4WCAr1gecouOTKiWTqyLbjSkoEPGVThOG4wn+SCFQsOkWUy4bouYuokh1rQfsURrUVy",
-	"PgMsQFkNhlP7ws/SltnQRZ6ZRw6L5WFxaP4vaP3z31sqcay5NbLkskuAGZI0o07KgX3g7ztRB/S2cNh5",
-	"I30pctW88GyI95y31BWFP07C5GJsJqhbbbetQk7G9zSZc8EOjQUNnntrMckpUXLBCExCRZBrk2ScQWjN",
-	"XAOauOqORd9otSkbUT1KaE4Trlek+2LwvDeEpBCochg7jxRG2CLiS3d6oCFLYw51zWuiWMylMub1uBRc",
-	"GwV6UqYzBv+yBbVj6yRi6biPcZARu0kYS1lqjGYYGT4eR8aI4gve+uszLBaGdZLuybMfyWZhcOTN780i",
-	"3Woo0o1tzZka5awYuYxgsxI/BSgghlnVy4VJd72iuFZszAWZlyItWKrnsFuwDPREQMgCH48FPN9rrA/+",
-	"aBQbtzgt24thQqlD28pC1p5fr7+pkb1HeQjQeD09LRDpTz1fWlOyJ4oJTZZznjEnJRoKw13q3h6kSqwq",
-	"Q0ulYLfzDsg1rO2De2VjOqFt/Yln7JIFhP+cqhZGWzDFGlWr3tIICaGf2epuKSfBMuPnz0hBRSoXBCpZ",
-	"DbUrTUVKi9QqiP1bFTzz4tBWvJOzd1ywza1AJne/qM+j1p/do5hrrYxrW/3We6YLnlxaubpxCfNylDj7",
-	"Mlh3OzKcaJSHCrpzViTmJsopoVlG/LvI64svKiKDw+PBoBOwoCHqDBpYWNMEZz1wU0MpWPzcGr0209t8",
-	"DdIZOK8mq0DYuq1CtcrgXlsqndniRce4K/UQku+3z9S8ecuCbRxnhyWbF21bMRdGW33o2kH7UEUsa5RR",
-	"m1d9rfUdrZ9WgwJCNPuhCrbu4UE+x0BfLjOerPrk44JrrFq30bSoESGbU8iWstFBo+xkWZ8Y5ZszDGcZ",
-	"DQUBQpQR+zTnfauf9hO5AJmvykkqF5QLsuRZmtAihUf/vfkgFs6A2ydnNz0fYXPZrK/fvvkEv3s2eN4f",
-	"9I+Pn/d/QKdy9cHg6NmJ+2xwPEwnfx0Oj54/g1lAFBS1F+HdnrGIO0NjIcYd8+pfq58dfx2enDyPO6Dv",
-	"vb24ftnrkzdMrAizi19ygXE5mmVy6T7ukw/UKIv4VyxonmcrY6j9/fPnC9L9u7TYJ+Tzu0vSvfzwtlfL",
-	"hHDRRPLmwyWGZat4LCD/4AMpp5nC1CgIC2MlUp98kPZYicyZsClFGdWGlsk0k0aty6TMJzS5ikhe8Gs4",
-	"b6PJH2YyoRl6oF0qgJFGM6YiDASac46sm9ZrrKdEMUZSmagjxZKy4HrVX6S9oHvW7FLD4K55nJ69PA6n",
-	"Sjjr/sXLTWsxZWL1oC80bKAQTN+eFmWP/JoVK4fYkjKluQCfqrkxqSOVlUtFCnov8ccjQ4Hq9mFfu3h3",
-	"tmrE/Q8UFOrhhSwMoQMPd7lYEJdJDxQZQ/5AAvQOmQSYUJDwFP8cY7pWLMw1kSVEJo1ufornDumFVQIY",
-	"Imk0uTxNEsMo4Fex6I7/cXgGnxx+Np+MIZZ/8eUzRHcVggfZIL6iPA2nUYRUjg/W9FujMeQYQT2CZsEa",
-	"XojZM6qYZXWaZDRXdQ9G7bTAn8Mbud21b1kuk3lYQ2iDkTD6UQBFAC3H8KtyKbNd9LW6BhAqeaTForrH",
-	"IP59PTRVTnzbLCxIwsddKphgS5pZMw2SRBZGu1GM1UGIar5PN0Z4btesUNbw2cHrA3MYlUIjiMjOBsie",
-	"Rkto6AubqLRWvC+lbhJE01XZ8gUX4S982e6a1iKlrnIsGXrZINYoyYSRJKN80YIJU3l4gqg4pGBTnmWQ",
-	"nNCdSsPWFEkZFNsZJsAFWXABUmdBb8LOyj0xNP7fUmq6bx3qL3PMkwBQoVqmhAa4HZtBSMHk3ZY/+Pn8",
-	"w9mHz6N/753GArIHXSK44aYryGZqwqcBEFYKUd5a5hQByCfzaUjSQdFoyD3sEhbwAYIYKWbivoIal0O6",
-	"E6nn5OzirapqQZ8B73QFqUqzPBYVQRjGb5iXAyHigoz9t+NTyHJI8hIPEvVoNELMg9dJXo4tIJtPKBxX",
-	"WVGqnDgnqcUHYyL1s3HJSTX3vllI9aNYdE8Gz9ecU71To4adP3tlX+IoGmAItLLgR1in5ALFdemwgW6k",
-	"RuD02QaAVHdGbR7PNoQ8kGdkUiZXTPdCxtpaHmYD/KVcOHZat2AUlporf/i1wxQWnyNs3aDzPzjWe/4K",
-	"8w9qial2mGaeNlM2pL6Jg7VtzFuYeePrNaljVwmlALDDXMx61XQ6W7PI2tYKlFJlje2zIv+zNvgyvKyt",
-	"Q3vPJNxlyPmzP1EHRNOZIjbUo7cyzTax6BPgW0jJXOZ70VGINV9WIaL13AqjxI3gGmxO66PIVh66CLU5",
-	"B7l5WjNFalrijNkgGKitwTzpZm3HfjUYjQgPuvRIF+RKD7EegIeXWh5iuA610UaNxU61E4G6BX/xwvF6",
-	"OHLIUMszpusX1WpU1LIfB+OlHH4EcHCpoF6iBffuYYDfWnTVtv2FbR3WyleumK3f9XvpEGjtymyS9rRg",
-	"ao65u8G91lJejRZqV3i3JwS/u8l5wdSD4MjtUqLRNPTkUhDzM4I/IynL6CoifAoQFl1fE9ELxzKruofb",
-	"KxP2Rqf7o4oIRDtWQFYqzQqMwEO0DkAfuCZd99XCfGXINIwPYCXfPoddMKpCmVW/zFdVlT6EuMCnYiWz",
-	"RHzHK55lLFw/X9hAQ4D7Aov42/ln8p/mof+A+KZFBViTC+bNPqZbyN+ZUarokl6xcOpSawb5DknfQfzC",
-	"ZjAIbqfFB/RxIdyRjs2DwM9wXzpRx2xacKpb7JBGdvZdcny3YnM0YlI1kKoa52lwja/tovednAWSUTI5",
-	"233mLtRz26zhpVumgiGR82uHVp1lFmxm2+CNOMr3aH0hbdjHFXvjaWeHeODmtL9uls6OFzAZZXEYjJ5k",
-	"bsjR9fERfKD+0z4A16W/sfTAQYCH8Jpm7cx6LpdYM2G9bkTBXqjNixgyI+zDO5/12nbfQqbrk6/GC5IB",
-	"1PiEcuZo2pLAgl+NHJcMPSFbsJla02VyqucjhF7eEyOszNO9Bf+mO2q7wlwrcNoJjPgVxJ8QWo90bR0h",
-	"S1uE9QOqb9vkfotm91Zb+9uaraCv+8IoLSXprtVV9KoYDih/gKsU1qRbz9vejrbJttb+b2P+NVVyTUXg",
-	"C4bABIiY2+/cChiDzL6aZDvHRxL4uoVs3nEVIJ2GZboTG/BkeBsLqF4dmtbn2h5uurR0w2lZO8rbcLc1",
-	"nc0c4qiCqEHISCddC73tQbbrXowaoPYQrCeIDCI8RnWLAkjcZC6X4LZbULFyprKdippTOPVTQi3AdgNm",
-	"0miJRiODxaM3LMGaISwSkRJjdBOqGhVLGOlG95qQUFHyYLcbwnSjlh1HrISMIT7QxtYfYC1Vyw6jQ9Wm",
-	"kVbqsgPLJ13YWgtQiPBBoHi6U4YNxOBxZd5TcqQXOVnQ4ooVhKapOT6frQXhY1qkEIFUvVMyMOPT2ugu",
-	"JrOgCMS4CG7kbbxkmz9KFpueMUsluFstXvXZtuThfU504sDs9wAZb8XKuTXDdn+Z+D3IKBy2//3bYbDp",
-	"lCWaX7PRbz4wsI3X2fBBu6RrpYZ931+6nKRtj3+Bh4K79EUFkX2boQzn4V6eEsV/x9yU9/xVvaVJ/+Ei",
-	"DHeBnG+4mx/EM3yro/e+3to7u1t30fnQMnzIXjCBXPVS6O2eIIYMG1Fq6tXBlp31GiUW6wjOLXnmBaPp",
-	"CLq+hAGKt6tm3ra/A1/a0lIGpf7IAX5virwJTa7K3ElrEBXwcEtGfCuNAB3fpsygcO86CHr4c6U0WxwY",
-	"PRndXz2MRAi53FGdtNnxbnZreqSlhq+ttPgKNmBnG8RZH5UaFdV0qAdTVczWjLb4pj0a787pErXT26QC",
-	"30TMPIVefkMYwEExQ9yDAFmYHl9m70mGcN0S4m73RTvX0i2zskfc4pcKX6l27tNS/UL3yV6MOsl+j8/a",
-	"oPvCpTV5s7QmLHr2m8FWJ0EI3LvqsNc4jALwB0AF5g6l6Gi/Cpq2vAoPZXCgbDEWmC5LBMELwlC0Ftqw",
-	"REvou1eV25TiSsilCPo/y/D5tFPRe5fSvEfmehg2f4PUSVcWhKe9sEc9dFh0omRme1KFGkW2ONoreXU7",
-	"QGHjrq2lgQmH7d7Zp5QpWPPhMiEvjYpoL2bObf84aGpoXWi+reE/Ds8u3h7+zGrd1uwvjIHAaFFrXgdr",
-	"wo/8w3Otc2wH6DLKNvUGgVfh7OItVDSBc7JPziGFEZuBsZuE5ZoczRnN9Px3m99HBfwG2p1BIJWqWIzP",
-	"Sj2XBf8d8h2H5BVMiGA24RVbuXRCWZCxX9xw4/s+ObIu2Bqkoc+tAagTTJuwz0AWhk3leX/++dPb15ej",
-	"zx9/Pv/QIwh5wrUtfsbUTNSx+7GIBZosami/sUQV1bLeQGeOvC8r8o06Ub+IHOqSEf2JRQmLhZnnhGVS",
-	"zDw4ktXsqz5xaMuClOG6T86q9CLzpWLMo5D4b2KBBIVW9qlvMFAlJqW+GYHD6KdwWJZDEClYnziPjvKV",
-	"UR7dHifZ9Tt+oHpgkNeThg/8ftUSryxu4gIzUP1pxaLr80wTKRCIGDKnerjE+osOFHHrAzdBJoVNXGUK",
-	"HPTwWjg4KAlUHu14SMbfYiwliTvDbzFUYcWdYdwRUo+gi1LciWJX7AHfuIhbHMedG/M/4FOwz37/Pu7H",
-	"4rVMmRoSLq5pxqEbTwlpjYA7E5FS0FLPmdA8AbCT7snguBeRSsSNUia4K7mLYhGqxAPnKE7RfHDSiwjN",
-	"IONvxG640sp8+mMvIlPKM5aO8gL89MCZ3VdaylFmxArpnhzDSJs1eli7JwvyYvCDjQGClzbl6grXck15",
-	"BhnCUJsYkXDNYhQLzIimmflg0IPzWH926BsruswpM/RUFldGS15B5tZ6wyuLwkiWssxSVJaBOMHxk9Oq",
-	"Bwk661KANbP3/sPHN+byv//46b9H719FpPbpm7eXP5vPYlF/9Owfo8uzD29effzH+WUvqjkHK99VvXka",
-	"zbIVTAnQhmD29ibbvOdYODPjlOhiBSkdAJskhb+mZiF98lYrMra1qGOi6Moi3+KKhrEwpOzODygVTXEg",
-	"YCgEtYRtKDyKO6XgGj55z1/BB/iiuDN8Njj5q3lAsRT+en4cxR1f+wgffR+bG2peSsZzqfS4yoQxf7p2",
-	"JlwRNYemL2Z3fMIjjmTWoJAMLOIykaXOS21xHfGaIvjsIQgLDLQ5OYNxuDkyqjFPx0gY4EicSaZi4XR1",
-	"cCEeQEOxkomEOXgrRMGnHuOpd0rmjBZ6wqhNf7+8PIcvzUgZF+al3fEQUnwgBXzcI25mxYocvyDK1kg6",
-	"MCWzKq7IbyVnwKyx1hdHzcxOAalWRRsErqkAZqYlGR/Zl6ijbzlPv9tY4xi1zPE7qvQhBFUP376BpEvC",
-	"lbnFeUZXLHU0SQxfYWmFruA2ZFJOp6wg3RNik9DsAeSs8LOfrDyfPyV8ShAI0D5oiDctZJ4zZ8EWSrsm",
-	"boqMZzQfuyNOEYZdka5ZVcrGUIJbSyG0CRV274x8MwwjL5hmRc+BfaISt2Dm4qwsAD6Mh2IMcaDhrPDA",
-	"XXTA9z53+UP2JHx+po4Fzuvom392+373yRuu3NGJGfGdrnLDl8xabZIp11BfD3zEVXicXbzt1CKEnUH/",
-	"uD+Aiv6cCZrzzrDzvD/oP7fKISh+TpkCbAK0F4w2DWrT27Qz7Pzdfr/WpfrZYLBXt+i1CJLvy1pBBcir",
-	"nXoKbbaUvmootZ3hr1+jjioXC2os0M47fs0EU6qmVMLzTrGrLXytDq2pDnCM5YDPFe4xF+DYgneO8LHR",
-	"v/cioiQgeAbVxSgWwNRs6J0r360ViCGgOEZIw6hZAoQc6tZO18ScvFhcFHLB9JyViqikoDmzOs6BImNa",
-	"14XHRk20qEUiVb0NdQ9k2cngORJakxhc3sGtxKDZjT7KMwohuc0zq80Wu5eAdQ0ZDieD4zaXth/T9Rc3",
-	"Tz/f+envdbKozcBp793GaUUO1aah3Pcs8TgN8IiWKdetlwfaQb+TmDJU0IVhOwpyVJr74ZReKshclgWh",
-	"M9nS2t46DquLtVuIpG1AdAGGBtLyTsMEX4XRmK0N+MO/hATixg9rYMQNBEwLCbW1afrXB+VhtoJy5xh4",
-	"rTX499tRGDfvDDYUxTGB8gdPcU8utTnvZE7FzMgjY2kn1EhcjETzBSNLLlK5jECKK23ldbfG9jB1sXlv",
-	"rthKtV6bd1xp7GivHlbuuFF3OzDsqX/nw4LB7rP3axLIvI9MVq7N+y47jJDgeG8yhsGP5lZ/go746Nm5",
-	"10bvspPhfbJN+c1K9t0u8/TJ3TYXF04o4qiv7yWYRh5U2uhfrvYpgoKByp4AKMpiwQXNFOEiycoUVIxb",
-	"OL4lEFQsulD/Asfac+zYIhFZRnhlD8h5+RAfqJ2ffm2QgjHQtt+2D/DEg941P+hOlw3qZQNxN2Pzhd25",
-	"PK0XgTaTQe6mSbp3qSckw1oO+IHC0SML2w61pEhhmaTpOpGeknqCeEQAHvZkcLLBCOClR9/Mf74fQYXw",
-	"NobwRcAjHxA7aI0eTgJHQa8aRT1PvHd49qBs1+qKZpQL0oWCDkgjqhMKQLZqKXuhSxq4esLtxM53L+rk",
-	"Nou0ubVv2jf24XhtHVQwQONgL2CHGwmBJ3n1uCdmnv7xbucLS3HpVl3AEDf/mspiCRAdAPsABZ+9YWVz",
-	"CVnvrmCuE+TgmSW3FqJxVUMs3Ej88xWBzOefmbupiW2pXbnU1oD5UVQ4YBkUDRG23vBOB2dYgnnRJ2fW",
-	"Zw5mIrqA4KC4IqkU7LRWn7GcS8XwW3TIGmNy5VayzgV8WX6rDLiAJx5UBvhBd5IBUMF+Z3ULx3pK7sOV",
-	"q+L2TT4UuiWR3DB1CqmnKmK/RW2Dtxx9c2Gf75gPcxuTqqX47seoygAxXDKgBfsupvQriUX/O1PBHvFa",
-	"i0HQMORuhVhFEbZHF03zC8Q7+Bokp+amfX9E/oxE3k7Cj2vb3YPeoXkUrfWzAaFq7wAByAvn17JiV6Fi",
-	"64JtFF2l6OS6+PjxXURSlvDUC2w9ZwI4uctMAOZmWKeW5NcFF9Dh7WtEECGkBg7CVhIBIDBCKAtBUoCP",
-	"Rr8sTHfCMrmElxvxYAdwF9PjNECxGtxB6zOuzR0jpBAKg/gYxq48Nry7gxtXGi247czXhn8flv3WBt6J",
-	"Adu02TuzYDfefYxesxnuRa7VjNGGMTm25oMNMNI2xQthiT47N9QTcDVM4cip1qwwu/O/f6WHvw8Of/xq",
-	"/3v49dsgevns+7/tlUW0X4LwLlVpu/C+4wfjfY6+tlHP4/O/O2qjFtvKJ0bfJsgtDRtRbv7xvfX6/43p",
-	"Gmk+ktjZfeufRJh8FD4NxYMH7HjDd9CFavf8Lu6S9ZO73VmJu/t/ob/yntZ7i28z8j5BKWqm01MSRJso",
-	"eatU6d2ljy5GnCSoAweGO19snPBj8vHt/tyn9ePCgdSSAKsOXWEuDUlh5k+uMI7PlXUbWq+a1WERcsXw",
-	"pcu/nx0+e/HyNv5+VEnnRyPJFmsN2Y+V+3cnzJ2Uiic1lv4cCsOdIwyAPug1hgMv4taJEso0V8RDsa43",
-	"sK1IryqsapVFrxyg0tb4A6Q0oQPNF4a2RYIr38JW6nxAuVctcyfJB0u+m+CzIwVsEPwmMtaiD2s2bIxQ",
-	"usinLx9AgXn98eK/LZKLIJTM/osr6WFpnR9SLgUmHXAlM2sduyauIrWYxrFwkLlTsDV9biJkZmm1hoht",
-	"2BpANafWz0gdU0SMtYIJHWGGmNIsJ406IcI1SWTOmTrFTF2I+4JjkeU2FwkWBfY6NGRgM650sbJ1t1zF",
-	"IpPSFrVM2FTahF3E0OOIv5prlg4JhRQyqA+D30KzRZYyoTnNIjsh6PuIjWgY9l2l5I1MrlgBdcRcKF2U",
-	"tl2gbcsgpCaqzHMJeTWWtZ8MBkTRFRRTYD5NLKb8pk9+sT2+mn0ZqykzkYJi4nzGHPKrIyzdBmcy+CKg",
-	"TjkWOVUKOxK6smXXcG/N5zxsVvPWW0o6YC1iUR9jAWBtXci0G5s7iVl5Y/Px2MZ9xjYvYtxzfv3aGmwd",
-	"NBMeBJGmq34szoTdekzwtA7lWvG6K3gvGGIoOozK9xfvzj5j5urb92d/O/eZ3ifHz09jIYUNx5Uip8mV",
-	"woxZrsFNrWoTg5xblpOBmUwdrLGWXbvBO8d4MceRxYWMSA0TMiJjX0mJrTuqwstxr5rnBtyj7edPuEan",
-	"kYV0NNu1oCkLJUNBi2BkPY8jc+Hdrn/DTpL32cOOHWKYWLL76EL3+I7uo1dIWNVtgmvTYBqywA8BwfPU",
-	"0wTc6AavwqWuC9+jbzzdasxXJPFIWlHr2fjZ39s2t7Um3jbPCwnSKHLdd8zmRYTdgMSA8LNI3ZXN5Kxn",
-	"dhmYy442Gk/vZLDXjuQooSLBNh8PP1yrZxHG/Fc/8UvIbwng/cKrTytmaIuE5jSbHi4p2FDNWGP9PBwo",
-	"WDC7dpzJmcW9UqTLU/IfVSr9X8hxjyS0KFaEElj6OzmDzLmhlRcuJxsFV0SO+31RKTU2lRMT0TKOsgQi",
-	"clh7xfUpKGo24dyiSvciIv5yjK+tawOIO4zZdymaj803U5wU1s04lFHoMTKnioxRG8NOiWMszMZO7lj/",
-	"I0DD4IKMu/hkD0Hop1zQjIyZSB08mNkRzmryMySU3HbtmqMLrz7EbKYmPa7fgQ3aw1nZn96H/CrU6EzO",
-	"AEdno0DDKMbXLsrU1M4eh8FEm7W6UDrker9yhTNzNtN6xWQjrT9kOdXSUu3dwZW23pjPgVqIgimmx+Tb",
-	"9yHJuGo0PGSKdB2aXNXADYE8IK8gttq9XRIwcqhagOIXGKPvMbrHnvqq/AOqAK6ugNat5lbFApI0AGYh",
-	"Ig44EXrlAzYi9jsz+mk6Jt/iDk/jzneAXU1kkXoFfgaVgec4x2YdBt2ot2nW50ApPcWe7T4IqaXsnfrq",
-	"DHOVqa7XxICQa5wXFAf/J+xLD/PhEbMa2o1UxS9oj8TCHYOrV1pZtHOSSTGDFty5Jl3cZp+TBD+Gvn16",
-	"Lkuzp8YScIeien3y99a6IVUvDpJTWwoUi1iAOdOADbQMDQpdaKakP8g19EHlZuhZp19YzxhrdSQ/H5er",
-	"4SJCtVR3E5qxF1mqxQI6NKYR1s+z5TXjCOwvgV/ZJw1TQL8cJvlwTbqWiptFE28/fD7/9F9n7yJHng36",
-	"R8HkMvo9qvKiZ/H15/TaHJwlO5ea47DrXQ3UsCr1WaclTyyNhapYeIu5/sMpZFJTTwEei3HC5hyrvFJf",
-	"DgT+byOKquF6pKAYep5TYYufDfPE7j8aMlCYMqPaPBVLBzVJEgs3ZrMhliueguC+sfnDdSKbZcH+9wd+",
-	"NRZiGU7NbRAv3H0Kmlb4knPkiGH2vjfHbeftl3QBJLb+ipA3DC5J4/Xb01A22h6aO6iYdbtspKId+HoT",
-	"j8u5eVVbprbw1TmBeokW0IEdHHchPWFTGzDsqa4L7Gcb7lPz8+LOtQxWcDlGHtQ0UHdMpFAyg9YyRu8w",
-	"wrUW4AXf1NG3OVXzrZbgT4Ag84h2gWsgGdDOEETnXnrZL3MG3IUiaJ9iGivWzItvz3C3YRPHV9CJd6Cw",
-	"K15EMrlkRQJ9jRhgPgd0NmiDuU1rayZYTAeHP3799vIklFVRC59sqlUTma5QvdC0IN3Z7zw30llIDZUA",
-	"1aorGKIQQiTU/lmpBHxTzWlh7aaECquzWhwftCTMCsmiVJpMUFKv7ZqZGfpiYftiAfYG/MqW5ruZOTfG",
-	"s8HA4ifKglWtScgrC9c28SKz4cf7cvHu49kbKNq36VS9EGO+KGtEvYvH6+ZQ06JJ0FVHeC5osQqc1ZPG",
-	"mLbcoeYWG4p/yCjqjpd38BRusy9AXvWb3qWWXm1jW+t8T8GPRpRRlI7Ix9dvSUZX0ImtSOb8mvVs2CEY",
-	"OL01j+IJMihCeVp748HtElmCGHOq7pVzBNUhFsoFcyRcyrmoci8jMllBFVHV/sk82mvu++2lYG/g82Ap",
-	"2EkIuwoMuXsJmJ8kJGHSxhpPiWuwXTFbR1OGjRpNfOKjJKn1CWBkw+4OKtu7+QVuq6yqi5izw39i+l5/",
-	"dPj123F0q6jZYJ73yxzZxk1qrZ53YqCBI8Xdu4v6dkfyfoc8p376pDsBkbmSZQGWBeDzQAawriXcY8TH",
-	"CWckfAthBrE9QPeerJzRCBEdeCiTsxlL++TSmzkWOtDZtBysmxFP0Rh0poqHIcZer1VPp00itdH8AKki",
-	"jgf3YUrccCNnN2/qUSEdXOX9iXhnf/YnGPTPQ6X3Yf0FWxY0z9mOoHObHHwul4jKvaCCT6ESdMmggemh",
-	"e/PT3ZUqm8QyucatwbbBkNkuhatYglki2D3VFOWHnFrfUUXSTYqueG3X/7KC3kE3yGGtLwCosTJLXU5V",
-	"5fYSEFitU3cDZLdVCbistVzbamEAxM+hYuYhjeVPmmFFGGYMkq7DObB2dq/fYjr7hv2elipgkg1o4nZH",
-	"wieWIzMZX7HVf1zTrGRjklNeqFPorQ6aPrTb7WPHlQyQKfG6tpj02LCoPjWvy7S1KqqqZ/UKlmBU7s7d",
-	"QBai1tKc47C7IzRETmfMNmd7uiQiwW70qDbyhrw7g3acvqSPKk1yiFhGtyC179bzwMJC3trywL/56w48",
-	"icIUAcymWXH7WP6WzcSoWmVla25UqP7i0uNkPoZkaYxRkzGPmQfrj3jznKxW8di+sD0rcZ/tIHw+Uc3e",
-	"GZaAs7+zt83XS7i+Xr621WdauEhSQgWgdFEXczVX8OYQlLdD2/bUagjrksRnY7RZNT/zLKtT3m1KsG3j",
-	"dR+zxgxZj5OBMIa0LBC9PpY+p76eeC7tBWpzJVZL2A4rUZSM0DTF2KAeu0Qw9A4NydK69AK+ZyO8sd8a",
-	"gZiG0mDxL+kVI13FGAn0Auz1yTmHF0I2gA1K4nvHbbIWusQ9sI/6Ue5wHdx3X3rYtD1Dv6secfN4+6bj",
-	"A8JrYavEoli3Kk7nDmPugX0orHrvrsLPT+VuvpPaiE8HN/C5DumHUbwaWqCNFna9qvDyhEy54GoO8PQI",
-	"U+yaHAjWa+IhhZwRexBEW9LxB0RAXoMEqDJJS2Hjpof1lUgBbW3JyY8//vhjLLqGsOoPHF4fQ/drV9ha",
-	"ZU3+GIJ+RRMgYVkGA8YCYOogXwLykv2ersdNq9imQlSODx8/45YXZa7BR/5W1+OdDr5yD0BF4L4QdLTA",
-	"lbHA4P2pRfXBieNPN1/tZzOOMBuVL5gs0Rk6WQG4rQNplwUBGYTMXTm/aZ+8BoRKCYjH7lMQd2CpaQuj",
-	"FREuYkGLgl/TjMgiZUXIAf+pBNjLx1KiZMruZZ/vGyuMYBMw2p6zwudUrV2+IaYXbCBxxqJ7HJFnEXne",
-	"7/fhENehOXsRGcPrx3h+q5xFZGxMqnH9Xf/r8uOHWHQR/rYAK06RuGOG6AAJxcC04o4xeFc5U0My9mPU",
-	"klm6NFvSlcJLH8WCp+TYTAGzVUZyOqo4DPzM/zkC3N+48z0iY6VTWerxkfkHK4pxLL7FsLUAqmuoRWm6",
-	"yPFhc9EyPSZdPDzzByzacDgYwohd+CHYo+ZfIu7ogiZsQpMrmLX2F5hyuBsoyt3HBwrTPqvueXh6B6oX",
-	"xQIQWc1AFrU17gx//k66P1tYV8C4RceJg3X1oLG1Iz5QsUDM2JwVh35bSCZnp9jtqkJiNezXvUux33qY",
-	"sm0+jsWYibSxz2O4rONSsJsc0ihGG0/YFCgq/LYt50xg0t8VKwTLSMpZ2jcnY9Y9qjbXw3h/J10hCU97",
-	"EC2E7BEHOEoyqZjC1zVW7PIxaoUSTKSnVUKJYXiYeLaeDhSLHfKB7mJ9PJao3dH6uH+U/xMaEoaaLTOo",
-	"kpTWIYBtpBQOAVJZICO03/neroEFJE+rUmZu5B+aw4ItllHm2oQe65ZWTBMcXfUfJtPl4RNJzHKmmI38",
-	"GuJcXtZWmWozfs0E4ekpZt+ts5xYWD4RtWJJ/8nuSTMzVlSS7MBmnHrJWWlYmxmMQxsGzH1aC2xZLLi2",
-	"2XU2SQ0rrKu8WiZSO0wX6ng4ymKrthmLlWuXetCzW3dnvTa69WFvR9xiF4WVtkDw5PEm11ox7mbz+pGR",
-	"32o2Vwt6bA2vXLl2ZFgX5uZ4N4/Vk9wFv4+Qnuz1g+7l27+9/fDZOToM348QKNvq6mBaWERPy1eYSFUs",
-	"lJTCchKfz2q1HacGdH9mq4mkReoHx7rLTSXj1PaiMM8Ah/LGIWi4YN64XJxQRMSRMiLzbzXzX7uHHtTI",
-	"rw+9k4lvp3E3A9+Pdl8EiUq2O+PbvfrBTO6AAYYrfywbDN7+pGbY0Gi2tNCg0ubGlBl+CBkixNshw7jT",
-	"7/dB7YWONOTL558O/9qLhSzMQxOq2MuTxmO+1wrLFAMLRaTWBOJ6ZLvkfIjwb7AiJlJmYKxguwB4G1Sc",
-	"4d/kQ9wxqn3cUXwmaDa0ZQZg67gGPG78Pjlz2Iz2MbDfKcHfQqmOnwg5PMYKbJgJAbdknwTsnA+V1g/F",
-	"E7GoqfKobPjGGShVa1qKKz8ymqrhUy7lDxpo9I0ls2ll1PZz09qoZfpPCkavlDMsYKtj0TXKlI1rNvzv",
-	"Rg7YEg0r0h8ySuIZRaD6niZXM2gk66utbEOExxVD6xDnha5iD+s2gUsLNooolLpgQSRPqx6OuIRe/za2",
-	"3mi4ssVqgKf/f8PhYQwHW9K/xXbo3x/BGUfZS0Xvk19kceUnamRXLBylABFiLyHw6AKmKOTv8lq0+nhA",
-	"FlyUGosoHlcTv9iqgTfoG1nqIyvfF1ul9CVM4f6Ceg+spmrVrlHm5du/fT7/9L4TmX/9/Pbdu07UsR/A",
-	"X19v6+RoX3k32L5AbNMIikdmrLtxQKVThHD94wiEifQSZvEkxIH60OaJvFrZjKVlwaHHIzwXzECBNKDN",
-	"8gV2o/3vg79jMgCg/zozbAWOwZlABTfssfaKKv76UPTnmsz+QSQIkZfbbKuUvXYPPrB9VQ2/o33lp3JX",
-	"G8uO+LQh1HUf64EPhSnSRW+66qE7zmXngaNpS+uMBzDbMBulvqdPcu+TZaCXr5H7RhPxHZRPyXonaBt1",
-	"KBXs31wuWJ+8cZ1RjTIAH4Wue0bFrKQz1kis6OQrPZei84cjBzaI+kGzpv7l4xaVGYIR4i51VFDBhdUQ",
-	"WeRSkGtacKNdqt4ajA2G78p8i0WCN/Lom/3XDpUh65fnNm6Pb/vzOhQt6ondAKhqhu22qveMaUjmpz61",
-	"QVgwr4K1Ak88pAJj93qr3r1+ikc2IeGRdav61FodZTiTfanGLuDPxgTufK3/Zrh6dasxR99SWrfeAMRL",
-	"gx7Gu/3lBvyBmUvrp5Wj05ClJcQwfaRMXWmZH9HEZ289fA5SvYAWI9w5OrPAo5KXmhWH0JJbygx6x0WE",
-	"9Wd9aJONE4s7QxJ3MjbVoyTjyZVNUUikLFIuqGbmgV+PB4OIPBsMvn4fRxs/xuSMiHj3JIk7cx53Qs9e",
-	"sZVLgvDPJrrI/qLCz6ukkFmGb1+b0wszp5PB4Cu6KeHBER6k/3kqlwJ/bL+nC8z0GJLn38eYPIV7NsPO",
-	"RLCL/7Cl6bHQ80KWszn5x+fzy8+YL2MVF8iYwZmCO9D5N6HVrtlIW51hMRDn1CI+JGWhpNErcqmwebdD",
-	"gVRJwZg4UETx3xlmVWBmFEyeMaHmEmZuwYywRWYsxtW3YzujHqHk4sPfnEkTAXCHqHlfqOtCqrUh8q7L",
-	"Co4FvgzmK6QmDoRyCh3DyUJBQscx/NPDGroAi336lFBNFlJpckygx6lw42HmmXt6yrHB9pQzAPs0NOtO",
-	"mMjpFJM27ISg24PvX3/FVrXMOCy6rod5Gq16uJ5DkWws7J2sJ9X1CebxmaHG9vtxrfE/VbXDgRodM04o",
-	"O+wN/vgMlvpI8YnmGE9crN0YHJOdQnpkKgX7P0R+fCpd4mCNl7pLT6H3W3agkLsiG6HKgzn1XH55FSaz",
-	"9HWrzKiorRWRavfsU0f09czTAaadeYKPhW+gsnfy6XIuM3dBsD0M5Jjh7XWs1ErYbHVKxv84vISHDy/5",
-	"7wxa36tNBki6v9z8veeCKCqhmY3etly7y2rLbsPGSGjGoEUNcYWtUGiY8xuWKbLkKYsg4djBx1KVswRs",
-	"giVP9ZxgZWkml81ZZ4xeIzoSEgFXrRVv8J6mk97Xeb18/teTe/fSBfTHo1zM7oD+EMjDhyX+H3Knz+q8",
-	"vIm7VN1Q0r348LfePd0h4TsO+DXbu8Iu5DX7iWdsfyyAwdNgq0M9jcWrkEWlPRNdMAac0aJL59RYzCju",
-	"qcBE1l57rc0buRSZpGl48dskmUw02xqggrkC/A2GWF9u7mROC81pRtwQTxkFxciZ3dFynTBJ9xOgBXpo",
-	"7d5j278XVM87rWAKiFjiT2kXPSdwQE+nudjO32Hu5qALzN4/No97MfjhISjEQjKwCrTPAz4iyry/kpy1",
-	"W6iIpJVxpbe65R8ESOt+7dvv0bndDmUr6wG54ZEjIE9wL1sqvVOWr6kVVTF5rZT85a36xTZ6WVylvHgo",
-	"b0aT2t7TK/aGF08THQBSCOIP1aPA8NQf3bqtlX3dw2V/30Zslcx3oMrIeW5jN0Z1eCTqqWtNj04+KVOa",
-	"C4oHEUCDQHTs2wnMPhc1XvhH90ltJbinUDW3ko/StF1aXWqq91cdH1CVYE5O/ekkxlaWvqQ6mbfu6i/m",
-	"2x2VgKeAK72rjl1lqMkpGU8r7OV6mR76sr9vxIRhi1gtUPA0CniLoC9YUhaKX7M9S/lbiEAWV4/Dkn+S",
-	"xdX9kUf2CfnLUuhWxef45XbFJ6ogf1qHbQf+qeEVYvGDA2pozOd5A9Xnry9Pbof1efgsgTVtHG5LIGkm",
-	"DXfCtQnRO4I3/lnAeyArXBZXKqp3NqYJRG0ApEi5OjaRrRAdPpFllpIJg84bkc0HxTRl9GU8QfnaU8LG",
-	"GAWcwB2CSOkaHPlMEilc/TBX6xgmB4okZQHWJyIERi4oxixwH0ibCLHlG7kUPI0ITdPCHAVsb+1U0Mls",
-	"zVrEgbADozd4D6iaI55m7BBRVB4nHnu2AewC6xTShQ0jL4MKYuuMuRRE5oCdCH26pG1xkUlsgWVxYbpC",
-	"ktcXX3o2RZ6uamgvpxtdC13HuisuUrJ0sP0Ih0EGFsgffoSYji4brIvwxG/fvDsf/fTp/Pyf572IHB5b",
-	"AEfcOuwAQN3EIIFMkaU5LPB4b7TIdDuXZuwn3Pwn6gO+gZnTcLWvM9/DMPdt9vHefOUfrazvA6LzNJoW",
-	"02Qul0jAdS/mgq4MEylFwbBLoo3uYMZUE/+o1Yzc2tnorMaMMgnXx/EYOsNmJlCfDHHd82evDjDBg4nr",
-	"9EBh3a57zjYKMTONhYvu2/QY0o07F/YjuOA5T8kH923cqaWKucIWM+ypvUZcq1gwcc0LKRZM2LpGLDHo",
-	"+rZe7qLrUvUQAGVJC3PdbYdKs/Pq1EbP+2hHxoIrEndgDXGn7yFYUxvhru0On7JklWSMdBtvIHEHfxR3",
-	"ekOHzxrFwhV02oSAiOS0VGa+AO0CRUws1z1bdmEewKKmiGRSWcD1xhEgkAKECxFAwfVegPTVa5pZxNY6",
-	"ARWlUJgZQbXtXoJs5NTXZcTi2WAwqIbAOmxkquvrJ10jxwViOhsuaB6jlvNSZVtMJrJIYV/tArmw2+qh",
-	"cDGYCqurtS42RGcrRQYDYhvj2L112DUA4gVkiO1SnoWo3TfcogtmqLpqNoPds6pWMzbZBJv1eFsn1NGJ",
-	"KjLWlGfkcDomXA2hlU7VFsyw93dy9o4L1oNdgc0GgBgzDpgjRLGMJeZldbAl0gXSB1zLqNF3Bj6ygY1F",
-	"z1bCG+Hh3290DhiDa/fyWvMZt7Ox6FbEa89ZQ+pl1LjAzY5AhtCiFkobEipigecH4xtGNWG2VBD6u1D8",
-	"AvbQcy3oOQBoQbAmMllB3XPPtg615qXta0P4Tr1rcN0sdSvD1jWfsb2aL6D2i6vX4GInJ9vECfJ0mgAC",
-	"6x1vYoFjYMObvqWmKj9nJpGN+Zyq/5jQ5GpJi2Dzswonz3ZA2xqE//TTa/L8+fMfYcPMVEvBb4gVqcPa",
-	"sRZVi6zuVBZmdOhviN9VAqTr5tZriblj4tVt5XlBt7pbf9ja7thpdSJffFR94mYVrDfaFRK2AQK7Awrs",
-	"phKQSbyC7JpltpKSpS0bBQ814XjtslI2KWfwq6nsRB0jjsyiQQX4ugNCr4UGASvKGpEQbKVcoE6ZUMUM",
-	"n1Jc82vWdpKK0SKZ71loiXfHoU6pepsri8QRrfekqbdJbJkKXpk/HaAi3ECwxnfyx/ldscy7JlaMtCVr",
-	"rrPatlhjrhIWT6hmNhEIMjlbF0SyaGDkEs8hHiWvwzWAalNNrRRznaWaoIVOwcFPnVxyJoazyjb6rMXi",
-	"BYEO2ZboehW611wqPTQGo+t5o0gyK2SZIz5HzoqECW3hjGmWwROvL76oWCjuMGLzgl1zWbp+WKQ7ODwe",
-	"DHqR03u4IKVipFu9/UAZDbGYMZ92CSoA4CZjX05bUAG+gFPbnP0AtSX/VqxG6tnUWKh/TuY2JxbK9Fea",
-	"qVgEOrDPpVFlQdsE3WsuS9CHQAu0q5is/Hpcourzl7AsEPhVVzaqDF84xDJfgpTHzS0x20qvWUFBE7bT",
-	"ppjNmjN6hTrTsxMyB+gD0JR9d7aaimjbxXXdXrmBUfPF30FCXqWl+l87RRUgHytN1S0W98AOwFVAax1W",
-	"/RBBS7T0iX0bjZpFpwVT84aC2tLMr66g4pDbNYT3vlnafZQEf0wNNaEdZL7Q+8mMvYb3mkjL+AxKoR8P",
-	"fn0HqeB2vdVRAOv5wzj464sv1V2Cmgx1hR3pEaLzASFdwxxcML18iFBIGSx5drT/wY7yOAni7u13rRIG",
-	"ri8znqws05jKImFPmlyIrTaatg2DBuh2ZqegsVXeU/SHvPlwSWA/4RNry/B2PxJw18cJe12YVz9p3MsI",
-	"hRHenYYOis0tdqkp/wM9lNaT5HPZKt+Zb5Pyr5t7fI+cv9d++c1c0I3oSoTaVI9oWe+JaHQu240wB0Bn",
-	"2wMgFr4JQLXD5rqbmWVMuxY2Rp1g6SmBGqUVFACURdMhB1VTUlQYKk5DA6MQU/uX81WfmCuB0GzN0651",
-	"sO4T8GnVSBnBnyAeh9UEIBK6LmmzUvt6TusZWrXVboxRmyJXuYc9xCdSaqMAg25T6WS+OAlGsKWBEUag",
-	"IsLENXoYXZXEAfTeRwhTw29TXpyiplt7otnJ3jXwKQU6dXpboOhyvWpNx/iYM3Hx+b/XczGOMQS8ZnMs",
-	"uU4A9ysvpJaJzJ5SvANuH00wjYIVC2iqDwL9Fza5lMkV033yCioRyNQwWAXNkVfVw6Dnk4nUc7KkK6NU",
-	"AuSGfdjbOta/RQsGWNLgUyhk5nwMKhbd8TeX2zGMzcbx3zHfw2xJ3BkePxtEcaeQS/PHyeD7uHdqvXFQ",
-	"vKIQtLDxEnbDERK6AaH2fWzxD/08nWaYZFI5AML7ZY4EvVvmaINuiL8Odm8VZDYg/JZnJ7u/xdyMFleZ",
-	"/WpD+Q1fA7yyjyOjP8G7n1RI/wFpIU8mw9ccGf+CIBIPlUPxCRsObko674cx4kHpmuyNGi1FiSwQAa4q",
-	"7nMehImxjLA0z5nrtsvxZjtkzx3hb+h+X9cnqEafCAgtNLVEtiLdDfHba4pMEpKYfQLXCQW81wUCIn7v",
-	"jA3f63GXrnWX/uFbHAuwVNxww6G7Rr3RdNaL4O+hptBRgrd5yOE/f5gxbxdp1h1sX+w3YZux7Z8K9RF7",
-	"cGb7mV4xN++n4bUBW6jFH+9OdZ1GzKe/GlL4avulHyYU2jNA1owhm+PDl8/Be3r4Oxkc/kj6ZEQOK6xD",
-	"2xYyYxr6vhQk5TOuT4mQ8HO4A388KJA/ljavkP/+sSujnsSmcsttWDGbZpN3yGqZ59hUpk9eeT87sHFv",
-	"jMRizRoZoiPYWyEKy6+zlc9D4EJpKnyZXyLz1SkB1nzIxSH4GyFAmxRUzQ8TKRRX5qzruAaud66VK45N",
-	"I5ducmcwrCxTN8w2FjRTEmZZc7hVE+7ShnQCjXYqiyvMG+sN22cRC2cSOvmziLbn+tkkvzPLiuF/ZeEZ",
-	"cWQYcyxid4/jDsa+MzbVRJa6Zy6YaySsyJRDNQqZrOANZr+MuC2qFqu+snKB19jarHSGaMEJc4KqRSJZ",
-	"Le5x8gcHGN0PpKoIuYxcTorLxVnKMkuHTs/gUwcrv6CpBT2lpZYj+D4C6GcHv9xFn75iemRf1h30mogl",
-	"6NNvJBnYwnaIRWxL9Ptst+iP0qpb9ejBrQl+62/710juq26YYEvCbnJeMDWiGAOF40KNctB74jTANS6L",
-	"MyNrm4ysQshlzVfLkoLdpvTZZx60MrU28G656vD83UpT0cGA44VaveJXyBJVRCZcpFzMVESuWaG4FMrl",
-	"E0JvKdXb2L6jb+anO6DL2VXsDSx3R8rAQY0QgXERcgt47xwisFZiLi1Uo83uCummgXbsVjlv78eeU6OQ",
-	"mR/+71/p4e+Dwx+/2v+ODr9+G0Qvn33/t5CPwkd2NiG44AAQDZ4a9up6eHY/c3FFzs4vD5+9eHn4t9fv",
-	"e7Vu+C4Nx0g71xkf2iBCrCMWM6rZkq5IXmrEExHap5GrRhPiZht9eJSMLQ2M0f8J2od5Qyz8K2xpk6Wr",
-	"IWE3NNHZioznUulxRMa5LDS24zKSIgKTVs8rDXds/hzlBZvym3Es3IN98lZXwrQpy2qnTLpjtANxpodx",
-	"ORg8T0Akm38x+0FBRSoX+NG4B436LAQ6pvt9+fQOVjiRKdR552Zdx+Q9f2U9v9CQFX8ytgku9s8R4qGM",
-	"D8C3h9P4PnZTT3ukWtHfP3++uDQnDAmrvmVJyvJMrhaYcPj6LCLYxA7SOCoDWBel0sGQ+EWpa3fv0WWl",
-	"Ra4PFfU0dmSTyqF5us3VIm6rTr0+HHfcZ3EnBIw6t9rOxhc1Cgp/LxFPsSpef/Hi+YvtIj3CZnv2Z++Y",
-	"mOm5B9bZXo2LP7Tz/cNlv5Ut2yQHZHPYmrU9RXuorlsWpJCaNpjzmmuPQejDt7BC1ueUfV40qlBqEmk3",
-	"P067AyeY04EzGvF0v8SO/xvdP+eQWeatINvJoO4yJF2ZIx/JVka8SOEZ98gYbbJAYEmz/N6G22j9nI++",
-	"uX/uon/UfUNPq4G4DZmswDJlzW3yC24u35DI9o7hrQsa/EGemztu1EdRvWjoNsk6MSwFNHaFdPHfhGaG",
-	"fhaMCrxlQ5eiuKMap5ruwrAq1xZHckHY7dzms3/qQU2IxuA7GRFuInc0I/x4ASPCf4lh8wlVtjdSr14F",
-	"q6ktKgKfVqlYdaH9C3Y2JvxqHvEy3wPBxF/9WqQeKRbdQMp2vF3QGVNY85pA/YbT5kqFWu1iKwdo34WH",
-	"4wAV3YQ5gK7R1b04gHvR45tg/e02WAtRHplzO/qm6WwX+qSz/YH17guV5wTGA2xeWxlJ8zXarnLHIzg7",
-	"/KcxgL9W/7Yncfzsh1vM4Q0v4Gc/9GM3dil5lgbNBqOPbp4o4nwYMRWyUr7/wer+frf5SVx4FxAsBurF",
-	"ZvnQepbAvpNuUxvAD1142vwCogeKUF3zTJUOOaKNb36BBx51mwUVun2T7bcbnVVolkE/EHwCC3J/K6Wm",
-	"KDmhDJZrLEBoOjOvZVYu2OGEJldlvl0l+S949JV9cpcotn2r0cJwHIURDmfcbDNk8AePasqsd2LyW7CT",
-	"YlTfjrspR27EkDGEy7c7GLaIjGWICAmtFk/zdI++4T92kEONxT254WNX3XVEAzEjF0qkBUPI1ukUilF7",
-	"W1Wd7Qt5uJvbpIbw/Z14WrmXwoOv2VFiT6qV72uo2N3fgSc8sJFSG3iPm3i3O+jGWmeqNt/pQDnOFbmw",
-	"LW78ll5S/+U41xNoGeZSjOwZBwAn8JsDRXhKuljFv84UesFmUS7tpK6JnR3+swpFHEcvn4d0r6ij+O9s",
-	"tJiEgxFQPzzEpnSK5FSBXJpSnqHJd/7h4+XFa8Pvqii+kWAvBj+QOSuqZlexwLLD//r47sv789Gb85/O",
-	"vrz7PHr/inSPB89OepXot1tQNX5o/PD92T9G71/ZInbIVF8pzRa+6A/dlxaThpIpW7ryRCwWRMd5lQz5",
-	"8tYoLmztH43a6a5MmFFd+wv1Z6pr+OEeuFHUrmlo3UE1sDyXCwXA/hYHopbxeGCTaSBjRZY649fMtkup",
-	"nM7QuMWl4pwvcr0C+ptiQgNIrkqq1e5sRCohPgRcGhoLK/qNcQZxMKe2msdsu3ogVAcdkcx9I1loJVIF",
-	"tbFBTCxq3PzoG/7DwivWc0nWn9hVS/iz+1LsfjooWFw3tI3AUlZzBL5+xQUUZOFKXPFwFZZr3aZoPL6K",
-	"scudvYdyga+pYOjWcdZgM9xe7JdjhPP/xKaddRWjIsqaEn73l7eJZ9TO2g7q+F9AF3yyRhRm8qQiqwPH",
-	"cjCCvZnQzURSrHKEhrmql26piCyo4FNA+KDKyMtfUPgvKdf2BiLGFkSvuxX7MtaqSx+3d9g8cgjKA1GM",
-	"qeo+g9COBcJ09QD7ptpl8/JG/iKkhGsLzgKUfvHxsq4cYdqPZ9JSxMIx6tasdkxTzKieymJBrthqG2/d",
-	"tdMGktK/Sr8NEHp0XbRC2Ao6Xxm9DuH51GqRcXFlDpBl0wgMOsgepMWM6S0m3SdG022bskcfjvv3nnn8",
-	"rgxr3WEKNiszCoqFuZNQgnY/Thzt+PD2nhtwpRvHskOEvFwLjW/PhAy/Y7bnO9aaqrACmsFIQSYQVxFE",
-	"JppmLS6phUybDqmadTT4z18Hhz8Yu+h5m0v6Tr1I9iXSpzYhtkKO/6m7lgDNuqYlviBpItNVZNuGyQId",
-	"TRowaLqYegXKIULNFRZNrcbwFqXSsWA3XOk++bgUtgzXUI7PR2q2R2HqAMt1u8eDwQBQtDARb/Dy5OR2",
-	"EXJ7i5TqWv7BjVIaBHOPdilPynH90R4oYsePCPQyQcAyRVLGctK1Aq1mWHJroRkSYkKz4m6dkZq8OsSW",
-	"rMMvVNJ61NkZ2W3H/izPn+3Yn6WFXO/YoWUX9d4Y+vjck/VpMeLnFqkTodgY3iZ7upSIcjFhxSk5+fG5",
-	"UVkHP7x40euE3mi7mexWQdbSSyYC+XuryPzzNZzZQe74S/uE7gbrZqpEAWbz2qPCdGDXeU4CgOTEKM7Q",
-	"SFwQkBhOtLjqFiGrpnTbb9WtnUfuqjI/+NHcrQvJupcC3tKwI6A7YlLwCUvRmkCQnYfgufvoxzBVlpQF",
-	"1ysYacJowYrO8Nev5lU05z+zFfz11TxYXLsZlUXWGXbmWufDo6PjZz/0B/1B/3j4w+CHgXnt/xcAAP//",
+	"7L0Lc+M2lj/6VVC6W2Vph5Jlt7uTyLW15e52Mv1PP3zb7snMhF4JIiEJIwpgCNCy0tXf/RbOAUBSImXJ",
+	"r2T+e6t2J22JIl4H531+52srkotUCia0ag2+tlKa0QXTLIO/3kih2a1+99b8wUVr0EqpnrWClqAL1hq0",
+	"Ivy+FbQy9lvOMxa3BjrLWdBS0YwtKL5Ra5aZ3/7Pr2fdf9Lu7/3uD8Pu9dej4Oj4+2//0QpaepWatymd",
+	"cTFtffsWtM5vWZRrLgUOHTMVZTw1H7QGrTNBmPv+QBEeB2SSyQXhWpGR/2ZE2A0TutcK6mbuH3v8uV80",
+	"blfK463DLbjgi3zRGhz593Kh2ZRl+GLzso3dMJ8SLhSPGdEzRhQV8VjenpKMJVTzG0bMJBShGSO5iFkG",
+	"T+WKZQeKzOSC+R36LWfZqjRbnHvzdDeXfoljN27AHevffOHfZJIv2G4Lv4Fng2LdWgJJZFJq0g5bh2GL",
+	"yIyErbBF0oxN+C2hCZ+zTo98ZkomNywuNigU+LoD/P2AhK1eL2wRpWWqzAMZCwgVMaFErRYJF3OiZ1ST",
+	"VHKhFZG5JnJSmhbhimRskisW90LxeDuOG/SZTWquCfFL4LFZuRml4Trgk3uN/c08rFIpFANecZ5lMjP/",
+	"AKYgtPknTdOER9RM6PBfyszqa+mN/5GZabf+n8OCBR3it+oQ3wajVFfF8Iug9Zlq9p4vuDaTfepR5Y29",
+	"N5oJKrShCqqZOeIoY1QzZchO5QumgCgmMpsr0s6YknkWsSG7ndFcaRZ3BvCWmGnKExUKs/3wiXldAP8a",
+	"55nSAVkaauKKJGwCpMQ1aY+0nDOhhuazEZLfyFDUCH+ZMaU75tNQjDKms9WQTjTLhgs1OoUHPpsPu2fm",
+	"QzJj1JA6V0i3S8o14YIsZzJhRLFIitgsSpobEZM8BaLFH8Fxl95V3d+tTAy21u62efjs4t3PbAWsNpMp",
+	"yzRHYsJdjYcUDnQis4X5VyummnU1B0pdo8fAMJeNO2BWPWerA0XSfJzwyF78gLDetEfY8Xh4RI/HL6KT",
+	"+CV7NfmOfj8m7aNXZMZuScynXKtO3UhznHLtUIblsGQSmM00H1GhloZ2kBdxpXJGpEhWde/Fy/h184uM",
+	"3cj5ntuBlFrPNewncvwvFmnz8Fkec30udNZ8FvUr5oYD4hN2qSzeecsqZ+L45ZytAuTTNF5wEbbqXrdg",
+	"eibj2r2yi2qareWDMFREkwT+qp1yxhZSN5yHzPGbzSHgK2IVB0tnYevt+fvzq3NyeHN0aOUzU4dfefyt",
+	"fnlKU52r0tD+Bm0516AFpLAjgdRRweucJ/EmAYxXGv9RXS1yKEPUCzplRDAWK0f1+E4jLTM2gIcSumKZ",
+	"Im09k4oZbpYxw7qIlhJ4FlGaZprFJJqxaA5iNCCMRjMSyVyYL6SIjMxV+FZzZH6dXOhXJ62gZrciGs3q",
+	"aPfzl48w6ptPF/8gSrNUGdanGM6TLKki9qe1b03z+sO5D9+KuZoPF+P6FzInVatHwm65HkYyZjW/Clq3",
+	"3ansmk+7as7TroRF06QLu2r49YQmin0LWomcDo0kAnVNs4WqJyv8gGYZXeHlU4pO62+G2cq6lWyQW3mW",
+	"VgkB8jt38n3CBVeze8mAzY8XTfOF496NQGopYcEWMls1Hp8l6s3Xey4AUltmDC4JPE4iuViYobNcCDNN",
+	"P+5YyoRRUXrxXptjuArsAhNGPv/aMkIfB/gtZznQ+ticAX6WMRobMYUkaK6SiFjC4tZ1sPu54zdNrIxO",
+	"1X6kp9kiTWgtV25kaO/ltEmyNTAHxTSRyMgSLhhqSLDjyuj7mqVkYhQjx+3gPajZwZdcESG1Ob/as0vY",
+	"DUvK5xCzcT4FxXwiW0FrSTPh9/26VvptuYDst80FgXncRyUQrGIjCbkiiv1G/kKOainbnWj1TX1cJai1",
+	"ATnq9YRftgqI+MuR/bNMx+b/YWRRz033FFuFifIrrNa+wO2rnXmxS9dNhPGZ/ZYzhSZDHHNkkhclCgE2",
+	"GaxLQ/PTIc2QdOt/2EzJxRSc72Rji2dUzZwylKeJpEYBh1FJ4W/ZeH+jSNoqXmIZzVk24Qmrsx/f+m9J",
+	"W3ExTeBkp6xzauxuzWhs5mmI6xAI4BDOvVc3PfPQnRu9Zund0kgnKyIFGFru6geobwSEZtGM35iDrx6Q",
+	"+7xxY6ko9hU3gCh6w4xq+OnNO6MBGPNd06xWwjhRUn03JRmbcqWzlVWHMjZhGRMRq1ct8dk9dyTKWMyE",
+	"5jRRxsS0I7UFM9YpakWdje1IqVJLmdULxlyxrMHq2EVif7brOMv1bJ09V6cegnHz60DT6XXYglPwJ7qD",
+	"ctqkLVwCI9pBELtF1s3K+YXMv80E63VywfRSZvO7XAgf7WN7aGFCDkGClGa+Lun35FHRIm6wI41I34/o",
+	"qCYLqbS7htEiDkgqMx2QPEsCYrjDKRHm2wWjQpGwpTRPEqe9EPBBGLEJPgXY290m67jSxhdm9AaFgi+Y",
+	"zPXQ+i/wwCc0T3Rr8KrfrxM+eZZs0gXsE1nOmCCU/HR+ZR0w6GXecLVaw1eR437fmv+kbRQAKqSesYwc",
+	"394GoBEYLhHzjEW6E5Al1zMSwSamKz2T4oUhw+WUgfeHRzPmnE54z2dUPeCmfIajX5efZu+vd75sQIll",
+	"lc4rbvdn61kuSBu2wvCijmHr05uARDJdBYSJm4CY6xTzLIAHarj99GY/HdK8es/7FFs1oZZGa0xjEJlG",
+	"izQi55RYGrTuPZ7EB2qbKF9Yu27NBRlpmtQ9LpcCfXDV581u/TqYZjJPr4spZFLWjqmyyLxCCvZp0hr8",
+	"urnU3Xf4ekNJy6JWgHu4M629MYdk7F9x8zA1aztzNSp6jSx3mqsRsodjLg7VjHSjun0Dmtx0jRh6znIR",
+	"+FgLeDxyoQhVp4QmUhgFhny5PP9MrLq68WpL9/cUzfbGsrTWjNrT8Fo7UBiiTq1+I2P2ptBr1/j8ssE4",
+	"jxssczHN662ctelAVMk/HsBATbO7n84f1d7IK2P6sSQxzF502SLVK/Ll6sfu96fWHQ9DkbGMV8bYcoL0",
+	"iHzgrzu1WrJlCsM6V/aZYxkohi4+XV6RQ/uR6pGPUqNEcRtRO8C+16k6hXNxQ25ohsqnnnGFy5ciWZG2",
+	"IQpD3vAldbLxQBkmXl5tcR7lE/ZiuoWysLU+9mdzeZxRbn94oDxfsxtR2odiL2t3olZVKA/4zihpWZ4i",
+	"24aFoioDC0+kmJ6SvtV5hCQJX3AwfRb0FuMf3786MSqHj4f0a4O6FWlsyKyZchVs0CZdZDyaQfgp0aRt",
+	"JjuKqaYjVLJH+IWNhncCcn78+kCROVupAfpX0ezGWCVNchaKGVU9koppQP6VsinY72k8gQjymCr26uSU",
+	"RDNj4ZtvzFjw1f+5/PSRtBdUp4nUCR+TCZ/mGVOhgBdQEVNF3lJNf8wMqXROCbvVGSUzmcSKoKb04d2H",
+	"c2KWrzBKunYNZ6gKG8KkmuK/4CUl4i12baYXST3HUcMF5WKYNWzpldsKZ4ab0z9QJKFKE3abZkwpLkWv",
+	"1rvzL3pD8WW1Y5sdrf8CI5VwLzS7rX1mQbN5LJeiXi2OJ/Wfi+k2T1GN5+em/geOrTcIi8KfZff1eqeg",
+	"wxuUtZvywrlY9tDsGiyJJsmTVkRP1TF5t9gxv75uXtD9JM3+6uyYRvMpxGkrfNS+fZM+7SZtcFcyXpV0",
+	"nR45r+rp0QIdeWaC9bKrYZMfrMHNGUuHSsdcDGXKxG6rhOc31/lLxrVmgmhJ4AlraWEYnAkSJVJBGkjC",
+	"lGGSlZHr5QidNsbitsqXWtmxRVaUdU0nK61FtMstg8CUzc/ZlTTXBY3IF2OW2ZSEXBtztU80nTNlsxpg",
+	"Xj3yyfDyJVfWSmbZDYTUhFZkbVtCAcrMUUCiNCfu396Xg5+8OgmI9WLaR14FZEFvh2kmI6YUU+5jTH5Q",
+	"gqZqJvXQGNArNxQ+85K0gYqtLgYC0ErszsCoLQuaJCwDqjc6Gznp94mgCy6moTCrmXCWxHXCieZaDlOa",
+	"K1ZHoWtbieLWbgaBX1U8CiX36pwnCRdTwnW9vCnGHQK94uZV5oCpPGs3wehIxW8HBCZKFv40cVK0OlMz",
+	"Ap41V3Or+ClmH+6UtC94M6bEkPZJv9+pmfweLrLS6+7e3Y2lUa+La1msLfa7rWeZzKcz+Or8+DVJM3m7",
+	"sl4JbohWzpno+AyfppOwLng/ueP1id28ufiiSJuSNxdfyG+51PS0fHHIgupoxpRV0dyndpadsm756uQu",
+	"ZlFy+/sJHfWPT9bndMl/92rOMuOajhMbBK8os0f9k+9ffvfqrlEfzOx5nLDhJGPsd9bMOn+E76suOA2B",
+	"VGOKmd0NSMUJidssjPHkKGEJhM51Z12rR/oV0j1pXpUxujDcLpJCsMjMokf65gPHCjH4J2Rctknalxdn",
+	"b86H796+Px/++Pn8/J/nnVPSPRoQcNhvtRW6R3W7O2erWtPwTa60XLAM8o/aF1+uINHEqPiHX+ds9a1j",
+	"6J6JKFulupRfgblqjlsqTH6sFXIVZltDUgVdvnz54k4iqbjq/ZteHh3v/yJNrSHwEA/Rkzn2UymTOxkx",
+	"8l3zJmUzDDEqcqDIkmYLYl4CBzWWEuLPgi092bfHTEQzYxYokmNejZahWDCq8oyRSCaxy1CENFegaOVI",
+	"XHQdqYIGoghNlnSlYCQzF54RuRQo7O7PuxWLMqbVw/0OmLjVDfN+/wXkKGZMY1IruSqxgimDbUoTGjFj",
+	"W7KMcIGSnuGLAryBNs/XGHo2ND41lh2ZUs2WdEUyBu8wXIJI4fiBckIEJ3CgyJiLmItpZZ8K8nL3a/Pa",
+	"gj8d1RLgPu5J0uZx4BLVMGTW6ZEzlLnuISPVSsdrJsi1CoV5yDw8yZOk9Ea8c8QQoM1B9dslGThWfAo9",
+	"PhqQQrsCrQpGR9kOJGjmSOMYdgwi/EZIBpjrhdQEo9gZHCjSBhMfE9FBr+oEoTDPmVNZexbGgU2xu36g",
+	"COTgct3zN4Qs6IqMmWfClQMo2bm16mCN1U/nZmKVXcY5yIlG7X8f305pYKM1VfjAiw0pHM1YnCeszI61",
+	"BHVrTQzfOWo1BusshTFVbGc3mJslDLbXkjGPvGZzMU8dFrWQuTBGgqhIbwo6JhypubSEusT5jNG4azQT",
+	"RtoupiizUKAO1wnImEFAjoqVM1DgJ0Y5Hfi4I+g2mO9saO8Hc0VgIlAdAcMKqUMRAZXJjCjIh4Y3Hwbk",
+	"0FyGgByqlQrIYcxuAnKYqwzdbXSKnjVjPZtn8D8JH/9nQA6ZjoJQHEIw4PCGZuZfBMIKUuqACKNVZFKp",
+	"UiGB1cZKgsAG+kGPLunYofBXAVKUZhTzk0rJNziCvbZrPIFr3AIFl1YuRceWJjjfwzZxiAf6wfzeagjv",
+	"8GdHr2qiBxtc8S1Tcy3TswjpYy9D1FAOhR96/5xcLKQw/0lzzbIumFNGbtrZ9sgvYOaD8WbYlfs9GK+D",
+	"UIzmbDUi4F1v38bS/BadpMCDVUCimcxiRf4luWAxGa/IXwKiDEOhCVEspRnV+LlKjcgYhCJsRTpL/qLC",
+	"VkDC1mem80zgv+FzSt6yhGkWtjqnZGT2B8c/JaOFNMbcQt6wEYmkzGIuqGanoRgZTjeMEh7NRwEZZXw6",
+	"K/254LFRnv3fsczH5b91xlP/dyicwC4NQdrM6CLLGctsgnSeKWkuDabo+p/gRi1kzCcc1U4VihlLYhLn",
+	"hrPgj81AZr1qxica11ksYBhndDpCYh2WpgCyprRq+xvck1guhVlK6aM8HZGapZySkYoymSSjUOA/hhh4",
+	"51IExH5CgfyDut+jSKssU3XMERjmNCyoBTzgeQbFJqdktKRcj8of4A4OU6mAus3kVZQxJswVHIVCSD0z",
+	"ugM5EyvrAwciLdFobAS0MLLICKj1OqI1J4S/T84XO2e+1CBoFZQF6XLuLFpBq0RL4IcqSKkVtMqUZF5W",
+	"IqTKe+BM3SfFiVU/ydNW0MIDaAUtt52Q9sh1K2it7Rg+bDesNhuyOLS7eJZlOhdGQwUt055TjWpmfUZt",
+	"M6mAuFmCF6NIU4RtqZjl9QISxRKoBMVSasoaoVLE8uriSTh34c1Uz/sU0zphqt4XUaHwGj/ojLEEb6ja",
+	"V8FYv05laoPDLZ25o6yGnOHq3d/3+OrTJ69AdN6ir2eVMtCkPScvsfcBQaYcEMOQA3JBp2z4Vi5FQH58",
+	"GRDasRvznompnsHWlFKIGoIC9gJe3yXyimjeWogLqH/z89v6QMWqIde+PKXblnmubkZIY5uDzRicWe2I",
+	"Sx5jMeYdo+JzgXtX8/D1l+Hi40+BDTYO8EoUTw/AjCESb0PpouDmV+7oeKXvziK2m+43ZMvpIfFtTPfX",
+	"24Csro2dmfJblihn1bnpHRjNNwVL5ZTIyaT0VZmjl5UvfyVfHH/36rs7XSFe/zqGR4s/1uNFbzPKxWfm",
+	"kuiqJ29EQzXotlZ34spRNmNp4IFeqPqqKHQm2/B9bGbAYnCXkXbhjwJhipm5nd2qe9AjWzsqHID182rp",
+	"sxHtFDTNpkzvNog1UuqdSbLhY02T2mlB0VTJ/D4Av02moABzt6KmXbJ/4JA/GDlfEzEU1bqhbWGjhsIJ",
+	"yCqrj1DXZspcsGzBIWZOxlyXRVaZhFHP2q+mpbFk0mfF1VBqhYGVvvCztDVWdJEm5pFutuxmXfN/tf4F",
+	"/nu1fGELKaGFN7Tkt0ssHbJgg1bMgT/h71tBC1TF+gj7RqZW4Iq94dk65nbeUGVW/3FUTz/GTIOy5mZz",
+	"rs7/+YFGMy5Y1xjtEHywRpqcECUXjMAkVABpRVHCGUQRzS2ikavSWfSMIh2zIdXDiKY04npF2i/7LzoD",
+	"yH+BJPGRc4JhMDEgvgSrA0q5NBZY27wmCMVMKmPRj3LBtdHZx3k8ZfAvW289sn4pFo96GMoZstuIsZjF",
+	"xk6HkeHjUWDsNr7gjb8+w1pyWCdpnxz/QDbrxgNv8W/WcBdDkXZoKxDVMGXZ0KVcm5X4KUB9OcyqXE1O",
+	"2usF56VadC7ILBdxxmI9g92CZaDzA6Iu+Hgo4PlOZX3wR6UWvcFP2lzUVJclta28Z+359TqqEtl7EJAa",
+	"Gi9n4tUkNcSeUa1p8WPFhCbLGU+YkzpVq6GRne3hU2+Y1qNUBRZlh7EU7G4eA+mXpf1yr6xMp277f+QJ",
+	"u2Q1WsiMqgYOnTHFKsXP3uSpk14/s9X9snBqq9VfHJOMilguCBREm1uhNBUxzWKrqfbu1DTNi+u24r2c",
+	"vueCbW4FMsOHBbietN7wAcV7a2V72+r1PjCd8ejSCuSNy5rmw8gZurXV2kPDsYZpHS5AyrLI3Fg5ITRJ",
+	"iH8XeXPxRQWk3z3q92ut/g3jHkLuoPrVK8EQWQA+bGgHq+p30kDhxWYFm+9FUgTX23hVE8TfbYAFWxRZ",
+	"8mvbQ6e2wNUJhUJzheqHPddihtqyRzZOdZ9dMm/etklcGFV7t3c9nKoLmlwjwNJEy7tRPoTyiVfIqu5q",
+	"fCzC13v40M8x1JnKhEerHvm04BoxFmw8MajECGcU8tRsfNToXknSI8Y44AwDekZhQjgbZbQQmvKe1Z97",
+	"kVyACqLycSwXlAuy5Ekc0SyGR/+z+iAWSoGbK2W3HR9jdHnEb969/Qy/O+6/6PV7R0cvet+hW734oH94",
+	"fOI+6x8N4vH3g8Hhi2OYBcSBUZkS3vEbirA1MBZx2DKv/rX42dH14OTkRdgC9fPdxc2rTo+8ZWJFmF38",
+	"kguMTNIkkUv3cY98pEZ3xb9CQdM0WRk79K9XVxek/VdpkXrI1ftL0r78+K5Tyi1x8VTy9uMlBqaLiDTg",
+	"VOEDMaeJwqQ0CIxj5VmPfJT2WIlMmbDJXAnVhpbJJJFGy0ykTMc0mgckzfgNnLcxLLqJjGiCPniXXGGE",
+	"3pSpAEOh5pwD66j2CvQpUYyRWEbqULEoz7he9RZxp9ZBbXap4mAoediOXx3VJ584b8bLV5vWbMzE6lFf",
+	"CKqWYPruRDN75DcsWzl8oZgpzQV4lc2NiR2prFxyV623Fn88NBSo7h72jYv4J6tK5sOBgsJMvJCZIXSQ",
+	"Ay67DSJT8YEiI8igiIDeIZcCUyoiHuOfI0yAC4W5JjKH2KwxFU7x3CGxs0ipQ9yXqmCgUWQYBfwqFO3R",
+	"37tn8En3ynwygmyGiy9XEN9WCHVl0xgU5XFtwkmtgvfRWqJrNIYco1ZdoUltaThkLTCqmGV1miQ0VWX0",
+	"l9Jpgf+KV7LqS9+yVEazHf0BTXAlRi+rQatAy7ZeyUmlTHbRE8tqRV3NK80WxcUGncLX3VPlVACb6Ab1",
+	"ELhtGRNsSRNrRkLezMJoVYqxMoZWyfnrxqif2w3LlDXM7lH8ZujindlE0H6pYsNcaIS52dko2tOQqiPP",
+	"C5v/tQYgIaWuUk/Vj9vwBRf1X/ia7jWdR0pdpLgydDBCaFaSMSNRQvmiAd2o8E7VAj6RjE14kkAuR3si",
+	"DQ9UJGZQMGk4BhdkwQWIqAW97bTuSlLZYSP/31xqum+h8S8zTCsBvKxSYokGJCmbwEnBXN+Wvnl1/vHs",
+	"49XwPzunoYDkTZevb1jvCpK/qsiAgPEWQ1C8lGhGAM3MfFonFqEquM537vI78AGCOD1m4r68HpdD2mOp",
+	"Z+Ts4p0qin2PgdG6imOlWRqKgiCMlDCczuFrcUFG/tvRKSSFRGmOB4lqORpG5sGbKM1HFmvQ53OOiiQy",
+	"lY+dx9dC3zER+9m4XK5S7MMspPhRKNon/RdrjrXOqdHZzo9f25c4igYoDK0sjBeWk7m4elmUbOB0qSE4",
+	"rLZBeZUdaZvHsw38EYQfGefRnOnObgbkWmJsBZIoXzjmWzaRFCITKE8OpeMVFjWmHrgKQyO1Y33grzGB",
+	"o5QpbIepJs4zZXMSNkHfto15B+uvfL0mo+wqoYYD9pyLaaeYTmtrGl7TWoF2irS7fVbkf9aE1YfXt3Fo",
+	"72eF2w1Jk/Yn6oBoOlXERsb0VjbaJER9RUIDKZnr/SA6qmPWl0W8bD05xeiAQ7gYm9P6JJKVB9RCZdDh",
+	"y56WLJmSkjllNmYIWm9t4nq1KGe/4plKAAsdj6QNkqaD0CDA1XMtuxjdRGW2UhzzqEUvNQUn/oLWp0EA",
+	"aUAqYJowXb7QVk+jlnE5EDrlYEmA90sFhS4NYJC7gC/eG8W1xgVZfzCwV4NSwdKc2YptfwgOp9ku1abR",
+	"TzKmZpg1XavkaynnNoL7KBFZeyveFEf2vDiStynPmHoUMMVdSnSqZqlcCmJ+RvBnJGYJXQWETwAkpe1r",
+	"Yjr1keGi7uXuypS9IRr/7EUkohl7IsmVZhnmUUBIFBBGuCZt99XCfGUuQT3ehBXIOxPFHtPOGFV1mXW/",
+	"zFYFOgTEG8GjZBULidCrc54krB63IbPRnBrhAZzrp/Mr8t/mof+CYLNFo1gTa+bNPsCeyd+Z4ct0Sees",
+	"PlGtsYJgh6T/WlDQasQNbrsF3fTBN9yRlk1ywc9wX1pBy2xa7VS3GFaV7Pz75HhvxYSpBP5KyG4lTlbh",
+	"QtfNmsN7Oa1JPUrkdPeZu3jaXbOGl26ZCsadzm8csnySWHikbYNXglXfgvWFNOGUF+ySx60dgq6b077e",
+	"LNkeLWAyyuJ/GDXP3JDDm6ND+ED9t30ArktvY+k1BwEX/YYmzcx/JpdYM2N9jkTBXqjNi7ibXWR/vvPp",
+	"rx3AHYS7vpxivFrCgKqvupxJGjckHOFXQ7fQuidkA75YY3pTSvVsiMDpe2Lk5Wm8t2qx6Y3bbgGUSt52",
+	"ghJ/DQE6RLAkbVupyuJquvWz6JnbVI0GFfSdtj4Ha5iDReJr57SUpL1WetMpglygpQIeWH0edyMB2AvU",
+	"NNlGWIpt8qGk865pG3zBEDMDkap7O+YpbgqIYtbNUgKJ5HoLYb3nqoa4Ksb4TozCE+pdTKJ4dd20rkqb",
+	"uunX0xXPbels78LV13Q6ddC/CuIsdX4J0rbQ+h5Ev+y4KQHmD8AQhFgqQrkU96wGaZ/M5BJ8lwsqVs47",
+	"YKeiZhTI4JRQi5dfwXM1GqjR4mDx6BKMsM4MC4ukxKjmmKpKlRumE6CPUUioQnq6+w+RzmHDESDQR8IQ",
+	"3GrjLA6wIK9hy9HNbBONC93cdccgbdhri+mJ2Fegvbpjhx3F+Hvh4qDkUC9SsqDZnGWExrE5T59/BxF4",
+	"msUQxFWdU9I349PS6C6staCIXbrYbWfvYj/bnHQy23QXWjrC7WsIPky3JaDvc8Rj185ij34AjchPdxr4",
+	"jglc0VqYpv3F7rdaTuOafzy8Xw6bTFik+Q0b/ubDK9uYpQ3CNMvORmLZ9/25yzbb9vgXhWiPO1qkdbv5",
+	"RdVieVcDRy6esDwliv+OeUQf+Otyb6Te48Vz7tNkouLKfxSv+51O9Id6wu/tyt5F/USz9TGbStWUOeRC",
+	"b3d7MRQECN1ULl23XLFTqfZZx2xvKFHIGI2H0D6qHit8u1LoHQ/3YG+4qX8FPI3aopLm3lWofgxdC4BN",
+	"UTum0TxPndoAIgoebii2aKQhoPO7tCrUMtquKQX8uVKaLQ6MBo++wA5GgYRc3lfRtYUXbrprGq4ln+tG",
+	"4n0NO7Kz/eQsp0LBC0ra3dMpUWbzhvtEBDxe9s65MKUD3yQc3+DQPIVBGUNLwJSxPMGDaFmYKw8r4amM",
+	"cN2Qo7BHBMD51u6YpqWKBsdc/bVt5nANxVl0n+TVoBXt9/i0CTOzvvIrrVZ+1Yu3/Waw1SdSh+VftAOt",
+	"HEYGABygvnMH+3X4wAKvptQZD+5xoGztIRhmS4SjrAVmaawDY5GW0DW0qAbLxVzIpaj1COf1B9ZMVh9c",
+	"Jv0eBRP17TU2aJ+0ZUZ43KmPRdSdHh0rmdiOenVtbutDBCUheTdUaOXyraUFCtfbobVPpV1tSZLLjL00",
+	"+qu9qSm33S+hJat1IfqmrH/vnl286/7MSr0i7S+MccNoVmq9CWvCj/zDM61TbGbqEgo3lRWBd+Ps4h0U",
+	"3IG7tkfOIaUVWxmy24ilmhzOGE307Heb70kF/AaaNUJknKpQjM5yPZMZ/x3yXwfkNUyIYHbpnK1ceqnM",
+	"yMgvbrDxfY8cWqd0CVzUp08B+A/mwdhnINHGZmt9OL/6/O7N5fDq08/nHzsEQYC4tsX/mKqLin0vFKFA",
+	"e0oN7DeWqIJS0iMo6oF33QW+zTAqLYHDITP6RGRx+EJh5jlmiRRTDxdmzYmiyyUa5iCHuO6RsyKDzHyp",
+	"GPO4PP6bUCBBocvg1DcYKXLPYt+MxPXZoHBYlkMQKViPOFNV+cI936ECJ9n2O36gOuBdKCeRH/j9KuXW",
+	"WQTTBWYk+9MKRdvnHUdSICQ4JMd1cInlFx0o4tYHPo9ECpvIzBSELOC1cHBQsao87viAjL6GWMEUtgZf",
+	"QygSDFuDsCWkHkKztrAVhK7GCL5xMcgwDFu35n/AQWKf/fZt1AvFGxkzNSBc3NCEQ9OvHLJaAYkpILmg",
+	"uZ4xoXkE8D/tk/5RJyCFzBvGTHBXERqEoq5QFHzBOEXzwUknIDSBpM4hu+VKK/PpD52ATChPWDxMM4hT",
+	"AGd2X2kph4kRK6R9cgQjbZaQYmmpzMjL/nc2KgpO6ZirOa7lhvIEMsahdDYg9SW1QSgwQ54m5oN+B85j",
+	"/dmBbwvrkuPM0BOZzY3qvYLkvPW+ehbnlCxlnsSogQNxghcrpUUPInRFxgD0Z+/9x09vzeX/8OnzP4Yf",
+	"Xgek9Onbd5c/m89CUX707O/Dy7OPb19/+vv5ZScouT4LR1y5RyNNkhVMCfC3YPb2Jts8+FA42+WU6GwF",
+	"uTcAJCaFv6ZmIT3yTisysqXSI6LoymJQ44oGoTCk7M4PKBXtfyBgqFO2hG0oPAhbueAaPvnAX8MH+KKw",
+	"NTjun3xvHlAshr9eHAVhy5fmwkffRuaGmpeS0UwqPSpSm8yfrp0RV0TNoOmT2R2f04ojmTUoJAOLfU5k",
+	"rtNcW+RUvKYIA90FYYGhRydnMDI5Q0Y14vEICQO8olPJVCicNg/+0APoW5gzETEH+Ib9KKhHPeuckhmj",
+	"mR4zasshLi/P4UszUsKFeWl7NICcLSgJGHWIm1m2IkcvibIlvA5ezKyKK/JbzhkwayxFx1ETs1NAqkUR",
+	"D4FrKoCZaUlGh/Yl6vBryuNvNvo6QrVz9J4q3YUwc/fdW8irJVyZW5wmdMViR5PE8BUWF+gibkPG+WTC",
+	"MtI+ITar0B5AyjI/+/HK8/lTwicEoTHtg4Z440ymKXNmcaa06xWpyGhK05E74hgbIijSNquK2QgqxEs5",
+	"oTYVxe6dkW+GYaQZ0yzrODhdVOIWzFyclW1FAeOhGENEdjgrPHAX+2CuaNvlddmT8Cm4OhQ4r8Ov/tnt",
+	"+90jb7lyRyemxDfUSw1fMmu1ecRcAx4E8BFX8XN28a5VipC2+r2jXh8QKFImaMpbg9aLXr/3wiqHoPg5",
+	"ZQqwNNBeMNo0qE3v4tag9Vf7/VqP/eN+f69e92vxMd9VuoC2kPNdHM81DfHnFaW2Nfj1OmipfLGgxiRt",
+	"vec3TDClSkolPO8Uu9LC1+oSq+oAx0gVOIThHnMB3jR45xAfG/5nJyBKAvZtrboYhAKYmk1G4Mr3mgZi",
+	"qFEcA6Rh1CwBVBF1a6drYvJkKC4yuWB6xnJFVJTRlFkd50CRES3rwiOjJlrULhGrzoa6B7LspP8CCa1K",
+	"DC4T405i0OxWH6YJhYDj5pmVZot9hMCehZyPk/5Rk7/dj3noWzOf9F/s/PS3MlmUZuC093bltAKH6lRR",
+	"7juWeJwGeEjzmOvGywPN7N9LTKLK6MKwHQVZO9X9cEovFWQm84zQqYSi+Nag9VvOwMS2lpj1RhYXa7f4",
+	"TdOA6FesG0jLew1T+yoMFZVft+MvISO88sMS3HcFE9ZConloqhrU8m/Xj8rDbEXtzhF+oAV0lH27G5d0",
+	"885g32IcEyi//xz35FKb845mVEyNPDKWdkSNxMU4O18wsuQilssApLjSVl63S2wPkz6r92bOVqrx2rzn",
+	"Sp9dvPvZPPOoZ+ZG3e3AYAb3PywY7CF7vyaBzPvIeEUw12qnHUbQfbw3CcOIS3WrP7MbOWfo2XnQRu+y",
+	"k/X7lMEUwBLfd7vM0yf321xcOKHYqWB9L8E08jDrRv9y5W0BVIAU9gSAs2YLLmiiCBdRksegYtzB8S2B",
+	"oGLRhoImONaOY8cWKMsywrk9IOflQ/iqZn56XSEFY6Btv20f4YlHvWt+0J0uG9RP1wTzjM1X787lcbkG",
+	"uJrZcj9N0r1LPSMZlrLnDxSOHtiGB1AujBSWSBqvE+kpKafWBwQAk0/6JxuMAF56+NX859shVIxvYwhf",
+	"BDzyEaGt1ujhpOYo6LxSpfXMe4dnD8p2qVBsSrkgbSi0gZyoMqEAiLGWslN3SWuunnA7sfPdC1qpzaKt",
+	"bu3b5o19PF5bBtWsoXGwF7DXlIRIlDGfnvLEzNM/3O98YSkud6wNqPrmXxOZLQGyBWBAoKa3MyhsLiHL",
+	"fUnMdYIMQ7PkxspCrkoAnRtpjb7Ek/lkOnM3NbGd+wuX2lqrChQVDpsIRUOAzW2808EZlmBe9MiZ9ZmD",
+	"mYguIDgorkgsBTstVawsZ1Ix/BYdssaYXLmVrHMBj8rQKAMu4IlHlQF+0J1kAIAU3FvdwrGek/tw5Qr1",
+	"fXschW5JJDfM10LqKXAK7lDb4C2HX13Y5xsm4dzFpEoJzPsxqryGGC4Z0IJ9F1P6tURch52pYI94rYWZ",
+	"qBhyd0IMowjbo5+t+QVCWlzXklN10749IX9GIm8m4ae17R5A79CejZY6QYFQtXeAAKqJ82tZsatQsXXB",
+	"NoquUnRyXXz69D4gMYt47AW2njEBnNxlJgBzM6xTS/LrggvotXgdEASIKWHDsJVEjA+MEMpMkBjg09Ev",
+	"C9Mds0Qu4eVGPNgB3MX0UBxQvgd30PqMS3PHCCmEwiA+hrEr3y3B3cGNK40W3Hbma8O/j8t+SwPvxIBt",
+	"Tu+9WbAb7yFGr9kM9yLXfMlow5i5W/LB1jDSJsULYaqunBvqGbgapnCkVGuWmd35n19p9/d+94dr+9/u",
+	"9dd+8Or423/slVa0X/byLnV6u/C+o0fjfY6+tlHP0/O/e2qjFuvMZ2PfJcgtDRtRbv7xrfH6/8R0iTSf",
+	"SOzsvvXPIkw+CZ+G4lEedrzhO+hCpXt+H3fJ+snd7azE3f1f6K98oPXe4NsMvE9QipLp9JwE0SRK3imV",
+	"e3fpk4sRJwnKQJL1nV82Tvgp+fh2f+7z+nHhQEpJgEXPunouDUlh5k+uMI7PlXUbWq+a1WERQ8fwpcu/",
+	"nnWPX766i78fFtL5yUiywVpD9mPl/v0Jcyel4lmNpT+HwnDvCAOAT3qN4cCLuHWihCLUFfHQvOstogvS",
+	"K6q5GmXRa4eQtTX+AClN6EDzZa9NkeDCt7CVOh9R7hXL3EnywZLvJ/jsSDU2CH4TGGvRhzUrNkZdusjn",
+	"Lx9BgXnz6eIfFgNHEEqmf+NKephi54eUS4FJB1zJxFrHrv2xiC3GdSgchPIEbE2fmwiZWVqtoawbtgbQ",
+	"3bH1M1LHFBE0L2NCB5ghpjRLSaX4iHBNIplypk4xUxfivuBYZKnNRYJFgb0O/ULYlCudrWwRMVehSKS0",
+	"ZS9jNpE2YRdhEjni8aaaxQNCIYUMitLgt9B+lMVMaE6TwE4IOqFiIyaGnYgpeSujOcugKJoLpbPcNtC0",
+	"XUOE1ETlaSohr8ay9pN+nyi6guoKzKcJxYTf9sgvtsddtVNpMWUmYlBMnM+YQ351gIXp4EwGXwQUXYci",
+	"pUphj05Xg+1aUK75nAfVSuRyk1WHgEYssGcoAH2vDZl2I3MnMStvZD4e2bjPyOZFjDrOr19agy3qZsLj",
+	"XNJ41QvFmbBbjwme1qFcKs135fwZQ5hMB0P64eL92RVmrr77cPbTuc/0Pjl6cRoKKWw4LhcpjeYKM2a5",
+	"Bje1Kk0Mcm5ZSvpmMmU8zlJ27QbvHOHFHAUW+jMgJdjPgIx8+SZ2limqPUedYp4biJ5E0AWeLzqNLGqn",
+	"2a4FjVldMhQ0zUbW8zQyF97t2obsJHmPH3fsOoaJdcJPLnSP7uk+eo2EVdwmuDYVpiEz/BBAWk89TcCN",
+	"rvAqXOq68D38yuOtxnxBEk+kFTWejZ/9g21zW2vibfM0kyCNAtccymxeQNgtSAwIP4vYXdlETjtml4G5",
+	"7Gij8fheBnvpSA4jKiLsLvP4wzV6FmHMf/cTv4T8lhpIZ3j1acEMbZHQjCaT7pKCDVWNNZbPw8Gk1WbX",
+	"jhI5tUhgirR5TP6rSKX/CznqkIhm2YpQAkt/L6eQOTew8sLlZKPgCshRrycKpcamcmIiWsJRlkBEDmuv",
+	"uD4FRc0mnFvg8E5AxF+O8LVlbQChpTH7LkbzsfpmipPCuhkHGwttamZUkRFqY9gpdITV3uaSuPofARoG",
+	"F2TUxic72JRgwgVNyIiJ2AGmmR3hrCQ/64SS265dc3Th1V3MZqrS4/od2KA9nJX96UPIrwAGT+QUUII2",
+	"CjSMYnzjokxV7expGEywWbwLpUOu9zFXODNnM61XTFbS+ussp1Jaqr07uNLGG3NVUwuRMcX0iHz9NiAJ",
+	"V5V2nkyRtsPXK/oLInoI5BWEVru3SwJGDlULUPwCY/Q8DPvIU1+Rf0AVAPhl0LrY3KpQQJIGYDsExEFJ",
+	"Gl0U0SKxHZ/RT+MR+Rq2eBy2vgEcbiSz2CvwU6gMPMc5Vusw6Ea9TbU+B4rtaZRJpYogpJayc+qrM8xV",
+	"prpcEwNCrnJeUBz837AvHcyHRxByaD9TFL+gPRIKdwyuXmllAe1JIsUUmtKnmrRxm31OEvwY2krqmczN",
+	"nhpLwB2K6vTIXxvrhlS5OEhObClQKEIB5kwFSNEyNCh0oYmS/iDX8BiVm6FnnX5hHWOslZEMfVyuhBQJ",
+	"1VLtTbDKTmCpFgvo0JhGWEPPlteMI7C/BH5lnzRMAf1ymOTDNWlbKq4WTbz7eHX++W9n7wNHnhX6R8Hk",
+	"Mvo9TPaiY1sozOiNOThLdi41x7UncDVQg6LUZ52WPLFUFqpC4S3m8g8nkElNPQV4dMoxm3Gs8op9ORD4",
+	"v40oKobrkIxi6HlGhS1+NswTu0FpyEBhyoxq81QsHZQkSSjcmNWeaq54CoL7xuavrxPZLAv2vz/wq7HQ",
+	"13BqboN45u5TrWmFLzlHjljP3vfmuM28/ZIugMTWX1HnDYNLUnn99jSUja6c5g4qZt0uG6loB77exCOV",
+	"bl7VhqktfHVOTb1EA+jADo67Oj1hUxsw7KmsC+xnG+5T8/Py3rUMVnA5Rl6raaDuGEmhZAKdhYzeYYRr",
+	"KcALvqnDrzOqZlstwR8BY+YJ7QLXt7RGO0MgngfpZb/MGHAXigiEimmsWDMvvjvD3YZNHF9BJ96Bwj6K",
+	"AUnkkmUR9LligIJdo7NB99VtWls1wWLS7/5w/fXVSV1WRSl8sqlWjWW8QvVC04y0p7/z1EhnITVUAhSr",
+	"LqCM6vAvofbPSiXgm2pGM2s3RVRYndUi/aAlYVZIFrnSZIySem3XzMzQFwvbFwqwN+BXtjTfzcy5MY77",
+	"fQsGKTNWdJ8hry1G3NiLzIof78vF+09nb6Fo36ZTdeoY80VeIupdPF63XU2zKkH7UrIxFzRb1ZzVs8aY",
+	"ttyh6hYbin/MKOqOl7f/HG6zL0Be5ZveppZebT9l63yPwY9GlFGUDsmnN+9IQlfQmS+LZvyGdWzYoTZw",
+	"emcexTNkUNTlae2Ac7V/ZAlizLF6UM4RVIdYKBfMkXAp56LIvQzIeAVVREWHL/Nop7rvd5eCvYXPa0vB",
+	"TurArMCQe5CA+VFCEiatrPGUuP7vBbN1NGXYqNHExz5KElufAEY27O6gsr2bX+CuyqqyiDnr/hPT93rD",
+	"7vXXo+BOUbPBPB+WObKNm5Q6jO/EQGuOFHfvPurbPcn7PfKc8umT9hhE5krmGVgWgM8DGcC6lHCPER8n",
+	"nJHwLYQZxPYAzHy8ckYjRHTgoUROpyzukUtv5li0QWfTcrBuhjxGY9CZKh5TGXv/Fk26NonURvNrSBVx",
+	"PLgPU+KGGzm7eVMPM+kwMh9OxDv7sz/DoH8eKn0I68/YMqNpynYEndvk4DO5RMzxBRV8ApWgSwYNbbvu",
+	"zc93V4psEsvkKrcG20hDZrsUrmIJZonY/lRTlB9yYn1HBUlXKbrgtW3/ywJ6B90g3VJfBFBjZRK7nKrC",
+	"7SUgsFqm7gqyb6MScFnqobfVwgCIn65i5iGN5U+aYUUYZgyStsM5sHZ2p9dgOrt2MQUtFcAkG3jIzY6E",
+	"zyxFZjKas9V/3dAkZyOSUp6pU2jpD5o+tF/uYQ+aBKAq8bo2mPTYEqo8Na/LNDWDKqpn9QqWYFTu1v1A",
+	"FoLG0pyjendH3RApnTLbbe/5kogEu9XD0sgb8u4MOq76kj6qNEkhYhncgTK/W0cHCwt5Z0MH/+brHXgS",
+	"hSkCmE214vap/C2biVGlysrG3Ki6+otLj5P5FJKlMkZJxjxlHqw/4s1zslrFU/vC9qzEPd5B+Hymmr03",
+	"LAFnf29vm6+XcJ3OfG2rz7RwkaSICkDpoi7m2gPcb1DeurazrdUQ1iWJz8Zosmp+5klSpry7lGDb2Owh",
+	"Zo0ZshwnA2EMaVkgen0sfUZ9PfFM2gvU5EoslrAdViLLGaFxjLFBPXKJYOgdGpCldenV+J6N8MYOdARi",
+	"GkqDxb+kc0baijFS022x0yPnHF4I2QA2KInvHTXJWuib98g+6ie5w2Vw333pYdP2rPtd8Yibx7u3LR8Q",
+	"XgtbRRbWulFxOncYc4/sQ2HFe3cVfn4q9/OdlEZ8PriBqzKkH0bxSmiBNlrY9qrCqxMy4YKrGUDcI0yx",
+	"66wgWKeKh1TnjNiDIJqSjj8iAvIaJECRSZoLGzftllciBfQpJic//PDDD6FoG8IqP9C9OYIG566wtcia",
+	"/KEO+hVNgIglCQwYCoCpg3wJyEv2e7oeNy1imwpROT5+usItz/JUg4/8nS7HOx185R6AisB9IehogStD",
+	"gcH7U4vqgxPHn26+2s9mFGA2Kl8wmaMzdLwCcFuH2i4zAjIImbtyftMeeQMIlRIQj92nIO7AUtMWRisg",
+	"XISCZhm/oQmRWcyyOgf85xxgL59KiZIxe5B9vm+sMIBNwGh7yjKfU7V2+QaYXrCBxBmK9lFAjgPyotfr",
+	"wSGuQ3N2AjKC14/w/FYpC8jImFSj8rv+z+Wnj6FoI/xtBlacImHLDNECEgqBaYUtY/CuUqYGZOTHKCWz",
+	"tGmypCuFlz4IBY/JkZkCZqsM5WRYcBj4mf9zCLi/YetbQEZKxzLXo0PzD5Zlo1B8DWFrAVTXUIvSdJHi",
+	"w+aiJXpE2nh45g9YtOFwMIQRu/BDsEfNv0TY0hmN2JhGc5i19heYcrgbKMrdxwcK0z6LZoF4egeqE4QC",
+	"EFnNQBa1NWwNfv5G2j9bWFfAuEXHiYN19aCxpSM+UKFAzNiUZV2/LSSR01Ps1FUgsRr2696l2G8dTNk2",
+	"H4dixERc2ecRXNZRLthtCmkUw40nbAoUFX7bljMmMOlvzjLBEhJzFvfMyZh1D4vN9TDe30hbSMLjDkQL",
+	"IXvEAY6SRCqm8HWVFbt8jFKhBBPxaZFQYhgeJp6tpwOFYod8oPtYH08lane0Ph4e5f+MhoShZssMiiSl",
+	"dQhgGymFQ4BUFsgI7bW+NWtgNZKnUSkzN/IPzWHBptMoc21Cj3VLK6YJjq56j5Pp8viJJGY5E8xGfgNx",
+	"Li9ri0y1Kb9hgvD4FLPv1llOKCyfCBqxpP9k96SaGSsKSXZgM0695Cw0rM0MxoENA6Y+rQW2LBRc2+w6",
+	"m6SGFdZFXi0TsR2mDXU8HGWxVduMxcq1Sz3o2K27t14b3PmwtyPusIvqlbaa4MnTTa6xYtzN5s0TI7+V",
+	"bK4G9NgSXrlyPc6wLszN8X4eq2e5C34fIT3Z6wfty3c/vft45Rwdhu8HCJRtdXUwLSyip+UrTMQqFEpK",
+	"YTmJz2e12o5TA9o/s9VY0iz2g2Pd5aaScWp7UZhngEN54xA0XDBvXC5OXUTEkTIi828189+4hx7VyC8P",
+	"vZOJb6dxPwPfj/ZQBIlCtjvj27360UzuGgMMV/5UNhi8/VnNsIHRbGmmQaVNjSkz+FhniBBvhwzCVq/X",
+	"A7UXOtKQL1c/dr/vhEJm5qExVezVSeUx32uFJYqBhSJiawJxPbRdcj4G+DdYEWMpEzBWsF0AvA0qzvBv",
+	"8jFsGdU+bCk+FTQZ2DIDsHVcAx43fo+cOWxG+xjY75Tgb6FUx0+EdI+wAhtmQsAt2SM1ds7HQuuH4olQ",
+	"lFR5VDZ84wyUqiUtxZUfGU3V8CmX8gcNNHrGktm0Mkr7uWltlDL9xxmjc+UMC9jqULSNMmXjmhX/u5ED",
+	"tkTDivTHjJJ4RlFTfU+j+RS61/pqK9sQ4WnF0DrEeaaL2MO6TeDSgo0iCqUuWBDJ46LLIy6h07uLrVca",
+	"rmyxGuDp/99weBzDwZb0b7Edeg9HcMZR9lLRe+QXmc39RI3sCoWjFCBC7CUEHl3AFIX8XV6KVh/1yYKL",
+	"XGMRxdNq4hdbNfAKfSNLfWLl+2KrlL6EKTxcUO+B1VSs2jXKvHz309X55w+twPzr53fv37eClv0A/rq+",
+	"q5OjfeX9YPtqYptGUDwxY92NAyodI4TrH0cgTMSXMItnIQ7UhzZP5PXKZiwtMw49HuG52gwUSAPaLF9g",
+	"t9r/vvZ3TNYA6L9JDFuBY3AmUMYNeyy9ooi/Phb9uSazfxAJQuTlLtsqZm/cg49sXxXD72hf+anc18ay",
+	"Iz5vCHXdx3rgQ2GKtNGbrjrojnPZeeBo2tI64xHMNsxGKe/ps9z7aFnTy9fIfaOJ+A7Kp2S9NbSNOuQK",
+	"9m8mF6xH3rrOqEYZgI/qrntCxTSnU1ZJrGilKz2TovWHIwdWiPpRs6b+7eMWhRmCEeI2dVRQwIWVEFnk",
+	"UpAbmnGjXarOGowNhu/ydItFgjfy8Kv91w6VIeuX5y5uj2/78zoULeqJ3QCoaobttqr3lGlI5qc+tUFY",
+	"MK+MNQJPPKYCY/d6q969foqHNiHhiXWr8tQaHWU4k32pxi7gz8YE7n2tfzJcvbjVmKNvKa1dbgDipUEH",
+	"493+cgP+wNSl9dPC0WnI0hJiPX3ETM21TA9p5LO3Hj8HqVxAixHuFJ1Z4FFJc82yLrTkljKB3nEBYb1p",
+	"D9pk48TC1oCErYRN9DBKeDS3KQqRlFnMBdXMPPDrUb8fkON+//rbKNj4MSZnBMS7J0nYmvGwVffsnK1c",
+	"EoR/NtJZ8hdV/7yKMpkk+Pa1Ob00czrp96/RTQkPDvEg/c9juRT4Y/s9XWCmx4C8+DbC5Cncsyl2JoJd",
+	"/LstTQ+FnmUyn87I36/OL68wX8YqLpAxgzMFd6Dzb0KrXbORtjrDYiDOqEV8iPJMSaNXpFJh826HAqmi",
+	"jDFxoIjivzPMqsDMKJg8Y0LNJMzcghlhi8xQjIpvR3ZGHULJxcefnEkTAHCHKHlfqOtCqrUh8rbLCg4F",
+	"vgzmK6QmDoRyAh3DyUJBQscR/NPDGroAi336lFBNFlJpckSgx6lw42HmmXt6wrHB9oQzAPs0NOtOmMjJ",
+	"BJM27ISg24PvXz9nq1JmHBZdl8M8lVY9XM+gSDYU9k6Wk+p6BPP4zFAj+/2o1PifqtLhQI2OGacuO+wt",
+	"/vgMlvpE8YnqGM9crF0ZHJOd6vTIWAr2f4n8+Jy7xMESL3WXnkLvt+RAIXdFNkKVB3PquPzyIkxm6etO",
+	"mVFQWyMi1e7Zp47oy5mnfUw78wQfCt9AZe/k0+VMJu6CYHsYyDHD2+tYqZWwyeqUjP7evYSHu5f8dwat",
+	"79UmAyTtX27/2nFBFBXRxEZvG67dZbFld2FjRDRh0KKGuMJWKDRM+S1LFFnymAWQcOzgY6lKWQQ2wZLH",
+	"ekawsjSRy+qsE0ZvEB0JiYCrxoo3eE/VSe/rvF69+P7kwb10Af3xMBXTe6A/1OThwxL/L7nTZ2VeXsVd",
+	"Km4oaV98/KnzQHdI/R0H/JrtXWEX8ob9yBO2PxZA/3mw1aGexuJVyKzQnonOGAPOaNGlU2osZhT3VGAi",
+	"a6e51uatXIpE0rh+8dskmYw02xqggrkC/A2GWF9t7mRKM81pQtwQzxkFxciZ3dF8nTBJ+zOgBXpo7c5T",
+	"278XVM9ajWAKiFjiT2kXPafmgJ5Pc7Gdv+u5m4MuMHv/1DzuZf+7x6AQC8nACtA+D/iIKPP+SnLWbKEi",
+	"klbCld7qln8UIK2HtW9/QOd2O5StrAfkhieOgDzDvWyo9I5ZuqZWFMXkpVLyV3fqF9voZTGPefZY3owq",
+	"tX2gc/aWZ88THQBSqMUfKkeB4ak/unVbI/t6gMv+oY3YCpnvQJWR89zFbozq8ETUU9aanpx8YqY0FxQP",
+	"ogYNAtGx7yYw+1xQeeEf3Se1keCeQ9XcSj5K02Zpdamp3l91fERVgjk59aeTGFtZ+pLqaNa4q7+Yb3dU",
+	"Ap4DrvS+OnaRoSYnZDQpsJfLZXroy/62EROGLWKlQMHzKOANgj5jUZ4pfsP2LOVvIAKZzZ+GJf8os/nD",
+	"kUf2CfnLXOhGxefo1XbFJyggfxqHbQb+KeEVYvGDA2qozOdFBdXn+1cnd8P6PH6WwJo2DrelJmkmru+E",
+	"axOidwRv/LOA90BWuMzmKih3NqYRRG0ApEi5OjaRrBAdPpJ5EpMxg84bgc0HxTRl9GU8Q/nac8LGGAWc",
+	"wB2CSOkaHPlUEilc/TBX6xgmB4pEeQbWJyIEBi4oxixwH0ibALHlK7kUPA4IjePMHAVsb+lU0MlszVrE",
+	"gbADozd4D6iaQx4nrIsoKk8Tjz3bAHaBdQrpwoaBl0EZsXXGXAoiU8BOhD5d0ra4SCS2wLK4MG0hyZuL",
+	"Lx2bIk9XJbSX042uha5j3ZyLmCwdbD/CYZC+BfKHHyGmo8sGayM88bu378+HP34+P//neScg3SML4Ihb",
+	"hx0AqJsYJJApsjSHBR7vjRaZbufihP2Im/9MfcA3MHMqrvZ15tut577VPt6br/yjlfV9QHSeR9Nimszk",
+	"Egm47MVc0JVhIrnIGHZJtNEdzJiq4h81mpFbOxudlZhRIuH6OB5Dp9jMBOqTIa57fvz6ABM8mLiJDxTW",
+	"7brnbKMQM9NQuOi+TY8h7bB1YT+CC57ymHx034atUqqYK2wxw57aa8S1CgUTNzyTYsGErWvEEoO2b+vl",
+	"LrrOVQcBUJY0M9fddqg0O69ObfS8h3ZkKLgiYQvWELZ6HoI1thHu0u7wCYtWUcJIu/IGErbwR2GrM3D4",
+	"rEEoXEGnTQgISEpzZeYL0C5QxMRS3bFlF+YBLGoKSCKVBVyvHAECKUC4EAEUXO8FSF+9oYlFbC0TUJYL",
+	"hZkRVNvuJchGTn1dRiiO+/1+MQTWYSNTXV8/aRs5LhDT2XBB8xi1nJcq22IyklkM+2oXyIXdVg+Fi8FU",
+	"WF2pdbEhOlsp0u8T2xjH7q3DrgEQLyBDbJdyXEftvuEWXTBD1UWzGeyeVbSasckm2KzH2zp1HZ2oIiNN",
+	"eUK6kxHhagCtdIq2YIa9v5fT91ywDuwKbDYAxJhxwBwhiiUsMi8rgy2RNpA+4FoGlb4z8JENbCw6thLe",
+	"CA//fqNzwBhcu5eXms+4nQ1FuyBee84aUi+DygWudgQyhBY0UNqAUBEKPD8Y3zCqMbOlgtDfheIXsIee",
+	"a0HPAUALgjWR8Qrqnju2dag1L21fG8J36l2D62axWxm2rrnC9mq+gNovrlyDi52cbBMnyNOpAgisd7wJ",
+	"BY6BDW96lpqK/JypRDbmc6r+a0yj+ZJmtc3PCpw82wFtaxD+849vyIsXL36ADTNTzQW/JVakDkrHmhUt",
+	"stoTmZnRob8hflcIkLabW6ch5o6JV3eV59W61d36663tlp1WK/DFR8Unbla19Ua7QsJWQGB3QIHdVAIS",
+	"iVeQ3bDEVlKyuGGj4KEqHK9dVszG+RR+NZGtoGXEkVk0qADXOyD0WmgQsKKsEQnBVsoF6pQRVczwKcU1",
+	"v2FNJ6kYzaLZnoWWeHcc6pQqt7mySBzBek+acpvEhqnglfnTASrCDQRrfCd/nN8Vy7xLYsVIW7LmOitt",
+	"izXmCmHxjGpmFYEgkdN1QSSzCkYu8RziSfI6XAOoJtXUSjHXWaoKWugUHPzUySVnYjirbKPPWiheEuiQ",
+	"bYmuU6B7zaTSA2Mwup43ikTTTOYp4nOkLIuY0BbOmCYJPPHm4osKheIOIzbN2A2XueuHRdr97lG/3wmc",
+	"3sMFyRUj7eLtB8poiNmU+bRLUAEANxn7ctqCCvAFnNrm7AeoLfm3YjVSx6bGQv1zNLM5sVCmv9JMhaKm",
+	"A/tMGlUWtE3QvWYyB30ItEC7ivHKr8clqr54BcsCgV90ZaPK8IUulvkSpDxubonZVnrDMgqasJ02xWzW",
+	"lNE56kzHJ2QG0AegKfvubCUV0baLa7u9cgOj5ou/g4S8Qkv1v3aKKkA+FpqqWyzugR2AqxqtdVD0QwQt",
+	"0dIn9m00ahadZEzNKgpqQzO/soKKQ27XED74ZmkPURL8MVXUhGaQ+UzvJzP2Gt5rIg3jMyiFfjr49R2k",
+	"gtv1RkcBrOcP4+BvLr4UdwlqMtQcO9IjROcjQrrWc3DB9PIxQiF5bcmzo/2PdpSnSRB3b79vlTBwfZnw",
+	"aGWZxkRmEXvW5EJstVG1bRg0QLczOwWNrfCeoj/k7cdLAvsJn1hbhjf7kYC7Pk3Y68K8+lnjXkYoDPHu",
+	"VHRQbG6xS035H+ihtJ4kn8tW+M58m5R/39zjB+T8vfHLr+aCbkRXAtSmOkTLck9Eo3PZboQpADrbHgCh",
+	"8E0Aih02193MLGHatbAx6gSLTwnUKK2gACDPqg45qJqSosBQcRoaGIWY2r+crXrEXAmEZquedqmDdY+A",
+	"T6tEygj+BPE4rCYAkdB2SZuF2tdxWs/Aqq12Y4zaFLjKPewhPpZSGwUYdJtCJ/PFSTCCLQ0MMAIVECZu",
+	"0MPoqiQOoPc+Qpgafhvz7BQ13dIT1U72roFPLtCp09kCRZfqVWM6xqeUiYurf6znYhxhCHjN5lhyHQHu",
+	"V5pJLSOZPKd4B9w+GmEaBcsW0FQfBPovbHwpoznTPfIaKhHIxDBYBc2RV8XDoOeTsdQzsqQro1QC5IZ9",
+	"2Ns61r9FMwZY0uBTyGTifAwqFO3RV5fbMQjNxvHfMd/DbEnYGhwd94Owlcml+eOk/23UObXeOCheUQha",
+	"WHkJu+UICV2BUPs2sviHfp5OM4wSqRwA4cMyR2q9W+Zoa90Q3/d3bxVkNqD+Lccnu7/F3IwGV5n9akP5",
+	"rb8GeGWfRkZ/hnc/q5D+A9JCnk2Grzky/g1BJB4rh+IzNhzclHTeD2PEg9Il2RtUWooSmSECXFHc5zwI",
+	"Y2MZYWmeM9dtl+PNdsieO8Lf0P2+rE9QjT4REFpoaolkRdob4rdTFZmkTmL2CFwnFPBeF6gR8XtnbPhe",
+	"j7t0rbv0D9/hWICl4oYbDt026o2m004Afw80hY4SvMlDDv/5w4x5u0iz7tr2xX4Tthnb/qm6PmKPzmyv",
+	"6Jy5eT8Pr62xhRr88e5U12nEfPqrIYVr2y+9G1FozwBZM4ZsjrqvXoD3tPs76Xd/ID0yJN0C69C2hUyY",
+	"hr4vGYn5lOtTIiT8HO7AHw8K5I+lySvkv3/qyqhnsanccitWzKbZ5B2yWqYpNpXpkdfezw5s3BsjoViz",
+	"RgboCPZWiMLy62Tl8xC4UJoKX+YXyXR1SoA1d7nogr8RArRRRtWsG0mhuDJnXcY1cL1zrVxxbBq5dJU7",
+	"g2FlmbphtqGgiZIwy5LDrZhwm1akE2i0E5nNMW+sM2ieRSicSejkzyLYnutnk/zOLCuG/5WZZ8SBYcyh",
+	"CN09DlsY+07YRBOZ6465YK6RsCITDtUoZLyCN5j9MuI2K1qs+srKBV5ja7PSKaIFR8wJqgaJZLW4p8kf",
+	"7GN0vyZVRchl4HJSXC7OUuZJPHB6Bp84WPkFjS3oKc21HML3AUA/O/jlNvr0FdND+7J2v1NFLEGffiXJ",
+	"wBa2QyxiW6Lfld2iP0qrbtSj+3cm+K2/7d8jua+4YYItCbtNecbUkGIMFI4LNcp+55nTANe4LM6MrG0y",
+	"sgohlyVfLYsydpfSZ5951MrU0sC75arD8/crTUUHA45X1+oVv0KWqAIy5iLmYqoCcsMyxaVQLp8Qekup",
+	"zsb2HX41P90BXc6uYm9guXtSBg5qhAiMi5BbwHtnEIG1EnNpoRptdledblrTjt0q58392FNqFDLzw//5",
+	"lXZ/73d/uLb/HXavv/aDV8ff/qPOR+EjO5sQXHAAiAZPDXt1PTzbV1zMydn5Zff45avuT28+dErd8F0a",
+	"jpF2rjM+tEGEWEcoplSzJV2RNNeIJyK0TyNXlSbE1Tb68CgZWRoYof8TtA/zhlD4V9jSJktXA8JuaaST",
+	"FRnNpNKjgIxSmWlsx2UkRQAmrZ4VGu7I/DlMMzbht6NQuAd75J0uhGlVlpVOmbRHaAfiTLth3u+/iEAk",
+	"m38x+0FGRSwX+NGoA436LAQ6pvt9+fweVjiWMdR5p2ZdR+QDf209v9CQFX8ysgku9s8h4qGMDsC3h9P4",
+	"NnJTjzukWNFfr64uLs0JQ8Kqb1kSszSRqwUmHL45Cwg2sYM0jsIA1lmudG1I/CLXpbv35LLSItfXFfVU",
+	"dmSTyqF5us3VIm6rTr0+HLbcZ2GrDhh1ZrWdjS9KFFT/vUQ8xaJ4/eXLFy+3i/QAm+3Zn71nYqpnHlhn",
+	"ezUu/tDO9w+X/Va2bJMckM1ha9b2FO11dd0yI5nUtMKc11x7DEIfvoUVsj6n7POsUoVSkki7+XGaHTi1",
+	"OR04oyGP90vs+N/o/jmHzDJvBdlOBmWXIWnLFPlIsjLiRQrPuIfGaJMZAkua5Xc23Ebr53z41f1zF/2j",
+	"7Bt6Xg3Ebch4BZYpq26TX3B1+YZEtncMb1xQ/w/y3Nxzoz6J4kUDt0nWiWEpoLIrpI3/JjQx9LNgVOAt",
+	"G7gUxR3VOFV1F9arck1xJBeE3c5trvxTj2pCVAbfyYhwE7mnGeHHqzEi/JcYNh9TZXsjdcpVsJraoiLw",
+	"aeWKFRfav2BnY8Kv5gkv8wMQTPzVL0XqkWLRDaRsx9sFnTKFNa8R1G84bS5XqNUutnKA5l14PA5Q0E09",
+	"B9AlunoQB3AvenoTrLfdBmsgykNzbodfNZ3uQp90uj+w3kOh8pzAeITNayojqb5G21XueARn3X8aA/i6",
+	"+Lc9iaPj7+4whze8gFd+6Kdu7JLzJK41G4w+unmiiPNhxFSdlfLtD1b397vNz+LCu4BgMVAvNsuH1rME",
+	"9p20q9oAfujC0+YXED1QhOqSZyp3yBFNfPMLPPCk2yyo0M2bbL/d6KxCkwT6geATWJD7Wy41RckJZbBc",
+	"YwFC1Zl5I5N8wbpjGs3zdLtK8jd49LV9cpcotn2r0cJwHIURDmfcbDNk8AdPasqsd2LyW7CTYlTejvsp",
+	"R27EOmMIl293sN4iMpYhIiQ0WjzV0z38iv/YQQ5VFvfsho9dddsRDcSMXCiRZgwhWycTKEbtbFV1ti/k",
+	"8W5ulRrq7+/Y08qDFB58zY4Se1ysfF9Dxe7+DjzhkY2U0sB73MT73UE31jpTtflOB8pxrsCFbXHjt/SS",
+	"+pvjXM+gZZhLMbRnXAM4gd8cKMJj0sYq/nWm0KltFuXSTsqa2Fn3n0Uo4ih49aJO9wpaiv/OhotxfTAC",
+	"6ocH2JROkZQqkEsTyhM0+c4/frq8eGP4XRHFNxLsZf87MmNZ0ewqFFh2+LdP7798OB++Pf/x7Mv7q+GH",
+	"16R91D8+6RSi325B0fih8sMPZ38ffnhti9ghU32lNFv4oj90X1pMGkombOnKE7FYEB3nRTLkqzujuLC1",
+	"fzRqp7sy9Yzqxl+oP1Ndw3cPwI2idk0D6w4qgeW5XCgA9rc4EKWMxwObTAMZKzLXCb9htl1K4XSGxi0u",
+	"Fed8keoV0N8EExpAchVSrXRnA1II8QHg0tBQWNFvjDOIgzm11Txm29UDoTroiGjmG8lCK5EiqI0NYkJR",
+	"4uaHX/EfFl6xnEuy/sSuWsKf3Zdi99NBweK6oW0ElrKaI/D1Ky6gIDNX4oqHq7Bc6y5F4+lVjF3u7AOU",
+	"C3xNAUO3jrMGm+H2Yr8cI5z/ZzZprasYBVGWlPD7v7xJPKN21nRQR/8GuuCzNaIwkycFWR04loMR7M2E",
+	"biaibJUiNMy8XLqlArKggk8A4YMqIy9/QeG/pFzbG4gYWxC9bhfsy1irLn3c3mHzSBeUB6IYU8V9BqEd",
+	"CoTp6gD2TbHL5uWV/EVICdcWnAUo/eLTZVk5wrQfz6SlCIVj1I1Z7ZimmFA9kdmCzNlqG2/dtdMGktK/",
+	"S78NEHp0XbRC2Ao6Xxm9DuH51GqRcDE3B8iSSQAGHWQP0mzK9BaT7jOj8bZN2aMPx8N7zzx9V4a17jAZ",
+	"m+YJBcXC3EkoQXsYJw52fHh7zw240pVj2SFCnq+FxrdnQta/Y7rnO9aaqrAMmsFIQcYQVxFERpomDS6p",
+	"hYyrDqmSddT/71/73e+MXfSiySV9r14k+xLpc5sQWyHH/9RdS4BmXdMSX5A0lvEqsG3DZIaOJg0YNG1M",
+	"vQLlEKHmMoumVmJ4i1zpULBbrnSPfFoKW4ZrKMfnI1XbozB1gOW67aN+vw8oWpiI1391cnK3CLm7RUpx",
+	"Lf/gRikVgnlAu5Rn5bj+aA8UseMHBHqZIGCZIjFjKWlbgVYyLLm10AwJMaFZdr/OSFVeXceWrMOvrqT1",
+	"sLUzstuO/VleHO/Yn6WBXO/ZoWUX9d4Y+vjcs/VpMeKnnAB4cvzDyQ+vvjv+4c4swIUFMN8ukNqUiHwx",
+	"ZtkpOfnhhdFj+9+9fNlpBfcZ0vZA2a3urKEDTQBS+z5L/jP2rtlBhPn7/4yeC+uxKqQKJgbb88PMYtfE",
+	"TgIW5djo4NCTXBAQPk5KuUIZIYv+dtsv6J1NTO6rfT/60dyvocm6wwPeUjFJoNFilPExi9EwQbyex2Df",
+	"+6jaMFUW5RnXKxhpzGjGstbg12vzKpryn9kK/ro2D2Y3bkZ5lrQGrZnW6eDw8Oj4u16/1+8dDb7rf9c3",
+	"r/3/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

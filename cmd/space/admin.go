@@ -94,7 +94,7 @@ func (a *app) tenantLsCmd() *cobra.Command {
 				return fmt.Sprint(n)
 			}
 			for _, t := range ts {
-				u, q := client.Usage{}, t.Effective
+				u, q := client.Usage{}, t.EffectiveQuotas
 				if t.Usage != nil {
 					u = *t.Usage
 				}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/client"
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // screen plays what a view wrote on a terminal that knows the two
@@ -66,7 +67,7 @@ func screen(t *testing.T, out string) []string {
 func TestTTYView(t *testing.T) {
 	var out strings.Builder
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := &client.Build{ID: "b1", Template: "app", Tags: []string{"v1"}, Steps: 3}
+	b := &client.Build{Build: apitypes.Build{ID: "b1", Template: "app", Tags: []string{"v1"}, Steps: 3}}
 	v := &ttyView{out: &out, build: b, now: func() time.Time { return clock }, start: clock, width: func() int { return 70 }}
 	step := func(n int, msg string, cached bool) {
 		v.entry(&client.LogEntry{Step: n, Message: msg, Cached: cached, Level: "info"})
@@ -209,7 +210,7 @@ func TestFollowBuildInterrupt(t *testing.T) {
 				signals: make(chan os.Signal, 1), addr: d.srv.URL}
 			done := make(chan error, 1)
 			go func() {
-				done <- a.followBuild(context.Background(), a.client(), &client.Build{ID: "b1", Template: "app", Steps: 2}, tc.cancelable)
+				done <- a.followBuild(context.Background(), a.client(), &client.Build{Build: apitypes.Build{ID: "b1", Template: "app", Steps: 2}}, tc.cancelable)
 			}()
 			deadline := time.Now().Add(10 * time.Second)
 			for !strings.Contains(out.String(), "sleeping") {

@@ -49,7 +49,7 @@ func (a *app) metricsCmd() *cobra.Command {
 	return cmd
 }
 
-func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func (a *app) logsCmd() *cobra.Command {
 	var (
@@ -86,7 +86,7 @@ func (a *app) logsCmd() *cobra.Command {
 			}
 			for _, l := range lines {
 				fmt.Fprintf(a.stdout, "%s %-5s %-6s %s%s\n", l.Time.Local().Format("2006-01-02 15:04:05.000"),
-					strings.ToUpper(l.Level), l.Fields["source"], l.Message, fields(l.Fields))
+					strings.ToUpper(string(l.Level)), l.Fields["source"], l.Message, fields(l.Fields))
 			}
 			return nil
 		},

@@ -59,7 +59,7 @@ var layers = []layer{
 	{"internal/httpapi", []string{
 		"api/native", "internal/bodylimit", "internal/cluster", "internal/coderun", "internal/computeruse", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
 		"internal/recipe", "internal/recipe/dockerfile", "internal/ociimage", "internal/egress/secrets",
-		"internal/tenant", "internal/volume",
+		"internal/tenant", "internal/volume", "internal/openapicheck",
 	}},
 	// The web console forwards to the public API's handler: it imports
 	// nothing of the module, as a client of the API would, but the writer
@@ -67,7 +67,7 @@ var layers = []layer{
 	{"internal/console", []string{"internal/httpjson"}},
 	{"internal/e2bcompat", []string{
 		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
-		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume", "internal/webhook",
+		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume", "internal/webhook", "internal/e2bcompat/e2bapi", "internal/openapicheck",
 	}},
 
 	// Sandboxes and templates.
@@ -120,6 +120,8 @@ var layers = []layer{
 	{"internal/e2bcompat/e2bapi", nil},
 	// The one writer of JSON answers and errors of the HTTP layers.
 	{"internal/httpjson", []string{"internal/errdefs"}},
+	// The request validator of both API layers (each gives its spec).
+	{"internal/openapicheck", []string{"internal/errdefs"}},
 
 	// Storage and small leaves.
 	{"internal/checkpoint", []string{"internal/blobstore", "internal/errdefs", "internal/seal"}},
@@ -141,7 +143,10 @@ var layers = []layer{
 
 	// The public API and what speaks only it.
 	{"api/...", []string{"api/..."}},
-	{"client", nil},
+	// The client's wire types are generated from api/openapi.yaml into
+	// client/apitypes, which is as public as the client.
+	{"client", []string{"client/apitypes"}},
+	{"client/apitypes", nil},
 	{"internal/bench", []string{"client"}},
 
 	// Test-only packages.

@@ -110,7 +110,7 @@ func checkpointSize(ctx context.Context, c *client.Client, cfg CheckpointConfig,
 		}
 		pause = append(pause, time.Since(start))
 		if p.Checkpoint != nil {
-			bytes = p.Checkpoint.Bytes
+			bytes = int64(p.Checkpoint.Bytes)
 		}
 		time.Sleep(resumeAfter)
 		start = time.Now()

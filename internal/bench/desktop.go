@@ -339,7 +339,7 @@ func settledMemory(ctx context.Context, c *client.Client, id string) (float64, e
 	if len(m.Samples) == 0 {
 		return 0, fmt.Errorf("spaced has no memory samples of sandbox %s", id)
 	}
-	var used []uint64
+	var used []int64
 	for _, x := range m.Samples[max(0, len(m.Samples)-memorySamples):] {
 		used = append(used, x.MemUsed)
 	}

@@ -117,7 +117,7 @@ func waitRest(ctx context.Context, c *client.Client, id, want string, limit time
 		if err != nil {
 			return err
 		}
-		if sb.Rest == want {
+		if string(sb.Rest) == want {
 			return nil
 		}
 		if time.Now().After(deadline) {

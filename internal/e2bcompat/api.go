@@ -100,6 +100,9 @@ var creates = map[string]bool{
 // runs as to the audit log (tenant.RunsAs).
 func (s *Server) chain(rt apiRoute) http.Handler {
 	h := http.Handler(rt.handler)
+	if spec, err := loadE2BSpec(); err == nil {
+		h = validated(spec, rt.pattern, h)
+	}
 	if rt.public {
 		if s.opts.Audit != nil {
 			h = s.opts.Audit.Public(h)

@@ -15,41 +15,47 @@ import (
 // Tenants, their keys, usage and the audit log. /v1/admin/... needs the
 // admin key (the chain checks it); /v1/usage is any key's own tenant's.
 
-type tenantRequest struct {
-	ID     string       `json:"id"`
-	Name   string       `json:"name"`
-	Quotas store.Quotas `json:"quotas"`
+// quotasJSON are a tenant's quotas as the API answers them (a quota left
+// at 0 is left out).
+func quotasJSON(q store.Quotas) *native.Quotas {
+	return &native.Quotas{Sandboxes: opt(q.Sandboxes), Vcpu: opt(q.VCPU), MemoryMb: opt(q.MemoryMB), Builds: opt(q.Builds),
+		PausedSandboxes: opt(q.PausedSandboxes), PausedMb: opt(q.PausedMB), Snapshots: opt(q.Snapshots), SnapshotMb: opt(q.SnapshotMB),
+		Templates: opt(q.Templates), TemplateMb: opt(q.TemplateMB), CreatesPerSecond: opt(q.CreatesPerSecond), CreatesBurst: opt(q.CreatesBurst)}
 }
 
-type tenantJSON struct {
-	ID        string       `json:"id"`
-	Name      string       `json:"name,omitempty"`
-	CreatedAt time.Time    `json:"created_at"`
-	Quotas    store.Quotas `json:"quotas"`
-	// Effective are the quotas that apply (the node's defaults filled in).
-	Effective store.Quotas  `json:"effective_quotas"`
-	Usage     *tenant.Usage `json:"usage,omitempty"`
+// quotasOf are a request's quotas (one left out: 0, the node's default).
+func quotasOf(q *native.Quotas) store.Quotas {
+	if q == nil {
+		return store.Quotas{}
+	}
+	return store.Quotas{Sandboxes: deref(q.Sandboxes), VCPU: deref(q.Vcpu), MemoryMB: deref(q.MemoryMb), Builds: deref(q.Builds),
+		PausedSandboxes: deref(q.PausedSandboxes), PausedMB: deref(q.PausedMb), Snapshots: deref(q.Snapshots), SnapshotMB: deref(q.SnapshotMb),
+		Templates: deref(q.Templates), TemplateMB: deref(q.TemplateMb), CreatesPerSecond: deref(q.CreatesPerSecond), CreatesBurst: deref(q.CreatesBurst)}
 }
 
-func (s *Server) tenantJSON(r *http.Request, t *store.Tenant, withUsage bool) (tenantJSON, error) {
-	out := tenantJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, Quotas: t.Quotas, Effective: s.tenants.Quotas(t.ID)}
+// tenantJSON is a tenant as the API answers it: effective_quotas are the
+// quotas that apply (the node's defaults filled in).
+func (s *Server) tenantJSON(r *http.Request, t *store.Tenant, withUsage bool) (native.Tenant, error) {
+	out := native.Tenant{Id: ptr(t.ID), Name: opt(t.Name), CreatedAt: ptr(t.CreatedAt), Quotas: quotasJSON(t.Quotas), EffectiveQuotas: quotasJSON(s.tenants.Quotas(t.ID))}
 	if withUsage {
 		u, err := s.tenants.Usage(r.Context(), t.ID)
 		if err != nil {
 			return out, err
 		}
-		out.Usage = &u
+		out.Usage = &native.Usage{Sandboxes: ptr(u.Sandboxes), Vcpu: ptr(u.VCPU), MemoryMb: ptr(u.MemoryMB), Builds: ptr(u.Builds),
+			PausedSandboxes: ptr(u.PausedSandboxes), PausedMb: ptr(u.PausedMB), Snapshots: ptr(u.Snapshots), SnapshotMb: ptr(u.SnapshotMB),
+			Templates: ptr(u.Templates), TemplateMb: ptr(u.TemplateMB)}
 	}
 	return out, nil
 }
 
 func (s *Server) CreateTenant(w http.ResponseWriter, r *http.Request) {
-	var req tenantRequest
+	var req native.CreateTenantJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	t, err := s.tenants.CreateTenant(r.Context(), req.ID, req.Name, req.Quotas)
+	t, err := s.tenants.CreateTenant(r.Context(), req.Id, deref(req.Name), quotasOf(req.Quotas))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -59,7 +65,7 @@ func (s *Server) CreateTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ListTenants(w http.ResponseWriter, r *http.Request) {
-	out := []tenantJSON{}
+	out := []native.Tenant{}
 	for _, t := range s.tenants.Tenants() {
 		tj, err := s.tenantJSON(r, t, true)
 		if err != nil {
@@ -86,12 +92,12 @@ func (s *Server) GetTenant(w http.ResponseWriter, r *http.Request, tenantID stri
 }
 
 func (s *Server) SetTenantQuotas(w http.ResponseWriter, r *http.Request, tenantID string) {
-	var q store.Quotas
+	var q native.SetTenantQuotasJSONRequestBody
 	if err := decodeJSON(w, r, &q, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	t, err := s.tenants.SetQuotas(r.Context(), tenantID, q)
+	t, err := s.tenants.SetQuotas(r.Context(), tenantID, quotasOf(&q))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -104,35 +110,23 @@ func (s *Server) SetTenantQuotas(w http.ResponseWriter, r *http.Request, tenantI
 	writeJSON(w, http.StatusOK, out)
 }
 
-type keyJSON struct {
-	ID        string    `json:"id"`
-	Tenant    string    `json:"tenant"`
-	Name      string    `json:"name,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	RevokedAt time.Time `json:"revoked_at,omitzero"`
-	// Key is the key itself: in the answer to its issue only.
-	Key string `json:"key,omitempty"`
-}
-
-func toKeyJSON(k *store.APIKey) keyJSON {
-	return keyJSON{ID: k.ID, Tenant: k.Tenant, Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+func toKeyJSON(k *store.APIKey) native.APIKey {
+	return native.APIKey{Id: ptr(k.ID), Tenant: ptr(k.Tenant), Name: opt(k.Name), CreatedAt: ptr(k.CreatedAt), RevokedAt: opt(k.RevokedAt)}
 }
 
 func (s *Server) IssueKey(w http.ResponseWriter, r *http.Request, tenantID string) {
-	var req struct {
-		Name string `json:"name"`
-	}
+	var req native.IssueKeyJSONRequestBody
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	key, k, err := s.tenants.IssueKey(r.Context(), tenantID, req.Name)
+	key, k, err := s.tenants.IssueKey(r.Context(), tenantID, deref(req.Name))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	out := toKeyJSON(k)
-	out.Key = key
+	out.Key = opt(key)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -156,7 +150,7 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, t string) {
 		writeError(w, r, err)
 		return
 	}
-	out := []keyJSON{}
+	out := []native.APIKey{}
 	for _, k := range keys {
 		out = append(out, toKeyJSON(k))
 	}
@@ -205,10 +199,12 @@ func (s *Server) AuditLog(w http.ResponseWriter, r *http.Request, params native.
 		writeError(w, r, err)
 		return
 	}
-	if entries == nil {
-		entries = []store.AuditEntry{}
+	out := make([]native.AuditEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, native.AuditEntry{Time: ptr(e.Time), Tenant: ptr(e.Tenant), Key: ptr(e.Key), Method: ptr(e.Method), Route: ptr(e.Route),
+			Object: opt(e.Object), Created: opt(e.Created), Status: ptr(e.Status), Remote: opt(e.Remote)})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
 }
 
 // usage answers the caller's tenant's quotas and what it holds.

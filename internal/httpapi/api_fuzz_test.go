@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/spacesandbox/space/api/native"
 	"io"
 	"log/slog"
 	"math"
@@ -132,9 +133,9 @@ func FuzzCreateSandboxBody(f *testing.F) {
 		}
 		// A timeout outside 0 (the default) .. the maximum is refused,
 		// however it is written.
-		var req createSandboxRequest
-		if checkTimeoutRange && strictDecode(body, &req) && (req.TimeoutSeconds < 0 || req.TimeoutSeconds > int(fuzzMaxTimeout/time.Second)) && rec.Code != http.StatusBadRequest {
-			t.Fatalf("timeout_seconds %d answered %d, want 400: %s", req.TimeoutSeconds, rec.Code, rec.Body.Bytes())
+		var req native.CreateSandboxRequest
+		if checkTimeoutRange && strictDecode(body, &req) && (deref(req.TimeoutSeconds) < 0 || deref(req.TimeoutSeconds) > int(fuzzMaxTimeout/time.Second)) && rec.Code != http.StatusBadRequest {
+			t.Fatalf("timeout_seconds %d answered %d, want 400: %s", deref(req.TimeoutSeconds), rec.Code, rec.Body.Bytes())
 		}
 	})
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/base64"
 	"net/http"
-	"time"
 
 	"github.com/spacesandbox/space/api/native"
 
@@ -15,11 +14,9 @@ import (
 // Pause, resume, fork, disk snapshots and customer keys.
 
 func (s *Server) PauseSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		// KeepMemory false keeps the disk only: the processes end, and a
-		// resume boots afresh on that disk.
-		KeepMemory *bool `json:"keep_memory"`
-	}
+	// keep_memory false keeps the disk only: the processes end, and a
+	// resume boots afresh on that disk.
+	var req native.PauseSandboxJSONRequestBody
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
@@ -33,18 +30,16 @@ func (s *Server) PauseSandbox(w http.ResponseWriter, r *http.Request, id native.
 }
 
 func (s *Server) ResumeSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		TimeoutSeconds int `json:"timeout_seconds"`
-	}
+	var req native.ResumeSandboxJSONRequestBody
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.TimeoutSeconds < 0 {
+	if deref(req.TimeoutSeconds) < 0 {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must not be negative"))
 		return
 	}
-	sb, err := s.checkpoints.Resume(r.Context(), id, seconds(req.TimeoutSeconds))
+	sb, err := s.checkpoints.Resume(r.Context(), id, seconds(deref(req.TimeoutSeconds)))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -53,30 +48,26 @@ func (s *Server) ResumeSandbox(w http.ResponseWriter, r *http.Request, id native
 }
 
 func (s *Server) ForkSandbox(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		Count          int               `json:"count"`
-		TimeoutSeconds int               `json:"timeout_seconds"`
-		Metadata       map[string]string `json:"metadata"`
-	}
+	var req native.ForkSandboxJSONRequestBody
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.TimeoutSeconds < 0 || req.Count < 0 {
+	if deref(req.TimeoutSeconds) < 0 || deref(req.Count) < 0 {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "count and timeout_seconds must not be negative"))
 		return
 	}
 	forks, err := s.checkpoints.Fork(r.Context(), id, sandbox.ForkRequest{
-		Count: req.Count, Timeout: seconds(req.TimeoutSeconds), Metadata: req.Metadata,
+		Count: deref(req.Count), Timeout: seconds(deref(req.TimeoutSeconds)), Metadata: deref(req.Metadata),
 	})
 	if err != nil && len(forks) == 0 {
 		writeError(w, r, err)
 		return
 	}
 	resp := struct {
-		Sandboxes []sandboxJSON `json:"sandboxes"`
-		Error     *errorDetail  `json:"error,omitempty"`
-	}{Sandboxes: []sandboxJSON{}}
+		Sandboxes []native.Sandbox `json:"sandboxes"`
+		Error     *errorDetail     `json:"error,omitempty"`
+	}{Sandboxes: []native.Sandbox{}}
 	for _, f := range forks {
 		resp.Sandboxes = append(resp.Sandboxes, toJSON(f))
 	}
@@ -88,37 +79,20 @@ func (s *Server) ForkSandbox(w http.ResponseWriter, r *http.Request, id native.S
 	writeJSON(w, http.StatusCreated, resp)
 }
 
-type snapshotJSON struct {
-	ID        string    `json:"id"`
-	SandboxID string    `json:"sandbox_id"`
-	Template  string    `json:"template"`
-	CreatedAt time.Time `json:"created_at"`
-	Bytes     int64     `json:"bytes"`
-	TookMS    int64     `json:"took_ms"`
-	KeyID     string    `json:"key_id,omitempty"`
-	// Memory: memory and processes too, not the disk alone.
-	Memory bool   `json:"memory"`
-	Name   string `json:"name,omitempty"`
-	Tag    string `json:"tag,omitempty"`
-}
-
-func snapshotToJSON(sn *sandbox.Snapshot) snapshotJSON {
-	return snapshotJSON{
-		ID: sn.ID, SandboxID: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: sn.Bytes, TookMS: sn.Took.Milliseconds(), KeyID: sn.KeyID,
-		Memory: sn.Memory, Name: sn.Name, Tag: sn.Tag,
+func snapshotToJSON(sn *sandbox.Snapshot) native.Snapshot {
+	return native.Snapshot{
+		Id: sn.ID, SandboxId: sn.SandboxID, Template: sn.Template, CreatedAt: sn.CreatedAt, Bytes: sn.Bytes, TookMs: ptr(sn.Took.Milliseconds()), KeyId: opt(sn.KeyID),
+		Memory: ptr(sn.Memory), Name: opt(sn.Name), Tag: opt(sn.Tag),
 	}
 }
 
 func (s *Server) TakeSnapshot(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		Memory bool   `json:"memory"`
-		Name   string `json:"name"`
-	}
+	var req native.TakeSnapshotJSONRequestBody
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	sn, err := s.snapshots.TakeSnapshot(r.Context(), id, sandbox.SnapshotOptions{Memory: req.Memory, Name: req.Name})
+	sn, err := s.snapshots.TakeSnapshot(r.Context(), id, sandbox.SnapshotOptions{Memory: deref(req.Memory), Name: deref(req.Name)})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -140,9 +114,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, filter sa
 		writeError(w, r, err)
 		return
 	}
-	resp := struct {
-		Snapshots []snapshotJSON `json:"snapshots"`
-	}{Snapshots: []snapshotJSON{}}
+	resp := native.SnapshotList{Snapshots: []native.Snapshot{}}
 	for _, sn := range snaps {
 		resp.Snapshots = append(resp.Snapshots, snapshotToJSON(sn))
 	}
@@ -166,13 +138,9 @@ func (s *Server) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshot
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// keyRequest carries a customer key: 32 bytes, standard base64.
-type keyRequest struct {
-	Key string `json:"key"`
-}
-
 func decodeKey(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var req keyRequest
+	// A customer key: 32 bytes, standard base64.
+	var req native.KeyRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		return nil, err
 	}

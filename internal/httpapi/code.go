@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/spacesandbox/space/api/native"
 
@@ -28,43 +27,25 @@ type CodeRunner interface {
 	RestartContext(ctx context.Context, sandboxID, contextID string) error
 }
 
-type codeRequest struct {
-	Code           string            `json:"code"`
-	Language       string            `json:"language"`
-	ContextID      string            `json:"context_id"`
-	Env            map[string]string `json:"env"`
-	TimeoutSeconds int               `json:"timeout_seconds"`
+func toExecutionJSON(e coderun.Execution) native.Execution {
+	return native.Execution{Id: e.ID, ContextId: e.ContextID, State: native.ExecutionState(e.State), StartedAt: e.StartedAt, EndedAt: e.EndedAt}
 }
 
-type executionJSON struct {
-	ID        string     `json:"id"`
-	ContextID string     `json:"context_id"`
-	State     string     `json:"state"`
-	StartedAt time.Time  `json:"started_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-}
-
-func toExecutionJSON(e coderun.Execution) executionJSON {
-	return executionJSON{ID: e.ID, ContextID: e.ContextID, State: e.State, StartedAt: e.StartedAt, EndedAt: e.EndedAt}
-}
-
-type codeContextJSON struct {
-	ID       string `json:"id"`
-	Language string `json:"language"`
-	Cwd      string `json:"cwd"`
+func toCodeContextJSON(c coderun.Context) native.CodeContext {
+	return native.CodeContext{Id: c.ID, Language: c.Language, Cwd: c.Cwd}
 }
 
 // runCode starts a cell and streams its lines as SSE. A client that goes
 // away does not interrupt the cell: it resumes with commandEvents' rules
 // (Last-Event-ID) at GET .../code/{execution}/events.
 func (s *Server) RunCode(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req codeRequest
+	var req native.RunCodeJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	stream, err := s.code.Execute(r.Context(), id, coderun.ExecuteRequest{
-		Code: req.Code, Language: req.Language, ContextID: req.ContextID, Env: req.Env, TimeoutSeconds: req.TimeoutSeconds,
+		Code: req.Code, Language: deref(req.Language), ContextID: deref(req.ContextId), Env: deref(req.Env), TimeoutSeconds: deref(req.TimeoutSeconds),
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -147,8 +128,8 @@ func (s *Server) ListExecutions(w http.ResponseWriter, r *http.Request, id nativ
 		return
 	}
 	out := struct {
-		Executions []executionJSON `json:"executions"`
-	}{Executions: []executionJSON{}}
+		Executions []native.Execution `json:"executions"`
+	}{Executions: []native.Execution{}}
 	for _, e := range list {
 		out.Executions = append(out.Executions, toExecutionJSON(e))
 	}
@@ -162,29 +143,26 @@ func (s *Server) ListCodeContexts(w http.ResponseWriter, r *http.Request, id nat
 		return
 	}
 	out := struct {
-		Contexts []codeContextJSON `json:"contexts"`
-	}{Contexts: []codeContextJSON{}}
+		Contexts []native.CodeContext `json:"contexts"`
+	}{Contexts: []native.CodeContext{}}
 	for _, c := range list {
-		out.Contexts = append(out.Contexts, codeContextJSON(c))
+		out.Contexts = append(out.Contexts, toCodeContextJSON(c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) CreateCodeContext(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		Language string `json:"language"`
-		Cwd      string `json:"cwd"`
-	}
+	var req native.CreateCodeContextJSONRequestBody
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	c, err := s.code.CreateContext(r.Context(), id, coderun.ContextRequest{Language: req.Language, Cwd: req.Cwd})
+	c, err := s.code.CreateContext(r.Context(), id, coderun.ContextRequest{Language: deref(req.Language), Cwd: deref(req.Cwd)})
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, codeContextJSON(c))
+	writeJSON(w, http.StatusCreated, toCodeContextJSON(c))
 }
 
 func (s *Server) DeleteCodeContext(w http.ResponseWriter, r *http.Request, id native.SandboxID, contextID native.ContextID) {

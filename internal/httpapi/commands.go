@@ -19,44 +19,29 @@ import (
 	"github.com/spacesandbox/space/internal/tenant"
 )
 
-type commandRequest struct {
-	Cmd            string            `json:"cmd"`
-	Argv           []string          `json:"argv"`
-	Env            map[string]string `json:"env"`
-	Cwd            string            `json:"cwd"`
-	User           string            `json:"user"`
-	Stdin          *string           `json:"stdin"`
-	KeepStdinOpen  bool              `json:"keep_stdin_open"`
-	TimeoutSeconds int               `json:"timeout_seconds"`
-	Background     bool              `json:"background"`
-	Tag            string            `json:"tag"`
-}
-
-type commandJSON struct {
-	PID  uint32   `json:"pid"`
-	Tag  string   `json:"tag,omitempty"`
-	Cmd  string   `json:"cmd,omitempty"`
-	Args []string `json:"args,omitempty"`
-	Cwd  string   `json:"cwd,omitempty"`
-}
-
-func (c *commandRequest) spec() (sandbox.CommandSpec, error) {
-	spec := sandbox.CommandSpec{Env: c.Env, Cwd: c.Cwd, User: c.User, Tag: c.Tag, Stdin: c.Stdin != nil || c.KeepStdinOpen}
+// commandSpec is what a command request asks to run.
+func commandSpec(c *native.CommandRequest) (sandbox.CommandSpec, error) {
+	cmd, argv, timeout := deref(c.Cmd), deref(c.Argv), deref(c.TimeoutSeconds)
+	spec := sandbox.CommandSpec{Env: deref(c.Env), Cwd: deref(c.Cwd), User: deref(c.User), Tag: deref(c.Tag), Stdin: c.Stdin != nil || deref(c.KeepStdinOpen)}
 	switch {
-	case c.Cmd != "" && len(c.Argv) > 0:
+	case cmd != "" && len(argv) > 0:
 		return spec, errdefs.New(errdefs.ErrInvalidArgument, "give either cmd or argv, not both")
-	case c.Cmd != "":
-		spec.Argv = []string{"/bin/sh", "-c", c.Cmd}
-	case len(c.Argv) > 0 && c.Argv[0] != "":
-		spec.Argv = c.Argv
+	case cmd != "":
+		spec.Argv = []string{"/bin/sh", "-c", cmd}
+	case len(argv) > 0 && argv[0] != "":
+		spec.Argv = argv
 	default:
 		return spec, errdefs.New(errdefs.ErrInvalidArgument, "cmd or argv is required")
 	}
-	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > 7*24*3600 {
+	if timeout < 0 || timeout > 7*24*3600 {
 		return spec, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds must be between 0 and 604800")
 	}
-	spec.Timeout = time.Duration(c.TimeoutSeconds) * time.Second
+	spec.Timeout = time.Duration(timeout) * time.Second
 	return spec, nil
+}
+
+func toCommandJSON(pid uint32, tag, cmd string, args []string, cwd string) native.Command {
+	return native.Command{Pid: int(pid), Tag: opt(tag), Cmd: opt(cmd), Args: optSlice(args), Cwd: opt(cwd)}
 }
 
 // pidParam checks the {pid} the router bound (an integer): the agent's
@@ -69,12 +54,12 @@ func pidParam(pid native.PID) (uint32, error) {
 }
 
 func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req commandRequest
+	var req native.RunCommandJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	spec, err := req.spec()
+	spec, err := commandSpec(&req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -96,15 +81,15 @@ func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.Sa
 				return
 			}
 		}
-		if !req.KeepStdinOpen {
+		if !deref(req.KeepStdinOpen) {
 			if err := stream.CloseStdin(ctx); err != nil {
 				writeError(w, r, err)
 				return
 			}
 		}
 	}
-	if req.Background {
-		writeJSON(w, http.StatusCreated, commandJSON{PID: stream.PID(), Tag: req.Tag, Cmd: spec.Argv[0], Args: spec.Argv[1:], Cwd: req.Cwd})
+	if deref(req.Background) {
+		writeJSON(w, http.StatusCreated, toCommandJSON(stream.PID(), spec.Tag, spec.Argv[0], spec.Argv[1:], spec.Cwd))
 		return
 	}
 	sse := newSSE(w)
@@ -227,10 +212,10 @@ func (s *Server) ListCommands(w http.ResponseWriter, r *http.Request, id native.
 		return
 	}
 	out := struct {
-		Commands []commandJSON `json:"commands"`
-	}{Commands: []commandJSON{}}
+		Commands []native.Command `json:"commands"`
+	}{Commands: []native.Command{}}
 	for _, c := range commands {
-		out.Commands = append(out.Commands, commandJSON{PID: c.PID, Tag: c.Tag, Cmd: c.Cmd, Args: c.Args, Cwd: c.Cwd})
+		out.Commands = append(out.Commands, toCommandJSON(c.PID, c.Tag, c.Cmd, c.Args, c.Cwd))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -241,35 +226,31 @@ func (s *Server) SendStdin(w http.ResponseWriter, r *http.Request, id native.San
 		writeError(w, r, err)
 		return
 	}
-	var req struct {
-		Data   string `json:"data"`
-		Base64 string `json:"base64"`
-		EOF    bool   `json:"eof"`
-	}
+	var req native.SendStdinJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	input := []byte(req.Data)
-	if req.Base64 != "" {
-		if req.Data != "" {
+	input, b64, eof := []byte(deref(req.Data)), deref(req.Base64), deref(req.Eof)
+	if b64 != "" {
+		if len(input) > 0 {
 			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "give either data or base64, not both"))
 			return
 		}
-		if input, err = base64.StdEncoding.DecodeString(req.Base64); err != nil {
+		if input, err = base64.StdEncoding.DecodeString(b64); err != nil {
 			writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "base64 is not valid: %v", err))
 			return
 		}
 	}
 	// An empty write still names a sandbox and a command, which must
 	// exist: it answers 404 for what is gone, as any write does.
-	if len(input) > 0 || !req.EOF {
+	if len(input) > 0 || !eof {
 		if err := s.commands.SendStdin(r.Context(), id, pid, input); err != nil {
 			writeError(w, r, err)
 			return
 		}
 	}
-	if req.EOF {
+	if eof {
 		if err := s.commands.CloseStdin(r.Context(), id, pid); err != nil {
 			writeError(w, r, err)
 			return
@@ -284,9 +265,7 @@ func (s *Server) SignalCommand(w http.ResponseWriter, r *http.Request, id native
 		writeError(w, r, err)
 		return
 	}
-	var req struct {
-		Signal string `json:"signal"`
-	}
+	var req native.SignalCommandJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return

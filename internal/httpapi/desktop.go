@@ -41,11 +41,14 @@ func (s *Server) DesktopAction(w http.ResponseWriter, r *http.Request, id native
 		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this server has no desktop client"))
 		return
 	}
-	var a computeruse.Action
-	if err := decodeJSON(w, r, &a, false); err != nil {
+	var req native.DesktopActionJSONRequestBody
+	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
+	a := computeruse.Action{Action: string(req.Action), Coordinate: deref(req.Coordinate), StartCoordinate: deref(req.StartCoordinate),
+		Text: req.Text, ScrollDirection: string(deref(req.ScrollDirection)), ScrollAmount: req.ScrollAmount, Duration: req.Duration,
+		Screenshot: deref(req.Screenshot)}
 	res, err := s.desktop.Act(r.Context(), id, a)
 	if err != nil {
 		writeError(w, r, err)

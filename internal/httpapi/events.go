@@ -123,7 +123,7 @@ func (s *Server) metricsEvents(ctx context.Context, sse *sseWriter, p tenant.Pri
 		if !p.Owns(m.Tenant) {
 			return true
 		}
-		return sse.Event(0, "metrics", mustJSON(metricsEventJSON{ID: m.Sandbox, sampleJSON: toSampleJSON(m.MetricSample)})) == nil
+		return sse.Event(0, "metrics", mustJSON(metricsEvent(m))) == nil
 	}
 	for _, m := range now {
 		if !send(m) {
@@ -142,10 +142,10 @@ func (s *Server) metricsEvents(ctx context.Context, sse *sseWriter, p tenant.Pri
 	}
 }
 
-// metricsEventJSON is a `metrics` event: a sample and its sandbox's id.
-type metricsEventJSON struct {
-	ID string `json:"id"`
-	sampleJSON
+// metricsEvent is a `metrics` event: a sample and its sandbox's id.
+func metricsEvent(m sandbox.SandboxSample) native.SandboxMetricEvent {
+	return native.SandboxMetricEvent{Id: m.Sandbox, Time: m.Time, CpuCount: m.CPUCount, CpuUsedPct: m.CPUUsedPct,
+		MemUsed: int64(m.MemUsed), MemTotal: int64(m.MemTotal), MemCache: int64(m.MemCache), DiskUsed: int64(m.DiskUsed), DiskTotal: int64(m.DiskTotal)}
 }
 
 // changesAfter is the id of the last event the client has: Last-Event-ID,

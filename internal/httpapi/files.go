@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spacesandbox/space/api/native"
 
@@ -14,24 +13,11 @@ import (
 	"github.com/spacesandbox/space/internal/sandbox"
 )
 
-type entryJSON struct {
-	Name          string    `json:"name"`
-	Path          string    `json:"path"`
-	Type          string    `json:"type"`
-	Size          int64     `json:"size"`
-	Mode          uint32    `json:"mode"`
-	Permissions   string    `json:"permissions"`
-	Owner         string    `json:"owner"`
-	Group         string    `json:"group"`
-	ModifiedAt    time.Time `json:"modified_at"`
-	SymlinkTarget string    `json:"symlink_target,omitempty"`
-}
-
-func toEntry(e sandbox.FileEntry) entryJSON {
-	return entryJSON{
-		Name: e.Name, Path: e.Path, Type: string(e.Type), Size: e.Size, Mode: e.Mode,
-		Permissions: e.Permissions, Owner: e.Owner, Group: e.Group, ModifiedAt: e.ModifiedAt,
-		SymlinkTarget: e.SymlinkTarget,
+func toEntry(e sandbox.FileEntry) native.Entry {
+	return native.Entry{
+		Name: e.Name, Path: e.Path, Type: native.EntryType(e.Type), Size: ptr(e.Size), Mode: ptr(int(e.Mode)),
+		Permissions: ptr(e.Permissions), Owner: ptr(e.Owner), Group: ptr(e.Group), ModifiedAt: ptr(e.ModifiedAt),
+		SymlinkTarget: opt(e.SymlinkTarget),
 	}
 }
 
@@ -126,8 +112,8 @@ func (s *Server) ListFiles(w http.ResponseWriter, r *http.Request, id native.San
 		return
 	}
 	out := struct {
-		Entries []entryJSON `json:"entries"`
-	}{Entries: []entryJSON{}}
+		Entries []native.Entry `json:"entries"`
+	}{Entries: []native.Entry{}}
 	for _, e := range entries {
 		out.Entries = append(out.Entries, toEntry(e))
 	}
@@ -149,9 +135,7 @@ func (s *Server) StatFile(w http.ResponseWriter, r *http.Request, id native.Sand
 }
 
 func (s *Server) MakeDir(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		Path string `json:"path"`
-	}
+	var req native.MakeDirJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
@@ -169,10 +153,7 @@ func (s *Server) MakeDir(w http.ResponseWriter, r *http.Request, id native.Sandb
 }
 
 func (s *Server) MoveFile(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		Source      string `json:"source"`
-		Destination string `json:"destination"`
-	}
+	var req native.MoveFileJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return

@@ -10,44 +10,36 @@ import (
 	"github.com/spacesandbox/space/internal/sandbox"
 )
 
-// networkJSON is a sandbox's egress policy in the native API. Omitted, a
-// sandbox has no egress at all; internet defaults to false.
-type networkJSON struct {
-	Internet bool     `json:"internet"`
-	Allow    []string `json:"allow,omitempty"`
-	Deny     []string `json:"deny,omitempty"`
-	// PublicPorts opens the sandbox's ports through the <port>-<id> proxy
-	// without a token (create only; a PUT keeps what create said).
-	PublicPorts bool `json:"public_ports,omitempty"`
-}
-
-func (n *networkJSON) policy() *sandbox.NetworkPolicy {
+// policyOf is a request's egress policy (nil: none given, no egress at
+// all); internet and public_ports default to false.
+func policyOf(n *native.Network) *sandbox.NetworkPolicy {
 	if n == nil {
 		return nil
 	}
-	internet, public := n.Internet, n.PublicPorts
-	return &sandbox.NetworkPolicy{AllowInternet: &internet, AllowOut: slices.Clone(n.Allow), DenyOut: slices.Clone(n.Deny), AllowPublicTraffic: &public}
+	internet, public := deref(n.Internet), deref(n.PublicPorts)
+	return &sandbox.NetworkPolicy{AllowInternet: &internet, AllowOut: slices.Clone(deref(n.Allow)), DenyOut: slices.Clone(deref(n.Deny)), AllowPublicTraffic: &public}
 }
 
-func networkOf(p *sandbox.NetworkPolicy) *networkJSON {
+// networkOf is a sandbox's egress policy as the API answers it.
+func networkOf(p *sandbox.NetworkPolicy) *native.Network {
 	if p == nil {
 		return nil
 	}
-	return &networkJSON{
-		Internet: p.AllowInternet == nil || *p.AllowInternet, Allow: p.AllowOut, Deny: p.DenyOut,
-		PublicPorts: p.AllowPublicTraffic != nil && *p.AllowPublicTraffic,
+	return &native.Network{
+		Internet: ptr(p.AllowInternet == nil || *p.AllowInternet), Allow: optSlice(p.AllowOut), Deny: optSlice(p.DenyOut),
+		PublicPorts: opt(p.AllowPublicTraffic != nil && *p.AllowPublicTraffic),
 	}
 }
 
 // setNetwork replaces a running sandbox's egress policy; new connections
 // follow it.
 func (s *Server) SetSandboxNetwork(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req networkJSON
+	var req native.Network
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.PublicPorts {
+	if deref(req.PublicPorts) {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "public_ports is set at create only"))
 		return
 	}
@@ -56,7 +48,7 @@ func (s *Server) SetSandboxNetwork(w http.ResponseWriter, r *http.Request, id na
 		writeError(w, r, err)
 		return
 	}
-	p := req.policy()
+	p := policyOf(&req)
 	p.AllowPublicTraffic = nil
 	if sb.Network != nil {
 		p.AllowPublicTraffic = sb.Network.AllowPublicTraffic

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strings"
 
@@ -28,8 +29,17 @@ func (s *Server) ListNodes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	nodes := make([]native.Node, 0, len(ms))
+	for _, m := range ms {
+		nodes = append(nodes, native.Node{Id: ptr(m.ID), Address: ptr(m.Address), Epoch: ptr(m.Epoch), StartedAt: ptr(m.StartedAt),
+			LeaseUntil: ptr(m.LeaseUntil), Alive: ptr(m.Alive), Draining: ptr(m.Draining),
+			Info: &native.NodeInfo{Sandboxes: ptr(m.Info.Sandboxes), Capacity: opt(m.Info.Capacity), Version: opt(m.Info.Version), Pools: optMap(m.Info.Pools)}})
+	}
+	if ms == nil {
+		nodes = nil
+	}
 	// self: which of them answered (the console marks this node).
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": ms, "self": s.cluster.Self()})
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": nodes, "self": s.cluster.Self()})
 }
 
 func (s *Server) thisNode(w http.ResponseWriter, r *http.Request, node string) bool {
@@ -52,7 +62,15 @@ func (s *Server) DrainNode(w http.ResponseWriter, r *http.Request, node string) 
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, report)
+	var moves []native.DrainMove // null, [] or the moves, as the report has them
+	if report.Moves != nil {
+		moves = make([]native.DrainMove, 0, len(report.Moves))
+	}
+	for _, m := range report.Moves {
+		moves = append(moves, native.DrainMove{Sandbox: ptr(m.Sandbox), To: ptr(m.To), PauseMs: ptr(m.PauseMS), ResumeMs: ptr(m.ResumeMS),
+			TotalMs: ptr(m.TotalMS), Error: opt(m.Error)})
+	}
+	writeJSON(w, http.StatusOK, native.DrainReport{Node: ptr(report.Node), Moves: &moves})
 }
 
 func (s *Server) UndrainNode(w http.ResponseWriter, r *http.Request, node string) {

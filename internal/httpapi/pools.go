@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -13,17 +14,8 @@ type Pools interface {
 	SetPool(template string, min, max int) (sandbox.PoolStat, error)
 }
 
-type poolJSON struct {
-	Template string `json:"template"`
-	Ready    int    `json:"ready"`
-	Booting  int    `json:"booting"`
-	Target   int    `json:"target"`
-	Min      int    `json:"min"`
-	Max      int    `json:"max"`
-}
-
-func toPoolJSON(p sandbox.PoolStat) poolJSON {
-	return poolJSON{Template: p.Template, Ready: p.Ready, Booting: p.Booting, Target: p.Target, Min: p.Min, Max: p.Max}
+func toPoolJSON(p sandbox.PoolStat) native.Pool {
+	return native.Pool{Template: ptr(p.Template), Ready: ptr(p.Ready), Booting: ptr(p.Booting), Target: ptr(p.Target), Min: ptr(p.Min), Max: ptr(p.Max)}
 }
 
 func (s *Server) poolsOrNotFound(w http.ResponseWriter, r *http.Request) bool {
@@ -38,7 +30,7 @@ func (s *Server) ListPools(w http.ResponseWriter, r *http.Request) {
 	if !s.poolsOrNotFound(w, r) {
 		return
 	}
-	out := []poolJSON{}
+	out := []native.Pool{}
 	for _, p := range s.pools.PoolStats() {
 		out = append(out, toPoolJSON(p))
 	}
@@ -49,19 +41,14 @@ func (s *Server) SetPool(w http.ResponseWriter, r *http.Request, templateName st
 	if !s.poolsOrNotFound(w, r) {
 		return
 	}
-	var req struct {
-		Min *int `json:"min"`
-		Max *int `json:"max"`
-	}
+	// min and max are required (the spec says so: the validator refuses a
+	// body without them).
+	var req native.SetPoolJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.Min == nil || req.Max == nil {
-		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "min and max are required"))
-		return
-	}
-	p, err := s.pools.SetPool(templateName, *req.Min, *req.Max)
+	p, err := s.pools.SetPool(templateName, req.Min, req.Max)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -13,131 +13,63 @@ import (
 	"github.com/spacesandbox/space/internal/sandbox"
 )
 
-type createSandboxRequest struct {
-	Template       string            `json:"template"`
-	TimeoutSeconds int               `json:"timeout_seconds"`
-	Env            map[string]string `json:"env"`
-	Metadata       map[string]string `json:"metadata"`
-	CPU            int               `json:"cpu"`
-	MemoryMB       int               `json:"memory_mb"`
-	DiskMB         int               `json:"disk_mb"`
-	MaxProcesses   int               `json:"max_processes"`
-	Pool           *bool             `json:"pool"`
-	// Snapshot starts the sandbox from a snapshot (ID or name[:tag]).
-	Snapshot             string `json:"snapshot"`
-	SnapshotEverySeconds int    `json:"snapshot_every_seconds"`
-	SnapshotKeep         int    `json:"snapshot_keep"`
-	IdleFreezeSeconds    int    `json:"idle_freeze_seconds"`
-	AutoPause            bool   `json:"auto_pause"`
-	AutoResume           bool   `json:"auto_resume"`
-	// AutoPauseKeepMemory false makes the pause at the timeout keep the
-	// disk only.
-	AutoPauseKeepMemory *bool        `json:"auto_pause_keep_memory"`
-	KeyID               string       `json:"key_id"`
-	Network             *networkJSON `json:"network"`
-	// Secrets maps env var names to secret names (PUT /v1/secrets).
-	Secrets map[string]string `json:"secrets"`
-	// Volumes are mounted into the sandbox.
-	Volumes []volumeMountJSON `json:"volumes"`
-}
-
-type sandboxJSON struct {
-	ID           string            `json:"id"`
-	State        string            `json:"state"`
-	Template     string            `json:"template"`
-	CreatedAt    time.Time         `json:"created_at"`
-	ExpiresAt    time.Time         `json:"expires_at"`
-	CPU          int               `json:"cpu"`
-	MemoryMB     int               `json:"memory_mb"`
-	DiskMB       int               `json:"disk_mb"`
-	MaxProcesses int               `json:"max_processes"`
-	Metadata     map[string]string `json:"metadata"`
-	AccessToken  string            `json:"access_token,omitempty"`
-	Reason       string            `json:"reason,omitempty"`
-	AutoPause    bool              `json:"auto_pause,omitempty"`
-	AutoResume   bool              `json:"auto_resume,omitempty"`
-	// AutoPauseKeepMemory is false (and set) for a disk-only auto-pause.
-	AutoPauseKeepMemory *bool  `json:"auto_pause_keep_memory,omitempty"`
-	KeyID               string `json:"key_id,omitempty"`
-	// SnapshotEverySeconds and SnapshotKeep: the disk snapshot schedule.
-	SnapshotEverySeconds int               `json:"snapshot_every_seconds,omitempty"`
-	SnapshotKeep         int               `json:"snapshot_keep,omitempty"`
-	IdleFreezeSeconds    int               `json:"idle_freeze_seconds,omitempty"`
-	Rest                 string            `json:"rest,omitempty"`
-	PausedAt             *time.Time        `json:"paused_at,omitempty"`
-	Checkpoint           *checkpointJSON   `json:"checkpoint,omitempty"`
-	Network              *networkJSON      `json:"network,omitempty"`
-	Volumes              []volumeMountJSON `json:"volumes,omitempty"`
-	// Node is the cluster node that runs it (cluster mode only).
-	Node string `json:"node,omitempty"`
-}
-
-// checkpointJSON is what a sandbox shows of its latest checkpoint.
-type checkpointJSON struct {
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	Bytes     int64     `json:"bytes"`
-	TookMS    int64     `json:"took_ms"`
-	// Memory: it holds memory and processes; false: the disk only, and a
-	// resume boots afresh on it.
-	Memory bool `json:"memory"`
-}
-
-func toJSON(s *sandbox.Sandbox) sandboxJSON {
+// toJSON is a sandbox as the API answers it.
+func toJSON(s *sandbox.Sandbox) native.Sandbox {
 	md := s.Metadata
 	if md == nil {
 		md = map[string]string{}
 	}
-	out := sandboxJSON{
-		ID: s.ID, State: s.State, Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
-		CPU: s.CPU, MemoryMB: s.MemoryMB, DiskMB: s.DiskMB, MaxProcesses: s.MaxProcs,
-		Metadata: md, AccessToken: s.AccessToken, Reason: s.Reason, Network: networkOf(s.Network),
-		AutoPause: s.AutoPause, AutoResume: s.AutoResume, KeyID: s.KeyID,
-		SnapshotEverySeconds: int(s.SnapshotEvery / time.Second), SnapshotKeep: s.SnapshotKeep, Node: s.Node,
-		Rest: s.Rest,
+	out := native.Sandbox{
+		Id: s.ID, State: native.SandboxState(s.State), Template: s.Template, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
+		Cpu: ptr(s.CPU), MemoryMb: ptr(s.MemoryMB), DiskMb: ptr(s.DiskMB), MaxProcesses: ptr(s.MaxProcs),
+		Metadata: &md, AccessToken: opt(s.AccessToken), Reason: opt(s.Reason), Network: networkOf(s.Network),
+		AutoPause: opt(s.AutoPause), AutoResume: opt(s.AutoResume), KeyId: opt(s.KeyID),
+		SnapshotEverySeconds: opt(int(s.SnapshotEvery / time.Second)), SnapshotKeep: opt(s.SnapshotKeep), Node: opt(s.Node),
+		Rest: optRest(s.Rest),
 	}
 	switch {
 	case s.IdleFreeze < 0:
-		out.IdleFreezeSeconds = -1
+		out.IdleFreezeSeconds = ptr(-1)
 	case s.IdleFreeze > 0:
-		out.IdleFreezeSeconds = max(1, int(s.IdleFreeze/time.Second))
+		out.IdleFreezeSeconds = ptr(max(1, int(s.IdleFreeze/time.Second)))
 	}
 	if !s.PausedAt.IsZero() {
-		out.PausedAt = &s.PausedAt
+		out.PausedAt = ptr(s.PausedAt)
 	}
 	if s.AutoPauseDiskOnly {
-		keep := false
-		out.AutoPauseKeepMemory = &keep
+		out.AutoPauseKeepMemory = ptr(false)
 	}
+	var mounts []native.VolumeMount
 	for _, v := range s.Volumes {
-		out.Volumes = append(out.Volumes, volumeMountJSON{Name: v.Name, Path: v.Path, ReadOnly: v.ReadOnly, VolumeID: v.VolumeID})
+		mounts = append(mounts, native.VolumeMount{Name: v.Name, Path: v.Path, ReadOnly: opt(v.ReadOnly), VolumeId: opt(v.VolumeID)})
 	}
+	out.Volumes = optSlice(mounts)
 	if c := s.Checkpoint; c != nil {
-		out.Checkpoint = &checkpointJSON{ID: c.ID, CreatedAt: c.CreatedAt, Bytes: c.Bytes, TookMS: c.Took.Milliseconds(), Memory: !c.DiskOnly}
+		out.Checkpoint = &native.SandboxCheckpoint{Id: ptr(c.ID), CreatedAt: ptr(c.CreatedAt), Bytes: ptr(c.Bytes), TookMs: ptr(c.Took.Milliseconds()), Memory: ptr(!c.DiskOnly)}
 	}
 	return out
 }
 
 func (s *Server) CreateSandbox(w http.ResponseWriter, r *http.Request) {
-	var req createSandboxRequest
+	var req native.CreateSandboxRequest
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.TimeoutSeconds < 0 || req.CPU < 0 || req.MemoryMB < 0 || req.DiskMB < 0 || req.MaxProcesses < 0 || req.SnapshotEverySeconds < 0 || req.SnapshotKeep < 0 {
+	if deref(req.TimeoutSeconds) < 0 || deref(req.Cpu) < 0 || deref(req.MemoryMb) < 0 || deref(req.DiskMb) < 0 || deref(req.MaxProcesses) < 0 || deref(req.SnapshotEverySeconds) < 0 || deref(req.SnapshotKeep) < 0 {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "timeout_seconds, limits and the snapshot schedule must not be negative"))
 		return
 	}
 	sb, err := s.lifecycle.Create(r.Context(), sandbox.CreateRequest{
-		Template: req.Template, Timeout: seconds(req.TimeoutSeconds),
-		Env: req.Env, Metadata: req.Metadata,
-		CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, MaxProcs: req.MaxProcesses,
-		Snapshot: req.Snapshot, SnapshotEvery: seconds(req.SnapshotEverySeconds), SnapshotKeep: req.SnapshotKeep,
-		IdleFreeze: idleFreeze(req.IdleFreezeSeconds),
-		AutoPause:  req.AutoPause, AutoResume: req.AutoResume, KeyID: req.KeyID,
+		Template: deref(req.Template), Timeout: seconds(deref(req.TimeoutSeconds)),
+		Env: deref(req.Env), Metadata: deref(req.Metadata),
+		CPU: deref(req.Cpu), MemoryMB: deref(req.MemoryMb), DiskMB: deref(req.DiskMb), MaxProcs: deref(req.MaxProcesses),
+		Snapshot: deref(req.Snapshot), SnapshotEvery: seconds(deref(req.SnapshotEverySeconds)), SnapshotKeep: deref(req.SnapshotKeep),
+		IdleFreeze: idleFreeze(deref(req.IdleFreezeSeconds)),
+		AutoPause: deref(req.AutoPause), AutoResume: deref(req.AutoResume), KeyID: deref(req.KeyId),
 		AutoPauseDiskOnly: req.AutoPauseKeepMemory != nil && !*req.AutoPauseKeepMemory,
-		NoPool:            req.Pool != nil && !*req.Pool, Network: req.Network.policy(),
-		Secrets: req.Secrets, Volumes: mountsOf(req.Volumes),
+		NoPool:            req.Pool != nil && !*req.Pool, Network: policyOf(req.Network),
+		Secrets: deref(req.Secrets), Volumes: mountsOf(deref(req.Volumes)),
 	})
 	if err != nil {
 		writeError(w, r, err)
@@ -189,9 +121,9 @@ func (s *Server) ListSandboxes(w http.ResponseWriter, r *http.Request, params na
 		return
 	}
 	resp := struct {
-		Sandboxes     []sandboxJSON `json:"sandboxes"`
-		NextPageToken string        `json:"next_page_token,omitempty"`
-	}{Sandboxes: make([]sandboxJSON, 0, len(page)), NextPageToken: next}
+		Sandboxes     []native.Sandbox `json:"sandboxes"`
+		NextPageToken string           `json:"next_page_token,omitempty"`
+	}{Sandboxes: make([]native.Sandbox, 0, len(page)), NextPageToken: next}
 	for _, sb := range page {
 		resp.Sandboxes = append(resp.Sandboxes, toJSON(sb))
 	}
@@ -245,9 +177,7 @@ func (s *Server) KillSandbox(w http.ResponseWriter, r *http.Request, id native.S
 }
 
 func (s *Server) SetSandboxTimeout(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
-	var req struct {
-		TimeoutSeconds int `json:"timeout_seconds"`
-	}
+	var req native.SetSandboxTimeoutJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"github.com/spacesandbox/space/api/native"
 	"net/http"
 
 	"github.com/spacesandbox/space/internal/egress/secrets"
@@ -9,25 +10,22 @@ import (
 	"github.com/spacesandbox/space/internal/tenant"
 )
 
-// secretRequest is the body of PUT /v1/secrets/{name}.
-type secretRequest struct {
-	Value        string `json:"value"`
-	Host         string `json:"host"`
-	Port         int    `json:"port"`
-	PathPrefix   string `json:"path_prefix"`
-	Header       string `json:"header"`
-	HeaderFormat string `json:"header_format"`
+// secretJSON is a secret as the API answers it: its binding and version,
+// never its value.
+func secretJSON(m secrets.Meta) native.Secret {
+	return native.Secret{Name: ptr(m.Name), Host: ptr(m.Host), Port: opt(int(m.Port)), PathPrefix: opt(m.PathPrefix), Header: opt(m.Header),
+		HeaderFormat: opt(m.HeaderFormat), Version: ptr(m.Version), UpdatedAt: ptr(m.UpdatedAt)}
 }
 
 // putSecret creates or rotates a secret. The answer, like every other,
 // holds its binding and version, never its value.
 func (s *Server) PutSecret(w http.ResponseWriter, r *http.Request, name string) {
-	var req secretRequest
+	var req native.PutSecretJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.Port < 0 || req.Port > 65535 {
+	if port := deref(req.Port); port < 0 || port > 65535 {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "port must be from 1 to 65535 (0: any)"))
 		return
 	}
@@ -37,28 +35,28 @@ func (s *Server) PutSecret(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	m, err := s.secrets.Put(name, req.Value, secrets.Binding{
-		Host: req.Host, Port: uint16(req.Port), PathPrefix: req.PathPrefix, Header: req.Header, HeaderFormat: req.HeaderFormat,
+		Host: req.Host, Port: uint16(deref(req.Port)), PathPrefix: deref(req.PathPrefix), Header: deref(req.Header), HeaderFormat: deref(req.HeaderFormat),
 	})
 	if err != nil {
 		writeError(w, r, secretError(err))
 		return
 	}
 	m.Name = tenant.Bare(m.Name)
-	writeJSON(w, http.StatusOK, m)
+	writeJSON(w, http.StatusOK, secretJSON(m))
 }
 
 // listSecrets lists the caller's tenant's secrets (the admin's: every
 // tenant's, another tenant's as "<tenant>/<name>").
 func (s *Server) ListSecrets(w http.ResponseWriter, r *http.Request) {
 	p := tenant.FromContext(r.Context())
-	out := []secrets.Meta{}
+	out := []native.Secret{}
 	for _, m := range s.secrets.List() {
 		if name, ok := tenant.Visible(p, m.Name); ok {
 			m.Name = name
-			out = append(out, m)
+			out = append(out, secretJSON(m))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string][]secrets.Meta{"secrets": out})
+	writeJSON(w, http.StatusOK, map[string][]native.Secret{"secrets": out})
 }
 
 // scopedName is path value param as the name spaced keeps for the

@@ -345,13 +345,3 @@ func CreateTemplate(body []byte) string {
 	}
 	return req.Template
 }
-
-// deref answers what p points at, the zero value for nil (an optional
-// parameter the request left out).
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
-}

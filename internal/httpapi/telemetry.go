@@ -15,33 +15,6 @@ import (
 // A sandbox's metrics over time and its log, as spaced keeps them
 // (sandbox.Telemetry): GET /v1/sandboxes/{id}/metrics and /logs.
 
-type metricsJSON struct {
-	IntervalSeconds float64      `json:"interval_seconds"`
-	Samples         []sampleJSON `json:"samples"`
-}
-
-type sampleJSON struct {
-	Time       time.Time `json:"time"`
-	CPUCount   int       `json:"cpu_count"`
-	CPUUsedPct float64   `json:"cpu_used_pct"`
-	MemUsed    uint64    `json:"mem_used"`
-	MemTotal   uint64    `json:"mem_total"`
-	MemCache   uint64    `json:"mem_cache"`
-	DiskUsed   uint64    `json:"disk_used"`
-	DiskTotal  uint64    `json:"disk_total"`
-}
-
-type logsJSON struct {
-	Logs []logJSON `json:"logs"`
-}
-
-type logJSON struct {
-	Time    time.Time         `json:"time"`
-	Level   string            `json:"level"`
-	Message string            `json:"message"`
-	Fields  map[string]string `json:"fields,omitempty"`
-}
-
 func (s *Server) GetSandboxMetrics(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.GetSandboxMetricsParams) {
 	if s.telemetry == nil {
 		writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this spaced keeps no sandbox metrics"))
@@ -63,18 +36,18 @@ func (s *Server) GetSandboxMetrics(w http.ResponseWriter, r *http.Request, id na
 		writeError(w, r, err)
 		return
 	}
-	out := metricsJSON{IntervalSeconds: s.telemetry.Interval().Seconds(), Samples: make([]sampleJSON, 0, len(ms))}
+	out := native.SandboxMetrics{IntervalSeconds: s.telemetry.Interval().Seconds(), Samples: make([]native.MetricSample, 0, len(ms))}
 	for _, m := range ms {
 		out.Samples = append(out.Samples, toSampleJSON(m))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func toSampleJSON(m sandbox.MetricSample) sampleJSON {
-	return sampleJSON{
-		Time: m.Time, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
-		MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
-		DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+func toSampleJSON(m sandbox.MetricSample) native.MetricSample {
+	return native.MetricSample{
+		Time: m.Time, CpuCount: m.CPUCount, CpuUsedPct: m.CPUUsedPct,
+		MemUsed: int64(m.MemUsed), MemTotal: int64(m.MemTotal), MemCache: int64(m.MemCache),
+		DiskUsed: int64(m.DiskUsed), DiskTotal: int64(m.DiskTotal),
 	}
 }
 
@@ -132,15 +105,15 @@ func (s *Server) GetSandboxLogs(w http.ResponseWriter, r *http.Request, id nativ
 		writeError(w, r, err)
 		return
 	}
-	out := logsJSON{Logs: make([]logJSON, 0, len(entries))}
+	out := native.SandboxLogs{Logs: make([]native.LogLine, 0, len(entries))}
 	for _, e := range entries {
 		out.Logs = append(out.Logs, toLogJSON(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func toLogJSON(e sandbox.LogEntry) logJSON {
-	return logJSON{Time: e.Time, Level: e.Level, Message: e.Message, Fields: e.Fields}
+func toLogJSON(e sandbox.LogEntry) native.LogLine {
+	return native.LogLine{Time: e.Time, Level: native.LogLineLevel(e.Level), Message: e.Message, Fields: optMap(e.Fields)}
 }
 
 // followLogs streams the sandbox's log as SSE, as tail -f does: `log`

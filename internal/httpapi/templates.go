@@ -20,102 +20,26 @@ import (
 // Templates and their builds: uploads of build contexts (content-addressed
 // file sets), builds from steps or a Dockerfile, their logs as SSE, tags.
 
-type buildRequest struct {
-	// Name is "name" or "name:tag".
-	Name string   `json:"name"`
-	Tags []string `json:"tags"`
-	// Either a Dockerfile (with build args) ...
-	Dockerfile string            `json:"dockerfile"`
-	BuildArgs  map[string]string `json:"build_args"`
-	// ... or a source, steps and a start command.
-	From  *fromJSON  `json:"from"`
-	Steps []stepJSON `json:"steps"`
-	Start *startJSON `json:"start"`
-	// Context is the hash of an uploaded file set COPY steps take files
-	// from (PUT /v1/files/{hash}).
-	Context  string       `json:"context"`
-	NoCache  bool         `json:"no_cache"`
-	CPU      int          `json:"cpu"`
-	MemoryMB int          `json:"memory_mb"`
-	DiskMB   int          `json:"disk_mb"`
-	Network  *networkJSON `json:"network"`
-}
-
-type fromJSON struct {
-	Template string        `json:"template"`
-	Image    string        `json:"image"`
-	Archive  string        `json:"archive"`
-	Registry *registryJSON `json:"registry"`
-}
-
-type registryJSON struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
-
-// stepJSON is one step: exactly one of run (with user), argv, copy, env,
-// workdir, user.
-type stepJSON struct {
-	Run     string            `json:"run"`
-	Argv    []string          `json:"argv"`
-	User    string            `json:"user"`
-	Copy    *copyJSON         `json:"copy"`
-	Env     map[string]string `json:"env"`
-	Workdir string            `json:"workdir"`
-	// NoCache runs the step (and the ones after it) even if cached.
-	NoCache bool `json:"no_cache"`
-}
-
-type copyJSON struct {
-	Src   stringList `json:"src"`
-	Dest  string     `json:"dest"`
-	Owner string     `json:"owner"`
-	Mode  string     `json:"mode"`
-	// Files is the file set to copy from (default: the build's context).
-	Files string `json:"files"`
-}
-
-// stringList takes "a" or ["a", "b"].
-type stringList []string
-
-func (s *stringList) UnmarshalJSON(b []byte) error {
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		*s = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return errdefs.New(errdefs.ErrInvalidArgument, "copy src must be a string or a list of strings")
-	}
-	*s = many
-	return nil
-}
-
-type startJSON struct {
-	Cmd   string       `json:"cmd"`
-	Ready recipe.Ready `json:"ready"`
-}
-
-// recipe turns the request into a recipe; sourceEnv gives the environment
-// of the image a Dockerfile starts from.
-func (b *buildRequest) recipe(sourceEnv func(recipe.Source, *ociimage.Auth) (map[string]string, error)) (*recipe.Recipe, *ociimage.Auth, error) {
+// buildRecipe turns a build request into a recipe; sourceEnv gives the
+// environment of the image a Dockerfile starts from.
+func buildRecipe(b *native.BuildRequest, sourceEnv func(recipe.Source, *ociimage.Auth) (map[string]string, error)) (*recipe.Recipe, *ociimage.Auth, error) {
 	var auth *ociimage.Auth
 	if b.From != nil && b.From.Registry != nil {
-		auth = &ociimage.Auth{Username: b.From.Registry.Username, Password: b.From.Registry.Password}
+		auth = &ociimage.Auth{Username: deref(b.From.Registry.Username), Password: deref(b.From.Registry.Password)}
 	}
-	if b.Dockerfile != "" {
-		if b.From != nil && (b.From.Template != "" || b.From.Image != "" || b.From.Archive != "") || len(b.Steps) > 0 || b.Start != nil {
+	steps, ctx, noCache := deref(b.Steps), deref(b.Context), deref(b.NoCache)
+	if df := deref(b.Dockerfile); df != "" {
+		if b.From != nil && (deref(b.From.Template) != "" || deref(b.From.Image) != "" || deref(b.From.Archive) != "") || len(steps) > 0 || b.Start != nil {
 			return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "give either a dockerfile or from/steps/start, not both")
 		}
-		r, err := dockerfile.Parse(strings.NewReader(b.Dockerfile), dockerfile.Options{
-			Context: b.Context, Args: b.BuildArgs,
+		r, err := dockerfile.Parse(strings.NewReader(df), dockerfile.Options{
+			Context: ctx, Args: deref(b.BuildArgs),
 			SourceEnv: func(from recipe.Source) (map[string]string, error) { return sourceEnv(from, auth) },
 		})
 		if err != nil {
 			return nil, nil, err
 		}
-		if b.NoCache && len(r.Steps) > 0 {
+		if noCache && len(r.Steps) > 0 {
 			r.Steps[0].Force = true
 		}
 		return r, auth, nil
@@ -123,101 +47,95 @@ func (b *buildRequest) recipe(sourceEnv func(recipe.Source, *ociimage.Auth) (map
 	if b.From == nil {
 		return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "a build needs a dockerfile or a from")
 	}
-	r := &recipe.Recipe{From: recipe.Source{Template: b.From.Template, Image: b.From.Image, Archive: b.From.Archive}}
-	for i, s := range b.Steps {
-		st, err := s.step(b.Context)
+	r := &recipe.Recipe{From: recipe.Source{Template: deref(b.From.Template), Image: deref(b.From.Image), Archive: deref(b.From.Archive)}}
+	for i, s := range steps {
+		st, err := buildStep(s, ctx)
 		if err != nil {
 			return nil, nil, errdefs.New(errdefs.ErrInvalidArgument, "step %d: %s", i+1, errdefs.PublicMessage(err))
 		}
-		st.Force = s.NoCache || (b.NoCache && i == 0)
+		st.Force = deref(s.NoCache) || (noCache && i == 0)
 		r.Steps = append(r.Steps, st)
 	}
-	if b.Start != nil {
-		r.Start = &recipe.Start{Cmd: b.Start.Cmd, Ready: b.Start.Ready}
+	if st := b.Start; st != nil {
+		r.Start = &recipe.Start{Cmd: st.Cmd}
+		if rd := st.Ready; rd != nil {
+			r.Start.Ready = recipe.Ready{Cmd: deref(rd.Cmd), Port: deref(rd.Port), URL: deref(rd.Url), File: deref(rd.File), TimeoutSeconds: deref(rd.TimeoutSeconds)}
+		}
 	}
 	return r, auth, nil
 }
 
-func (s stepJSON) step(context string) (recipe.Step, error) {
+// buildStep is one step: exactly one of run (with user), argv, copy, env,
+// workdir, user.
+func buildStep(s native.BuildStep, context string) (recipe.Step, error) {
+	run, argv, user := deref(s.Run), deref(s.Argv), deref(s.User)
 	switch {
-	case s.Run != "" || len(s.Argv) > 0:
-		return recipe.Step{Run: &recipe.Run{Shell: s.Run, Argv: s.Argv, User: s.User}}, nil
+	case run != "" || len(argv) > 0:
+		return recipe.Step{Run: &recipe.Run{Shell: run, Argv: argv, User: user}}, nil
 	case s.Copy != nil:
-		files := s.Copy.Files
+		files := deref(s.Copy.Files)
 		if files == "" {
 			files = context
 		}
 		if files == "" {
 			return recipe.Step{}, errdefs.New(errdefs.ErrInvalidArgument, "copy needs the build's context or its own files")
 		}
-		return recipe.Step{Copy: &recipe.Copy{Files: files, Src: s.Copy.Src, Dest: s.Copy.Dest, Owner: s.Copy.Owner, Mode: s.Copy.Mode}}, nil
-	case len(s.Env) > 0:
-		return recipe.Step{Env: recipe.EnvFromMap(s.Env)}, nil
-	case s.Workdir != "":
-		return recipe.Step{Workdir: s.Workdir}, nil
-	case s.User != "":
-		return recipe.Step{User: s.User}, nil
+		src, err := copySources(s.Copy.Src)
+		if err != nil {
+			return recipe.Step{}, err
+		}
+		return recipe.Step{Copy: &recipe.Copy{Files: files, Src: src, Dest: s.Copy.Dest, Owner: deref(s.Copy.Owner), Mode: deref(s.Copy.Mode)}}, nil
+	case len(deref(s.Env)) > 0:
+		return recipe.Step{Env: recipe.EnvFromMap(deref(s.Env))}, nil
+	case deref(s.Workdir) != "":
+		return recipe.Step{Workdir: deref(s.Workdir)}, nil
+	case user != "":
+		return recipe.Step{User: user}, nil
 	}
 	return recipe.Step{}, errdefs.New(errdefs.ErrInvalidArgument, "a step needs one of run, argv, copy, env, workdir or user")
 }
 
-type buildJSON struct {
-	ID         string        `json:"id"`
-	Template   string        `json:"template"`
-	Tags       []string      `json:"tags"`
-	State      string        `json:"state"`
-	Step       int           `json:"step"`
-	Steps      int           `json:"steps"`
-	Layered    int           `json:"layered"`
-	Cached     int           `json:"cached"`
-	CPU        int           `json:"cpu"`
-	MemoryMB   int           `json:"memory_mb"`
-	DiskMB     int           `json:"disk_mb"`
-	CreatedAt  time.Time     `json:"created_at"`
-	StartedAt  *time.Time    `json:"started_at,omitempty"`
-	FinishedAt *time.Time    `json:"finished_at,omitempty"`
-	Error      *buildErrJSON `json:"error,omitempty"`
-	Image      string        `json:"image,omitempty"`
-	Bytes      int64         `json:"bytes,omitempty"`
-	Started    bool          `json:"started,omitempty"`
+// copySources reads a copy step's src: "a" or ["a", "b"].
+func copySources(src native.BuildRequest_Steps_Copy_Src) ([]string, error) {
+	if one, err := src.AsBuildRequestStepsCopySrc0(); err == nil {
+		return []string{one}, nil
+	}
+	many, err := src.AsBuildRequestStepsCopySrc1()
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "copy src must be a string or a list of strings")
+	}
+	return many, nil
 }
 
-type buildErrJSON struct {
-	Step     int      `json:"step"`
-	Message  string   `json:"message"`
-	ExitCode *int     `json:"exit_code,omitempty"`
-	LogTail  []string `json:"log_tail,omitempty"`
-}
-
-func toBuildJSON(b *store.Build) buildJSON {
-	out := buildJSON{ID: b.ID, Template: b.Template, Tags: b.Tags, State: b.State, Step: b.Step, Steps: b.Steps, Layered: b.Layered, Cached: b.Cached,
-		CPU: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, CreatedAt: b.CreatedAt}
+func toBuildJSON(b *store.Build) native.Build {
+	out := native.Build{Id: ptr(b.ID), Template: ptr(b.Template), Tags: ptr(b.Tags), State: ptr(native.BuildState(b.State)), Step: ptr(b.Step), Steps: ptr(b.Steps),
+		Layered: ptr(b.Layered), Cached: ptr(b.Cached), Cpu: ptr(b.CPU), MemoryMb: ptr(b.MemoryMB), DiskMb: ptr(b.DiskMB), CreatedAt: ptr(b.CreatedAt)}
 	if !b.StartedAt.IsZero() {
-		out.StartedAt = &b.StartedAt
+		out.StartedAt = ptr(b.StartedAt)
 	}
 	if !b.FinishedAt.IsZero() {
-		out.FinishedAt = &b.FinishedAt
+		out.FinishedAt = ptr(b.FinishedAt)
 	}
 	if e := b.Error; e != nil {
-		out.Error = &buildErrJSON{Step: e.Step, Message: e.Message, ExitCode: e.ExitCode, LogTail: e.LogTail}
+		out.Error = &native.BuildError{Step: ptr(e.Step), Message: ptr(e.Message), ExitCode: e.ExitCode, LogTail: optSlice(e.LogTail)}
 	}
 	if r := b.Result; r != nil {
-		out.Image, out.Bytes, out.Started = r.Image, r.Bytes, r.Start != ""
+		out.Image, out.Bytes, out.Started = opt(r.Image), opt(r.Bytes), opt(r.Start != "")
 	}
 	return out
 }
 
 func (s *Server) StartBuild(w http.ResponseWriter, r *http.Request) {
-	var req buildRequest
+	var req native.BuildRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if req.CPU < 0 || req.MemoryMB < 0 || req.DiskMB < 0 {
+	if deref(req.Cpu) < 0 || deref(req.MemoryMb) < 0 || deref(req.DiskMb) < 0 {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "limits must not be negative"))
 		return
 	}
-	rec, auth, err := req.recipe(func(from recipe.Source, auth *ociimage.Auth) (map[string]string, error) {
+	rec, auth, err := buildRecipe(&req, func(from recipe.Source, auth *ociimage.Auth) (map[string]string, error) {
 		return s.templates.SourceEnv(r.Context(), from, auth)
 	})
 	if err != nil {
@@ -230,8 +148,8 @@ func (s *Server) StartBuild(w http.ResponseWriter, r *http.Request) {
 	var b *store.Build
 	err = s.tenants.AdmitTemplate(r.Context(), name, func() (err error) {
 		b, err = s.templates.StartBuild(r.Context(), template.BuildRequest{
-			Name: req.Name, Tags: req.Tags, Recipe: rec, Auth: auth,
-			CPU: req.CPU, MemoryMB: req.MemoryMB, DiskMB: req.DiskMB, Network: req.Network.policy(),
+			Name: req.Name, Tags: deref(req.Tags), Recipe: rec, Auth: auth,
+			CPU: deref(req.Cpu), MemoryMB: deref(req.MemoryMb), DiskMB: deref(req.DiskMb), Network: policyOf(req.Network),
 		})
 		return err
 	})
@@ -248,7 +166,7 @@ func (s *Server) ListBuilds(w http.ResponseWriter, r *http.Request, params nativ
 		writeError(w, r, err)
 		return
 	}
-	out := make([]buildJSON, 0, len(builds))
+	out := make([]native.Build, 0, len(builds))
 	for _, b := range builds {
 		out = append(out, toBuildJSON(b))
 	}
@@ -295,7 +213,7 @@ func (s *Server) BuildLogs(w http.ResponseWriter, r *http.Request, id string, pa
 			return
 		}
 		for _, e := range entries {
-			data, _ := json.Marshal(e)
+			data, _ := json.Marshal(native.BuildLogEntry{Seq: e.Seq, Time: e.Time, Level: native.BuildLogEntryLevel(e.Level), Step: e.Step, Message: e.Message, Cached: opt(e.Cached)})
 			if sse.Event(uint64(e.Seq)+1, "log", data) != nil {
 				return
 			}
@@ -334,30 +252,13 @@ func lastEventID(r *http.Request) (uint64, error) {
 	return n, nil
 }
 
-type templateJSON struct {
-	Name       string    `json:"name"`
-	Builtin    bool      `json:"builtin,omitempty"`
-	Tags       []tagJSON `json:"tags"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	Bytes      int64     `json:"bytes"`
-	LocalBytes int64     `json:"local_bytes"`
-	Sandboxes  int       `json:"sandboxes"`
-}
-
-type tagJSON struct {
-	Tag   string    `json:"tag"`
-	Build string    `json:"build,omitempty"`
-	At    time.Time `json:"at,omitzero"`
-	Image string    `json:"image,omitempty"`
-}
-
-func toTemplateJSON(t *template.TemplateInfo) templateJSON {
-	out := templateJSON{Name: t.Name, Builtin: t.Builtin, Tags: []tagJSON{}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Bytes: t.Bytes, LocalBytes: t.LocalBytes, Sandboxes: t.Sandboxes}
+func toTemplateJSON(t *template.TemplateInfo) native.Template {
+	tags := []native.TemplateTag{}
 	for _, tag := range t.Tags {
-		out.Tags = append(out.Tags, tagJSON{Tag: tag.Tag, Build: tag.Build, At: tag.At, Image: tag.Image})
+		tags = append(tags, native.TemplateTag{Tag: ptr(tag.Tag), Build: opt(tag.Build), At: opt(tag.At), Image: opt(tag.Image)})
 	}
-	return out
+	return native.Template{Name: ptr(t.Name), Builtin: opt(t.Builtin), Tags: &tags, CreatedAt: ptr(t.CreatedAt), UpdatedAt: ptr(t.UpdatedAt),
+		Bytes: ptr(t.Bytes), LocalBytes: ptr(t.LocalBytes), Sandboxes: ptr(t.Sandboxes)}
 }
 
 func (s *Server) ListTemplates(w http.ResponseWriter, r *http.Request) {
@@ -366,7 +267,7 @@ func (s *Server) ListTemplates(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := make([]templateJSON, 0, len(ts))
+	out := make([]native.Template, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, toTemplateJSON(t))
 	}
@@ -392,19 +293,17 @@ func (s *Server) DeleteTemplate(w http.ResponseWriter, r *http.Request, name str
 
 // setTag points a tag at a build: {"build": "<id>"} or {"from": "name:tag"}.
 func (s *Server) SetTag(w http.ResponseWriter, r *http.Request, name string, tag string) {
-	var req struct {
-		Build string `json:"build"`
-		From  string `json:"from"`
-	}
+	var req native.SetTagJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	target := req.Build
-	if target == "" && req.From != "" {
-		target = req.From
+	build, from := deref(req.Build), deref(req.From)
+	target := build
+	if target == "" && from != "" {
+		target = from
 	}
-	if target == "" || (req.Build != "" && req.From != "") {
+	if target == "" || (build != "" && from != "") {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "give either build or from"))
 		return
 	}
@@ -438,7 +337,7 @@ func (s *Server) PutFiles(w http.ResponseWriter, r *http.Request, hash string) {
 	if present {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, map[string]any{"hash": hash, "present": true})
+	writeJSON(w, code, native.FileSet{Hash: ptr(hash), Present: ptr(true)})
 }
 
 func (s *Server) GetFiles(w http.ResponseWriter, r *http.Request, hash string) {
@@ -451,5 +350,5 @@ func (s *Server) GetFiles(w http.ResponseWriter, r *http.Request, hash string) {
 		writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no uploaded files with hash %s", hash))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hash": hash, "present": true})
+	writeJSON(w, http.StatusOK, native.FileSet{Hash: ptr(hash), Present: ptr(true)})
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/spacesandbox/space/api/native"
 
@@ -13,82 +12,31 @@ import (
 	"github.com/spacesandbox/space/internal/volume"
 )
 
-// volumeMountJSON is one volume of a sandbox (create and answers).
-type volumeMountJSON struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
-	ReadOnly bool   `json:"read_only,omitempty"`
-	// VolumeID is set in answers.
-	VolumeID string `json:"volume_id,omitempty"`
-}
-
-func mountsOf(in []volumeMountJSON) []sandbox.VolumeMount {
+func mountsOf(in []native.VolumeMount) []sandbox.VolumeMount {
 	var out []sandbox.VolumeMount
 	for _, m := range in {
-		out = append(out, sandbox.VolumeMount{Name: m.Name, Path: m.Path, ReadOnly: m.ReadOnly})
+		out = append(out, sandbox.VolumeMount{Name: m.Name, Path: m.Path, ReadOnly: deref(m.ReadOnly)})
 	}
 	return out
 }
 
-type volumeJSON struct {
-	ID           string      `json:"id"`
-	Name         string      `json:"name"`
-	SizeMB       int         `json:"size_mb"`
-	UsedBytes    int64       `json:"used_bytes"`
-	CreatedAt    time.Time   `json:"created_at"`
-	RestoredFrom string      `json:"restored_from,omitempty"`
-	Mounts       []mountJSON `json:"mounts"`
-}
-
-type mountJSON struct {
-	SandboxID string `json:"sandbox_id"`
-	Path      string `json:"path"`
-	ReadOnly  bool   `json:"read_only"`
-	State     string `json:"state"`
-}
-
-func toVolumeJSON(v *volume.Volume) volumeJSON {
-	out := volumeJSON{ID: v.ID, Name: v.Name, SizeMB: v.SizeMB, UsedBytes: v.UsedBytes, CreatedAt: v.CreatedAt, RestoredFrom: v.RestoredFrom, Mounts: []mountJSON{}}
+func toVolumeJSON(v *volume.Volume) native.Volume {
+	out := native.Volume{Id: v.ID, Name: v.Name, SizeMb: v.SizeMB, UsedBytes: ptr(v.UsedBytes), CreatedAt: v.CreatedAt, RestoredFrom: opt(v.RestoredFrom), Mounts: []native.VolumeHolder{}}
 	for _, m := range v.Mounts {
-		out.Mounts = append(out.Mounts, mountJSON{SandboxID: m.SandboxID, Path: m.Path, ReadOnly: m.ReadOnly, State: m.State})
+		out.Mounts = append(out.Mounts, native.VolumeHolder{SandboxId: ptr(m.SandboxID), Path: ptr(m.Path), ReadOnly: ptr(m.ReadOnly), State: ptr(m.State)})
 	}
 	return out
 }
 
-type volumeEntryJSON struct {
-	Name   string    `json:"name"`
-	Type   string    `json:"type"`
-	Path   string    `json:"path"`
-	Size   int64     `json:"size"`
-	Mode   uint32    `json:"mode"`
-	UID    uint32    `json:"uid"`
-	GID    uint32    `json:"gid"`
-	Atime  time.Time `json:"atime"`
-	Mtime  time.Time `json:"mtime"`
-	Ctime  time.Time `json:"ctime"`
-	Target string    `json:"target,omitempty"`
+func toVolumeEntry(e *volume.Entry) native.VolumeEntry {
+	return native.VolumeEntry{Name: ptr(e.Name), Type: ptr(native.VolumeEntryType(e.Type)), Path: ptr(e.Path), Size: ptr(e.Size),
+		Mode: ptr(int(e.Mode)), Uid: ptr(int(e.UID)), Gid: ptr(int(e.GID)),
+		Atime: ptr(e.Atime), Mtime: ptr(e.Mtime), Ctime: ptr(e.Ctime), Target: opt(e.Target)}
 }
 
-func toVolumeEntry(e *volume.Entry) volumeEntryJSON {
-	return volumeEntryJSON{Name: e.Name, Type: e.Type, Path: e.Path, Size: e.Size, Mode: e.Mode, UID: e.UID, GID: e.GID,
-		Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime, Target: e.Target}
-}
-
-type backupJSON struct {
-	ID        string    `json:"id"`
-	VolumeID  string    `json:"volume_id"`
-	Volume    string    `json:"volume"`
-	SizeMB    int       `json:"size_mb"`
-	CreatedAt time.Time `json:"created_at"`
-	Files     int       `json:"files"`
-	FileBytes int64     `json:"file_bytes"`
-	Bytes     int64     `json:"bytes"`
-	TookMS    int64     `json:"took_ms"`
-}
-
-func toBackupJSON(b *volume.Backup) backupJSON {
-	return backupJSON{ID: b.ID, VolumeID: b.VolumeID, Volume: b.VolumeName, SizeMB: b.SizeMB, CreatedAt: b.CreatedAt,
-		Files: b.Files, FileBytes: b.FileBytes, Bytes: b.Bytes, TookMS: b.Took.Milliseconds()}
+func toBackupJSON(b *volume.Backup) native.VolumeBackup {
+	return native.VolumeBackup{Id: ptr(b.ID), VolumeId: ptr(b.VolumeID), Volume: ptr(b.VolumeName), SizeMb: ptr(b.SizeMB), CreatedAt: ptr(b.CreatedAt),
+		Files: ptr(b.Files), FileBytes: ptr(b.FileBytes), Bytes: ptr(b.Bytes), TookMs: ptr(b.Took.Milliseconds())}
 }
 
 // vols returns the volume service, or answers that this node has none.
@@ -101,11 +49,7 @@ func (s *Server) vols(w http.ResponseWriter, r *http.Request) (*volume.Service, 
 }
 
 func (s *Server) CreateVolume(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Name       string `json:"name"`
-		SizeMB     int    `json:"size_mb"`
-		FromBackup string `json:"from_backup"`
-	}
+	var req native.CreateVolumeJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
@@ -114,11 +58,11 @@ func (s *Server) CreateVolume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if req.SizeMB < 0 {
+	if deref(req.SizeMb) < 0 {
 		writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "size_mb must not be negative"))
 		return
 	}
-	v, err := vs.Create(r.Context(), volume.CreateRequest{Name: req.Name, SizeMB: req.SizeMB, FromBackup: req.FromBackup})
+	v, err := vs.Create(r.Context(), volume.CreateRequest{Name: req.Name, SizeMB: deref(req.SizeMb), FromBackup: deref(req.FromBackup)})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -137,8 +81,8 @@ func (s *Server) ListVolumes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Volumes []volumeJSON `json:"volumes"`
-	}{Volumes: []volumeJSON{}}
+		Volumes []native.Volume `json:"volumes"`
+	}{Volumes: []native.Volume{}}
 	for _, v := range all {
 		out.Volumes = append(out.Volumes, toVolumeJSON(v))
 	}
@@ -278,8 +222,8 @@ func (s *Server) ListVolumeFiles(w http.ResponseWriter, r *http.Request, volumeR
 		return
 	}
 	out := struct {
-		Entries []volumeEntryJSON `json:"entries"`
-	}{Entries: []volumeEntryJSON{}}
+		Entries []native.VolumeEntry `json:"entries"`
+	}{Entries: []native.VolumeEntry{}}
 	for _, e := range es {
 		out.Entries = append(out.Entries, toVolumeEntry(e))
 	}
@@ -309,18 +253,24 @@ func (s *Server) MakeVolumeDir(w http.ResponseWriter, r *http.Request, volumeRef
 	if !ok {
 		return
 	}
-	var req struct {
-		Path    string  `json:"path"`
-		Parents bool    `json:"parents"`
-		Mode    *uint32 `json:"mode"`
-		UID     *uint32 `json:"uid"`
-		GID     *uint32 `json:"gid"`
-	}
+	var req native.MakeVolumeDirJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	e, err := vs.MakeDir(r.Context(), volumeRef, req.Path, req.Parents, volume.Attrs{UID: req.UID, GID: req.GID, Mode: req.Mode})
+	// uid, gid and mode are 32-bit: the spec's ranges say so, and the
+	// validator has refused others.
+	var a volume.Attrs
+	for _, f := range []struct {
+		in  *int
+		dst **uint32
+	}{{req.Uid, &a.UID}, {req.Gid, &a.GID}, {req.Mode, &a.Mode}} {
+		if f.in != nil {
+			u := uint32(*f.in)
+			*f.dst = &u
+		}
+	}
+	e, err := vs.MakeDir(r.Context(), volumeRef, req.Path, deref(req.Parents), a)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -352,8 +302,8 @@ func (s *Server) ListVolumeBackups(w http.ResponseWriter, r *http.Request, param
 		return
 	}
 	out := struct {
-		Backups []backupJSON `json:"backups"`
-	}{Backups: []backupJSON{}}
+		Backups []native.VolumeBackup `json:"backups"`
+	}{Backups: []native.VolumeBackup{}}
 	for _, b := range all {
 		out.Backups = append(out.Backups, toBackupJSON(b))
 	}

@@ -26,8 +26,8 @@ func waitState(t *testing.T, d *harness.Daemon, id, want string, within time.Dur
 			last = err.Error()
 			return false
 		}
-		last = sb.State + " " + sb.Reason
-		return sb.State == want
+		last = string(sb.State) + " " + sb.Reason
+		return string(sb.State) == want
 	}) {
 		t.Fatalf("%s through %s: %s after %s, want %s", id, d.Opts.Name, last, within, want)
 	}

@@ -92,7 +92,7 @@ func nodeOf(t *testing.T, d *harness.Daemon, id string) (state, node string) {
 	if err != nil {
 		t.Fatalf("get %s through %s: %v", id, d.Opts.Name, err)
 	}
-	return sb.State, sb.Node
+	return string(sb.State), sb.Node
 }
 
 // waitLine reads lines from sc until one holds want.

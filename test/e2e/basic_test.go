@@ -160,7 +160,7 @@ func testFiles(t *testing.T, d *harness.Daemon, id string) {
 	}
 	paths := map[string]string{}
 	for _, e := range entries {
-		paths[e.Path] = e.Type
+		paths[e.Path] = string(e.Type)
 	}
 	for p, typ := range map[string]string{
 		"/home/user/dir/sub": "dir", "/home/user/dir/sub/small.txt": "file",

@@ -70,7 +70,7 @@ func TestRestart(t *testing.T) {
 func ids(sbs []client.Sandbox) string {
 	var s []string
 	for _, sb := range sbs {
-		s = append(s, sb.ID+":"+sb.State)
+		s = append(s, sb.ID+":"+string(sb.State))
 	}
 	return strings.Join(s, ",")
 }

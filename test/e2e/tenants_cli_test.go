@@ -63,7 +63,7 @@ func testTenantCLI(t *testing.T, d *harness.Daemon) {
 			found = &tenants[i]
 		}
 	}
-	if found == nil || found.Name != "CLI tenant" || found.Quotas.Sandboxes != 3 || found.Effective.Sandboxes != 3 || found.Usage == nil {
+	if found == nil || found.Name != "CLI tenant" || found.Quotas.Sandboxes != 3 || found.EffectiveQuotas.Sandboxes != 3 || found.Usage == nil {
 		t.Errorf("tenant ls --json: %s is %+v, want name %q, sandboxes quota 3 and its usage", id, found, "CLI tenant")
 	}
 	if table := mustCLI(t, d, d.APIKey, "admin", "tenant", "ls"); !strings.Contains(table, id) || !strings.Contains(table, "0/3") {

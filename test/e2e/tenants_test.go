@@ -871,14 +871,14 @@ func testTenantAdminRoutes(t *testing.T, d *harness.Daemon) {
 	ctx := harness.Ctx(t, time.Minute)
 	c, key := newTenant(t, d, "plain", client.Quotas{})
 	defaults := client.Quotas{Sandboxes: 4, MemoryMB: 4096, Builds: 2, PausedSandboxes: 2, Snapshots: 50, Templates: 5, CreatesPerSecond: 10, CreatesBurst: 10}
-	if tn, err := d.Client.GetTenant(ctx, "plain"); err != nil || tn.Effective != defaults || tn.Quotas != (client.Quotas{}) || tn.Usage == nil {
+	if tn, err := d.Client.GetTenant(ctx, "plain"); err != nil || tn.EffectiveQuotas != defaults || tn.Quotas != (client.Quotas{}) || tn.Usage == nil {
 		t.Errorf("tenant plain: %+v, %v; want effective quotas %+v", tn, err, defaults)
 	}
 	set := client.Quotas{Sandboxes: 7, CreatesPerSecond: -1}
-	if tn, err := d.Client.SetQuotas(ctx, "plain", set); err != nil || tn.Quotas != set || tn.Effective.Sandboxes != 7 || tn.Effective.CreatesPerSecond != -1 || tn.Effective.MemoryMB != 4096 {
+	if tn, err := d.Client.SetQuotas(ctx, "plain", set); err != nil || tn.Quotas != set || tn.EffectiveQuotas.Sandboxes != 7 || tn.EffectiveQuotas.CreatesPerSecond != -1 || tn.EffectiveQuotas.MemoryMB != 4096 {
 		t.Errorf("set quotas of plain: %+v, %v", tn, err)
 	}
-	if u, err := c.Usage(ctx); err != nil || u.ID != "plain" || u.Effective.Sandboxes != 7 {
+	if u, err := c.Usage(ctx); err != nil || u.ID != "plain" || u.EffectiveQuotas.Sandboxes != 7 {
 		t.Errorf("usage of plain's key: %+v, %v", u, err)
 	}
 	if ts, err := d.Client.ListTenants(ctx); err != nil || !slices.ContainsFunc(ts, func(x client.Tenant) bool { return x.ID == "plain" }) ||

@@ -117,7 +117,7 @@ func stateOf(sb *client.Sandbox, err error) string {
 	if err != nil {
 		return err.Error()
 	}
-	return sb.State + " " + sb.Reason
+	return string(sb.State) + " " + sb.Reason
 }
 
 // checkNoOrphans: everything runsc and the data dir hold belongs to a

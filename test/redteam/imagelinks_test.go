@@ -151,7 +151,7 @@ func imageLinkCheck(t *testing.T, linkPath string, boots bool, target func(strin
 			Name: name, From: &client.BuildFrom{Template: "base"}, NoCache: true,
 			Steps: []client.BuildStep{{Run: step(dir), User: "root"}},
 		})
-		end := b.State
+		end := string(b.State)
 		if b.Error != nil {
 			end += ": " + strings.ReplaceAll(b.Error.Message, dir, "<dir>")
 		}

@@ -4,10 +4,18 @@
 package e2bapi
 
 import (
+	"bytes"
+	"compress/flate"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
@@ -2029,4 +2037,336 @@ func (t FromImageRegistry) MarshalJSON() ([]byte, error) {
 func (t *FromImageRegistry) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
+}
+
+// Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
+// Stored as a slice of fixed-width chunks rather than one concatenated
+// const string: with thousands of chunks the chained `+` fold is several
+// times slower for the Go compiler than parsing a slice literal.
+var swaggerSpec = []string{
+	"7H39Uhw58uCrKPp+EWvvFQ3Gno0dJvYPDJ5ZfoNtAvDM7I19XnWVultLlVQrqYBeBxH3EPeE9yQXSklV",
+	"qi7VRzfQYA+xETumS5+pVCq/88so5lnOGWFKjva+jOYEJ0TAP397R67VOb8gTP+VEBkLmivK2WhvdFAI",
+	"yQVSHE2JiudIzQli5FqhHM8I4lMkiCxSJSNEpyjjgiByTaUaRSMZz0mG9YhqkZPR3kgqQdlsdHMTjX47",
+	"5wqnpwVj+pfGpO+KbEIEjG6aIIlZMuHXRKIMq3iuf9IrmdJUESEjNCFTPXeOZ5RhPQqiEuE8TylJxug9",
+	"SxcoF0QSptDVnLDAuFdEECTIvwsiFUnGH1ltC1MuMqxGeyPK1MvdUeT2RJkiMyJGN3pXORY4I8pCFccx",
+	"kRLAenSof6B6azlW81E0YjjT3ettopGenwqSjPaUKEg3DHFOfyaL9qHd59VGnRQ0TVoHdV9XG5PxhLQO",
+	"aT+uNmJ1zsc0o6qJQW/xNc2KDLESk6gimdR4LIgqBEM5EYDDo8is6t8FEYtqWSmM668iIVNcpGq092Jn",
+	"J2oiRGZmtJ8zyuxfAVTx1z/o6kmFhQKET6lUaCp41rJsVg7XDUCL962nUn1f7WAkiQVR7cO6z12j1qFw",
+	"lBCm6JSaU9QwMIOgZ5LEn/WtntJrkjyPEBeIKolizDijMU5Ryq+I2IqxJEjPD1c6sGSGcznnHYuuGtxq",
+	"2XYY9EyRLE+xIujo8HlwSQrPWtaivwxfxDmewc7DkxCcte7Zflzt8N2+OkYtG6w28iVPi6x93PLzKqPe",
+	"6MYy50wSoNevdnb0f2LOFGFAUuD9iOGabv9Lcrii1Xj/Jch0tDf6H9vVu7ptvsrtN0Jw+yjUT+Q1Ttwj",
+	"M7qJRq92Xtz/nPuFmmtkNKMiYtrpyV/e/+Q/cjGhSUKYmfHV/c/4jis05QVLzIzf3/+MB5xNUxqbE32x",
+	"ASz6iTMCk+1uYHfnnKMMs4XDW6ln/m4Tl+WMiEsiKoT9bmd3Ezc0viAs8Wd9uZmt0pigguFLTFM8SYmZ",
+	"+9XmdqxoRnihzKNoOukx9389OyUzKpVY6D9zwXMiFDVEE1/JfeBhNa+ZNF+g/V/PkGmAfiYLdHSIplyg",
+	"NwenCNeoUvOFivTYemLOwsOab5qdFwQeWD2qsCvV7H/KY6xI0jL0GXAR5eLDc5hG/g6GL9/80HiSF7kV",
+	"m+xCGwMRpvnG3/UaR59CD3f1xP1uvkbLxxDcoA/Qalw++RcxlGs/ySh7rRn8A8xikp6CYNc88hi+piQ5",
+	"4AVTXcIbSAsSyQLWMC3SdIHK3gEZKhpNMV1hYDXHCpkumks2Q4+CDLcPs6UN1Gf95CBxZjjgn2naComB",
+	"q61kzKUFX9A0DYJBf1hp4BqITe9+OPiztADhnODMSukWHtDAXP0koXpJOD2pQ8WTjP7yatQtCzWeUhzP",
+	"SYJSeknc9hBlCblGsZ4YXZAFSdBkgTSDio4Ox8gsCGV4gSaCkmm6+Mgoi9MiIT7kBWYSlqulfl4oT7nw",
+	"Awwm0RVVc/0F5iPJR1Z1x4IgnlFVagaat0dKOmPnlsE9xzN5atm8BtooPJNBXh3EUwwD6X9pmuY4Zi3u",
+	"aQE2wMiWi8FC4AX8jcWMqNAU+vdyTEQZ+ggs9J7Cs48jZE+ul+aY4SOzkU/l5knib7+5b0+10CcrQVMN",
+	"Ch5TTcPhbPQXSRDM6gngRUGDND4MZrdUGMZNtwaUGzCBRbktaqAAKT3mszcs+HKm5JKkfW/2MZ8dQ7ub",
+	"aJQRKfEs8KQc8xmyH5HjFALwkIrkzc5niuQaESqo54LDaydICqC3mJjyGSKwlRCsaUakwllggnP3yQHb",
+	"H6g8xAQrsqVH6ce+cqoKJJGFZgn2M4VVIU8JthzSEujNodi/Sr3O75+iAGSJabkMDgkzIGGm8PCm6zjr",
+	"KBG4ua1n/Naer7sH9fkjFBdCEKZSzaXnXCigciw1/AqwsrbHipjhvVi9J+MWr0/h4ORDy/N1cPIBxVwQ",
+	"CUuDrRgyOwop1TqfjgPOGImVfZma55yRjIsAZ3doThzIrRIFGaNf54ShKU4lQVhzwnPv9ZEox4UkSQSq",
+	"7oyA+g0lVF4ASAnAea/WJ+ZpsjXhXEk0FUTOYVAtQpkVuftWaoSoRHTGuNCTMKJlnownmiAmiAuUkJTo",
+	"hwcdVnPOsUSxwHK+JUjML4lYIEkyrPlIif7f//m/6EpQRSRiWhhOC6kfVasj1zPDjsybqS+kVGO0jxjf",
+	"4jmciluY5Vg0UcGUIcbtBsbolOiHzxFmbLUKemOEXVLBWaYRv2TOqUQxzvGEplQBb67XRZgWc8otS5oa",
+	"DE74FZsJnJjLhh3QBJGKCzKu8HDCeUqwvn3XW4yrLZrlKdETO/WPpUxaqAnSJfPaI0lizhJpDlaDx94m",
+	"kIgQnioi0NWcWuuHO2Q550WaIHKdU0E6kXenlxVzqwzx5QeCaMKzX5kKAjy5baN66K+xNyClR0HQycgc",
+	"Q+hwNKLJkLfbn2PIO51hedFHOKtZ3mJ5QdnskChMU1BFGB1gg0vGGWlZUfP1Cuvfz+cEWaHFgLdnoKUz",
+	"hd067avtAXuNvOP6VB2w5rX3T46sLLre+e6fHGkWefWjtRO8hrlxmr6fjvZ+7z4Tvd4PUiPzp2jEitQo",
+	"Ldy9G4Yrdr1D0OQiJKOf4it0idOCNAdsDJBiqT5IEljXMZb2rgOlckC8whJpwt8GxPqeHwSzW7cbwkXT",
+	"0KKgRcw6Jh7CSzNIiOlfm8dUD+TNnQhkHrz1mXF36Zx4ot/Nt0QJGgekkoRc0piEmARQyIXNJ9FoSlMi",
+	"F1KR7Dyo5/mx/I50X/SMjGfjCJFr9SpC11P5PEgKNct0wmmIb3oL8m+uPzoIax4kTM8UTl8vFAnBWH9D",
+	"MscxyH8TaOVfPye1N9ktfRdaRtX3ap1BlznIav+RO5gGqP2F1PbqjvqM/oe8fR04UWCf6H/IMuep1/yW",
+	"vl71DY9Gb9jlL1h0akPqS3hTMUfoEguqyUeIEW7e5jfsMvmFCBlUh9oPDi8Iu0xKDwfHa7aNHY2MYrj5",
+	"5vAkgNfQGMG3qN8rIhoBX/g5PNZbHM8pI1uC4ERDomRhLTepe43RO64QRnHKAceI+gFRRhXFqaH8cs/t",
+	"7bNmMWOqFp89LXpUfs1THAN3+NlyW9Unxj9r0owVnaTkM+OJ181QyM9GBoqQ3ppgOP0swTjxGVY6Dl7m",
+	"NlnOwLuPZFsQ+0LVj4JnRxmeEV8fn1A9dkYZVuYUM5zn1qsGX8m2d8fX6kejWZy3Nfzp4MRrKMqZW1oT",
+	"RgROyx43kcOqxTtrA9a7volGnJEBTIa/zJuou62/0t62y+vU8PUHaFwHaSw0+zEoIv9bhu6hs+LYRui/",
+	"z96/g9v908HJBiwG+hSHWgwC2wkJH8twaoAlx1JecRHgqk7sF/2ia2nTUTlRYdOdQ6Ac+1Ng8ELqmxti",
+	"Wz7YL8OXGgZqOUNUwSUE1Vamr6nCwPKCJL9oQncCni4BOMPvwKlqYm96oMv6k2AkPi7amGNvnrNiGpzH",
+	"/H7LefLuTYC6gTroyMaQyAK6MS48BceEzdQ8wN/D791LbGNJ7ILrM0SBcwnBUBOVYyoVSVp1VDilOKSm",
+	"1j8P4aTjlBKmnFY9F8TYPK1I0id/md7BcfOiVOB1EdJS0XcT6afIY766enlsmuYRWKtka7w1fV7tiqZp",
+	"QOnSKd2SOvPUaSX3msIjnnGx6N/QW9cO+iicYNVrkLc48dY1X3bL63Uoa2fpwGGQrAJVLJHtNBiqoIkc",
+	"uMkzaNvwEevbYmmqAtWc0cFRWde1Ggk2SBTALextabEcpKO3C/6l6ttv/PHd2nzPyfJy+ifi3S0Pv2q3",
+	"x10JB+M6BgNVcYahgNoedNLLKOJeyIRMihk4j075KBpdYQHvJ7CkoUfzmM/kIRUkVkHJo/zkWXes1tjq",
+	"RyfEetzCGbllTLm4wkL/MsHxBfyzMXs0ut7S7bcuMbyqUnesrefHcpTaz6/LIe0GznghQjK++X3FpevT",
+	"5gIDV5DrI5FgcRu+fDPruTdM9euJN+BN5CSkI31YTQEtL/ZFPKeKxKoQJGxqwV4Lt1FmRIsQzf8RZzRd",
+	"hIeawrcBg7zlSQgz9RiZ/jR0iHdBZq0ahnnapvBYyzJVuUFvnUvzRQ24moO4Pic4M1qkAFElOEMZfLQm",
+	"Os9KuWT9r5tKu1/shvHUzrGK/dSzzn5gId6rcxLN6uluRj/6zJlKJGUxQSTn8fz5kiKgRXsE/FNYyW5d",
+	"5+ua3DIUwy3HKjJm9JIwI4ZfYs99xnj6d5qL63BwS4LjjfMOJU7DS+XtwQmKOZvSWSGMU21ThdOiHa6E",
+	"gLcea7Fs7AWD1xpaqhe7fw3B/h256jQf3daEEtK/fjLzdjC+Kb/6bNQpRH02E4QY4ZRflSBQvFzJnCDX",
+	"2dpvJVEQp4RTSSJEFZqQOb4kjl3ICNJMTk5iOl1QNkMJYYv3BfTZGcP/tnccljGirri4sKccsDneRCNc",
+	"KH6CC0lqXgRm+qYLNs+wFljTdGGsr3UuxhgZgeWxpsDOGd96lm07b4h8HHCmBE9l3dp8QVmCFNZSUIMP",
+	"1DNs2fVx5haDnoEvgSApucQuhKpcDHBkoiDPfTt6ZNCmHA4lgufu2LasSdfYsjFLkH1IpXFasKFdToH+",
+	"DHt/bUELt5nnPxirPGg6lW94fyYI/ON5bX+l7X6Mzop4jnAFlhgzxjXSmFUbY7/xNRN4OqUxLDQrpDKM",
+	"gflMrvOUxlSliwhJDmsox4l5NqGsNJIXip9CrzFa9kBAz6ZFmjpLd7m5drwzAw3kZffLDgeAzlYkcqrr",
+	"HnEImt1EI4qzgfMd4QzkIENUO8WmOL+lxGQv6sCe70zrCgySxEHW6Qx+RzhNkUXCmGdZwVwQBZxoQwDz",
+	"Dmk1OcdRz26jme/K4GLRvguxDBqtwIUy8ITYF3y8urXjAcQp94iAK3PIwWcg3kD/Gtr0vngmyixCBaP/",
+	"LozjlX0bcsH1Gz5GurnxDa0izUo3G6m4wDND3ZwUYV4XrLwYNX0GP7gJXTibpqiCgIUhMQ45xg+91IwJ",
+	"adxQM3ztlF7w9GeUlX9Hoxwr/UCO9kb/+3e89Z/9rf+1s/X9561P//O/WlVoARN7wYD1y7C4IAK2RRL9",
+	"klZA+pNEUyqkcsrAMdJcnbAdBZE81c8wVcafx7B5WsyyWElmgkg5HsZXlGxbgKV6R666vCjuzp7uczgG",
+	"tdeZzVyo0WoHFVxJCBbW5LYkM6aFVEQMo0q2cVBE41kw7vYAfncDcBHPiVQCTFOtXic/OtV3j5+7VfWA",
+	"O+JQm7Xpcmbc48kqs8iyz7CZhjm8tIm8WV3Q73wzvabm7XSODV29NDo4H4hK0bhCiIGzJ3Pmb6QGmRYT",
+	"sCxVgOCX2j+nbYjO3ORLb1V4FmPQOmJSYRYH311nnqO2jUdP+87HOs8OALJxPa76HMwxmw1RxeqpnVvv",
+	"FZYoxVKh2PQeLOpfDnQR6L6ZIe+hJnwjj5qUEGpuewnZKoxt3s46RWjBnGqTJRmq359PlvoZo9oTDXyi",
+	"gY+ABj5Rp6+EOvXRpBDxKQlaiAx5nofLgeqJ07XKhpoYpzZ89eDkQxdylu1QGVgxECXLnkaZ1OLZtw8+",
+	"efWZqiiGVdwHfYtyyCexStVShYisftHivDghIibBK60BrgcvIJYmN+1MANGQsRMqL2TIU1SZkE57libm",
+	"BsdzUDRtZ5Xj5tA4Id9hNRAlNC9m5ATPyBn9D2k5Nv0JDg1JymYpQboPpGxa8dTcXPLUyqOd2ZqczOpm",
+	"k+iZuSUabSaFgriPBVEI1Bckeb7qKgBV+jEoF6RC12oxHejUN3HYc7zaejUJZeBD9Aw8U9EWmgpChu7T",
+	"3KzzXv9dZkjHOtfQ9PrQ7sv7zhvbOfus7dFbI2MtNKd2aZsLDNjLPQC5W9nAkeWzC6Fy6Co5sn1WvqlN",
+	"+3oh/Rd5/JFtoURgqnmDveq1pBJNeMHAAW5CkJwXCmKbxuhIGTcWfRtwHJNcIUauPEYDs8S0kIrniGtu",
+	"AIPbC5WqnrYMC4ISzswi9OOXTBb1NZhJFL0kqTnQCG6i0VS7bFiQFwsnC5g55kxRVhAEryqbOQW40TlV",
+	"vnY4WWj4253DiwgBeeaPgs0JTtV8YV5dvbCBRvIK/Kd2juqXw2q26scDf97q5w/eCqpfz9xaagdtOII7",
+	"ExZ6w1lWZ9mWbpYdQO/ivUiIWHLSsPphWPKokW2EC4WSsoOXc6JsHHQGMUaEDme2ukWs27Z9RzaxdYI8",
+	"n0I5v/pQzo3bP/T9++q8OBOeYRqQt15jqZ8N/dFLoFNa2a29k0prbaeTdFDAG2GXy3GqSwDx40+BuQBe",
+	"mV0mdfva3Tpx3pVX5SZ9F+0ZdEITfq5shxqU9rwqFgFdUoxywa8X4/4TXMOvcdkxsc3k3ESFysge8KUx",
+	"IfcVnzNuCMiW5KxsAn9j+y1v1o0XsqW0DjLI8cPt0s6ApimehTfp/ALMKxW2/tu1tCk3b0uJwC3nyDrW",
+	"7Lc45fw6J2pOROmA45xyrrD0HCLKDeuHj0q7+TpFHqN3xvEBMzAQ6hHgQalGkUR1oK4HmW/BFX7jBHsD",
+	"nveP8EVI6ZTEizgd6kFzXLbffEzAbT1cnkIKnkIKhoQU2FW+AWeME80xtD3dZ+8Pfj77znAVRsioO3Kg",
+	"94Uymo/zgxMAbsEYgaR3c8GL2dy50VwvrJAHr852QtjCpnQ3adnqaXgKhq+wIGN0CHRwCzLBw3vKryBT",
+	"AxIk44qgw3dn6Nn++T9O/mYo5vPQ+7H0bCaJCD51tb3aVlqMmHOp9nItRxvMNgH+6OPI8FrkGmsJZhzz",
+	"bO/Fzl93Po6eB4OE28Mn3+fGExm5FbhwymenPx6gF9/vfv88Qhm+RrvffWf0c+O6Q9Dud9+tFAS5PKFr",
+	"easJl9WBFswdTNaPXFy0Zp2IKwOCEwCjVpXslIsLn72CHJFwtcdoPwXXqwuJtGxfZf4BN2EnM4NH57J0",
+	"H+NcFZrdBq2cIDMsklQjBZ+aHIVj9AbHcxjdGFBJIjULBCZbSC6YE5aAfGxQnBcq5sYrCKwG4PylUcvo",
+	"XqmS1hW/dBY0WashGXxYjh2ci/5WUjUjV00g30bE7sMKl4ZzyUMNftfQ4cyPG9BLG6M31zjWbKT+5lm4",
+	"y7RoVGoOc696ttw7Zg7Q0Nhags3I9oSW1E/oCa0DoopLsDAgPW9J7Qc+Kp1QOzIuu0sUzW2Ui4uU48Ta",
+	"mdWiLoYZNRLbIlmuFhG6xClNDJsmUYZzy9zLwDDLLH4zBAZGGe5MfG7a9+y0JbYBFwklLBT9tW+/uHtV",
+	"7gTWFzlXR2IRCEv9ClzShCTj1ixS4WQwv9ZGhiDmfm/HcuH+0J/6QdCZjmQFgDeTs77DGUlKMG2ZzSRk",
+	"Cvk4OJNRlZ4VoxinKRFb8ZxLvWVoq5+T8ah9C8c+Wx7G2pJzRzlPabyofGsnC0/NN+VNtKv7zYcl2hob",
+	"iJkfChAWxzk7rwjoAOi+L9s3z7tcnj9sx4kf81k4G6h5LuqBaKC4TikjDbjAj8Fx9JeulKIPlPYTFvyp",
+	"BoeWJKtTStKk80K0ZZaqgL3xRK0PBVVYv59U1UKvDmnZn0+1bi4VRWwYJoivbQiaq0hQXalTUx5KKXZ8",
+	"F3P2Smswd+TDYQlmv+yeWqYtCL2+PLQl8dO7kSVE7wx6oe14O3jrKS+G5blyPXr1CrVJgqG1b/1g1KEk",
+	"rd3X6F3Ty2hYIqs4Lz5IkpzELTltu3yKpin382q7UFUjoHe6tBjbZGtitXY3D90x7LMCpsdWx45OxxHI",
+	"zh7Yvknabo17z8DNKNa/PV99ik5odHi8dA4aBsTbHh+X9iH/mDHcK0RWe+oo795UZ+EdtYdYHtb6V8Oj",
+	"RHXtZjim+H0o2+8xlaUT4xVJUEKkshXYrL8eqK5KTxcjwxvoaT5wQhBGB0eHp2iS8vii1Pb8dQz/2365",
+	"+3H0PEIYTbAg6OikVBUtNYRWXCDslPlGw2IbeVqjj6MIfRz9eVz76TkoLmADLi05Tq/wQkI4L9J4SBIj",
+	"0lwSgRLCaNV0vFINAQDUSTFJaXxuYNIbbXxmQqsRrdF89OH0WHoZNSoDhYn1dbGxXkKvMKdtw7Xbz9Zu",
+	"tzolULtUZ0HCJ31YHYRxp2JcIVnkVgMzBbcNtkCiSFcFIql0qQPf6Kb21Sbnsiqxv3MZgICD/JxLBYm5",
+	"rF4bLDYTUtlVIJ7VnktZzilAbWCvXc/9KnyHvbSnhTGfLANpKREYEVv2akDNDk2VDOhdOU+keFUE1B7m",
+	"38/PT7b1/52V2xqjn8nC+cfp8aq7iHM6bly1xkVzNzSFBF4IjG7Ona7muuRoyhbooB0N0svMicioKdxY",
+	"c6FbkjE69Bo+7JpEvwYgHz4WLA4WFbxKumNDDgPKGTfoaqdbrmXIds79OVr2ZGlzx6GXu7PeUDanEGWz",
+	"5q68areDJcH6wjR2ITuMXg1lem+awmhaK2hCTFY8u8YKDfdZ5bdp+ntVHDT1hyfAKH1THJNkjCCHnMHd",
+	"PNWnZRYlf3CBwBBTW4C3xBznOWHS2q+3pF6IC0EmLAH3Te6CW9dEvw+55k3azEHvarkynBdHAX0M1Vku",
+	"tztGp2avspZu350r3PYSRk7ptqyefJ9RpQxOg6CK4pRgIRENaGCfGIO7ZQy+6rwtf1xG4jE+6x4tqLm4",
+	"WyqgESSgdh9Au977mtllpxMgUS05cECYQbwAOuI8o22tNnDZCvpG21nB/bnVfpkNy9tTaqO5MzdqIhfI",
+	"EFN3ag7lzqHS5dYhic1FYdPltHg5V3lzqKr8oyOUcmnSideS90Qlabdlo4iMYBqeE4ZcPABncMzgBUdV",
+	"5WhsnbzcY4me2Q76uhml+/MffBV8ZPlaS3iVoLMZEdbiICZUCSzKdD0REmQKTuXSZvpxj0/DNTxAJjoQ",
+	"65SAJ3jrISf2iQqoXnwXx9aKMhOCLkiuEAZja2VP9Q27L/9Ss+yuZkw9s9izYnGH0kEAnqbSyuds485l",
+	"ZYyOpn5epdLhxr7omocGop6aiBO48RprwJ5sapA5wQWX1doMC1NSB6+GnVQEJ2B9h6InwBDokThrMbK1",
+	"gsU5H62UUNPiv6MNSRdxsASpvTLgV1+sKODqdJvEKAF/mVCC5xNcpXdu6xvOJQPjdWyEyF+pmrcWDynd",
+	"Hm5pc7XK75tGkE85PijByjRI7dp2bEUECDIz0RgxFsIl07byA6TQabLJPWWGvKfSDHMFoSvOWW5gpSGD",
+	"rr21LGwkqQ1MA6FrjhVKOLBVJvUnI0NVwA+YJyro5widBvpkmlMP+XKBiLXacUHcvu24ns2wXHtVRKh+",
+	"pB68/QJD/nqDN64O/I4L5We92tl9FfWJ7geFVDwjAmXLZil7VfaNrJQLIglTEQKfFwO+gklooVDGpUIv",
+	"d53U9AO6cPqllGbUloZ8sftXY0iIbHUS+HFn95X7FcLHqrxZ5YoUR3998f2uaQbSDFc4LbN8+QB4udsK",
+	"PSOo32WitFtlBdPP8D3nBGtPBua4nHDyZBts2ijbpJlsI8E5HGnwMaa6sOFCcGZag4UOSkfimZXa9cct",
+	"mRaz7Wyx5UbZu9x9vpLk5zoOpBVdi51D7dwx+qB54nLV2xAxYlN6Grp65bk6dW7GCjHPI8S1vHJFJdGy",
+	"SCrRBMcXjmkT+Kpaz9GhHRFP4he7L8sh+k/ag0Rkjy907OfEOL0tKYByGi7ybmu9OW5W7zNY+lAeOoGt",
+	"y3UIEMJ6k9udLQ3p6SGGlFALr0b/PtTbPTRCw9kchivpuQWWv+tPFrJPBQpbI7r/8PUFLfYEa1zeUfL0",
+	"mDPLbJz5nHczpXiVCqTq4jkpL133Ae4ffiqy06CcGKzLb92HcyKs4DbILeTJv6DPvyCAB4EzcpgHVKBB",
+	"s0hmIyj7IPxGN3QbLyQkeOi9nMPoix2th7iEbptZvdmhDecMB4O6K9KTjcE0vUVFfFv9vtfvyqhXa6FY",
+	"mhLqzmrYXXRV9gfAF8Sdynnfqpf09Td1BLpCYSdVJfk+KuuOwCs+v27k6GAZvAa9laXwu35O16/9tHYM",
+	"J5bqLMdXbGVgGRn4Vi/vGiGgLRLHO1/YKJf5bJk/t1FmsKHyW7KaLJGDO08fB+sEB4lMezBxs3The+5M",
+	"FgHu0mNtpT6XdSnB8sl0+OGtFfl5K1VKAJFuo0ypxXk6ujYonNMeZpuGxb/iy3eldj41sl2/j1H5gDjs",
+	"rRNF//GB96PdyXlzqHdXONF1UHY3/v6B8jf3vcJTBU2HCBr3+qpY+8saT8rmX4ApZVTOV9uV6zN4W+uQ",
+	"enkbpmEwKao2dXs6VJGeMlNqK10J0KbGTfiRpuRDnnIcuBNWzdpNDKY0BULgrIS2k/PziK3DcPP+FyLg",
+	"Pv5BpF7aDBi7MrYWsE7Q3/bCya29seGwlnGN69/UKyxF17RGicA61o0Rgc7D4msGLGAltkQQLPvvvndL",
+	"Tk2H2160TbwUgXsVDhaqrfGYz+StAobuExXagoVqO2g1cd86U9o6yXh4fEGEvvUBl4zym6cUap9+ndcA",
+	"CNhBloQi1zVpi+ckvoBsN9gkCyXXJC5Ad1/ni6qEiK3EAhROwblAK3JHs9yx/tk7nzZE+mX3caDSOufv",
+	"Q2vVrFSD4GcA0Qq6l52gG6AWWgbmGB2W3SJwejcuzMYVZxyoS/RgsB9iY3GbOsDMmssIwmDIA210zFNw",
+	"R8gx5KMvfXKzxZbr+3GkJZXaT3uXL8At92gKI1Hphk4i4wJnHJyUYbIQli5sBub1DXDufuKZRECCBwFY",
+	"Nw8wkHoQxa1flTPQlVffXfjhb/c94PYyGgPhCt3/KS+L+nal4PO5yqs5Tx3jXDGAMJBxNSnYUkqXbmZz",
+	"Knh2lAWDveFnPSYEhUjwAJfNR6adyJZjn5IZlTa8vQvvf2x0sKP4CuJl04tdxS3W+e09b1KRvI/Dcr7i",
+	"0LZrvsadGsKpnimSBzmvgLm7ydv25CxvLM25MsLfxpfxClObTtul+W4vEe6WcExmOF70WCGebA53zpM8",
+	"WQy+UYvBk77+SV+/nr7elwWsGOD0Ca3iwIbtxPdPS1cxuD1SO1oHF78cGnErJn6TirDyIjSNS7BdH3eB",
+	"DwqwMyQP81kuCqkZACp6dWb7YlaYUgdlaIuefRVAQtzV37EMhCjoXx0EoVmZd8SbqSkDrC7i6KHuRLZR",
+	"wVR254u8cn0PrnoZCyBtnXem53h2e0W5Rn8eU1zWrQDPOoVngwxogxkmK4u7uzbcmwrPwn5pekTrJ9cD",
+	"NtiK98IsudMZWBp/71Zl66YI1U1gSW3a64d2gwjEAdVpzq9UzUGako/joZTtgcrme0hxvZK0aWzXgfk3",
+	"I1k8JFv+5JTzxOQP8vUIsSttnHw/924ojiGVa1SsJ1f1GNyVy9bfQc36ltT4wVM/XDE4sxwqaq9vb7aw",
+	"z5KWvL9tlTRsloZK4WliNcqsHwBUswCXpLNM5hJ9ZCZJi4uncTEe/8Q5HX8sdnZexm92X38+fP92/+gd",
+	"/E3+OUbv9UUt89Q6rP3IXLSIjXp3RbJiCFdDz17/4/3Bc1dT7geEJ+AAUUbaRIiyj8wFxEtSW5DNtUDN",
+	"xa2lfakTv3VPW7WU8yg0L2ayHBsIT7mtE4OhQJ/h1urw3TA2ucW3Y1ULSpV77iEfLaObuM9CULU40y+w",
+	"GdSrjqKBB8wwwYKIHx3hMiT+sxl2mc34858rW9z4z39GtXoq9bRqGhsqrqWqMTkhGq0zfmnkEYymBaSc",
+	"ECQlWBIIGCuDVpaGfPbP37b2T462fiaLfz7/yJwJEPAN2Ax4g2A/1TnNlQLt9n6SUbYPwUZu6/rG2mRN",
+	"7rj2Rr9tQcutcwsB94SaMCU3ENDR7mF0ky1AhOYQg5ZhdhrsX6j5iTHZidew32Gn2Q8kb+DbbFGjH7VO",
+	"SooqzRON3uy+1gfrVbXeG+2MX4x3ILN1ThjO6Whv9HK8M96xwfKAs9tmE1tVIve8zEvXzRUfmMLyJkMD",
+	"9nDVtyn/YEgzK5HumSaq+ydHn39+84/nvp1Z305AxKNktDc64VJ510mOzL0kUr3mycLGDynregaJxQwW",
+	"b//L+h8Zxri3KCe58ksaLQXtW+22K9IA0NndeXFnsx9YpmN5BR1llSyfUitioE/4lVlWaLZy+du6kW77",
+	"YmdA2xeAOd/tDGirG/kkEawJbbfo9083n6KRLLIMi4WHRt4unfpo7/dRHTs/6VnqGLv9BVfgOzq8MZib",
+	"kpCJ9BB+19i4NFsd90wzH/v2/Sng9gicEQVZ6FoMJ1WT7doCwYCyhFGvempp2VKjtzt0M0tf21ebOXR3",
+	"Eiscun4XtstwvG2bq2UrLus3zUiwoIhm1STCSM6x0DB0YdVMU/EUuDnIAaSfUbAnT+klKeueoP2PzCvN",
+	"xiRkMdDMDy9Abnc5k0wBZuDUYEkkQQVTNIVCRpcu/L+OaD8RBc9dGfh2agY7MHtq4MnOnVGe8pW1M9oV",
+	"2IkDROi0nvXP7FFWRSKA/9XYvRpW3gLTlhmOBl2BWv1L2QqJdIv10U0PVUMz3UBufzEeMTfbOKdbF2Sx",
+	"9Do230KNZgAIPxTdZMjDqanAHZvaJFDnquXVc0cjz2F6s0fZpDqByFsgTsBNQDKckpcoo8Lrb1vkYUtf",
+	"2OKne3uAPaH5Yd7f5QUEAFuLdQ9S4iFP6s7O6lT75ZC2LzdI4XvvnXnPa/cAS2Qu2RqXbvuLYXsHve23",
+	"voH27Q/fwX27kIe+i1E/y+FWOozbqOF4O7dxXzj+KPDWsiS3xlujFNyOMYtNrZmWFwO+m0SZlG3lgpsU",
+	"pFqUz22y3yWbgMmbChmUzQPW/3gY44eZ61G8IPfJz8BmzV5tfbkAOT/zsBqZQ0o1C2NUuV8n6po9Ayp5",
+	"KINX5nMq7hpSpLbi7s80tZjbTMOxBpKW7O/PLjHrt4yldrd6rwOxVB+GX5fxK8VSveMA0nSjqcd5B+U7",
+	"MJ/qQX26LYOSVslH3+p8B1pjK46yYbTuPuzSttDc1OZkq1Ypvk2H+fsnzZQEUKCh0F3GCjjA5cMrUcEd",
+	"/6ebqFPyslpIf5ww6fGQ4EmYuQNd4oaRrE/SCOOOT0lWEieWpIk2aaFPOngQZv3rUQ3ePVEJ8PKtVAWr",
+	"OODjZ+z5fed/ojvf8fHfPVlq+CYMokw7PZhnvSSeMK+GeRZvhtGkOcGpsQAGeZu/w2cTdBXiaMz30SCa",
+	"AalcjfaDSmQmXvG4bvx91tYGm2E8IQP4NNMssJt39kMn9990OrI+FU4e+HdBIFOeFQjsVxO1vzEZYBCP",
+	"qPd7O+7QgPLxaNzhjN35hrh5+Lb9Rf/HPr9BXPmJmGGg9nMrqryDUVamtmbykb7fXyNq9WGUSQk6HI+g",
+	"0I7FxK9QpnznockyxrVKDHPMZgTJMpASGwiE5IW7wLT7spzwhJhgULMhfeY3Q98CuF4WAuDnC0Ns7jF/",
+	"tfP9kLbf37fizKCCB40WylUrDlESrW7/mPLJa9ggjRvWT2/O0fblbjV2uzfMT6SWHLXziSwrSAC9MqEp",
+	"iqMpTVW9KD6pCpcVkoi/4Un8sdjZ2f0LzvO/5YInkPQAaqSBLpwlLg9+VkiFJgR9OD1GhMXc1nMKUUmv",
+	"fECF1g/y3h5D3SQLxts9vI0DvU/zyC3Qv4750QModpqQqu5XvSBKj3bH+R2UpXI8Z/Mm2fYvyz0pekpE",
+	"2qyWpzZtgMe3YPJiNzZmxxuOqLrtyyFtX5q2r4a0ffXYLoDFXa9efgDxa4/LdlYVJ2qXomwjL3LWv13t",
+	"D4erfNTzfhzwLMNbNkcOSaBmrpcJHR0dQo6MGamtZBSNyHWeaj7KxTWGngM7yGeayE4rTXvMTYavj8zH",
+	"Fzs7S0Q8GpnKPbYB3MV75biDlaVu95QYp3qHCE/vSvhdcciYlTjdf7m+2H/2aH6Nmcq7tiGVb3nwZ27M",
+	"lcWDcjVD1b5L5N1ZBR+/+u1B0QWOs5sGR+1qiIrxmCwQCPTt9PWeUOHOqdU6KgJZsc1PCFZHsLMV3neP",
+	"BG3bSLF2LwvnuuwwMDHVXkweOo8YUIlMucpaNjpTZTUZo/PzY90EIkzJtSLMSmsdXHOJyQd2jbdF6Lvn",
+	"wO3KVuLCdx6CC3dJj11t0ZvooeQBixGP0q/vfvRBfxA5wxZalmsSoikXF+1U6EcuLnxys2dsPjmnTJmS",
+	"cEuRAZQhqAGOnlGlCc9EUDJNFyWNcgEYZboPqmS9ILYpRl0WuCYJ4gxaMZ6QCF0QkkP5aiXR0SG0g1q4",
+	"JoqxYIoX8Zwkz+GLEYJNuAK4iHjOR0aVgJVXgtvRXM4MBU0V1HuyFMxUfr+IEMEQqCsEFLEntIzuL2Vu",
+	"CwzrFAcJ98xcuSCXBMJDXE1uSIRI2WyM9hHjbGt354VTzWYEMxPV7MpqTzEFd0Uy5YIgzMDD+cJQGqVI",
+	"lqvh1F0f7SMk7XZ9enUuG0pQtf3i7nWEtamNb16/nnCZzvoIDgks5xA5fSHRFdFn5o7pB4NGpuyWIDkX",
+	"yiCebvwnqFof84x822T3cZFSIHbr0lGXy32geUCLFw5tdFdjFKgZBBrDD7MQlBf82KSnX/uCR8HMrJAw",
+	"YbmGHKzOENMyX1UpQVCGMpqmtCp+H9QN6cHDxlSXoaS7snnDEoKvdWuvgGDXKltWBQWBa6sq83e92NnZ",
+	"WbX8+gbkOzj1daQ7U+7hScRrE/FcOYzVyEKfTtenA5U6a8DtbtXn3uKCl6UfzeWusudhodxVh3CqS5xG",
+	"+l7bKx1BU5PApCopeY83PTQsgZKc/kUdsDXCkvU2ttqSN2LitKhhi7OubeL0ScIGFNF/JAqypr56mxF1",
+	"5cS0QrW6q4I3j2mKYs6mdFaIKhMSXpbVtLwDspqRMVxtXVOvHYkideYI/bUsYlAbeIzeZ1QBTzClJE1Q",
+	"nBIsJKIqIIUUASr2zu7s0cohdoEGwgew92HqpoAOv3bfnAOtf92Ch/cNOOI86OWzl2MJxivfQVBgtCtK",
+	"TvTnmrJ8mBQO/R4v+sPyOuXwAbYqo/upaR6NdgYzT1f9hOe3w3ODgeuKry4NiuyySECTGsUyJgWnjzOV",
+	"8TlK6SUZiP+n5byP9g7YJa56C5a4K5dlZiP2tMeFmQ5x1sdN6XJcDkxOdgo91iDHpuMjxEWzsMQz+DwS",
+	"P7Mnu9K3aVeyV2jdO+vU4L1ZkxBGORGSSsjPWubnKj097Zh/kqWAAhaiMTpzMzg+wvk6W6NP3dxjEmvA",
+	"PGhCFtxq5rmgMwrJYcppUjol+iEbakcp1/F4XzC3RO8J26jXqp0eKuuG9BDu0DefX+nb1z04P1QL45Uv",
+	"sr4KvOhwVDkjxhJsG1ZaQ6dlqL0YNE2NvZaga6dl89y6aZWx2N6HMTrAaWrSNFOJMqLmPEFZkSqap8Qm",
+	"OeeXRFwJqqwq4/z82FppYcBCuizPjoRUikCbNtpZYZG1bHOUESwLW2babS1xao+BpOHcwu7REga7wFux",
+	"ttKef5kn0W766S429YCesl+VuNF6H0ksiOpxB7e6uX+RWP1JIttljN5x5CABngoUcqOZzyaOJ2xEtFOu",
+	"irA5ntmk6+/ItbK5bKMVuh2DnW1DenLY5MoK8hQiiMIAH0U2gTNM/tuWhsJWmXs8tBjbfPs3D2A3X2Eq",
+	"wVVY7Fe7Q9rursGO7w5pu/s1s+Nw2S3eeVhX0g77y5BYKkMEJgskFRf6zQPLALyUGRYXREANYyXRlAqp",
+	"kE0obt7xBlFxEX7gYdryLparva9gLHuhN8zVerN2JZmzPC08kSXlebrmT9e8Kx26Q5XQDfd4g+0v5h89",
+	"QS2n5JJfEA8FQRzWiJwUKYG7bm+5iSuLU4JZkbflR7UX+sxOvTp76zoOC32pXSeX8ejpOj1dp8GZoDqv",
+	"U0f8D2cOyf5UvXQRkiQ1RX4gKqjKGyKgllMXY30vV2Zn00+aIEpQcvl0C59u4aBbaEPpuq5gm8XRxBJU",
+	"aKZFLsUFSRyrOlkgnLuMySYN5F0xrHd1We9BewMTGMeGjQc/DaMRNfeWJwrxRCGG+Oj0s72+Vak701zZ",
+	"1CuqGshIrd/mdgNORxKDpcxfS2FTJt1OtQYtbfNCxMRLpBBO7d8/EBSM5AIdHUaIQ0MoZKPwbOvfBU5N",
+	"+m2X2ydbbLnOH0eR+UEDYrv2QQ9Xa7t3+eLj6HlbWh9bfK89pc8aqr9oPSXjZjSGNQPWuo610sOzO9MW",
+	"/lEyPniwK0lD+ZshDpDOfliq8KCP/bn9sJkE4bdPDb7J5I/LpS370KAly3ctwZpu6p1cVYhgSMyEnwan",
+	"i7h7hQbWjZiwZQWewiW+rXAJjRR3ESsByX43EigxnMf9Wmn9uQ/LFUjFdoavO8kFYKMNCAyRDo3E+t8m",
+	"o5bD7WEE5S2+fqIpj56mRIFMmYLGSPFSn1XDEjCS29xmLaktBVSTb09jRphezO+ablnHk89+rjaXDQ0O",
+	"47PQsvynzaYMfouvfSr4RPUehuq5SGU1gPqZtJdrJaKtOgfJWvVxgBBcllpqu+zNfNquzs9DZH91u7st",
+	"0+1g9JCi16qs+L0V7akQxmFq9Vtdp7tCJfHOxK4+kt6HXtWND6XkVnKW3b3zNRyTGY5bM45AoTeT9yWO",
+	"Sa5c+NSjSxZ5h9garv5ToksICWs0cxunFOuVfoF/tFcgOJiT+ALRaTm6CYM1vCH0ReSaStVNSPfNbPCf",
+	"FqJaL1+Hbct2hmK5Hotdneu4SdbBTQ7bO7Wz9JJT/YqY4oB26ZOFXf3K2PvoKuM+rN8IoKxqYETvnTAt",
+	"eithVf7WeOb8tVvZCdOnvAjneHZfBLs+k55oJaodil3V+/tGa+A+BleMEkUVrmVTgf+2W4L3paQzpjs9",
+	"k8+1zIY9GqLfwm5+4R5R0KxsbRR8cccLIYm/lCD7gGcI27ZPGH6HGO5wtBvD6+T3i/vn8IKELfzxMtEt",
+	"x11DN1V2HZ6bumKVsLyTsoTfmMy0RP5ahaZu29VSfecWVPC50DvCg+irCQEZwrT+StX8tS35vZrSy5cH",
+	"qJKucPiTQXdd9UEFwRYlQlWgs1uLUJZebNMf6IHuhTzenx7C7GklfmJnAHlur935FdSaeHhS3sS02+m/",
+	"TonR5mA2UPv1dSDv16tE+6oVYw6bVtKM+WzotqHI21/gv5YvHYrLkCIW3sohUlk5qXmMX5sJ75lRsdsK",
+	"cRq7YeJpADrH0phhvwk0sQe1LEPfElWaWZAbhvjajC6n6hD+tYYja+U2XhNPNpsHOS6EBKPz15QIOZQH",
+	"2cxqP6/jTZBQQWLYQzSQ7GusOCx7tQ6ckkuSrjLoMXQIgPbM+PQOOf2p4FmbNwaMstIuzcQb0vHDndOz",
+	"Dtbzh6Um78o/TvVRC7F9YJeoEMG8LZ225W5XoNRt1bj7KPWZK6z7MLT6iCXk2l3QMstLCcvW61omvvX4",
+	"qCAt4TP5fjqVpIU4rpwi/psh32tT2Y2RtNZ8VL2k7Il+rUu/GnW2B1KwKU31T3Ms5zedZAszVOQpxwlK",
+	"KbtwqlIskB4BaSTClHk0AC+I+TaUD/1Rt/07lvPb0rSAC8DcDDvUA0CvwtE2t4V+J4AX93ObNFw+AOTb",
+	"5G3/XK7mRECuWPsj3C57St+AIeoruIlwHyz0P5wer34lnetAT7gNOAysY7CwRtu7NF7do2vhOZ7dNo7A",
+	"txs+kgDYb8PG0G6J9estDYgp7aq0/cuuX3e+s8j2WxeDDixTmbh0aoI9vWR6RJaBnIUk4m94En8sdnZ2",
+	"/4Lz/G+54MnH0fMxeoPjObogJqk6+K1LlBWQ6FTfbERYzG3ZzxZPdlhNX0RnODK1XOhkAfkyuEAZF8Rk",
+	"aZVDC4MrQxbWq3hypoKuvdFIqkWqf9DcbUiPw4VCpZYBYnRtcK4Jt4AssOjQMMpQ9lz3R88YuYJifFRI",
+	"1Rojy0VCxGD2971uvaS6CNWD9eBtdZEIKw1zPDWoQ2WllRp3RX+QZF93CSuaEqzIlh5nlRhlHxM895yj",
+	"Q1hfSrFsW5D3MNxNTPFXkIXwGNIJnlWZ4Nf3S29Ukb8be3Q0+m3rnCucbp3a6rV9naG1a3yv6Qy/hfL1",
+	"mrhf7j7vyADaWQ1wUEmxNv2691h9pfUCv0o9eZ+mZWfVNZdPxhDItiz5TvTsS6A0mwANG+iBbJhdIdgY",
+	"6d5oQlJ+Zd4r0wALgsh1nBZJO2zvTG9/gCXZkoRJquglQbKYmGcGZVjFc8QZrDwjUuKZURpowt/ymhIs",
+	"4nltWRm+PiZspgnA7nd/2axjvlcG8pfd9RT2TwUhhxeEHEDCw0F7q4fo/bL7YEF63xjvddfhgN9U9udv",
+	"Olhx+bred8Ri/c5uyt3ql93H7nBVldT/Kp0QN58RuBSnOxB4+b1pRBd4zrQru856mPxtO8/eyyLa2bAn",
+	"79x79c5d+770uEGu6vQYvD4P5/Z4z+8QQGSlV+hxeV0+rHgRcM3sReOXdTGjpwZEP9/y8kH4lpcPxbfY",
+	"BThC7RbyuFiYP0IunCa787IT73laZGRg1kfkWoeE6/LT/YufZq51CxA1dvPHChurHaNDC/fLgPI3hvSV",
+	"o4Spn4cM91KxxmHAZiPEzaz7LPE0DgMq1zRh9iSmtdMtH7Oa6OnRrO0v5h/DI7/bkdY0smj7ix12ZYbS",
+	"rec2dVlwE1GelMfBQPBuRIm6HLPLrq1e2feJCjsPRZCquiNPWDYkkWoXHYLlikuHDoVIR3ujuVK53Nve",
+	"xjkdk93JGOc5IIDt/2XZX0OC4FnPi1//EXIX+n/DcW4pfd71hjnduiCL2m/WEa78u2J4qklteYCbTzf/",
+	"PwAA//8=",
+}
+
+// decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
+// after base64-decoding and flate-decompressing the embedded blob.
+func decodeSpec() ([]byte, error) {
+	encoded := strings.Join(swaggerSpec, "")
+	compressed, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return nil, fmt.Errorf("error base64 decoding spec: %w", err)
+	}
+	zr := flate.NewReader(bytes.NewReader(compressed))
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(zr); err != nil {
+		return nil, fmt.Errorf("read flate: %w", err)
+	}
+	if err := zr.Close(); err != nil {
+		return nil, fmt.Errorf("close flate reader: %w", err)
+	}
+
+	return buf.Bytes(), nil
+}
+
+var rawSpec = decodeSpecCached()
+
+// a naive cache of the decoded OpenAPI spec
+func decodeSpecCached() func() ([]byte, error) {
+	data, err := decodeSpec()
+	return func() ([]byte, error) {
+		return data, err
+	}
+}
+
+// Constructs a synthetic filesystem for resolving external references when loading openapi specifications.
+func PathToRawSpec(pathToFile string) map[string]func() ([]byte, error) {
+	res := make(map[string]func() ([]byte, error))
+	if len(pathToFile) > 0 {
+		res[pathToFile] = rawSpec
+	}
+
+	return res
+}
+
+// GetSpec returns the OpenAPI specification corresponding to the generated
+// code in this file. External references in the spec are resolved through
+// PathToRawSpec; externally-referenced files must be embedded in their
+// corresponding Go packages (via the import-mapping feature). URL-based
+// external refs are not supported.
+func GetSpec() (swagger *openapi3.T, err error) {
+	resolvePath := PathToRawSpec("")
+
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = true
+	loader.ReadFromURIFunc = func(loader *openapi3.Loader, url *url.URL) ([]byte, error) {
+		pathToFile := url.String()
+		pathToFile = path.Clean(pathToFile)
+		getSpec, ok := resolvePath[pathToFile]
+		if !ok {
+			err1 := fmt.Errorf("path not found: %s", pathToFile)
+			return nil, err1
+		}
+		return getSpec()
+	}
+	var specData []byte
+	specData, err = rawSpec()
+	if err != nil {
+		return
+	}
+	swagger, err = loader.LoadFromData(specData)
+	if err != nil {
+		return
+	}
+	return
+}
+
+// GetSpecJSON returns the raw JSON bytes of the embedded OpenAPI
+// specification: decompressed but not unmarshaled. External references
+// are not resolved here; the bytes are the spec exactly as embedded by
+// codegen. The result is cached at package init time, so repeated calls
+// are cheap.
+func GetSpecJSON() ([]byte, error) {
+	return rawSpec()
+}
+
+// GetSwagger returns the OpenAPI specification corresponding to the
+// generated code in this file.
+//
+// Deprecated: GetSwagger predates kin-openapi renaming openapi3.Swagger
+// to openapi3.T. Use [GetSpec] instead. This wrapper is retained for
+// backwards compatibility.
+func GetSwagger() (*openapi3.T, error) {
+	return GetSpec()
 }

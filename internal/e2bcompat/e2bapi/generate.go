@@ -6,8 +6,8 @@
 // (e2b 2.63.0 on PyPI, e2b 2.51.0 on npm, released 2026-09-21); no later
 // infra snapshot was available. Upgrading the SDKs: take the spec of the
 // matching infra commit, run go generate ./internal/e2bcompat/e2bapi, and
-// the schema changes show as this package's diff (TestGeneratedMatchesSpec
-// fails until it is regenerated).
+// the schema changes show as this package's diff (api/native's
+// TestGeneratedMatchesSpec fails until it is regenerated).
 package e2bapi
 
 //go:generate go tool oapi-codegen -config config.yaml ../../../api/e2b/openapi.yml
