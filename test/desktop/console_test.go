@@ -32,7 +32,9 @@ var belowPanel = image.Rect(0, 40, 1024, 760)
 func consoleDesktop(t *testing.T, d *harness.Daemon) {
 	sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: "desktop", TimeoutSeconds: 900})
 	base := d.NewSandbox(t, client.CreateSandboxRequest{Template: "base", TimeoutSeconds: 300})
-	b := browser(t)
+	// Several bounded waits of a loaded machine in one page: more than
+	// browser's 3 minutes.
+	b := browserFor(t, 10*time.Minute)
 	logs := consoleLog(b)
 	urls := requestedURLs(b)
 	ui := "http://" + d.Addr + "/ui/"

@@ -263,8 +263,14 @@ func mean(img image.Image, r image.Rectangle) [3]int {
 }
 
 // browser starts a headless Chromium of t's own with a viewport of the
-// desktop's size.
+// desktop's size, for at most 3 minutes.
 func browser(t *testing.T) context.Context {
+	t.Helper()
+	return browserFor(t, 3*time.Minute)
+}
+
+// browserFor is browser for at most limit.
+func browserFor(t *testing.T, limit time.Duration) context.Context {
 	t.Helper()
 	if why := testenv.CheckCommand("chromium"); why != "" {
 		testenv.Skip(t, why)
@@ -278,7 +284,7 @@ func browser(t *testing.T) context.Context {
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1024, 768)); err != nil {
 		t.Fatalf("start chromium: %v", err)
