@@ -17,6 +17,12 @@ import (
 // Port is where space-desktop listens inside a sandbox.
 const Port = 49990
 
+// VNCUpgrade is the Upgrade protocol of space-desktop's GET /vnc: after
+// its 101 answer the connection carries RFB (the VNC protocol) both ways.
+// spaced turns it into the native API's WebSocket
+// (/v1/sandboxes/{id}/desktop/vnc), which the console's viewer opens.
+const VNCUpgrade = "rfb"
+
 // MaxWait bounds wait and hold_key (seconds): an action is one request,
 // not a way to hold a connection open.
 const MaxWait = 60.0

@@ -53,6 +53,10 @@ type Options struct {
 type Client struct {
 	target sandbox.TargetFunc
 	http   *http.Client
+	// stream carries the viewer's connections, which last as long as the
+	// viewer watches and may be silent while the screen is still: no
+	// bounds but the caller's context and the sandbox's life.
+	stream *http.Client
 }
 
 // New returns a Client.
@@ -65,7 +69,40 @@ func New(o Options) *Client {
 			Transport: sandbox.NewPortTransport(o.Target, o.Dial, computeruse.Port),
 			Timeout:   time.Duration(computeruse.MaxWait)*time.Second + time.Minute,
 		},
+		stream: &http.Client{Transport: sandbox.NewPortTransport(o.Target, o.Dial)},
 	}
+}
+
+// VNC connects to sandbox id's screen: the connection carries RFB (the
+// VNC protocol) both ways, served by a VNC server inside the sandbox that
+// space-desktop starts on the first viewer. It ends with ctx, when the
+// caller closes it, or when the sandbox stops or pauses.
+func (c *Client) VNC(ctx context.Context, id string) (io.ReadWriteCloser, error) {
+	t, err := c.target(id)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sandbox.PortURL(id, computeruse.Port, "/vnc"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("desktop request: %w", err)
+	}
+	req.Header.Set("X-Access-Token", accesstoken.Desktop(t.AccessToken))
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", computeruse.VNCUpgrade)
+	resp, err := c.stream.Do(req)
+	if err != nil {
+		return nil, transportError(ctx, id, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		return nil, statusError(id, req.Method, "/vnc", resp)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return nil, errdefs.New(errdefs.ErrUnavailable, "the desktop of sandbox %s answered the viewer without a connection", id)
+	}
+	return rwc, nil
 }
 
 // Screenshot is sandbox id's screen as a PNG, scaled down to width pixels

@@ -38,7 +38,11 @@ type Config struct {
 	Socket string
 	// StatePath is the agent's state file; empty turns auth off (tests).
 	StatePath string
-	Logger    *slog.Logger
+	// VNCAddr and VNCCommand: the VNC server GET /vnc relays to, started
+	// on the first viewer (DefaultVNCAddr, DefaultVNCCommand if empty).
+	VNCAddr    string
+	VNCCommand []string
+	Logger     *slog.Logger
 }
 
 // DefaultSocket is display :0's abstract socket, the only one the
@@ -52,9 +56,10 @@ const maxActionBytes = 256 << 10
 
 // Server serves the API.
 type Server struct {
-	cfg Config
-	d   *display
-	enc pngEncoder
+	cfg  Config
+	d    *display
+	vncd *vncServer
+	enc  pngEncoder
 	// lastPNG is shoot's result, under d.mu.
 	lastPNG []byte
 }
@@ -64,9 +69,16 @@ func New(cfg Config) *Server {
 	// xgb logs to stderr by itself (a missing ~/.Xauthority, which the
 	// template's display does not use); errors reach the caller anyway.
 	xgb.Logger = log.New(io.Discard, "", 0)
+	if cfg.VNCAddr == "" {
+		cfg.VNCAddr = DefaultVNCAddr
+	}
+	if len(cfg.VNCCommand) == 0 {
+		cfg.VNCCommand = DefaultVNCCommand
+	}
 	return &Server{
-		cfg: cfg,
-		d:   &display{socket: cfg.Socket},
+		cfg:  cfg,
+		d:    &display{socket: cfg.Socket},
+		vncd: &vncServer{argv: cfg.VNCCommand, addr: cfg.VNCAddr},
 	}
 }
 
@@ -120,6 +132,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /screenshot", s.auth(s.screenshot))
 	mux.HandleFunc("POST /actions", s.auth(s.actions))
+	mux.HandleFunc("GET /vnc", s.auth(s.vnc))
 	return mux
 }
 

@@ -13,7 +13,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/coder/websocket"
+
 	"github.com/spacesandbox/space/internal/accesstoken"
+	"github.com/spacesandbox/space/internal/computeruse"
 	"github.com/spacesandbox/space/internal/desktop"
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
@@ -122,6 +125,7 @@ func TestDesktopNoDisplay(t *testing.T) {
 	for _, rec := range []*httptest.ResponseRecorder{
 		doCode(h, "GET", "/v1/sandboxes/sb/desktop/screenshot", ""),
 		doCode(h, "POST", "/v1/sandboxes/sb/desktop/actions", `{"action":"cursor_position"}`),
+		doCode(h, "GET", "/v1/sandboxes/sb/desktop/vnc", "", "Connection", "Upgrade", "Upgrade", "websocket"),
 	} {
 		if rec.Code != 409 || !strings.Contains(rec.Body.String(), "desktop template") {
 			t.Errorf("%d %s, want 409 naming the desktop template", rec.Code, rec.Body)
@@ -129,5 +133,48 @@ func TestDesktopNoDisplay(t *testing.T) {
 	}
 	if rec := doCode(h, "GET", "/v1/sandboxes/other/desktop/screenshot", ""); rec.Code != 404 {
 		t.Errorf("unknown sandbox: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The viewer's WebSocket carries space-desktop's upgraded connection
+// both ways, in binary frames.
+func TestDesktopVNC(t *testing.T) {
+	h, seen := desktopServer(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		if r.URL.Path != "/vnc" || r.Header.Get("Upgrade") != computeruse.VNCUpgrade {
+			http.Error(w, "not an upgrade to rfb", 400)
+			return
+		}
+		c, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: rfb\r\n\r\nRFB 003.008\n")
+		io.Copy(c, brw) // echo
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/sandboxes/sb/desktop/vnc", &websocket.DialOptions{
+		HTTPHeader:   http.Header{"Authorization": {"Bearer k"}},
+		Subprotocols: []string{"binary"},
+	})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	defer conn.CloseNow()
+	if conn.Subprotocol() != "binary" {
+		t.Errorf("subprotocol %q, want binary", conn.Subprotocol())
+	}
+	typ, b, err := conn.Read(ctx)
+	if err != nil || typ != websocket.MessageBinary || string(b) != "RFB 003.008\n" {
+		t.Fatalf("greeting: %v %q %v", typ, b, err)
+	}
+	conn.Write(ctx, websocket.MessageBinary, []byte("ping"))
+	if _, b, err = conn.Read(ctx); err != nil || string(b) != "ping" {
+		t.Fatalf("echo: %q %v", b, err)
+	}
+	if len(*seen) != 1 || !strings.HasPrefix((*seen)[0], "GET /vnc") {
+		t.Errorf("the sandbox saw %q", *seen)
 	}
 }

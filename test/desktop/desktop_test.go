@@ -91,6 +91,7 @@ func TestDesktopSDK(t *testing.T) {
 	t.Run("host", func(t *testing.T) { desktopHost(t, d) })
 	t.Run("native", func(t *testing.T) { desktopNative(t, d) })
 	t.Run("bench", func(t *testing.T) { desktopBench(t, d) })
+	t.Run("console", func(t *testing.T) { consoleDesktop(t, d) })
 }
 
 // suite runs one SDK's suite as a subprocess and fails t (with its output

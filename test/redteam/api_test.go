@@ -682,6 +682,7 @@ func TestControlPlane(t *testing.T) {
 	t.Parallel()
 	f := newCPFixture(t, d)
 	attempts := append(tokenAttempts(f), keyAttempts(t, f)...)
+	attempts = append(attempts, desktopPortAttempts(f)...)
 	for _, a := range attempts {
 		t.Run(a.id, func(t *testing.T) {
 			if err := a.run(t); err != nil {

@@ -35,6 +35,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("resources", resourceAttempts())...)
 	out = append(out, tag("resources", uploadAttempts())...)
 	out = append(out, tag("control-plane", tokenAttempts(nil))...)
+	out = append(out, tag("control-plane", desktopPortAttempts(nil))...)
 	out = append(out, tag("control-plane", keyAttempts(t, nil))...)
 	out = append(out, tag("control-plane", volumeTokenAttempts(nil))...)
 	out = append(out, tag("control-plane", tenantAttempts(t, nil))...)
@@ -52,6 +53,7 @@ func allAttempts(t testing.TB) []attempt {
 var families = map[string]string{
 	"upload-declared":        "a request body declared far over its route's limit, sent without waiting for the answer",
 	"upload-undeclared":      "a request body over its route's limit whose length the headers do not tell (chunked, or more than declared)",
+	"cp-desktop-ports":       "a desktop's noVNC, DevTools and computer-use ports through spaced's port routing without the sandbox's own token",
 	"fs-mount-table":         "read the mount tables for host paths",
 	"fs-proc-kernel-files":   "read host kernel state through /proc files",
 	"fs-proc-sys-write":      "change kernel settings through /proc and /sys files",

@@ -103,6 +103,8 @@ func networkAttempts() []attempt {
 			control: probesCtl, py: "net.neighbour_agent", check: dropped()},
 		{id: "net-neighbour-ports", family: "net-neighbour", desc: "TCP to a server the neighbour runs (the host reaches it) and to common ports of the neighbour", stops: nft,
 			control: probesCtl, py: "net.neighbour_ports", check: dropped()},
+		{id: "net-neighbour-desktop", family: "net-neighbour", desc: "TCP to a desktop's X11 (6000, 6001), VNC (5900, 5910), noVNC (6080), DevTools (9222) and computer-use (49990) ports on the neighbour, where stand-ins listen (the host reaches them)", stops: nft,
+			control: probesCtl + "; the host reaches the neighbour's stand-in on 6000", py: "net.neighbour_desktop", check: dropped()},
 		{id: "net-other-slots", family: "net-neighbour", desc: "TCP to the agent port of every address in the first sandbox slots (other sandboxes, present or future)", stops: nft,
 			control: probesCtl, py: "net.other_slots", check: dropped()},
 		{id: "net-metadata", family: "net-namespace-tcp", desc: "TCP to 169.254.169.254 (cloud metadata), given to a host in a test namespace that answers the host", stops: nft,
@@ -282,6 +284,17 @@ func TestNetwork(t *testing.T) {
 		return err == nil
 	}) {
 		t.Fatalf("control: the host cannot reach the neighbour's server at %s:8000", bIP)
+	}
+	// The desktop ports' stand-ins (net-neighbour-desktop): an X server
+	// that listened on TCP would be reachable from the host, not from
+	// another sandbox.
+	if err := desktopStandIns(t, d, n.sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(bIP, "6000"), 2*time.Second); err != nil {
+		t.Fatalf("control: the host cannot reach the neighbour's stand-in at %s:6000: %v", bIP, err)
+	} else {
+		c.Close()
 	}
 	// The listeners count: the host reaches them through the veth's host
 	// address, where the sandbox will try.

@@ -48,6 +48,12 @@ def neighbour_ports(R):
     tcp(R, [NET["neighbour"] + ":" + str(p) for p in (8000, 22, 80, 443, 8080)])
 
 
+def neighbour_desktop(R):
+    # A desktop's X11 (:0, :1), VNC (the SDK's, the console viewer's),
+    # noVNC, DevTools and computer-use ports; stand-ins listen there.
+    tcp(R, [NET["neighbour"] + ":" + str(p) for p in (6000, 6001, 5900, 5910, 6080, 9222, 49990)])
+
+
 def other_slots(R):
     tcp(R, ["10.245.0.%d:49983" % i for i in range(1, 64) if "10.245.0.%d" % i != NET["self"]])
 

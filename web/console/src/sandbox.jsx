@@ -1,10 +1,12 @@
 // One sandbox: details and limits, network policy, commands and their
-// output, a terminal, files, snapshots and checkpoints, metrics and log.
+// output, a terminal, files, snapshots and checkpoints, metrics and log,
+// and a desktop sandbox's screen.
 import { useEffect, useRef, useState } from "preact/hooks";
 import * as api from "./api.js";
 import * as live from "./live.js";
 import { SandboxActions, networkOf } from "./sandboxes.jsx";
 import { Terminal } from "./terminal.jsx";
+import { Desktop, useHasDesktop } from "./desktop.jsx";
 import { Files } from "./files.jsx";
 import { SandboxTelemetry } from "./telemetry.jsx";
 import { Action, ErrorBox, State, bytes, duration, time, useAsync, useNow } from "./util.jsx";
@@ -13,6 +15,7 @@ const TABS = [
   ["overview", "Overview"],
   ["commands", "Commands"],
   ["terminal", "Terminal"],
+  ["desktop", "Desktop"],
   ["files", "Files"],
   ["snapshots", "Snapshots"],
   ["metrics", "Metrics and log"],
@@ -26,6 +29,13 @@ export function SandboxPage({ id, tab }) {
     return <section>{fetched.error ? <ErrorBox error={fetched.error} /> : <p class="muted">Loading…</p>}</section>;
   }
   const running = sb.state === "running";
+  return <SandboxView id={id} tab={tab} sb={sb} running={running} />;
+}
+
+function SandboxView({ id, tab, sb, running }) {
+  // The Desktop tab shows only for a sandbox with a display.
+  const hasDesktop = useHasDesktop(id, running);
+  const tabs = TABS.filter(([t]) => t !== "desktop" || hasDesktop || tab === "desktop");
   return (
     <section>
       <div class="toolbar">
@@ -39,7 +49,7 @@ export function SandboxPage({ id, tab }) {
         <SandboxActions sb={sb} />
       </div>
       <nav class="tabs">
-        {TABS.map(([t, label]) => (
+        {tabs.map(([t, label]) => (
           <a href={`#/sandboxes/${id}/${t}`} class={t === tab ? "active" : ""} data-testid={`tab-${t}`}>
             {label}
           </a>
@@ -48,6 +58,7 @@ export function SandboxPage({ id, tab }) {
       {tab === "overview" && <Overview sb={sb} />}
       {tab === "commands" && (running ? <Commands id={id} /> : <NotRunning sb={sb} />)}
       {tab === "terminal" && (running ? <Terminal id={id} /> : <NotRunning sb={sb} />)}
+      {tab === "desktop" && (running ? <Desktop id={id} /> : <NotRunning sb={sb} />)}
       {tab === "files" && (running ? <Files id={id} /> : <NotRunning sb={sb} />)}
       {tab === "snapshots" && <Snapshots sb={sb} />}
       {tab === "metrics" && <SandboxTelemetry sb={sb} />}
