@@ -86,15 +86,7 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 		ok, _ := chromedp.Run(b, chromedp.Evaluate[bool](`document.documentElement.classList.contains("noVNC_connected")`))
 		return ok
 	}
-	if !harness.WaitFor(60*time.Second, isConnected) {
-		mayReload(t, "NOT CONNECTED", pageState(b), failed(), logs())
-		if err := chromedp.Do(b, chromedp.Reload()); err != nil {
-			t.Fatalf("reload: %v", err)
-		}
-		if !harness.WaitFor(60*time.Second, isConnected) {
-			t.Fatalf("noVNC never connected, reloaded too: %s; the page's console:\n%s", pageState(b), strings.Join(logs(), "\n"))
-		}
-	}
+	untilReady(t, b, "NOT CONNECTED", isConnected, failed, logs)
 	before := screenshot(t, d, s.ID)
 	page := shows(t, b, before, "at connect")
 	// The canvas is live: a window opened in the sandbox appears in it, and
@@ -154,15 +146,7 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 		ok, _ := chromedp.Run(b2, chromedp.Evaluate[bool](`document.getElementById("noVNC_credentials_dlg").classList.contains("noVNC_open")`))
 		return ok
 	}
-	if !harness.WaitFor(60*time.Second, asks) {
-		mayReload(t, "NO PASSWORD DIALOG", pageState(b2), failed2(), logs2())
-		if err := chromedp.Do(b2, chromedp.Reload()); err != nil {
-			t.Fatalf("reload: %v", err)
-		}
-		if !harness.WaitFor(60*time.Second, asks) {
-			t.Fatalf("without the password noVNC did not ask for one, reloaded too: %s", pageState(b2))
-		}
-	}
+	untilReady(t, b2, "NO PASSWORD DIALOG", asks, failed2, logs2)
 	if ok, _ := chromedp.Run(b2, chromedp.Evaluate[bool](`document.documentElement.classList.contains("noVNC_connected")`)); ok {
 		t.Error("without the password noVNC connected")
 	}
@@ -200,7 +184,7 @@ func shows(t *testing.T, b context.Context, want image.Image, when string) image
 }
 
 // loadFailures collects the page's requests that failed without an
-// answer ("<error> <url>"), for mayReload.
+// answer ("<error> <url>"), for untilReady.
 func loadFailures(ctx context.Context) func() []string {
 	var mu sync.Mutex
 	urls := map[network.RequestID]string{}
@@ -228,25 +212,50 @@ func loadFailures(ctx context.Context) func() []string {
 	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), failed...) }
 }
 
-// mayReload fails t unless the page did not start because Chromium
-// aborted its loads with net::ERR_NETWORK_CHANGED: Chromium on Linux
-// drops its in-flight requests when an address of the host changes, and
-// every sandbox started or ended on this machine (by this suite's spaced
-// or another's) adds or removes a veth's address in the host's namespace.
-// noVNC's page loads some 40 module files, and one aborted leaves it at
+// untilReady waits for the viewer's page to be ready, reloading it while
+// it did not start because Chromium aborted its loads with
+// net::ERR_NETWORK_CHANGED: Chromium on Linux drops its in-flight requests
+// when an address of the host changes, and every sandbox started or ended
+// on this machine (by this suite's spaced or another suite's, run beside
+// it) adds or removes a veth's address in the host's namespace. noVNC's
+// page loads some 40 module files, and one aborted leaves it at
 // "noVNC_loading" (seen in one load of four to sixteen on the shared
-// machine). That is the browser's doing, not spaced's nor noVNC's, so
-// the page gets one reload; any other failure fails the test.
-func mayReload(t *testing.T, what, state string, failed, logs []string) {
+// machine; in CI run 28 the first load and its one reload both). That is
+// the browser's doing, not spaced's nor noVNC's, so the page is reloaded
+// (at most maxReloads times); a page that fails for any other reason, or
+// stays unready for a minute, fails t.
+func untilReady(t *testing.T, b context.Context, what string, ready func() bool, failed, logs func() []string) {
 	t.Helper()
-	changed := false
-	for _, f := range failed {
-		changed = changed || strings.HasPrefix(f, "net::ERR_NETWORK_CHANGED ")
+	const maxReloads = 8
+	seen := 0 // failures of earlier loads
+	for reloads := 0; ; reloads++ {
+		deadline := time.Now().Add(60 * time.Second)
+		changed := false
+		for !ready() && time.Now().Before(deadline) {
+			if !changed {
+				for _, f := range failed()[seen:] {
+					if strings.HasPrefix(f, "net::ERR_NETWORK_CHANGED ") {
+						// Not at once: an aborted load the page can do
+						// without must not cost a reload.
+						changed, deadline = true, time.Now().Add(3*time.Second)
+					}
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if ready() {
+			return
+		}
+		all := failed()
+		if !changed || reloads == maxReloads {
+			t.Fatalf("%s after %d reloads: %s; failed loads: %q; the page's console:\n%s", what, reloads, pageState(b), all, strings.Join(logs(), "\n"))
+		}
+		t.Logf("%s: Chromium aborted %d loads as the host's addresses changed (net::ERR_NETWORK_CHANGED); reloading", what, len(all)-seen)
+		seen = len(failed())
+		if err := chromedp.Do(b, chromedp.Reload()); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
 	}
-	if !changed {
-		t.Fatalf("%s: %s; failed loads: %q; the page's console:\n%s", what, state, failed, strings.Join(logs, "\n"))
-	}
-	t.Logf("%s at first: Chromium aborted %d loads as the host's addresses changed (net::ERR_NETWORK_CHANGED); reloading once", what, len(failed))
 }
 
 // pageState describes the viewer's page for a failure's message: its
