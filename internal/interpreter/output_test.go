@@ -43,3 +43,73 @@ func TestKernelOutputBound(t *testing.T) {
 		t.Errorf("a variable set before: stdout %q, want 42 (the kernel was replaced)", got)
 	}
 }
+
+// TestKernelOutputBoundLanguages: the same bound in Deno's kernel
+// (hooks/deno.js: one console.log of 200 MiB took the kernel to 2.2 GiB
+// resident, and its message reached the server after the cell had ended)
+// and in bash_kernel (hooks/bash_kernel.py: one line of 200 MB with no
+// newline was searched again after every read and never ended). Each cell
+// ends normally, its output cut under the limit with the server's marker
+// once, and the kernel keeps a variable set before.
+func TestKernelOutputBoundLanguages(t *testing.T) {
+	const limit = 32 << 20
+	s := startServer(t, Config{KernelAddressSpace: int64(KernelAddressSpace(1 << 30))})
+	for _, lang := range []struct {
+		name, set, get string
+		cases          []struct{ name, code, chars string }
+	}{
+		{"javascript", "let kept = 42", "console.log(kept)", []struct{ name, code, chars string }{
+			{"one console.log", "console.log('x'.repeat(200 << 20)); console.log('tail')", "x"},
+			{"many console.log", "for (let i = 0; i < 200; i++) console.log('y'.repeat(1 << 20)); console.log('tail')", "y\n"},
+			{"console.error and a value", "console.error('z'.repeat(100 << 20)); 7", "z"},
+		}},
+		{"typescript", "const keptTS: number = 42", "console.log(keptTS)", []struct{ name, code, chars string }{
+			{"one console.log", "const big: string = 'x'.repeat(200 << 20); console.log(big)", "x"},
+		}},
+		{"bash", "kept=42", "echo $kept", []struct{ name, code, chars string }{
+			{"one line from a pipe", "head -c 200000000 /dev/zero | tr '\\0' x", "x"},
+			{"one printf", "printf '%*s' 200000000 ''", " "},
+		}},
+	} {
+		t.Run(lang.name, func(t *testing.T) {
+			id := s.newLangContext(t, lang.name, t.TempDir())
+			s.execute(t, map[string]any{"code": lang.set, "context_id": id})
+			for _, tc := range lang.cases {
+				t.Run(tc.name, func(t *testing.T) {
+					ls := s.execute(t, map[string]any{"code": tc.code, "context_id": id})
+					if ls.last() != "end_of_execution" || len(ls.of("error")) != 0 {
+						t.Fatalf("the cell did not end well: last line %q, errors %v", ls.last(), ls.of("error"))
+					}
+					var out string
+					for _, l := range ls {
+						if l.typ() == "stdout" || l.typ() == "stderr" && !strings.Contains(l.str("text"), "[output truncated") {
+							out += l.str("text")
+						}
+					}
+					if len(out) > limit || len(out) < limit/2 || strings.Trim(out, tc.chars) != "" {
+						t.Errorf("output %d bytes, %q besides %q (first at %d); want under %d bytes of it", len(out), head(strings.Trim(out, tc.chars)), tc.chars, strings.IndexFunc(out, func(r rune) bool { return !strings.ContainsRune(tc.chars, r) }), limit)
+					}
+					var markers int
+					for _, l := range ls.of("stderr") {
+						if strings.Contains(l.str("text"), "[output truncated: this execution's output passed 33554432 bytes; the rest was dropped]") {
+							markers++
+						}
+					}
+					if markers != 1 {
+						t.Errorf("%d truncation markers, want 1", markers)
+					}
+				})
+			}
+			if got := s.execute(t, map[string]any{"code": lang.get, "context_id": id}).stdout(); strings.TrimSpace(got) != "42" {
+				t.Errorf("a variable set before: stdout %q, want 42 (the kernel was replaced)", got)
+			}
+		})
+	}
+}
+
+func head(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
