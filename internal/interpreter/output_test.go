@@ -113,3 +113,43 @@ func head(s string) string {
 	}
 	return s
 }
+
+// TestKernelRichOutputBound: a display or a cell's value whose bundle is
+// over the output limit (text/html, the repr and JSON of a huge dict, an
+// image) is not sent by the kernel: it was packed whole (the JSON through
+// orjson, which crashes the kernel when its copy does not fit), and the
+// server dropped it anyway. The cell ends normally with the marker once,
+// without the result, and the kernel keeps its variables. (A value whose
+// repr alone passes the kernel's memory gets MemoryError, the kernel
+// alive.) Control: a small dict still comes back with its JSON.
+func TestKernelRichOutputBound(t *testing.T) {
+	s := startServer(t, Config{KernelAddressSpace: int64(KernelAddressSpace(1 << 30))})
+	s.execute(t, map[string]any{"code": "kept = 42"})
+	small := s.execute(t, map[string]any{"code": "{'a': [1, 2]}"})
+	if rs := small.of("result"); len(rs) != 1 || rs[0]["json"] == nil {
+		t.Fatalf("a small dict: results %v, want one with its JSON", rs)
+	}
+	for _, tc := range []struct{ name, code string }{
+		{"a huge dict as the value", "{'k': 'x' * (200 << 20)}"},
+		{"a huge list displayed", "from IPython.display import display\ndisplay(['y' * (1 << 20)] * 40)"},
+		{"huge html", "from IPython.display import HTML, display\ndisplay(HTML('<b>' + 'z' * (40 << 20) + '</b>'))"},
+		{"a huge image", "from IPython.display import Image, display\ndisplay(Image(data=b'\\x89PNG' + b'0' * (40 << 20), format='png'))"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := s.execute(t, map[string]any{"code": tc.code})
+			if ls.last() != "end_of_execution" || len(ls.of("error")) != 0 {
+				t.Fatalf("the cell did not end well: last line %q, errors %v", ls.last(), ls.of("error"))
+			}
+			if rs := ls.of("result"); len(rs) != 0 {
+				t.Errorf("%d results, want none", len(rs))
+			}
+			marker := ls.of("stderr")
+			if len(marker) != 1 || !strings.Contains(marker[0].str("text"), "[output truncated: this execution's output passed 33554432 bytes; the rest was dropped]") {
+				t.Errorf("stderr %d lines, want the marker once", len(marker))
+			}
+		})
+	}
+	if got := s.execute(t, map[string]any{"code": "print(kept)"}).stdout(); got != "42\n" {
+		t.Errorf("a variable set before: stdout %q, want 42 (the kernel was replaced)", got)
+	}
+}
