@@ -153,3 +153,23 @@ func TestKernelRichOutputBound(t *testing.T) {
 		t.Errorf("a variable set before: stdout %q, want 42 (the kernel was replaced)", got)
 	}
 }
+
+// TestBashOutOfMemory: bash (under the kernels' RLIMIT_AS) that runs out
+// of memory dies and bash_kernel starts a new one without its variables;
+// the cell said "Restarting Bash" and ended well. It now fails with
+// UnexpectedEndOfExecution saying bash ran out of memory. Control: a cell
+// that runs exit still gets a new bash without an error.
+func TestBashOutOfMemory(t *testing.T) {
+	s := startServer(t, Config{KernelAddressSpace: int64(KernelAddressSpace(1 << 30))})
+	id := s.newLangContext(t, "bash", t.TempDir())
+	ls := s.execute(t, map[string]any{"code": "x=$(head -c 1500000000 /dev/zero | tr '\\0' x); echo ${#x}", "context_id": id})
+	if errs := ls.of("error"); len(errs) != 1 || errs[0].str("name") != "UnexpectedEndOfExecution" || !strings.Contains(errs[0].str("value"), "bash ran out of memory") {
+		t.Errorf("errors %v, want UnexpectedEndOfExecution: bash ran out of memory", errs)
+	}
+	if got := s.execute(t, map[string]any{"code": "echo ok", "context_id": id}).stdout(); got != "ok\n" {
+		t.Errorf("the next cell: stdout %q, want ok", got)
+	}
+	if ls := s.execute(t, map[string]any{"code": "exit", "context_id": id}); len(ls.of("error")) != 0 {
+		t.Errorf("control: exit gave errors %v, want none", ls.of("error"))
+	}
+}

@@ -29,7 +29,7 @@ def _space_bash_hook():
     piece = 16 << 10  # a longer line goes out in pieces
     tail = 256  # kept back from a piece: the start of a prompt, cut by a read
     line_end = re.compile(r"\r?\n|\r")
-    state = {"used": 0, "cut": False}
+    state = {"used": 0, "cut": False, "recent": ""}
 
     def send(wrapper, text, whole):
         # A whole line (or what precedes the prompt) goes through
@@ -45,6 +45,7 @@ def _space_bash_hook():
     def emit(wrapper, text, whole=True):
         if not text:
             return
+        state["recent"] = (state["recent"] + text)[-4096:]
         if not bound:
             send(wrapper, text, whole)
             return
@@ -125,8 +126,22 @@ def _space_bash_hook():
     # wraps: ipykernel passes the arguments do_execute's signature names.
     @functools.wraps(do_execute)
     def space_do_execute(self, *args, **kwargs):
-        state["used"], state["cut"] = 0, False
-        return do_execute(self, *args, **kwargs)
+        state["used"], state["cut"], state["recent"] = 0, False, ""
+        wrapper = self.bashwrapper
+        reply = do_execute(self, *args, **kwargs)
+        # bash died during the cell (bash_kernel started a new one, which
+        # has none of its variables) after saying an allocation failed:
+        # the cell fails saying so, as a kernel that ran out of memory
+        # does, instead of ending well after "Restarting Bash".
+        recent = state["recent"]
+        if self.bashwrapper is not wrapper and not self.silent and (
+                "cannot allocate" in recent or "out of memory" in recent.lower()):
+            error = {"ename": "UnexpectedEndOfExecution", "traceback": [],
+                     "evalue": "bash ran out of memory before the execution finished; a new bash "
+                               "started (the shell's variables and functions are gone)"}
+            self.send_response(self.iopub_socket, "error", error)
+            return dict(error, status="error", execution_count=self.execution_count)
+        return reply
 
     bk.BashKernel.do_execute = space_do_execute
 
