@@ -51,9 +51,20 @@
     return [text, false];
   };
 
+  // What is kept goes out in pieces of 1 MiB (a UTF-16 pair never split):
+  // each print is copied several times on its way out of the kernel (to
+  // UTF-8, into its message, its JSON), and one copy of 32 MiB at a time
+  // in each was more than a 1 GiB sandbox had beside a 200 MiB string.
+  const piece = 1 << 20;
   const bounded = new internal.Console((msg, level) => {
     const [part] = keep(msg);
-    if (part) print(part, level > 1);
+    for (let i = 0; i < part.length;) {
+      let j = Math.min(i + piece, part.length);
+      const c = part.charCodeAt(j - 1);
+      if (c >= 0xd800 && c < 0xdc00 && j < part.length) j++;
+      print(part.slice(i, j), level > 1);
+      i = j;
+    }
   });
   // A string argument longer than the bound is cut before it is
   // formatted: formatting copies it whole. (Strings inside objects are
