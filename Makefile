@@ -13,6 +13,7 @@ build:
 	$(GO) build -o bin/space ./cmd/space
 	CGO_ENABLED=0 $(GO) build -o bin/space-agent ./cmd/space-agent
 	CGO_ENABLED=0 $(GO) build -o bin/space-interpreter ./cmd/space-interpreter
+	CGO_ENABLED=0 $(GO) build -o bin/space-mcp-gateway ./cmd/space-mcp-gateway
 
 template: build
 	scripts/build-template.sh --agent bin/space-agent

@@ -59,6 +59,7 @@ TEST_PACKAGES=(
   busybox-static                        # tests build small OCI images from it
   chromium                              # test/console drives the web console in it
   postgresql                            # cluster mode's catalog; the tests start their own server
+  xvfb                                  # internal/desktopd's tests and benchmarks drive a real X server
 )
 
 PROFILE=test

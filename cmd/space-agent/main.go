@@ -22,7 +22,6 @@ func main() {
 		runtime.GOMAXPROCS(1)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	slog.SetDefault(log)
 	args := os.Args[1:]
 
 	fset := flag.NewFlagSet("space-agent", flag.ExitOnError)

@@ -26,6 +26,7 @@ func (a *app) benchCmd() *cobra.Command {
 		ckptCfg       = bench.CheckpointConfig{Runs: 10, SizesMiB: []int{0, 256}}
 		soakCfg       = bench.SoakConfig{Cycles: 1000, Concurrency: 16}
 		all           bool
+		desktop       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -56,6 +57,18 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 					return cfg.N
 				}
 				return 40
+			}
+			if desktop {
+				dc := bench.DesktopConfig{N: 10, Calls: 30, Python: e2bPython, Log: cmd.ErrOrStderr()}
+				if quick {
+					dc.N, dc.Calls = 2, 5
+				}
+				if cmd.Flags().Changed("n") {
+					dc.N = cfg.N
+				}
+				dc.Addr, dc.APIKey = a.addrAndKey()
+				dc.Runsc, dc.RootFS = rawAnchor(runsc, templates)
+				return runDesktopBench(cmd, a, dc, asJSON)
 			}
 			if e2bPython != "" && !all {
 				ec := bench.E2BConfig{Python: e2bPython, N: e2bN(), Log: cmd.ErrOrStderr()}
@@ -141,6 +154,7 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.IntSliceVar(&ckptCfg.SizesMiB, "checkpoint-sizes", ckptCfg.SizesMiB, "memory held by the sandbox, MiB per size measured")
 	f.BoolVar(&templatesRun, "templates", false, "measure template figures instead: a fully cached 10-step rebuild, create to a started template's first answer (with and without its pool), the code interpreter's first result and round trip")
 	f.StringVar(&e2bPython, "e2b", "", "measure the E2B Python SDK's Sandbox.create() + commands.run() against the native API instead (with --all: as well), with this python (one that has the e2b package, e.g. test/e2b/.venv/bin/python)")
+	f.BoolVar(&desktop, "desktop", false, "measure the desktop template's figures instead: create to first screenshot (pooled when the daemon has a desktop pool), native screenshot and click beside scrot and xdotool by command (and, with --e2b PYTHON having e2b_desktop, the E2B Desktop SDK), memory with and without Chromium, pause and resume (-n sets the creates and cycles)")
 	f.StringVar(&interpreter, "interpreter", "code-interpreter-v1", "code-interpreter template for --templates (\"\" skips it)")
 	return cmd
 }

@@ -118,7 +118,7 @@ const (
 // New returns a controller; Refresh or Run fills in its first sample.
 func New(cfg Config) *Controller {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Count == nil {
 		cfg.Count = func() int { return 0 }

@@ -76,7 +76,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	// What the agent logs at info and above is the sandbox's log too
 	// (GET /logs), as envd's log lines are E2B's sandbox logs.

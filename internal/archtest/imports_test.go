@@ -45,11 +45,12 @@ var layers = []layer{
 	{"cmd/space-agent", []string{"internal/agent"}},
 	{"cmd/space-interpreter", []string{"internal/interpreter"}},
 	{"cmd/space-desktop", []string{"internal/computeruse", "internal/desktopd"}},
+	{"cmd/space-mcp-gateway", []string{"internal/mcpgateway"}},
 	{"internal/daemon", []string{
 		"internal/admission", "internal/blobstore", "internal/checkpoint", "internal/cluster", "internal/coderun", "internal/config", "internal/console", "internal/desktop", "internal/e2bcompat",
 		"internal/egress", "internal/egress/dialer", "internal/egress/secrets", "internal/httpapi", "internal/network",
 		"internal/ociimage", "internal/runtime", "internal/runtime/gvisor", "internal/sandbox",
-		"internal/seal", "internal/store", "internal/template", "internal/tenant", "internal/volume",
+		"internal/seal", "internal/store", "internal/template", "internal/tenant", "internal/volume", "internal/webhook",
 	}},
 	{"internal/config", []string{"internal/egress/policy", "internal/store"}},
 
@@ -66,7 +67,7 @@ var layers = []layer{
 	{"internal/console", []string{"internal/httpjson"}},
 	{"internal/e2bcompat", []string{
 		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
-		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume",
+		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume", "internal/webhook",
 	}},
 
 	// Sandboxes and templates.
@@ -86,6 +87,9 @@ var layers = []layer{
 	// knows no sandbox code (it reads the records' claims from the store).
 	{"internal/volume", []string{"internal/checkpoint", "internal/errdefs", "internal/keylock", "internal/store", "internal/tenant"}},
 	{"internal/tenant", []string{"internal/errdefs", "internal/store"}},
+	// Lifecycle webhooks: events from the store's write log, deliveries
+	// through the tenant dialer; no sandbox code.
+	{"internal/webhook", []string{"internal/egress/dialer", "internal/errdefs", "internal/store", "internal/tenant"}},
 	// Request body limits by route, for both API layers.
 	{"internal/bodylimit", []string{"internal/errdefs"}},
 	// spaced's client of the code interpreter inside a sandbox (its own:
@@ -133,6 +137,7 @@ var layers = []layer{
 	{"internal/interpreter", []string{"internal/accesstoken", "internal/interpreter/jupyter"}},
 	{"internal/interpreter/jupyter", nil},
 	{"internal/desktopd", []string{"internal/accesstoken", "internal/computeruse"}},
+	{"internal/mcpgateway", nil},
 
 	// The public API and what speaks only it.
 	{"api/...", []string{"api/..."}},

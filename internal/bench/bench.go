@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -368,8 +367,13 @@ func timeToInteractive(ctx context.Context, c *client.Client) (time.Duration, er
 // round2 rounds a ratio to two decimals.
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
-func killAll(ctx context.Context, c *client.Client, ids []string) {
-	var wg sync.WaitGroup
+// killAll kills ids, eight at a time, and answers what failed.
+func killAll(ctx context.Context, c *client.Client, ids []string) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
 	sem := make(chan struct{}, 8)
 	for _, id := range ids {
 		wg.Add(1)
@@ -377,11 +381,14 @@ func killAll(ctx context.Context, c *client.Client, ids []string) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := c.KillSandbox(context.WithoutCancel(ctx), id); err != nil {
-				slog.Warn("bench: kill", "sandbox", id, "err", err)
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("kill %s: %w", id, err))
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // usedMemory is MemTotal - MemAvailable from /proc/meminfo, in bytes.

@@ -110,18 +110,28 @@ func runSDK(ctx context.Context, cfg E2BConfig) (map[string]Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("E2B SDK script: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
+	samples, err := parseSamples(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(samples["total"]) != cfg.N {
+		return nil, fmt.Errorf("E2B SDK script gave %d samples, want %d", len(samples["total"]), cfg.N)
+	}
+	return samples, nil
+}
+
+// parseSamples reads the one JSON line an SDK script prints: samples in
+// milliseconds by name.
+func parseSamples(out []byte) (map[string]Sample, error) {
 	var raw map[string][]float64
 	if err := json.Unmarshal(out, &raw); err != nil {
-		return nil, fmt.Errorf("E2B SDK script printed %q: %w", out, err)
+		return nil, fmt.Errorf("the SDK script printed %q: %w", out, err)
 	}
 	samples := map[string]Sample{}
 	for k, ms := range raw {
 		for _, v := range ms {
 			samples[k] = append(samples[k], time.Duration(v*float64(time.Millisecond)))
 		}
-	}
-	if len(samples["total"]) != cfg.N {
-		return nil, fmt.Errorf("E2B SDK script gave %d samples, want %d", len(samples["total"]), cfg.N)
 	}
 	return samples, nil
 }

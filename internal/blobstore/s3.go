@@ -47,10 +47,11 @@ const stagingPrefix = reservedPrefix + "staging/"
 
 // S3Options configures an S3 store. Zero values get the defaults noted.
 type S3Options struct {
-	Endpoint     string // e.g. "http://127.0.0.1:7070"; empty means AWS
-	Region       string // default "us-east-1"
-	Bucket       string // required
-	AccessKey    string // required with SecretKey: static credentials
+	Logger       *slog.Logger // nil: discarded
+	Endpoint     string       // e.g. "http://127.0.0.1:7070"; empty means AWS
+	Region       string       // default "us-east-1"
+	Bucket       string       // required
+	AccessKey    string       // required with SecretKey: static credentials
 	SecretKey    string
 	SessionToken string
 
@@ -74,6 +75,9 @@ func (o *S3Options) defaults() {
 	def(&o.CopyPartSize, 512<<20)
 	if o.Region == "" {
 		o.Region = "us-east-1"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
@@ -219,7 +223,7 @@ func (s *S3) removeStaging(ctx context.Context, staging string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.opts.Bucket, Key: &staging}); err != nil {
-		slog.WarnContext(ctx, "blobstore: staging object left behind", "key", staging, "err", err)
+		s.opts.Logger.WarnContext(ctx, "blobstore: staging object left behind", "key", staging, "err", err)
 	}
 }
 

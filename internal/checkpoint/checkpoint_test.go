@@ -256,7 +256,7 @@ func TestStoreDiesMidUpload(t *testing.T) {
 		dir, files := image(t, 20<<20)
 		save(t, e, manifest("good", ""), dir, nil) // an earlier complete checkpoint
 
-		e.store.dieAfter(12 << 20) // the small files, then part of pages.img
+		e.store.dieAfter(12<<20, "/data/checkpoint.img") // a small file, then part of pages.img
 		err := e.repo.Save(ctx, manifest("broken", ""), dir, nil)
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			t.Fatalf("Save while the store dies: %v, want ErrUnavailable", err)

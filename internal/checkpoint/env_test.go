@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -121,12 +123,28 @@ type flaky struct {
 	mu     sync.Mutex
 	budget int64 // < 0: unlimited
 	down   bool
+	// landed, if set, is closed when an upload of a key ending in
+	// landedKey completes; the store does not die before it (see dieAfter).
+	landed    chan struct{}
+	landedKey string
 }
 
 var errDown = errdefs.New(errdefs.ErrUnavailable, "object store is unreachable (test)")
 
-// dieAfter arms the store to die after n more upload bytes.
-func (f *flaky) dieAfter(n int64) { f.mu.Lock(); f.budget = n; f.mu.Unlock() }
+// dieAfter arms the store to die after n more upload bytes, and not before
+// an upload of a key ending in landedKey (if not "") has completed: uploads
+// run side by side, and on a loaded host the big one could spend the
+// budget before a small one started (the store then dies with nothing of
+// the checkpoint stored: TestStoreDiesMidUpload saw "not found" where it
+// wants "incomplete").
+func (f *flaky) dieAfter(n int64, landedKey string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.budget, f.landed, f.landedKey = n, nil, landedKey
+	if landedKey != "" {
+		f.landed = make(chan struct{})
+	}
+}
 
 func (f *flaky) revive() {
 	f.mu.Lock()
@@ -146,11 +164,25 @@ func (f *flaky) fail() bool {
 
 func (f *flaky) consume(n int) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.budget < 0 || f.down {
+		f.mu.Unlock()
 		return
 	}
-	if f.budget -= int64(n); f.budget <= 0 {
+	f.budget -= int64(n)
+	left, landed := f.budget, f.landed
+	f.mu.Unlock()
+	if left > 0 {
+		return
+	}
+	if landed != nil {
+		select { // the upload that must land first (bounded: never hang a test)
+		case <-landed:
+		case <-time.After(time.Minute):
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down {
 		f.down = true
 		if f.stop != nil {
 			f.stop()
@@ -176,7 +208,14 @@ func (f *flaky) Put(ctx context.Context, key string, r io.Reader, size int64) (b
 	if f.fail() {
 		return blobstore.Info{}, errDown
 	}
-	return f.Store.Put(ctx, key, countingReader{r, f}, size)
+	info, err := f.Store.Put(ctx, key, countingReader{r, f}, size)
+	f.mu.Lock()
+	if err == nil && f.landed != nil && strings.HasSuffix(key, f.landedKey) {
+		close(f.landed)
+		f.landed = nil
+	}
+	f.mu.Unlock()
+	return info, err
 }
 
 func (f *flaky) Get(ctx context.Context, key string) (io.ReadCloser, blobstore.Info, error) {

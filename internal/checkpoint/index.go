@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -61,7 +60,7 @@ func (r *Repo) listIndex(ctx context.Context, sandbox string) ([]*Manifest, erro
 	for _, d := range docs {
 		m, err := decodeManifest(d)
 		if err != nil {
-			slog.Warn("indexed checkpoint manifest skipped", "prefix", r.prefix, "err", err)
+			r.log.Warn("indexed checkpoint manifest skipped", "prefix", r.prefix, "err", err)
 			continue
 		}
 		out = append(out, m)

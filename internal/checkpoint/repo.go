@@ -52,6 +52,7 @@ type Repo struct {
 	keys   *seal.Keyring
 	prefix string
 	index  Index // nil: list from the store
+	log    *slog.Logger
 
 	mu       sync.Mutex
 	inflight map[string]int // ids being saved: SweepIncomplete leaves them alone
@@ -65,7 +66,13 @@ func NewRepo(store blobstore.Store, keys *seal.Keyring) *Repo {
 // NewRepoAt returns a repository under another key prefix ("dir/"): the
 // same manifest-last, encrypted storage for other artifact sets.
 func NewRepoAt(store blobstore.Store, keys *seal.Keyring, prefix string) *Repo {
-	return &Repo{store: store, keys: keys, prefix: prefix, inflight: map[string]int{}}
+	return &Repo{store: store, keys: keys, prefix: prefix, inflight: map[string]int{}, log: slog.New(slog.DiscardHandler)}
+}
+
+// WithLogger has r log to log (it logs nothing by default) and answers r.
+func (r *Repo) WithLogger(log *slog.Logger) *Repo {
+	r.log = log
+	return r
 }
 
 func (r *Repo) manifestKey(id string) string       { return r.prefix + id + "/" + manifestName }
@@ -182,7 +189,7 @@ func (r *Repo) listStore(ctx context.Context) ([]*Manifest, error) {
 		case errors.Is(err, errdefs.ErrNotFound), errors.Is(err, ErrIncomplete):
 			// deleted since we listed
 		case errors.Is(err, errBadManifest):
-			slog.Warn("checkpoint manifest skipped", "checkpoint", ids[i], "err", err)
+			r.log.Warn("checkpoint manifest skipped", "checkpoint", ids[i], "err", err)
 		default:
 			return nil, err
 		}

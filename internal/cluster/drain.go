@@ -83,7 +83,7 @@ type Drainer struct {
 // NewDrainer makes the node's drainer.
 func NewDrainer(self string, cat DrainCatalog, boxes Sandboxes, log *slog.Logger) *Drainer {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Drainer{self: self, cat: cat, boxes: boxes, log: log.With("node", self), moveTimeout: 2 * time.Minute, resuming: map[string]bool{}}
 }

@@ -88,7 +88,7 @@ func NewForwarder(cfg ForwarderConfig) *Forwarder {
 		isCreate: cfg.IsCreate, templateOf: cfg.TemplateOf, idem: cfg.Idempotency, log: cfg.Logger, finishRetry: time.Second,
 		buildOf: cfg.BuildOf, builds: cfg.Builds, nonces: newNonceCache(1 << 19)}
 	if f.log == nil {
-		f.log = slog.Default()
+		f.log = slog.New(slog.DiscardHandler)
 	}
 	transport := &http.Transport{
 		Proxy:               nil, // nodes talk directly

@@ -79,7 +79,7 @@ type Member struct {
 func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{cfg: cfg, log: cfg.Logger}
 	if m.log == nil {
-		m.log = slog.Default()
+		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.log = m.log.With("node", cfg.ID)
 	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -64,7 +64,7 @@ const maxRoutes = 1 << 20
 // NewRouter makes a router; Run keeps it in sync.
 func NewRouter(src RouteSource, hooks Hooks, log *slog.Logger) *Router {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if hooks.Tenants == nil {
 		hooks.Tenants = func() {}

@@ -6,6 +6,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -17,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spacesandbox/space/internal/egress/policy"
 	"github.com/spacesandbox/space/internal/store"
 )
 
@@ -111,6 +111,14 @@ type Config struct {
 	// EgressFloor, this node's and its cluster's addresses): a private
 	// registry.
 	RegistryAllow []netip.Prefix
+	// WebhookAllow are addresses webhooks may deliver to although the
+	// tenant dialer refuses them (as RegistryAllow is for pulls): a
+	// receiver on a private network the operator trusts.
+	WebhookAllow []netip.Prefix
+	// WebhookQueue bounds the webhook deliveries a tenant has waiting;
+	// WebhookRetryMax caps the wait between two attempts of one.
+	WebhookQueue    int
+	WebhookRetryMax time.Duration
 	// TemplateBuilds bounds template builds running at once.
 	TemplateBuilds int
 	// TemplateBuildTimeout bounds one template build.
@@ -227,21 +235,46 @@ func Default() Config {
 		TemplateMaxContext:   1 << 30,
 		MetricsInterval:      5 * time.Second,
 		NodeLease:            15 * time.Second,
+		WebhookQueue:         10000,
+		WebhookRetryMax:      5 * time.Minute,
 	}
 }
 
-// Load builds the configuration from defaults, the environment (read with
-// lookupEnv, os.LookupEnv in spaced) and args.
+// Load builds the configuration from its sources, each over the one
+// before: the defaults, a config file (-config FILE, else $SPACE_CONFIG,
+// else none), the environment (read with lookupEnv, os.LookupEnv in
+// spaced) and the flags in args.
 func Load(args []string, lookupEnv func(string) (string, bool)) (Config, error) {
 	c := Default()
-	if err := c.applyEnv(lookupEnv); err != nil {
-		return c, err
-	}
-	fs := flag.NewFlagSet("spaced", flag.ContinueOnError)
-	c.bindFlags(fs)
+	fs, flagged, file := newFlagSet()
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (settings are flags, such as -addr 127.0.0.1:7070)", fs.Arg(0))
+	}
+	if *file == "" {
+		*file, _ = lookupEnv("SPACE_CONFIG")
+	}
+	if *file != "" {
+		if err := c.applyFile(*file); err != nil {
+			return c, err
+		}
+	}
+	if err := c.applyEnv(lookupEnv); err != nil {
+		return c, err
+	}
+	for _, f := range *flagged {
+		if err := f.s.set(&c, f.value); err != nil {
+			return c, fmt.Errorf("-%s: %w", f.s.Flag(), err)
+		}
+	}
+	c.derive()
+	return c, c.Validate()
+}
+
+// derive fills in the settings whose defaults come from others.
+func (c *Config) derive() {
 	if c.TemplatesDir == "" {
 		c.TemplatesDir = filepath.Join(c.DataDir, "templates")
 	}
@@ -261,7 +294,55 @@ func Load(args []string, lookupEnv func(string) (string, bool)) (Config, error) 
 			c.NodeAddress = "http://" + net.JoinHostPort(host, port)
 		}
 	}
-	return c, c.Validate()
+}
+
+// Usage writes spaced's flags and what each sets.
+func Usage(w io.Writer) {
+	fs, _, _ := newFlagSet()
+	fs.SetOutput(w)
+	fmt.Fprintf(w, "Usage: spaced [flags]\n       spaced config print [flags]   the effective settings as a config file (secrets redacted)\n       spaced keygen ...\n\nEach setting is a flag, a SPACE_* variable and a config file key (flags over variables over the file):\n")
+	fs.PrintDefaults()
+}
+
+// flagValue is one setting given on the command line, applied after the
+// file and the environment whatever its place among the flags.
+type flagValue struct {
+	s     setting
+	value string
+}
+
+// newFlagSet answers spaced's flags: -config and one per setting.
+func newFlagSet() (fs *flag.FlagSet, flagged *[]flagValue, file *string) {
+	fs = flag.NewFlagSet("spaced", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // Load answers errors; Usage prints the help
+	flagged = new([]flagValue)
+	file = fs.String("config", "", "a YAML file of settings, keys as in `spaced config print` (SPACE_CONFIG); the environment and flags override it")
+	for _, s := range settings {
+		// (backquotes in a usage text name the flag's value: none here)
+		usage := strings.ReplaceAll(s.Doc, "`", "") + " (" + s.Env() + ")"
+		record := func(v string) error { *flagged = append(*flagged, flagValue{s, v}); return nil }
+		if s.Bool { // -runsc-debug alone means true
+			fs.BoolFunc(s.Flag(), usage, record)
+		} else {
+			fs.Func(s.Flag(), usage, record)
+		}
+	}
+	return fs, flagged, file
+}
+
+// applyEnv applies every SPACE_* variable that is set (and not empty,
+// unless an empty value means something for that setting).
+func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
+	for _, s := range settings {
+		v, ok := lookupEnv(s.Env())
+		if !ok || v == "" && !s.EmptyIsValue {
+			continue
+		}
+		if err := s.set(c, v); err != nil {
+			return fmt.Errorf("%s: %w", s.Env(), err)
+		}
+	}
+	return nil
 }
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -272,263 +353,100 @@ func (c Config) validateCluster() error {
 		return nil
 	}
 	if !nodeIDPattern.MatchString(c.NodeID) {
-		return fmt.Errorf("node id %q must be 1-63 letters, digits, '.', '_' or '-'", c.NodeID)
+		return invalid("node_id", "%q must be 1-63 letters, digits, '.', '_' or '-'", c.NodeID)
 	}
 	u, err := url.Parse(c.NodeAddress)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
-		return fmt.Errorf("node address %q must be an http(s) URL with a host and no path", c.NodeAddress)
+		return invalid("node_address", "%q must be an http(s) URL with a host and no path", c.NodeAddress)
 	}
 	if c.NodeLease < time.Second || c.NodeLease > 10*time.Minute {
-		return fmt.Errorf("node lease %s must be between 1s and 10m", c.NodeLease)
+		return invalid("node_lease", "%s must be between 1s and 10m", c.NodeLease)
 	}
 	return nil
 }
 
-func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) error {
-	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
-	str := map[string]*string{
-		"SPACE_DATA_DIR":           &c.DataDir,
-		"SPACE_ADDR":               &c.Addr,
-		"SPACE_API_KEY":            &c.APIKey,
-		"SPACE_METRICS_TOKEN":      &c.MetricsToken,
-		"SPACE_TEMPLATES_DIR":      &c.TemplatesDir,
-		"SPACE_RUNSC":              &c.RunscPath,
-		"SPACE_LOG_LEVEL":          &c.LogLevel,
-		"SPACE_DEBUG_ADDR":         &c.DebugAddr,
-		"SPACE_OBJECT_STORE":       &c.ObjectStore,
-		"SPACE_S3_ENDPOINT":        &c.S3Endpoint,
-		"SPACE_S3_REGION":          &c.S3Region,
-		"SPACE_S3_ACCESS_KEY":      &c.S3AccessKey,
-		"SPACE_S3_SECRET_KEY":      &c.S3SecretKey,
-		"SPACE_PLATFORM_KEY_FILE":  &c.PlatformKeyFile,
-		"SPACE_CUSTOMER_KEYS_FILE": &c.CustomerKeysFile,
-		"SPACE_EGRESS_DNS":         &c.EgressDNS,
-		"SPACE_EGRESS_UPSTREAM_CA": &c.EgressUpstreamCA,
-		"SPACE_AGENT_BINARY":       &c.AgentBinary,
-		"SPACE_DATABASE_URL":       &c.DatabaseURL,
-		"SPACE_NODE_ID":            &c.NodeID,
-		"SPACE_NODE_ADDRESS":       &c.NodeAddress,
-	}
-	for k, p := range str {
-		if v := getenv(k); v != "" {
-			*p = v
-		}
-	}
-	if v := getenv("SPACE_SANDBOX_CIDR"); v != "" {
-		p, err := netip.ParsePrefix(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_SANDBOX_CIDR: %w", err)
-		}
-		c.SandboxCIDR = p
-	}
-	for k, p := range map[string]*time.Duration{
-		"SPACE_DEFAULT_TIMEOUT":        &c.DefaultTimeout,
-		"SPACE_MAX_TIMEOUT":            &c.MaxTimeout,
-		"SPACE_TEMPLATE_BUILD_TIMEOUT": &c.TemplateBuildTimeout,
-		"SPACE_TEMPLATE_CACHE_TTL":     &c.TemplateCacheTTL,
-		"SPACE_TEMPLATE_GC_INTERVAL":   &c.TemplateGCInterval,
-		"SPACE_AUDIT_RETENTION":        &c.AuditRetention,
-		"SPACE_METRICS_INTERVAL":       &c.MetricsInterval,
-		"SPACE_NODE_LEASE":             &c.NodeLease,
-	} {
-		if v := getenv(k); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", k, err)
-			}
-			*p = d
-		}
-	}
-	for k, p := range map[string]*int{
-		"SPACE_DEFAULT_CPU":            &c.DefaultCPU,
-		"SPACE_DEFAULT_MEMORY_MB":      &c.DefaultMemoryMB,
-		"SPACE_DEFAULT_DISK_MB":        &c.DefaultDiskMB,
-		"SPACE_DEFAULT_MAX_PROCESSES":  &c.DefaultMaxProcesses,
-		"SPACE_TEMPLATE_BUILDS":        &c.TemplateBuilds,
-		"SPACE_VOLUME_DEFAULT_MB":      &c.VolumeDefaultMB,
-		"SPACE_VOLUME_MAX_MB":          &c.VolumeMaxMB,
-		"SPACE_TENANT_MAX_SANDBOXES":   &c.TenantQuotas.Sandboxes,
-		"SPACE_TENANT_MAX_VCPU":        &c.TenantQuotas.VCPU,
-		"SPACE_TENANT_MAX_MEMORY_MB":   &c.TenantQuotas.MemoryMB,
-		"SPACE_TENANT_MAX_BUILDS":      &c.TenantQuotas.Builds,
-		"SPACE_TENANT_MAX_PAUSED":      &c.TenantQuotas.PausedSandboxes,
-		"SPACE_TENANT_MAX_PAUSED_MB":   &c.TenantQuotas.PausedMB,
-		"SPACE_TENANT_MAX_SNAPSHOTS":   &c.TenantQuotas.Snapshots,
-		"SPACE_TENANT_MAX_SNAPSHOT_MB": &c.TenantQuotas.SnapshotMB,
-		"SPACE_TENANT_MAX_TEMPLATES":   &c.TenantQuotas.Templates,
-		"SPACE_TENANT_MAX_TEMPLATE_MB": &c.TenantQuotas.TemplateMB,
-		"SPACE_TENANT_CREATES_BURST":   &c.TenantQuotas.CreatesBurst,
-		"SPACE_NODE_MEMORY_MB":         &c.NodeMemoryMB,
-		"SPACE_NODE_DISK_MB":           &c.NodeDiskMB,
-		"SPACE_NODE_MAX_SANDBOXES":     &c.NodeMaxSandboxes,
-	} {
-		if v := getenv(k); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s must be an integer", k)
-			}
-			*p = n
-		}
-	}
-	for k, p := range map[string]*int64{"SPACE_TEMPLATE_MAX_UPLOAD": &c.TemplateMaxUpload, "SPACE_TEMPLATE_MAX_IMAGE": &c.TemplateMaxImage, "SPACE_TEMPLATE_MAX_CONTEXT": &c.TemplateMaxContext} {
-		if v := getenv(k); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 {
-				return fmt.Errorf("%s must be a positive number of bytes", k)
-			}
-			*p = n
-		}
-	}
-	if v := getenv("SPACE_REGISTRY_ALLOW"); v != "" {
-		p, err := policy.ParsePrefixes(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_REGISTRY_ALLOW: %w", err)
-		}
-		c.RegistryAllow = p
-	}
-	if v := getenv("SPACE_AGENT_BOOT_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_AGENT_BOOT_TIMEOUT: %w", err)
-		}
-		c.AgentBootTimeout = d
-	}
-	if v, ok := lookupEnv("SPACE_POOL"); ok {
-		p, err := ParsePools(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_POOL: %w", err)
-		}
-		c.Pools = p
-	}
-	if v := getenv("SPACE_POOL_BOOTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 64 {
-			return fmt.Errorf("SPACE_POOL_BOOTS must be an integer from 1 to 64")
-		}
-		c.PoolBoots = n
-	}
-	if v := getenv("SPACE_MAX_BOOTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1024 {
-			return fmt.Errorf("SPACE_MAX_BOOTS must be an integer from 1 to 1024")
-		}
-		c.MaxBoots = n
-	}
-	if v := getenv("SPACE_TENANT_CREATES_PER_SECOND"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return fmt.Errorf("SPACE_TENANT_CREATES_PER_SECOND must be a number >= 0")
-		}
-		c.TenantQuotas.CreatesPerSecond = f
-	}
-	if v := getenv("SPACE_PAUSED_RETENTION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_PAUSED_RETENTION: %w", err)
-		}
-		c.PausedRetention = d
-	}
-	if v := getenv("SPACE_EGRESS_FLOOR"); v != "" {
-		p, err := policy.ParsePrefixes(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_EGRESS_FLOOR: %w", err)
-		}
-		c.EgressFloor = p
-	}
-	if v := getenv("SPACE_RUNSC_DEBUG"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("SPACE_RUNSC_DEBUG: %w", err)
-		}
-		c.RunscDebug = b
-	}
-	return nil
-}
-
-func (c *Config) bindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "state directory (SPACE_DATA_DIR)")
-	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address of the API (SPACE_ADDR)")
-	fs.StringVar(&c.TemplatesDir, "templates-dir", c.TemplatesDir, "built templates (SPACE_TEMPLATES_DIR; default <data-dir>/templates)")
-	fs.StringVar(&c.RunscPath, "runsc", c.RunscPath, "runsc binary (SPACE_RUNSC)")
-	fs.Func("sandbox-cidr", "address range for sandbox veth pairs (SPACE_SANDBOX_CIDR)", func(s string) error {
-		p, err := netip.ParsePrefix(s)
-		c.SandboxCIDR = p
-		return err
-	})
-	fs.DurationVar(&c.DefaultTimeout, "default-timeout", c.DefaultTimeout, "sandbox lifetime when a request names none")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (SPACE_LOG_LEVEL)")
-	fs.Func("pool", `warm pools, "base=2:8,code-interpreter-v1=1:4" (SPACE_POOL; "" turns pooling off)`, func(v string) error {
-		p, err := ParsePools(v)
-		c.Pools = p
-		return err
-	})
-	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve net/http/pprof on this address (SPACE_DEBUG_ADDR; off when empty)")
-	fs.BoolVar(&c.RunscDebug, "runsc-debug", c.RunscDebug, "write runsc debug logs per sandbox")
-	fs.StringVar(&c.ObjectStore, "object-store", c.ObjectStore, `checkpoints and snapshots: a directory or "s3://bucket" (SPACE_OBJECT_STORE; default <data-dir>/objects)`)
-}
-
-// Validate reports the first setting that cannot work.
+// Validate reports the first setting that cannot work, naming its key and
+// variable.
 func (c Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	switch {
 	case !filepath.IsAbs(c.DataDir):
-		return fmt.Errorf("data dir %q must be an absolute path", c.DataDir)
+		return invalid("data_dir", "%q must be an absolute path", c.DataDir)
 	case !filepath.IsAbs(c.TemplatesDir):
-		return fmt.Errorf("templates dir %q must be an absolute path", c.TemplatesDir)
+		return invalid("templates_dir", "%q must be an absolute path", c.TemplatesDir)
 	case c.Addr == "":
-		return fmt.Errorf("listen address is empty")
+		return invalid("addr", "the listen address is empty")
 	case !c.SandboxCIDR.Addr().Is4() || c.SandboxCIDR.Bits() > 28:
-		return fmt.Errorf("sandbox CIDR %s must be IPv4 and at least a /28", c.SandboxCIDR)
-	case c.DefaultTimeout <= 0 || c.DefaultTimeout > c.MaxTimeout:
-		return fmt.Errorf("default timeout %s must be in (0, %s]", c.DefaultTimeout, c.MaxTimeout)
-	case c.AgentBootTimeout <= 0:
-		return fmt.Errorf("agent boot timeout must be positive")
-	case c.MaxBoots < 1:
-		return fmt.Errorf("max boots must be at least 1")
-	case c.DefaultCPU < 1 || c.DefaultMemoryMB < 64 || c.DefaultDiskMB < 16 || c.DefaultMaxProcesses < 16:
-		return fmt.Errorf("default limits are too small (cpu >= 1, memory >= 64 MB, disk >= 16 MB, processes >= 16)")
-	case c.DefaultCPU > 64 || c.DefaultMemoryMB > 65536 || c.DefaultDiskMB > 1<<20 || c.DefaultMaxProcesses > 65536:
-		return fmt.Errorf("default limits are too large (cpu <= 64, memory <= 65536 MB, disk <= 1048576 MB, processes <= 65536)")
+		return invalid("sandbox_cidr", "%s must be IPv4 and at least a /28", c.SandboxCIDR)
 	case c.MaxTimeout < time.Second || c.MaxTimeout > 30*24*time.Hour:
-		return fmt.Errorf("max timeout %s must be between 1s and 720h", c.MaxTimeout)
+		return invalid("max_timeout", "%s must be between 1s and 720h", c.MaxTimeout)
+	case c.DefaultTimeout <= 0 || c.DefaultTimeout > c.MaxTimeout:
+		return invalid("default_timeout", "%s must be in (0, %s] (max_timeout)", c.DefaultTimeout, c.MaxTimeout)
+	case c.AgentBootTimeout <= 0:
+		return invalid("agent_boot_timeout", "%s must be positive", c.AgentBootTimeout)
+	case c.MaxBoots < 1:
+		return invalid("max_boots", "must be at least 1")
+	case c.DefaultCPU < 1 || c.DefaultCPU > 64:
+		return invalid("default_cpu", "%d must be from 1 to 64", c.DefaultCPU)
+	case c.DefaultMemoryMB < 64 || c.DefaultMemoryMB > 65536:
+		return invalid("default_memory_mb", "%d must be from 64 to 65536", c.DefaultMemoryMB)
+	case c.DefaultDiskMB < 16 || c.DefaultDiskMB > 1<<20:
+		return invalid("default_disk_mb", "%d must be from 16 to 1048576", c.DefaultDiskMB)
+	case c.DefaultMaxProcesses < 16 || c.DefaultMaxProcesses > 65536:
+		return invalid("default_max_processes", "%d must be from 16 to 65536", c.DefaultMaxProcesses)
 	case c.TemplateBuilds < 1 || c.TemplateBuilds > 64:
-		return fmt.Errorf("template builds at once must be between 1 and 64")
+		return invalid("template_builds", "%d must be between 1 and 64", c.TemplateBuilds)
 	case c.TemplateBuildTimeout < time.Second:
-		return fmt.Errorf("template build timeout %s must be at least 1s", c.TemplateBuildTimeout)
-	case c.TemplateCacheTTL < time.Second || c.TemplateGCInterval < time.Second:
-		return fmt.Errorf("template cache TTL and collection interval must be at least 1s")
+		return invalid("template_build_timeout", "%s must be at least 1s", c.TemplateBuildTimeout)
+	case c.TemplateCacheTTL < time.Second:
+		return invalid("template_cache_ttl", "%s must be at least 1s", c.TemplateCacheTTL)
+	case c.TemplateGCInterval < time.Second:
+		return invalid("template_gc_interval", "%s must be at least 1s", c.TemplateGCInterval)
 	case c.MetricsInterval < 100*time.Millisecond || c.MetricsInterval > time.Minute:
-		return fmt.Errorf("metrics interval %s must be between 100ms and 1m", c.MetricsInterval)
-	case c.VolumeMaxMB < 16 || c.VolumeDefaultMB < 16 || c.VolumeDefaultMB > c.VolumeMaxMB:
-		return fmt.Errorf("volume sizes: the default (%d MB) and the maximum (%d MB) must be at least 16 MB, the default at most the maximum", c.VolumeDefaultMB, c.VolumeMaxMB)
-	case c.NodeMemoryMB < 0 || c.NodeDiskMB < 0 || c.NodeMaxSandboxes < 0:
-		return fmt.Errorf("node budgets (SPACE_NODE_MEMORY_MB, SPACE_NODE_DISK_MB, SPACE_NODE_MAX_SANDBOXES) must be 0 (derived from the host) or positive")
+		return invalid("metrics_interval", "%s must be between 100ms and 1m", c.MetricsInterval)
+	case c.VolumeMaxMB < 16:
+		return invalid("volume_max_mb", "%d MB must be at least 16 MB", c.VolumeMaxMB)
+	case c.VolumeDefaultMB < 16 || c.VolumeDefaultMB > c.VolumeMaxMB:
+		return invalid("volume_default_mb", "%d MB must be at least 16 MB and at most volume_max_mb (%d MB)", c.VolumeDefaultMB, c.VolumeMaxMB)
+	case c.NodeMemoryMB < 0:
+		return invalid("node_memory_mb", "must be 0 (derived from the host) or positive")
+	case c.NodeDiskMB < 0:
+		return invalid("node_disk_mb", "must be 0 (derived from the host) or positive")
+	case c.NodeMaxSandboxes < 0:
+		return invalid("node_max_sandboxes", "must be 0 (derived from the host) or positive")
 	case c.MetricsToken != "" && len(c.MetricsToken) < 16:
-		return fmt.Errorf("SPACE_METRICS_TOKEN must be at least 16 characters")
+		return invalid("metrics_token", "must be at least 16 characters")
 	case c.PausedRetention < time.Hour:
-		return fmt.Errorf("paused retention %s must be at least 1h", c.PausedRetention)
+		return invalid("paused_retention", "%s must be at least 1h", c.PausedRetention)
 	case !filepath.IsAbs(c.PlatformKeyFile):
-		return fmt.Errorf("platform key file %q must be an absolute path", c.PlatformKeyFile)
+		return invalid("platform_key_file", "%q must be an absolute path", c.PlatformKeyFile)
 	}
 	if bucket, ok := strings.CutPrefix(c.ObjectStore, "s3://"); ok {
 		if bucket == "" || strings.Contains(bucket, "/") {
-			return fmt.Errorf("object store %q: want s3://bucket", c.ObjectStore)
+			return invalid("object_store", "%q: want s3://bucket", c.ObjectStore)
 		}
 		if c.S3AccessKey == "" || c.S3SecretKey == "" {
-			return fmt.Errorf("object store %s needs SPACE_S3_ACCESS_KEY and SPACE_S3_SECRET_KEY", c.ObjectStore)
+			return invalid("object_store", "%s needs s3_access_key and s3_secret_key (SPACE_S3_ACCESS_KEY, SPACE_S3_SECRET_KEY)", c.ObjectStore)
 		}
 	} else if !filepath.IsAbs(c.ObjectStore) {
-		return fmt.Errorf("object store %q must be an absolute directory or s3://bucket", c.ObjectStore)
+		return invalid("object_store", "%q must be an absolute directory or s3://bucket", c.ObjectStore)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("log level %q is not one of debug, info, warn, error", c.LogLevel)
+		return invalid("log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
 	}
 	if _, err := os.Stat(c.RunscPath); err != nil {
-		return fmt.Errorf("runsc binary: %w (run scripts/install-deps.sh)", err)
+		return invalid("runsc", "%v (run scripts/install-deps.sh)", err)
 	}
 	return nil
+}
+
+// invalid is the error of a setting that cannot work: its key and variable
+// first, then what is wrong.
+func invalid(key, format string, args ...any) error {
+	s, _ := lookup(key)
+	return fmt.Errorf("%s (%s): %s", key, s.Env(), fmt.Sprintf(format, args...))
 }

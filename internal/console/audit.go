@@ -1,34 +1,22 @@
 package console
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 )
 
-// AuditLog is a slog.Handler in front of another that also keeps the last
-// records with chosen messages ("egress denied", the egress gateway's audit
-// line) for the console's platform page. Everything still reaches the
-// handler behind it as before.
+// AuditLog keeps the last audit events (the egress gateway's denials,
+// fed to Add as they happen) for the console's platform page.
 type AuditLog struct {
-	next  slog.Handler
-	ring  *auditRing
-	attrs []slog.Attr
-	group string
-}
-
-type auditRing struct {
-	messages []string
-	max      int
+	max int
 
 	mu      sync.Mutex
 	entries []AuditEntry // oldest first
 }
 
-// AuditEntry is one kept record.
+// AuditEntry is one kept event.
 type AuditEntry struct {
 	Time    time.Time         `json:"time"`
 	Level   string            `json:"level"`
@@ -36,71 +24,28 @@ type AuditEntry struct {
 	Attrs   map[string]string `json:"attrs"`
 }
 
-// NewAuditLog keeps the last max records whose message is one of messages
-// (at warning level or above), and passes every record on to next.
-func NewAuditLog(next slog.Handler, max int, messages ...string) *AuditLog {
-	return &AuditLog{next: next, ring: &auditRing{messages: messages, max: max}}
+// NewAuditLog keeps the last max events.
+func NewAuditLog(max int) *AuditLog {
+	return &AuditLog{max: max}
 }
 
-// Enabled: warnings are always read (to be kept), the rest as next says.
-func (a *AuditLog) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn || a.next.Enabled(ctx, l)
-}
-
-// Handle keeps r if it is an audit line and passes it on if next wants it.
-func (a *AuditLog) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn && slices.Contains(a.ring.messages, r.Message) {
-		e := AuditEntry{Time: r.Time, Level: r.Level.String(), Message: r.Message, Attrs: map[string]string{}}
-		add := func(at slog.Attr) bool {
-			k := at.Key
-			if a.group != "" {
-				k = a.group + "." + k
-			}
-			e.Attrs[k] = at.Value.String()
-			return true
-		}
-		for _, at := range a.attrs {
-			add(at)
-		}
-		r.Attrs(add)
-		a.ring.add(e)
+// Add keeps e, dropping the oldest past max.
+func (a *AuditLog) Add(e AuditEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.entries) >= a.max {
+		a.entries = slices.Delete(a.entries, 0, len(a.entries)-a.max+1)
 	}
-	if a.next.Enabled(ctx, r.Level) {
-		return a.next.Handle(ctx, r)
-	}
-	return nil
+	a.entries = append(a.entries, e)
 }
 
-// WithAttrs is next's, keeping the ring.
-func (a *AuditLog) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &AuditLog{next: a.next.WithAttrs(attrs), ring: a.ring, attrs: append(slices.Clip(a.attrs), attrs...), group: a.group}
-}
-
-// WithGroup is next's, keeping the ring.
-func (a *AuditLog) WithGroup(name string) slog.Handler {
-	g := name
-	if a.group != "" {
-		g = a.group + "." + name
-	}
-	return &AuditLog{next: a.next.WithGroup(name), ring: a.ring, attrs: a.attrs, group: g}
-}
-
-// Entries returns the kept records, newest first.
+// Entries returns the kept events, newest first.
 func (a *AuditLog) Entries() []AuditEntry {
-	a.ring.mu.Lock()
-	defer a.ring.mu.Unlock()
-	out := slices.Clone(a.ring.entries)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := slices.Clone(a.entries)
 	slices.Reverse(out)
 	return out
-}
-
-func (r *auditRing) add(e AuditEntry) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.entries) >= r.max {
-		r.entries = slices.Delete(r.entries, 0, len(r.entries)-r.max+1)
-	}
-	r.entries = append(r.entries, e)
 }
 
 // audit answers the kept audit lines, newest first: every tenant's to the
@@ -130,5 +75,5 @@ func (c *Console) keptAudit() int {
 	if c.opts.Audit == nil {
 		return 0
 	}
-	return c.opts.Audit.ring.max
+	return c.opts.Audit.max
 }

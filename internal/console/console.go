@@ -15,11 +15,12 @@ package console
 import (
 	"context"
 	"errors"
-	"github.com/spacesandbox/space/internal/httpjson"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/internal/httpjson"
 )
 
 // Prefix is where the console is served.
@@ -85,7 +86,7 @@ func New(opts Options) (*Console, error) {
 		return nil, errors.New("console: no key judge (Options.Keys)")
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 8 * time.Hour

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,7 @@ import (
 
 // Run starts spaced and blocks until ctx ends, then shuts down. Sandboxes
 // keep running across a restart; the next Run re-attaches them.
-func Run(ctx context.Context, cfg config.Config) error {
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -72,23 +73,22 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
-	// Egress denials are kept for the console as well as logged.
-	audit := console.NewAuditLog(slog.Default().Handler(), 200, "egress denied")
-	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(audit))
-	catalog, err := openCatalog(ctx, cfg)
+	// Egress denials are kept for the console as well as logged: the
+	// gateway tells it of each (startEgress).
+	audit := console.NewAuditLog(200)
+	catalog, err := openCatalog(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer catalog.Close()
 	// Watched: the console's live list follows every sandbox change.
 	st := store.Watch(catalog)
-	tenants, err := tenant.New(ctx, catalog, apiKey, cfg.TenantQuotas)
+	tenants, err := tenant.New(ctx, catalog, apiKey, cfg.TenantQuotas, log)
 	if err != nil {
 		return err
 	}
-	apiAudit := tenant.NewAudit(catalog, cfg.AuditRetention)
-	rt, err := gvisor.New(gvisor.Config{Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
+	apiAudit := tenant.NewAudit(catalog, cfg.AuditRetention, log)
+	rt, err := gvisor.New(gvisor.Config{Logger: log, Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 
-	objects, err := openObjectStore(cfg)
+	objects, err := openObjectStore(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 
-	repos, err := openRepos(ctx, objects, keys, catalog)
+	repos, err := openRepos(ctx, objects, keys, catalog, log)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		Dir: filepath.Join(cfg.DataDir, "volumes"), ImagesDir: imagesDir,
 		DefaultMB: cfg.VolumeDefaultMB, MaxMB: cfg.VolumeMaxMB,
 		Backups: repos.volumes,
-		Logger:  slog.Default(),
+		Logger:  log,
 	}, catalog, st)
 	if err != nil {
 		return err
@@ -142,11 +142,12 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// Changed before it is set (Recover and the API come later).
 	var gw *egress.Gateway
 	templates := &lateTemplates{}
-	budget, err := nodeBudget(cfg)
+	budget, err := nodeBudget(cfg, log)
 	if err != nil {
 		return err
 	}
 	svc = sandbox.New(sandbox.Config{
+		Logger:         log,
 		Templates:      templates,
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,
@@ -178,13 +179,20 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}, st, rt, metrics)
 	tenants.SetSandboxUsage(svc.Usage)
 	reg.MustRegister(sandbox.PoolCollector(svc.Pools()), admission.Collector(svc.Admission()), tenant.NewCollector(tenants, tenants.Usage))
-	local := nodeAddrs(catalog, slog.Default())
-	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir, local)
+	local := nodeAddrs(catalog, log)
+	hooks, err := startWebhooks(ctx, cfg, catalog, st, sec, local, reg, log)
+	if err != nil {
+		return err
+	}
+	// Closed after the sandbox service (defers run in reverse): the
+	// events of its last writes are queued before it stops.
+	defer hooks.Close(5 * time.Second)
+	gw, err = startEgress(cfg, sandbox.NewEgress(svc), sec, egressDir, local, log, audit)
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
-	tpl, err := openTemplates(ctx, cfg, st, repos, keys, svc, rt, reg, registryDialer(cfg, local, slog.Default()))
+	tpl, err := openTemplates(ctx, cfg, st, repos, keys, svc, rt, reg, registryDialer(cfg, local, log), log)
 	if err != nil {
 		return err
 	}
@@ -197,6 +205,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 	gw.Refresh()
 	svc.StartPools(ctx)
 	defer svc.Close()
+	// The parts' goroutines: each stops when its context ends, and stop
+	// joins them (see the end).
+	var bg background
 	memberCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	var router *cluster.Router
@@ -204,36 +215,37 @@ func Run(ctx context.Context, cfg config.Config) error {
 	var nodes httpapi.Cluster // nil with one node
 	if pg, ok := catalog.(*store.Postgres); ok {
 		m, err := cluster.Join(ctx, cluster.Config{
+			Logger:  log,
 			Catalog: pg, Node: memberNode{svc}, ID: cfg.NodeID, Address: cfg.NodeAddress, Lease: cfg.NodeLease,
-			Capacity: budget.Sandboxes, Registry: reg, Lost: func(ctx context.Context) { failLostBuilds(ctx, pg, tpl) },
+			Capacity: budget.Sandboxes, Registry: reg, Lost: func(ctx context.Context) { failLostBuilds(ctx, pg, tpl, log) },
 		})
 		if err != nil {
 			return err
 		}
-		go m.Run(memberCtx)
+		bg.Go("cluster membership", func() { m.Run(memberCtx) })
 		fresh := make([]byte, 32)
 		rand.Read(fresh)
 		if clusterSecret, err = pg.ClusterSecret(ctx, fresh); err != nil {
 			return err
 		}
-		drainer := cluster.NewDrainer(cfg.NodeID, pg, drainSandboxes{svc}, slog.Default())
+		drainer := cluster.NewDrainer(cfg.NodeID, pg, drainSandboxes{svc}, log)
 		nodes = drainer
 		router = cluster.NewRouter(pg, cluster.Hooks{
 			Tenants: func() {
 				if err := tenants.Reload(memberCtx); err != nil {
-					slog.Warn("reload tenants and keys", "err", err)
+					log.Warn("reload tenants and keys", "err", err)
 				}
 			},
 			Migration: func(id string) { drainer.MigrationRequested(memberCtx, id) },
 			Missed:    func() { drainer.Rescan(memberCtx) },
 			Secrets: func() {
 				if err := sec.Reload(); err != nil {
-					slog.Warn("reload secrets", "err", err)
+					log.Warn("reload secrets", "err", err)
 				}
 			},
-		}, slog.Default())
-		go router.Run(memberCtx)
-		go drainer.Run(memberCtx, cfg.NodeLease/3)
+		}, log)
+		bg.Go("cluster router", func() { router.Run(memberCtx) })
+		bg.Go("cluster drainer", func() { drainer.Run(memberCtx, cfg.NodeLease/3) })
 	}
 
 	// The native API's client of the code interpreters in sandboxes.
@@ -245,7 +257,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// Each sandbox's metrics over time and its log, kept for its life.
 	tel := sandbox.NewTelemetry(svc, rt, sandbox.TelemetryConfig{Interval: cfg.MetricsInterval})
 	api := httpapi.New(httpapi.Options{
-		Sandboxes: svc, Changes: sandbox.NewFeed(st), Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints),
+		Logger:    log,
+		Sandboxes: svc, Changes: sandbox.NewFeed(st), Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Keys: sandbox.NewCustomerKeys(keys, repos.checkpoints, log),
 		Commands: sandbox.NewCommands(targets, metrics), Files: sandbox.NewFiles(targets), Templates: tpl, Secrets: sec, Code: code, Desktop: desk, Volumes: vols, Telemetry: tel,
 		Tenants: tenants, Audit: apiAudit, MaxUpload: cfg.TemplateMaxUpload, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken: cfg.MetricsToken, Cluster: nodes, Pools: svc.Pools(),
@@ -255,16 +268,18 @@ func Run(ctx context.Context, cfg config.Config) error {
 	// as any API call does.
 	var top http.Handler
 	viaTop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { top.ServeHTTP(w, r) })
-	ui, err := console.New(console.Options{API: viaTop, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: slog.Default()})
+	ui, err := console.New(console.Options{API: viaTop, Keys: consoleKeys{tenants}, DefaultTenant: tenant.Default, Audit: audit, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer ui.Close()
 	var handler http.Handler = e2bcompat.New(e2bcompat.Options{
+		Logger:    log,
 		Sandboxes: svc, Checkpoints: svc.Checkpoints(), Snapshots: svc.Snapshots(), Targets: targets,
 		Templates: tpl,
 		Telemetry: tel,
 		Volumes:   vols,
+		Webhooks:  hooks,
 		MaxUpload: cfg.TemplateMaxUpload,
 		Tenants:   tenants,
 		Audit:     apiAudit,
@@ -276,7 +291,8 @@ func Run(ctx context.Context, cfg config.Config) error {
 		// Any node serves every request: one that names a sandbox
 		// another node runs goes there.
 		handler = cluster.NewForwarder(cluster.ForwarderConfig{
-			Self: cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: targets.Runs, NodeOf: httpapi.NodeOf,
+			Logger: log,
+			Self:   cfg.NodeID, Router: router, Secret: clusterSecret, Next: handler, Runs: targets.Runs, NodeOf: httpapi.NodeOf,
 			IsCreate: func(r *http.Request) bool { return httpapi.IsCreate(r) || e2bcompat.IsCreate(r) },
 			TemplateOf: func(r *http.Request, body []byte) string {
 				if httpapi.IsCreate(r) {
@@ -309,30 +325,35 @@ func Run(ctx context.Context, cfg config.Config) error {
 	}
 	reaperCtx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
-	go svc.RunReaper(reaperCtx, time.Second)
-	go tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval)
-	go tel.Run(reaperCtx)
-	go vols.RunSweeper(reaperCtx, time.Hour)
-	go apiAudit.Run(reaperCtx)
+	bg.Go("sandbox reaper", func() { svc.RunReaper(reaperCtx, time.Second) })
+	bg.Go("template collector", func() { tpl.RunCollector(reaperCtx, cfg.TemplateGCInterval) })
+	bg.Go("telemetry", func() { tel.Run(reaperCtx) })
+	bg.Go("volume sweeper", func() { vols.RunSweeper(reaperCtx, time.Hour) })
+	bg.Go("API audit log", func() { apiAudit.Run(reaperCtx) })
 
 	if cfg.DebugAddr != "" {
-		go serveDebug(cfg.DebugAddr)
+		bg.Go("pprof", func() { serveDebug(reaperCtx, cfg.DebugAddr, log) })
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	slog.Info("spaced listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "sandboxes", svc.Running())
+	log.Info("spaced listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "sandboxes", svc.Running())
 
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	slog.Info("spaced shutting down; sandboxes keep running")
-	stopReaper()
+	log.Info("spaced shutting down; sandboxes keep running")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	// Then the parts' goroutines, before the parts close (the defers).
+	stopReaper()
+	leave()
+	if err := bg.Wait(10 * time.Second); err != nil {
+		log.Warn("shutdown: parts did not stop", "err", err)
 	}
 	return nil
 }
@@ -347,13 +368,20 @@ func clusterNode(cfg config.Config) string {
 
 // openCatalog opens the cluster catalog when a database is configured, the
 // node's embedded store otherwise.
-func openCatalog(ctx context.Context, cfg config.Config) (store.Catalog, error) {
+func openCatalog(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Catalog, error) {
 	if cfg.DatabaseURL == "" {
 		return store.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
 	}
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return store.OpenPostgres(octx, cfg.DatabaseURL, cfg.NodeID)
+	pg, err := store.OpenPostgres(octx, cfg.DatabaseURL, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	if before, after := pg.Migration(); before != after {
+		log.Info("catalog schema migrated", "from", before, "to", after)
+	}
+	return pg, nil
 }
 
 // withConsole serves the web console at /ui/ and the native API everywhere
@@ -414,9 +442,10 @@ func clearDir(dir string) error {
 }
 
 // openObjectStore opens the configured object store: S3 or a directory.
-func openObjectStore(cfg config.Config) (blobstore.Store, error) {
+func openObjectStore(cfg config.Config, log *slog.Logger) (blobstore.Store, error) {
 	if bucket, ok := strings.CutPrefix(cfg.ObjectStore, "s3://"); ok {
 		return blobstore.NewS3(blobstore.S3Options{
+			Logger:   log,
 			Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: bucket,
 			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey,
 		})
@@ -460,7 +489,7 @@ func openKeyring(cfg config.Config) (*seal.Keyring, error) {
 
 // startEgress starts the egress gateway, which installs the firewall that
 // steers every sandbox packet to it, before any sandbox is re-attached.
-func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Store, dir string, local *dialer.Local) (*egress.Gateway, error) {
+func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Store, dir string, local *dialer.Local, log *slog.Logger, audit *console.AuditLog) (*egress.Gateway, error) {
 	upstream := cfg.EgressDNS
 	if upstream == "" {
 		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
@@ -484,7 +513,12 @@ func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Stor
 	}
 	return egress.Start(egress.Config{
 		CIDR: cfg.SandboxCIDR, IfPrefix: network.HostIfPrefix, Upstream: upstream, Floor: cfg.EgressFloor, Local: local,
-		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: sandboxes.EgressAddrs,
+		RootCAs: roots, Dir: dir, Secrets: sec, EgressAddrs: sandboxes.EgressAddrs, Logger: log,
+		Denied: func(d egress.Denial) {
+			audit.Add(console.AuditEntry{Time: d.Time, Level: slog.LevelWarn.String(), Message: "egress denied", Attrs: map[string]string{
+				"sandbox": d.Sandbox, "tenant": d.Tenant, "what": d.What, "name": d.Name, "ip": d.IP, "port": strconv.Itoa(int(d.Port)), "rule": d.Rule, "reason": d.Reason,
+			}})
+		},
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
 			v, ok := sandboxes.ByAddr(ip)
 			return egress.Sandbox{ID: v.ID, Tenant: v.Tenant, Network: v.Network, Secrets: v.Secrets}, ok
@@ -494,7 +528,7 @@ func startEgress(cfg config.Config, sandboxes *sandbox.Egress, sec *secrets.Stor
 
 // openTemplates starts the template service: builds run in sandboxes of
 // svc, their artifacts go to the object store under templates/.
-func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos *repos, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer, pulls *dialer.Dialer) (*template.Service, error) {
+func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos *repos, keys *seal.Keyring, svc *sandbox.Service, rt runtime.Runtime, reg prometheus.Registerer, pulls *dialer.Dialer, log *slog.Logger) (*template.Service, error) {
 	agent := cfg.AgentBinary
 	if agent == "" {
 		agent = filepath.Join(cfg.TemplatesDir, template.BaseName, "current", "usr/local/bin/space-agent")
@@ -512,6 +546,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		return 0
 	})
 	tpl, err := template.New(ctx, template.Config{
+		Logger:       log,
 		Dir:          cfg.TemplatesDir,
 		WorkDir:      filepath.Join(cfg.DataDir, "template-work"),
 		LogDir:       filepath.Join(cfg.DataDir, "builds"),
@@ -520,7 +555,7 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 		Repo:         repos.templates,
 		Checkpoints:  repos.checkpoints,
 		Boxes:        sandbox.NewBuildBoxes(svc),
-		Puller:       ociimage.NewPuller(pulls, slog.Default()),
+		Puller:       ociimage.NewPuller(pulls, log),
 		Agent:        agent,
 		Engine:       engine,
 		Defaults:     runtime.Limits{CPUs: cfg.DefaultCPU, MemoryMB: cfg.DefaultMemoryMB, DiskMB: cfg.DefaultDiskMB, MaxProcs: cfg.DefaultMaxProcesses},
@@ -544,10 +579,10 @@ func openTemplates(ctx context.Context, cfg config.Config, st store.Store, repos
 
 // failLostBuilds fails the builds of the nodes whose lease lapsed (their
 // build sandboxes went with them).
-func failLostBuilds(ctx context.Context, pg *store.Postgres, tpl *template.Service) {
+func failLostBuilds(ctx context.Context, pg *store.Postgres, tpl *template.Service, log *slog.Logger) {
 	members, err := pg.Members(ctx)
 	if err != nil {
-		slog.Warn("list nodes for their builds", "err", err)
+		log.Warn("list nodes for their builds", "err", err)
 		return
 	}
 	var lost []string
@@ -557,7 +592,7 @@ func failLostBuilds(ctx context.Context, pg *store.Postgres, tpl *template.Servi
 		}
 	}
 	if _, err := tpl.FailBuildsOfLostNodes(ctx, lost); err != nil {
-		slog.Warn("fail the builds of lost nodes", "err", err)
+		log.Warn("fail the builds of lost nodes", "err", err)
 	}
 }
 
@@ -583,21 +618,22 @@ func pools(in []config.PoolConfig) []sandbox.PoolConfig {
 
 // serveDebug serves the Go profiler, for profiling the create and exec
 // paths; it is off unless configured.
-func serveDebug(addr string) {
+func serveDebug(ctx context.Context, addr string, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	slog.Info("pprof listening", "addr", addr)
+	log.Info("pprof listening", "addr", addr)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if err := srv.ListenAndServe(); err != nil {
-		slog.Error("pprof listener", "err", err)
+	go func() { <-ctx.Done(); srv.Close() }()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("pprof listener", "err", err)
 	}
 }
 
 // nodeBudget is the node's admission budgets: the configured ones, the
 // rest derived from the host (admission.Resolve).
-func nodeBudget(cfg config.Config) (admission.Budget, error) {
+func nodeBudget(cfg config.Config, log *slog.Logger) (admission.Budget, error) {
 	host, err := admission.ReadHost(cfg.DataDir)
 	if err != nil {
 		return admission.Budget{}, fmt.Errorf("read the host for the node's budgets: %w", err)
@@ -605,7 +641,7 @@ func nodeBudget(cfg config.Config) (admission.Budget, error) {
 	b := admission.Resolve(admission.Settings{
 		MemoryMB: int64(cfg.NodeMemoryMB), DiskMB: int64(cfg.NodeDiskMB), Sandboxes: cfg.NodeMaxSandboxes,
 	}, host, network.Plan{CIDR: cfg.SandboxCIDR}.Slots(), admission.PidMax())
-	slog.Info("node budgets", "memory_mb", b.MemoryBytes>>20, "disk_mb", b.DiskBytes>>20, "sandboxes", b.Sandboxes,
+	log.Info("node budgets", "memory_mb", b.MemoryBytes>>20, "disk_mb", b.DiskBytes>>20, "sandboxes", b.Sandboxes,
 		"host_memory_floor_mb", b.MemoryFloor>>20, "host_disk_floor_mb", b.DiskFloor>>20)
 	return b, nil
 }
@@ -648,11 +684,11 @@ type repos struct {
 // openRepos makes the repositories. In cluster mode they keep their
 // manifests in the catalog too (lists read it, not the object store),
 // brought up to date with the object store here.
-func openRepos(ctx context.Context, objects blobstore.Store, keys *seal.Keyring, catalog store.Catalog) (*repos, error) {
+func openRepos(ctx context.Context, objects blobstore.Store, keys *seal.Keyring, catalog store.Catalog, log *slog.Logger) (*repos, error) {
 	r := &repos{
-		checkpoints: checkpoint.NewRepo(objects, keys),
-		templates:   checkpoint.NewRepoAt(objects, keys, "templates/"),
-		volumes:     checkpoint.NewRepoAt(objects, keys, "volumes/"),
+		checkpoints: checkpoint.NewRepo(objects, keys).WithLogger(log),
+		templates:   checkpoint.NewRepoAt(objects, keys, "templates/").WithLogger(log),
+		volumes:     checkpoint.NewRepoAt(objects, keys, "volumes/").WithLogger(log),
 	}
 	pg, ok := catalog.(*store.Postgres)
 	if !ok {
@@ -664,7 +700,7 @@ func openRepos(ctx context.Context, objects blobstore.Store, keys *seal.Keyring,
 		if err != nil {
 			return nil, fmt.Errorf("index the object store's manifests: %w", err)
 		}
-		slog.Info("manifests indexed in the catalog", "repository", repo.Prefix(), "manifests", n, "ms", time.Since(start).Milliseconds())
+		log.Info("manifests indexed in the catalog", "repository", repo.Prefix(), "manifests", n, "ms", time.Since(start).Milliseconds())
 	}
 	return r, nil
 }

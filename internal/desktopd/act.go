@@ -5,13 +5,50 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jezek/xgb/damage"
+
 	"github.com/spacesandbox/space/internal/computeruse"
 )
 
-// Settle is how long an action's screenshot waits after the action: the
-// X server has handled the input by then (a round trip), but the
-// programs it went to need a moment to draw their answer.
-const Settle = 150 * time.Millisecond
+// An action's screenshot is taken once the programs the input went to
+// have drawn their answer (the X server has handled the input itself by
+// then: a round trip). With the DAMAGE extension (Xvfb has it), that is
+// when the screen has not changed for settleQuiet since it last did, or
+// when it did not change at all within Settle, and at most settleMax
+// after the action (a blinking caret or an animation never stops);
+// without it, Settle.
+const (
+	Settle      = 150 * time.Millisecond
+	settleQuiet = 50 * time.Millisecond
+	settleMax   = time.Second
+)
+
+// settle waits for the screen to settle after an action; the action was
+// preceded by armDamage.
+func (d *display) settle(ctx context.Context) error {
+	if d.damaged == nil {
+		return sleep(ctx, Settle.Seconds())
+	}
+	limit := time.NewTimer(settleMax)
+	defer limit.Stop()
+	wait := time.NewTimer(Settle)
+	defer wait.Stop()
+	for {
+		select {
+		case <-d.damaged:
+			// Arm again (changes from before this are already known), then
+			// wait for the next change or for quiet.
+			damage.Subtract(d.conn, d.watch, 0, 0)
+			wait.Reset(settleQuiet)
+		case <-wait.C:
+			return nil
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // buttons, as X numbers them: 4-7 are the wheel.
 const (

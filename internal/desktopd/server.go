@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/png"
 	"io"
 	"log"
 	"log/slog"
@@ -55,7 +54,7 @@ const maxActionBytes = 256 << 10
 type Server struct {
 	cfg Config
 	d   *display
-	png png.Encoder
+	enc pngEncoder
 	// lastPNG is shoot's result, under d.mu.
 	lastPNG []byte
 }
@@ -68,7 +67,6 @@ func New(cfg Config) *Server {
 	return &Server{
 		cfg: cfg,
 		d:   &display{socket: cfg.Socket},
-		png: png.Encoder{CompressionLevel: png.BestSpeed},
 	}
 }
 
@@ -87,10 +85,33 @@ func Run(ctx context.Context, cfg Config) error {
 		srv.Shutdown(sctx)
 	}()
 	cfg.Logger.Info("space-desktop listening", "addr", ln.Addr().String(), "socket", cfg.Socket)
+	go s.warmUp(ctx)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// warmUp connects to the display as soon as it answers and takes one
+// screenshot, so that a template checkpointed once its desktop is ready
+// holds the X connection and the screenshot's buffers: every sandbox of it
+// starts with them, and its first screenshot does not make them.
+func (s *Server) warmUp(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		s.d.mu.Lock()
+		_, _, err := s.shoot(0)
+		s.d.mu.Unlock()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Handler is the server's routes.
@@ -173,7 +194,7 @@ func (s *Server) shoot(width int) ([]byte, computeruse.Size, error) {
 			return err
 		}
 		var buf bytes.Buffer
-		if err := s.png.Encode(&buf, scaleDown(img, width)); err != nil {
+		if err := s.enc.encode(&buf, scaleDown(img, width)); err != nil {
 			return err
 		}
 		size.Width, size.Height = img.Rect.Dx(), img.Rect.Dy()
@@ -202,13 +223,15 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		if err := a.Validate(size); err != nil {
 			return &badAction{err}
 		}
+		if a.Screenshot {
+			s.d.armDamage()
+		}
 		if err := s.d.perform(r.Context(), &a); err != nil {
 			return err
 		}
-		if err := s.d.sync(); err != nil {
-			return err
-		}
 		res.Screen = size
+		// QueryPointer's answer comes after the server handled every
+		// request before it: the action is done.
 		if res.Cursor, err = s.d.cursor(); err != nil {
 			return err
 		}
@@ -216,9 +239,11 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 	})
 	if err == nil && (a.Screenshot || a.Action == "screenshot") {
 		if a.Action != "screenshot" {
-			time.Sleep(Settle)
+			err = s.d.settle(r.Context())
 		}
-		res.Screenshot, _, err = s.shoot(0)
+		if err == nil {
+			res.Screenshot, _, err = s.shoot(0)
+		}
 	}
 	if err != nil {
 		s.fail(w, err)

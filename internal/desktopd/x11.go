@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
 
@@ -42,6 +43,13 @@ type display struct {
 	perCode byte
 	minCode xproto.Keycode
 	shift   xproto.Keycode
+	// frame is capture's image, reused while the screen keeps its size.
+	frame *image.RGBA
+	// damaged gets a value when the screen changed since watch was
+	// last armed (the DAMAGE extension's report on the root window);
+	// nil when the server has no DAMAGE.
+	damaged chan struct{}
+	watch   damage.Damage
 }
 
 type keyAt struct {
@@ -67,9 +75,14 @@ func (d *display) connect() error {
 		c.Close()
 		return fmt.Errorf("X server has no XTEST: %w", err)
 	}
-	go drain(c)
+	damaged := make(chan struct{}, 1)
+	go drain(c, damaged)
 	setup := xproto.Setup(c)
 	d.conn, d.root = c, setup.DefaultScreen(c).Root
+	d.damaged = nil
+	if d.watchDamage() == nil {
+		d.damaged = damaged
+	}
 	if err := d.readKeymap(setup); err != nil {
 		d.drop()
 		return err
@@ -181,13 +194,52 @@ func (d *display) fake(typ byte, detail byte, x, y int) error {
 
 // drain reads c's events until it closes: every client gets MappingNotify
 // when a key is bound, and xgb stops reading replies once its event
-// queue is full.
-func drain(c *xgb.Conn) {
+// queue is full. A damage report is passed on to damaged.
+func drain(c *xgb.Conn, damaged chan<- struct{}) {
 	for {
 		ev, err := c.WaitForEvent()
 		if ev == nil && err == nil {
 			return
 		}
+		if _, ok := ev.(damage.NotifyEvent); ok {
+			select {
+			case damaged <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// watchDamage asks the server to report when the screen changes: once
+// each time its damage goes from none to some (armDamage empties it).
+func (d *display) watchDamage() error {
+	if err := damage.Init(d.conn); err != nil {
+		return err
+	}
+	if _, err := damage.QueryVersion(d.conn, 1, 1).Reply(); err != nil {
+		return err
+	}
+	id, err := damage.NewDamageId(d.conn)
+	if err != nil {
+		return err
+	}
+	if err := damage.CreateChecked(d.conn, id, xproto.Drawable(d.root), damage.ReportLevelNonEmpty).Check(); err != nil {
+		return err
+	}
+	d.watch = id
+	return nil
+}
+
+// armDamage forgets the screen's changes so far: the next change is
+// reported again.
+func (d *display) armDamage() {
+	if d.damaged == nil {
+		return
+	}
+	damage.Subtract(d.conn, d.watch, 0, 0)
+	select {
+	case <-d.damaged:
+	default:
 	}
 }
 
@@ -213,7 +265,8 @@ func (d *display) cursor() (computeruse.Point, error) {
 	return computeruse.Point{X: int(p.RootX), Y: int(p.RootY)}, nil
 }
 
-// capture reads the whole screen into an RGBA image.
+// capture reads the whole screen into an RGBA image, d.frame: valid
+// until the next capture.
 func (d *display) capture(s computeruse.Size) (*image.RGBA, error) {
 	setup := xproto.Setup(d.conn)
 	depth := setup.DefaultScreen(d.conn).RootDepth
@@ -226,7 +279,10 @@ func (d *display) capture(s computeruse.Size) (*image.RGBA, error) {
 	if bpp != 32 || (depth != 24 && depth != 32) {
 		return nil, fmt.Errorf("screen depth %d at %d bits per pixel: only 24/32 is read", depth, bpp)
 	}
-	img := image.NewRGBA(image.Rect(0, 0, s.Width, s.Height))
+	if d.frame == nil || d.frame.Rect.Dx() != s.Width || d.frame.Rect.Dy() != s.Height {
+		d.frame = image.NewRGBA(image.Rect(0, 0, s.Width, s.Height))
+	}
+	img := d.frame
 	// In bands: one GetImage answer is bounded by the server's maximum
 	// request size in some servers; 256 rows of 4096 pixels is 4 MiB.
 	band := max(1, (4<<20)/(s.Width*4))

@@ -51,6 +51,7 @@ func (s *Server) routeTable(templates bool) []apiRoute {
 		{"GET /v2/sandboxes/{id}/logs", false, s.logsV2},
 	}
 	routes = append(routes, s.volumeRoutes()...)
+	routes = append(routes, s.webhookRoutes()...)
 	tmpl := []apiRoute{
 		{"POST /v3/templates", false, s.requestTemplateBuild},
 		{"POST /v2/templates", false, s.requestTemplateBuild},

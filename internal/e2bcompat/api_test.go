@@ -84,12 +84,13 @@ func TestCreate(t *testing.T) {
 	}
 
 	for body, status := range map[string]int{
-		`{"templateID":"base","mcp":{"github":{}}}`: 501,
-		`{"templateID":"base","timeout":0}`:         400,
-		`{"templateID":"base","metadata":{"k":1}}`:  400,
-		`{"templateID":"nosuch"}`:                   404,
-		`{"templateID":`:                            400,
-		``:                                          400,
+		`{"templateID":"base","mcp":["time"]}`:     400,
+		`{"templateID":"base","mcp":"time"}`:       400,
+		`{"templateID":"base","timeout":0}`:        400,
+		`{"templateID":"base","metadata":{"k":1}}`: 400,
+		`{"templateID":"nosuch"}`:                  404,
+		`{"templateID":`:                           400,
+		``:                                         400,
 	} {
 		e := wantError(t, h.api("POST", "/v2/sandboxes", body), status)
 		if status == 501 && !strings.Contains(e.Message, "not") {
@@ -412,7 +413,8 @@ func TestUnsupportedOptions(t *testing.T) {
 		hdr        map[string]string
 		want       string // in the message; "" for a create that passes
 	}{
-		{"mcp", `{"templateID":"base","mcp":{"github":{}}}`, nil, "MCP gateway sandboxes are not supported"},
+		// The SDKs start the MCP gateway themselves after create.
+		{"mcp", `{"templateID":"base","mcp":{"time":{}}}`, nil, ""},
 		{"mcp null", `{"templateID":"base","mcp":null}`, nil, ""},
 		{"iam", `{"templateID":"base","iam":{"tokens":{"aws":{}}}}`, nil, "workload identity"},
 		{"idempotency key", `{"templateID":"base"}`, map[string]string{"Idempotency-Key": "k-1"}, "Idempotency-Key"},

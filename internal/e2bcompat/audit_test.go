@@ -74,11 +74,11 @@ func TestPublicRoutesAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tenants, err := tenant.New(context.Background(), st, testKey, store.Quotas{})
+	tenants, err := tenant.New(context.Background(), st, testKey, store.Quotas{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := tenant.NewAudit(st, time.Hour)
+	audit := tenant.NewAudit(st, time.Hour, nil)
 	fake := newFakeSandboxes()
 	srv := httptest.NewServer(New(Options{Sandboxes: fake, Checkpoints: fake, Snapshots: fake, Targets: fake, Tenants: tenants, Audit: audit,
 		Volumes: auditVolumes{}, Templates: auditTemplates{}, Next: http.NotFoundHandler()}))

@@ -13,11 +13,13 @@ package e2bcompat
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/spacesandbox/space/internal/httpjson"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/tenant"
 )
@@ -70,6 +72,8 @@ type Snapshots interface {
 
 // Options configure the E2B layer.
 type Options struct {
+	// Logger receives the layer's log lines (nil: discarded).
+	Logger *slog.Logger
 	// Sandboxes, Checkpoints, Snapshots and Targets are the sandbox
 	// service, its pauses, resumes and forks, its snapshots, and the
 	// lookup of its running sandboxes (sandbox.Service,
@@ -84,6 +88,8 @@ type Options struct {
 	Telemetry Telemetry
 	// Volumes serves E2B's volumes (nil: they answer 501).
 	Volumes Volumes
+	// Webhooks serves E2B's lifecycle webhooks (nil: they answer 501).
+	Webhooks Webhooks
 	// MaxUpload bounds one uploaded file set.
 	MaxUpload int64
 	// Tenants checks the API keys E2B clients send in X-API-KEY; Audit
@@ -120,14 +126,18 @@ func New(opts Options) *Server {
 	if opts.Next == nil {
 		opts.Next = http.NotFoundHandler()
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{opts: opts, uploadKey: newUploadKey()}
 	s.api = s.routes()
-	s.proxy = newProxy(opts.Targets, opts.Checkpoints, sandbox.NewPortTransport(opts.Targets.Target, opts.Dial, InterpreterPort))
+	s.proxy = newProxy(opts.Targets, opts.Checkpoints, sandbox.NewPortTransport(opts.Targets.Target, opts.Dial, InterpreterPort), opts.Logger)
 	return s
 }
 
 // ServeHTTP picks the plane: sandbox side, E2B control plane, or native.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(httpjson.WithLogger(r.Context(), s.opts.Logger))
 	if t, ok := sandboxRoute(r); ok {
 		s.proxy.serve(w, r, t)
 		return
@@ -149,7 +159,7 @@ func IsControlPlanePath(path string) bool {
 	if path == "/health" {
 		return true
 	}
-	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes", "/volumecontent"} {
+	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes", "/volumecontent", "/events"} {
 		if path == prefix || strings.HasPrefix(path, prefix+"/") {
 			return true
 		}

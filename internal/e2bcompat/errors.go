@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -16,7 +15,7 @@ import (
 // Internal causes are logged, never shown.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code := httpjson.WriteError(w, e2bShape, err); code >= 500 {
-		slog.ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+		httpjson.LoggerOf(r.Context()).ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
 }
 

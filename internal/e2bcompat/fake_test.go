@@ -358,7 +358,7 @@ func testTenants(t testing.TB, key string) *tenant.Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := tenant.New(context.Background(), st, key, store.Quotas{})
+	svc, err := tenant.New(context.Background(), st, key, store.Quotas{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

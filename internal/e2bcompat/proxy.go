@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/spacesandbox/space/internal/accesstoken"
+	"github.com/spacesandbox/space/internal/httpjson"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
@@ -67,7 +68,7 @@ const InterpreterPort = 49999
 // nativeAgentPrefix is the agent's native service, which only spaced uses.
 const nativeAgentPrefix = "/spaceagent.v1.Agent/"
 
-func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper) *proxy {
+func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper, log *slog.Logger) *proxy {
 	p := &proxy{targets: tg, checkpoints: ck}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -102,7 +103,7 @@ func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper) *proxy {
 		// A stream cut off because its sandbox ended is reported here
 		// ("read error during body copy"); the client's connection is
 		// dropped (see forward). Not news.
-		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
@@ -117,10 +118,10 @@ func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper) *proxy {
 			case errors.Is(err, sandbox.ErrSilent):
 				// The agent or interpreter is stuck (or the connection
 				// dead): the SDKs read this as "unreachable, state unknown".
-				slog.WarnContext(r.Context(), "e2b proxy: sandbox did not answer in time", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
+				httpjson.LoggerOf(r.Context()).WarnContext(r.Context(), "e2b proxy: sandbox did not answer in time", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
 				writeProxyError(w, r, http.StatusBadGateway, msgNoAnswer)
 			default:
-				slog.WarnContext(r.Context(), "e2b proxy: sandbox unreachable", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
+				httpjson.LoggerOf(r.Context()).WarnContext(r.Context(), "e2b proxy: sandbox unreachable", "sandbox", u.id, "port", u.port, "path", r.URL.Path, "err", err)
 				writeProxyError(w, r, http.StatusBadGateway, "the sandbox is not reachable: it may have stopped")
 			}
 		},
@@ -153,7 +154,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		// 502 is what E2B's proxy answers for a sandbox that is gone; the SDKs
 		// read it as "not running" (is_running() is false).
 		if !errors.Is(err, errdefs.ErrNotFound) {
-			slog.ErrorContext(r.Context(), "e2b proxy: look up sandbox", "sandbox", rt.id, "err", err)
+			httpjson.LoggerOf(r.Context()).ErrorContext(r.Context(), "e2b proxy: look up sandbox", "sandbox", rt.id, "err", err)
 		}
 		writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
 		return
@@ -222,7 +223,7 @@ func (p *proxy) autoResume(r *http.Request, rt route) (sandbox.Target, error) {
 	if status != 0 {
 		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is not running", rt.id)
 	}
-	slog.InfoContext(r.Context(), "e2b proxy: resuming a paused sandbox on traffic", "sandbox", rt.id)
+	httpjson.LoggerOf(r.Context()).InfoContext(r.Context(), "e2b proxy: resuming a paused sandbox on traffic", "sandbox", rt.id)
 	// The proxy's requests carry no API key: the resume runs as the
 	// sandbox's own tenant, so that tenant's quotas hold for it (without a
 	// principal it would run as spaced's own, which no quota limits).

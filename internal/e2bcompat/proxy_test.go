@@ -1,8 +1,9 @@
 package e2bcompat
 
 import (
-	"github.com/spacesandbox/space/internal/accesstoken"
 	"strings"
+
+	"github.com/spacesandbox/space/internal/accesstoken"
 
 	"bufio"
 	"encoding/json"

@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -28,6 +29,13 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 		}
 		if msg := unsupported(r, &req, s.opts.IdempotencyKeys); msg != "" {
 			writeStatus(w, http.StatusNotImplemented, msg)
+			return
+		}
+		// The SDKs start the MCP gateway themselves (mcp-gateway --config in
+		// the sandbox, see internal/mcpgateway): spaced only checks the
+		// config's shape and keeps none of it (its settings may hold keys).
+		if mcp := strings.TrimSpace(string(req.MCP)); mcp != "" && mcp != "null" && !strings.HasPrefix(mcp, "{") {
+			writeStatus(w, http.StatusBadRequest, "mcp must be a JSON object of MCP server names to their settings")
 			return
 		}
 		timeout := defaultTimeoutV1
@@ -78,8 +86,6 @@ func (s *Server) create(v2 bool) http.HandlerFunc {
 // here, so it is refused (501) rather than ignored.
 func unsupported(r *http.Request, req *newSandbox, idempotencyKeys bool) string {
 	switch {
-	case len(req.MCP) > 0 && string(req.MCP) != "null":
-		return "MCP gateway sandboxes are not supported by spaced"
 	case req.IAM != nil && len(req.IAM.Tokens) > 0:
 		return "workload identity (iam tokens) is not supported by spaced"
 	case r.Header.Get("Idempotency-Key") != "" && !idempotencyKeys:
@@ -308,7 +314,15 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			}
 			status = http.StatusCreated
 		}
-		sb, err := s.opts.Sandboxes.ExtendTimeout(r.Context(), id, d)
+		// A resume has set the timeout already: a second write would be
+		// a timeout change of its own (a webhook's "updated" event).
+		get := s.opts.Sandboxes.ExtendTimeout
+		if status == http.StatusCreated {
+			get = func(ctx context.Context, id string, _ time.Duration) (*sandbox.Sandbox, error) {
+				return s.opts.Sandboxes.Get(ctx, id)
+			}
+		}
+		sb, err := get(r.Context(), id, d)
 		if err != nil {
 			writeError(w, r, err)
 			return

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/httpjson"
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/store"
@@ -239,7 +239,7 @@ func (s *Server) startTemplateBuild(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The build ends refused (the SDK polls its status next).
 		if ferr := s.opts.Templates.RefuseBuild(r.Context(), b.ID, err); ferr != nil {
-			slog.WarnContext(r.Context(), "e2b: record a refused build", "build", b.ID, "err", ferr)
+			httpjson.LoggerOf(r.Context()).WarnContext(r.Context(), "e2b: record a refused build", "build", b.ID, "err", ferr)
 		}
 		writeError(w, r, err)
 		return
@@ -251,7 +251,7 @@ func (s *Server) startTemplateBuild(w http.ResponseWriter, r *http.Request) {
 	if errdefs.Class(err) == errdefs.ErrQuotaExceeded {
 		// Refused before it ran: the build ends so (the SDK polls next).
 		if ferr := s.opts.Templates.RefuseBuild(r.Context(), b.ID, err); ferr != nil {
-			slog.WarnContext(r.Context(), "e2b: record a refused build", "build", b.ID, "err", ferr)
+			httpjson.LoggerOf(r.Context()).WarnContext(r.Context(), "e2b: record a refused build", "build", b.ID, "err", ferr)
 		}
 	}
 	if err != nil {

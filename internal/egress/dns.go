@@ -32,12 +32,12 @@ func (g *Gateway) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	q := req.Question[0]
 	name, err := policy.NormalizeName(q.Name)
 	if err != nil {
-		audit(sb, "dns", policy.Dest{Name: q.Name}, "", "bad name: "+err.Error())
+		g.audit(sb, "dns", policy.Dest{Name: q.Name}, "", "bad name: "+err.Error())
 		m.Rcode = dns.RcodeRefused
 		return
 	}
 	if v := pol.Resolvable(name); !v.Allowed {
-		audit(sb, "dns", policy.Dest{Name: name}, v.Rule, "name not allowed")
+		g.audit(sb, "dns", policy.Dest{Name: name}, v.Rule, "name not allowed")
 		m.Rcode = dns.RcodeRefused
 		return
 	}
@@ -53,7 +53,7 @@ func (g *Gateway) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 	for _, ip := range ips {
 		if g.inFloor(ip) {
-			audit(sb, "dns", policy.Dest{Name: name, IP: ip}, "floor", "answer in the floor dropped")
+			g.audit(sb, "dns", policy.Dest{Name: name, IP: ip}, "floor", "answer in the floor dropped")
 			continue
 		}
 		hdr := dns.RR_Header{Name: q.Name, Rrtype: q.Qtype, Class: dns.ClassINET, Ttl: dnsTTL}

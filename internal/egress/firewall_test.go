@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -28,7 +29,7 @@ func kernelGateway(tb testing.TB, table string, addrs *[]netip.Addr) *Gateway {
 			tb.Errorf("delete table %s: %v: %s", table, err, out)
 		}
 	})
-	return &Gateway{table: table, cfg: Config{EgressAddrs: func() []netip.Addr { return slices.Clone(*addrs) }}}
+	return &Gateway{log: slog.New(slog.DiscardHandler), table: table, cfg: Config{EgressAddrs: func() []netip.Addr { return slices.Clone(*addrs) }}}
 }
 
 func kernelSet(t *testing.T, table string) []netip.Addr {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -77,11 +78,32 @@ type Config struct {
 	// EgressAddrs lists the sandboxes whose policy allows any egress; the
 	// firewall drops every other sandbox's TCP (see Refresh).
 	EgressAddrs func() []netip.Addr
+	// Logger receives the gateway's log lines (nil: discarded).
+	Logger *slog.Logger
+	// Denied, if set, is told of every refusal as it happens (the
+	// console's audit list), after it is logged. It must not block.
+	Denied func(Denial)
+}
+
+// Denial is one refused attempt of a sandbox: what it tried (dns, tcp,
+// http), where, and the rule and reason that refused it. It never holds a
+// secret.
+type Denial struct {
+	Time    time.Time
+	Sandbox string
+	Tenant  string
+	What    string
+	Name    string
+	IP      string
+	Port    uint16
+	Rule    string
+	Reason  string
 }
 
 // Gateway is one daemon's egress gateway.
 type Gateway struct {
 	cfg Config
+	log *slog.Logger
 	// dialer refuses the floor and the node's own addresses, checked
 	// before a connection is sniffed and again on the address dialled.
 	dialer   *dialer.Dialer
@@ -109,12 +131,16 @@ func Start(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	g := &Gateway{
 		ca:    ca,
 		cfg:   cfg,
+		log:   cfg.Logger,
 		table: TableName(cfg.CIDR),
 		dialer: dialer.New(dialer.Config{
-			Floor: append([]netip.Prefix{cfg.CIDR}, cfg.Floor...), Local: cfg.Local, Timeout: dialTimeout, Logger: slog.Default(),
+			Floor: append([]netip.Prefix{cfg.CIDR}, cfg.Floor...), Local: cfg.Local, Timeout: dialTimeout, Logger: cfg.Logger,
 		}),
 		resolver: &resolver{upstream: cfg.Upstream},
 	}
@@ -143,12 +169,12 @@ func Start(cfg Config) (*Gateway, error) {
 	for _, srv := range []*dns.Server{g.dnsUDP, g.dnsTCP} {
 		g.wg.Go(func() {
 			if err := srv.ActivateAndServe(); err != nil {
-				slog.Error("egress dns server", "err", err)
+				g.log.Error("egress dns server", "err", err)
 			}
 		})
 	}
 	g.wg.Go(g.acceptLoop)
-	slog.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", g.table)
+	g.log.Info("egress gateway listening", "tcp_port", tcpPort, "dns_port", dnsPort, "upstream", cfg.Upstream, "table", g.table)
 	return g, nil
 }
 
@@ -193,12 +219,12 @@ func (g *Gateway) Refresh() {
 		// A failed batch changes nothing, but the kernel's set may not be
 		// what we think (a delete of an element it lacks fails the batch):
 		// replace it whole.
-		slog.Warn("egress: update the egress set; replacing it whole", "err", err)
+		g.log.Warn("egress: update the egress set; replacing it whole", "err", err)
 		add, _ = setDiff(nil, want)
 		err = writeEgressSet(g.table, true, add, nil)
 	}
 	if err != nil {
-		slog.Error("egress: refresh the egress set", "err", err)
+		g.log.Error("egress: refresh the egress set", "err", err)
 		g.inSet = nil
 		return
 	}
@@ -223,7 +249,7 @@ func (g *Gateway) acceptLoop() {
 		c, err := g.tcp.Accept()
 		if err != nil {
 			if g.ctx.Err() == nil {
-				slog.Error("egress accept", "err", err)
+				g.log.Error("egress accept", "err", err)
 			}
 			return
 		}
@@ -244,7 +270,7 @@ func (g *Gateway) sandboxFor(addr net.Addr) (Sandbox, policy.Policy, bool) {
 	p, err := policy.FromStore(sb.Network)
 	if err != nil {
 		// Stored policies were checked when set; deny all if one is not.
-		slog.Error("egress: unreadable sandbox policy; denying all", "sandbox", sb.ID, "err", err)
+		g.log.Error("egress: unreadable sandbox policy; denying all", "sandbox", sb.ID, "err", err)
 		return sb, policy.Policy{}, true
 	}
 	return sb, p, true
@@ -257,9 +283,13 @@ func (g *Gateway) inFloor(ip netip.Addr) bool {
 	return g.dialer.Check(ip) != nil
 }
 
-// audit logs a refusal with what it was and why, never a secret.
-func audit(sb Sandbox, what string, d policy.Dest, rule, reason string) {
-	slog.Warn("egress denied", "sandbox", sb.ID, "tenant", sb.Tenant, "what", what, "name", d.Name, "ip", addrString(d.IP), "port", d.Port, "rule", rule, "reason", reason)
+// audit logs a refusal with what it was and why, never a secret, and
+// tells cfg.Denied.
+func (g *Gateway) audit(sb Sandbox, what string, d policy.Dest, rule, reason string) {
+	g.log.Warn("egress denied", "sandbox", sb.ID, "tenant", sb.Tenant, "what", what, "name", d.Name, "ip", addrString(d.IP), "port", d.Port, "rule", rule, "reason", reason)
+	if g.cfg.Denied != nil {
+		g.cfg.Denied(Denial{Time: time.Now(), Sandbox: sb.ID, Tenant: sb.Tenant, What: what, Name: d.Name, IP: addrString(d.IP), Port: d.Port, Rule: rule, Reason: reason})
+	}
 }
 
 func addrString(ip netip.Addr) string {

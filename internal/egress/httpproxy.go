@@ -25,7 +25,7 @@ func (g *Gateway) proxyHTTP(c *conn, cl side, up net.Conn, req *http.Request, wa
 			err = g.applySecrets(c, req, want)
 		}
 		if err != nil {
-			audit(c.sb, "http", d, "", err.Error())
+			g.audit(c.sb, "http", d, "", err.Error())
 			req.Body.Close()
 			refuse(cl, err.Error())
 			return

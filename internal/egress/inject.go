@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -100,7 +99,7 @@ func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
 		injected[name] = true
 	}
 	for name := range injected {
-		slog.Info("egress injected", "sandbox", c.sb.ID, "tenant", c.sb.Tenant, "secret", name, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
+		g.log.Info("egress injected", "sandbox", c.sb.ID, "tenant", c.sb.Tenant, "secret", name, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
 	}
 	if hs := c.pol.Headers[host]; host != "" && len(hs) > 0 {
 		names := make([]string, 0, len(hs))
@@ -108,7 +107,7 @@ func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
 			req.Header.Set(k, v)
 			names = append(names, k)
 		}
-		slog.Info("egress injected", "sandbox", c.sb.ID, "tenant", c.sb.Tenant, "headers", names, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
+		g.log.Info("egress injected", "sandbox", c.sb.ID, "tenant", c.sb.Tenant, "headers", names, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -48,24 +47,24 @@ func (g *Gateway) handle(client *net.TCPConn) {
 		return // not a sandbox of this daemon
 	}
 	if !g.conns.acquire(sb.ID) {
-		audit(sb, "tcp", policy.Dest{}, "", fmt.Sprintf("more than %d open connections", maxConnsPerSandbox))
+		g.audit(sb, "tcp", policy.Dest{}, "", fmt.Sprintf("more than %d open connections", maxConnsPerSandbox))
 		return
 	}
 	defer g.conns.release(sb.ID)
 	orig, err := originalDst(client)
 	if err != nil {
-		audit(sb, "tcp", policy.Dest{}, "", "no original destination: "+err.Error())
+		g.audit(sb, "tcp", policy.Dest{}, "", "no original destination: "+err.Error())
 		return
 	}
 	c := &conn{sb: sb, pol: pol, client: client, br: bufio.NewReaderSize(client, 32<<10), orig: orig}
 	dest := policy.Dest{IP: orig.Addr().Unmap(), Port: orig.Port()}
 	if g.inFloor(dest.IP) {
-		audit(sb, "tcp", dest, "floor", "destination in the platform floor")
+		g.audit(sb, "tcp", dest, "floor", "destination in the platform floor")
 		return
 	}
 	hello, err := c.sniff()
 	if err != nil {
-		audit(sb, "tcp", dest, "", err.Error())
+		g.audit(sb, "tcp", dest, "", err.Error())
 		return
 	}
 	if hello.name != "" {
@@ -73,12 +72,12 @@ func (g *Gateway) handle(client *net.TCPConn) {
 		return
 	}
 	if v := pol.Decide(dest); !v.Allowed {
-		audit(sb, "tcp", dest, v.Rule, "not allowed")
+		g.audit(sb, "tcp", dest, v.Rule, "not allowed")
 		return
 	}
 	up, err := g.dial(dest.IP, dest.Port)
 	if err != nil {
-		audit(sb, "tcp", dest, "", "dial: "+err.Error())
+		g.audit(sb, "tcp", dest, "", "dial: "+err.Error())
 		return
 	}
 	defer up.Close()
@@ -96,25 +95,25 @@ func (g *Gateway) handle(client *net.TCPConn) {
 func (g *Gateway) byName(c *conn, hello hello) {
 	d := policy.Dest{Name: hello.name, Port: c.orig.Port()}
 	if v := c.pol.Decide(d); !v.Allowed {
-		audit(c.sb, "tcp", d, v.Rule, "not allowed")
+		g.audit(c.sb, "tcp", d, v.Rule, "not allowed")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	defer cancel()
 	ips, err := g.resolver.lookupAll(ctx, hello.name)
 	if err != nil || len(ips) == 0 {
-		audit(c.sb, "tcp", d, "", fmt.Sprintf("name does not resolve (%v)", err))
+		g.audit(c.sb, "tcp", d, "", fmt.Sprintf("name does not resolve (%v)", err))
 		return
 	}
 	var up net.Conn
 	for _, ip := range ips {
 		d.IP = ip.Unmap()
 		if g.inFloor(d.IP) {
-			audit(c.sb, "tcp", d, "floor", "name resolves into the platform floor")
+			g.audit(c.sb, "tcp", d, "floor", "name resolves into the platform floor")
 			continue
 		}
 		if v := c.pol.Decide(d); !v.Allowed {
-			audit(c.sb, "tcp", d, v.Rule, "address not allowed")
+			g.audit(c.sb, "tcp", d, v.Rule, "address not allowed")
 			continue
 		}
 		if up, err = g.dial(d.IP, d.Port); err == nil {
@@ -144,7 +143,7 @@ func (g *Gateway) byName(c *conn, hello hello) {
 func (g *Gateway) intercept(c *conn, up net.Conn, name string) {
 	cert, err := g.ca.certFor(name)
 	if err != nil {
-		slog.Error("egress: certificate", "sandbox", c.sb.ID, "host", name, "err", err)
+		g.log.Error("egress: certificate", "sandbox", c.sb.ID, "host", name, "err", err)
 		return
 	}
 	cs := tls.Server(&bufferedConn{Conn: c.client, r: c.br}, &tls.Config{
@@ -157,7 +156,7 @@ func (g *Gateway) intercept(c *conn, up net.Conn, name string) {
 	}
 	us := tls.Client(up, &tls.Config{ServerName: name, RootCAs: g.cfg.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
 	if err := us.HandshakeContext(ctx); err != nil {
-		audit(c.sb, "https", policy.Dest{Name: name, Port: c.orig.Port()}, "", "upstream TLS: "+err.Error())
+		g.audit(c.sb, "https", policy.Dest{Name: name, Port: c.orig.Port()}, "", "upstream TLS: "+err.Error())
 		return
 	}
 	cl := side{Conn: cs, br: bufio.NewReader(cs)}

@@ -1,10 +1,11 @@
 package httpapi
 
 import (
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"

@@ -2,9 +2,10 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/spacesandbox/space/api/native"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/errdefs"

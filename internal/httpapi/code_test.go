@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,7 +46,7 @@ func codeServer(t *testing.T, interp http.HandlerFunc) (http.Handler, *[]string)
 			return (&net.Dialer{}).DialContext(ctx, network, fake.Listener.Addr().String())
 		},
 	})
-	s := &Server{code: code, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
+	s := &Server{log: slog.New(slog.DiscardHandler), code: code, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
 	return s.routes(), &seen
 }
 
@@ -201,7 +202,7 @@ func testTenants(t testing.TB, key string) *tenant.Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := tenant.New(context.Background(), st, key, store.Quotas{})
+	svc, err := tenant.New(context.Background(), st, key, store.Quotas{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

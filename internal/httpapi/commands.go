@@ -5,13 +5,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"github.com/spacesandbox/space/api/native"
 	"math"
 	"net/http"
 	"strconv"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -53,7 +54,7 @@ func desktopServer(t *testing.T, srv func(w http.ResponseWriter, r *http.Request
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		},
 	})
-	s := &Server{desktop: d, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
+	s := &Server{log: slog.New(slog.DiscardHandler), desktop: d, tenants: testTenants(t, "k"), owners: defaultOwner{}, metrics: http.NotFoundHandler()}
 	return s.routes(), &seen
 }
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"log/slog"
 	"net/http"
 
 	"github.com/spacesandbox/space/internal/httpjson"
@@ -19,9 +18,9 @@ type (
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := httpjson.WriteError(w, httpjson.Native, err)
 	if code >= 500 {
-		slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+		httpjson.LoggerOf(r.Context()).ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	} else {
-		slog.DebugContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+		httpjson.LoggerOf(r.Context()).DebugContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
 }
 

@@ -3,9 +3,10 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"

@@ -2,12 +2,13 @@ package httpapi
 
 import (
 	"encoding/json"
-	"github.com/spacesandbox/space/api/native"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"

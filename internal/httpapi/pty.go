@@ -3,11 +3,12 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/coder/websocket"
 

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
-	"github.com/spacesandbox/space/api/native"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"

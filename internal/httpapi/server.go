@@ -9,17 +9,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/spacesandbox/space/api/native"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/spacesandbox/space/api/native"
+
 	"github.com/spacesandbox/space/internal/cluster"
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/httpjson"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
@@ -29,6 +31,7 @@ import (
 
 // Server serves the API.
 type Server struct {
+	log         *slog.Logger
 	lifecycle   Lifecycle
 	changes     Changes
 	checkpoints Checkpoints
@@ -56,6 +59,8 @@ type Server struct {
 
 // Options are what the API serves.
 type Options struct {
+	// Logger receives the API's log lines (nil: discarded).
+	Logger    *slog.Logger
 	Sandboxes Sandboxes
 	// Changes is the feed of sandboxes' state changes (sandbox.Feed).
 	Changes Changes
@@ -109,10 +114,13 @@ type Cluster interface {
 
 // New returns the API's handler.
 func New(o Options) http.Handler {
-	if o.Keys == nil {
-		o.Keys = sandbox.NewCustomerKeys(nil, nil) // no object store: every key call says so
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{lifecycle: o.Sandboxes, changes: o.Changes, checkpoints: o.Checkpoints, snapshots: o.Snapshots, keys: o.Keys,
+	if o.Keys == nil {
+		o.Keys = sandbox.NewCustomerKeys(nil, nil, o.Logger) // no object store: every key call says so
+	}
+	s := &Server{log: o.Logger, lifecycle: o.Sandboxes, changes: o.Changes, checkpoints: o.Checkpoints, snapshots: o.Snapshots, keys: o.Keys,
 		commands: o.Commands, files: o.Files, templates: o.Templates, secrets: o.Secrets, code: o.Code, desktop: o.Desktop, volumes: o.Volumes,
 		tenants: o.Tenants, audit: o.Audit, owners: o.Sandboxes, maxUpload: o.MaxUpload, metrics: o.Metrics, metricsToken: o.MetricsToken,
 		telemetry: o.Telemetry, cluster: o.Cluster, pools: o.Pools}
@@ -135,7 +143,7 @@ func (s *Server) routes() http.Handler {
 		BaseRouter:       &chainMux{mux: mux, s: s, c: c},
 		ErrorHandlerFunc: paramError,
 	})
-	return logRequests(recoverPanics(s.limitBodies(mux)))
+	return logRequests(recoverPanics(s.limitBodies(mux)), s.log)
 }
 
 // chainMux is the router's ServeMux: it puts each route's chain (from its
@@ -236,12 +244,12 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
-func logRequests(next http.Handler) http.Handler {
+func logRequests(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		slog.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+		next.ServeHTTP(rec, r.WithContext(httpjson.WithLogger(r.Context(), log)))
+		log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
 	})
 }
 

@@ -1,11 +1,12 @@
 package httpapi
 
 import (
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"

@@ -2,11 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/ociimage"

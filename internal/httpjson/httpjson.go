@@ -5,7 +5,9 @@
 package httpjson
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -60,4 +62,20 @@ func WriteError(w http.ResponseWriter, shape Shape, err error) int {
 	}
 	WriteStatus(w, shape, status, code, errdefs.PublicMessage(err), errdefs.Details(err))
 	return status
+}
+
+type loggerKey struct{}
+
+// WithLogger answers ctx carrying log: the logger of the request it
+// serves, which the API layers' error writers log to (see LoggerOf).
+func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, log)
+}
+
+// LoggerOf answers the logger ctx carries, or one that discards.
+func LoggerOf(ctx context.Context) *slog.Logger {
+	if log, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return log
+	}
+	return slog.New(slog.DiscardHandler)
 }

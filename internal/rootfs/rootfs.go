@@ -117,7 +117,7 @@ type ApplyOptions struct {
 func Apply(ctx context.Context, dir string, r io.Reader, o ApplyOptions) (int64, error) {
 	log := o.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	made := map[string]bool{} // what this layer made, for its hard links
 	var total int64

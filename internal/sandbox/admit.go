@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,6 +37,7 @@ func (s *Service) newAdmission(cfg *AdmissionConfig) *admission.Controller {
 		host = func() (admission.Host, error) { return admission.ReadHost(cfg.DiskPath) }
 	}
 	return admission.New(admission.Config{
+		Logger:  s.log,
 		Budget:  cfg.Budget,
 		Sampler: usageSampler{rt: s.rt, ur: ur},
 		Host:    host,
@@ -113,7 +113,7 @@ func (s *Service) admit(ctx context.Context, need admission.Need, what string) (
 	}
 	if ref != nil {
 		s.adm.Refused(ref)
-		slog.Warn("start refused: node at capacity", "start", what, "resource", ref.Resource, "scope", ref.Scope,
+		s.log.Warn("start refused: node at capacity", "start", what, "resource", ref.Resource, "scope", ref.Scope,
 			"budget", ref.Budget, "used", ref.Used, "requested", ref.Requested, "unit", ref.Unit)
 		return nil, ref.Err()
 	}
@@ -139,7 +139,7 @@ func (ps *Pools) releaseOne(ctx context.Context, ref *admission.Refusal) bool {
 	}
 	// The room is the caller's: the pool does not take it back at once.
 	from.holdRefills(poolHold)
-	slog.Info("pool sandbox given up to make room", "sandbox", b.rec.ID, "template", from.cfg.Template, "resource", ref.Resource)
+	ps.svc.log.Info("pool sandbox given up to make room", "sandbox", b.rec.ID, "template", from.cfg.Template, "resource", ref.Resource)
 	b.undo() // forgets it in the controller once it is gone
 	ps.svc.metrics.poolReleased(from.cfg.Template)
 	return true

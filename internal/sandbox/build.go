@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -265,6 +264,6 @@ func (b *BuildBox) Checkpoint(ctx context.Context, dir string) (string, error) {
 // Close tears the sandbox down.
 func (b *BuildBox) Close(ctx context.Context) {
 	if err := b.s.end(context.WithoutCancel(ctx), b.ID, store.StateKilled, "build step done"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		slog.Warn("tear down build sandbox", "sandbox", b.ID, "build", b.rec.Build, "err", err)
+		b.s.log.Warn("tear down build sandbox", "sandbox", b.ID, "build", b.rec.Build, "err", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -196,7 +195,7 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 	}
 	start := time.Now()
 	rec := e.rec
-	log := slog.With("sandbox", rec.ID)
+	log := c.svc.log.With("sandbox", rec.ID)
 	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave it half-paused
 	defer func() {
 		if err != nil {
@@ -458,7 +457,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 			r.Cancel()
 		}
 	}()
-	log := slog.With("sandbox", id, "checkpoint", ckptID)
+	log := c.svc.log.With("sandbox", id, "checkpoint", ckptID)
 	ctx = context.WithoutCancel(ctx)
 	dir, err := c.imageDir(ckptID + "-restore")
 	if err != nil {
@@ -636,7 +635,7 @@ func (c *Checkpoints) bootOnDisk(ctx context.Context, rec *store.Sandbox, token,
 	if img, err := c.svc.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
 		user, workdir = defaultUser(img), img.Workdir
 	} else {
-		slog.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
+		c.svc.log.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, c.svc.cfg.AgentBootTimeout)
 	defer cancel()
@@ -774,7 +773,7 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 		// The image's volumes: a restore needs the mounts it was taken with.
 		Volumes: slices.Clone(tmpl.Volumes),
 	}
-	log := slog.With("sandbox", rec.ID, "from", from)
+	log := c.svc.log.With("sandbox", rec.ID, "from", from)
 	var undo cleanup
 	defer func() {
 		if err != nil {
@@ -858,11 +857,11 @@ func (c *Checkpoints) deletePaused(ctx context.Context, rec *store.Sandbox, reas
 	}
 	if rec.Checkpoint != nil && c.svc.cfg.Checkpoints != nil {
 		if err := c.svc.cfg.Checkpoints.Delete(ctx, rec.Checkpoint.ID); err != nil {
-			slog.Warn("delete the checkpoint of a killed paused sandbox; the prune of its record retries", "sandbox", rec.ID, "checkpoint", rec.Checkpoint.ID, "err", err)
+			c.svc.log.Warn("delete the checkpoint of a killed paused sandbox; the prune of its record retries", "sandbox", rec.ID, "checkpoint", rec.Checkpoint.ID, "err", err)
 		}
 	}
 	c.svc.metrics.ended(store.StateKilled, reason)
-	slog.Info("paused sandbox deleted", "sandbox", rec.ID, "reason", reason)
+	c.svc.log.Info("paused sandbox deleted", "sandbox", rec.ID, "reason", reason)
 	return nil
 }
 
@@ -884,7 +883,7 @@ func (c *Checkpoints) autoPause(ctx context.Context, id string, e *entry) bool {
 	if err == nil {
 		teardown()()
 	} else {
-		slog.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
+		c.svc.log.Error("auto-pause at timeout failed; retrying later", "sandbox", e.rec.ID, "err", err)
 		updated := *e.rec
 		updated.ExpiresAt = time.Now().UTC().Add(autoPauseRetry)
 		if err := c.svc.store.UpdateSandbox(ctx, &updated, store.Was(e.rec)); err == nil {

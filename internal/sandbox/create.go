@@ -95,7 +95,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			}
 			// A pooled sandbox that cannot be claimed (its agent died, say)
 			// is never handed out: tear it down and try the next.
-			slog.Warn("discarding pooled sandbox", "sandbox", b.rec.ID, "err", err)
+			s.log.Warn("discarding pooled sandbox", "sandbox", b.rec.ID, "err", err)
 			b.undo()
 		}
 	}
@@ -178,7 +178,7 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 		Build:       spec.build,
 		Volumes:     spec.volumes,
 	}
-	log := slog.With("sandbox", rec.ID)
+	log := s.log.With("sandbox", rec.ID)
 	var undo cleanup
 	defer func() {
 		if err != nil {
@@ -456,8 +456,8 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	}
 	s.addLive(&entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, req.reserved, req.reserved.useOrZero())
 	s.egressChanged()
-	slog.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
-	slog.Debug("sandbox claimed", "sandbox", rec.ID, "check_ms", tChecked.Sub(start).Milliseconds(),
+	s.log.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
+	s.log.Debug("sandbox claimed", "sandbox", rec.ID, "check_ms", tChecked.Sub(start).Milliseconds(),
 		"record_ms", tRecord.Sub(tChecked).Milliseconds(), "total_ms", time.Since(start).Milliseconds())
 	out := fromRecord(&rec)
 	out.AccessToken = rec.AccessToken

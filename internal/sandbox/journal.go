@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -136,7 +135,7 @@ func entrySize(e LogEntry) int {
 func (j *journal) follow(ctx context.Context, gone func(id string)) {
 	seq, err := j.feed.ChangesNow()
 	if err != nil {
-		slog.Warn("sandbox logs will have no lifecycle lines", "err", err)
+		j.svc.log.Warn("sandbox logs will have no lifecycle lines", "err", err)
 		return
 	}
 	// The sandboxes there already (found again after a restart) are
@@ -153,7 +152,7 @@ func (j *journal) follow(ctx context.Context, gone func(id string)) {
 		changes, next, reset, err := j.feed.Changes(ctx, seq)
 		if err != nil {
 			if ctx.Err() == nil {
-				slog.Warn("follow sandbox changes for their logs", "err", err)
+				j.svc.log.Warn("follow sandbox changes for their logs", "err", err)
 				time.Sleep(time.Second)
 			}
 			continue
@@ -258,7 +257,7 @@ func (j *journal) pull(ctx context.Context, id string) {
 		got, err = j.fetch(ctx, ac, 0) // a new agent: its lines from the first
 	}
 	if err != nil {
-		slog.Debug("read sandbox agent logs", "sandbox", id, "err", err)
+		j.svc.log.Debug("read sandbox agent logs", "sandbox", id, "err", err)
 		return
 	}
 	j.mu.Lock()

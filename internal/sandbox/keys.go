@@ -20,13 +20,14 @@ import (
 type CustomerKeys struct {
 	ring *seal.Keyring
 	repo *checkpoint.Repo // whose manifests a rotation re-wraps
+	log  *slog.Logger
 }
 
 // NewCustomerKeys manages the customer keys of ring, which seal the
-// artifacts of repo. Either nil: this node has no object store, and every
+// artifacts of repo, logging to log. Either nil: this node has no object store, and every
 // call says so.
-func NewCustomerKeys(ring *seal.Keyring, repo *checkpoint.Repo) *CustomerKeys {
-	return &CustomerKeys{ring: ring, repo: repo}
+func NewCustomerKeys(ring *seal.Keyring, repo *checkpoint.Repo, log *slog.Logger) *CustomerKeys {
+	return &CustomerKeys{ring: ring, repo: repo, log: log}
 }
 
 func (k *CustomerKeys) usable() error {
@@ -44,7 +45,7 @@ func (k *CustomerKeys) SetKey(id string, key []byte) error {
 	if err := k.ring.SetCustomerKey(id, key); err != nil {
 		return err
 	}
-	slog.Info("customer key loaded", "key_id", id)
+	k.log.Info("customer key loaded", "key_id", id)
 	return nil
 }
 
@@ -71,7 +72,7 @@ func (k *CustomerKeys) RotateKey(ctx context.Context, id string, newKey []byte) 
 	if err := k.ring.SetCustomerKey(id, newKey); err != nil {
 		return n, err
 	}
-	slog.Info("customer key rotated", "key_id", id, "manifests", n)
+	k.log.Info("customer key rotated", "key_id", id, "manifests", n)
 	return n, nil
 }
 
@@ -85,7 +86,7 @@ func (k *CustomerKeys) RemoveKey(id string) error {
 		return errdefs.New(errdefs.ErrNotFound, "encryption key %q is not loaded", tenant.Bare(id))
 	}
 	k.ring.RemoveCustomerKey(id)
-	slog.Info("customer key removed", "key_id", id)
+	k.log.Info("customer key removed", "key_id", id)
 	return nil
 }
 

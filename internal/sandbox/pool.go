@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -265,9 +264,9 @@ func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 			// A pool for a template not built yet: look again now and
 			// then, or when the template changes.
 			backoff = 30 * time.Second
-			slog.Debug("pool template not found", "template", p.cfg.Template)
+			p.svc.log.Debug("pool template not found", "template", p.cfg.Template)
 		} else {
-			slog.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
+			p.svc.log.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
 		}
 		p.mu.Lock()
 		p.retryAt = time.Now().Add(backoff)

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"maps"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -43,9 +42,9 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		slog.Warn("sandbox given up by the cluster: ending it here", "sandbox", id)
+		s.log.Warn("sandbox given up by the cluster: ending it here", "sandbox", id)
 		if err := s.teardown(context.WithoutCancel(ctx), id, e.ep); err != nil {
-			slog.Error("tear down a sandbox the cluster gave up", "sandbox", id, "err", err)
+			s.log.Error("tear down a sandbox the cluster gave up", "sandbox", id, "err", err)
 		}
 		s.dropLive(id)
 		e.agent.Close()

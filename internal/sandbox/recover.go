@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -31,7 +30,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		}
 		owned[rec.ID] = true
 		if err := s.recoverOne(ctx, rec); err != nil {
-			slog.Error("recover sandbox", "sandbox", rec.ID, "err", err)
+			s.log.Error("recover sandbox", "sandbox", rec.ID, "err", err)
 		}
 	}
 	s.removeOrphans(ctx, owned)
@@ -39,7 +38,7 @@ func (s *Service) Recover(ctx context.Context) error {
 }
 
 func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
-	log := slog.With("sandbox", rec.ID)
+	log := s.log.With("sandbox", rec.ID)
 	from := store.Was(rec) // each write below expects the record as read
 	ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
 	if err != nil {
@@ -127,13 +126,13 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 func (s *Service) removeOrphans(ctx context.Context, owned map[string]bool) {
 	ids, err := s.rt.List(ctx)
 	if err != nil {
-		slog.Error("list runtime sandboxes", "err", err)
+		s.log.Error("list runtime sandboxes", "err", err)
 	}
 	for _, id := range ids {
 		if !owned[id] {
-			slog.Warn("destroying orphaned sandbox", "sandbox", id)
+			s.log.Warn("destroying orphaned sandbox", "sandbox", id)
 			if err := s.teardown(ctx, id, network.Names(id)); err != nil {
-				slog.Error("destroy orphan", "sandbox", id, "err", err)
+				s.log.Error("destroy orphan", "sandbox", id, "err", err)
 			}
 		}
 	}
@@ -211,7 +210,7 @@ func (s *Service) reap(ctx context.Context) {
 			}
 			// A kill racing this check has already ended it: not an error.
 			if err := s.end(ctx, id, store.StateLost, reason); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-				slog.Error("end lost sandbox", "sandbox", id, "err", err)
+				s.log.Error("end lost sandbox", "sandbox", id, "err", err)
 			}
 		}
 	}
@@ -221,7 +220,7 @@ func (s *Service) reap(ctx context.Context) {
 		}
 		// A kill racing the expiry has already ended it: not an error.
 		if err := s.end(ctx, id, store.StateKilled, "timeout"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			slog.Error("reap sandbox", "sandbox", id, "err", err)
+			s.log.Error("reap sandbox", "sandbox", id, "err", err)
 		}
 	}
 }
@@ -232,7 +231,7 @@ const clockStep = 2 * time.Second
 
 // followClockStep moves the expiry of every live sandbox by step.
 func (s *Service) followClockStep(ctx context.Context, step time.Duration) {
-	slog.Warn("the wall clock was stepped; moving sandbox expiries with it", "step", step.String())
+	s.log.Warn("the wall clock was stepped; moving sandbox expiries with it", "step", step.String())
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.live))
 	for id := range s.live {
@@ -245,7 +244,7 @@ func (s *Service) followClockStep(ctx context.Context, step time.Duration) {
 			return true
 		})
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			slog.Error("move expiry after a clock step", "sandbox", id, "err", err)
+			s.log.Error("move expiry after a clock step", "sandbox", id, "err", err)
 		}
 	}
 }
@@ -261,21 +260,21 @@ const incompleteAfter = time.Hour
 func (s *Service) prune(ctx context.Context) {
 	if s.cfg.Checkpoints != nil {
 		if n, err := s.cfg.Checkpoints.SweepIncomplete(ctx, incompleteAfter); err != nil {
-			slog.Warn("sweep incomplete checkpoints", "err", err)
+			s.log.Warn("sweep incomplete checkpoints", "err", err)
 		} else if n > 0 {
-			slog.Info("swept incomplete checkpoints", "count", n)
+			s.log.Info("swept incomplete checkpoints", "count", n)
 		}
 	}
 	now := time.Now()
 	recs, err := s.store.StaleSandboxes(ctx, now.Add(-s.cfg.KeepEnded), now.Add(-s.cfg.PausedRetention))
 	if err != nil {
-		slog.Error("prune ended sandboxes", "err", err)
+		s.log.Error("prune ended sandboxes", "err", err)
 		return
 	}
 	for _, r := range recs {
 		if r.State == store.StatePaused && now.Sub(r.PausedAt) > s.cfg.PausedRetention {
 			if err := s.ckpts.deletePausedLocked(ctx, r.ID, "paused longer than the retention period"); err != nil {
-				slog.Error("delete expired paused sandbox", "sandbox", r.ID, "err", err)
+				s.log.Error("delete expired paused sandbox", "sandbox", r.ID, "err", err)
 			}
 			continue
 		}
@@ -284,12 +283,12 @@ func (s *Service) prune(ctx context.Context) {
 			// resume a sandbox the catalog has forgotten.
 			if r.Checkpoint != nil && s.cfg.Checkpoints != nil {
 				if err := s.cfg.Checkpoints.Delete(ctx, r.Checkpoint.ID); err != nil {
-					slog.Error("delete the checkpoint of an ended sandbox", "sandbox", r.ID, "checkpoint", r.Checkpoint.ID, "err", err)
+					s.log.Error("delete the checkpoint of an ended sandbox", "sandbox", r.ID, "checkpoint", r.Checkpoint.ID, "err", err)
 					continue
 				}
 			}
 			if err := s.store.DeleteSandbox(ctx, r.ID, store.Was(r)); err != nil {
-				slog.Error("prune ended sandbox", "sandbox", r.ID, "err", err)
+				s.log.Error("prune ended sandbox", "sandbox", r.ID, "err", err)
 			}
 		}
 	}

@@ -26,6 +26,8 @@ import (
 
 // Config of the service.
 type Config struct {
+	// Logger receives the service's log lines (nil: discarded).
+	Logger *slog.Logger
 	// Templates resolves template names to images.
 	Templates      Templates
 	DefaultTimeout time.Duration
@@ -94,6 +96,7 @@ type Network interface {
 // Commands and Files on Targets' agent lookup.
 type Service struct {
 	cfg     Config
+	log     *slog.Logger
 	store   store.Store
 	rt      runtime.Runtime
 	metrics *Metrics
@@ -201,7 +204,10 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.Links == nil {
 		cfg.Links = network.Host{}
 	}
-	s := &Service{cfg: cfg, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
 	s.pools = newPools(s, cfg.Pools)
 	s.ckpts = &Checkpoints{svc: s}
 	s.snaps = &Snapshots{svc: s, ckpts: s.ckpts}
@@ -215,7 +221,7 @@ func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
 func (s *Service) StartPools(ctx context.Context) {
 	ctx, s.stopPools = context.WithCancel(ctx)
 	if err := s.adm.Refresh(ctx); err != nil {
-		slog.Warn("admission: first sample failed", "err", err)
+		s.log.Warn("admission: first sample failed", "err", err)
 	}
 	s.poolsDone.Add(1)
 	go func() {
@@ -636,7 +642,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	s.metrics.ended(state, reason)
-	slog.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
+	s.log.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
 	return nil
 }
 

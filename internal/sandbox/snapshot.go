@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"sort"
@@ -177,7 +176,7 @@ func (s *Snapshots) TakeSnapshot(ctx context.Context, id string, opts SnapshotOp
 		return nil, err
 	}
 	s.svc.metrics.checkpointed("snapshot", m.Bytes, tImage.Sub(start), time.Since(tImage))
-	slog.Info("snapshot taken", "sandbox", id, "snapshot", m.ID, "contents", meta[metaContents], "name", meta[metaName], "tag", meta[metaTag],
+	s.svc.log.Info("snapshot taken", "sandbox", id, "snapshot", m.ID, "contents", meta[metaContents], "name", meta[metaName], "tag", meta[metaTag],
 		"bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())
 	sn := snapshotFrom(m)
 	if sn.Name != "" {
@@ -191,13 +190,13 @@ func (s *Snapshots) TakeSnapshot(ctx context.Context, id string, opts SnapshotOp
 func (s *Snapshots) supersede(ctx context.Context, sn *Snapshot) {
 	older, err := s.Snapshots(ctx, SnapshotFilter{Ref: sn.Ref(), Tenant: sn.Tenant})
 	if err != nil {
-		slog.Warn("list snapshots to replace", "snapshot", sn.ID, "err", err)
+		s.svc.log.Warn("list snapshots to replace", "snapshot", sn.ID, "err", err)
 		return
 	}
 	for _, o := range older {
 		if o.ID != sn.ID && o.CreatedAt.Before(sn.CreatedAt) {
 			if err := s.svc.cfg.Checkpoints.Delete(ctx, o.ID); err != nil {
-				slog.Warn("delete replaced snapshot", "snapshot", o.ID, "by", sn.ID, "err", err)
+				s.svc.log.Warn("delete replaced snapshot", "snapshot", o.ID, "by", sn.ID, "err", err)
 			}
 		}
 	}
@@ -315,7 +314,7 @@ func (s *Snapshots) DeleteSnapshot(ctx context.Context, ref string) (int, error)
 		if err := s.svc.cfg.Checkpoints.Delete(ctx, sn.ID); err != nil {
 			return 0, err
 		}
-		slog.Info("snapshot deleted", "snapshot", sn.ID, "name", sn.Name, "tag", sn.Tag)
+		s.svc.log.Info("snapshot deleted", "snapshot", sn.ID, "name", sn.Name, "tag", sn.Tag)
 	}
 	return len(found), nil
 }
@@ -470,7 +469,7 @@ func (s *Snapshots) runSnapshotSchedules(ctx context.Context, entries map[string
 			e.mu.Unlock()
 			if err != nil {
 				if !errors.Is(err, errdefs.ErrNotFound) {
-					slog.Error("scheduled disk snapshot", "sandbox", id, "err", err)
+					s.svc.log.Error("scheduled disk snapshot", "sandbox", id, "err", err)
 				}
 				return
 			}
@@ -485,7 +484,7 @@ func (s *Snapshots) trimSnapshots(ctx context.Context, id string, keep int) {
 	}
 	all, err := s.Snapshots(ctx, SnapshotFilter{SandboxID: id})
 	if err != nil {
-		slog.Warn("list snapshots to trim", "sandbox", id, "err", err)
+		s.svc.log.Warn("list snapshots to trim", "sandbox", id, "err", err)
 		return
 	}
 	// The schedule's own: unnamed disk snapshots (a named or full one was
@@ -498,7 +497,7 @@ func (s *Snapshots) trimSnapshots(ctx context.Context, id string, keep int) {
 	}
 	for _, old := range snaps[min(keep, len(snaps)):] {
 		if err := s.svc.cfg.Checkpoints.Delete(ctx, old.ID); err != nil {
-			slog.Warn("delete old snapshot", "sandbox", id, "snapshot", old.ID, "err", err)
+			s.svc.log.Warn("delete old snapshot", "sandbox", id, "snapshot", old.ID, "err", err)
 		}
 	}
 }

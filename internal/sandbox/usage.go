@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -151,7 +150,7 @@ func (u *usage) tick(ctx context.Context, now time.Time) {
 		cancel()
 		if err != nil {
 			if !errors.Is(err, errdefs.ErrNotFound) {
-				slog.Debug("sample sandbox usage", "sandbox", t.id, "err", err)
+				u.svc.log.Debug("sample sandbox usage", "sandbox", t.id, "err", err)
 			}
 			continue
 		}

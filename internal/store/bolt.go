@@ -27,6 +27,10 @@ var (
 	bucketTenants     = []byte("tenants")
 	bucketAPIKeys     = []byte("api_keys")
 	bucketAudit       = []byte("audit")
+	// bucketWebhooks holds webhook registrations by ID, bucketWebhookQueue
+	// the deliveries waiting to be made, by sequence number.
+	bucketWebhooks     = []byte("webhooks")
+	bucketWebhookQueue = []byte("webhook_queue")
 )
 
 // Bolt is the embedded store, one bbolt file. bbolt was chosen over SQLite
@@ -44,7 +48,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds, bucketVolumes, bucketVolumeNames, bucketTenants, bucketAPIKeys, bucketAudit} {
+		for _, b := range [][]byte{bucketSandboxes, bucketSlots, bucketTemplates, bucketBuilds, bucketVolumes, bucketVolumeNames, bucketTenants, bucketAPIKeys, bucketAudit, bucketWebhooks, bucketWebhookQueue} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +45,9 @@ import (
 type Postgres struct {
 	pool *pgxpool.Pool
 	node string
+	// migration is the schema's version before and after the open's
+	// migrations (see Migration).
+	migration [2]int32
 	// epoch is the node's registration (see Register): what its
 	// idempotency claims are held by.
 	epoch atomic.Int64
@@ -78,41 +80,43 @@ func openPostgres(ctx context.Context, url, node string, tr pgx.QueryTracer) (*P
 	if err != nil {
 		return nil, fmt.Errorf("postgres catalog: %w", err)
 	}
-	if err := migrateCatalog(ctx, pool); err != nil {
+	before, after, err := migrateCatalog(ctx, pool)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	return &Postgres{pool: pool, node: node}, nil
+	return &Postgres{pool: pool, node: node, migration: [2]int32{before, after}}, nil
 }
 
-func migrateCatalog(ctx context.Context, pool *pgxpool.Pool) error {
+// Migration answers the catalog schema's version before and after this
+// open's migrations (equal when there were none).
+func (p *Postgres) Migration() (before, after int32) { return p.migration[0], p.migration[1] }
+
+func migrateCatalog(ctx context.Context, pool *pgxpool.Pool) (before, after int32, err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres catalog: connect: %w", err)
+		return 0, 0, fmt.Errorf("postgres catalog: connect: %w", err)
 	}
 	defer conn.Release()
 	m, err := migrate.NewMigrator(ctx, conn.Conn(), versionTable)
 	if err != nil {
-		return fmt.Errorf("postgres catalog: migrations: %w", err)
+		return 0, 0, fmt.Errorf("postgres catalog: migrations: %w", err)
 	}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if err := m.LoadMigrations(sub); err != nil {
-		return fmt.Errorf("postgres catalog: load migrations: %w", err)
+		return 0, 0, fmt.Errorf("postgres catalog: load migrations: %w", err)
 	}
-	before, err := m.GetCurrentVersion(ctx)
+	before, err = m.GetCurrentVersion(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres catalog: schema version: %w", err)
+		return 0, 0, fmt.Errorf("postgres catalog: schema version: %w", err)
 	}
 	if err := m.Migrate(ctx); err != nil {
-		return fmt.Errorf("postgres catalog: migrate: %w", err)
+		return 0, 0, fmt.Errorf("postgres catalog: migrate: %w", err)
 	}
-	if after := int32(len(m.Migrations)); after != before {
-		slog.Info("catalog schema migrated", "from", before, "to", after)
-	}
-	return nil
+	return before, int32(len(m.Migrations)), nil
 }
 
 // Node is the node this store writes as.

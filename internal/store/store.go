@@ -289,6 +289,7 @@ type Catalog interface {
 	Store
 	TenantStore
 	VolumeStore
+	WebhookStore
 }
 
 var (

@@ -167,7 +167,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	agent, err := loadAgent(cfg.Agent, filepath.Join(cfg.Dir, "_agents"))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 // once, and an entry in the store (written in batches, kept for its
 // retention) that the admin API queries by time window.
 type Audit struct {
+	log       *slog.Logger
 	store     store.TenantStore
 	retention time.Duration
 
@@ -26,8 +27,11 @@ type Audit struct {
 }
 
 // NewAudit returns an audit log kept for retention.
-func NewAudit(st store.TenantStore, retention time.Duration) *Audit {
-	return &Audit{store: st, retention: retention, kick: make(chan struct{}, 1)}
+func NewAudit(st store.TenantStore, retention time.Duration, log *slog.Logger) *Audit {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Audit{log: log, store: st, retention: retention, kick: make(chan struct{}, 1)}
 }
 
 // Run writes entries as they come and prunes old ones, until ctx ends
@@ -51,9 +55,9 @@ func (a *Audit) Run(ctx context.Context) {
 
 func (a *Audit) prune(ctx context.Context) {
 	if n, err := a.store.PruneAudit(ctx, time.Now().Add(-a.retention)); err != nil {
-		slog.Warn("prune audit log", "err", err)
+		a.log.Warn("prune audit log", "err", err)
 	} else if n > 0 {
-		slog.Debug("audit log pruned", "entries", n)
+		a.log.Debug("audit log pruned", "entries", n)
 	}
 }
 
@@ -66,7 +70,7 @@ func (a *Audit) flush(ctx context.Context) {
 		return
 	}
 	if err := a.store.AppendAudit(ctx, batch); err != nil {
-		slog.Error("write audit log", "entries", len(batch), "err", err)
+		a.log.Error("write audit log", "entries", len(batch), "err", err)
 	}
 }
 
@@ -75,7 +79,7 @@ func (a *Audit) Flush(ctx context.Context) { a.flush(ctx) }
 
 // Add records one entry.
 func (a *Audit) Add(e store.AuditEntry) {
-	slog.Info("audit", "tenant", e.Tenant, "key", e.Key, "method", e.Method, "route", e.Route,
+	a.log.Info("audit", "tenant", e.Tenant, "key", e.Key, "method", e.Method, "route", e.Route,
 		"object", e.Object, "created", e.Created, "status", e.Status, "remote", e.Remote)
 	a.mu.Lock()
 	a.pending = append(a.pending, e)

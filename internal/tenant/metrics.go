@@ -2,7 +2,6 @@ package tenant
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -50,7 +49,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range c.svc.Tenants() {
 		u, err := c.usage(context.Background(), t.ID)
 		if err != nil {
-			slog.Warn("tenant usage for metrics", "tenant", t.ID, "err", err)
+			c.svc.log.Warn("tenant usage for metrics", "tenant", t.ID, "err", err)
 			continue
 		}
 		for i, q := range quotas {

@@ -35,6 +35,7 @@ var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // request costs one SHA-256; a revoked key stops at once, and the requests
 // it has open are cancelled.
 type Service struct {
+	log      *slog.Logger
 	store    Store
 	adminKey []byte
 	defaults store.Quotas
@@ -75,8 +76,11 @@ type Store interface {
 
 // New loads the tenants and keys. adminKey is spaced's configured key;
 // defaults are the quotas of tenants that set none.
-func New(ctx context.Context, st Store, adminKey string, defaults store.Quotas) (*Service, error) {
-	s := &Service{store: st, adminKey: []byte(adminKey), defaults: defaults,
+func New(ctx context.Context, st Store, adminKey string, defaults store.Quotas, log *slog.Logger) (*Service, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{log: log, store: st, adminKey: []byte(adminKey), defaults: defaults,
 		byHash: map[string]*store.APIKey{}, tenants: map[string]*store.Tenant{},
 		open: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]bool{}, rate: newRates(),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -184,7 +188,7 @@ func (s *Service) CreateTenant(ctx context.Context, id, name string, q store.Quo
 	s.mu.Lock()
 	s.tenants[id] = t
 	s.mu.Unlock()
-	slog.Info("tenant created", "tenant", id)
+	s.log.Info("tenant created", "tenant", id)
 	return t, nil
 }
 
@@ -258,7 +262,7 @@ func (s *Service) IssueKey(ctx context.Context, tenant, name string) (string, *s
 		s.mu.Lock()
 		s.byHash[k.Hash] = k
 		s.mu.Unlock()
-		slog.Info("API key issued", "tenant", tenant, "key", k.ID)
+		s.log.Info("API key issued", "tenant", tenant, "key", k.ID)
 		return key, k, nil
 	}
 }
@@ -288,7 +292,7 @@ func (s *Service) RevokeKey(ctx context.Context, id string) (*store.APIKey, erro
 		return nil, err
 	}
 	n := s.drop(k)
-	slog.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", n)
+	s.log.Info("API key revoked", "tenant", k.Tenant, "key", id, "requests_cancelled", n)
 	return k, nil
 }
 
@@ -353,7 +357,7 @@ func (s *Service) Reload(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, k := range revoked {
 		n := s.drop(k)
-		slog.Info("API key revoked on another node", "tenant", k.Tenant, "key", k.ID, "requests_cancelled", n)
+		s.log.Info("API key revoked on another node", "tenant", k.Tenant, "key", k.ID, "requests_cancelled", n)
 	}
 	return nil
 }

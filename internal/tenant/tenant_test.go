@@ -22,7 +22,7 @@ func newService(t *testing.T, defaults store.Quotas) (*Service, *store.Bolt) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := New(context.Background(), st, "admin-key", defaults)
+	svc, err := New(context.Background(), st, "admin-key", defaults, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestKeys(t *testing.T) {
 	}
 
 	// A restart knows the revocation; the stored record holds no key.
-	again, err := New(ctx, st, "admin-key", store.Quotas{})
+	again, err := New(ctx, st, "admin-key", store.Quotas{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestAllowCreateAnswer(t *testing.T) {
 
 func TestAuditMiddleware(t *testing.T) {
 	svc, st := newService(t, store.Quotas{})
-	a := NewAudit(st, time.Hour)
+	a := NewAudit(st, time.Hour, nil)
 	h := svc.Authenticate(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -328,7 +328,7 @@ func TestAuditMiddleware(t *testing.T) {
 func TestReload(t *testing.T) {
 	ctx := context.Background()
 	a, st := newService(t, store.Quotas{})
-	b, err := New(ctx, st, "admin-key", store.Quotas{})
+	b, err := New(ctx, st, "admin-key", store.Quotas{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestIssueKeyCollision(t *testing.T) {
 	ctx := context.Background()
 	_, st := newService(t, store.Quotas{})
 	cs := &collidingStore{Store: st, collisions: 2}
-	svc, err := New(ctx, cs, "admin-key", store.Quotas{})
+	svc, err := New(ctx, cs, "admin-key", store.Quotas{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestIssueKeyCollision(t *testing.T) {
 // one of them once.
 func TestAuditQuerySameTime(t *testing.T) {
 	_, st := newService(t, store.Quotas{})
-	a := NewAudit(st, time.Hour)
+	a := NewAudit(st, time.Hour, nil)
 	at := time.Now().UTC()
 	var entries []store.AuditEntry
 	for i := range 2500 {
@@ -471,7 +471,7 @@ func TestAuditQuerySameTime(t *testing.T) {
 // says it runs as, or as anonymous when it refused before it knew.
 func TestAuditPublic(t *testing.T) {
 	_, st := newService(t, store.Quotas{})
-	a := NewAudit(st, time.Hour)
+	a := NewAudit(st, time.Hour, nil)
 	mux := http.NewServeMux()
 	mux.Handle("PUT /content/{id}", a.Public(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer vol-token" {

@@ -108,7 +108,7 @@ func Open(ctx context.Context, cfg Config, vols store.VolumeStore, sandboxes sto
 		cfg.MaxMB = 64 << 10
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("volumes dir: %w", err)

@@ -45,7 +45,11 @@ func TestMain(m *testing.M) {
 // Python SDK's suite against it.
 func TestDesktopSDK(t *testing.T) {
 	testenv.NeedCommand(t, "python3", "node", "npm")
-	d := harness.Own(t, harness.Options{Name: "desktop", CIDR: desktopCIDR, NoPool: true})
+	opts := harness.Options{Name: "desktop", CIDR: desktopCIDR, NoPool: true}
+	if pool := os.Getenv("SPACE_DESKTOP_POOL"); pool != "" { // for the bench's documented run
+		opts.NoPool, opts.Pool = false, pool
+	}
+	d := harness.Own(t, opts)
 	here, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +90,7 @@ func TestDesktopSDK(t *testing.T) {
 	// template serves the whole suite.
 	t.Run("host", func(t *testing.T) { desktopHost(t, d) })
 	t.Run("native", func(t *testing.T) { desktopNative(t, d) })
+	t.Run("bench", func(t *testing.T) { desktopBench(t, d) })
 }
 
 // suite runs one SDK's suite as a subprocess and fails t (with its output

@@ -51,7 +51,9 @@ func TestE2BSDKs(t *testing.T) {
 	// The API key is "e2b_" and 40 hex digits, the shape every SDK accepts.
 	// Volumes of 64 MB, so the SDK tests reach a volume's size limit fast;
 	// sandbox metrics every second, not 5 (test_telemetry.py, telemetry.test.mjs).
-	d, err := harness.Start(harness.Options{Name: "sdk", CIDR: e2bCIDR, Env: []string{"SPACE_VOLUME_DEFAULT_MB=64", "SPACE_METRICS_INTERVAL=1s"}})
+	d, err := harness.Start(harness.Options{Name: "sdk", CIDR: e2bCIDR, Env: []string{"SPACE_VOLUME_DEFAULT_MB=64", "SPACE_METRICS_INTERVAL=1s",
+		// The webhook tests' receivers listen on 127.0.0.1 (test_webhooks.py).
+		"SPACE_WEBHOOK_ALLOW=127.0.0.1/32"}})
 	if d != nil {
 		started := err == nil
 		t.Cleanup(func() {

@@ -124,16 +124,26 @@ func pullE2B(t *testing.T, ref string) (int, string, string, error) {
 type dialTarget struct {
 	what   string // the address and its interface
 	ip     netip.Addr
+	ifName string // the interface, and its index when listed
+	ifIdx  int
 	open   string // host:port of the listener, as a reference spells it
 	closed string // host:port with no listener
 	seen   *connWatch
 }
 
-// gone: no interface of the host has the target's address any more.
+// gone: the interface the target was listed on is gone, or no longer has
+// its address. A sandbox's veth (of this suite, or of another spaced on
+// the machine) can go and a new one take the same address and name: the
+// listener bound to the old one is then refused (CI run 28 met it), so
+// the interface is checked by its index, not the address alone.
 func (tg dialTarget) gone() bool {
-	addrs, err := net.InterfaceAddrs()
+	ifc, err := net.InterfaceByIndex(tg.ifIdx)
+	if err != nil || ifc.Name != tg.ifName {
+		return true
+	}
+	addrs, err := ifc.Addrs()
 	if err != nil {
-		return false
+		return true
 	}
 	for _, a := range addrs {
 		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr() == tg.ip {
@@ -193,7 +203,7 @@ func dialSetup(t *testing.T) error {
 			if ip.Is6() && ip.IsLinkLocalUnicast() {
 				bind = ip.WithZone(ifc.Name) // the reference cannot carry the zone; the listener needs it
 			}
-			tg, err := dialListen(t, bind, ip, ifc.Name)
+			tg, err := dialListen(t, bind, ip, ifc.Name, ifc.Index)
 			if errors.Is(err, errAddrGone) {
 				// A sandbox's veth that went away since it was listed.
 				t.Logf("%s on %s: %v", ip, ifc.Name, err)
@@ -233,7 +243,7 @@ var errAddrGone = errors.New("the address is gone")
 
 // dialListen opens the listener of one address, checks the host reaches
 // it, and finds a closed port on the same address.
-func dialListen(t *testing.T, bind, ip netip.Addr, ifName string) (dialTarget, error) {
+func dialListen(t *testing.T, bind, ip netip.Addr, ifName string, ifIdx int) (dialTarget, error) {
 	ln, err := net.Listen("tcp", netip.AddrPortFrom(bind, 0).String())
 	if err != nil {
 		if strings.Contains(err.Error(), "cannot assign requested address") {
@@ -266,7 +276,7 @@ func dialListen(t *testing.T, bind, ip netip.Addr, ifName string) (dialTarget, e
 		host = "[" + host + "]"
 	}
 	return dialTarget{
-		what: ip.String() + " on " + ifName, ip: ip, seen: seen,
+		what: ip.String() + " on " + ifName, ip: ip, ifName: ifName, ifIdx: ifIdx, seen: seen,
 		open: fmt.Sprintf("%s:%d", host, port), closed: fmt.Sprintf("%s:%d", host, closed),
 	}, nil
 }

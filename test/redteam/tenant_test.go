@@ -46,6 +46,7 @@ type tenantFixture struct {
 	secret       string
 	customerKey  string
 	files        string // an uploaded file set's hash
+	webhook      string // a lifecycle webhook's id
 	alphaStrings []string
 }
 
@@ -160,6 +161,8 @@ func (f *tenantFixture) objectParam(path, param string) (string, bool) {
 		return f.customerKey, true
 	case param == "{hash}":
 		return f.files, true
+	case param == "{id}" && strings.HasPrefix(path, "/events/webhooks/"):
+		return f.webhook, true
 	}
 	return "", false
 }
@@ -236,6 +239,8 @@ var (
 		"POST /volumes":          "a create under a new name (volume names are one namespace: a taken one is 409, docs/security.md)",
 		"POST /v2/templates":     "a create under a new name (template names are one namespace, as E2B's aliases)",
 		"POST /v3/templates":     "a create, as POST /v2/templates",
+		"POST /events/webhooks":  "a create: it names a URL, nothing of anyone's (a webhook gets its own tenant's events only: test/e2b TestWebhooks)",
+		"GET /events/webhooks":   "a list: cp-tenant-list",
 		"PUT /templates/{id}/files/{hash}/upload": "no API key: the signed link names the tenant it uploads for, and " +
 			"GET /templates/{id}/files/{hash} gives none for another tenant's template",
 	}
@@ -549,7 +554,7 @@ func tenantAttempts(t testing.TB, f *tenantFixture) []attempt {
 	// Lists show another tenant nothing.
 	for _, l := range []string{"/v1/sandboxes", "/v1/snapshots", "/v1/volumes", "/v1/volume-backups", "/v1/templates",
 		"/v1/builds", "/v1/secrets", "/v1/keys", "/sandboxes", "/v2/sandboxes", "/snapshots", "/volumes", "/templates",
-		"/sandboxes/metrics?sandbox_ids=SANDBOX"} {
+		"/sandboxes/metrics?sandbox_ids=SANDBOX", "/events/webhooks"} {
 		out = append(out, attempt{id: "cp-tenant-list-" + strings.Trim(strings.NewReplacer("/", "-", "?", "-", "=", "-", ",", "-").Replace(l), "-"),
 			category: "control-plane", family: "cp-tenant-list", stops: "every list filters by the caller's tenant",
 			control: "alpha's own list shows alpha's object",
@@ -653,7 +658,11 @@ func newTenantFixture(t *testing.T, d *harness.Daemon) *tenantFixture {
 	sum := sha256.Sum256(content)
 	f.files = hex.EncodeToString(sum[:])
 	must("file set")(f.as(f.alphaKey, "PUT", "/v1/files/"+f.files, content))
-	f.alphaStrings = []string{f.alphaTenant, f.sandbox, f.snapshot, f.volumeID, f.volumeName, f.backup, f.template, f.build, f.secret, f.customerKey}
+	// A name that never resolves (.invalid): registration takes it, and
+	// its deliveries fail quietly.
+	f.webhook = id(must("webhook")(f.as(f.alphaKey, "POST", "/events/webhooks",
+		[]byte(`{"name":"rt-hook","url":"http://rt-hook.invalid/alpha","signatureSecret":"alpha-hook-secret"}`))))
+	f.alphaStrings = []string{f.alphaTenant, f.sandbox, f.snapshot, f.volumeID, f.volumeName, f.backup, f.template, f.build, f.secret, f.customerKey, f.webhook}
 	return f
 }
 
@@ -669,6 +678,7 @@ func (f *tenantFixture) intact(t *testing.T) {
 		{"secret", "/v1/secrets", `"name":"` + f.secret + `","host":"alpha.example"`},
 		{"customer key", "/v1/keys", `"id":"` + f.customerKey + `"`},
 		{"file set", "/v1/files/" + f.files, `"present":true`},
+		{"webhook", "/events/webhooks/" + f.webhook, `"url":"http://rt-hook.invalid/alpha"`},
 	} {
 		st, b, err := f.as(f.alphaKey, "GET", c.path, nil)
 		if err != nil || st != 200 || !bytes.Contains(b, []byte(c.want)) {

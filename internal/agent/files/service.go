@@ -37,7 +37,7 @@ var _ filesystemconnect.FilesystemHandler = (*Service)(nil)
 // NewService returns the filesystem service.
 func NewService(defaults users.DefaultsFunc, log *slog.Logger) *Service {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{defaults: defaults, log: log, watchers: map[string]*pollWatcher{}}
 }

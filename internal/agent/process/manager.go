@@ -58,7 +58,7 @@ func NewManager(opts Options) *Manager {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{opts: opts, log: log, procs: map[uint32]*Proc{}}
 }

@@ -390,3 +390,23 @@ func NewPlaceholder(name string) string {
 	rand.Read(b)
 	return PlaceholderPrefix + name + "-" + hex.EncodeToString(b)
 }
+
+// Seal encrypts another secret of the platform's (a webhook's signature
+// secret) under the same keyset, bound to associated (its owner's id):
+// what the caller stores is sealed as these secrets are.
+func (s *Store) Seal(plaintext, associated []byte) ([]byte, error) {
+	ct, err := s.aead.Encrypt(plaintext, associated)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	return ct, nil
+}
+
+// Unseal decrypts what Seal sealed with the same associated data.
+func (s *Store) Unseal(ciphertext, associated []byte) ([]byte, error) {
+	pt, err := s.aead.Decrypt(ciphertext, associated)
+	if err != nil {
+		return nil, fmt.Errorf("unseal: %w", err)
+	}
+	return pt, nil
+}

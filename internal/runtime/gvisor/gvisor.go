@@ -28,6 +28,8 @@ import (
 
 // Config of the driver.
 type Config struct {
+	// Logger receives the runtime's log lines (nil: discarded).
+	Logger *slog.Logger
 	// Runsc is the runsc binary.
 	Runsc string
 	// Dir holds bundles and runsc state.
@@ -141,7 +143,7 @@ func (r *Runtime) make(ctx context.Context, spec runtime.Spec, launch func(flags
 	defer func() {
 		if err != nil {
 			if derr := r.Destroy(context.WithoutCancel(ctx), spec.ID); derr != nil {
-				slog.Warn("cleanup after failed create", "sandbox", spec.ID, "err", derr)
+				r.cfg.Logger.Warn("cleanup after failed create", "sandbox", spec.ID, "err", derr)
 			}
 		}
 	}()

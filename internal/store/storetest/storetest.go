@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Catalog) {
 		{"TemplatesAndBuilds", testTemplatesAndBuilds},
 		{"VolumeNamesAreUnique", testVolumeNames},
 		{"TenantsKeysAudit", testTenants},
+		{"WebhooksAndQueue", testWebhooks},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}

@@ -23,12 +23,22 @@ test('commands.run: a non-zero exit throws CommandExitError', () =>
 
 test('commands: output streams event by event', () =>
   withSandbox(async (sbx) => {
+    // The command waits for a file written only once its first line has
+    // arrived: a stream held back to the end never ends (a timed check
+    // flaked on a loaded host, CI run 28).
     const seen = []
-    await sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.4; done', {
-      onStdout: (data) => seen.push([Date.now(), data]),
+    let first
+    const firstSeen = new Promise((resolve) => { first = resolve })
+    const cmd = await sbx.commands.run('echo 1; while [ ! -e /tmp/go-on ]; do sleep 0.05; done; echo 2', {
+      background: true,
+      timeoutMs: 60_000,
+      onStdout: (data) => { seen.push(data); first() },
     })
-    assert.deepEqual(seen.map(([, d]) => d), ['1\n', '2\n', '3\n'])
-    assert.ok(seen[2][0] - seen[0][0] > 500)
+    await firstSeen
+    assert.deepEqual(seen, ['1\n'])
+    await sbx.files.write('/tmp/go-on', '')
+    await cmd.wait()
+    assert.deepEqual(seen, ['1\n', '2\n'])
   }))
 
 test('commands: background, connect by pid, stdin, list, kill', () =>

@@ -25,7 +25,7 @@ test('metrics: a series sampled over time, bounded by start and end', async () =
     // loaded by the other suites gave a 5 s spin under 30% of one, CI run 27;
     // an idle sandbox is under 1%), then it stops.
     const spin = await sbx.commands.run("sh -c 'while :; do :; done'", { background: true })
-    const ms = await waitMetrics(sbx, (ms) => ms.some((m) => m.cpuUsedPct * m.cpuCount >= 10) && ms.at(-1)?.diskUsed >= 16_000_000)
+    const ms = await waitMetrics(sbx, (ms) => ms.length >= 3 && ms.some((m) => m.cpuUsedPct * m.cpuCount >= 10) && ms.at(-1)?.diskUsed >= 16_000_000)
     await spin.kill()
     assert.ok(ms.length >= 3)
     for (const m of ms) {

@@ -28,13 +28,26 @@ async def test_run_and_errors(async_sandbox: AsyncSandbox):
 
 
 async def test_streaming_callbacks(async_sandbox: AsyncSandbox):
+    # The command waits for a file written only once its first line has
+    # arrived: a stream held back to the end never ends (no timing).
     seen = []
-    await async_sandbox.commands.run(
-        "for i in 1 2 3; do echo $i; sleep 0.4; done",
-        on_stdout=lambda line: seen.append((time.monotonic(), line)),
+    first = asyncio.Event()
+
+    def on_stdout(line):
+        seen.append(line)
+        first.set()
+
+    handle = await async_sandbox.commands.run(
+        "echo 1; while [ ! -e /tmp/go-on ]; do sleep 0.05; done; echo 2",
+        background=True,
+        on_stdout=on_stdout,
+        timeout=60,
     )
-    assert [line for _, line in seen] == ["1\n", "2\n", "3\n"]
-    assert seen[-1][0] - seen[0][0] > 0.5
+    await asyncio.wait_for(first.wait(), 60)
+    assert seen == ["1\n"]
+    await async_sandbox.files.write("/tmp/go-on", "")
+    await handle.wait()
+    assert seen == ["1\n", "2\n"]
 
 
 async def test_background_connect_stdin_list_kill(async_sandbox: AsyncSandbox):

@@ -50,7 +50,7 @@ def test_metrics_series(sandbox: Sandbox):
     spin = sandbox.commands.run("sh -c 'while :; do :; done'", background=True)
     metrics = wait_metrics(
         sandbox,
-        lambda ms: any(m.cpu_used_pct * m.cpu_count >= 10 for m in ms) and ms[-1].disk_used >= 16_000_000,
+        lambda ms: len(ms) >= 3 and any(m.cpu_used_pct * m.cpu_count >= 10 for m in ms) and ms[-1].disk_used >= 16_000_000,
     )
     spin.kill()
     assert len(metrics) >= 3

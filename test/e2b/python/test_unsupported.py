@@ -1,6 +1,6 @@
 """What spaced does not support answers a clear 501 through the SDK, never a
-sandbox that silently behaves differently: the MCP gateway (`mcp=`), an
-idempotent create (`idempotency_key=`, served in cluster mode only; the
+sandbox that silently behaves differently: an idempotent create
+(`idempotency_key=`, served in cluster mode only; the
 suite runs one spaced) and the network settings spaced does not act on
 (`egress_proxy` and the rest), at create and at update_network.
 The SDK raises SandboxException with spaced's text, and nothing is made."""
@@ -11,10 +11,6 @@ from e2b import AsyncSandbox, Sandbox, SandboxException, SandboxQuery
 
 # (create keyword arguments, what spaced's 501 names)
 REFUSED = [
-    pytest.param({"mcp": {"github": {"githubPersonalAccessToken": "x"}}},
-                 "MCP gateway sandboxes are not supported by spaced", id="mcp"),
-    pytest.param({"template": "base", "mcp": {"github": {"githubPersonalAccessToken": "x"}}},
-                 "MCP gateway sandboxes are not supported by spaced", id="mcp-base"),
     pytest.param({"idempotency_key": "space-test-key-1"},
                  "idempotent creates (Idempotency-Key, idempotency_key) are not supported by a single spaced (only in cluster mode)", id="idempotency-key"),
     pytest.param({"network": {"egress_proxy": {"address": "proxy.example.com:1080"}}},
