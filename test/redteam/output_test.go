@@ -59,6 +59,7 @@ func outputAttempts() []attempt {
 var outServer struct {
 	once sync.Once
 	url  string
+	cwd  string // the kernels' directory, removed by TestOutputFloods
 	err  error
 }
 
@@ -72,6 +73,7 @@ func outputURL(t *testing.T) string {
 			outServer.err = err
 			return
 		}
+		outServer.cwd = cwd
 		s, err := interpreter.New(interpreter.Config{Python: python, Deno: deno, Cwd: cwd,
 			KernelAddressSpace: int64(interpreter.KernelAddressSpace(1 << 30))})
 		if err != nil {
@@ -244,6 +246,11 @@ func outputJSON(t *testing.T) error {
 // TestOutputFloods runs the output-flood attempts on the host's kernels.
 func TestOutputFloods(t *testing.T) {
 	testenv.NeedCommand(t, "python3")
+	t.Cleanup(func() {
+		if outServer.cwd != "" {
+			os.RemoveAll(outServer.cwd)
+		}
+	})
 	for _, a := range outputAttempts() {
 		t.Run(a.id, func(t *testing.T) {
 			if err := a.run(t); err != nil {
