@@ -55,8 +55,9 @@
 // on loopback TCP only, and takes interrupts as a control message (SIGINT
 // kills it), which stop a busy loop but not an await: such a cell is ended
 // by a restart of its kernel after the grace. Deno says idle before all
-// of a cell's output is out, so a cell ends once its result or error came
-// or its output went quiet for denoSettle (100 ms) after idle.
+// of a cell's output is out, so a cell ends once an output fence
+// (denofence.go), a sentinel printed through the kernel's own output
+// queue, came back.
 //
 // /executions takes /execute's body and answers the same way, with these
 // differences. The first line is {"type":"execution","id":...}; every
@@ -108,6 +109,11 @@
 // prints without end never grows the server; and no single kernel message
 // is read into memory past MaxOutputBytes and 64 KiB (jupyter's frame
 // limit: the rest is read and dropped), so neither does one huge print.
+// Each kernel also cuts its own output a little under MaxOutputBytes
+// before it becomes a message (Python: startup/00-space.py; Deno:
+// hooks/deno.js; bash: hooks/bash_kernel.py) and says so with a
+// space_output_truncated message, so that no kernel holds a message of
+// hundreds of MiB either.
 //
 // Env vars: the sandbox's own (the agent's state file) are set in a kernel
 // by a silent execution whenever they change, and an execution's env_vars

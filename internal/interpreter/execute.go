@@ -36,13 +36,16 @@ var (
 	// silentLimit bounds the executions we add around a cell.
 	silentLimit = 30 * time.Second
 	// denoSettle is how long a Deno cell's output must be quiet, after
-	// the kernel went idle and replied, before the cell is over (unless
-	// its result or error came, which Deno sends last). Measured on the
-	// host, late output comes within 10 ms of the reply, 40 ms for a
-	// new kernel's first cell. Output later than this is lost (or shows
-	// in the next cell), as it is from any kernel for what a cell's code
-	// prints after the cell ended (a timer).
+	// the kernel went idle and replied, before the cell is over, when its
+	// output fence (denoFence) cannot tell: the kernel lacks the output
+	// hook (hooks/deno.js) or the fence failed. Measured on the host,
+	// small late output comes within 10 ms of the reply, 40 ms for a new
+	// kernel's first cell; a large one far later, which is why the fence.
 	denoSettle = 100 * time.Millisecond
+	// fenceWait is how long a Deno cell waits with nothing arriving for
+	// its output fence's sentinel before it ends all the same (a kernel
+	// that stopped sending without dying).
+	fenceWait = 30 * time.Second
 )
 
 type executeContent struct {
@@ -166,22 +169,42 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 		wait, cancelWait = context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
 	}
 
+	var outFence *jupyter.Route // Deno's output fence, below
+	defer func() {
+		if outFence != nil {
+			outFence.Close()
+		}
+	}()
 	for !st.done() {
 		if out.gone() && !interrupted {
 			interrupt() // a failed write is the other sign of a client gone
 		}
 		d := keepaliveEvery
-		if !st.idleAt.IsZero() {
+		if !st.idleAt.IsZero() && !st.replied {
 			if d = min(d, time.Until(st.idleAt.Add(replyGrace))); d <= 0 {
 				break // idle long enough: the reply is not coming
 			}
 		}
 		if st.replied && !st.idleAt.IsZero() {
 			// Deno's kernel says idle and replies before all of the cell's
-			// output is out (its stdout and results reach IOPub later, under
-			// whichever request is newest then): the cell is over when its
-			// result or error came (those come last) or output went quiet.
-			if d = min(d, time.Until(st.lastAt.Add(st.settle))); d <= 0 {
+			// output is out (its console output reaches IOPub later, from a
+			// queue of its own): the cell is over when its output fence's
+			// sentinel, sent through that queue, came back.
+			if outFence == nil {
+				if outFence, err = denoFence(k, r); err != nil {
+					st.kernelGone(k)
+					return
+				}
+				st.lastAt = time.Now()
+			}
+			wait := fenceWait
+			if !st.fenceFailedAt.IsZero() {
+				wait = st.settle // no sentinel is coming: output quiet is all we have
+			}
+			if d = min(d, time.Until(st.lastAt.Add(wait))); d <= 0 {
+				if st.fenceFailedAt.IsZero() {
+					s.log.Warn("a Deno cell's output fence never came back; ending the cell", "context", c.ID)
+				}
 				break
 			}
 		}
@@ -226,7 +249,7 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 			st.kernelGone(k)
 			return
 		case m == nil:
-			if st.idleAt.IsZero() {
+			if st.idleAt.IsZero() || outFence != nil {
 				out.write(markerLine{Type: "keepalive"})
 			}
 		default:
@@ -247,18 +270,19 @@ type cellState struct {
 	replied   bool
 	idleAt    time.Time
 	lastAt    time.Time // the last message for the cell
-	// settle is how long output must be quiet after idle and the reply
-	// before the cell is over, unless final (0: not needed; see denoSettle).
-	settle time.Duration
-	final  bool // a result or error came, which Deno sends last
-	fenced bool // a Fence came through IOPub after the reply
+	// settle is set for Deno's cells, which end on their output fence
+	// (denoFence): how long output must be quiet after a failed fence.
+	settle        time.Duration
+	fenceDone     bool      // the output fence's sentinel came: all output is out
+	fenceFailedAt time.Time // the output fence ran without its sentinel
+	fenced        bool      // a Fence came through IOPub after the reply
 }
 
 // done reports whether the kernel is done with the cell: it went idle
 // (after which it publishes nothing more for it) and replied, and for
 // Deno its output is all out.
 func (st *cellState) done() bool {
-	return st.replied && !st.idleAt.IsZero() && (st.settle == 0 || st.final)
+	return st.replied && !st.idleAt.IsZero() && (st.settle == 0 || st.fenceDone)
 }
 
 // handle writes what m means.
@@ -290,10 +314,8 @@ func (st *cellState) handle(m *jupyter.Message) {
 		if json.Unmarshal(m.Content, &c) == nil {
 			st.out.write(newResult(c.Data, m.Type() == "execute_result"))
 		}
-		st.final = st.final || m.Type() == "execute_result"
 	case "error":
 		st.error(m.Content)
-		st.final = true
 	case "execute_reply":
 		if m.Channel != jupyter.Shell {
 			return
@@ -316,6 +338,10 @@ func (st *cellState) handle(m *jupyter.Message) {
 		}
 	case jupyter.FenceType:
 		st.fenced = true
+	case fenceDoneType:
+		st.fenceDone = true
+	case fenceFailedType:
+		st.fenceFailedAt = time.Now()
 	case truncatedType:
 		st.out.write(streamLine{Type: "stderr", Timestamp: time.Now().UTC().Format(time.RFC3339Nano),
 			Text: fmt.Sprintf("\n[output truncated: this execution's output passed %d bytes; the rest was dropped]\n", st.maxOutput)})

@@ -46,6 +46,8 @@ type launcher struct {
 // each write to bash (for programs that turn echo off after their prompt,
 // which readline does not need): bash_kernel writes twice per cell (the
 // cell, then `echo $?`), so the pause alone was 100 ms of every bash cell.
+// It also runs the bash hook (hooks/bash_kernel.py, from the environment),
+// which reads a cell's output in one pass and bounds it.
 // With quick flushes it also makes a flush of stdout or stderr with
 // nothing written since the last one return at once (see below).
 // A kernel that dies of a fatal signal writes its Python threads' stacks
@@ -72,6 +74,7 @@ if module == "bash_kernel":
         _spawn(self, *args, **kwargs)
         self.delaybeforesend = None
     pexpect.spawn.__init__ = _space_spawn
+    exec(compile(os.environ.pop("SPACE_BASH_HOOK"), "space_bash_hook", "exec"))
 if quick:
     from ipykernel import iostream
     _flush = iostream.OutStream.flush
@@ -191,6 +194,13 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	}()
 	if err := c.WaitReady(ctx); err != nil {
 		return k, fmt.Errorf("wait for kernel: %w", err)
+	}
+	if kind == denoKernel && l.maxOutput > 0 {
+		// Deno has no startup file: its output bound and output fence
+		// are a silent cell (hooks/deno.js, denofence.go).
+		if err := runSilent(ctx, k, denoHook(l.maxOutput)); err != nil {
+			return k, fmt.Errorf("deno output hook: %w", err)
+		}
 	}
 	return k, nil
 }

@@ -1,6 +1,7 @@
 package interpreter
 
 import (
+	_ "embed"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -125,7 +126,9 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 		// bash_kernel runs bash on a pty, in a session of its own: bash
 		// and what it starts inherit the rlimit, and reach interrupts
 		// through the kernel (it sends ^C on the pty when it gets SIGINT).
-		return l.python, pyKernel("bash_kernel"), nil
+		// Its hook reads a cell's output in one pass and bounds it under
+		// the server's output limit (hooks/bash_kernel.py).
+		return l.python, pyKernel("bash_kernel"), append(l.outputLimitEnv(), "SPACE_BASH_HOOK="+bashHookCode)
 	case denoKernel:
 		// V8 reserves tens of GiB of address space, so RLIMIT_AS cannot
 		// apply; its heap is bounded instead, past which the kernel dies
@@ -138,10 +141,7 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 	}
 	// The startup file bounds each execution's stdout and stderr in the
 	// kernel under the server's output limit (startup/00-space.py).
-	var env []string
-	if l.maxOutput > 0 {
-		env = append(env, "SPACE_MAX_OUTPUT_BYTES="+strconv.FormatInt(l.maxOutput, 10))
-	}
+	env := l.outputLimitEnv()
 	return l.python, pyKernel("ipykernel_launcher",
 		// Plain tracebacks, as E2B's kernels give (no ANSI colours).
 		"--InteractiveShell.colors=NoColor",
@@ -161,3 +161,18 @@ func (k kernelKind) kernelName() string {
 	}
 	return "python3"
 }
+
+// outputLimitEnv tells a Python kernel's hooks the server's output limit,
+// under which they bound each execution's output (none: no bound).
+func (l *launcher) outputLimitEnv() []string {
+	if l.maxOutput <= 0 {
+		return nil
+	}
+	return []string{"SPACE_MAX_OUTPUT_BYTES=" + strconv.FormatInt(l.maxOutput, 10)}
+}
+
+// bashHookCode is what bash_kernel's bootstrap runs before the kernel
+// starts (kernel.go's bootstrap).
+//
+//go:embed hooks/bash_kernel.py
+var bashHookCode string

@@ -24,13 +24,47 @@ func outputFlood(t *testing.T, d *harness.Daemon) {
 	const marker = "[output truncated: this execution's output passed 33554432 bytes; the rest was dropped]"
 	sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: "code-interpreter-v1", TimeoutSeconds: 900})
 	c, id := d.Client, sb.ID
+	// The same floods in the other languages' kernels, each bounded by a
+	// hook of its own (hooks/deno.js, hooks/bash_kernel.py): Deno's
+	// console.log of 200 MiB took its kernel past the sandbox's memory and
+	// came after the cell's end; bash never ended one 200 MB line.
+	for _, tc := range []struct{ name, lang, set, get, code, chars string }{
+		{"javascript: one console.log of 200 MiB", "javascript", "let kept = 42", "console.log(kept)", "console.log('x'.repeat(200 << 20)); console.log('tail')", "x"},
+		{"bash: one line of 200 MB", "bash", "kept=42", "echo $kept", "printf '%*s' 200000000 ''", " "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := harness.Ctx(t, 2*time.Minute)
+			cc, err := c.CreateCodeContext(ctx, id, client.CodeContextRequest{Language: tc.lang})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.DeleteCodeContext(harness.Ctx(t, time.Minute), id, cc.ID)
+			runCell(t, c, id, client.CodeRequest{ContextID: cc.ID, Code: tc.set})
+			if r := runCell(t, c, id, client.CodeRequest{ContextID: cc.ID, Code: tc.get}); strings.TrimSpace(r.stdout) != "42" {
+				t.Fatalf("control: %s", r)
+			}
+			r, gaps := floodCell(t, c, id, client.CodeRequest{ContextID: cc.ID, Code: tc.code})
+			if r.end != client.CodeEventEnd || r.err != nil {
+				t.Fatalf("the cell did not end well: %s", r)
+			}
+			if n := len(r.stdout); n > limit || n < limit/2 && gaps == 0 || strings.Trim(r.stdout, tc.chars) != "" {
+				t.Errorf("stdout of %d bytes (%q besides %q), want under %d bytes of it", n, harness.Clip(strings.Trim(r.stdout, tc.chars)), tc.chars, limit)
+			}
+			if strings.Count(r.stderr, marker) != 1 {
+				t.Errorf("stderr %q, want the marker once", harness.Clip(r.stderr))
+			}
+			if r := runCell(t, c, id, client.CodeRequest{ContextID: cc.ID, Code: tc.get}); strings.TrimSpace(r.stdout) != "42" {
+				t.Errorf("a variable set before the flood: %s (the kernel was replaced)", r)
+			}
+		})
+	}
 	runCell(t, c, id, client.CodeRequest{Code: "kept = 42"})
 	for _, tc := range []struct{ name, code, char string }{
 		{"one print of 200 MiB", "print('x' * (200 << 20))\nprint('tail')", "x"},
 		{"200 unflushed writes of 1 MiB", "import sys\nfor _ in range(200):\n    sys.stdout.write('y' * (1 << 20))\nprint('tail')", "y"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, gaps := floodCell(t, c, id, tc.code)
+			r, gaps := floodCell(t, c, id, client.CodeRequest{Code: tc.code})
 			if r.end != client.CodeEventEnd || r.err != nil {
 				t.Fatalf("the cell did not end well: %s", r)
 			}
@@ -80,9 +114,10 @@ func outputFlood(t *testing.T, d *harness.Daemon) {
 // but counts gaps (lines the execution's log dropped: it keeps 4 MiB of a
 // running execution's lines for a client that reads slower than they
 // come) instead of failing on them.
-func floodCell(t *testing.T, c *client.Client, id, code string) (cell, int) {
+func floodCell(t *testing.T, c *client.Client, id string, req client.CodeRequest) (cell, int) {
 	t.Helper()
-	s, err := c.RunCode(harness.Ctx(t, 5*time.Minute), id, client.CodeRequest{Code: code})
+	code := req.Code
+	s, err := c.RunCode(harness.Ctx(t, 5*time.Minute), id, req)
 	if err != nil {
 		t.Fatalf("run %q: %v", code, err)
 	}

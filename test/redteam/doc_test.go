@@ -34,6 +34,7 @@ func allAttempts(t testing.TB) []attempt {
 	out = append(out, tag("kernel", agentHarmAttempts())...)
 	out = append(out, tag("resources", resourceAttempts())...)
 	out = append(out, tag("resources", uploadAttempts())...)
+	out = append(out, tag("resources", outputAttempts())...)
 	out = append(out, tag("control-plane", tokenAttempts(nil))...)
 	out = append(out, tag("control-plane", desktopPortAttempts(nil))...)
 	out = append(out, tag("control-plane", keyAttempts(t, nil))...)
@@ -95,18 +96,21 @@ var families = map[string]string{
 	"build-quota":            "start more template builds (each step in a build sandbox) than the tenant's quotas allow, in one burst",
 	"build-net-host":         "a template build's step reaches the host",
 	"build-image-links":      "a build step links an image directory that host code writes into (/usr/local/bin gets the agent, an empty /tmp a marker) out of the image to a host directory, once one that exists and once one that does not, so that the build's end or the host's files would show the host being resolved",
+	"interp-output-flood":    "one huge print, or many writes no flush separates, in a code-interpreter cell of each language",
 	"build-pull-host":        "make spaced itself connect to the host's own addresses: a template's source image in a registry at each of them, through each build route",
 }
 
 // closedBy names, per mechanism, the commit that closed a hole an attack
 // found open (issue 27), so the table says where each was fixed.
 var closedBy = map[string]string{
-	"build-pull-host":     "0c3f013",
-	"build-image-links":   "2d3f4f1",
-	"build-quota":         "bd5052c",
-	"upload-declared":     "b014be0",
-	"upload-undeclared":   "b014be0",
-	"upload-context-bomb": "f47583e",
+	"build-pull-host":          "0c3f013",
+	"build-image-links":        "2d3f4f1",
+	"build-quota":              "bd5052c",
+	"upload-declared":          "b014be0",
+	"upload-undeclared":        "b014be0",
+	"upload-context-bomb":      "f47583e",
+	"interp-output-flood":      "49c9389 (Python) and a2acdd2 (JavaScript, TypeScript, bash)",
+	"interp-flood-python-json": "bc0b585",
 }
 
 const (

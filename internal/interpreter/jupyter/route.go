@@ -24,6 +24,11 @@ func (r *Route) ID() string { return r.id }
 // or more. It must be quick.
 type Filter func(m *Message, push func(*Message))
 
+// Forward hands m to r, through r's filter, as if it answered r's
+// request: for a follow-up request whose answers belong to an earlier one
+// (a filter of the follow-up's Route calls it).
+func (r *Route) Forward(m *Message) { r.deliver(m) }
+
 func (r *Route) deliver(m *Message) {
 	if r.filter != nil {
 		r.filter(m, r.q.push)

@@ -135,8 +135,42 @@ def _space_setup():
     formatters["e2b/data"] = DataFormatter(parent=ip.display_formatter)
     formatters["e2b/chart"] = ChartFormatter(parent=ip.display_formatter)
 
+    limit = int(os.environ.pop("SPACE_MAX_OUTPUT_BYTES", "0") or 0)
+    bound = max(limit - (64 << 10), 1) if limit > 0 else 0
+
+    def json_size(obj, most):
+        # The size of obj as JSON, counted while it is encoded a piece at a
+        # time by the standard library and given up past most (most + 1
+        # then): no copy of a value too big to send is ever made whole.
+        def stand_in(o):
+            # numpy: an array as at least two characters an element
+            # (never copied to a list), a scalar as its value.
+            if getattr(o, "ndim", 0) and hasattr(o, "size"):
+                return "#" * min(2 * int(o.size), most + 1)
+            if hasattr(o, "item"):
+                try:
+                    return o.item()
+                except Exception:
+                    pass
+            return str(o)
+
+        enc = json.JSONEncoder(skipkeys=True, default=stand_in)
+        n = 0
+        for chunk in enc.iterencode(obj):
+            n += len(chunk)
+            if n > most:
+                return most + 1
+        return n
+
     def json_container(obj):
+        # orjson, as E2B's (numpy values, keys that are not strings), but
+        # only for a value whose JSON fits the output bound: orjson does
+        # not raise when its copy does not fit in the kernel's memory, it
+        # crashes the kernel (issue 27). A bigger one has no JSON form;
+        # its text/plain is bounded at publishing (below).
         try:
+            if bound and json_size(obj, bound) > bound:
+                return None
             import orjson
 
             opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -223,13 +257,11 @@ def _space_setup():
     # limit; the kernel drops later stream output itself until the next
     # cell. SPACE_MAX_OUTPUT_BYTES is the server's limit (0 or absent:
     # none).
-    limit = int(os.environ.pop("SPACE_MAX_OUTPUT_BYTES", "0") or 0)
     streams = [s for s in (sys.stdout, sys.stderr) if hasattr(s, "session")]
     if limit <= 0 or len(streams) != 2:
         return
     import threading
 
-    bound = max(limit - (64 << 10), 1)
     lock = threading.Lock()
     used = {"n": 0, "cut": False}
 
@@ -287,6 +319,55 @@ def _space_setup():
     # forwards what subprocesses write to fds 1 and 2 all call write.
     for s, w in zip(streams, writes):
         s.write = bounded(w)
+
+    # --- rich output bound -----------------------------------------------
+    # A display() or a cell's value whose bundle (text/html, an image, the
+    # repr of a huge value, JSON) is over the bound is not sent: packing it
+    # made several copies of it in the kernel. The server would drop it
+    # anyway (a cut display is dropped whole), so the kernel sends the
+    # truncation mark instead and drops the execution's later output, as
+    # past the stream bound.
+    def oversize(data):
+        n = 0
+        for v in (data or {}).values():
+            if isinstance(v, (str, bytes)):
+                n += len(v)
+            else:
+                n += json_size(v, bound - n)
+            if n > bound:
+                return True
+        return False
+
+    def refuse():
+        with lock:
+            crossed = not used["cut"]
+            used["n"], used["cut"] = bound, True
+        if crossed:
+            mark()
+
+    pub = ip.display_pub
+    if hasattr(pub, "session"):
+        publish = pub.publish
+
+        def space_publish(data, metadata=None, *args, **kwargs):
+            if oversize(data):
+                return refuse()
+            return publish(data, metadata, *args, **kwargs)
+
+        pub.publish = space_publish
+
+    hook = ip.displayhook
+    if hasattr(hook, "session"):
+        write_format_data = hook.write_format_data
+
+        def space_write_format_data(format_dict, md_dict=None):
+            if oversize(format_dict):
+                # An empty bundle is not sent (finish_displayhook).
+                refuse()
+                return write_format_data({}, {})
+            return write_format_data(format_dict, md_dict)
+
+        hook.write_format_data = space_write_format_data
 
 
 _space_setup()
