@@ -56,7 +56,10 @@ if [[ "${SPACE_DESKTOP:-1}" != "0" ]]; then
   data="${SPACE_DATA_DIR:-/var/lib/space}"
   dlog="$data/desktop-build.log"
   mkdir -p "$data"
+  rm -f "$data/desktop-build.done"
   (
+    # The MCP gateway's build below waits for this mark.
+    trap 'touch "$data/desktop-build.done"' EXIT
     addr="http://${SPACE_ADDR:-127.0.0.1:7070}"
     for _ in $(seq 600); do curl -sf "$addr/healthz" >/dev/null && break; sleep 1; done
     if [[ "${SPACE_CODE_INTERPRETER:-1}" != "0" ]]; then
@@ -71,6 +74,31 @@ if [[ "${SPACE_DESKTOP:-1}" != "0" ]]; then
     fi
   ) &
   echo "run: desktop builds in the background after code-interpreter-v1 (log: $dlog)" >&2
+fi
+
+# The MCP gateway's template (mcp-gateway, what E2B's SDKs ask for when a
+# create gives `mcp`) last, the same way, unless SPACE_MCP=0. Its MCP
+# servers are fetched on the host from PyPI and npm (the interpreter's
+# packages, installed above, bring python3-venv and npm), so the build
+# needs no network. Its log goes to $SPACE_DATA_DIR/mcp-gateway-build.log.
+if [[ "${SPACE_MCP:-1}" != "0" ]]; then
+  data="${SPACE_DATA_DIR:-/var/lib/space}"
+  mlog="$data/mcp-gateway-build.log"
+  mkdir -p "$data"
+  (
+    addr="http://${SPACE_ADDR:-127.0.0.1:7070}"
+    for _ in $(seq 600); do curl -sf "$addr/healthz" >/dev/null && break; sleep 1; done
+    [[ "${SPACE_CODE_INTERPRETER:-1}" == "0" ]] || for _ in $(seq 1800); do [[ -e "$data/code-interpreter-build.done" ]] && break; sleep 1; done
+    [[ "${SPACE_DESKTOP:-1}" == "0" ]] || for _ in $(seq 3600); do [[ -e "$data/desktop-build.done" ]] && break; sleep 1; done
+    t0=$SECONDS
+    export SPACE_ADDR="$addr" SPACE_API_KEY="${SPACE_API_KEY:-$(cat "$data/api-key" 2>/dev/null)}"
+    if "$ROOT/scripts/build-mcp-gateway.sh" >"$mlog" 2>&1; then
+      echo "run: template mcp-gateway is ready (built in $((SECONDS - t0))s)" >&2
+    else
+      echo "run: building mcp-gateway failed (see $mlog); spaced runs on without it" >&2
+    fi
+  ) &
+  echo "run: mcp-gateway builds in the background after desktop (log: $mlog)" >&2
 fi
 
 setup serve
