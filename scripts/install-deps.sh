@@ -59,6 +59,8 @@ TEST_PACKAGES=(
   busybox-static                        # tests build small OCI images from it
   chromium                              # test/console drives the web console in it
   postgresql                            # cluster mode's catalog; the tests start their own server
+  r-base-core r-cran-irkernel            # the code interpreter's r kernel, on the host (internal/interpreter)
+  openjdk-17-jdk-headless               # its java kernel (JJava, from the wheelhouse) runs on JShell
 )
 
 PROFILE=test

@@ -147,6 +147,9 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 	if k.kind == denoKernel {
 		st.settle = denoSettle
 	}
+	// JJava's reply carries its own stack, not the cell's, and may come
+	// before the IOPub error that has the cell's.
+	st.iopubErrors = k.kind == javaKernel
 	var fence *jupyter.Route // see the reply without idle, below
 	fences := 0
 	defer func() {
@@ -252,6 +255,10 @@ type cellState struct {
 	settle time.Duration
 	final  bool // a result or error came, which Deno sends last
 	fenced bool // a Fence came through IOPub after the reply
+	// iopubErrors: the reply's error counts only if IOPub had none
+	// (held in replyErr until the end).
+	iopubErrors bool
+	replyErr    json.RawMessage
 }
 
 // done reports whether the kernel is done with the cell: it went idle
@@ -305,6 +312,10 @@ func (st *cellState) handle(m *jupyter.Message) {
 		if json.Unmarshal(m.Content, &c) == nil {
 			switch c.Status {
 			case "error":
+				if st.iopubErrors {
+					st.replyErr = m.Content
+					break
+				}
 				st.error(m.Content)
 			case "abort", "aborted":
 				// bash_kernel's answer to an interrupt; a timeout says so
@@ -361,6 +372,9 @@ func (st *cellState) sendError(line errorLine) {
 }
 
 func (st *cellState) finish(timeout time.Duration) {
+	if st.replyErr != nil && !st.errSent && st.pending == nil {
+		st.error(st.replyErr)
+	}
 	if st.timedOut {
 		line := errorLine{Type: "error", Name: "TimeoutError",
 			Value: fmt.Sprintf("Execution timed out after %s and was interrupted", timeout)}

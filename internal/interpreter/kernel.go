@@ -23,6 +23,9 @@ import (
 type launcher struct {
 	python     string // interpreter with ipykernel (and bash_kernel) installed
 	deno       string // deno, for javascript and typescript ("": none)
+	r          string // R with IRkernel, for r ("": none)
+	java       string // java (a JDK's), for JJava
+	jjava      string // JJava's jar, for java ("": none)
 	runDir     string // per-kernel directories (sockets, connection file)
 	ipythonDir string // IPYTHONDIR: the profile holding our startup file
 	env        []string
@@ -136,8 +139,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 		}
 	}()
 	info := jupyter.NewIPC(filepath.Join(dir, "k"))
-	if kind == denoKernel {
-		// Deno's kernel listens on TCP only.
+	if kind.tcpOnly() {
 		if info, err = jupyter.NewTCP("127.0.0.1"); err != nil {
 			return k, err
 		}
@@ -228,7 +230,7 @@ func (k *kernel) interrupt() error {
 	if k.cmd == nil || k.cmd.Process == nil {
 		return errors.New("kernel not started")
 	}
-	if k.kind == denoKernel {
+	if k.kind.interruptByMessage() {
 		r, err := k.client.Request(jupyter.Control, "interrupt_request", struct{}{}, nil)
 		if err != nil {
 			return fmt.Errorf("interrupt kernel: %w", err)
