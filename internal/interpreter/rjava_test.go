@@ -152,10 +152,12 @@ func TestRJavaEnvVars(t *testing.T) {
 	for _, tc := range []struct {
 		lang string
 		get  func(name string) string // code printing the var's value or <unset>
-		set  string                    // code setting SPACE_G1 to "ctx" in the context
+		set  string                   // code setting SPACE_G1 to "ctx" in the context
 	}{
 		{"r", func(n string) string { return `cat(Sys.getenv("` + n + `", unset = "<unset>"))` }, `Sys.setenv(SPACE_G1 = "ctx")`},
-		{"r", func(n string) string { return `cat(paste(system2("printenv", "` + n + `", stdout = TRUE), collapse = "\n"))` }, `Sys.setenv(SPACE_G1 = "ctx")`},
+		{"r", func(n string) string {
+			return `cat(paste(system2("printenv", "` + n + `", stdout = TRUE), collapse = "\n"))`
+		}, `Sys.setenv(SPACE_G1 = "ctx")`},
 		{"java", func(n string) string { return `System.out.print(System.getProperty("` + n + `", "<unset>"))` }, `System.setProperty("SPACE_G1", "ctx");`},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
