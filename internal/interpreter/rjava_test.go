@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,5 +289,37 @@ func TestRJavaOutputLimit(t *testing.T) {
 				t.Errorf("next cell %q", got)
 			}
 		})
+	}
+}
+
+// An R without IRkernel, a missing jar or a java without JShell is a 400
+// that says what is missing, before any kernel starts.
+func TestRJavaRefusedWhenMissing(t *testing.T) {
+	dir := t.TempDir()
+	jar := filepath.Join(dir, "jjava.jar")
+	if err := os.WriteFile(jar, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg        Config
+		lang, want string
+	}{
+		{Config{R: "/bin/false"}, "r", "cannot load IRkernel"},
+		{Config{JJava: filepath.Join(dir, "missing.jar")}, "java", "missing.jar"},
+		{Config{JJava: jar, Java: "/bin/true"}, "java", "no JShell"},
+	} {
+		tc.cfg.Python, tc.cfg.Cwd, tc.cfg.Logger = "python3", dir, testLogger()
+		s, err := New(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(s.Handler())
+		srv := &testServer{Server: s, URL: ts.URL}
+		status, msg := srv.call(t, "POST", "/contexts", map[string]any{"language": tc.lang}, nil)
+		if status != http.StatusBadRequest || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %d %q, want 400 with %q", tc.lang, status, msg, tc.want)
+		}
+		ts.Close()
+		s.Close()
 	}
 }
