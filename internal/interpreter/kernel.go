@@ -223,9 +223,11 @@ func waitForSockets(ctx context.Context, info jupyter.ConnInfo, exited <-chan st
 // interrupt interrupts the running cell. Python kernels get SIGINT on
 // their process group, as jupyter_client does for kernels with the
 // "signal" interrupt mode: ipykernel turns it into KeyboardInterrupt in
-// the cell, bash_kernel into ^C on bash's terminal. Deno's kernel dies of
-// SIGINT; it takes an interrupt_request on the control channel instead
-// (its "message" mode), which stops a busy loop but not an await.
+// the cell, bash_kernel into ^C on bash's terminal, IRkernel into an
+// aborted cell. Deno's kernel and JJava's JVM die of SIGINT; they take an
+// interrupt_request on the control channel instead (their "message"
+// mode), which for Deno stops a busy loop but not an await, and for JJava
+// stops the snippet's thread.
 func (k *kernel) interrupt() error {
 	if k.cmd == nil || k.cmd.Process == nil {
 		return errors.New("kernel not started")
