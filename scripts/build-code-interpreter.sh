@@ -10,6 +10,10 @@
 #              the build: no network needed in the build;
 #   pypi       PyPI and the npm registry, fetched by the build's own step:
 #              no wheelhouse, but the build's network must reach them.
+# R, IRkernel and the JDK (for the r and java kernels) are Debian's
+# packages, installed by the template's apt-get through the build's network
+# either way: it must reach the Debian mirror, as spaced's default build
+# policy allows.
 # A rebuild with nothing changed takes well under a second (every step is
 # cached).
 set -euo pipefail

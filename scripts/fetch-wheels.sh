@@ -4,8 +4,9 @@
 # aarch64; gVisor runs the sandbox's code on the host's CPU):
 #   - its Python wheels (scripts/interpreter-requirements.txt, every one
 #     pinned) for CPython 3.11, manylinux of that architecture: ipykernel,
-#     the data stack, bash_kernel. Only wheels: nothing is built and nothing
-#     downloaded is executed.
+#     the data stack, bash_kernel, jjava (the java kernel: a jar in a wheel,
+#     run on the template's JDK). Only wheels: nothing is built and nothing
+#     downloaded is executed here.
 #   - Deno (DIR/deno), the kernel of the javascript and typescript
 #     contexts, from npm: its package @deno/linux-x64-glibc (or
 #     linux-arm64-glibc) carries the binary. Pinned below with the tarball's

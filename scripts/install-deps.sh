@@ -60,6 +60,8 @@ TEST_PACKAGES=(
   chromium                              # test/console drives the web console in it
   postgresql                            # cluster mode's catalog; the tests start their own server
   xvfb                                  # internal/desktopd's tests and benchmarks drive a real X server
+  r-base-core r-cran-irkernel            # the code interpreter's r kernel, on the host (internal/interpreter)
+  openjdk-17-jdk-headless               # its java kernel (JJava, from the wheelhouse) runs on JShell
 )
 
 PROFILE=test

@@ -31,13 +31,13 @@
 // the kernel died (with an error line first, since the SDKs ignore that
 // type). Both context_id and language is a 400, an unknown context a 404
 // with a plain-text body (the SDKs' NotFound), a language without a kernel
-// here a 400 that says why (r and java, or javascript without -deno).
+// here a 400 that says why (say javascript without -deno, r without -r).
 //
 // # Languages
 //
 // Names as E2B's server takes them (trimmed, any case, js and ts for
 // javascript and typescript; none is python): python, bash, javascript,
-// typescript (languages.go). A context's language picks its kernel. An
+// typescript (languages.go), r and java (rjava.go). A context's language picks its kernel. An
 // execution that names a language and no context runs on that language's
 // default context, made by the first such execution (python's is made at
 // start), as E2B's server does; javascript and typescript have one each.

@@ -46,6 +46,12 @@ func (l *launcher) envCode(k *kernel, op envOp, vars map[string]string) (string,
 		return l.bashEnv(k, op, vars)
 	case denoKernel:
 		return denoEnv(op, vars), nothing, nil
+	case rKernel:
+		code, err := rEnv(op, vars)
+		return code, nothing, err
+	case javaKernel:
+		code, err := javaEnv(op, vars)
+		return code, nothing, err
 	}
 	switch op {
 	case envGlobal:

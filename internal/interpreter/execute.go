@@ -150,6 +150,9 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 	if k.kind == denoKernel {
 		st.settle = denoSettle
 	}
+	// JJava's reply carries its own stack, not the cell's, and may come
+	// before the IOPub error that has the cell's.
+	st.iopubErrors = k.kind == javaKernel
 	var fence *jupyter.Route // see the reply without idle, below
 	fences := 0
 	defer func() {
@@ -276,6 +279,10 @@ type cellState struct {
 	fenceDone     bool      // the output fence's sentinel came: all output is out
 	fenceFailedAt time.Time // the output fence ran without its sentinel
 	fenced        bool      // a Fence came through IOPub after the reply
+	// iopubErrors: the reply's error counts only if IOPub had none
+	// (held in replyErr until the end).
+	iopubErrors bool
+	replyErr    json.RawMessage
 }
 
 // done reports whether the kernel is done with the cell: it went idle
@@ -327,6 +334,10 @@ func (st *cellState) handle(m *jupyter.Message) {
 		if json.Unmarshal(m.Content, &c) == nil {
 			switch c.Status {
 			case "error":
+				if st.iopubErrors {
+					st.replyErr = m.Content
+					break
+				}
 				st.error(m.Content)
 			case "abort", "aborted":
 				// bash_kernel's answer to an interrupt; a timeout says so
@@ -387,6 +398,9 @@ func (st *cellState) sendError(line errorLine) {
 }
 
 func (st *cellState) finish(timeout time.Duration) {
+	if st.replyErr != nil && !st.errSent && st.pending == nil {
+		st.error(st.replyErr)
+	}
 	if st.timedOut {
 		line := errorLine{Type: "error", Name: "TimeoutError",
 			Value: fmt.Sprintf("Execution timed out after %s and was interrupted", timeout)}

@@ -23,6 +23,9 @@ import (
 type launcher struct {
 	python     string // interpreter with ipykernel (and bash_kernel) installed
 	deno       string // deno, for javascript and typescript ("": none)
+	r          string // R with IRkernel, for r ("": none)
+	java       string // java (a JDK's), for JJava
+	jjava      string // JJava's jar, for java ("": none)
 	runDir     string // per-kernel directories (sockets, connection file)
 	ipythonDir string // IPYTHONDIR: the profile holding our startup file
 	env        []string
@@ -139,8 +142,7 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 		}
 	}()
 	info := jupyter.NewIPC(filepath.Join(dir, "k"))
-	if kind == denoKernel {
-		// Deno's kernel listens on TCP only.
+	if kind.tcpOnly() {
 		if info, err = jupyter.NewTCP("127.0.0.1"); err != nil {
 			return k, err
 		}
@@ -231,14 +233,16 @@ func waitForSockets(ctx context.Context, info jupyter.ConnInfo, exited <-chan st
 // interrupt interrupts the running cell. Python kernels get SIGINT on
 // their process group, as jupyter_client does for kernels with the
 // "signal" interrupt mode: ipykernel turns it into KeyboardInterrupt in
-// the cell, bash_kernel into ^C on bash's terminal. Deno's kernel dies of
-// SIGINT; it takes an interrupt_request on the control channel instead
-// (its "message" mode), which stops a busy loop but not an await.
+// the cell, bash_kernel into ^C on bash's terminal, IRkernel into an
+// aborted cell. Deno's kernel and JJava's JVM die of SIGINT; they take an
+// interrupt_request on the control channel instead (their "message"
+// mode), which for Deno stops a busy loop but not an await, and for JJava
+// stops the snippet's thread.
 func (k *kernel) interrupt() error {
 	if k.cmd == nil || k.cmd.Process == nil {
 		return errors.New("kernel not started")
 	}
-	if k.kind == denoKernel {
+	if k.kind.interruptByMessage() {
 		r, err := k.client.Request(jupyter.Control, "interrupt_request", struct{}{}, nil)
 		if err != nil {
 			return fmt.Errorf("interrupt kernel: %w", err)

@@ -16,20 +16,22 @@ const (
 	ipykernel  kernelKind = iota // python
 	bashKernel                   // bash: bash_kernel (PyPI), on the kernels' Python
 	denoKernel                   // javascript and typescript: `deno jupyter`
+	rKernel                      // r: IRkernel (rjava.go)
+	javaKernel                   // java: JJava, on JShell (rjava.go)
 )
 
 // languages are E2B's language names (as normalizeLanguage leaves them)
-// that this server has a kernel for. E2B's server also knows r and java
-// (IRkernel, IJava): neither installs from PyPI or npm, so they are
-// refused here.
+// that this server has a kernel for, as E2B's server has.
 var languages = map[string]kernelKind{
 	"python":     ipykernel,
 	"bash":       bashKernel,
 	"javascript": denoKernel,
 	"typescript": denoKernel,
+	"r":          rKernel,
+	"java":       javaKernel,
 }
 
-const supportedLanguages = "python, bash, javascript (js) and typescript (ts)"
+const supportedLanguages = "python, bash, javascript (js), typescript (ts), r and java"
 
 // normalizeLanguage spells a request's language the way E2B's server
 // does: trimmed, lower case, empty meaning python, js and ts spelled out.
@@ -69,6 +71,8 @@ type kernelAvailability struct {
 
 	bashOnce, denoOnce sync.Once
 	bashErr, denoErr   error
+
+	rjava rjavaAvailability
 }
 
 func (a *kernelAvailability) available(kind kernelKind) error {
@@ -93,6 +97,8 @@ func (a *kernelAvailability) available(kind kernelKind) error {
 			}
 		})
 		return a.denoErr
+	case rKernel, javaKernel:
+		return a.rjava.available(kind)
 	}
 	return nil
 }
@@ -138,6 +144,10 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 			env = append(env, "DENO_V8_FLAGS=--max-old-space-size="+strconv.FormatUint(heap, 10))
 		}
 		return l.deno, []string{"jupyter", "--kernel", "--conn", conn}, env
+	case rKernel:
+		return l.rCommand(conn)
+	case javaKernel:
+		return l.javaCommand(conn)
 	}
 	// The startup file bounds each execution's stdout and stderr in the
 	// kernel under the server's output limit (startup/00-space.py).
@@ -158,6 +168,10 @@ func (k kernelKind) kernelName() string {
 		return "bash"
 	case denoKernel:
 		return "deno"
+	case rKernel:
+		return "ir"
+	case javaKernel:
+		return "java"
 	}
 	return "python3"
 }
@@ -176,3 +190,16 @@ func (l *launcher) outputLimitEnv() []string {
 //
 //go:embed hooks/bash_kernel.py
 var bashHookCode string
+
+// tcpOnly reports a kernel that listens on TCP only (Deno's, JJava's:
+// their ZeroMQ has no unix sockets), or is dialled so (IRkernel, rjava.go).
+func (k kernelKind) tcpOnly() bool {
+	return k == denoKernel || k == rKernel || k == javaKernel
+}
+
+// interruptByMessage reports a kernel that dies of SIGINT (Deno, a JVM)
+// and takes an interrupt_request on its control channel instead (its
+// kernelspec's "message" interrupt mode).
+func (k kernelKind) interruptByMessage() bool {
+	return k == denoKernel || k == javaKernel
+}

@@ -33,7 +33,7 @@ func TestNormalizeLanguage(t *testing.T) {
 // Languages without a kernel here are a 400 that says why, before any
 // kernel starts.
 func TestLanguageRefused(t *testing.T) {
-	s, err := New(Config{Python: "python3", Cwd: t.TempDir(), Logger: testLogger()}) // no Deno
+	s, err := New(Config{Python: "python3", Cwd: t.TempDir(), Logger: testLogger()}) // no Deno, R or JJava
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,9 @@ func TestLanguageRefused(t *testing.T) {
 	defer ts.Close()
 	srv := &testServer{Server: s, URL: ts.URL}
 	for _, tc := range []struct{ lang, want string }{
-		{"r", "this code interpreter runs python, bash, javascript (js) and typescript (ts)"},
-		{"java", "not supported here"},
+		{"cobol", "this code interpreter runs python, bash, javascript (js), typescript (ts), r and java"},
+		{"r", "start space-interpreter with -r"},
+		{"java", "start space-interpreter with -jjava"},
 		{"js", "start space-interpreter with -deno"},
 		{"typescript", "start space-interpreter with -deno"},
 	} {

@@ -24,6 +24,9 @@ type Config struct {
 	Addr       string // listen address (DefaultAddr)
 	Python     string // python with ipykernel, and bash_kernel for bash ("python3")
 	Deno       string // deno, for javascript and typescript ("": they are refused)
+	R          string // R with IRkernel, for r ("": it is refused)
+	Java       string // a JDK's java, for JJava ("java")
+	JJava      string // JJava's kernel jar, for java ("": it is refused)
 	RuntimeDir string // kernel sockets and the IPython profile (a temp dir)
 	Cwd        string // the default context's directory (the kernel user's home, else the current one)
 	// StatePath is the agent's state file, holding the sandbox's access
@@ -66,6 +69,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Python == "" {
 		c.Python = "python3"
+	}
+	if c.Java == "" {
+		c.Java = "java"
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = 32 << 20
@@ -132,9 +138,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StatePath != "" {
 		s.state = &stateFile{path: cfg.StatePath}
 	}
-	l := &launcher{python: cfg.Python, deno: cfg.Deno, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels,
+	l := &launcher{python: cfg.Python, deno: cfg.Deno, r: cfg.R, java: cfg.Java, jjava: cfg.JJava, startLimit: cfg.KernelStartTimeout, log: cfg.Logger, quick: !cfg.PlainKernels,
 		maxFrame: frameLimit(cfg.MaxOutputBytes), maxOutput: cfg.MaxOutputBytes}
-	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno}
+	s.kernels = &kernelAvailability{python: cfg.Python, deno: cfg.Deno,
+		rjava: rjavaAvailability{r: cfg.R, java: cfg.Java, jjava: cfg.JJava}}
 	home := ""
 	if cfg.KernelUser != "" {
 		cred, dir, err := lookupUser(cfg.KernelUser)
@@ -181,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	l.env = kernelEnv(cfg.Env, l.ipythonDir, home)
 	s.launch = l
-	s.log.Info("code interpreter configured", "python", cfg.Python, "deno", cfg.Deno, "cwd", cfg.Cwd,
+	s.log.Info("code interpreter configured", "python", cfg.Python, "deno", cfg.Deno, "r", cfg.R, "jjava", cfg.JJava, "cwd", cfg.Cwd,
 		"kernel_user", cfg.KernelUser, "kernel_address_space", l.addrSpace, "runtime_dir", dir)
 
 	def := newKernelContext(jupyter.NewID(), "python", ipykernel, cfg.Cwd, l)

@@ -1,7 +1,7 @@
 // Package interpreter_test runs the unmodified E2B code-interpreter SDKs
 // (Python from PyPI, JS from npm, both pinned) against space-interpreter
 // started on this host, with real kernels from the wheelhouse (ipykernel,
-// bash_kernel, Deno).
+// bash_kernel, Deno, JJava) and Debian's R with IRkernel.
 // The SDKs run in E2B_DEBUG mode, where they create no sandbox and talk to
 // http://localhost:49999 directly; so the server listens there, and a lock
 // keeps two runs of this test on one machine from meeting. No python3 3.11,
@@ -38,6 +38,8 @@ const suiteTimeout = 4 * time.Minute
 func TestSDKs(t *testing.T) {
 	testenv.NeedCommand(t, "python3", "node", "npm")
 	python, deno := interpretertest.Python(t), interpretertest.Deno(t)
+	r := interpretertest.R(t)
+	java, jjava := interpretertest.JJava(t)
 	here, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestSDKs(t *testing.T) {
 	defer unlock()
 	var logs bytes.Buffer
 	s, err := interpreter.New(interpreter.Config{
-		Python: python, Deno: deno, Cwd: t.TempDir(),
+		Python: python, Deno: deno, R: r, Java: java, JJava: jjava, Cwd: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

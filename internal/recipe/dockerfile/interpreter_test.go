@@ -65,7 +65,8 @@ func TestInterpreterTemplateSteps(t *testing.T) {
 			shape = append(shape, "?")
 		}
 	}
-	want := []string{"USER root", "COPY wheels/ /opt/space/wheels/", "RUN",
+	// RUN: Debian's R, IRkernel and JDK; the wheels, Deno; each kernel's check.
+	want := []string{"USER root", "RUN", "COPY wheels/ /opt/space/wheels/", "RUN", "RUN",
 		"COPY space-interpreter /usr/local/bin/space-interpreter", "USER user", "WORKDIR /home/user"}
 	if strings.Join(shape, "\n") != strings.Join(want, "\n") {
 		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(shape, "\n"), strings.Join(want, "\n"))
