@@ -239,3 +239,13 @@ func lookup(key string) (setting, bool) {
 	}
 	return setting{}, false
 }
+
+// Variables lists the environment variables spaced reads: every
+// setting's, and SPACE_CONFIG (the config file).
+func Variables() []string {
+	out := []string{"SPACE_CONFIG"}
+	for _, s := range settings {
+		out = append(out, s.Env())
+	}
+	return out
+}

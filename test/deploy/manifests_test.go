@@ -10,11 +10,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spacesandbox/space/internal/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -93,13 +93,9 @@ func load(t *testing.T, glob string) *manifests {
 
 // knownSettings are the SPACE_* variables spaced reads (from its config).
 func knownSettings(t *testing.T) []string {
-	data, err := os.ReadFile("../../internal/config/config.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, m := range regexp.MustCompile(`"(SPACE_[A-Z0-9_]+)"`).FindAllSubmatch(data, -1) {
-		out = append(out, string(m[1]))
+	out := config.Variables()
+	if len(out) < 20 {
+		t.Fatalf("config.Variables() lists only %d variables", len(out))
 	}
 	return out
 }
