@@ -1,6 +1,7 @@
 package template
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,10 @@ type run struct {
 	config recipe.Config
 	chain  chain
 	ran    bool // a step ran (not every one was cached)
-	pins   []func()
+	// madeWorkdir is the working directory the image is known to have:
+	// the source's, or one a step's layer made.
+	madeWorkdir string
+	pins        []func()
 }
 
 // stepErr is a failed step: what the build's error reports.
@@ -115,6 +119,7 @@ func (r *run) fail(step int, cause error, format string, args ...any) error {
 func (r *run) execute(ctx context.Context) (*store.BuildImage, error) {
 	n := len(r.rec.Steps)
 	r.key, r.config, r.chain = r.src.key, r.src.config, r.src.chain
+	r.madeWorkdir = r.config.Workdir
 	if t := tenant.FromContext(ctx).Tenant; t != tenant.Default {
 		r.key = recipe.TenantKey(r.key, t)
 	}
@@ -194,14 +199,19 @@ func (r *run) storeSource(ctx context.Context) error {
 func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 	n := len(r.rec.Steps)
 	label := fmt.Sprintf("[%d/%d] %s", i+1, n, firstLine(s.String(), 200))
-	if !s.Layered() {
-		r.config = r.config.Apply(s)
-		r.key = recipe.StepKey(r.key, s, "")
-		r.log.add("info", i+1, "%s", label)
-		return nil
-	}
 	var plan *copyPlan
 	digest := ""
+	if !s.Layered() {
+		r.config = r.config.Apply(s)
+		// A WORKDIR no later step makes gets a layer of its own that
+		// makes it, as a container build does.
+		if i != lastWorkdir(r.rec.Steps) || r.config.Workdir == r.madeWorkdir {
+			r.key = recipe.StepKey(r.key, s, "")
+			r.log.add("info", i+1, "%s", label)
+			return nil
+		}
+		digest = "mkdir"
+	}
 	if s.Copy != nil {
 		files, err := r.svc.art.filesPath(ctx, filesKey(ctx, s.Copy.Files))
 		if err != nil {
@@ -226,9 +236,14 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 			return err
 		}
 		if cached {
-			r.log.cached(i+1, "%s (cached)", label)
-			r.b.Cached++
+			if s.Layered() { // a WORKDIR's layer is not counted
+				r.log.cached(i+1, "%s (cached)", label)
+				r.b.Cached++
+			} else {
+				r.log.add("info", i+1, "%s", label)
+			}
 			r.key, r.chain.layers = key, append(r.chain.layers, key)
+			r.madeWorkdir = r.config.Workdir
 			return nil
 		}
 	}
@@ -280,14 +295,53 @@ func (r *run) box(ctx context.Context, img imageRef, config recipe.Config) (*san
 // ensureWorkdir makes the working directory if the image lacks it, as a
 // container build does (it becomes part of the step's layer).
 func (r *run) ensureWorkdir(ctx context.Context, box *sandbox.BuildBox) error {
-	if r.config.Workdir == "" || r.config.Workdir == "/" {
+	wd := r.config.Workdir
+	if wd == r.madeWorkdir || wd == "" || wd == "/" {
 		return nil
 	}
-	return box.Extract(ctx, r.config.Workdir, strings.NewReader(emptyTar), "", "", false)
+	var out bytes.Buffer
+	code, err := box.Run(ctx, sandbox.Exec{Argv: []string{"/bin/sh", "-c", mkWorkdir, "mkworkdir", wd, r.config.User}, User: "root", Cwd: "/"},
+		func(_ bool, b []byte) {
+			if out.Len() < 4096 {
+				out.Write(b)
+			}
+		})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit code %d: %s", code, strings.TrimSpace(out.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("make WORKDIR %s: %w", wd, err)
+	}
+	r.madeWorkdir = wd
+	return nil
 }
 
-// emptyTar is a tar of no entries (two zero blocks).
-var emptyTar = string(make([]byte, 1024))
+// lastWorkdir is the index of the last WORKDIR step that no RUN or COPY
+// follows (-1 if none): the one whose directory needs a layer of its own.
+func lastWorkdir(steps []recipe.Step) int {
+	for i := len(steps) - 1; i >= 0; i-- {
+		switch {
+		case steps[i].Layered():
+			return -1
+		case steps[i].Workdir != "":
+			return i
+		}
+	}
+	return -1
+}
+
+// mkWorkdir makes the directory $1 if missing, as BuildKit's WORKDIR does:
+// the directories it makes belong to the user $2 (the current USER, its
+// group too when it names none; root when empty), existing ones are left
+// as they are.
+const mkWorkdir = `set -e
+d=$1 u=$2 top= p=$1
+while [ ! -e "$p" ]; do top=$p; p=$(dirname "$p"); done
+[ -n "$top" ] || exit 0
+mkdir -p "$d"
+[ -n "$u" ] || exit 0
+case $u in *:*) ;; *) g=$(id -g "$u") && u=$u:$g ;; esac
+chown -R "$u" "$top"`
 
 func (r *run) runCommand(ctx context.Context, box *sandbox.BuildBox, step int, s recipe.Step) error {
 	argv := s.Run.Command()

@@ -53,9 +53,6 @@ func (r *run) started(ctx context.Context, img imageRef, st recipe.Start) (strin
 		return "", r.fail(step, err, "the start command's sandbox did not start: %s", errdefs.PublicMessage(err))
 	}
 	defer box.Close(ctx)
-	if err := r.ensureWorkdir(ctx, box); err != nil {
-		return "", r.fail(step, err, "start command: %s", errdefs.PublicMessage(err))
-	}
 
 	// The command runs until the checkpoint; its output goes to the log
 	// until then.

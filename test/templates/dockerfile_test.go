@@ -212,16 +212,18 @@ func TestStepsAPI(t *testing.T) {
 		t.Errorf("a ready URL answering 301: %s, %+v; want failed, not ready", redirect.State, redirect.Error)
 	}
 
-	// No start command anywhere: sandboxes boot from the image.
+	// No start command anywhere: sandboxes boot from the image. Its
+	// WORKDIR, which base lacks and no step makes, is made by the build,
+	// owned by the USER then (BuildKit's rule).
 	plain := mustBuild(t, d, "", client.BuildRequest{
 		Name: "plain", From: &client.BuildFrom{Template: "base"},
-		Steps: []client.BuildStep{{Run: "echo plain > /tmp/plain"}, {User: "root"}, {Workdir: "/tmp"}},
+		Steps: []client.BuildStep{{Run: "echo plain > /tmp/plain"}, {User: "user"}, {Workdir: "/srv/made/here"}},
 	})
 	if plain.Started {
 		t.Error("plain has no start command but says it started")
 	}
 	sb3 := d.NewSandbox(t, client.CreateSandboxRequest{Template: "plain"})
-	if got := sh(t, d, sb3.ID, "", "id -un; pwd; cat plain"); got != "root\n/tmp\nplain\n" {
+	if got := sh(t, d, sb3.ID, "", "id -un; pwd; stat -c %U . ..; cat /tmp/plain"); got != "user\n/srv/made/here\nuser\nuser\nplain\n" {
 		t.Errorf("sandbox of plain: %q", got)
 	}
 }

@@ -105,9 +105,8 @@ def test_build_from_base_image_with_tags_and_skip_cache():
         .from_base_image()
         .copy("hello.txt", "folder/hello.txt", force_upload=True)
         .run_cmd(f"cat folder/hello.txt; echo base-image-{RUN_ID}")
-        # E2B's test sets WORKDIR /app on an image without it; spaced does
-        # not make a missing WORKDIR yet (docs/e2b.md), so the step makes it.
-        .run_cmd("sudo mkdir -p /app && sudo chown user /app")
+        # E2B's test sets WORKDIR /app on an image without it: the build
+        # makes it, owned by the USER (user), as BuildKit does.
         .set_workdir("/app")
         .set_start_cmd("echo 'Hello, world!'", wait_for_timeout(10_000))
     )
@@ -132,5 +131,5 @@ def test_build_from_base_image_with_tags_and_skip_cache():
         Template.assign_tags(f"{n}:v1-{RUN_ID[:8]}", f"{n}:")
 
     with Sandbox.create(f"{n}:production") as sbx:
-        r = sbx.commands.run("id -un; pwd; cat /home/user/folder/hello.txt")
-        assert r.stdout == "user\n/app\nhello from a template\n", r.stdout
+        r = sbx.commands.run("id -un; pwd; cat /home/user/folder/hello.txt; stat -c %U /app")
+        assert r.stdout == "user\n/app\nhello from a template\nuser\n", r.stdout
