@@ -227,6 +227,11 @@ func (j *journal) pullLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			for _, tg := range j.svc.runningTargets() {
+				// A frozen sandbox's agent writes nothing, and a read
+				// would fail (withoutWaking): not asked until it wakes.
+				if tg.frozen {
+					continue
+				}
 				j.pull(ctx, tg.id)
 			}
 		}

@@ -55,10 +55,12 @@ type series struct {
 	acc     accumulator
 	// The instance the last CPU reading is of (a resume makes a new one,
 	// whose CPU time starts from zero), the reading and when it was taken.
-	inst    *entry
-	cpu     time.Duration
-	readAt  time.Time
-	sampled time.Time
+	inst *entry
+	// sampledInst is the instance of the newest sample in recent.
+	sampledInst *entry
+	cpu         time.Duration
+	readAt      time.Time
+	sampled     time.Time
 }
 
 func newUsage(svc *Service, rd runtime.UsageReader, interval time.Duration) *usage {
@@ -105,6 +107,8 @@ type target struct {
 	cpus   int
 	mem    uint64
 	disk   uint64
+	// frozen: the sandbox rests in the freezer, so nothing in it moves.
+	frozen bool
 }
 
 // runningTargets lists the running sandboxes callers can see (not pooled,
@@ -124,7 +128,9 @@ func (s *Service) runningTargets() []target {
 		}
 		rec := e.rec
 		if rec.State == store.StateRunning && rec.Ending == "" {
-			out = append(out, target{id: id, tenant: rec.Tenant, e: e, cpus: rec.CPU, mem: uint64(rec.MemoryMB) << 20, disk: uint64(rec.DiskMB) << 20})
+			r := e.rest()
+			out = append(out, target{id: id, tenant: rec.Tenant, e: e, cpus: rec.CPU, mem: uint64(rec.MemoryMB) << 20, disk: uint64(rec.DiskMB) << 20,
+				frozen: r != nil && r.isFrozen()})
 		}
 		e.mu.Unlock()
 	}
@@ -143,6 +149,9 @@ func (u *usage) tick(ctx context.Context, now time.Time) {
 		due := s.inst != t.e || now.Sub(s.sampled) >= u.interval-u.interval/10
 		u.mu.Unlock()
 		if !due {
+			continue
+		}
+		if t.frozen && u.sampleFrozen(t, s) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -170,11 +179,35 @@ func (u *usage) tick(ctx context.Context, now time.Time) {
 			DiskUsed: got.Disk, DiskTotal: t.disk,
 		}
 		s.add(m)
+		s.sampledInst = t.e
 		// Under u.mu, so that follow's snapshot and this are in order.
 		u.samples.publish(t.id, SandboxSample{Sandbox: t.id, Tenant: t.tenant, MetricSample: m})
 		s.cpu, s.readAt, s.sampled = got.CPU, at, at
 		u.mu.Unlock()
 	}
+}
+
+// sampleFrozen samples a frozen sandbox without reading the host: in the
+// freezer it uses no CPU and its memory and writable layer stay as they
+// were, so its sample is its last one at 0% CPU, and its CPU reading
+// stands as of now (the next reading after a thaw counts from here). A
+// sandbox without a sample of its current instance yet is read as usual
+// (false). Reading each resting sandbox's cgroups and layer every interval
+// was most of what a frozen sandbox still cost the host.
+func (u *usage) sampleFrozen(t target, s *series) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	last, ok := s.recent.last()
+	if !ok || s.inst != t.e || s.sampledInst != t.e {
+		return false
+	}
+	at := time.Now()
+	m := last
+	m.Time, m.CPUUsedPct = at.UTC(), 0
+	s.add(m)
+	u.samples.publish(t.id, SandboxSample{Sandbox: t.id, Tenant: t.tenant, MetricSample: m})
+	s.readAt, s.sampled = at, at
+	return true
 }
 
 // cpuPct is the CPU time used over wall time elapsed, as a percentage of

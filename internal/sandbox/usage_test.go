@@ -309,3 +309,66 @@ func TestLogBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageTickFrozen: a frozen sandbox is sampled without reading the
+// host (its last sample again, at 0% CPU), and once thawed its next
+// reading counts its CPU from the frozen sample on, not over the rest; a
+// frozen sandbox with no sample of its instance yet is read as usual.
+func TestUsageTickFrozen(t *testing.T) {
+	svc := &Service{live: map[string]*entry{}}
+	conns := &connSet{}
+	r := &rest{id: "sb"}
+	conns.rest.Store(r)
+	e := &entry{rec: &store.Sandbox{ID: "sb", State: store.StateRunning, CPU: 1, MemoryMB: 512, DiskMB: 1024}, agent: &AgentConn{conns: conns}}
+	svc.live["sb"] = e
+	reads := 0
+	rd := countingUsage{n: &reads, u: &runtime.Usage{CPU: time.Second, Memory: 100 << 20, Disk: 7 << 20}}
+	u := newUsage(svc, rd, 10*time.Millisecond)
+	ctx := context.Background()
+
+	frozen := func(v bool) { r.mu.Lock(); r.frozen = v; r.mu.Unlock() }
+	step := func() { time.Sleep(20 * time.Millisecond); u.tick(ctx, time.Now()) }
+
+	frozen(true)
+	u.tick(ctx, time.Now()) // a baseline: read
+	step()                  // no sample of this instance yet: read
+	if reads != 2 {
+		t.Fatalf("%d reads of a frozen sandbox without a sample yet, want 2", reads)
+	}
+	step()
+	step()
+	if reads != 2 {
+		t.Errorf("a frozen sandbox with a sample was read from the host (%d reads)", reads)
+	}
+	got := u.between("sb", time.Time{}, time.Time{})
+	if len(got) != 3 {
+		t.Fatalf("samples %+v, want 3", got)
+	}
+	for _, m := range got[1:] {
+		if m.CPUUsedPct != 0 || m.MemUsed != 100<<20 || m.DiskUsed != 7<<20 || !m.Time.After(got[0].Time) {
+			t.Errorf("frozen sample %+v, want the last one's figures at 0%% CPU and a later time", m)
+		}
+	}
+
+	frozen(false)
+	last := u.series["sb"].readAt
+	time.Sleep(20 * time.Millisecond)
+	used := time.Since(last) / 2 // half a CPU since the last frozen sample
+	*rd.u = runtime.Usage{CPU: time.Second + used, Memory: 100 << 20, Disk: 7 << 20}
+	u.tick(ctx, time.Now())
+	got = u.between("sb", time.Time{}, time.Time{})
+	if m := got[len(got)-1]; reads != 3 || m.CPUUsedPct < 30 || m.CPUUsedPct > 50.01 {
+		t.Errorf("after the thaw: %d reads, sample %+v; want a read and about 50%% CPU", reads, m)
+	}
+}
+
+// countingUsage is one sandbox's usage, counting the reads.
+type countingUsage struct {
+	n *int
+	u *runtime.Usage
+}
+
+func (c countingUsage) Usage(context.Context, string) (runtime.Usage, error) {
+	*c.n++
+	return *c.u, nil
+}
