@@ -14,10 +14,7 @@
 package desktop_test
 
 import (
-	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,11 +51,11 @@ func TestDesktopSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, here, nil, 10*time.Minute, "./install-sdks.sh")
+	harness.InstallSDKs(t, here)
 
 	root := filepath.Join(here, "..", "..")
 	start := time.Now()
-	run(t, root, []string{"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space")},
+	harness.RunHost(t, root, []string{"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space")},
 		buildTimeout, "scripts/build-desktop.sh")
 	t.Logf("template desktop built in %s", time.Since(start).Round(time.Millisecond))
 
@@ -69,11 +66,11 @@ func TestDesktopSDK(t *testing.T) {
 	} else {
 		args = append(args, ".")
 	}
-	env := append(withoutE2B(os.Environ()),
+	env := append(harness.WithoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
 	env = append(env, cdpHosts(t)...)
 	t.Run("python", func(t *testing.T) {
-		suite(t, d, filepath.Join(here, "python"), env, filepath.Join(here, ".venv", "bin", "python"), args...)
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "python"), env, suiteTimeout, filepath.Join(here, ".venv", "bin", "python"), args...)
 	})
 	if len(only) > 0 {
 		return
@@ -83,7 +80,7 @@ func TestDesktopSDK(t *testing.T) {
 		if len(tests) == 0 {
 			t.Fatal("no JS tests found")
 		}
-		suite(t, d, filepath.Join(here, "js"), env,
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "js"), env, suiteTimeout,
 			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
 	})
 	// The host's side of a desktop, on the same spaced: one build of the
@@ -92,51 +89,4 @@ func TestDesktopSDK(t *testing.T) {
 	t.Run("native", func(t *testing.T) { desktopNative(t, d) })
 	t.Run("bench", func(t *testing.T) { desktopBench(t, d) })
 	t.Run("console", func(t *testing.T) { consoleDesktop(t, d) })
-}
-
-// suite runs one SDK's suite as a subprocess and fails t (with its output
-// and the tail of spaced's log) when it fails.
-func suite(t *testing.T, d *harness.Daemon, dir string, env []string, name string, args ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.WaitDelay = 10 * time.Second
-	begun := time.Now()
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s %s (%s):\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(begun).Round(time.Millisecond), out)
-	if err != nil {
-		t.Errorf("%s failed: %v", filepath.Base(name), err)
-		t.Logf("spaced log (tail):\n%s", d.LogTail(60))
-	}
-}
-
-// withoutE2B drops the caller's E2B_* settings (a real E2B key, debug
-// mode, a domain) so that only the ones pointing at spaced apply.
-func withoutE2B(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "E2B_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// run runs a command on the host in dir, with env added, and fails t if it
-// fails or outlasts timeout.
-func run(t *testing.T, dir string, env []string, timeout time.Duration, name string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.WaitDelay = 10 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
-	}
 }

@@ -50,7 +50,7 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(here, ".venv", "bin", "python"), "novnc_url.py", arg)
 	cmd.Dir = filepath.Join(here, "python")
-	cmd.Env = append(withoutE2B(os.Environ()),
+	cmd.Env = append(harness.WithoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -12,8 +12,6 @@
 package e2b_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -45,7 +43,7 @@ func TestE2BSDKs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !exists(filepath.Join(here, ".venv", ".installed")) || !exists(filepath.Join(here, "js", "node_modules", ".installed")) {
-		run(t, here, "./install-sdks.sh")
+		harness.InstallSDKs(t, here)
 	}
 
 	// The API key is "e2b_" and 40 hex digits, the shape every SDK accepts.
@@ -69,18 +67,18 @@ func TestE2BSDKs(t *testing.T) {
 		t.Fatalf("start spaced: %v", err)
 	}
 
-	sdkEnv := []string{
-		"E2B_API_URL=http://" + d.Addr,
-		"E2B_SANDBOX_URL=http://" + d.Addr,
-		"E2B_API_KEY=" + d.APIKey,
+	sdkEnv := append(harness.WithoutE2B(os.Environ()),
+		"E2B_API_URL=http://"+d.Addr,
+		"E2B_SANDBOX_URL=http://"+d.Addr,
+		"E2B_API_KEY="+d.APIKey,
 		// The volume content API's address (the SDKs' default is
 		// https://api.<domain>).
-		"E2B_VOLUME_API_URL=http://" + d.Addr,
+		"E2B_VOLUME_API_URL=http://"+d.Addr,
 		// runsc and the daemon's runsc root, for the tests that freeze a
 		// sandbox to make its agent stuck (test_stress.py, lifecycle.test.mjs).
-		"SPACE_TEST_RUNSC=" + testenv.Runsc(),
-		"SPACE_TEST_RUNSC_ROOT=" + filepath.Join(d.DataDir, "runsc"),
-	}
+		"SPACE_TEST_RUNSC="+testenv.Runsc(),
+		"SPACE_TEST_RUNSC_ROOT="+filepath.Join(d.DataDir, "runsc"),
+	)
 	pyTests, jsTests := []string{"."}, []string(nil)
 	if only := strings.Fields(os.Getenv("SPACE_E2B_ONLY")); len(only) > 0 {
 		t.Logf("SPACE_E2B_ONLY: running only %v", only)
@@ -100,7 +98,7 @@ func TestE2BSDKs(t *testing.T) {
 	}
 	if len(pyTests) > 0 {
 		t.Run("python", func(t *testing.T) {
-			suite(t, d, filepath.Join(here, "python"), sdkEnv, filepath.Join(here, ".venv", "bin", "python"),
+			harness.SDKSuite(t, d.Tail, filepath.Join(here, "python"), sdkEnv, suiteTimeout, filepath.Join(here, ".venv", "bin", "python"),
 				append([]string{"-m", "pytest", "-q", "-p", "no:cacheprovider"}, pyTests...)...)
 		})
 	}
@@ -108,7 +106,7 @@ func TestE2BSDKs(t *testing.T) {
 		return
 	}
 	t.Run("js", func(t *testing.T) {
-		suite(t, d, filepath.Join(here, "js"), sdkEnv,
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "js"), sdkEnv, suiteTimeout,
 			"node", append([]string{"--test", "--test-concurrency=4", "--test-force-exit"}, jsTests...)...)
 	})
 	if os.Getenv("SPACE_E2B_ONLY") != "" {
@@ -117,7 +115,7 @@ func TestE2BSDKs(t *testing.T) {
 	// space bench --e2b works (issue 17's SDK figure; no speed asserted).
 	t.Run("bench", func(t *testing.T) {
 		cmd := exec.Command(harness.Bin(t, "space"), "bench", "--e2b", filepath.Join(here, ".venv", "bin", "python"), "--quick", "--json")
-		cmd.Env = append(withoutE2B(os.Environ()), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
+		cmd.Env = append(harness.WithoutE2B(os.Environ()), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
@@ -135,48 +133,6 @@ func TestE2BSDKs(t *testing.T) {
 			}
 		}
 	})
-}
-
-// suite runs one SDK's test suite as a subprocess and fails t (printing
-// its output and the tail of spaced's log) when it fails.
-func suite(t *testing.T, d *harness.Daemon, dir string, env []string, name string, args ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(withoutE2B(os.Environ()), env...)
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s %s (%s):\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
-	if err != nil {
-		t.Errorf("%s failed: %v", filepath.Base(name), err)
-		t.Logf("spaced log (tail):\n%s", d.LogTail(60))
-	}
-}
-
-// withoutE2B drops the caller's E2B_* settings (a real E2B key, debug
-// mode, a domain) so that only the ones pointing at spaced apply.
-func withoutE2B(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "E2B_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// run runs a command on the host in dir and fails t if it fails.
-func run(t *testing.T, dir string, name string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
-	}
 }
 
 func exists(p string) bool {

@@ -28,24 +28,24 @@ func TestMCPGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, here, "./install-sdks.sh")
+	harness.InstallSDKs(t, here)
 	root := filepath.Join(here, "..", "..")
 	start := time.Now()
 	build := exec.Command("scripts/build-mcp-gateway.sh")
 	build.Dir = root
-	build.Env = append(withoutE2B(os.Environ()), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey, "SPACE_CLI="+harness.Bin(t, "space"))
+	build.Env = append(harness.WithoutE2B(os.Environ()), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey, "SPACE_CLI="+harness.Bin(t, "space"))
 	out, err := build.CombinedOutput()
 	if err != nil {
 		t.Fatalf("scripts/build-mcp-gateway.sh: %v\n%s", err, out)
 	}
 	t.Logf("mcp-gateway built in %s", time.Since(start).Round(time.Millisecond))
 
-	env := []string{"E2B_API_URL=http://" + d.Addr, "E2B_SANDBOX_URL=http://" + d.Addr, "E2B_API_KEY=" + d.APIKey}
+	env := append(harness.WithoutE2B(os.Environ()), "E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
 	t.Run("python", func(t *testing.T) {
-		suite(t, d, filepath.Join(here, "mcp"), env, filepath.Join(here, ".venv", "bin", "python"),
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "mcp"), env, suiteTimeout, filepath.Join(here, ".venv", "bin", "python"),
 			"-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mcp_gateway.py")
 	})
 	t.Run("js", func(t *testing.T) {
-		suite(t, d, filepath.Join(here, "js"), env, "node", "--test", "--test-force-exit", filepath.Join(here, "js", "mcp-gateway.mjs"))
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "js"), env, suiteTimeout, "node", "--test", "--test-force-exit", filepath.Join(here, "js", "mcp-gateway.mjs"))
 	})
 }

@@ -11,9 +11,7 @@ package interpreter_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,6 +26,7 @@ import (
 	"github.com/spacesandbox/space/internal/interpreter"
 	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
 	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 // addr is where the SDKs' debug mode looks.
@@ -44,7 +43,7 @@ func TestSDKs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, here, "./install-sdks.sh")
+	harness.InstallSDKs(t, here)
 
 	unlock := lockPort(t)
 	defer unlock()
@@ -69,9 +68,9 @@ func TestSDKs(t *testing.T) {
 		t.Fatalf("default kernel: %v\n%s", err, logs.String())
 	}
 
-	env := append(withoutE2B(os.Environ()), "E2B_DEBUG=true")
+	env := append(harness.WithoutE2B(os.Environ()), "E2B_DEBUG=true")
 	t.Run("python", func(t *testing.T) {
-		suite(t, &logs, filepath.Join(here, "python"), env,
+		harness.SDKSuite(t, logs.String, filepath.Join(here, "python"), env, suiteTimeout,
 			filepath.Join(here, ".venv", "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", ".")
 	})
 	t.Run("js", func(t *testing.T) {
@@ -79,27 +78,9 @@ func TestSDKs(t *testing.T) {
 		if len(tests) == 0 {
 			t.Fatal("no JS tests found")
 		}
-		suite(t, &logs, filepath.Join(here, "js"), env,
+		harness.SDKSuite(t, logs.String, filepath.Join(here, "js"), env, suiteTimeout,
 			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
 	})
-}
-
-// suite runs one SDK's test suite as a subprocess and fails t (with its
-// output and the server's log) when it fails.
-func suite(t *testing.T, logs fmt.Stringer, dir string, env []string, name string, args ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s %s (%s):\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
-	if err != nil {
-		t.Errorf("%s failed: %v", filepath.Base(name), err)
-		t.Logf("server log:\n%s", logs.String())
-	}
 }
 
 // lockPort keeps other runs of this test on the machine off the SDKs'
@@ -120,23 +101,6 @@ func lockPort(t *testing.T) func() {
 		}
 	}
 	return func() { f.Close() }
-}
-
-// withoutE2B drops the caller's E2B_* settings (a real key, a domain) so
-// that only debug mode applies.
-func withoutE2B(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "E2B_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-func run(t *testing.T, dir, name string, args ...string) {
-	t.Helper()
-	runEnv(t, dir, nil, name, args...)
 }
 
 // runEnv runs a command on the host with more environment; a failure

@@ -35,7 +35,7 @@ func TestSDKsThroughSpaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, here, "./install-sdks.sh")
+	harness.InstallSDKs(t, here)
 	root := filepath.Join(here, "..", "..")
 	build := []string{
 		"SPACE_ADDR=" + d.Addr, "SPACE_API_KEY=" + d.APIKey, "SPACE_CLI=" + harness.Bin(t, "space"),
@@ -51,23 +51,17 @@ func TestSDKsThroughSpaced(t *testing.T) {
 	// Output floods and memory, in a sandbox of their own (issue 27).
 	t.Run("output flood", func(t *testing.T) { outputFlood(t, d) })
 
-	env := append(withoutE2B(os.Environ()),
+	env := append(harness.WithoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)
-	logs := &daemonLog{d}
 	t.Run("python", func(t *testing.T) {
-		suite(t, logs, filepath.Join(here, "python"), env,
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "python"), env, suiteTimeout,
 			filepath.Join(here, ".venv", "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", ".")
 	})
 	t.Run("js", func(t *testing.T) {
 		tests, _ := filepath.Glob(filepath.Join(here, "js", "*.test.mjs"))
-		suite(t, logs, filepath.Join(here, "js"), env,
+		harness.SDKSuite(t, d.Tail, filepath.Join(here, "js"), env, suiteTimeout,
 			"node", append([]string{"--test", "--test-concurrency=1", "--test-force-exit"}, tests...)...)
 	})
 	// Last: it builds templates of its own on d.
 	t.Run("bench", func(t *testing.T) { benchQuick(t, d) })
 }
-
-// daemonLog shows spaced's log where the debug-mode run shows the server's.
-type daemonLog struct{ d *harness.Daemon }
-
-func (l *daemonLog) String() string { return l.d.LogTail(80) }
