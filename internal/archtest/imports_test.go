@@ -24,9 +24,8 @@ import (
 // table in prose: change both together (TestDocMatchesRules compares them).
 //
 // Only imports of this module's own packages are checked here. Which
-// third-party packages the two programs that run inside sandboxes may link
-// is checked by their own tests: cmd/space-agent/deps_test.go and
-// cmd/space-interpreter/deps_test.go.
+// third-party packages the programs that run inside sandboxes may link is
+// checked by TestSandboxBinaryDeps (sandbox_binaries_test.go).
 
 const module = "github.com/spacesandbox/space"
 
