@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/spacesandbox/space/internal/testenv"
@@ -104,6 +105,35 @@ func startBrowser(t testing.TB, o BrowserOptions, extra ...chromedp.ExecAllocato
 		t.Fatalf("start chromium: %v", err)
 	}
 	return ctx
+}
+
+// FailedLoads collects the requests of ctx's page that fail without an
+// answer ("<error> <url>"), for a failure's message.
+func FailedLoads(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	urls := map[network.RequestID]string{}
+	var failed []string
+	go func() {
+		for ev, err := range chromedp.Events(ctx, network.RequestWillBeSent) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			urls[ev.RequestID] = ev.Request.URL
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		for ev, err := range chromedp.Events(ctx, network.LoadingFailed) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			failed = append(failed, ev.ErrorText+" "+urls[ev.RequestID])
+			mu.Unlock()
+		}
+	}()
+	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), failed...) }
 }
 
 // A forward makes a host loopback address reachable at the same address

@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/spacesandbox/space/internal/testenv"
@@ -57,7 +55,7 @@ func TestBrowserIgnoresHostAddressChanges(t *testing.T) {
 			if ours := netnsOfPid(t, os.Getpid()); (theirs != ours) != tc.own {
 				t.Fatalf("Chromium's namespace %s, the test's %s: want own=%v", theirs, ours, tc.own)
 			}
-			failed := failedLoads(b)
+			failed := FailedLoads(b)
 			stop := churn(t, link)
 			if err := chromedp.Do(b, chromedp.Navigate("http://"+srv+"/")); err != nil {
 				t.Logf("navigate: %v", err)
@@ -169,35 +167,6 @@ func churn(t *testing.T, link string) func() int {
 		}
 	}()
 	return func() int { close(done); return <-over }
-}
-
-// failedLoads collects the page's requests that failed without an answer
-// ("<error> <url>").
-func failedLoads(ctx context.Context) func() []string {
-	var mu sync.Mutex
-	urls := map[network.RequestID]string{}
-	var failed []string
-	go func() {
-		for ev, err := range chromedp.Events(ctx, network.RequestWillBeSent) {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			urls[ev.RequestID] = ev.Request.URL
-			mu.Unlock()
-		}
-	}()
-	go func() {
-		for ev, err := range chromedp.Events(ctx, network.LoadingFailed) {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			failed = append(failed, ev.ErrorText+" "+urls[ev.RequestID])
-			mu.Unlock()
-		}
-	}()
-	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), failed...) }
 }
 
 func netnsOfPid(t *testing.T, pid int) string {
