@@ -34,7 +34,7 @@ func TestClusterPlatform(t *testing.T) {
 	}
 	n1 := nodes[0]
 
-	b := browser(t)
+	b := browser(t, nodes[0].Addr, nodes[1].Addr)
 	signIn(t, b, n1, key)
 	waitFor(t, b, "the live list", `document.querySelector("[data-testid=live]") && document.querySelector("[data-testid=live]").innerText == "live"`, 15*time.Second)
 	do(t, b, "open the platform page", chromedp.Navigate("http://"+n1.Addr+"/ui/#/platform"))

@@ -85,11 +85,6 @@ func TestWrongKeyRefused(t *testing.T) {
 // keeps the cookie home). Neither creates anything.
 func TestCrossSitePostRefused(t *testing.T) {
 	d := need(t)
-	ctx := browser(t)
-	signIn(t, ctx, d, d.APIKey)
-	waitFor(t, ctx, "the sandbox list", `document.querySelector("[data-testid=sandbox-table]")`, 15*time.Second)
-	before := countSandboxes(t, d)
-
 	target := "http://" + d.Addr + "/ui/api/v1/sandboxes"
 	evil := http.NewServeMux()
 	evil.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +98,12 @@ func TestCrossSitePostRefused(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
+
+	// The other site's pages are on the host too: the browser reaches them.
+	ctx := browser(t, ln.Addr().String())
+	signIn(t, ctx, d, d.APIKey)
+	waitFor(t, ctx, "the sandbox list", `document.querySelector("[data-testid=sandbox-table]")`, 15*time.Second)
+	before := countSandboxes(t, d)
 
 	for _, tc := range []struct {
 		name   string

@@ -70,24 +70,13 @@ func need(t *testing.T) *harness.Daemon {
 }
 
 // browser starts a headless Chromium of t's own (a fresh profile: no
-// cookies) and returns a context for it.
-func browser(t *testing.T) context.Context {
+// cookies), in a network namespace of its own (harness.Browser) that
+// reaches the suite's spaced and the addresses in reach, and returns a
+// context for it.
+func browser(t *testing.T, reach ...string) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath("/usr/bin/chromium"),
-		chromedp.NoSandbox, // root: Chromium's own sandbox needs a user namespace it may not get
-		chromedp.Flag("disable-gpu", true),
-		chromedp.WindowSize(1400, 900),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1400, 900)); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	return harness.Browser(t, harness.BrowserOptions{Width: 1400, Height: 900, Limit: 2 * time.Minute,
+		Reach: append([]string{shared.Addr}, reach...)})
 }
 
 // screenshotDir is where screenshots go: SPACE_SCREENSHOTS, else a

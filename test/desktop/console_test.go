@@ -34,7 +34,7 @@ func consoleDesktop(t *testing.T, d *harness.Daemon) {
 	base := d.NewSandbox(t, client.CreateSandboxRequest{Template: "base", TimeoutSeconds: 300})
 	// Several bounded waits of a loaded machine in one page: more than
 	// browser's 3 minutes.
-	b := browserFor(t, 10*time.Minute)
+	b := browserFor(t, d, 10*time.Minute)
 	logs := consoleLog(b)
 	urls := requestedURLs(b)
 	ui := "http://" + d.Addr + "/ui/"

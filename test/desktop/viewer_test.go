@@ -1,8 +1,9 @@
 package desktop_test
 
 // Item 2's last part: the URL the SDK's stream.get_url() returns opens in a
-// real Chromium on the host (Debian's, headless, driven by chromedp) and
-// shows the sandbox's screen: noVNC's page and its WebSocket go through
+// real Chromium on the host (Debian's, headless, driven by chromedp, in a
+// network namespace of its own: harness.Browser) and shows the sandbox's
+// screen: noVNC's page and its WebSocket go through
 // spaced's port routing to x11vnc in the sandbox.
 
 import (
@@ -20,11 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/spacesandbox/space/internal/testenv"
 	"github.com/spacesandbox/space/test/harness"
 )
 
@@ -76,9 +75,9 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 		t.Fatalf("get_url(auth_key=...) does not carry the key: %s", s.URL)
 	}
 
-	b := browser(t)
+	b := browser(t, d)
 	logs := consoleLog(b)
-	failed := loadFailures(b)
+	failed := harness.FailedLoads(b)
 	if err := chromedp.Do(b, chromedp.Navigate(u.String())); err != nil {
 		t.Fatalf("open %s: %v", u, err)
 	}
@@ -136,9 +135,9 @@ func viewer(t *testing.T, d *harness.Daemon, auth bool) {
 	q := u.Query()
 	q.Del("password")
 	u.RawQuery = q.Encode()
-	b2 := browser(t)
+	b2 := browser(t, d)
 	logs2 := consoleLog(b2)
-	failed2 := loadFailures(b2)
+	failed2 := harness.FailedLoads(b2)
 	if err := chromedp.Do(b2, chromedp.Navigate(u.String())); err != nil {
 		t.Fatalf("open %s: %v", u, err)
 	}
@@ -183,78 +182,16 @@ func shows(t *testing.T, b context.Context, want image.Image, when string) image
 	return page
 }
 
-// loadFailures collects the page's requests that failed without an
-// answer ("<error> <url>"), for untilReady.
-func loadFailures(ctx context.Context) func() []string {
-	var mu sync.Mutex
-	urls := map[network.RequestID]string{}
-	var failed []string
-	go func() {
-		for ev, err := range chromedp.Events(ctx, network.RequestWillBeSent) {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			urls[ev.RequestID] = ev.Request.URL
-			mu.Unlock()
-		}
-	}()
-	go func() {
-		for ev, err := range chromedp.Events(ctx, network.LoadingFailed) {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			failed = append(failed, ev.ErrorText+" "+urls[ev.RequestID])
-			mu.Unlock()
-		}
-	}()
-	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), failed...) }
-}
-
-// untilReady waits for the viewer's page to be ready, reloading it while
-// it did not start because Chromium aborted its loads with
-// net::ERR_NETWORK_CHANGED: Chromium on Linux drops its in-flight requests
-// when an address of the host changes, and every sandbox started or ended
-// on this machine (by this suite's spaced or another suite's, run beside
-// it) adds or removes a veth's address in the host's namespace. noVNC's
-// page loads some 40 module files, and one aborted leaves it at
-// "noVNC_loading" (seen in one load of four to sixteen on the shared
-// machine; in CI run 28 the first load and its one reload both). That is
-// the browser's doing, not spaced's nor noVNC's, so the page is reloaded
-// (at most maxReloads times); a page that fails for any other reason, or
-// stays unready for a minute, fails t.
+// untilReady waits up to a minute for the viewer's page to be ready, and
+// fails t with the page's state, its failed loads and its console when it
+// is not. The browser has a network namespace of its own
+// (harness.Browser), so the host's address changes (a sandbox started or
+// ended, by any suite) do not abort its loads: a load that fails is a
+// failure.
 func untilReady(t *testing.T, b context.Context, what string, ready func() bool, failed, logs func() []string) {
 	t.Helper()
-	const maxReloads = 8
-	seen := 0 // failures of earlier loads
-	for reloads := 0; ; reloads++ {
-		deadline := time.Now().Add(60 * time.Second)
-		changed := false
-		for !ready() && time.Now().Before(deadline) {
-			if !changed {
-				for _, f := range failed()[seen:] {
-					if strings.HasPrefix(f, "net::ERR_NETWORK_CHANGED ") {
-						// Not at once: an aborted load the page can do
-						// without must not cost a reload.
-						changed, deadline = true, time.Now().Add(3*time.Second)
-					}
-				}
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		if ready() {
-			return
-		}
-		all := failed()
-		if !changed || reloads == maxReloads {
-			t.Fatalf("%s after %d reloads: %s; failed loads: %q; the page's console:\n%s", what, reloads, pageState(b), all, strings.Join(logs(), "\n"))
-		}
-		t.Logf("%s: Chromium aborted %d loads as the host's addresses changed (net::ERR_NETWORK_CHANGED); reloading", what, len(all)-seen)
-		seen = len(failed())
-		if err := chromedp.Do(b, chromedp.Reload()); err != nil {
-			t.Fatalf("reload: %v", err)
-		}
+	if !harness.WaitFor(60*time.Second, ready) {
+		t.Fatalf("%s: %s; failed loads: %q; the page's console:\n%s", what, pageState(b), failed(), strings.Join(logs(), "\n"))
 	}
 }
 
@@ -319,34 +256,18 @@ func mean(img image.Image, r image.Rectangle) [3]int {
 	return [3]int{int(sum[0] / n), int(sum[1] / n), int(sum[2] / n)}
 }
 
-// browser starts a headless Chromium of t's own with a viewport of the
-// desktop's size, for at most 3 minutes.
-func browser(t *testing.T) context.Context {
+// browser starts a headless Chromium of t's own, in a network namespace
+// of its own that reaches d, with a viewport of the desktop's size, for at
+// most 3 minutes.
+func browser(t *testing.T, d *harness.Daemon) context.Context {
 	t.Helper()
-	return browserFor(t, 3*time.Minute)
+	return browserFor(t, d, 3*time.Minute)
 }
 
 // browserFor is browser for at most limit.
-func browserFor(t *testing.T, limit time.Duration) context.Context {
+func browserFor(t *testing.T, d *harness.Daemon, limit time.Duration) context.Context {
 	t.Helper()
-	if why := testenv.CheckCommand("chromium"); why != "" {
-		testenv.Skip(t, why)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath("/usr/bin/chromium"),
-		chromedp.NoSandbox, // root: Chromium's own sandbox needs a user namespace it may not get
-		chromedp.Flag("disable-gpu", true),
-		chromedp.WindowSize(1024, 768),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1024, 768)); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	return harness.Browser(t, harness.BrowserOptions{Width: 1024, Height: 768, Limit: limit, Reach: []string{d.Addr}})
 }
 
 // consoleLog collects the page's console messages and exceptions, for a

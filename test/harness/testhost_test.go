@@ -32,7 +32,7 @@ func TestDoGoesHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	self, theirs := netnsOf(t, "/proc/self/ns/net"), netnsOf(t, h.NetnsPath)
+	self, theirs := netnsOf(t, "/proc/self/ns/net"), netnsOf(t, h.Path)
 	if self == theirs {
 		t.Fatalf("the test host's namespace is ours: %s", self)
 	}
@@ -67,7 +67,7 @@ func TestNewTestHostWaitsForItsNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	if netnsOf(t, "/proc/self/ns/net") == netnsOf(t, h.NetnsPath) {
+	if netnsOf(t, "/proc/self/ns/net") == netnsOf(t, h.Path) {
 		t.Fatal("the test host's namespace is ours")
 	}
 	nsLink := "thwn" + h.HostLink[len("thwh"):]
