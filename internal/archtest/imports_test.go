@@ -184,7 +184,10 @@ var restrictions = []restriction{
 		rule: "the API layers are wired by the daemon alone; nothing builds on them",
 		pkgs: []string{"internal/httpapi", "internal/e2bcompat", "internal/console"}, by: []string{"internal/daemon"}, tests: true,
 	},
-	{rule: "the daemon's config goes no further than the daemon", pkgs: []string{"internal/config"}, by: []string{"cmd/spaced", "internal/daemon"}, tests: true},
+	{
+		rule: "the daemon's config goes no further than the daemon (and test/deploy, which checks that the manifests name its settings)",
+		pkgs: []string{"internal/config"}, by: []string{"cmd/spaced", "internal/daemon", "test/deploy"}, tests: true,
+	},
 	{rule: "a command is imported by nothing", pkgs: []string{"cmd/..."}, tests: true},
 	{
 		rule: "only the daemon picks the runtime driver: above the runtime interface no code names runsc",
