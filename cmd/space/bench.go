@@ -32,7 +32,7 @@ func (a *app) benchCmd() *cobra.Command {
 		restCfg       = bench.RestConfig{N: 40, Held: 20, Window: 30 * time.Second}
 		reconnects    bool
 		reconCfg      = bench.ReconnectConfig{Streams: 1000, Sandboxes: 10, Duration: 60 * time.Second,
-			Interval: 500 * time.Millisecond, CutMeanBytes: 1000, Seed: 1}
+			Interval: time.Second, CutMeanBytes: 1000, Seed: 1}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",

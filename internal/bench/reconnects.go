@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spacesandbox/space/client"
@@ -29,9 +30,9 @@ type ReconnectConfig struct {
 	Addr, APIKey string
 	Streams      int
 	Sandboxes    int
-	// Duration is how long the streams run: every command prints a
-	// numbered line each Interval until Duration after the first one
-	// started, then "end N" and exits 0.
+	// Duration is how long the streams run all together: every command
+	// prints a numbered line each Interval until the bench tells it to
+	// stop, Duration after the last one started; then "end N", exit 0.
 	Duration time.Duration
 	Interval time.Duration
 	// CutMeanBytes is the mean of the bytes a connection carries back to
@@ -108,7 +109,13 @@ type ReconnectFigures struct {
 	ReconnectAllP99   float64 `json:"reconnect_all_p99"`
 	// spaced over the run (its /metrics): CPU in ms per second of wall
 	// time, and the highest RSS, open descriptors and goroutines seen.
-	SpacedCPUMsPerS     float64 `json:"spaced_cpu_ms_per_s"`
+	SpacedCPUMsPerS float64 `json:"spaced_cpu_ms_per_s"`
+	// SandboxCPUMsPerS is the sandboxes' (their cgroups: sentry, gofer,
+	// the commands, the agent), -1 when it cannot be read (not on
+	// spaced's host, not root); BenchCPUMsPerS this process's (the
+	// clients and the proxy). Both over the same run.
+	SandboxCPUMsPerS    float64 `json:"sandbox_cpu_ms_per_s"`
+	BenchCPUMsPerS      float64 `json:"bench_cpu_ms_per_s"`
 	SpacedRSSMiBMax     float64 `json:"spaced_rss_mib_max"`
 	SpacedFDsMax        float64 `json:"spaced_fds_max"`
 	SpacedGoroutinesMax float64 `json:"spaced_goroutines_max"`
@@ -158,18 +165,20 @@ func Reconnects(ctx context.Context, c *client.Client, cfg ReconnectConfig) (*Re
 	if err != nil {
 		return nil, err
 	}
+	sbCPU0, sbErr := cgroupsCPU(ids)
+	own0 := ownCPU()
 	wall0 := time.Now()
 
-	// Bounded: the commands end at the deadline; a stream still open long
-	// after it is stuck.
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+5*time.Minute)
+	// Bounded: the commands end Duration after the last start; starting
+	// 1,000 took 284 s on a saturated 2-core host. A stream still open
+	// after this is stuck.
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+15*time.Minute)
 	defer cancel()
 	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	defer transport.CloseIdleConnections()
-	deadline := time.Now().Add(cfg.Duration)
-	run := &reconnectRun{cfg: cfg, proxy: "http://" + proxy.Addr(), transport: transport, deadline: deadline,
+	run := &reconnectRun{cfg: cfg, proxy: "http://" + proxy.Addr(), transport: transport,
 		runID: strconv.FormatInt(time.Now().UnixNano()%1e9, 36), logf: logf, direct: c}
-	logf("reconnects: %d streams through the cutting proxy (mean %d bytes, %s), until %s", cfg.Streams, cfg.CutMeanBytes, cfg.CutMeanLife, deadline.Format(time.TimeOnly))
+	logf("reconnects: %d streams through the cutting proxy (mean %d bytes, %s)", cfg.Streams, cfg.CutMeanBytes, cfg.CutMeanLife)
 	results := make([]*streamState, cfg.Streams)
 	var wg sync.WaitGroup
 	starts := make(chan struct{}, 32)
@@ -189,21 +198,36 @@ func Reconnects(ctx context.Context, c *client.Client, cfg ReconnectConfig) (*Re
 			})
 		}()
 	}
-	logf("reconnects: %d of %d started after %.1f s", started.Load(), cfg.Streams, time.Since(wall0).Seconds())
+	for range cap(starts) { // the last POSTs answered
+		starts <- struct{}{}
+	}
+	allStarted := time.Unix(0, lastStart.Load())
+	logf("reconnects: %d started in %.1f s; running %s", started.Load(), allStarted.Sub(wall0).Seconds(), cfg.Duration)
 	progress := time.NewTicker(10 * time.Second)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	stop := time.After(cfg.Duration)
+	var stopAt time.Time
 wait:
 	for {
 		select {
 		case <-done:
 			break wait
+		case <-stop:
+			stopAt = time.Now()
+			logf("reconnects: stopping the commands")
+			if err := run.stopCommands(ctx, ids); err != nil {
+				logf("reconnects: %v", err)
+			}
 		case <-progress.C:
 			s := proxy.Stats()
 			logf("reconnects: %d cuts, %d reconnects so far (load %.1f)", s.Cuts, run.reconnects.Load(), loadAverage())
 		}
 	}
 	progress.Stop()
+	if stopAt.IsZero() {
+		stopAt = time.Now()
+	}
 	wall := time.Since(wall0)
 	for _, st := range results {
 		st.audit(ctx, c)
@@ -214,14 +238,20 @@ wait:
 	}
 	stopWatch()
 	<-watched
-	f.SpacedCPUMsPerS = round2(float64(cpu1-cpu0) / float64(time.Millisecond) / wall.Seconds())
+	perS := func(d time.Duration) float64 { return round2(float64(d) / float64(time.Millisecond) / wall.Seconds()) }
+	f.SpacedCPUMsPerS = perS(cpu1 - cpu0)
+	f.BenchCPUMsPerS = perS(ownCPU() - own0)
+	f.SandboxCPUMsPerS = -1
+	if sbCPU1, err := cgroupsCPU(ids); sbErr == nil && err == nil {
+		f.SandboxCPUMsPerS = perS(sbCPU1 - sbCPU0)
+	}
 
 	ps := proxy.Stats()
 	f.Conns, f.Cuts = ps.Conns, ps.Cuts
 	f.Reconnects, f.ResumeAttempts = run.reconnects.Load(), run.attempts.Load()
 	f.ReconnectsPerSAll = round2(float64(f.Reconnects) / wall.Seconds())
-	f.StartS = round2(time.Unix(0, lastStart.Load()).Sub(wall0).Seconds())
-	f.tally(results, time.Unix(0, lastStart.Load()), deadline)
+	f.StartS = round2(allStarted.Sub(wall0).Seconds())
+	f.tally(results, allStarted, stopAt)
 	f.LoadEnd = loadAverage()
 	return f, nil
 }
@@ -267,6 +297,27 @@ func (f *ReconnectFigures) watch(ctx context.Context, c *client.Client) {
 		case <-t.C:
 		}
 	}
+}
+
+// ownCPU is this process's CPU time so far.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// stopCommands tells every command to print its end and exit: the file
+// its loop looks for.
+func (r *reconnectRun) stopCommands(ctx context.Context, ids []string) error {
+	var errs []error
+	for _, id := range ids {
+		if _, err := r.direct.Upload(ctx, id, r.stopFile(), strings.NewReader("stop\n")); err != nil {
+			errs = append(errs, fmt.Errorf("stop the commands of %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // tally checks every stream and sums the figures.
@@ -349,7 +400,6 @@ type reconnectRun struct {
 	cfg       ReconnectConfig
 	proxy     string
 	transport *http.Transport
-	deadline  time.Time
 	runID     string
 
 	reconnects, attempts atomic.Int64
@@ -400,13 +450,15 @@ func (r *reconnectRun) newStream(i int, sandbox string) *streamState {
 	return st
 }
 
-// script prints a numbered line every interval until the deadline (unix
-// seconds), then "end N". Only builtins: the wait is a read with a timeout
+// script prints a numbered line every interval until the stop file
+// exists, then "end N". Only builtins: the wait is a read with a timeout
 // on a pipe nobody writes to, so a line costs no process.
 func (r *reconnectRun) script() string {
-	return fmt.Sprintf(`exec 3<> <(:); i=0; while [ "$EPOCHSECONDS" -lt %d ]; do i=$((i+1)); echo $i; read -t %.3f -u 3; done; echo "end $i"`,
-		r.deadline.Unix(), r.cfg.Interval.Seconds())
+	return fmt.Sprintf(`exec 3<> <(:); i=0; while [ ! -e %s ]; do i=$((i+1)); echo $i; read -t %.3f -u 3; done; echo "end $i"`,
+		r.stopFile(), r.cfg.Interval.Seconds())
 }
+
+func (r *reconnectRun) stopFile() string { return "/tmp/reconnects-stop-" + r.runID }
 
 func (st *streamState) onResume(attempt int, _ error) {
 	st.shared.attempts.Add(1)
@@ -529,8 +581,11 @@ func (st *streamState) audit(ctx context.Context, c *client.Client) {
 }
 
 // findByTag finds the stream's command by its tag and follows it from
-// its first event; a command not listed three times running was never
-// started, and is started again. The listing goes to spaced directly, not
+// its first event; a command not listed five times running, over 2.5 s,
+// was never started, and is started again. (Under heavy load a start
+// that spaced answered 503, its agent silent for a minute, can still
+// start after that: the API has no idempotent start, so that command then
+// runs twice and the stream follows the second.) The listing goes to spaced directly, not
 // through the proxy: it names every command of the sandbox (about 300
 // bytes each), more than the proxy lets a connection carry on average.
 func (st *streamState) findByTag(ctx context.Context, req client.CommandRequest) (*client.CommandStream, error) {
@@ -547,8 +602,8 @@ func (st *streamState) findByTag(ctx context.Context, req client.CommandRequest)
 					return s, nil
 				}
 				last = err
-			} else if misses++; misses >= 3 {
-				st.shared.logf("reconnects: %s: cut before its start event and not among the %d commands listed three times: starting it again", st.tag, len(cmds))
+			} else if misses++; misses >= 5 {
+				st.shared.logf("reconnects: %s: cut before its start event and not among the %d commands listed five times: starting it again", st.tag, len(cmds))
 				st.restarts++
 				s, err := st.c.RunCommandResumable(ctx, st.sandbox, req, st.ro)
 				if err == nil {
@@ -562,7 +617,7 @@ func (st *streamState) findByTag(ctx context.Context, req client.CommandRequest)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	return nil, fmt.Errorf("find command %s by its tag: %w", st.tag, last)
