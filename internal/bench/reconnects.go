@@ -215,6 +215,7 @@ wait:
 			break wait
 		case <-stop:
 			stopAt = time.Now()
+			run.stopped.Store(true)
 			logf("reconnects: stopping the commands")
 			if err := run.stopCommands(ctx, ids); err != nil {
 				logf("reconnects: %v", err)
@@ -403,7 +404,9 @@ type reconnectRun struct {
 	runID     string
 
 	reconnects, attempts atomic.Int64
-	logf                 func(string, ...any)
+	// stopped is set once the commands were told to stop.
+	stopped atomic.Bool
+	logf    func(string, ...any)
 	// direct is spaced without the proxy, for the lookups by tag.
 	direct *client.Client
 }
@@ -602,6 +605,11 @@ func (st *streamState) findByTag(ctx context.Context, req client.CommandRequest)
 					return s, nil
 				}
 				last = err
+			} else if st.shared.stopped.Load() {
+				// Not listed: it ended (ended commands are not listed), or
+				// never started. Starting it again now would print only
+				// "end 0" and hide whatever the first one printed.
+				return nil, fmt.Errorf("command %s: cut before its start event, and not listed after the stop: its lines cannot be checked", st.tag)
 			} else if misses++; misses >= 5 {
 				st.shared.logf("reconnects: %s: cut before its start event and not among the %d commands listed five times: starting it again", st.tag, len(cmds))
 				st.restarts++
