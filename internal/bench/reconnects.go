@@ -310,12 +310,25 @@ func ownCPU() time.Duration {
 }
 
 // stopCommands tells every command to print its end and exit: the file
-// its loop looks for.
+// its loop looks for. A sandbox whose agent does not answer (a saturated
+// host: dials into it time out) is tried again, every second, until ctx
+// ends: commands never told would run until then.
 func (r *reconnectRun) stopCommands(ctx context.Context, ids []string) error {
 	var errs []error
 	for _, id := range ids {
-		if _, err := r.direct.Upload(ctx, id, r.stopFile(), strings.NewReader("stop\n")); err != nil {
-			errs = append(errs, fmt.Errorf("stop the commands of %s: %w", id, err))
+		for {
+			_, err := r.direct.Upload(ctx, id, r.stopFile(), strings.NewReader("stop\n"))
+			if err == nil {
+				break
+			}
+			r.logf("reconnects: stop the commands of %s: %v (trying again)", id, err)
+			select {
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("stop the commands of %s: %w", id, err))
+			case <-time.After(time.Second):
+				continue
+			}
+			break
 		}
 	}
 	return errors.Join(errs...)
