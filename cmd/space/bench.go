@@ -47,7 +47,13 @@ figures to the same result.
 With --soak it runs create -> exec -> write file -> read it back -> kill cycles instead,
 --concurrency at a time, and reports errors, per-step latencies and spaced's RSS, open
 file descriptors and goroutines (from its /metrics) over the first and last cycles. It
-exits non-zero when any cycle failed or memory or descriptors were not flat.`,
+exits non-zero when any cycle failed or memory or descriptors were not flat.
+
+With --reconnects it runs --reconnect-streams command streams at once over
+--reconnect-sandboxes sandboxes, each client through a loopback proxy that resets its
+connections at random (--cut-mean-bytes, --cut-mean-life) and resuming with Last-Event-ID,
+and reports the reconnects per second, the cut-to-next-event latency and spaced's CPU. It
+exits non-zero when any line was lost, repeated or out of order, or a stream did not end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reconnects {
