@@ -116,8 +116,8 @@ func (c *Client) openEvents(ctx context.Context, id string, pid int, afterID uin
 	return resp.Body, nil
 }
 
-// ListCommands returns the running commands and those that ended in the last
-// ten minutes.
+// ListCommands returns the running commands. One that ended is not listed,
+// though CommandEvents still replays its events for ten minutes.
 func (c *Client) ListCommands(ctx context.Context, id string) ([]Command, error) {
 	var out struct {
 		Commands []Command `json:"commands"`

@@ -30,6 +30,9 @@ func (a *app) benchCmd() *cobra.Command {
 		desktop       bool
 		rest          bool
 		restCfg       = bench.RestConfig{N: 40, Held: 20, Window: 30 * time.Second}
+		reconnects    bool
+		reconCfg      = bench.ReconnectConfig{Streams: 1000, Sandboxes: 10, Duration: 60 * time.Second,
+			Interval: time.Second, CutMeanBytes: 1000, Seed: 1}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,9 +47,23 @@ figures to the same result.
 With --soak it runs create -> exec -> write file -> read it back -> kill cycles instead,
 --concurrency at a time, and reports errors, per-step latencies and spaced's RSS, open
 file descriptors and goroutines (from its /metrics) over the first and last cycles. It
-exits non-zero when any cycle failed or memory or descriptors were not flat.`,
+exits non-zero when any cycle failed or memory or descriptors were not flat.
+
+With --reconnects it runs --reconnect-streams command streams at once over
+--reconnect-sandboxes sandboxes, each client through a loopback proxy that resets its
+connections at random (--cut-mean-bytes, --cut-mean-life) and resuming with Last-Event-ID,
+and reports the reconnects per second, the cut-to-next-event latency and spaced's CPU. It
+exits non-zero when any line was lost, repeated or out of order, or a stream did not end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if reconnects {
+				if quick {
+					reconCfg.Streams, reconCfg.Sandboxes, reconCfg.Duration = 40, 2, 10*time.Second
+				}
+				reconCfg.Addr, reconCfg.APIKey = a.addrAndKey()
+				reconCfg.Log = cmd.ErrOrStderr()
+				return runReconnects(cmd, a, reconCfg, asJSON)
+			}
 			if rest {
 				if quick {
 					restCfg.N, restCfg.Held, restCfg.Window = 5, 4, 5*time.Second
@@ -159,6 +176,14 @@ exits non-zero when any cycle failed or memory or descriptors were not flat.`,
 	f.IntVar(&restCfg.N, "rest-wakes", restCfg.N, "wakes timed by --rest")
 	f.IntVar(&restCfg.Held, "rest-held", restCfg.Held, "idle sandboxes whose CPU --rest measures")
 	f.DurationVar(&restCfg.Window, "rest-window", restCfg.Window, "how long --rest measures CPU, each time")
+	f.BoolVar(&reconnects, "reconnects", false, "measure reconnects instead: command streams at once, each through a loopback proxy that cuts its connections at random and resuming with Last-Event-ID; checks that every line came exactly once and reports the reconnects per second spaced sustains (exits non-zero when an event was lost or repeated)")
+	f.IntVar(&reconCfg.Streams, "reconnect-streams", reconCfg.Streams, "command streams at once for --reconnects")
+	f.IntVar(&reconCfg.Sandboxes, "reconnect-sandboxes", reconCfg.Sandboxes, "sandboxes the --reconnects streams are spread over")
+	f.DurationVar(&reconCfg.Duration, "reconnect-duration", reconCfg.Duration, "how long the --reconnects streams run")
+	f.DurationVar(&reconCfg.Interval, "reconnect-interval", reconCfg.Interval, "time between two lines of a --reconnects command")
+	f.IntVar(&reconCfg.CutMeanBytes, "cut-mean-bytes", reconCfg.CutMeanBytes, "--reconnects: mean bytes a connection carries back before the proxy resets it (0: no cut by bytes)")
+	f.DurationVar(&reconCfg.CutMeanLife, "cut-mean-life", reconCfg.CutMeanLife, "--reconnects: mean lifetime of a connection before the proxy resets it (0: no cut by time)")
+	f.Uint64Var(&reconCfg.Seed, "cut-seed", reconCfg.Seed, "--reconnects: seed of the proxy's cuts")
 	f.BoolVar(&soak, "soak", false, "run the soak (create/exec/file/kill cycles) instead of the figures")
 	f.IntVar(&soakCfg.Cycles, "cycles", soakCfg.Cycles, "soak cycles")
 	f.IntVar(&soakCfg.Concurrency, "concurrency", soakCfg.Concurrency, "soak cycles at a time")
