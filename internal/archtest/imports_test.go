@@ -146,7 +146,9 @@ var layers = []layer{
 	// client/apitypes, which is as public as the client.
 	{"client", []string{"client/apitypes"}},
 	{"client/apitypes", nil},
-	{"internal/bench", []string{"client"}},
+	{"internal/bench", []string{"client", "internal/cutproxy"}},
+	// The cutting proxy of space bench --reconnects: standard library only.
+	{"internal/cutproxy", nil},
 
 	// Test-only packages.
 	{"internal/testenv", nil},
