@@ -367,7 +367,9 @@ func kernelPeak(t *testing.T, s *testServer, id string) uint64 {
 // with "cannot allocate vector of size 190.7 Mb" and printed nothing, its
 // cats in a loop the same after 26 s, and a message of 100 MB crashed R's
 // JSON encoding ("caught segfault"; the cell ended with no output); JJava
-// sent all of a 200 MB print to the server in 8 KiB messages. Now each
+// sent all of a 200 MB print to the server in 8 KiB messages, which the
+// server cut at its limit (1045147 bytes kept, over the kernel's bound).
+// Now each
 // cell ends normally, its output cut under the limit in whole characters
 // by the kernel's hook (hooks/irkernel.R, hooks/jjava.jsh) with the
 // server's marker once, and the kernel keeps a variable set before.
@@ -425,8 +427,10 @@ func TestRJavaKernelOutputBound(t *testing.T) {
 					if ls.last() != "end_of_execution" || len(ls.of("error")) != 0 {
 						t.Fatalf("the cell did not end well: last line %q, errors %v", ls.last(), ls.of("error"))
 					}
-					if len(out) > limit || len(out) < limit/2 || strings.Trim(out, tc.chars) != "" || !utf8.ValidString(out) {
-						t.Errorf("output %d bytes, %q besides %q (valid UTF-8: %v); want under %d bytes of it", len(out), head(strings.Trim(out, tc.chars)), tc.chars, utf8.ValidString(out), limit)
+					// The kernel's cut is 64 KiB under the limit; the server's
+					// alone (JJava's before) left more than that.
+					if len(out) > limit-64<<10 || len(out) < limit/2 || strings.Trim(out, tc.chars) != "" || !utf8.ValidString(out) {
+						t.Errorf("output %d bytes, %q besides %q (valid UTF-8: %v); want at most %d bytes of it (the kernel's cut)", len(out), head(strings.Trim(out, tc.chars)), tc.chars, utf8.ValidString(out), limit-64<<10)
 					}
 					if markers != 1 {
 						t.Errorf("%d truncation markers, want 1", markers)
