@@ -197,14 +197,33 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	if err := c.WaitReady(ctx); err != nil {
 		return k, fmt.Errorf("wait for kernel: %w", err)
 	}
-	if kind == denoKernel && l.maxOutput > 0 {
-		// Deno has no startup file: its output bound and output fence
-		// are a silent cell (hooks/deno.js, denofence.go).
-		if err := runSilent(ctx, k, denoHook(l.maxOutput)); err != nil {
-			return k, fmt.Errorf("deno output hook: %w", err)
+	if hook := l.outputHook(kind); hook != "" {
+		if err := runSilent(ctx, k, hook); err != nil {
+			return k, fmt.Errorf("%s output hook: %w", kind.kernelName(), err)
 		}
 	}
 	return k, nil
+}
+
+// outputHook is the silent cell a kernel of kind runs once it answers,
+// which bounds each execution's output in the kernel under the server's
+// output limit ("": none). Python's bound is its startup file and bash's
+// is run by its bootstrap; Deno, IRkernel and JJava have no startup file
+// of ours, so theirs is a cell: hooks/deno.js (with the output fence,
+// denofence.go), hooks/irkernel.R and hooks/jjava.jsh (rjava.go).
+func (l *launcher) outputHook(kind kernelKind) string {
+	if l.maxOutput <= 0 {
+		return ""
+	}
+	switch kind {
+	case denoKernel:
+		return denoHook(l.maxOutput)
+	case rKernel:
+		return rHook(l.maxOutput)
+	case javaKernel:
+		return javaHook(l.maxOutput)
+	}
+	return ""
 }
 
 // waitForSockets waits until the kernel listens (ZeroMQ cannot dial a

@@ -7,6 +7,7 @@ package interpreter
 // same so both are dialled alike.
 
 import (
+	_ "embed"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -16,6 +17,41 @@ import (
 	"strings"
 	"sync"
 )
+
+// rHookCode is the silent cell an R kernel runs when it starts: it bounds
+// each execution's output in the kernel (IRkernel's sends and evaluate's
+// capture) under the server's output limit.
+//
+//go:embed hooks/irkernel.R
+var rHookCode string
+
+// rHook is that cell for an output limit of limit bytes: the hook's
+// function called with it (on the same line: a newline would end the
+// expression before the call).
+func rHook(limit int64) string {
+	return strings.TrimRight(rHookCode, "\n") + "(" + strconv.FormatInt(limit, 10) + ")"
+}
+
+// javaHookCode is the silent cell a JJava kernel runs when it starts: it
+// bounds each execution's System.out and System.err output in the kernel
+// under the server's output limit.
+//
+//go:embed hooks/jjava.jsh
+var javaHookCode string
+
+// javaHook is that cell for an output limit of limit bytes, without its
+// comment lines: JJava (1.0a8) never ended a cell that started with them.
+func javaHook(limit int64) string {
+	var b strings.Builder
+	for _, line := range strings.Split(javaHookCode, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "//") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return strings.Replace(b.String(), "SPACE_OUTPUT_LIMIT", strconv.FormatInt(limit, 10)+"L", 1)
+}
 
 // rjavaAvailability finds out, once each, whether R with IRkernel and
 // a JDK with JJava are here.

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
 )
@@ -321,5 +325,124 @@ func TestRJavaRefusedWhenMissing(t *testing.T) {
 		}
 		ts.Close()
 		s.Close()
+	}
+}
+
+// kernelPeak is the resident peak (VmHWM) of the context's kernel in
+// bytes, read while it runs (0: it has none running).
+func kernelPeak(t *testing.T, s *testServer, id string) uint64 {
+	t.Helper()
+	s.mu.Lock()
+	c := s.contexts[id]
+	s.mu.Unlock()
+	if c == nil {
+		t.Fatalf("no context %s", id)
+	}
+	c.mu.Lock()
+	k := c.k
+	c.mu.Unlock()
+	if k == nil || !k.alive() {
+		return 0 // died
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kib, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kib << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestRJavaKernelOutputBound: output far over the output limit in R and
+// in Java, in a kernel with the template's address space (a 1 GiB
+// sandbox). Before the kernels bounded it, R's one cat of 200 MB failed
+// with "cannot allocate vector of size 190.7 Mb" and printed nothing, its
+// cats in a loop the same after 26 s, and a message of 100 MB crashed R's
+// JSON encoding ("caught segfault"; the cell ended with no output); JJava
+// sent all of a 200 MB print to the server in 8 KiB messages, which the
+// server cut at its limit (1045147 bytes kept, over the kernel's bound).
+// Now each
+// cell ends normally, its output cut under the limit in whole characters
+// by the kernel's hook (hooks/irkernel.R, hooks/jjava.jsh) with the
+// server's marker once, and the kernel keeps a variable set before.
+func TestRJavaKernelOutputBound(t *testing.T) {
+	const limit = 1 << 20
+	s := startRJavaServer(t, Config{MaxOutputBytes: limit, KernelAddressSpace: int64(KernelAddressSpace(1 << 30))})
+	type flood struct {
+		name, code, chars string
+		grow              uint64 // the most the kernel's resident peak may grow, MiB
+	}
+	for _, lang := range []struct {
+		name, set, get string
+		cases          []flood
+	}{
+		{"r", "kept <- 42", "cat(kept)", []flood{
+			// R's textConnection holds what one top-level expression
+			// prints (and copies it to complete its line) before the hook
+			// sees it: the string and three copies of it at the most. (So
+			// one cat of 200 MB still fails under this address space with
+			// "cannot allocate vector", in R's own capture, as it did
+			// before: a cell error, the kernel alive.)
+			{"one cat", `cat(strrep("x", 1e8)); cat("tail")`, "x", 450},
+			{"cats in a loop", `for (i in 1:50) cat(strrep("y", 1e6), "\n")`, "y \n", 250},
+			{"message", `message(strrep("z", 1e8))`, "z\n", 500},
+			{"characters of two bytes", `cat(strrep("é", 1e6))`, "é", 100},
+		}},
+		{"java", "int kept = 42;", "System.out.print(kept)", []flood{
+			// The string itself is 200 MB.
+			{"one print", `System.out.print("x".repeat(200_000_000)); System.out.print("tail");`, "x", 450},
+			{"prints in a loop", `for (int i = 0; i < 200; i++) System.out.println("y".repeat(1_000_000));`, "y\n", 450},
+			{"stderr", `System.err.print("z".repeat(100_000_000));`, "z", 350},
+			{"characters of two bytes", `System.out.print("é".repeat(1_000_000));`, "é", 100},
+		}},
+	} {
+		t.Run(lang.name, func(t *testing.T) {
+			for _, tc := range lang.cases {
+				t.Run(tc.name, func(t *testing.T) {
+					id := s.newLangContext(t, lang.name, t.TempDir())
+					s.execute(t, map[string]any{"code": lang.set, "context_id": id})
+					before := kernelPeak(t, s, id)
+					start := time.Now()
+					ls := s.execute(t, map[string]any{"code": tc.code, "context_id": id})
+					var out string
+					var markers int
+					for _, l := range ls {
+						switch {
+						case l.typ() == "stderr" && strings.Contains(l.str("text"), "[output truncated: this execution's output passed 1048576 bytes; the rest was dropped]"):
+							markers++
+						case l.typ() == "stdout" || l.typ() == "stderr":
+							out += l.str("text")
+						}
+					}
+					peak := kernelPeak(t, s, id)
+					t.Logf("%s %s: %s, output %d bytes, kernel resident peak %d MiB (%d MiB before)", lang.name, tc.name, time.Since(start).Round(time.Millisecond), len(out), peak>>20, before>>20)
+					if ls.last() != "end_of_execution" || len(ls.of("error")) != 0 {
+						t.Fatalf("the cell did not end well: last line %q, errors %v", ls.last(), ls.of("error"))
+					}
+					// The kernel's cut is 64 KiB under the limit; the server's
+					// alone (JJava's before) left more than that.
+					if len(out) > limit-64<<10 || len(out) < limit/2 || strings.Trim(out, tc.chars) != "" || !utf8.ValidString(out) {
+						t.Errorf("output %d bytes, %q besides %q (valid UTF-8: %v); want at most %d bytes of it (the kernel's cut)", len(out), head(strings.Trim(out, tc.chars)), tc.chars, utf8.ValidString(out), limit-64<<10)
+					}
+					if markers != 1 {
+						t.Errorf("%d truncation markers, want 1", markers)
+					}
+					if peak > before+tc.grow<<20 {
+						t.Errorf("the kernel's resident peak grew from %d MiB to %d MiB, more than %d MiB", before>>20, peak>>20, tc.grow)
+					}
+					if got := s.execute(t, map[string]any{"code": lang.get, "context_id": id}).stdout(); strings.TrimSpace(got) != "42" {
+						t.Errorf("a variable set before: stdout %q, want 42 (the kernel was replaced)", got)
+					}
+				})
+			}
+		})
 	}
 }

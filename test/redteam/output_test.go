@@ -3,10 +3,12 @@ package redteam
 // Output-flood attempts (issue 27 §4): one print of hundreds of MiB, or
 // many unflushed writes, killed a Python kernel of code-interpreter-v1
 // (its one message's copies passed the kernel's memory) and the user's
-// variables with it; Deno and bash had the same hole in their own way.
-// They run on the code interpreter's real kernels (the pinned ipykernel,
-// bash_kernel and Deno of the template, installed on the host by
-// internal/interpreter/interpretertest) under the template's address
+// variables with it; Deno and bash had the same hole in their own way, and
+// R (a message of 100 MB crashed R's JSON encoding) and Java (a print went
+// out whole, 8 KiB a message) theirs. They run on the code interpreter's
+// real kernels (the pinned ipykernel, bash_kernel, Deno and JJava of the
+// template, installed on the host by internal/interpreter/interpretertest,
+// and Debian's IRkernel and JDK) under the template's address
 // space, through the interpreter's HTTP API as the SDKs call it. The same
 // floods through spaced and the SDKs, in a code-interpreter-v1 sandbox:
 // test/interpreter's TestSDKsThroughSpaced/output_flood.
@@ -19,6 +21,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +35,7 @@ import (
 const (
 	outputLimit   = 32 << 20 // the interpreter's default -max-output-bytes, which the template keeps
 	outputMarker  = "[output truncated: this execution's output passed 33554432 bytes; the rest was dropped]"
-	outputStops   = "the kernel cuts each execution's output 64 KiB under the interpreter's output limit before it becomes a message (Python: the IPython startup file bounds sys.stdout and sys.stderr; JavaScript and TypeScript: a hook cell bounds Deno's console and a fence ends the cell once its output is out; bash: a hook reads bash's terminal in one pass and bounds it), and says so with the server's marker; messages are packed by json, not orjson"
+	outputStops   = "the kernel cuts each execution's output 64 KiB under the interpreter's output limit before it becomes a message (Python: the IPython startup file bounds sys.stdout and sys.stderr; JavaScript and TypeScript: a hook cell bounds Deno's console and a fence ends the cell once its output is out; bash: a hook reads bash's terminal in one pass and bounds it; R: a hook cell bounds IRkernel's sends and evaluate's capture; Java: a hook cell replaces JJava's System.out and System.err with bounded print streams), and says so with the server's marker; messages are packed by json, not orjson"
 	outputControl = "the same kernel prints a small text whole, and a variable set before the flood is read after it"
 )
 
@@ -48,6 +52,10 @@ func outputAttempts() []attempt {
 		flood("interp-flood-ts-log", "typescript", "console.log of 200 MiB in a TypeScript context", "const s: string = 'x'.repeat(200 << 20); console.log(s)"),
 		flood("interp-flood-bash-pipe", "bash", "one line of 200 MB with no newline from a pipe in bash (head -c 200000000 /dev/zero | tr '\\0' x)", "head -c 200000000 /dev/zero | tr '\\0' x"),
 		flood("interp-flood-bash-printf", "bash", "one printf of 200 MB of spaces with no newline in bash (printf '%*s' 200000000 '')", "printf '%*s' 200000000 ''"),
+		flood("interp-flood-r-message", "r", "message(strrep('x', 1e8)) in an R context (100 MB to stderr)", `message(strrep("x", 1e8))`),
+		flood("interp-flood-r-cats", "r", "200 lines of 1 MB from cat in one R top-level loop", `for (i in 1:200) cat(strrep("x", 1e6), "\n")`),
+		flood("interp-flood-java-print", "java", "System.out.print(\"x\".repeat(200_000_000)) in a Java context", `System.out.print("x".repeat(200_000_000));`),
+		flood("interp-flood-java-prints", "java", "200 System.out.println of 1 MB in one Java cell", `for (int i = 0; i < 200; i++) System.out.println("x".repeat(1_000_000));`),
 		{id: "interp-flood-python-json", category: "resources", desc: "a Python cell whose value is a dict holding 200 MiB (its repr and its JSON, which orjson packed)",
 			stops:   "the JSON formatter sizes a value's JSON with the standard library a piece at a time before orjson packs it, and a display or value whose bundle is over the output bound is not sent: the kernel sends the truncation marker instead",
 			control: "a small dict comes back with its JSON; a variable set before is read after",
@@ -67,6 +75,10 @@ func outputURL(t *testing.T) string {
 	t.Helper()
 	outServer.once.Do(func() {
 		python, deno := interpretertest.Python(t), interpretertest.Deno(t)
+		// R and Java when the host has them (their attempts check first).
+		r, _ := exec.LookPath("R")
+		java, _ := exec.LookPath("java")
+		jjava := filepath.Join(filepath.Dir(filepath.Dir(python)), "share", "jupyter", "kernels", "java", "jjava.jar")
 		// Not the first caller's TempDir: that goes with its subtest.
 		cwd, err := os.MkdirTemp("", "redteam-interp-")
 		if err != nil {
@@ -74,7 +86,7 @@ func outputURL(t *testing.T) string {
 			return
 		}
 		outServer.cwd = cwd
-		s, err := interpreter.New(interpreter.Config{Python: python, Deno: deno, Cwd: cwd,
+		s, err := interpreter.New(interpreter.Config{Python: python, Deno: deno, R: r, Java: java, JJava: jjava, Cwd: cwd,
 			KernelAddressSpace: int64(interpreter.KernelAddressSpace(1 << 30))})
 		if err != nil {
 			outServer.err = err
@@ -156,6 +168,12 @@ func cellOutput(ls []outLine) (out string, markers, errs int, ended bool) {
 // limit with the marker once, and the kernel keeps a variable; control:
 // a small print shows whole in that kernel.
 func outputFlood(t *testing.T, lang, code string) error {
+	switch lang {
+	case "r":
+		interpretertest.R(t)
+	case "java":
+		interpretertest.JJava(t)
+	}
 	url := outputURL(t)
 	id, err := newContext(url, lang)
 	if err != nil {
@@ -166,6 +184,8 @@ func outputFlood(t *testing.T, lang, code string) error {
 		"javascript": {"let kept = 42", "console.log(kept)", "console.log('small')"},
 		"typescript": {"const kept: number = 42", "console.log(kept)", "console.log('small')"},
 		"bash":       {"kept=42", "echo $kept", "echo small"},
+		"r":          {"kept <- 42", "cat(kept)", `cat("small\n")`},
+		"java":       {"int kept = 42;", "System.out.print(kept)", `System.out.println("small")`},
 	}[lang]
 	if _, err := runCell(url, id, cells[0]); err != nil {
 		return err
@@ -186,6 +206,10 @@ func outputFlood(t *testing.T, lang, code string) error {
 		return fmt.Errorf("the flood's cell did not end normally (ended %v, %d errors: %v)", ended, errs, ls[len(ls)-1])
 	case len(out) > outputLimit || len(out) < outputLimit/2 || strings.Trim(out, "x \n") != "":
 		return fmt.Errorf("%d bytes of output, want the flood's text cut under %d", len(out), outputLimit)
+	case (lang == "r" || lang == "java") && len(out) > outputLimit-64<<10:
+		// JJava's output was cut by the server alone before, a little
+		// under its limit: the kernel's cut is 64 KiB under it.
+		return fmt.Errorf("%d bytes of output, more than the kernel's bound %d: the server cut it, not the kernel", len(out), outputLimit-64<<10)
 	case markers != 1:
 		return fmt.Errorf("%d truncation markers, want 1", markers)
 	}
