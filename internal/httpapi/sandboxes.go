@@ -66,7 +66,7 @@ func (s *Server) CreateSandbox(w http.ResponseWriter, r *http.Request) {
 		CPU: deref(req.Cpu), MemoryMB: deref(req.MemoryMb), DiskMB: deref(req.DiskMb), MaxProcs: deref(req.MaxProcesses),
 		Snapshot: deref(req.Snapshot), SnapshotEvery: seconds(deref(req.SnapshotEverySeconds)), SnapshotKeep: deref(req.SnapshotKeep),
 		IdleFreeze: idleFreeze(deref(req.IdleFreezeSeconds)),
-		AutoPause: deref(req.AutoPause), AutoResume: deref(req.AutoResume), KeyID: deref(req.KeyId),
+		AutoPause:  deref(req.AutoPause), AutoResume: deref(req.AutoResume), KeyID: deref(req.KeyId),
 		AutoPauseDiskOnly: req.AutoPauseKeepMemory != nil && !*req.AutoPauseKeepMemory,
 		NoPool:            req.Pool != nil && !*req.Pool, Network: policyOf(req.Network),
 		Secrets: deref(req.Secrets), Volumes: mountsOf(deref(req.Volumes)),
