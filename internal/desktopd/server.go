@@ -64,11 +64,13 @@ type Server struct {
 	lastPNG []byte
 }
 
+// xgb logs to stderr by itself (a missing ~/.Xauthority, which the
+// template's display does not use); errors reach the caller anyway. It is
+// set once here: xgb's connections read it from their own goroutines.
+func init() { xgb.Logger = log.New(io.Discard, "", 0) }
+
 // New returns a Server.
 func New(cfg Config) *Server {
-	// xgb logs to stderr by itself (a missing ~/.Xauthority, which the
-	// template's display does not use); errors reach the caller anyway.
-	xgb.Logger = log.New(io.Discard, "", 0)
 	if cfg.VNCAddr == "" {
 		cfg.VNCAddr = DefaultVNCAddr
 	}

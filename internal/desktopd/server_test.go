@@ -27,7 +27,10 @@ import (
 )
 
 // xvfb starts a real Xvfb (as the desktop template does: no TCP, no
-// socket file, only the abstract socket) and answers its socket.
+// socket file, only the abstract socket) and answers its socket. It runs
+// with -noreset: without it the server regenerates when its last client
+// leaves (here the readiness probe), and a connection made during that
+// reset fails its handshake (a 409 "display is not running" in CI).
 func xvfb(t testing.TB, size string) string {
 	t.Helper()
 	testenv.NeedCommand(t, "Xvfb")
@@ -35,13 +38,20 @@ func xvfb(t testing.TB, size string) string {
 		if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
 			continue
 		}
-		cmd := exec.Command("Xvfb", fmt.Sprintf(":%d", n), "-ac", "-screen", "0", size, "-nolisten", "tcp", "-nolisten", "unix")
+		cmd := exec.Command("Xvfb", fmt.Sprintf(":%d", n), "-ac", "-screen", "0", size, "-nolisten", "tcp", "-nolisten", "unix", "-noreset")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-done })
+		lock, started := fmt.Sprintf("/tmp/.X%d-lock", n), false
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-done
+			if started {
+				os.Remove(lock) // a killed Xvfb leaves it behind
+			}
+		})
 		socket := fmt.Sprintf("@/tmp/.X11-unix/X%d", n)
 		for range 100 {
 			select {
@@ -51,6 +61,7 @@ func xvfb(t testing.TB, size string) string {
 			}
 			if c, err := net.Dial("unix", socket); err == nil {
 				c.Close()
+				started = true
 				return socket
 			}
 			time.Sleep(50 * time.Millisecond)
