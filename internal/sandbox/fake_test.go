@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,8 +191,16 @@ type worldOptions struct {
 }
 
 // testCIDR is a /24 of loopback addresses for one test.
+// worldRanges counts the /24s handed out, from a random start: each world
+// gets one no other world of the process had (random picks collided in
+// CI, a fork's agent finding its address still bound by an earlier test's).
+var worldRanges = atomic.Uint32{}
+
+func init() { worldRanges.Store(rand.Uint32N(150 << 8)) }
+
 func testCIDR() netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(100 + rand.IntN(150)), byte(rand.IntN(256)), 0}), 24)
+	n := worldRanges.Add(1) % (150 << 8)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(100 + n>>8), byte(n), 0}), 24)
 }
 
 func newWorld(t *testing.T, o worldOptions) *world {
@@ -209,9 +218,21 @@ func newWorld(t *testing.T, o worldOptions) *world {
 		agents: map[string]*fakeAgent{}, tokens: map[string]string{},
 	}
 	w.rt = fakeruntime.New(fakeruntime.Options{Boot: w.boot})
+	// Registered first, so it runs after the service's Close: sandboxes
+	// left running would hold their addresses for the package's life.
+	t.Cleanup(w.stopAgents)
 	w.svc = w.newService(o, w.rt)
 	t.Cleanup(func() { w.svc.Close() })
 	return w
+}
+
+// stopAgents closes every agent stand-in still listening.
+func (w *world) stopAgents() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.agents {
+		a.srv.Close()
+	}
 }
 
 func (w *world) newService(o worldOptions, rt runtime.Runtime) *Service {
