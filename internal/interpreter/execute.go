@@ -30,6 +30,10 @@ var (
 	// went idle (the reply may come on shell just after), and for IOPub
 	// to go quiet after the reply before a fence is sent down it.
 	replyGrace = 2 * time.Second
+	// foregroundNudge is how long an interrupted bash cell has before its
+	// terminal's foreground job gets a SIGINT of its own (see
+	// kernel.interruptForeground).
+	foregroundNudge = time.Second
 	// maxFences unanswered fences end a cell that replied but never said
 	// idle.
 	maxFences = 5
@@ -161,8 +165,12 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 		}
 	}()
 	interrupted := false
+	var nudgeAt time.Time // when an interrupted bash cell's job gets its own SIGINT
 	interrupt := func() {
 		interrupted = true
+		if k.kind == bashKernel {
+			nudgeAt = time.Now().Add(foregroundNudge)
+		}
 		st.timedOut = ctx.Err() == nil && !out.gone()
 		s.log.Info("interrupting a cell", "context", c.ID, "timed_out", st.timedOut)
 		if err := k.interrupt(); err != nil {
@@ -183,6 +191,12 @@ func (s *Server) cell(ctx context.Context, c *kernelContext, k *kernel, ex execu
 			interrupt() // a failed write is the other sign of a client gone
 		}
 		d := keepaliveEvery
+		if !nudgeAt.IsZero() {
+			if d = min(d, time.Until(nudgeAt)); d <= 0 {
+				k.interruptForeground()
+				nudgeAt, d = time.Time{}, keepaliveEvery
+			}
+		}
 		if !st.idleAt.IsZero() && !st.replied {
 			if d = min(d, time.Until(st.idleAt.Add(replyGrace))); d <= 0 {
 				break // idle long enough: the reply is not coming

@@ -305,10 +305,17 @@ func TestLanguageTimeouts(t *testing.T) {
 // An interrupt that is not a timeout (POST /executions/{id}/interrupt)
 // ends a bash cell with ExecutionAborted, as E2B reports bash_kernel's
 // answer.
+//
+// "go" is printed by the foreground job itself, not by bash before it:
+// bash hands the terminal to a job between its fork and the job's exec,
+// and a ^C in that window reaches bash alone, which then waits out the
+// job (CI: "echo go; sleep 30" interrupted at "go" ran on for the whole
+// grace, and the kernel was restarted). Once the job prints, it holds
+// the terminal.
 func TestBashInterrupt(t *testing.T) {
 	s := sharedServer(t)
 	id := s.newLangContext(t, "bash", "")
-	exec, _ := s.startExecution(t, map[string]any{"code": "echo go; sleep 30", "context_id": id},
+	exec, _ := s.startExecution(t, map[string]any{"code": "sh -c 'echo go; exec sleep 30'", "context_id": id},
 		func(l line) bool { return l.str("text") == "go\n" })
 	if status, msg := s.call(t, "POST", "/executions/"+exec+"/interrupt", nil, nil); status != http.StatusOK {
 		t.Fatalf("interrupt: %d %s", status, msg)

@@ -8,7 +8,9 @@ import (
 )
 
 // procStat is what /proc/PID/stat says of a process's family.
-type procStat struct{ pid, ppid, session int }
+// tpgid is the foreground process group of its terminal (0 or -1 when
+// it has none).
+type procStat struct{ pid, ppid, session, tpgid int }
 
 // processes lists every process /proc shows (those that vanish while it
 // is read are left out).
@@ -36,15 +38,16 @@ func processes() []procStat {
 			continue
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 4 {
+		if len(f) < 6 {
 			continue
 		}
 		ppid, err1 := strconv.Atoi(f[1])
 		session, err2 := strconv.Atoi(f[3])
-		if err1 != nil || err2 != nil {
+		tpgid, err3 := strconv.Atoi(f[5])
+		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		out = append(out, procStat{pid: pid, ppid: ppid, session: session})
+		out = append(out, procStat{pid: pid, ppid: ppid, session: session, tpgid: tpgid})
 	}
 	return out
 }
@@ -56,6 +59,19 @@ func childSessions(pid int) []int {
 	for _, p := range processes() {
 		if p.ppid == pid && p.session == p.pid {
 			out = append(out, p.session)
+		}
+	}
+	return out
+}
+
+// foregroundJobs returns the foreground process groups of the terminals
+// of sessions led by children of pid, where that group is not the
+// leader's own: the job bash_kernel's bash runs in front.
+func foregroundJobs(pid int) []int {
+	var out []int
+	for _, p := range processes() {
+		if p.ppid == pid && p.session == p.pid && p.tpgid > 0 && p.tpgid != p.pid {
+			out = append(out, p.tpgid)
 		}
 	}
 	return out
