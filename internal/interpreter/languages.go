@@ -140,7 +140,7 @@ func (l *launcher) command(kind kernelKind, conn string) (string, []string, []st
 		// apply; its heap is bounded instead, past which the kernel dies
 		// (and a new one starts) instead of the sandbox.
 		env := []string{"NO_COLOR=1", "DENO_NO_UPDATE_CHECK=1", "DENO_NO_PROMPT=1"}
-		if heap := denoHeapMiB(l.addrSpace); heap > 0 {
+		if heap := vmHeapMiB(l.addrSpace); heap > 0 {
 			env = append(env, "DENO_V8_FLAGS=--max-old-space-size="+strconv.FormatUint(heap, 10))
 		}
 		return l.deno, []string{"jupyter", "--kernel", "--conn", conn}, env

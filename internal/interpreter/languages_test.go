@@ -369,7 +369,7 @@ func running(pid int) bool {
 // below the sandbox's memory), and the cell says it ran out of memory; the
 // next cell gets a new kernel.
 func TestDenoHeapBound(t *testing.T) {
-	s := startServer(t, Config{KernelAddressSpace: 768 << 20}) // a 512 MiB heap
+	s := startServer(t, Config{KernelAddressSpace: 768 << 20}) // a 320 MiB heap
 	id := s.newLangContext(t, "javascript", "")
 	ls := s.execute(t, map[string]any{"code": "const a = []\nwhile (true) a.push('x'.repeat(1 << 20) + a.length)", "context_id": id, "timeout": 60})
 	if ls.last() != "unexpected_end_of_execution" || ls.errorName() != "UnexpectedEndOfExecution" {

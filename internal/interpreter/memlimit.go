@@ -86,14 +86,24 @@ func memTotal(path string) uint64 {
 	return 0
 }
 
-// denoHeapMiB is the JavaScript heap (V8's old space) of a Deno kernel
-// whose Python peers get addrSpace of address space (0: no bound): that
-// less 256 MiB for what V8 and Deno hold besides the heap (about 200 MiB
-// resident when idle), and never under 256 MiB, which Deno needs to
-// start.
-func denoHeapMiB(addrSpace uint64) uint64 {
+// vmHeapMiB is the heap bound of a kernel whose runtime reserves too
+// much address space for RLIMIT_AS (Deno's V8: --max-old-space-size;
+// JJava's JVM: -Xmx), whose Python peers get addrSpace of address space
+// (0: no bound): half of that less 64 MiB, and never under 256 MiB, which
+// Deno needs to start.
+//
+// Half, because such a kernel at its bound holds its heap and about 200
+// MiB besides (V8, Deno), and what it fills must leave room for the
+// sandbox's other kernels: a Python kernel that ran big cells keeps about
+// 300 MiB in the host's accounting (gVisor keeps the pages it freed). If
+// the sandbox's memory runs out first, the host's OOM killer picks a
+// process by its size, and that may be another context's kernel: CI saw
+// a Python context lose its state while a JavaScript cell filled a 640
+// MiB heap (the bound was addrSpace less 256 MiB) in a 1 GiB sandbox. In
+// code-interpreter-v1 (1 GiB) the heap is now 384 MiB.
+func vmHeapMiB(addrSpace uint64) uint64 {
 	if addrSpace == 0 {
 		return 0
 	}
-	return max(addrSpace>>20, 512) - 256
+	return max(addrSpace>>21, 320) - 64
 }

@@ -176,6 +176,19 @@ func TestKernelAddressSpace(t *testing.T) {
 	}
 }
 
+func TestVMHeap(t *testing.T) {
+	for _, tc := range []struct{ addrSpace, want uint64 }{
+		{0, 0},
+		{minKernelAS, 256},   // Deno's least
+		{896 << 20, 384},     // code-interpreter-v1: 1 GiB
+		{7 << 30, 7<<9 - 64}, // 8 GiB
+	} {
+		if got := vmHeapMiB(tc.addrSpace); got != tc.want {
+			t.Errorf("vmHeapMiB(%d MiB) = %d MiB, want %d MiB", tc.addrSpace>>20, got, tc.want)
+		}
+	}
+}
+
 func TestReadLimits(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) string {
