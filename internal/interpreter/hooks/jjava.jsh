@@ -100,9 +100,16 @@
       return s.substring(0, (int) left + 1);
     }
 
+    // One write of the whole (fitted) string, so that JJava's stream
+    // sends it as one message: PrintStream's own print hands it on in
+    // chunks of 8 KiB, each flushed as a message of its own, and the
+    // kernel's IOPub socket drops messages once a thousand wait for a slow
+    // reader (CI: after 200 println of 1 MB the truncation message, sent
+    // last, was dropped so).
     @Override
     public void print(String s) {
-      super.print(fit(s));
+      byte[] b = String.valueOf(fit(s)).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      write(b, 0, b.length);
     }
 
     @Override
