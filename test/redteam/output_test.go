@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/spacesandbox/space/internal/interpreter"
 	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
 	"github.com/spacesandbox/space/internal/testenv"
+	"github.com/spacesandbox/space/test/harness"
 )
 
 const (
@@ -139,9 +141,10 @@ func newContext(url, lang string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
 	var c struct{ ID string }
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || c.ID == "" {
-		return "", fmt.Errorf("create a %s context: %s %v", lang, resp.Status, err)
+	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
+		return "", fmt.Errorf("create a %s context: %s %q", lang, resp.Status, harness.Clip(string(b)))
 	}
 	return c.ID, nil
 }
