@@ -3,8 +3,11 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,26 +32,59 @@ func (c *Client) RunCommand(ctx context.Context, id string, req CommandRequest) 
 
 // RunCommandResumable is RunCommand whose stream reconnects by itself, sending
 // Last-Event-ID, when the connection breaks after the start event.
+//
+// With ro.Retries its start is idempotent too: it carries a random
+// Idempotency-Key, and a start whose answer is lost (the connection breaks,
+// or the daemon answers 503, before the start event) is sent again with the
+// same key, so the command runs once and its stream is read from its start.
 func (c *Client) RunCommandResumable(ctx context.Context, id string, req CommandRequest, ro ResumeOptions) (*CommandStream, error) {
 	req.Background = false
-	resp, err := c.postCommand(ctx, id, req, "text/event-stream")
+	key := ""
+	if ro.Retries > 0 {
+		key = newIdempotencyKey()
+	}
+	start := func() (io.ReadCloser, error) {
+		resp, err := c.postCommand(ctx, id, req, "text/event-stream", key)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("want an event stream, got HTTP %d", resp.StatusCode)
+		}
+		return resp.Body, nil
+	}
+	s := &CommandStream{c: c, ctx: ctx, sandboxID: id, resume: ro}
+	body, err := start()
 	if err != nil {
-		return nil, fmt.Errorf("run command in %s: %w", id, err)
+		var apiErr *APIError
+		if ro.Retries == 0 || (errors.As(err, &apiErr) && !IsUnavailable(err)) {
+			return nil, fmt.Errorf("run command in %s: %w", id, err)
+		}
+		if err := s.conn.reconnect(ctx, ro, err, start); err != nil {
+			return nil, fmt.Errorf("run command in %s: %w", id, err)
+		}
+	} else {
+		s.conn.body, s.conn.sse = body, newSSEReader(body)
 	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		return nil, fmt.Errorf("run command in %s: want an event stream, got HTTP %d", id, resp.StatusCode)
+	if key != "" {
+		s.restart = start
 	}
-	s := newCommandStream(ctx, c, id, 0, 0, resp.Body)
-	s.resume = ro
 	return s, nil
+}
+
+// newIdempotencyKey is a random key for one command's start.
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // StartBackground starts a command without streaming its output; follow it
 // later with CommandEvents.
 func (c *Client) StartBackground(ctx context.Context, id string, req CommandRequest) (*Command, error) {
 	req.Background = true
-	resp, err := c.postCommand(ctx, id, req, "application/json")
+	resp, err := c.postCommand(ctx, id, req, "application/json", "")
 	if err != nil {
 		return nil, fmt.Errorf("start background command in %s: %w", id, err)
 	}
@@ -60,7 +96,8 @@ func (c *Client) StartBackground(ctx context.Context, id string, req CommandRequ
 	return &cmd, nil
 }
 
-func (c *Client) postCommand(ctx context.Context, id string, req CommandRequest, accept string) (*http.Response, error) {
+// postCommand starts a command; key is its Idempotency-Key ("": none).
+func (c *Client) postCommand(ctx context.Context, id string, req CommandRequest, accept, key string) (*http.Response, error) {
 	u, err := c.endpoint(nil, "v1", "sandboxes", id, "commands")
 	if err != nil {
 		return nil, err
@@ -75,6 +112,9 @@ func (c *Client) postCommand(ctx context.Context, id string, req CommandRequest,
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", accept)
+	if key != "" {
+		hreq.Header.Set("Idempotency-Key", key)
+	}
 	return c.send(hreq)
 }
 

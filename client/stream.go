@@ -20,6 +20,9 @@ type CommandStream struct {
 	ctx       context.Context
 	sandboxID string
 	resume    ResumeOptions
+	// restart sends the start again under its idempotency key (nil: the
+	// start had none), for a stream that broke before its start event.
+	restart func() (io.ReadCloser, error)
 
 	conn
 
@@ -124,15 +127,18 @@ func (s *CommandStream) nextRaw() (Event, error) {
 
 func (s *CommandStream) resumable(err error) bool {
 	var apiErr *APIError
-	return s.resume.Retries > 0 && s.pid != 0 && s.ctx.Err() == nil &&
+	return s.resume.Retries > 0 && (s.pid != 0 || s.restart != nil) && s.ctx.Err() == nil &&
 		!errors.As(err, &apiErr) && !s.isClosed()
 }
 
-// reconnect opens the events route after the last id, retrying with backoff.
+// reconnect opens the events route after the last id, retrying with backoff;
+// before the start event (no pid yet) it sends the start again instead.
 func (s *CommandStream) reconnect(cause error) error {
-	err := s.conn.reconnect(s.ctx, s.resume, cause, func() (io.ReadCloser, error) {
-		return s.c.openEvents(s.ctx, s.sandboxID, s.pid, s.lastID)
-	})
+	open := func() (io.ReadCloser, error) { return s.c.openEvents(s.ctx, s.sandboxID, s.pid, s.lastID) }
+	if s.pid == 0 {
+		open = s.restart
+	}
+	err := s.conn.reconnect(s.ctx, s.resume, cause, open)
 	switch {
 	case err == nil:
 		return nil

@@ -1377,6 +1377,18 @@ type CodeEventsParams struct {
 	LastEventID string `json:"Last-Event-ID,omitempty"`
 }
 
+// RunCommandParams defines parameters for RunCommand.
+type RunCommandParams struct {
+	// IdempotencyKey Makes the start safe to repeat. A start carrying the key of a command the sandbox
+	// still knows (running, or ended in the last 10 minutes) starts nothing: it answers
+	// that command (its stream from the start, or its pid when background, with `stdin`
+	// not written again) and the header `Idempotent-Replayed: true`. A client that lost
+	// the answer to a start (a cut connection, a 503) sends it again with the same key
+	// and never runs the command twice. The same key with a different command answers
+	// 409. Keys are per sandbox.
+	IdempotencyKey string `json:"Idempotency-Key,omitempty"`
+}
+
 // CommandEventsParams defines parameters for CommandEvents.
 type CommandEventsParams struct {
 	// After Same as Last-Event-ID, for clients that cannot set headers.

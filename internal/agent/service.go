@@ -60,10 +60,15 @@ func (a *agentService) Init(ctx context.Context, req *connect.Request[agentv1.In
 
 func (a *agentService) Exec(ctx context.Context, req *connect.Request[agentv1.ExecRequest], stream *connect.ServerStream[agentv1.ExecEvent]) error {
 	timeout := time.Duration(req.Msg.GetTimeoutMs()) * time.Millisecond
-	p, err := a.s.procs.Launch(req.Msg.GetStart(), req.Msg.GetUser(), req.Header(), timeout)
+	p, replayed, err := a.s.procs.Launch(req.Msg.GetStart(), req.Msg.GetUser(), req.Header(), timeout)
 	if err != nil {
 		return err
 	}
+	if replayed {
+		stream.ResponseHeader().Set(agentv1.ReplayedHeader, "true")
+	}
+	// A replayed start streams the command from its start event too (the
+	// buffer always keeps it).
 	return follow(ctx, p, 0, req, stream)
 }
 

@@ -71,13 +71,12 @@ type ReconnectFigures struct {
 	// answered 200); ResumeAttempts every try, failed ones too.
 	Reconnects     int64 `json:"reconnects"`
 	ResumeAttempts int64 `json:"resume_attempts"`
-	// FoundByTag are streams cut before their start event arrived: the
-	// client did not know the pid, found the command by its tag, and
-	// followed it from its first event.
-	FoundByTag int64 `json:"found_by_tag"`
-	// Restarted are commands started again: cut before the start event
-	// and not listed (the request never reached the agent).
-	Restarted int64 `json:"restarted"`
+	// Restarts are starts sent again under their idempotency key (an
+	// answer cut before its start event, or a 503); Replayed the answers
+	// that carried the command an earlier try had started (the others
+	// found none, and started it).
+	Restarts int64 `json:"restarts"`
+	Replayed int64 `json:"replayed"`
 	// ReconnectsPerS is the reconnects over the steady window (every
 	// stream started, none ended) per second; ReconnectsPerSAll over the
 	// whole run.
@@ -215,7 +214,6 @@ wait:
 			break wait
 		case <-stop:
 			stopAt = time.Now()
-			run.stopped.Store(true)
 			logf("reconnects: stopping the commands")
 			if err := run.stopCommands(ctx, ids); err != nil {
 				logf("reconnects: %v", err)
@@ -342,8 +340,8 @@ func (f *ReconnectFigures) tally(streams []*streamState, allStarted, deadline ti
 		f.Events += st.events
 		f.LostEvents += st.lostEvents
 		f.Gaps += st.gaps
-		f.FoundByTag += st.foundByTag
-		f.Restarted += st.restarts
+		f.Restarts += st.restarts
+		f.Replayed += st.replayed
 		inFlight = append(inFlight, st.inFlight...)
 		all = append(all, st.inFlight...)
 		all = append(all, st.idle...)
@@ -417,10 +415,8 @@ type reconnectRun struct {
 	runID     string
 
 	reconnects, attempts atomic.Int64
-	// stopped is set once the commands were told to stop.
-	stopped atomic.Bool
-	logf    func(string, ...any)
-	// direct is spaced without the proxy, for the lookups by tag.
+	logf                 func(string, ...any)
+	// direct is spaced without the proxy, for the stop file and audits.
 	direct *client.Client
 }
 
@@ -445,8 +441,9 @@ type streamState struct {
 	events     int64
 	lostEvents int64
 	gaps       int64
-	foundByTag int64
+	posts      int64 // starts sent (the first, then restarts)
 	restarts   int64
+	replayed   int64
 	exit       int
 	pid        int
 	truthEnd   int // -1 unless audit read it
@@ -485,31 +482,17 @@ func (st *streamState) onResume(attempt int, _ error) {
 }
 
 // run follows the stream to its end; started is called once the command
-// was asked for.
+// was asked for. A cut before the start event is the client's to handle:
+// it sends the start again under the same idempotency key.
 func (st *streamState) run(ctx context.Context, started func()) {
 	req := client.CommandRequest{Argv: []string{"bash", "-c", st.shared.script()}, Tag: st.tag}
 	s, err := st.c.RunCommandResumable(ctx, st.sandbox, req, st.ro)
 	started()
-	for {
-		if err == nil {
-			err = st.follow(s)
-			s.Close()
-			if err == nil {
-				return
-			}
-		}
-		// Cut before the start event: the pid is unknown, so the client
-		// cannot resume. Find the command by its tag (or start it if the
-		// request never arrived) and follow it from its first event.
-		if st.shared.cfg.NoResume || st.lastID > 0 || ctx.Err() != nil {
-			st.err = err
-			return
-		}
-		if s, err = st.findByTag(ctx, req); err != nil {
-			st.err = err
-			return
-		}
+	if err == nil {
+		err = st.follow(s)
+		s.Close()
 	}
+	st.err = err
 }
 
 // follow reads s to its end event, checking ids as they come.
@@ -596,54 +579,6 @@ func (st *streamState) audit(ctx context.Context, c *client.Client) {
 	}
 }
 
-// findByTag finds the stream's command by its tag and follows it from
-// its first event; a command not listed five times running, over 2.5 s,
-// was never started, and is started again. (Under heavy load a start
-// that spaced answered 503, its agent silent for a minute, can still
-// start after that: the API has no idempotent start, so that command then
-// runs twice and the stream follows the second.) The listing goes to spaced directly, not
-// through the proxy: it names every command of the sandbox (about 300
-// bytes each), more than the proxy lets a connection carry on average.
-func (st *streamState) findByTag(ctx context.Context, req client.CommandRequest) (*client.CommandStream, error) {
-	misses := 0
-	var last error
-	for range 50 {
-		cmds, err := st.shared.direct.ListCommands(ctx, st.sandbox)
-		if err == nil {
-			i := slices.IndexFunc(cmds, func(c client.Command) bool { return c.Tag == st.tag })
-			if i >= 0 {
-				s, err := st.c.CommandEventsResumable(ctx, st.sandbox, cmds[i].PID, 0, st.ro)
-				if err == nil {
-					st.foundByTag++
-					return s, nil
-				}
-				last = err
-			} else if st.shared.stopped.Load() {
-				// Not listed: it ended (ended commands are not listed), or
-				// never started. Starting it again now would print only
-				// "end 0" and hide whatever the first one printed.
-				return nil, fmt.Errorf("command %s: cut before its start event, and not listed after the stop: its lines cannot be checked", st.tag)
-			} else if misses++; misses >= 5 {
-				st.shared.logf("reconnects: %s: cut before its start event and not among the %d commands listed five times: starting it again", st.tag, len(cmds))
-				st.restarts++
-				s, err := st.c.RunCommandResumable(ctx, st.sandbox, req, st.ro)
-				if err == nil {
-					return s, nil
-				}
-				misses, last = 0, err
-			}
-		} else {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return nil, fmt.Errorf("find command %s by its tag: %w", st.tag, last)
-}
-
 // streamTransport counts a stream's resumes and keeps the tail of the
 // body being read.
 type streamTransport struct {
@@ -656,10 +591,19 @@ func (t streamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Method == http.MethodPost {
+		if t.st.posts++; t.st.posts > 1 {
+			t.st.restarts++
+		}
+		if resp.Header.Get("Idempotent-Replayed") == "true" {
+			t.st.replayed++
+		}
+	}
 	if r.Header.Get("Accept") == "text/event-stream" && resp.StatusCode == http.StatusOK {
 		if r.Header.Get("Last-Event-ID") != "" {
 			t.st.shared.reconnects.Add(1)
 		}
+
 		t.st.ntail = 0
 		resp.Body = tailBody{ReadCloser: resp.Body, st: t.st}
 	}

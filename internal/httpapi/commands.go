@@ -53,7 +53,7 @@ func pidParam(pid native.PID) (uint32, error) {
 	return uint32(pid), nil
 }
 
-func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.SandboxID) {
+func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.SandboxID, params native.RunCommandParams) {
 	var req native.RunCommandJSONRequestBody
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		writeError(w, r, err)
@@ -64,6 +64,7 @@ func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.Sa
 		writeError(w, r, err)
 		return
 	}
+	spec.Key = deref(params.IdempotencyKey)
 	// The process outlives this request (a client may reconnect to it), so
 	// the stream is cancelled when we stop reading, never the process.
 	ctx, cancel := context.WithCancel(r.Context())
@@ -74,7 +75,11 @@ func (s *Server) RunCommand(w http.ResponseWriter, r *http.Request, id native.Sa
 		return
 	}
 	defer stream.Close()
-	if req.Stdin != nil {
+	if stream.Replayed() {
+		// An earlier start with this key started the command and wrote
+		// its stdin; this one only answers it.
+		w.Header().Set("Idempotent-Replayed", "true")
+	} else if req.Stdin != nil {
 		if *req.Stdin != "" {
 			if err := stream.SendStdin(ctx, []byte(*req.Stdin)); err != nil {
 				writeError(w, r, err)

@@ -50,6 +50,12 @@ type CommandSpec struct {
 	Timeout time.Duration
 	// PTY runs it on a terminal of this size (nil: on pipes).
 	PTY *PTYSize
+	// Key is the client's idempotency key ("": none): a start with the key
+	// of a command still known to the agent (running, or ended in the
+	// last 10 minutes) starts nothing and streams that command
+	// (CommandStream.Replayed). The same key with another command is
+	// ErrFailedPrecondition.
+	Key string
 }
 
 // PTYSize is a terminal's size in characters.
@@ -155,8 +161,11 @@ func (a *AgentConn) startCommand(ctx context.Context, spec CommandSpec) (*Comman
 	if spec.PTY != nil {
 		start.Pty = &process.PTY{Size: &process.PTY_Size{Cols: spec.PTY.Cols, Rows: spec.PTY.Rows}}
 	}
-	req := &agentv1.ExecRequest{Start: start, TimeoutMs: uint32(spec.Timeout.Milliseconds()), User: spec.User}
-	stream, err := a.Agent.Exec(ctx, connect.NewRequest(req))
+	req := connect.NewRequest(&agentv1.ExecRequest{Start: start, TimeoutMs: uint32(spec.Timeout.Milliseconds()), User: spec.User})
+	if spec.Key != "" {
+		req.Header().Set(agentv1.IdempotencyKeyHeader, spec.Key)
+	}
+	stream, err := a.Agent.Exec(ctx, req)
 	if err != nil {
 		return nil, fromAgent(err)
 	}
@@ -173,7 +182,8 @@ func (a *AgentConn) startCommand(ctx context.Context, spec CommandSpec) (*Comman
 		stream.Close()
 		return nil, errdefs.New(errdefs.ErrUnavailable, "sandbox agent sent no start event")
 	}
-	return &CommandStream{agent: a, pid: first.GetEvent().GetStart().GetPid(), stream: stream, first: first}, nil
+	return &CommandStream{agent: a, pid: first.GetEvent().GetStart().GetPid(), stream: stream, first: first,
+		replayed: stream.ResponseHeader().Get(agentv1.ReplayedHeader) == "true"}, nil
 }
 
 func selectPID(pid uint32) *process.ProcessSelector {

@@ -60,10 +60,17 @@ type CommandStream struct {
 	first *agentv1.ExecEvent
 	ev    CommandEvent
 	ended bool
+	// replayed: the start found its idempotency key's earlier command.
+	replayed bool
 }
 
 // PID is the command's process id in the sandbox.
 func (c *CommandStream) PID() uint32 { return c.pid }
+
+// Replayed reports a start that found the command its idempotency key
+// started earlier (CommandSpec.Key): nothing was started, and this
+// stream is that command's from its start.
+func (c *CommandStream) Replayed() bool { return c.replayed }
 
 // Next waits for the next event; false when the stream has ended (Err says
 // why, nil after the end event).

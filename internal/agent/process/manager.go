@@ -4,6 +4,7 @@
 package process
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/internal/agent/users"
@@ -43,6 +46,11 @@ type Manager struct {
 	mu     sync.Mutex
 	procs  map[uint32]*Proc
 	exited []*Proc // in the order they exited
+	// keys are the idempotency keys of reachable processes (Spec.Key).
+	keys map[string]keyedProc
+	// keyed serialises starts that carry a key, so that two with the same
+	// key cannot both start.
+	keyed sync.Mutex
 }
 
 // NewManager returns an empty registry.
@@ -60,7 +68,7 @@ func NewManager(opts Options) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: log, procs: map[uint32]*Proc{}}
+	return &Manager{opts: opts, log: log, procs: map[uint32]*Proc{}, keys: map[string]keyedProc{}}
 }
 
 // Spec is a fully resolved process to start.
@@ -79,6 +87,65 @@ type Spec struct {
 	// Hidden keeps the process out of the registry: no caller can find,
 	// list, signal or attach to it (the agent's own warm-up).
 	Hidden bool
+	// Key is the caller's idempotency key for StartOnce ("": none): a
+	// client that lost its answer can start again without running the
+	// command twice. Start ignores it.
+	Key string
+}
+
+// StartOnce starts a process as Start does, unless spec.Key is the key of
+// a process still reachable: then it starts nothing and returns that one,
+// replayed true. The same key with another command is ErrPrecondition.
+func (m *Manager) StartOnce(spec Spec) (p *Proc, replayed bool, err error) {
+	if spec.Key == "" || spec.Hidden {
+		p, err = m.Start(spec)
+		return p, false, err
+	}
+	sum := spec.sum()
+	m.keyed.Lock()
+	defer m.keyed.Unlock()
+	m.mu.Lock()
+	m.pruneLocked(time.Now())
+	k, ok := m.keys[spec.Key]
+	m.mu.Unlock()
+	if ok && k.sum != sum {
+		return nil, false, fmt.Errorf("%w: idempotency key %q was given to another command (pid %d)", ErrPrecondition, spec.Key, k.p.pid)
+	}
+	if ok {
+		return k.p, true, nil
+	}
+	if p, err = m.Start(spec); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	if m.procs[p.pid] == p { // not ended and pruned meanwhile
+		m.keys[spec.Key], p.key = keyedProc{p: p, sum: sum}, spec.Key
+	}
+	m.mu.Unlock()
+	return p, false, nil
+}
+
+// keyedProc is the process an idempotency key started, with the sum of
+// the spec it was started with.
+type keyedProc struct {
+	p   *Proc
+	sum [sha256.Size]byte
+}
+
+// sum identifies what a spec would run: the same command, arguments,
+// environment, directory, user, terminal, stdin and timeout.
+func (s Spec) sum() [sha256.Size]byte {
+	cfg, _ := proto.MarshalOptions{Deterministic: true}.Marshal(s.Config)
+	h := sha256.New()
+	tag := "<none>"
+	if s.Tag != nil {
+		tag = strconv.Quote(*s.Tag)
+	}
+	fmt.Fprintf(h, "%q %s %v %v %v %v %q %q %d\n", cfg, tag, s.PTY != nil, s.PTY.GetCols(), s.PTY.GetRows(), s.Stdin, userName(s.User), s.Dir, s.Timeout)
+	for _, kv := range s.Env {
+		fmt.Fprintf(h, "%q\n", kv)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // Start starts a process; its start event is buffered before Start returns.
@@ -298,6 +365,9 @@ func (m *Manager) pruneLocked(now time.Time) {
 		}
 		if m.procs[p.pid] == p {
 			delete(m.procs, p.pid)
+		}
+		if p.key != "" && m.keys[p.key].p == p {
+			delete(m.keys, p.key)
 		}
 		drop++
 	}

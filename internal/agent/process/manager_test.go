@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -43,4 +44,61 @@ func TestHiddenProcessIsNotRegistered(t *testing.T) {
 	if len(m.exited) != 0 || len(m.procs) != 0 {
 		t.Fatalf("the hidden process is kept: %d exited, %d registered", len(m.exited), len(m.procs))
 	}
+}
+
+// StartOnce runs a keyed spec once: the same key and command again, even
+// from many callers at once, answers the first process (replayed); the
+// same key with another command is refused; another key, or the key once
+// its process was forgotten, starts anew.
+func TestStartOnce(t *testing.T) {
+	m := NewManager(Options{ExitedTTL: 300 * time.Millisecond})
+	spec := func(key, script string) Spec {
+		return Spec{Key: key, Config: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}},
+			Env: []string{"PATH=" + DefaultPath}, Dir: "/"}
+	}
+	first, replayed, err := m.StartOnce(spec("k1", "sleep 0.2"))
+	if err != nil || replayed {
+		t.Fatalf("first start: %v, replayed %v", err, replayed)
+	}
+
+	type answer struct {
+		p        *Proc
+		replayed bool
+		err      error
+	}
+	answers := make(chan answer, 10)
+	for range 10 {
+		go func() {
+			p, r, err := m.StartOnce(spec("k1", "sleep 0.2"))
+			answers <- answer{p, r, err}
+		}()
+	}
+	for range 10 {
+		if a := <-answers; a.err != nil || !a.replayed || a.p != first {
+			t.Errorf("a start again with k1: %v replayed %v pid %d, want pid %d replayed", a.err, a.replayed, pidOf(a.p), first.Pid())
+		}
+	}
+
+	if _, _, err := m.StartOnce(spec("k1", "echo other")); !errors.Is(err, ErrPrecondition) {
+		t.Errorf("k1 with another command: %v, want ErrPrecondition", err)
+	}
+	if p, r, err := m.StartOnce(spec("k2", "sleep 0.2")); err != nil || r || p == first {
+		t.Errorf("another key: %v replayed %v, want a new process", err, r)
+	}
+	if p, r, err := m.StartOnce(spec("", "sleep 0.2")); err != nil || r || p == first {
+		t.Errorf("no key: %v replayed %v, want a new process", err, r)
+	}
+
+	<-first.done
+	time.Sleep(400 * time.Millisecond) // past ExitedTTL: forgotten
+	if p, r, err := m.StartOnce(spec("k1", "sleep 0.2")); err != nil || r || p == first {
+		t.Errorf("k1 after its process was forgotten: %v replayed %v, want a new process", err, r)
+	}
+}
+
+func pidOf(p *Proc) uint32 {
+	if p == nil {
+		return 0
+	}
+	return p.Pid()
 }

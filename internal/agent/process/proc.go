@@ -31,6 +31,7 @@ var (
 type Proc struct {
 	pid    uint32
 	tag    *string
+	key    string // idempotency key (Spec.Key), under the Manager's mu
 	config *process.ProcessConfig
 	cmd    *exec.Cmd
 	buf    *buffer

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	agentv1 "github.com/spacesandbox/space/api/agent/v1"
 	"github.com/spacesandbox/space/api/envd/process"
 	"github.com/spacesandbox/space/api/envd/process/processconnect"
 	"github.com/spacesandbox/space/internal/agent/keepalive"
@@ -40,22 +41,25 @@ func NewService(m *Manager, defaults users.DefaultsFunc) *Service {
 func (s *Service) Manager() *Manager { return s.m }
 
 // Launch resolves the user, environment and working directory of req and starts
-// it. userName overrides the Basic auth user in h. Errors are Connect errors.
-func (s *Service) Launch(req *process.StartRequest, userName string, h http.Header, timeout time.Duration) (*Proc, error) {
+// it, once per idempotency key in h (replayed: an earlier start's process;
+// see Manager.StartOnce). userName overrides the Basic auth user in h.
+// Errors are Connect errors.
+func (s *Service) Launch(req *process.StartRequest, userName string, h http.Header, timeout time.Duration) (p *Proc, replayed bool, err error) {
 	d := s.defaults()
 	u, err := users.Resolve(userName, h, d)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeUnauthenticated, err)
+		return nil, false, connect.NewError(connect.CodeUnauthenticated, err)
 	}
 	cfg := req.GetProcess()
 	if cfg == nil || cfg.GetCmd() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
+		return nil, false, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
 	}
 	dir, err := workdir(cfg, d, u)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		return nil, false, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	spec := Spec{
+		Key:     h.Get(agentv1.IdempotencyKeyHeader),
 		Config:  cfg,
 		Tag:     req.Tag,
 		Stdin:   req.Stdin == nil || *req.Stdin,
@@ -70,11 +74,10 @@ func (s *Service) Launch(req *process.StartRequest, userName string, h http.Head
 			spec.PTY = &process.PTY_Size{Cols: 80, Rows: 24}
 		}
 	}
-	p, err := s.m.Start(spec)
-	if err != nil {
-		return nil, ConnectError(err)
+	if p, replayed, err = s.m.StartOnce(spec); err != nil {
+		return nil, false, ConnectError(err)
 	}
-	return p, nil
+	return p, replayed, nil
 }
 
 func workdir(cfg *process.ProcessConfig, d users.Defaults, u *users.User) (string, error) {
@@ -133,7 +136,7 @@ func StartTimeout(ctx context.Context) time.Duration {
 
 // Start implements process.Process.Start.
 func (s *Service) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
-	p, err := s.Launch(req.Msg, "", req.Header(), StartTimeout(ctx))
+	p, _, err := s.Launch(req.Msg, "", req.Header(), StartTimeout(ctx))
 	if err != nil {
 		return err
 	}
