@@ -54,7 +54,7 @@ type CommandSpec struct {
 	// of a command still known to the agent (running, or ended in the
 	// last 10 minutes) starts nothing and streams that command
 	// (CommandStream.Replayed). The same key with another command is
-	// ErrFailedPrecondition.
+	// ErrAlreadyExists.
 	Key string
 }
 

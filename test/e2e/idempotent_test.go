@@ -97,7 +97,7 @@ func TestIdempotentCommandStart(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		other := map[string]any{"cmd": "echo other >> /tmp/runs"}
 		resp, b := do(t, d, "POST", path, other, map[string]string{"Idempotency-Key": key})
-		if e := wantError(t, resp, b, http.StatusConflict, "failed_precondition"); !strings.Contains(e.Error.Message, "another command") {
+		if e := wantError(t, resp, b, http.StatusConflict, "already_exists"); !strings.Contains(e.Error.Message, "another command") {
 			t.Errorf("same key, other command: %q, want it to say the key belongs to another command", e.Error.Message)
 		}
 		for _, bad := range []string{"has space", strings.Repeat("k", 256)} {

@@ -95,7 +95,7 @@ type Spec struct {
 
 // StartOnce starts a process as Start does, unless spec.Key is the key of
 // a process still reachable: then it starts nothing and returns that one,
-// replayed true. The same key with another command is ErrPrecondition.
+// replayed true. The same key with another command is ErrExists.
 func (m *Manager) StartOnce(spec Spec) (p *Proc, replayed bool, err error) {
 	if spec.Key == "" || spec.Hidden {
 		p, err = m.Start(spec)
@@ -109,7 +109,7 @@ func (m *Manager) StartOnce(spec Spec) (p *Proc, replayed bool, err error) {
 	k, ok := m.keys[spec.Key]
 	m.mu.Unlock()
 	if ok && k.sum != sum {
-		return nil, false, fmt.Errorf("%w: idempotency key %q was given to another command (pid %d)", ErrPrecondition, spec.Key, k.p.pid)
+		return nil, false, fmt.Errorf("%w: idempotency key %q was given to another command (pid %d)", ErrExists, spec.Key, k.p.pid)
 	}
 	if ok {
 		return k.p, true, nil

@@ -79,8 +79,8 @@ func TestStartOnce(t *testing.T) {
 		}
 	}
 
-	if _, _, err := m.StartOnce(spec("k1", "echo other")); !errors.Is(err, ErrPrecondition) {
-		t.Errorf("k1 with another command: %v, want ErrPrecondition", err)
+	if _, _, err := m.StartOnce(spec("k1", "echo other")); !errors.Is(err, ErrExists) {
+		t.Errorf("k1 with another command: %v, want ErrExists", err)
 	}
 	if p, r, err := m.StartOnce(spec("k2", "sleep 0.2")); err != nil || r || p == first {
 		t.Errorf("another key: %v replayed %v, want a new process", err, r)

@@ -25,6 +25,7 @@ var (
 	ErrNotFound     = errors.New("not found")
 	ErrInvalid      = errors.New("invalid argument")
 	ErrPrecondition = errors.New("failed precondition")
+	ErrExists       = errors.New("already exists")
 )
 
 // Proc is a process started by the Manager, running or recently exited.

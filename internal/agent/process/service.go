@@ -291,6 +291,8 @@ func ConnectError(err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, trimKind(err))
 	case errors.Is(err, ErrPrecondition):
 		return connect.NewError(connect.CodeFailedPrecondition, trimKind(err))
+	case errors.Is(err, ErrExists):
+		return connect.NewError(connect.CodeAlreadyExists, trimKind(err))
 	default:
 		return connect.NewError(connect.CodeInternal, err)
 	}
@@ -300,7 +302,7 @@ func ConnectError(err error) error {
 // e.g. "process with pid 7 not found".
 func trimKind(err error) error {
 	msg := err.Error()
-	for _, k := range []error{ErrNotFound, ErrInvalid, ErrPrecondition} {
+	for _, k := range []error{ErrNotFound, ErrInvalid, ErrPrecondition, ErrExists} {
 		prefix := k.Error() + ": "
 		if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
 			return errors.New(msg[len(prefix):])
