@@ -87,8 +87,7 @@ func memTotal(path string) uint64 {
 }
 
 // vmHeapMiB is the heap bound of a kernel whose runtime reserves too
-// much address space for RLIMIT_AS (Deno's V8: --max-old-space-size;
-// JJava's JVM: -Xmx), whose Python peers get addrSpace of address space
+// much address space for RLIMIT_AS (Deno's V8: --max-old-space-size), whose Python peers get addrSpace of address space
 // (0: no bound): half of that less 64 MiB, and never under 256 MiB, which
 // Deno needs to start.
 //
@@ -106,4 +105,15 @@ func vmHeapMiB(addrSpace uint64) uint64 {
 		return 0
 	}
 	return max(addrSpace>>21, 320) - 64
+}
+
+// jvmHeapMiB is JJava's -Xmx: the Python kernels' address space less 256
+// MiB, at least 256 MiB. Not vmHeapMiB's half: a JVM holds far less
+// besides its heap than Deno, and at 384 MiB one 200 MB string and its
+// cut copy did not fit (red team interp-flood-java-print: OutOfMemoryError).
+func jvmHeapMiB(addrSpace uint64) uint64 {
+	if addrSpace == 0 {
+		return 0
+	}
+	return max(addrSpace>>20, 512) - 256
 }

@@ -121,7 +121,7 @@ func (l *launcher) rCommand(conn string) (string, []string, []string) {
 // fills it gets an OutOfMemoryError while the kernel lives.
 func (l *launcher) javaCommand(conn string) (string, []string, []string) {
 	args := []string{}
-	if heap := vmHeapMiB(l.addrSpace); heap > 0 {
+	if heap := jvmHeapMiB(l.addrSpace); heap > 0 {
 		args = append(args, "-Xmx"+strconv.FormatUint(heap, 10)+"m")
 	}
 	args = append(args,
