@@ -32,6 +32,7 @@ func main() {
 	fs.IntVar(&cfg.MaxAnonymousContexts, "max-anonymous-contexts", 0, "most of them made by requests without a token; 0: as many idle 200 MiB kernels as fit in half the sandbox's memory (at least 1)")
 	fs.StringVar(&cfg.KernelUser, "kernel-user", "", "run kernels as this user (default: the server's user)")
 	fs.Int64Var(&cfg.KernelAddressSpace, "kernel-address-space", -1, "RLIMIT_AS per kernel in bytes; -1: from the sandbox's memory, 0: none")
+	fs.Int64Var(&cfg.MemoryReserve, "memory-reserve", -1, "free memory in bytes under which the biggest kernel running a cell is killed; -1: from the sandbox's memory, 0: none")
 	fs.BoolVar(&cfg.PlainKernels, "plain-kernels", false, "keep ipykernel's per-cell flushes and reply sleep (a benchmark's anchor)")
 	fs.Int64Var(&cfg.MaxOutputBytes, "max-output-bytes", 32<<20, "output kept per execution; -1: no limit")
 	fs.DurationVar(&cfg.DefaultTimeout, "timeout", 0, "interrupt a cell after this long unless the request says (0: never)")

@@ -121,7 +121,7 @@ type kernel struct {
 	exited chan struct{} // closed once the process has been waited for
 	state  *os.ProcessState
 	ended  atomic.Int32 // an endReason: why we killed it, if we did
-	oom    atomic.Bool  // its stderr said an allocation failed for good (oom.go)
+	oom    atomic.Bool  // its stderr said an allocation failed for good (oom.go), or the memory guard killed it
 	memory uint64       // its memory limit (the launcher's addrSpace; Deno's heap is made from it); 0: none
 }
 
@@ -320,6 +320,21 @@ func (k *kernel) kill() {
 		k.client.Close(nil)
 	}
 	_ = os.RemoveAll(k.dir)
+}
+
+// killForMemory ends the kernel and what its cells started as an OOM
+// killer would (memguard.go): SIGKILL, and the kernel is marked as out of
+// memory, so the running cell says so. Its context starts a new kernel
+// with the next cell, as after any death.
+func (k *kernel) killForMemory() {
+	if k.cmd == nil || k.cmd.Process == nil {
+		return
+	}
+	k.oom.Store(true)
+	pid := k.cmd.Process.Pid
+	sessions := childSessions(pid)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	killSessions(sessions)
 }
 
 // exitStatus describes how the process ended ("" while it runs): with

@@ -44,6 +44,13 @@ type outputLimit struct {
 	cut  bool
 }
 
+// bytes is the output let through so far.
+func (l *outputLimit) bytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used
+}
+
 func (l *outputLimit) filter(m *jupyter.Message, push func(*jupyter.Message)) {
 	if m.Channel != jupyter.IOPub || l.max <= 0 {
 		push(m)

@@ -76,14 +76,21 @@ func memTotal(path string) uint64 {
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	v, _ := meminfoBytes(b, "MemTotal")
+	return v
+}
+
+// meminfoBytes returns field of a /proc/meminfo text ("MemTotal: N kB")
+// in bytes, and whether it was there.
+func meminfoBytes(meminfo []byte, field string) (uint64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
 	for sc.Scan() {
 		var kb uint64
-		if n, _ := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); n == 1 {
-			return kb << 10
+		if n, _ := fmt.Sscanf(sc.Text(), field+": %d kB", &kb); n == 1 {
+			return kb << 10, true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // vmHeapMiB is the heap bound of a kernel whose runtime reserves too

@@ -48,6 +48,10 @@ type Config struct {
 	// KernelAddressSpace is each kernel's RLIMIT_AS: -1 derives it from
 	// the sandbox's memory (KernelAddressSpace), 0 sets none.
 	KernelAddressSpace int64
+	// MemoryReserve is the free memory of the sandbox under which the
+	// biggest kernel running a cell is killed (memguard.go): -1 derives
+	// it from the sandbox's memory (MemoryReserve), 0 turns the guard off.
+	MemoryReserve      int64
 	MaxOutputBytes     int64         // per execution (32 MiB); -1: no limit
 	DefaultTimeout     time.Duration // per execution unless the request says; 0: none
 	KernelStartTimeout time.Duration // 60 s
@@ -112,9 +116,10 @@ type Server struct {
 	log     *slog.Logger
 	launch  *launcher
 	kernels *kernelAvailability
-	state   *stateFile // nil: no auth, no sandbox env
-	execs   *execTable // resumable executions
-	ownDir  bool       // RuntimeDir was made by New and is removed by Close
+	state   *stateFile   // nil: no auth, no sandbox env
+	execs   *execTable   // resumable executions
+	guard   *memoryGuard // nil: none
+	ownDir  bool         // RuntimeDir was made by New and is removed by Close
 
 	mu       sync.Mutex
 	contexts map[string]*kernelContext
@@ -188,8 +193,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	l.env = kernelEnv(cfg.Env, l.ipythonDir, home)
 	s.launch = l
+	reserve := uint64(max(cfg.MemoryReserve, 0))
+	if cfg.MemoryReserve < 0 {
+		reserve = MemoryReserve(SandboxMemory())
+	}
+	if reserve > 0 {
+		s.guard = newMemoryGuard(reserve, cfg.Logger)
+	}
 	s.log.Info("code interpreter configured", "python", cfg.Python, "deno", cfg.Deno, "r", cfg.R, "jjava", cfg.JJava, "cwd", cfg.Cwd,
-		"kernel_user", cfg.KernelUser, "kernel_address_space", l.addrSpace, "runtime_dir", dir)
+		"kernel_user", cfg.KernelUser, "kernel_address_space", l.addrSpace, "memory_reserve", reserve, "runtime_dir", dir)
 
 	def := newKernelContext(jupyter.NewID(), "python", ipykernel, cfg.Cwd, l)
 	s.contexts[def.ID], s.defaults["python"] = def, def
@@ -206,6 +218,9 @@ func New(cfg Config) (*Server, error) {
 // Start starts the default context's kernel in the background, so the
 // first execution finds it warm; /health answers 200 once it is up.
 func (s *Server) Start() {
+	if s.guard != nil {
+		go s.guard.run()
+	}
 	def := s.defaults["python"]
 	go func() {
 		defer close(s.ready)
@@ -238,6 +253,9 @@ func (s *Server) Err() error {
 // Close interrupts the resumable executions, kills every kernel and
 // removes the runtime directory if New made it.
 func (s *Server) Close() {
+	if s.guard != nil {
+		s.guard.close()
+	}
 	s.execs.interruptAll()
 	s.mu.Lock()
 	all := make([]*kernelContext, 0, len(s.contexts))

@@ -7,10 +7,13 @@ import (
 	"syscall"
 )
 
-// procStat is what /proc/PID/stat says of a process's family.
+// procStat is what /proc/PID/stat says of a process's family and size.
 // tpgid is the foreground process group of its terminal (0 or -1 when
-// it has none).
-type procStat struct{ pid, ppid, session, tpgid int }
+// it has none); rss is its resident memory in bytes.
+type procStat struct {
+	pid, ppid, session, tpgid int
+	rss                       uint64
+}
 
 // processes lists every process /proc shows (those that vanish while it
 // is read are left out).
@@ -38,18 +41,42 @@ func processes() []procStat {
 			continue
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 6 {
+		if len(f) < 22 {
 			continue
 		}
 		ppid, err1 := strconv.Atoi(f[1])
 		session, err2 := strconv.Atoi(f[3])
 		tpgid, err3 := strconv.Atoi(f[5])
-		if err1 != nil || err2 != nil || err3 != nil {
+		pages, err4 := strconv.ParseUint(f[21], 10, 64) // field 24, rss
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 			continue
 		}
-		out = append(out, procStat{pid: pid, ppid: ppid, session: session, tpgid: tpgid})
+		out = append(out, procStat{pid: pid, ppid: ppid, session: session, tpgid: tpgid, rss: pages * pageSize})
 	}
 	return out
+}
+
+var pageSize = uint64(os.Getpagesize())
+
+// familyRSS returns the resident memory of pid and all its descendants
+// in bytes: a kernel and what its cells started (bash_kernel's bash and
+// its jobs are in sessions of their own, so the process group would miss
+// them).
+func familyRSS(procs []procStat, pid int) uint64 {
+	children := map[int][]procStat{}
+	var total uint64
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p)
+		if p.pid == pid {
+			total = p.rss
+		}
+	}
+	for next := children[pid]; len(next) > 0; {
+		p := next[0]
+		next = append(next[1:], children[p.pid]...)
+		total += p.rss
+	}
+	return total
 }
 
 // childSessions returns the sessions led by children of pid (bash_kernel's

@@ -146,3 +146,37 @@ func floodCell(t *testing.T, c *client.Client, id string, req client.CodeRequest
 		}
 	}
 }
+
+// sandboxFull: two contexts whose kernels together need more than the
+// sandbox's memory, though each is under its own bound. Before the
+// interpreter's memory guard the host's OOM killer ended the whole
+// sandbox (it kills a systrap stub, which frees nothing, then the
+// sentry). Now the kernel whose cell fills the sandbox is killed, the
+// cell says it ran out of memory, the idle context keeps its 400 MiB
+// variable, and the sandbox lives on. Each kernel's RLIMIT_AS (896 MiB in
+// 1 GiB) lets the hog pass 600 MiB: without the guard this fails.
+func sandboxFull(t *testing.T, d *harness.Daemon) {
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{Template: "code-interpreter-v1", TimeoutSeconds: 600})
+	c, id := d.Client, sb.ID
+	if r := runCell(t, c, id, client.CodeRequest{Code: "keep = b'k' * (400 << 20)\nprint(len(keep))"}); r.stdout != "419430400\n" {
+		t.Fatalf("the idle context's variable: %s", r)
+	}
+	ctx := harness.Ctx(t, 2*time.Minute)
+	hog, err := c.CreateCodeContext(ctx, id, client.CodeContextRequest{Language: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCell(t, c, id, client.CodeRequest{ContextID: hog.ID, Code: "hog = []\nwhile True:\n    hog.append(b'x' * (8 << 20))"})
+	if r.end != client.CodeEventUnexpectedEnd || r.err == nil || !strings.HasPrefix(r.err.Value, "the kernel ran out of memory (signal: killed") {
+		t.Fatalf("the cell that filled the sandbox: %s", r)
+	}
+	if r := runCell(t, c, id, client.CodeRequest{Code: "print(len(keep))"}); r.stdout != "419430400\n" {
+		t.Errorf("the idle context after: %s", r)
+	}
+	if r := runCell(t, c, id, client.CodeRequest{ContextID: hog.ID, Code: "print(1 + 1)"}); r.stdout != "2\n" {
+		t.Errorf("the next cell on the killed context: %s", r)
+	}
+	if info, err := c.GetSandbox(ctx, id); err != nil || info.State != "running" {
+		t.Errorf("the sandbox after: %+v %v", info, err)
+	}
+}

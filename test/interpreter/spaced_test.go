@@ -50,6 +50,7 @@ func TestSDKsThroughSpaced(t *testing.T) {
 	t.Run("native", func(t *testing.T) { nativeAPI(t, d) })
 	// Output floods and memory, in a sandbox of their own (issue 27).
 	t.Run("output flood", func(t *testing.T) { outputFlood(t, d) })
+	t.Run("sandbox full", func(t *testing.T) { sandboxFull(t, d) })
 
 	env := append(harness.WithoutE2B(os.Environ()),
 		"E2B_API_URL=http://"+d.Addr, "E2B_SANDBOX_URL=http://"+d.Addr, "E2B_API_KEY="+d.APIKey)

@@ -11,7 +11,8 @@
 #   - the e2b/chart formatter: a matplotlib Figure through e2b-charts;
 #   - application/json for plain lists and dicts (numpy values included);
 #   - Pillow images saved to a file shown as results, as E2B's are;
-#   - a bound on what one execution writes to stdout and stderr (below).
+#   - a bound on what one execution writes to stdout and stderr (below);
+#   - no output history (below).
 # Names defined here are hidden from the user's namespace by IPython.
 
 
@@ -23,6 +24,27 @@ def _space_setup():
     import types
 
     ip = get_ipython()  # noqa: F821 (IPython provides it to startup files)
+
+    # --- no output history -------------------------------------------------
+    # IPython 9 keeps every cell's stdout and stderr text, results and
+    # displays in history_manager.outputs for the kernel's life (for
+    # `%history -o`, whose database here is :memory:): a 200 MiB print
+    # stayed in the kernel whole (it tees the write before the output
+    # bound below cuts it), and so did every figure ever shown. The
+    # sandbox's memory is shared by its kernels, so nothing is kept.
+    # (Out, _ and _N, the values of cells, are kept as IPython keeps them.)
+    class NoOutputs(dict):
+        def __contains__(self, key):
+            return False
+
+        def __getitem__(self, key):
+            return []
+
+        def __setitem__(self, key, value):
+            pass
+
+    if hasattr(ip.history_manager, "outputs"):
+        ip.history_manager.outputs = NoOutputs()
 
     # --- environment variables -------------------------------------------
     mod = types.ModuleType("_space_interpreter")
