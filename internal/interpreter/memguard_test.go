@@ -43,6 +43,26 @@ func TestFamilyRSS(t *testing.T) {
 	}
 }
 
+func TestParseAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		name, info string
+		want       uint64
+	}{
+		// gVisor: MemAvailable is MemFree; the file cache is the host's.
+		{"gvisor", "MemTotal: 1048576 kB\nMemFree: 474220 kB\nMemAvailable: 474220 kB\nActive(file): 58060 kB\nInactive(file): 58064 kB\n", 590344 << 10},
+		// Linux: MemAvailable counts what it can reclaim, and is more.
+		{"linux", "MemFree: 1000 kB\nMemAvailable: 9000 kB\nActive(file): 2000 kB\nInactive(file): 3000 kB\n", 9000 << 10},
+		{"no file lines", "MemFree: 1000 kB\n", 1000 << 10},
+	} {
+		if got, err := parseAvailable([]byte(tc.info)); err != nil || got != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := parseAvailable([]byte("MemTotal: 1 kB\n")); err == nil {
+		t.Error("no MemFree: no error")
+	}
+}
+
 func TestMeminfoBytes(t *testing.T) {
 	info := []byte("MemTotal:        1048576 kB\nMemFree:          987268 kB\nMemAvailable:     987000 kB\n")
 	for _, tc := range []struct {
