@@ -66,6 +66,13 @@ func sharedServer(t *testing.T) *testServer {
 // and a logger filled in), stopped at the test's end.
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
+	return startServerWith(t, cfg, nil)
+}
+
+// startServerWith is startServer with prepare run on the server between
+// New and Start (nil: nothing), for a test that swaps a part's input.
+func startServerWith(t testing.TB, cfg Config, prepare func(*Server)) *testServer {
+	t.Helper()
 	cfg.Python, cfg.Deno = interpretertest.Python(t), interpretertest.Deno(t)
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger()
@@ -76,6 +83,9 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
 	}
 	s.Start()
 	if err := s.Err(); err != nil {

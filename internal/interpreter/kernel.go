@@ -310,9 +310,7 @@ func (k *kernel) alive() bool {
 // process group, and one that ignores SIGHUP (nohup) would outlive bash.
 func (k *kernel) kill() {
 	if k.cmd != nil && k.cmd.Process != nil {
-		pid := k.cmd.Process.Pid
-		sessions := childSessions(pid)
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		sessions := k.killGroup()
 		<-k.exited
 		killSessions(sessions)
 	}
@@ -331,10 +329,18 @@ func (k *kernel) killForMemory() {
 		return
 	}
 	k.oom.Store(true)
+	killSessions(k.killGroup())
+}
+
+// killGroup sends SIGKILL to the kernel's process group and returns the
+// sessions its children led before (bash_kernel's bash, setsid jobs),
+// which the group's kill does not reach: the caller kills them with
+// killSessions.
+func (k *kernel) killGroup() []int {
 	pid := k.cmd.Process.Pid
 	sessions := childSessions(pid)
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	killSessions(sessions)
+	return sessions
 }
 
 // exitStatus describes how the process ended ("" while it runs): with

@@ -1,14 +1,11 @@
 package interpreter
 
 import (
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/spacesandbox/space/internal/interpreter/interpretertest"
 )
 
 func TestMemoryReserve(t *testing.T) {
@@ -84,31 +81,15 @@ func TestMeminfoBytes(t *testing.T) {
 // (1.5 GiB) and fail with MemoryError instead. While no cell runs the
 // guard does not read the free memory.
 func TestMemoryGuardKillsTheBusyKernel(t *testing.T) {
-	cfg := Config{KernelAddressSpace: 1536 << 20, MemoryReserve: 100 << 20, Logger: testLogger(), Cwd: t.TempDir()}
-	cfg.Python, cfg.Deno = interpretertest.Python(t), interpretertest.Deno(t)
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	held := func() uint64 { return familyRSS(processes(), os.Getpid()) }
 	budget := held() + 700<<20
 	var reads atomic.Int64
-	s.guard.free = func() (uint64, error) {
-		reads.Add(1)
-		return budget - min(held(), budget), nil
-	}
-	s.Start()
-	if err := s.Err(); err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		s.Close()
+	ts := startServerWith(t, Config{KernelAddressSpace: 1536 << 20, MemoryReserve: 100 << 20}, func(s *Server) {
+		s.guard.free = func() (uint64, error) {
+			reads.Add(1)
+			return budget - min(held(), budget), nil
+		}
 	})
-	ts := &testServer{Server: s, URL: hs.URL}
 
 	if ls := ts.execute(t, map[string]any{"code": "keep = b'k' * (250 << 20)\nprint(len(keep))"}); ls.stdout() != "262144000\n" {
 		t.Fatalf("the idle context's variable: %v", ls)
