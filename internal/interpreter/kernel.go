@@ -80,12 +80,19 @@ if module == "bash_kernel":
     exec(compile(os.environ.pop("SPACE_BASH_HOOK"), "space_bash_hook", "exec"))
 if quick:
     from ipykernel import iostream
-    _flush = iostream.OutStream.flush
+    _flush, _send = iostream.OutStream.flush, iostream.OutStream._flush
+    def _space_send(self):
+        self._space_sending = True
+        try:
+            _send(self)
+        finally:
+            self._space_sending = False
     def _space_flush(self):
         t = self.pub_thread
-        if (getattr(self, "_buffers", True) or self.echo is not None or t is None
-                or t.thread is None or t.thread.ident == threading.get_ident()):
+        if (getattr(self, "_buffers", True) or getattr(self, "_space_sending", False) or self.echo is not None
+                or t is None or t.thread is None or t.thread.ident == threading.get_ident()):
             return _flush(self)
+    iostream.OutStream._flush = _space_send
     iostream.OutStream.flush = _space_flush
 runpy.run_module(module, run_name="__main__", alter_sys=True)`
 
@@ -99,9 +106,13 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)`
 //   - ipykernel flushes stdout and stderr twice per cell (around the
 //     displayhook and before the reply), and each flush, even of nothing,
 //     is a round trip to its IOPub thread (two wake-ups). A flush with
-//     nothing written since the last one has nothing to send, and what an
-//     earlier one is still sending goes out on that thread ahead of
-//     anything sent after it, so such a flush returns at once.
+//     nothing written since the last one and no send of the IOPub
+//     thread's own under way has nothing to send, so it returns at once.
+//     The second condition matters: the thread's timed flush takes the
+//     buffers first and queues their message only once it is packed (a
+//     32 MiB one takes a while), and a flush that returned in between let
+//     what came after it overtake the text (the red team's Python print
+//     flood once got its truncation marker first, and so no text at all).
 //   - it sleeps 0.5 ms before each reply so that IOPub output reaches
 //     clients that stop at the reply; this server waits for the kernel's
 //     idle status on IOPub, which comes after all of it, so the sleep is
