@@ -113,8 +113,9 @@ func (g *memoryGuard) idle() bool {
 }
 
 // check kills the biggest busy kernel if the free memory is under the
-// reserve, and waits for it to be gone (its memory is given back only
-// then: a second look before would kill another).
+// reserve, and waits for it to be gone and the free memory to be back
+// over the reserve (at most memoryReturnWait): a second look before would
+// kill another.
 func (g *memoryGuard) check() {
 	free, err := g.free()
 	if err != nil || free >= g.reserve {
@@ -127,12 +128,36 @@ func (g *memoryGuard) check() {
 	g.log.Warn("the sandbox is almost out of memory: killing the biggest kernel running a cell",
 		"free_mib", free>>20, "reserve_mib", g.reserve>>20, "kernel", k.kind.kernelName(), "kernel_rss_mib", rss>>20)
 	k.killForMemory()
+	// gVisor gives the killed kernel's memory back some time after it
+	// is reaped (seconds on a loaded host): judging before that killed
+	// the next busy kernel too, an idle context's small cell.
+	deadline := time.After(memoryReturnWait)
 	select {
 	case <-k.exited:
-	case <-time.After(2 * time.Second):
+	case <-deadline:
+		return
 	case <-g.stop:
+		return
+	}
+	t := time.NewTicker(memoryCheckEvery)
+	defer t.Stop()
+	for {
+		if free, err := g.free(); err != nil || free >= g.reserve {
+			return
+		}
+		select {
+		case <-t.C:
+		case <-deadline:
+			return
+		case <-g.stop:
+			return
+		}
 	}
 }
+
+// memoryReturnWait bounds how long the guard waits, after a kill, for the
+// kernel to end and its memory to come back before it judges again.
+const memoryReturnWait = 5 * time.Second
 
 // biggestBusy returns the running-cell kernel whose process family holds
 // the most resident memory, and that memory.
