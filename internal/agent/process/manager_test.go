@@ -102,3 +102,36 @@ func pidOf(p *Proc) uint32 {
 	}
 	return p.Pid()
 }
+
+// Once a follower has seen a process's end event, input, resizes and
+// stdin writes to it are not_found (envd's answer), never the
+// failed_precondition of a pty or stdin already closed: the process is
+// marked ended before its end event is buffered (CI once resized in the
+// moment between the two).
+func TestEndedProcessIsNotFound(t *testing.T) {
+	m := NewManager(Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 50 {
+		p, err := m.Start(Spec{
+			Config: &process.ProcessConfig{Cmd: "/bin/true"},
+			PTY:    &process.PTY_Size{Cols: 80, Rows: 24}, Stdin: true,
+			Env: []string{"PATH=" + DefaultPath}, Dir: "/",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Follow(ctx, 0, 0, func(Event) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for name, call := range map[string]func() error{
+			"resize":    func() error { return p.Resize(100, 30) },
+			"pty input": func() error { return p.WritePTY([]byte("x")) },
+			"stdin":     func() error { return p.WriteStdin([]byte("x")) },
+		} {
+			if err := call(); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("run %d: %s after the end event: %v, want not found", i, name, err)
+			}
+		}
+	}
+}

@@ -91,9 +91,20 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// errEnded is what input, resizes and stdin's close get once the process
+// has exited: envd forgets a process when it ends, so it is not_found, even
+// in the moment between its exit and its end event reaching a stream.
+func (p *Proc) errEnded() error {
+	return fmt.Errorf("%w: process with pid %d not found", ErrNotFound, p.pid)
+}
+
 // WriteStdin writes to the process's stdin, or its PTY when it has one.
 func (p *Proc) WriteStdin(data []byte) error {
 	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return p.errEnded()
+	}
 	w := p.stdin
 	if p.pty != nil {
 		w = p.pty
@@ -113,8 +124,11 @@ func (p *Proc) WriteStdin(data []byte) error {
 // WritePTY writes to the process's PTY.
 func (p *Proc) WritePTY(data []byte) error {
 	p.mu.Lock()
-	f := p.pty
+	f, exited := p.pty, p.exited
 	p.mu.Unlock()
+	if exited {
+		return p.errEnded()
+	}
 	if f == nil {
 		return fmt.Errorf("%w: process %d has no pty", ErrPrecondition, p.pid)
 	}
@@ -146,6 +160,9 @@ func (p *Proc) CloseStdin() error {
 func (p *Proc) Resize(cols, rows uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.exited {
+		return p.errEnded()
+	}
 	if p.pty == nil {
 		return fmt.Errorf("%w: error resizing tty: tty not assigned to process", ErrPrecondition) // envd's text
 	}

@@ -271,12 +271,10 @@ func (s *Service) live(sel *process.ProcessSelector) (*Proc, error) {
 	if err != nil {
 		return nil, ConnectError(err)
 	}
-	select {
-	case <-p.Done():
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", p.Pid()))
-	default:
-		return p, nil
+	if !p.Running() {
+		return nil, ConnectError(p.errEnded())
 	}
+	return p, nil
 }
 
 // ConnectError maps package errors to Connect codes; the message is the error's.
