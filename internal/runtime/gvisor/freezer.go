@@ -199,12 +199,28 @@ func (r *Runtime) readState(id string) (runscState, error) {
 	return st, nil
 }
 
-// thawForTeardown thaws a frozen sandbox before runsc is asked to stop or
-// delete it: a frozen sentry answers no request, and a cgroup v1 frozen
-// task does not die of SIGKILL until it is thawed. A sandbox without a
-// freezer cgroup (already gone, or none made) needs nothing.
-func (r *Runtime) thawForTeardown(ctx context.Context, id string) {
+// releaseRest readies a sandbox for runsc to stop or delete it: a frozen
+// one is thawed (a frozen sentry answers no request, and a cgroup v1 frozen
+// task does not die of SIGKILL until it is thawed), and the rest cgroup is
+// emptied into the sandbox's own and removed: runsc removes the cgroups it
+// made, and with a child cgroup left in one it retried that for 5 s on
+// every delete of a sandbox that had ever rested (a kill, a pause, a
+// hibernation). A sandbox without a freezer cgroup (already gone, or none
+// made) needs nothing.
+func (r *Runtime) releaseRest(ctx context.Context, id string) {
+	f, err := freezerOf(id)
+	if err != nil || !exists(f.dir) {
+		return
+	}
 	if frozen, err := r.IdleFrozen(ctx, id); err == nil && frozen {
 		r.ThawIdle(ctx, id)
 	}
+	if procs, err := os.ReadFile(filepath.Join(f.dir, "cgroup.procs")); err == nil {
+		for _, field := range strings.Fields(string(procs)) {
+			if pid, _ := strconv.Atoi(field); pid > 0 {
+				moveProc(f.parent, pid)
+			}
+		}
+	}
+	syscall.Rmdir(f.dir)
 }

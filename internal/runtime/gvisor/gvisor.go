@@ -198,7 +198,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
-	r.thawForTeardown(ctx, id)
+	r.releaseRest(ctx, id)
 	flags := r.savedFlags(id)
 	if _, err := r.run(ctx, append(flags, "kill", id, "TERM")...); err != nil {
 		if st, _ := r.State(ctx, id); st != runtime.StateRunning {
@@ -224,7 +224,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "invalid sandbox id %q", id)
 	}
 	r.forgetLayer(id)
-	r.thawForTeardown(ctx, id)
+	r.releaseRest(ctx, id)
 	var errs []error
 	// runsc holds a container exactly when its state file exists; a failed
 	// delete matters only if the container is still there afterwards.
