@@ -64,7 +64,8 @@ func Main(m *testing.M, s Suite) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
 		code = 1
 	}
-	if code == 0 {
+	// SPACE_TEST_KEEP_LOGS keeps them after a pass too (to read timings).
+	if code == 0 && os.Getenv("SPACE_TEST_KEEP_LOGS") == "" {
 		os.RemoveAll(tmp)
 	} else {
 		fmt.Fprintf(os.Stderr, "%s: logs kept in %s\n", s.Name, tmp)
