@@ -169,7 +169,7 @@ func runGroupEnv(t *testing.T, d *harness.Daemon, id, user string, group []attem
 		t.Run(a.id, func(t *testing.T) {
 			r, ok := got[a.id]
 			if !ok {
-				t.Fatalf("no result (harness exit %+v, stderr %s)", *out.Exit, harness.Clip(out.Stderr))
+				t.Fatalf("no result (harness exit %+v, stderr %s, stdout %s)", *out.Exit, harness.Clip(out.Stderr), harness.Clip(out.Stdout))
 			}
 			t.Logf("result: %s", rawLine[a.id])
 			if err := noLeak(rawLine[a.id], leaks); err != nil {
