@@ -93,10 +93,12 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
 }
 
 // What Sandbox.Rest says of a running sandbox: frozen at rest (no CPU;
-// the next request wakes it) or awake.
+// the next request wakes it), hibernated (checkpointed to the node's disk,
+// its memory given back; the next request restores it in place) or awake.
 const (
-	RestFrozen = "frozen"
-	RestAwake  = "awake"
+	RestFrozen     = "frozen"
+	RestHibernated = "hibernated"
+	RestAwake      = "awake"
 )
 
 // GetSandboxRest returns one sandbox with its Rest set (if running).

@@ -231,8 +231,9 @@ func (e LogLineLevel) Valid() bool {
 
 // Defines values for SandboxRest.
 const (
-	Awake  SandboxRest = "awake"
-	Frozen SandboxRest = "frozen"
+	Awake      SandboxRest = "awake"
+	Frozen     SandboxRest = "frozen"
+	Hibernated SandboxRest = "hibernated"
 )
 
 // Valid indicates whether the value is a known member of the SandboxRest enum.
@@ -241,6 +242,8 @@ func (e SandboxRest) Valid() bool {
 	case Awake:
 		return true
 	case Frozen:
+		return true
+	case Hibernated:
 		return true
 	default:
 		return false
@@ -678,6 +681,9 @@ type CreateSandboxRequest struct {
 	// IdleFreezeSeconds Freeze the sandbox at rest (no CPU, still running; the next request wakes it) after this long with no request, stream or connection. 0 or left out: the node's default (SPACE_IDLE_FREEZE); -1: never.
 	IdleFreezeSeconds int `json:"idle_freeze_seconds,omitempty"`
 
+	// IdleHibernateSeconds Hibernate the sandbox at rest after this long with no request, stream or connection: checkpointed to the node's disk (encrypted), its memory given back, still running; the next request restores it in place first (same id, token, address, processes and open files). Counted from the last activity, so longer than the idle freeze delay to matter. 0 or left out: the node's default (SPACE_IDLE_HIBERNATE); -1: never.
+	IdleHibernateSeconds int `json:"idle_hibernate_seconds,omitempty"`
+
 	// KeyID Customer key (PUT /v1/keys/{key}) to encrypt checkpoints and snapshots under.
 	KeyID        string            `json:"key_id,omitempty"`
 	MaxProcesses int               `json:"max_processes,omitempty"`
@@ -1013,11 +1019,14 @@ type Sandbox struct {
 	ID         string             `json:"id"`
 
 	// IdleFreezeSeconds The sandbox's own idle freeze delay, if set (-1: never).
-	IdleFreezeSeconds int               `json:"idle_freeze_seconds,omitempty"`
-	KeyID             string            `json:"key_id,omitempty"`
-	MaxProcesses      int               `json:"max_processes,omitempty"`
-	MemoryMB          int               `json:"memory_mb,omitempty"`
-	Metadata          map[string]string `json:"metadata,omitempty"`
+	IdleFreezeSeconds int `json:"idle_freeze_seconds,omitempty"`
+
+	// IdleHibernateSeconds The sandbox's own idle hibernate delay, if set (-1: never).
+	IdleHibernateSeconds int               `json:"idle_hibernate_seconds,omitempty"`
+	KeyID                string            `json:"key_id,omitempty"`
+	MaxProcesses         int               `json:"max_processes,omitempty"`
+	MemoryMB             int               `json:"memory_mb,omitempty"`
+	Metadata             map[string]string `json:"metadata,omitempty"`
 
 	// Network Egress policy. Omitted on create, the sandbox has no egress at all. Entries are host
 	// names ("api.example.com"), subdomain wildcards ("*.example.com", not the apex), addresses
@@ -1366,7 +1375,7 @@ type ListSandboxesParams struct {
 
 // GetSandboxParams defines parameters for GetSandbox.
 type GetSandboxParams struct {
-	// Rest true adds `rest` to the answer: whether the running sandbox is frozen at rest or awake (see idle_freeze_seconds). Either way it is `running`.
+	// Rest true adds `rest` to the answer: whether the running sandbox is frozen or hibernated at rest, or awake (see idle_freeze_seconds, idle_hibernate_seconds). Either way it is `running`.
 	Rest bool `form:"rest,omitempty" json:"rest,omitempty"`
 }
 

@@ -29,7 +29,7 @@ func (a *app) benchCmd() *cobra.Command {
 		all           bool
 		desktop       bool
 		rest          bool
-		restCfg       = bench.RestConfig{N: 40, Held: 20, Window: 30 * time.Second}
+		restCfg       = bench.RestConfig{N: 40, Held: 20, Window: 30 * time.Second, Hibernated: 20}
 		reconnects    bool
 		reconCfg      = bench.ReconnectConfig{Streams: 1000, Sandboxes: 10, Duration: 60 * time.Second,
 			Interval: time.Second, CutMeanBytes: 1000, Seed: 1}
@@ -66,9 +66,10 @@ exits non-zero when any line was lost, repeated or out of order, or a stream did
 			}
 			if rest {
 				if quick {
-					restCfg.N, restCfg.Held, restCfg.Window = 5, 4, 5*time.Second
+					restCfg.N, restCfg.Held, restCfg.Window, restCfg.Hibernated = 5, 4, 5*time.Second, 3
 				}
 				restCfg.Log = cmd.ErrOrStderr()
+				restCfg.Runsc, restCfg.RootFS = rawAnchor(runsc, templates)
 				return runRest(cmd, a, restCfg, asJSON)
 			}
 			if soak {
@@ -172,9 +173,10 @@ exits non-zero when any line was lost, repeated or out of order, or a stream did
 	f.BoolVar(&all, "all", false, "also measure pause/resume (as --checkpoint) and, with --e2b PYTHON, the E2B SDK figure, into the same result")
 	f.StringVar(&runsc, "runsc", "/usr/local/lib/space/bin/runsc", "runsc for the raw comparison (root only)")
 	f.StringVar(&templates, "templates-dir", "/var/lib/space/templates", "templates, for the raw comparison's root filesystem")
-	f.BoolVar(&rest, "rest", false, "measure the rest tier instead: wake of a frozen sandbox to its first command beside an awake one's, and the host CPU an idle sandbox costs awake and frozen")
+	f.BoolVar(&rest, "rest", false, "measure the rest tier instead: wake of a frozen sandbox to its first command beside an awake one's, wake of a hibernated one beside raw runsc restore, and the host CPU an idle sandbox costs awake and frozen")
 	f.IntVar(&restCfg.N, "rest-wakes", restCfg.N, "wakes timed by --rest")
 	f.IntVar(&restCfg.Held, "rest-held", restCfg.Held, "idle sandboxes whose CPU --rest measures")
+	f.IntVar(&restCfg.Hibernated, "rest-hibernated", restCfg.Hibernated, "wakes of a hibernated sandbox timed by --rest (0: none)")
 	f.DurationVar(&restCfg.Window, "rest-window", restCfg.Window, "how long --rest measures CPU, each time")
 	f.BoolVar(&reconnects, "reconnects", false, "measure reconnects instead: command streams at once, each through a loopback proxy that cuts its connections at random and resuming with Last-Event-ID; checks that every line came exactly once and reports the reconnects per second spaced sustains (exits non-zero when an event was lost or repeated)")
 	f.IntVar(&reconCfg.Streams, "reconnect-streams", reconCfg.Streams, "command streams at once for --reconnects")

@@ -24,7 +24,12 @@ type RestConfig struct {
 	// Held is the idle sandboxes whose CPU is measured; Window how long.
 	Held   int
 	Window time.Duration
-	Log    io.Writer
+	// Hibernated is the wakes of a hibernated sandbox timed (0: none).
+	Hibernated int
+	// Runsc and RootFS, when set, add the hibernated wake's anchor: raw
+	// runsc restore of an idle container and its first exec (root only).
+	Runsc, RootFS string
+	Log           io.Writer
 }
 
 // RestFigures are the rest-tier figures, in ms (CPU: ms of CPU per second
@@ -37,6 +42,14 @@ type RestFigures struct {
 	AwakeExecP50, AwakeExecP99 float64
 	WakeOverAwakeP50           float64
 	N                          int
+	// HibernatedWakeExec is exec true on a hibernated sandbox (restore in
+	// place + command); RawRestoreExec its anchor, raw runsc restore of an
+	// idle container's image and its first exec, measured between them;
+	// HibernatedWakeRatio the ratio of the p50s.
+	HibernatedWakeExecP50, HibernatedWakeExecP99 float64
+	RawRestoreExecP50, RawRestoreExecP99         float64
+	HibernatedWakeRatio                          float64
+	HibernatedN                                  int
 	// Held idle sandboxes measured over WindowSeconds: the host's busy
 	// CPU with none held (HostCPUEmpty), and per sandbox over it, awake
 	// and frozen; and per sandbox by its own cgroup's cpuacct (what its
@@ -62,6 +75,9 @@ func Rest(ctx context.Context, c *client.Client, cfg RestConfig) (*RestFigures, 
 	}
 	r := &RestFigures{N: cfg.N, Held: cfg.Held, WindowSeconds: cfg.Window.Seconds(), LoadStart: loadAverage()}
 	if err := wakeFigures(ctx, c, cfg, r, logf); err != nil {
+		return nil, err
+	}
+	if err := hibernatedWakeFigures(ctx, c, cfg, r, logf); err != nil {
 		return nil, err
 	}
 	if err := idleCPUFigures(ctx, c, cfg, r, logf); err != nil {
@@ -107,6 +123,60 @@ func wakeFigures(ctx context.Context, c *client.Client, cfg RestConfig, r *RestF
 	r.WakeExecP50, r.WakeExecP99 = wakes.Percentile(50), wakes.Percentile(99)
 	r.AwakeExecP50, r.AwakeExecP99 = awakes.Percentile(50), awakes.Percentile(99)
 	r.WakeOverAwakeP50 = round2(r.WakeExecP50 - r.AwakeExecP50)
+	return nil
+}
+
+// hibernatedWakeFigures times exec true on a sandbox that rests
+// hibernated (waiting for it to hibernate again before each run) and,
+// between the runs, raw runsc restore of an idle container plus its first
+// exec.
+func hibernatedWakeFigures(ctx context.Context, c *client.Client, cfg RestConfig, r *RestFigures, logf func(string, ...any)) error {
+	if cfg.Hibernated <= 0 {
+		return nil
+	}
+	var raw *rawCheckpoint
+	if cfg.Runsc != "" {
+		var err error
+		if raw, err = newRawCheckpoint(ctx, cfg.Runsc, cfg.RootFS, 0); err != nil {
+			return fmt.Errorf("raw runsc anchor: %w", err)
+		}
+		defer raw.close()
+	}
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3600, IdleFreezeSeconds: 1, IdleHibernateSeconds: 2})
+	if err != nil {
+		return err
+	}
+	defer c.KillSandbox(context.WithoutCancel(ctx), sb.ID)
+	logf("rest: %d wakes of a hibernated sandbox to its first command, beside raw runsc restores", cfg.Hibernated)
+	var wakes, raws Sample
+	for range cfg.Hibernated {
+		if err := waitRest(ctx, c, sb.ID, client.RestHibernated, time.Minute); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := runToEnd(ctx, c, sb.ID, "true"); err != nil {
+			return fmt.Errorf("wake from hibernation: %w", err)
+		}
+		wakes = append(wakes, time.Since(start))
+		if raw == nil {
+			continue
+		}
+		_, image, err := raw.checkpoint(ctx)
+		if err != nil {
+			return err
+		}
+		_, first, err := raw.restore(ctx, image)
+		if err != nil {
+			return err
+		}
+		raws = append(raws, first)
+	}
+	r.HibernatedN = cfg.Hibernated
+	r.HibernatedWakeExecP50, r.HibernatedWakeExecP99 = wakes.Percentile(50), wakes.Percentile(99)
+	if raw != nil {
+		r.RawRestoreExecP50, r.RawRestoreExecP99 = raws.Percentile(50), raws.Percentile(99)
+		r.HibernatedWakeRatio = round2(r.HibernatedWakeExecP50 / r.RawRestoreExecP50)
+	}
 	return nil
 }
 

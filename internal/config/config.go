@@ -97,6 +97,9 @@ type Config struct {
 	// stream or connection before it is frozen at rest (no CPU; the next
 	// request wakes it), unless it sets its own; 0: never.
 	IdleFreeze time.Duration
+	// IdleHibernate is how long a running sandbox may go unreached before
+	// it is hibernated to this node's disk (0: never).
+	IdleHibernate time.Duration
 	// EgressDNS is the resolver ("host:port") the egress gateway asks for
 	// sandboxes; empty means the host's first nameserver in /etc/resolv.conf.
 	EgressDNS string
@@ -231,6 +234,7 @@ func Default() Config {
 		MaxBoots:             max(4, 2*goruntime.NumCPU()),
 		PausedRetention:      30 * 24 * time.Hour,
 		IdleFreeze:           5 * time.Minute,
+		IdleHibernate:        30 * time.Minute,
 		TemplateBuilds:       2,
 		TemplateBuildTimeout: 30 * time.Minute,
 		TemplateCacheTTL:     7 * 24 * time.Hour,
@@ -427,6 +431,8 @@ func (c Config) Validate() error {
 		return invalid("paused_retention", "%s must be at least 1h", c.PausedRetention)
 	case c.IdleFreeze != 0 && (c.IdleFreeze < time.Second || c.IdleFreeze > 24*time.Hour):
 		return invalid("idle_freeze", "%s must be 0 (never) or between 1s and 24h", c.IdleFreeze)
+	case c.IdleHibernate != 0 && (c.IdleHibernate < time.Second || c.IdleHibernate > 7*24*time.Hour):
+		return invalid("idle_hibernate", "%s must be 0 (never) or between 1s and 168h", c.IdleHibernate)
 	case !filepath.IsAbs(c.PlatformKeyFile):
 		return invalid("platform_key_file", "%q must be an absolute path", c.PlatformKeyFile)
 	}

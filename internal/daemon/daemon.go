@@ -109,6 +109,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 
+	// Hibernated sandboxes' images stay on this node's disk, whatever the
+	// object store: a wake must not wait for it.
+	hibernationDir, err := blobstore.NewFS(filepath.Join(cfg.DataDir, "hibernation"))
+	if err != nil {
+		return err
+	}
+
 	repos, err := openRepos(ctx, objects, keys, catalog, log)
 	if err != nil {
 		return err
@@ -165,6 +172,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ImagesDir:        imagesDir,
 		PausedRetention:  cfg.PausedRetention,
 		IdleFreeze:       cfg.IdleFreeze,
+		IdleHibernate:    cfg.IdleHibernate,
+		Hibernation:      checkpoint.NewRepo(hibernationDir, keys).WithLogger(log),
 		Egress: sandbox.EgressConfig{
 			CAPEM:        caPEM,
 			SecretExists: func(name string) bool { _, ok := sec.Get(name); return ok },

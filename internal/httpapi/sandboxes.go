@@ -33,6 +33,12 @@ func toJSON(s *sandbox.Sandbox) native.Sandbox {
 	case s.IdleFreeze > 0:
 		out.IdleFreezeSeconds = ptr(max(1, int(s.IdleFreeze/time.Second)))
 	}
+	switch {
+	case s.IdleHibernate < 0:
+		out.IdleHibernateSeconds = ptr(-1)
+	case s.IdleHibernate > 0:
+		out.IdleHibernateSeconds = ptr(max(1, int(s.IdleHibernate/time.Second)))
+	}
 	if !s.PausedAt.IsZero() {
 		out.PausedAt = ptr(s.PausedAt)
 	}
@@ -65,8 +71,8 @@ func (s *Server) CreateSandbox(w http.ResponseWriter, r *http.Request) {
 		Env: deref(req.Env), Metadata: deref(req.Metadata),
 		CPU: deref(req.Cpu), MemoryMB: deref(req.MemoryMb), DiskMB: deref(req.DiskMb), MaxProcs: deref(req.MaxProcesses),
 		Snapshot: deref(req.Snapshot), SnapshotEvery: seconds(deref(req.SnapshotEverySeconds)), SnapshotKeep: deref(req.SnapshotKeep),
-		IdleFreeze: idleFreeze(deref(req.IdleFreezeSeconds)),
-		AutoPause:  deref(req.AutoPause), AutoResume: deref(req.AutoResume), KeyID: deref(req.KeyId),
+		IdleFreeze: idleFreeze(deref(req.IdleFreezeSeconds)), IdleHibernate: idleFreeze(deref(req.IdleHibernateSeconds)),
+		AutoPause: deref(req.AutoPause), AutoResume: deref(req.AutoResume), KeyID: deref(req.KeyId),
 		AutoPauseDiskOnly: req.AutoPauseKeepMemory != nil && !*req.AutoPauseKeepMemory,
 		NoPool:            req.Pool != nil && !*req.Pool, Network: policyOf(req.Network),
 		Secrets: deref(req.Secrets), Volumes: mountsOf(deref(req.Volumes)),

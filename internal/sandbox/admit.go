@@ -108,7 +108,7 @@ func (s *Service) need(memoryMB int, imageBytes, diskBytes int64, fresh bool) ad
 // until the start fits; only then is it refused (503, saying which budget).
 func (s *Service) admit(ctx context.Context, need admission.Need, what string) (*admission.Reservation, error) {
 	r, ref := s.adm.Admit(need)
-	for ref != nil && s.pools.releaseOne(ctx, ref) {
+	for ref != nil && (s.pools.releaseOne(ctx, ref) || s.hibernateForRoom(ctx, ref)) {
 		r, ref = s.adm.Admit(need)
 	}
 	if ref != nil {

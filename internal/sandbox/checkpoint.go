@@ -306,13 +306,26 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 // saveCheckpoint uploads the image in dir as artifact id of rec; meta is
 // added to the manifest's Meta.
 func (c *Checkpoints) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string, meta map[string]string) (*checkpoint.Manifest, error) {
-	image, err := c.svc.imageRoot(rec.Template, rec.Image)
+	m, secret, err := c.svc.manifestOf(rec, id, kind, meta)
 	if err != nil {
 		return nil, err
 	}
+	if err := c.svc.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// manifestOf is the manifest of artifact id of rec, and the state to seal
+// in it; meta is added to the manifest's Meta.
+func (s *Service) manifestOf(rec *store.Sandbox, id, kind string, meta map[string]string) (*checkpoint.Manifest, []byte, error) {
+	image, err := s.imageRoot(rec.Template, rec.Image)
+	if err != nil {
+		return nil, nil, err
+	}
 	netJSON, err := json.Marshal(rec.Network)
 	if err != nil {
-		return nil, fmt.Errorf("encode network policy: %w", err)
+		return nil, nil, fmt.Errorf("encode network policy: %w", err)
 	}
 	secret, err := json.Marshal(sealedState{
 		AccessToken: rec.AccessToken, Env: rec.Env, Metadata: rec.Metadata,
@@ -320,9 +333,9 @@ func (c *Checkpoints) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id
 		AutoPauseDiskOnly: rec.AutoPauseDiskOnly, Secrets: rec.Secrets,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encode sandbox state: %w", err)
+		return nil, nil, fmt.Errorf("encode sandbox state: %w", err)
 	}
-	cp, _ := c.svc.rt.(runtime.Checkpointer)
+	cp, _ := s.rt.(runtime.Checkpointer)
 	m := &checkpoint.Manifest{
 		ID: id, Kind: kind, SandboxID: rec.ID, Template: rec.Template,
 		CreatedAt:      time.Now().UTC(),
@@ -336,14 +349,11 @@ func (c *Checkpoints) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id
 		m.Meta[k] = v
 	}
 	if vols, err := volumesMeta(rec.Volumes); err != nil {
-		return nil, err
+		return nil, nil, err
 	} else if vols != "" {
 		m.Meta[metaVolumes] = vols
 	}
-	if err := c.svc.cfg.Checkpoints.Save(ctx, m, dir, secret); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return m, secret, nil
 }
 
 // Resume restores a paused sandbox from its latest checkpoint and makes it

@@ -441,7 +441,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.AutoPause, rec.AutoResume, rec.KeyID = req.AutoPause, req.AutoResume, req.KeyID
 	rec.AutoPauseDiskOnly = req.AutoPauseDiskOnly
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
-	rec.IdleFreeze = req.IdleFreeze
+	rec.IdleFreeze, rec.IdleHibernate = req.IdleFreeze, req.IdleHibernate
 	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
 	storeErr := s.store.UpdateSandbox(ctx, &rec, store.Was(b.rec))
 	tRecord := time.Now()

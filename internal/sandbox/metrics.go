@@ -26,6 +26,12 @@ type Metrics struct {
 	// Idle sandboxes frozen at rest, and the thaws that woke them.
 	freezes     prometheus.Counter
 	thawSeconds prometheus.Histogram
+	// Idle sandboxes hibernated to disk, how long that took, and the
+	// wakes that restored them.
+	hibernateSeconds prometheus.Histogram
+	hibernateBytes   prometheus.Counter
+	hibernateFails   *prometheus.CounterVec
+	reviveSeconds    prometheus.Histogram
 }
 
 // NewMetrics registers the service's series with reg; running and pools
@@ -85,6 +91,24 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 			Help:    "Time to thaw a sandbox frozen at rest before the request that woke it.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .5},
 		}),
+		hibernateSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "space_sandbox_hibernate_seconds",
+			Help:    "Time to hibernate an idle sandbox: checkpoint, encrypt and write its image to the node's disk, free its memory.",
+			Buckets: []float64{.05, .1, .2, .5, 1, 2, 5, 10, 30},
+		}),
+		hibernateBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "space_sandbox_hibernate_bytes_total",
+			Help: "Bytes of the images of hibernated sandboxes written to the node's disk.",
+		}),
+		hibernateFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "space_sandbox_hibernate_failures_total",
+			Help: "Hibernations and wakes from hibernation that failed, by step (hibernate, wake); a failed hibernation leaves the sandbox running, a failed wake leaves it hibernated.",
+		}, []string{"step"}),
+		reviveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "space_sandbox_hibernate_wake_seconds",
+			Help:    "Time to restore a hibernated sandbox in place before the request that woke it.",
+			Buckets: []float64{.05, .1, .15, .2, .3, .4, .5, 1, 2, 5},
+		}),
 	}
 	m.quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "space_tenant_quota_refusals_total",
@@ -93,6 +117,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 	reg.MustRegister(m.quotaRefusals)
 	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses, m.poolReleases,
 		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds, m.execSeconds, m.freezes, m.thawSeconds,
+		m.hibernateSeconds, m.hibernateBytes, m.hibernateFails, m.reviveSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "space_sandboxes_running",
 			Help: "Sandboxes running on this node.",
@@ -201,5 +226,24 @@ func (m *Metrics) froze() {
 func (m *Metrics) thawed(d time.Duration) {
 	if m != nil {
 		m.thawSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) hibernated(d time.Duration, bytes int64) {
+	if m != nil {
+		m.hibernateSeconds.Observe(d.Seconds())
+		m.hibernateBytes.Add(float64(bytes))
+	}
+}
+
+func (m *Metrics) hibernateFailed(step string) {
+	if m != nil {
+		m.hibernateFails.WithLabelValues(step).Inc()
+	}
+}
+
+func (m *Metrics) revived(d time.Duration) {
+	if m != nil {
+		m.reviveSeconds.Observe(d.Seconds())
 	}
 }

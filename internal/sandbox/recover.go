@@ -34,6 +34,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		}
 	}
 	s.removeOrphans(ctx, owned)
+	s.sweepHibernation(ctx, s.hibernatedImages())
 	return nil
 }
 
@@ -78,6 +79,14 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	if err != nil {
 		return err
 	}
+	if st == runtime.StateUnknown {
+		// No runtime sandbox: hibernated, if its image is here.
+		if image := s.hibernatedImage(ctx, rec); image != "" {
+			s.adopt(rec, ep, newAgentConn(ep.SandboxIP, rec.AccessToken), false, image)
+			log.Info("sandbox re-attached", "hibernated", image)
+			return nil
+		}
+	}
 	if st == runtime.StatePaused {
 		// Frozen by a pause that never finished: it was not recorded, so
 		// the sandbox goes on running.
@@ -119,17 +128,38 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		s.metrics.ended(store.StateLost, reason)
 		return s.store.UpdateSandbox(ctx, rec, from)
 	}
+	s.adopt(rec, ep, agent, frozen, "")
+	log.Info("sandbox re-attached", "frozen", frozen)
+	// Expired ones are reaped by the first pass of the reaper.
+	return nil
+}
+
+// adopt makes running sandbox rec live again after a restart: frozen at
+// rest, hibernated in image, or awake.
+func (s *Service) adopt(rec *store.Sandbox, ep network.Endpoint, agent *AgentConn, frozen bool, image string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	e := (&entry{rec: rec, agent: agent, ep: ep}).published()
 	if rec.State != store.StatePooled && rec.Build == "" {
 		e.owner, e.use = tenant.Of(rec.Tenant), usageOf(rec.CPU, rec.MemoryMB)
 	}
 	s.live[rec.ID] = e
-	s.attachRest(e, frozen)
-	s.mu.Unlock()
-	log.Info("sandbox re-attached", "frozen", frozen)
-	// Expired ones are reaped by the first pass of the reaper.
-	return nil
+	s.attachRest(e, frozen, image)
+}
+
+// hibernatedImages are the images live sandboxes are hibernated in.
+func (s *Service) hibernatedImages() map[string]bool {
+	keep := map[string]bool{}
+	for _, e := range s.liveEntries() {
+		if r := e.rest(); r != nil {
+			r.mu.Lock()
+			if r.hibernated {
+				keep[r.image] = true
+			}
+			r.mu.Unlock()
+		}
+	}
+	return keep
 }
 
 func (s *Service) removeOrphans(ctx context.Context, owned map[string]bool) {
@@ -209,8 +239,7 @@ func (s *Service) reap(ctx context.Context) {
 		if slices.Contains(expired, id) {
 			continue
 		}
-		// Paused means frozen for a pause or snapshot in progress: alive.
-		if st, err := s.rt.State(ctx, id); err == nil && st != runtime.StateRunning && st != runtime.StatePaused {
+		if s.stoppedUnexpectedly(ctx, entries[id]) {
 			reason := "sandbox stopped unexpectedly"
 			if er, ok := s.rt.(runtime.ExitReasoner); ok {
 				if why := er.ExitReason(ctx, id); why != "" {
@@ -232,6 +261,24 @@ func (s *Service) reap(ctx context.Context) {
 			s.log.Error("reap sandbox", "sandbox", id, "err", err)
 		}
 	}
+}
+
+// stoppedUnexpectedly says whether e's sandbox is no longer running on its
+// own (out of memory, killed on the host). Paused means frozen for a pause
+// or snapshot in progress: alive. A hibernated one has no runtime sandbox
+// by design, and none is made or removed while this looks.
+func (s *Service) stoppedUnexpectedly(ctx context.Context, e *entry) bool {
+	stopped := false
+	look := func() {
+		st, err := s.rt.State(ctx, e.record().ID)
+		stopped = err == nil && st != runtime.StateRunning && st != runtime.StatePaused
+	}
+	if r := e.rest(); r != nil {
+		r.whileRunning(look)
+	} else {
+		look()
+	}
+	return stopped
 }
 
 // clockStep is the smallest difference between wall and monotonic time

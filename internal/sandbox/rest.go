@@ -31,10 +31,11 @@ import (
 // In the APIs a resting sandbox is running; Service.Rest tells the two
 // apart for a client that asks.
 
-// RestFrozen and RestAwake are what Service.Rest reports.
+// RestFrozen, RestHibernated and RestAwake are what Service.Rest reports.
 const (
-	RestFrozen = "frozen"
-	RestAwake  = "awake"
+	RestFrozen     = "frozen"
+	RestHibernated = "hibernated"
+	RestAwake      = "awake"
 )
 
 // busyCPU is the share of one CPU above which a sandbox that nothing
@@ -59,6 +60,14 @@ type rest struct {
 	holds  int
 	last   time.Time
 	frozen bool
+	// hibernated: the sandbox is not running but saved in image (its
+	// hibernation on the node's disk, hibernate.go); deep makes and
+	// restores such images. gone: the sandbox is being ended, and must
+	// not be woken again.
+	hibernated bool
+	image      string
+	deep       hibernator
+	gone       bool
 	// cpu is the sandbox's CPU time when the freezer last looked, at
 	// cpuAt (busy).
 	cpu   time.Duration
@@ -71,6 +80,21 @@ type rest struct {
 
 // errFrozen is what a request that must not wake a sandbox gets.
 var errFrozen = errdefs.New(errdefs.ErrUnavailable, "the sandbox is frozen at rest")
+
+// errEnding is what a request to a sandbox being ended gets.
+var errEnding = errdefs.New(errdefs.ErrNotFound, "the sandbox is ending")
+
+// hibernator saves a stopped copy of a resting sandbox and brings it back
+// in place (hibernate.go).
+type hibernator interface {
+	// hibernate checkpoints the (thawed) sandbox into an image on the
+	// node's disk and frees what it held; it returns the image. On an
+	// error the sandbox runs as before.
+	hibernate(ctx context.Context) (image string, err error)
+	// revive restores the sandbox from image in place and deletes the
+	// image once it runs. On an error it stays hibernated in image.
+	revive(ctx context.Context, image string) error
+}
 
 type noWakeKey struct{}
 
@@ -88,11 +112,14 @@ func (r *rest) hold(ctx context.Context) (release func(), err error) {
 	quiet := ctx.Value(noWakeKey{}) != nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.frozen {
+	if r.gone {
+		return nil, errEnding
+	}
+	if r.frozen || r.hibernated {
 		if quiet {
 			return nil, errFrozen
 		}
-		if err := r.thawLocked(ctx); err != nil {
+		if err := r.wakeLocked(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -125,15 +152,93 @@ func (r *rest) thawLocked(ctx context.Context) error {
 	return nil
 }
 
-// wake thaws a frozen sandbox for a lifecycle call without counting it as
-// activity: once the call is done the freezer may take it again.
+// wakeLocked brings a resting sandbox back: restored in place from its
+// hibernation, or thawed.
+func (r *rest) wakeLocked(ctx context.Context) error {
+	if r.hibernated {
+		if err := r.deep.revive(context.WithoutCancel(ctx), r.image); err != nil {
+			return err
+		}
+		r.hibernated, r.image = false, ""
+		return nil
+	}
+	if r.frozen {
+		return r.thawLocked(ctx)
+	}
+	return nil
+}
+
+// wake brings a resting sandbox back for a lifecycle call without counting
+// it as activity: once the call is done the freezer may take it again.
 func (r *rest) wake(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.frozen {
-		return nil
+	if r.gone {
+		return errEnding
 	}
-	return r.thawLocked(ctx)
+	return r.wakeLocked(ctx)
+}
+
+// hibernateIfIdle hibernates the sandbox if it is frozen, nothing is open
+// to it and nothing was for delay (<= 0: never). The caller holds the
+// entry's lock.
+func (r *rest) hibernateIfIdle(ctx context.Context, now time.Time, delay time.Duration) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hibernateLocked(ctx, now, delay)
+}
+
+// hibernateEarly hibernates the sandbox now if it is frozen and nothing is
+// open to it, unless a request or a wake holds its rest (the node is short
+// of memory, admission.go). The caller holds the entry's lock.
+func (r *rest) hibernateEarly(ctx context.Context) (bool, error) {
+	if !r.mu.TryLock() {
+		return false, nil
+	}
+	defer r.mu.Unlock()
+	return r.hibernateLocked(ctx, time.Now(), time.Nanosecond)
+}
+
+func (r *rest) hibernateLocked(ctx context.Context, now time.Time, delay time.Duration) (bool, error) {
+	if r.deep == nil || !r.frozen || r.hibernated || r.gone || r.holds > 0 || delay <= 0 || now.Sub(r.last) < delay {
+		return false, nil
+	}
+	// Checkpointing asks the sandbox's kernel, which answers nothing
+	// frozen.
+	if err := r.fr.ThawIdle(ctx, r.id); err != nil {
+		return false, err
+	}
+	r.frozen = false
+	image, err := r.deep.hibernate(ctx)
+	if err != nil {
+		r.last = now // not again at once; the freezer takes it next tick
+		return false, err
+	}
+	r.hibernated, r.image = true, image
+	return true, nil
+}
+
+// retire marks the sandbox as being ended: nothing wakes it again. It
+// returns the image it is hibernated in ("" if none), which the caller
+// deletes once the sandbox is torn down.
+func (r *rest) retire() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gone = true
+	if r.hibernated {
+		return r.image
+	}
+	return ""
+}
+
+// whileRunning calls f unless the sandbox is hibernated (no runtime
+// sandbox then), with no hibernation or wake between.
+func (r *rest) whileRunning(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.hibernated {
+		f()
+	}
 }
 
 // freezeIfIdle freezes the sandbox if nothing is open to it and nothing
@@ -141,7 +246,7 @@ func (r *rest) wake(ctx context.Context) error {
 func (r *rest) freezeIfIdle(ctx context.Context, now time.Time, delay time.Duration) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.frozen || r.holds > 0 || delay <= 0 || now.Sub(r.last) < delay {
+	if r.frozen || r.hibernated || r.gone || r.holds > 0 || delay <= 0 || now.Sub(r.last) < delay {
 		return false, nil
 	}
 	if r.beforeFreeze != nil {
@@ -169,6 +274,25 @@ func (r *rest) isFrozen() bool {
 	return r.frozen
 }
 
+func (r *rest) isHibernated() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hibernated
+}
+
+// tier is RestFrozen, RestHibernated or RestAwake.
+func (r *rest) tier() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.hibernated:
+		return RestHibernated
+	case r.frozen:
+		return RestFrozen
+	}
+	return RestAwake
+}
+
 // idleSince reports when the sandbox was last reached, and whether
 // something is open to it now.
 func (r *rest) idleSince() (time.Time, bool) {
@@ -178,14 +302,19 @@ func (r *rest) idleSince() (time.Time, bool) {
 }
 
 // attachRest gives live entry e's instance a rest, if the runtime can
-// freeze sandboxes; frozen says the runtime holds it frozen already (found
-// so after a restart).
-func (s *Service) attachRest(e *entry, frozen bool) {
+// freeze sandboxes; frozen says the runtime holds it frozen already, image
+// that it is hibernated in that image (each found so after a restart).
+func (s *Service) attachRest(e *entry, frozen bool, image string) {
 	fr, ok := s.rt.(runtime.IdleFreezer)
 	if !ok || e.agent == nil {
 		return
 	}
-	e.agent.conns.rest.Store(&rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed, beforeFreeze: e.agent.conns.dropIdle})
+	r := &rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed, beforeFreeze: e.agent.conns.dropIdle}
+	if h := s.hibernatorOf(e); h != nil {
+		r.deep = h
+		r.hibernated, r.image = image != "", image
+	}
+	e.agent.conns.rest.Store(r)
 }
 
 // rest is the rest of e's running instance (nil: it has none).
@@ -217,14 +346,15 @@ func (s *Service) idleFreezeOf(rec *store.Sandbox) time.Duration {
 	return s.cfg.IdleFreeze
 }
 
-// Rest reports whether running sandbox id is frozen at rest or awake.
+// Rest reports whether running sandbox id is frozen or hibernated at
+// rest, or awake.
 func (s *Service) Rest(id string) (string, error) {
 	e, ok := s.entry(id)
 	if !ok {
 		return "", s.notRunning(id)
 	}
-	if r := e.rest(); r != nil && r.isFrozen() {
-		return RestFrozen, nil
+	if r := e.rest(); r != nil {
+		return r.tier(), nil
 	}
 	return RestAwake, nil
 }
@@ -254,7 +384,11 @@ func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
 		if rec.State != store.StateRunning || rec.Build != "" || delay <= 0 || r == nil {
 			continue
 		}
-		if last, busy := r.idleSince(); busy || now.Sub(last) < delay || r.isFrozen() {
+		if r.isFrozen() {
+			s.hibernateIdle(ctx, e, r, now)
+			continue
+		}
+		if last, busy := r.idleSince(); busy || now.Sub(last) < delay || r.isHibernated() {
 			continue
 		}
 		if s.busy(ctx, r, now) {

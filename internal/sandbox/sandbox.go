@@ -48,6 +48,9 @@ type Sandbox struct {
 	// IdleFreeze is how long it may go unreached before it is frozen at
 	// rest: 0 the node's default, < 0 never.
 	IdleFreeze time.Duration
+	// IdleHibernate is how long it may go unreached before it is
+	// hibernated (0: the node's default, < 0: never).
+	IdleHibernate time.Duration
 	// Rest is RestFrozen or RestAwake for a running sandbox when asked
 	// for (Service.Rest), else empty.
 	Rest string
@@ -71,7 +74,7 @@ func fromRecord(r *store.Sandbox) *Sandbox {
 		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
 		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: tenant.Bare(r.KeyID),
 		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
-		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep, IdleFreeze: r.IdleFreeze,
+		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep, IdleFreeze: r.IdleFreeze, IdleHibernate: r.IdleHibernate,
 		Volumes: slices.Clone(r.Volumes), Tenant: tenant.Of(r.Tenant), Node: r.Node,
 	}
 }
@@ -99,8 +102,9 @@ type CreateRequest struct {
 	// SnapshotEvery and SnapshotKeep schedule disk snapshots.
 	SnapshotEvery time.Duration
 	SnapshotKeep  int
-	// IdleFreeze: see Sandbox.
-	IdleFreeze time.Duration
+	// IdleFreeze and IdleHibernate: see Sandbox.
+	IdleFreeze    time.Duration
+	IdleHibernate time.Duration
 	// AutoPause pauses the sandbox at its timeout instead of killing it;
 	// AutoResume lets traffic through the E2B proxy resume it.
 	AutoPause  bool

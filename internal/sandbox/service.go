@@ -75,6 +75,13 @@ type Config struct {
 	// IdleFreeze is how long a running sandbox may go unreached before it
 	// is frozen at rest (rest.go), unless it sets its own; 0: never.
 	IdleFreeze time.Duration
+	// IdleHibernate is how long a running sandbox may go unreached before
+	// it is hibernated into Hibernation (0 or no Hibernation: never),
+	// unless it sets its own.
+	IdleHibernate time.Duration
+	// Hibernation keeps the images of hibernated sandboxes, on this
+	// node's own disk (a wake must not wait for object storage).
+	Hibernation *checkpoint.Repo
 }
 
 // Network is what the service needs of the host's networking: a
@@ -370,6 +377,9 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	if err := checkIdleFreeze(req.IdleFreeze); err != nil {
 		return err
 	}
+	if err := checkIdleHibernate(req.IdleHibernate); err != nil {
+		return err
+	}
 	if req.SnapshotKeep < 0 || req.SnapshotKeep > 100 {
 		return errdefs.New(errdefs.ErrInvalidArgument, "snapshots to keep must be between 0 and 100")
 	}
@@ -434,7 +444,7 @@ func (s *Service) liveEntries() []*entry {
 func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
 	s.mu.Lock()
 	s.live[e.rec.ID] = e.published()
-	s.attachRest(e, false)
+	s.attachRest(e, false, "")
 	s.consumeLocked(q, part)
 	s.mu.Unlock()
 }
@@ -636,9 +646,12 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.setRec(&intent)
+	// Nothing wakes it from here on; a hibernated one goes with its image.
+	image := e.retire()
 	if err := s.teardown(context.WithoutCancel(ctx), e.rec.ID, e.ep); err != nil {
 		return err
 	}
+	s.deleteHibernation(context.WithoutCancel(ctx), id, image)
 	updated := *e.rec
 	updated.State, updated.Reason, updated.EndedAt, updated.Ending = state, reason, time.Now().UTC(), ""
 	if err := s.store.UpdateSandbox(context.WithoutCancel(ctx), &updated, store.Was(e.rec)); err != nil {

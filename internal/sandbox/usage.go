@@ -107,7 +107,8 @@ type target struct {
 	cpus   int
 	mem    uint64
 	disk   uint64
-	// frozen: the sandbox rests in the freezer, so nothing in it moves.
+	// frozen: the sandbox rests (in the freezer, or hibernated), so
+	// nothing in it moves.
 	frozen bool
 }
 
@@ -130,7 +131,7 @@ func (s *Service) runningTargets() []target {
 		if rec.State == store.StateRunning && rec.Ending == "" {
 			r := e.rest()
 			out = append(out, target{id: id, tenant: rec.Tenant, e: e, cpus: rec.CPU, mem: uint64(rec.MemoryMB) << 20, disk: uint64(rec.DiskMB) << 20,
-				frozen: r != nil && r.isFrozen()})
+				frozen: r != nil && r.tier() != RestAwake})
 		}
 		e.mu.Unlock()
 	}

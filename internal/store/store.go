@@ -83,6 +83,15 @@ type Sandbox struct {
 	// IdleFreeze is how long the sandbox may go unreached before it is
 	// frozen at rest: 0 the node's default, < 0 never.
 	IdleFreeze time.Duration `json:"idle_freeze,omitempty"`
+	// IdleHibernate is how long the sandbox may go unreached before it
+	// is hibernated (checkpointed to the node's disk, its memory given
+	// back): 0 the node's default, < 0 never.
+	IdleHibernate time.Duration `json:"idle_hibernate,omitempty"`
+	// Hibernation is the image of the sandbox's last hibernation on this
+	// node's disk. While the runtime holds no sandbox of this id, the
+	// sandbox is hibernated in it; once it runs again the reference is
+	// stale (its image was deleted at the wake) until the next one.
+	Hibernation *CheckpointRef `json:"hibernation,omitempty"`
 	// Paused is when the sandbox was last paused (for retention).
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	// Secrets maps the placeholders in Env to the names of the secrets

@@ -274,3 +274,88 @@ func TestAdmissionPoolShrinksFirst(t *testing.T) {
 		t.Errorf("the pool refilled to %v on a node at its budget", r)
 	}
 }
+
+// restIn waits until sandbox id rests in tier want (frozen, hibernated).
+func restIn(t *testing.T, d *harness.Daemon, id, want string) {
+	t.Helper()
+	var got *client.Sandbox
+	var err error
+	if !harness.WaitFor(60*time.Second, func() bool {
+		got, err = d.Client.GetSandboxRest(harness.Ctx(t, 10*time.Second), id)
+		return err == nil && string(got.Rest) == want
+	}) {
+		t.Fatalf("sandbox %s never rested %s: %+v, %v", id, want, got, err)
+	}
+}
+
+// TestAdmissionHibernatesRestingFirst: on a node at its memory budget, a
+// sandbox frozen at rest is hibernated early (its own delay is an hour) to
+// make room before a create is refused; a hibernated sandbox whose wake
+// does not fit is refused with the budget's 503 and stays hibernated with
+// its processes; once room is made, its next request wakes it.
+func TestAdmissionHibernatesRestingFirst(t *testing.T) {
+	const budgetMB = 200
+	d := ownDaemon(t, harness.Options{Name: "admission-hibernate", CIDR: "10.246.160.0/20", NoPool: true,
+		Env: []string{"SPACE_NODE_MEMORY_MB=" + strconv.Itoa(budgetMB)}})
+	resting := d.NewSandbox(t, client.CreateSandboxRequest{IdleFreezeSeconds: 1, IdleHibernateSeconds: 3600})
+	run(t, d, resting.ID, `nohup sh -c 'echo $$ > /tmp/loop.pid; while :; do sleep 1; done' >/dev/null 2>&1 &
+while [ ! -s /tmp/loop.pid ]; do sleep 0.05; done`)
+	pid := strings.TrimSpace(run(t, d, resting.ID, "cat /tmp/loop.pid"))
+	restIn(t, d, resting.ID, client.RestFrozen)
+
+	// Awake sandboxes until the node refuses one: the resting one was
+	// hibernated first, so more fit than beside it frozen.
+	var awake []*client.Sandbox
+	t.Cleanup(func() {
+		for _, sb := range awake {
+			d.Client.KillSandbox(harness.Ctx(t, 30*time.Second), sb.ID)
+		}
+	})
+	no := false
+	for i := 0; ; i++ {
+		if i == 40 {
+			t.Fatalf("40 creates all succeeded on a node with a %d MiB budget", budgetMB)
+		}
+		sb, err := d.Client.CreateSandbox(harness.Ctx(t, time.Minute), client.CreateSandboxRequest{Pool: &no, IdleFreezeSeconds: -1})
+		if err != nil {
+			if !isCapacity(err) {
+				t.Fatalf("create %d: %v, want success or 503 node_at_capacity", i+1, err)
+			}
+			break
+		}
+		awake = append(awake, sb)
+	}
+	got, err := d.Client.GetSandboxRest(harness.Ctx(t, 10*time.Second), resting.ID)
+	if err != nil || got.State != client.StateRunning || got.Rest != client.RestHibernated {
+		t.Fatalf("after the node filled up the resting sandbox is %+v, %v; want running and hibernated", got, err)
+	}
+	if n := metric(t, d, "space_sandbox_hibernate_seconds_count"); n < 1 {
+		t.Errorf("space_sandbox_hibernate_seconds_count = %v, want at least 1", n)
+	}
+	if len(awake) < 2 {
+		t.Fatalf("only %d sandboxes fit in %d MiB", len(awake), budgetMB)
+	}
+
+	// Its wake does not fit: the budget's refusal, and it stays
+	// hibernated.
+	_, err = tryRun(harness.Ctx(t, time.Minute), d, resting.ID, "echo woken")
+	if err == nil || !strings.Contains(err.Error(), "memory budget") {
+		t.Fatalf("a request to a hibernated sandbox on a full node: %v; want the memory budget's refusal", err)
+	}
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 503 {
+		t.Errorf("a refused wake answered %v, want 503", err)
+	}
+	if got, err := d.Client.GetSandboxRest(harness.Ctx(t, 10*time.Second), resting.ID); err != nil || got.Rest != client.RestHibernated {
+		t.Errorf("after a refused wake the sandbox is %+v, %v; want still hibernated", got, err)
+	}
+
+	// Room made, its next request wakes it, with its process.
+	if err := d.Client.KillSandbox(harness.Ctx(t, 30*time.Second), awake[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	awake = awake[1:]
+	if out := run(t, d, resting.ID, "kill -0 "+pid+" && echo alive"); strings.TrimSpace(out) != "alive" {
+		t.Errorf("after its wake the resting sandbox's loop (pid %s) is gone: %q", pid, out)
+	}
+}

@@ -1,0 +1,329 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/spacesandbox/space/internal/admission"
+	"github.com/spacesandbox/space/internal/checkpoint"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+)
+
+// Hibernation, the second rest tier: a sandbox frozen at rest that nothing
+// reached for its idle hibernate delay is checkpointed into an image on the
+// node's own disk (encrypted under its tenant's key, as every checkpoint
+// is), and its runtime sandbox is removed, which gives its memory back. It
+// keeps everything else: its record (running), its slot, network and
+// address, its entry and its agent connection. The next request of any
+// kind restores it in place from the image (rest.hold), with the same id,
+// token, address, processes and open files, and the image is deleted. A
+// wake the node's budget refuses answers 503 and leaves it hibernated.
+//
+// The record names the image (store.Sandbox.Hibernation), so that a
+// restarted spaced finds a hibernated sandbox: no runtime sandbox, and its
+// image there. A kill or timeout deletes the image with the sandbox.
+
+// hibernation is the hibernator of one live entry.
+type hibernation struct {
+	s *Service
+	e *entry
+}
+
+// hibernatorOf is e's hibernator, or nil when this node cannot hibernate.
+func (s *Service) hibernatorOf(e *entry) hibernator {
+	if _, ok := s.rt.(runtime.Checkpointer); !ok || s.cfg.Hibernation == nil || e.build != "" {
+		return nil
+	}
+	return hibernation{s: s, e: e}
+}
+
+// idleHibernateOf is the delay after which rec's sandbox is hibernated (<=
+// 0: never): its own, or the node's default. A sandbox that never rests
+// is never hibernated.
+func (s *Service) idleHibernateOf(rec *store.Sandbox) time.Duration {
+	switch {
+	case s.cfg.Hibernation == nil || s.idleFreezeOf(rec) <= 0 || rec.IdleHibernate < 0:
+		return 0
+	case rec.IdleHibernate > 0:
+		return rec.IdleHibernate
+	}
+	return s.cfg.IdleHibernate
+}
+
+// hibernateIdle hibernates e's frozen sandbox once it has rested for its
+// delay. A lifecycle call holding e's lock puts it off to the next tick.
+func (s *Service) hibernateIdle(ctx context.Context, e *entry, r *rest, now time.Time) {
+	delay := s.idleHibernateOf(e.record())
+	if last, busy := r.idleSince(); delay <= 0 || busy || now.Sub(last) < delay {
+		return
+	}
+	if !e.mu.TryLock() {
+		return
+	}
+	defer e.mu.Unlock()
+	if e.rec.State != store.StateRunning || e.rec.Ending != "" || e.snapshotting {
+		return
+	}
+	if _, err := r.hibernateIfIdle(ctx, now, delay); err != nil {
+		s.metrics.hibernateFailed("hibernate")
+		s.log.Warn("hibernate idle sandbox; it goes on running", "sandbox", e.rec.ID, "err", err)
+	}
+}
+
+// hibernateForRoom hibernates one sandbox frozen at rest, the one
+// unreached the longest, when a start was refused for memory (after the
+// idle pool sandboxes): the node gives back what waiting sandboxes hold
+// before it turns work away. It reports whether it freed anything. Entries
+// and rests busy with something else are passed over, never waited for.
+func (s *Service) hibernateForRoom(ctx context.Context, ref *admission.Refusal) bool {
+	if ref.Resource != admission.Memory || s.cfg.Hibernation == nil {
+		return false
+	}
+	type candidate struct {
+		e    *entry
+		r    *rest
+		last time.Time
+	}
+	var cands []candidate
+	for _, e := range s.liveEntries() {
+		r := e.rest()
+		if r == nil || r.deep == nil || !r.isFrozen() || s.idleHibernateOf(e.record()) <= 0 {
+			continue
+		}
+		if last, busy := r.idleSince(); !busy {
+			cands = append(cands, candidate{e, r, last})
+		}
+	}
+	slices.SortFunc(cands, func(a, b candidate) int { return a.last.Compare(b.last) })
+	for _, c := range cands {
+		if !c.e.mu.TryLock() {
+			continue
+		}
+		did, err := false, error(nil)
+		if c.e.rec.State == store.StateRunning && c.e.rec.Ending == "" && !c.e.snapshotting {
+			did, err = c.r.hibernateEarly(ctx)
+		}
+		id := c.e.rec.ID
+		c.e.mu.Unlock()
+		if err != nil {
+			s.metrics.hibernateFailed("hibernate")
+			s.log.Warn("hibernate a resting sandbox to make room; it goes on running", "sandbox", id, "err", err)
+		}
+		if did {
+			s.log.Info("hibernated a resting sandbox early: the node is short of memory", "sandbox", id, "requested_mib", ref.Requested, "used_mib", ref.Used, "budget_mib", ref.Budget)
+			return true
+		}
+	}
+	return false
+}
+
+// hibernate checkpoints the sandbox (thawed, its entry's lock held) into
+// an image on the node's disk, removes its runtime sandbox and records the
+// image. When anything fails after the checkpoint stopped the sandbox, it
+// is restored at once from what was written.
+func (h hibernation) hibernate(ctx context.Context) (string, error) {
+	s, rec := h.s, h.e.rec
+	ctx = context.WithoutCancel(ctx)
+	start := time.Now()
+	log := s.log.With("sandbox", rec.ID)
+	cp, _ := s.rt.(runtime.Checkpointer)
+	id := newArtifactID(rec.ID, "h")
+	dir, err := s.ckpts.imageDir(id)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	// runsc stops the sandbox only once its image is complete: a failed
+	// checkpoint leaves it running.
+	if err := cp.Checkpoint(ctx, rec.ID, dir, false); err != nil {
+		return "", err
+	}
+	tImage := time.Now()
+	m, secret, err := s.manifestOf(rec, id, checkpoint.KindCheckpoint, map[string]string{metaContents: contentsMemory})
+	if err == nil {
+		err = s.cfg.Hibernation.Save(ctx, m, dir, secret)
+	}
+	if err != nil {
+		return "", h.undo(ctx, fmt.Errorf("save the hibernation image: %w", err), func() error { return h.restore(ctx, dir) })
+	}
+	tSaved := time.Now()
+	back := func() error { return h.revive(ctx, m.ID) }
+	// Its runtime sandbox and its link go; its address and slot stay its
+	// own (the record holds them).
+	if err := s.teardown(ctx, rec.ID, h.e.ep); err != nil {
+		return "", h.undo(ctx, fmt.Errorf("remove the checkpointed sandbox: %w", err), back)
+	}
+	tDown := time.Now()
+	updated := *rec
+	updated.Hibernation = &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, Took: time.Since(start)}
+	if err := s.store.UpdateSandbox(ctx, &updated, store.Was(rec)); err != nil {
+		// Not recorded, a restart would not find it: back now.
+		return "", h.undo(ctx, fmt.Errorf("record the hibernation: %w", err), back)
+	}
+	h.e.setRec(&updated)
+	s.metrics.hibernated(time.Since(start), m.Bytes)
+	log.Info("sandbox hibernated", "image", m.ID, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds(),
+		"checkpoint_ms", tImage.Sub(start).Milliseconds(), "save_ms", tSaved.Sub(tImage).Milliseconds(),
+		"teardown_ms", tDown.Sub(tSaved).Milliseconds())
+	return m.ID, nil
+}
+
+// undo brings the sandbox back after a hibernation failed at err; when
+// that fails too the sandbox is lost (the reaper reports it so).
+func (h hibernation) undo(ctx context.Context, err error, back func() error) error {
+	if berr := back(); berr != nil {
+		h.s.log.Error("a sandbox whose hibernation failed could not be restored", "sandbox", h.e.rec.ID, "err", err, "restore_err", berr)
+		return errors.Join(err, berr)
+	}
+	return err
+}
+
+// restore restores the sandbox in place from the image in dir: on its
+// address (its link made again: gVisor took the address off the old one),
+// with its limits and volumes, and waits for its agent.
+func (h hibernation) restore(ctx context.Context, dir string) error {
+	s, rec := h.s, h.e.record()
+	// What the checkpoint left of the stopped sandbox, and its link.
+	if err := s.teardown(ctx, rec.ID, h.e.ep); err != nil {
+		return fmt.Errorf("remove the checkpointed sandbox: %w", err)
+	}
+	if err := s.cfg.Links.Attach(h.e.ep); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	rootfs, err := s.imageRoot(rec.Template, rec.Image)
+	if err != nil {
+		return err
+	}
+	mounts, err := s.runtimeMounts(ctx, rec.Volumes)
+	if err != nil {
+		return err
+	}
+	limits := runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs}
+	var undo cleanup
+	undo.add("detach network", func() error { return s.cfg.Links.Detach(h.e.ep) })
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, h.e.ep, limits, mounts, dir, rec.AccessToken, &undo)
+	if err != nil {
+		undo.run(s.log.With("sandbox", rec.ID))
+		return err
+	}
+	// The entry's own connection to the agent goes on: same address,
+	// same token.
+	agent.Close()
+	return nil
+}
+
+// revive restores the sandbox from its hibernation image, if the node's
+// budget has room for it, and deletes the image.
+func (h hibernation) revive(ctx context.Context, image string) (err error) {
+	s, rec := h.s, h.e.record()
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			s.metrics.hibernateFailed("wake")
+			s.log.Warn("wake of hibernated sandbox failed; it stays hibernated", "sandbox", rec.ID, "image", image, "err", err)
+		}
+	}()
+	m, err := s.cfg.Hibernation.Get(ctx, image)
+	if err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "the image of hibernated sandbox %s", rec.ID)
+	}
+	res, err := s.admit(ctx, s.need(rec.MemoryMB, m.Bytes, 0, false), "wake of hibernated sandbox "+rec.ID)
+	if err != nil {
+		return err
+	}
+	dir, err := s.ckpts.imageDir(image + "-wake")
+	if err != nil {
+		res.Cancel()
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, _, err := s.cfg.Hibernation.Load(ctx, image, dir); err != nil {
+		res.Cancel()
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not read the image of hibernated sandbox %s", rec.ID)
+	}
+	tLoad := time.Now()
+	if err := h.restore(ctx, dir); err != nil {
+		res.Cancel()
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not wake hibernated sandbox %s", rec.ID)
+	}
+	res.Done(ctx, rec.ID)
+	// The sandbox has moved on from the image: it must never be restored
+	// again. A failed delete leaves it to the next restart's sweep.
+	if err := s.cfg.Hibernation.Delete(ctx, image); err != nil {
+		s.log.Warn("delete the image of a woken sandbox", "sandbox", rec.ID, "image", image, "err", err)
+	}
+	s.metrics.revived(time.Since(start))
+	s.log.Info("hibernated sandbox woken", "sandbox", rec.ID, "took_ms", time.Since(start).Milliseconds(),
+		"load_ms", tLoad.Sub(start).Milliseconds())
+	return nil
+}
+
+// retire marks e's sandbox as being ended (nothing wakes it again) and
+// returns the image it is hibernated in, to delete after its teardown.
+func (e *entry) retire() string {
+	if r := e.rest(); r != nil {
+		return r.retire()
+	}
+	return ""
+}
+
+// deleteHibernation deletes the image of an ended sandbox.
+func (s *Service) deleteHibernation(ctx context.Context, id, image string) {
+	if image == "" || s.cfg.Hibernation == nil {
+		return
+	}
+	if err := s.cfg.Hibernation.Delete(ctx, image); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Warn("delete the hibernation image of an ended sandbox", "sandbox", id, "image", image, "err", err)
+	}
+}
+
+// hibernatedImage says whether rec, which has no runtime sandbox, is
+// hibernated: the image its record names is on this node's disk.
+func (s *Service) hibernatedImage(ctx context.Context, rec *store.Sandbox) string {
+	if rec.Hibernation == nil || s.cfg.Hibernation == nil {
+		return ""
+	}
+	if _, err := s.cfg.Hibernation.Get(ctx, rec.Hibernation.ID); err != nil {
+		return ""
+	}
+	return rec.Hibernation.ID
+}
+
+// sweepHibernation deletes, at a start, the images no live sandbox is
+// hibernated in (an end or a wake cut off by a crash) and those whose save
+// never finished.
+func (s *Service) sweepHibernation(ctx context.Context, keep map[string]bool) {
+	if s.cfg.Hibernation == nil {
+		return
+	}
+	if _, err := s.cfg.Hibernation.SweepIncomplete(ctx, 0); err != nil {
+		s.log.Warn("sweep incomplete hibernation images", "err", err)
+	}
+	all, err := s.cfg.Hibernation.List(ctx)
+	if err != nil {
+		s.log.Warn("list hibernation images", "err", err)
+		return
+	}
+	for _, m := range all {
+		if !keep[m.ID] {
+			s.log.Info("deleting a hibernation image no sandbox is in", "image", m.ID, "sandbox", m.SandboxID)
+			s.deleteHibernation(ctx, m.SandboxID, m.ID)
+		}
+	}
+}
+
+// maxIdleHibernate bounds a sandbox's own idle hibernate delay.
+const maxIdleHibernate = 7 * 24 * time.Hour
+
+func checkIdleHibernate(d time.Duration) error {
+	if d > maxIdleHibernate || (d > 0 && d < time.Second) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "idle hibernate delay %s must be between 1s and %s (or never)", d, maxIdleHibernate)
+	}
+	return nil
+}
