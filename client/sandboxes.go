@@ -123,6 +123,21 @@ func (c *Client) SetIdleFreeze(ctx context.Context, id string, seconds int) (*Sa
 	return &sb, nil
 }
 
+// SetIdleDelays sets how long the sandbox may go unreached before it is
+// frozen, and before it is hibernated, at rest: 0 the node's defaults,
+// -1 never.
+func (c *Client) SetIdleDelays(ctx context.Context, id string, freezeSeconds, hibernateSeconds int) (*Sandbox, error) {
+	in := struct {
+		IdleFreezeSeconds    int `json:"idle_freeze_seconds"`
+		IdleHibernateSeconds int `json:"idle_hibernate_seconds"`
+	}{freezeSeconds, hibernateSeconds}
+	var sb Sandbox
+	if err := c.call(ctx, http.MethodPost, nil, in, &sb, "v1", "sandboxes", id, "idle-freeze"); err != nil {
+		return nil, fmt.Errorf("set idle delays of sandbox %s: %w", id, err)
+	}
+	return &sb, nil
+}
+
 // KillSandbox kills a sandbox and removes everything it had on the host.
 func (c *Client) KillSandbox(ctx context.Context, id string) error {
 	if err := c.call(ctx, http.MethodDelete, nil, nil, nil, "v1", "sandboxes", id); err != nil {

@@ -1496,7 +1496,8 @@ type ForkSandboxJSONBody struct {
 
 // SetSandboxIdleFreezeJSONBody defines parameters for SetSandboxIdleFreeze.
 type SetSandboxIdleFreezeJSONBody struct {
-	IdleFreezeSeconds int `json:"idle_freeze_seconds"`
+	IdleFreezeSeconds    int  `json:"idle_freeze_seconds"`
+	IdleHibernateSeconds *int `json:"idle_hibernate_seconds,omitempty"`
 }
 
 // GetSandboxLogsParams defines parameters for GetSandboxLogs.

@@ -38,6 +38,9 @@ func runRest(cmd *cobra.Command, a *app, cfg bench.RestConfig, asJSON bool) erro
 		{"  its own cgroup's CPU, awake (ms/s)", res.CgroupCPUPerAwake}, {"  frozen (ms/s)", res.CgroupCPUPerFrozen},
 		{"spaced's own CPU, no sandbox held (ms/s)", res.SpacedCPUEmpty},
 		{"  per idle sandbox, awake (ms/s)", res.SpacedCPUPerAwake}, {"  frozen (ms/s)", res.SpacedCPUPerFrozen},
+		{"host CPU per idle sandbox, hibernated (ms/s)", res.HostCPUPerHibernated}, {"  spaced's own (ms/s)", res.SpacedCPUPerHibernated},
+		{"host memory used per idle sandbox, awake (MiB)", res.HostMemPerAwake}, {"  frozen (MiB)", res.HostMemPerFrozen},
+		{"  hibernated (MiB)", res.HostMemPerHibernated}, {"  its image on disk (MiB)", res.HibernationImageMiB},
 		{"load average at start / end", res.LoadStart}, {"", res.LoadEnd},
 	} {
 		fmt.Fprintf(w, "%s\t%.2f\n", row.name, row.v)

@@ -63,7 +63,14 @@ type RestFigures struct {
 	// and per sandbox over it, awake and frozen.
 	SpacedCPUEmpty                        float64
 	SpacedCPUPerAwake, SpacedCPUPerFrozen float64
-	LoadStart, LoadEnd                    float64
+	// The same sandboxes hibernated: host and spaced CPU per sandbox (its
+	// own cgroup is gone), and the host's used memory (MemTotal -
+	// MemAvailable) per sandbox over the empty host's in each tier, in
+	// MiB; HibernationImageMiB is the mean size of their images on disk.
+	HostCPUPerHibernated, SpacedCPUPerHibernated         float64
+	HostMemPerAwake, HostMemPerFrozen, HostMemPerHibernated float64
+	HibernationImageMiB                                   float64
+	LoadStart, LoadEnd                                    float64
 }
 
 // Rest measures the rest-tier figures.
@@ -208,6 +215,14 @@ func idleCPUFigures(ctx context.Context, c *client.Client, cfg RestConfig, r *Re
 		return err
 	}
 	r.HostCPUEmpty, r.SpacedCPUEmpty = round2(empty), round2(spacedEmpty)
+	memEmpty, err := usedMemory()
+	if err != nil {
+		return err
+	}
+	memPer := func(n int) (float64, error) {
+		used, err := usedMemory()
+		return round2(float64(used-memEmpty) / float64(n) / (1 << 20)), err
+	}
 	logf("rest: holding %d idle sandboxes awake", cfg.Held)
 	ids, err := hold(ctx, c, cfg.Held)
 	defer func() { killAll(ctx, c, ids) }()
@@ -228,6 +243,9 @@ func idleCPUFigures(ctx context.Context, c *client.Client, cfg RestConfig, r *Re
 	r.HostCPUPerAwake = round2((host - empty) / float64(len(ids)))
 	r.CgroupCPUPerAwake = round2(sbs / float64(len(ids)))
 	r.SpacedCPUPerAwake = round2((spaced - spacedEmpty) / float64(len(ids)))
+	if r.HostMemPerAwake, err = memPer(len(ids)); err != nil {
+		return err
+	}
 	logf("rest: freezing them")
 	for _, id := range ids {
 		if _, err := c.SetIdleFreeze(ctx, id, 1); err != nil {
@@ -247,7 +265,52 @@ func idleCPUFigures(ctx context.Context, c *client.Client, cfg RestConfig, r *Re
 	r.HostCPUPerFrozen = round2((host - empty) / float64(len(ids)))
 	r.CgroupCPUPerFrozen = round2(sbs / float64(len(ids)))
 	r.SpacedCPUPerFrozen = round2((spaced - spacedEmpty) / float64(len(ids)))
-	return nil
+	if r.HostMemPerFrozen, err = memPer(len(ids)); err != nil {
+		return err
+	}
+	if cfg.Hibernated <= 0 {
+		return nil
+	}
+	logf("rest: hibernating them")
+	bytes0, n0 := metricValue(ctx, c, "space_sandbox_hibernate_bytes_total"), metricValue(ctx, c, "space_sandbox_hibernate_seconds_count")
+	for _, id := range ids {
+		if _, err := c.SetIdleDelays(ctx, id, 1, 2); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if err := waitRest(ctx, c, id, client.RestHibernated, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	if n := metricValue(ctx, c, "space_sandbox_hibernate_seconds_count") - n0; n > 0 {
+		r.HibernationImageMiB = round2((metricValue(ctx, c, "space_sandbox_hibernate_bytes_total") - bytes0) / n / (1 << 20))
+	}
+	logf("rest: host CPU over %s with %d hibernated", cfg.Window, len(ids))
+	host, _, spaced, err = cpuOver(ctx, c, cfg.Window, nil)
+	if err != nil {
+		return err
+	}
+	r.HostCPUPerHibernated = round2((host - empty) / float64(len(ids)))
+	r.SpacedCPUPerHibernated = round2((spaced - spacedEmpty) / float64(len(ids)))
+	r.HostMemPerHibernated, err = memPer(len(ids))
+	return err
+}
+
+// metricValue is one sample of spaced's /metrics ("name{labels}"), 0 if
+// it is not there.
+func metricValue(ctx context.Context, c *client.Client, series string) float64 {
+	text, err := c.Metrics(ctx)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
 }
 
 // cpuOver is the host's busy CPU, the sum of ids' cgroup CPU and

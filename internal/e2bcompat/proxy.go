@@ -109,12 +109,18 @@ func newProxy(tg Targets, ck Checkpoints, tr http.RoundTripper, log *slog.Logger
 				return
 			}
 			u := r.Context().Value(upstreamKey{}).(*upstream)
+			woken, _ := sandbox.WakeError(err)
 			switch _, terr := p.targets.Target(u.id); {
 			case errors.Is(terr, errdefs.ErrNotFound):
 				// It ended (or paused) while the request was on its way.
 				writeProxyError(w, r, http.StatusBadGateway, msgSandboxNotFound)
 			case errors.Is(err, syscall.ECONNREFUSED):
 				writeProxyError(w, r, http.StatusBadGateway, msgPortNotOpen)
+			case woken != nil:
+				// A resting sandbox spaced could not wake (its budget):
+				// spaced's own answer, with its status.
+				status, _ := errdefs.HTTPStatus(woken)
+				writeProxyError(w, r, status, errdefs.PublicMessage(woken))
 			case errors.Is(err, sandbox.ErrSilent):
 				// The agent or interpreter is stuck (or the connection
 				// dead): the SDKs read this as "unreachable, state unknown".

@@ -71,7 +71,7 @@ func (f *recordingSandboxes) SetNetwork(context.Context, string, *sandbox.Networ
 	return f.call("SetNetwork")
 }
 
-func (f *recordingSandboxes) SetIdleFreeze(context.Context, string, time.Duration) (*sandbox.Sandbox, error) {
+func (f *recordingSandboxes) SetIdleFreeze(context.Context, string, time.Duration, *time.Duration) (*sandbox.Sandbox, error) {
 	return nil, f.call("SetIdleFreeze")
 }
 

@@ -157,7 +157,12 @@ func (s *Server) SetSandboxIdleFreeze(w http.ResponseWriter, r *http.Request, id
 		writeError(w, r, err)
 		return
 	}
-	sb, err := s.lifecycle.SetIdleFreeze(r.Context(), id, idleFreeze(req.IdleFreezeSeconds))
+	var hibernate *time.Duration
+	if req.IdleHibernateSeconds != nil {
+		d := idleFreeze(*req.IdleHibernateSeconds)
+		hibernate = &d
+	}
+	sb, err := s.lifecycle.SetIdleFreeze(r.Context(), id, idleFreeze(req.IdleFreezeSeconds), hibernate)
 	if err != nil {
 		writeError(w, r, err)
 		return

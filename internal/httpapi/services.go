@@ -35,7 +35,7 @@ type Lifecycle interface {
 	SetNetwork(ctx context.Context, id string, p *sandbox.NetworkPolicy) error
 	// SetIdleFreeze and Rest: a sandbox's rest at idle (0 the node's
 	// default, < 0 never), and whether it is frozen at rest now.
-	SetIdleFreeze(ctx context.Context, id string, d time.Duration) (*sandbox.Sandbox, error)
+	SetIdleFreeze(ctx context.Context, id string, freeze time.Duration, hibernate *time.Duration) (*sandbox.Sandbox, error)
 	Rest(id string) (string, error)
 }
 

@@ -28,6 +28,9 @@ func fromAgent(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
+	if own, ok := ownError(err); ok {
+		return own
+	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox agent unreachable")

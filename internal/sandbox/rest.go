@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -66,6 +67,8 @@ type rest struct {
 	// not be woken again.
 	hibernated bool
 	image      string
+	// restedAt is when it last went to rest (froze).
+	restedAt time.Time
 	deep       hibernator
 	gone       bool
 	// cpu is the sandbox's CPU time when the freezer last looked, at
@@ -106,9 +109,36 @@ func withoutWaking(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noWakeKey{}, true)
 }
 
+// restError is spaced's own answer to a request it did not send into the
+// sandbox (the sandbox could not be woken, or is ending): it reaches the
+// caller as it is, not as an error of the sandbox's agent.
+type restError struct{ err error }
+
+func (e restError) Error() string { return e.err.Error() }
+func (e restError) Unwrap() error { return e.err }
+
+// WakeError is the error of a request to a resting sandbox that spaced
+// could not wake (the node's budget refused its restore, say), if err's
+// chain has one: the caller's answer, with its class and message.
+func WakeError(err error) (error, bool) { return ownError(err) }
+
+// ownError is the rest's own error in err's chain, if any.
+func ownError(err error) (error, bool) {
+	var re restError
+	if errors.As(err, &re) {
+		return re.err, true
+	}
+	return nil, false
+}
+
 // hold marks a request to the sandbox open, thawing the sandbox first if
 // it is frozen; release marks it done.
 func (r *rest) hold(ctx context.Context) (release func(), err error) {
+	defer func() {
+		if err != nil {
+			err = restError{err}
+		}
+	}()
 	quiet := ctx.Value(noWakeKey{}) != nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,6 +229,17 @@ func (r *rest) hibernateEarly(ctx context.Context) (bool, error) {
 	return r.hibernateLocked(ctx, time.Now(), time.Nanosecond)
 }
 
+// hibernatable reports whether the sandbox could be hibernated early
+// (frozen, nothing open to it), and since when nothing reached it; a rest
+// whose lock is held (a request, a wake: maybe the caller's own) is not.
+func (r *rest) hibernatable() (time.Time, bool) {
+	if !r.mu.TryLock() {
+		return time.Time{}, false
+	}
+	defer r.mu.Unlock()
+	return r.last, r.deep != nil && r.frozen && !r.hibernated && !r.gone && r.holds == 0
+}
+
 func (r *rest) hibernateLocked(ctx context.Context, now time.Time, delay time.Duration) (bool, error) {
 	if r.deep == nil || !r.frozen || r.hibernated || r.gone || r.holds > 0 || delay <= 0 || now.Sub(r.last) < delay {
 		return false, nil
@@ -256,7 +297,7 @@ func (r *rest) freezeIfIdle(ctx context.Context, now time.Time, delay time.Durat
 		r.last = now // not again at once
 		return false, err
 	}
-	r.frozen = true
+	r.frozen, r.restedAt = true, now
 	return true, nil
 }
 
@@ -272,6 +313,14 @@ func (r *rest) isFrozen() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.frozen
+}
+
+// restingSince reports when the sandbox went to rest, if it rests now
+// (frozen or hibernated): nothing in it has changed since.
+func (r *rest) restingSince() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restedAt, r.frozen || r.hibernated
 }
 
 func (r *rest) isHibernated() bool {
@@ -483,23 +532,30 @@ func checkIdleFreeze(d time.Duration) error {
 }
 
 // SetIdleFreeze changes how long running sandbox id may go unreached
-// before it rests (0: the node's default, < 0: never). A sandbox frozen
-// now is woken if it may no longer rest.
-func (s *Service) SetIdleFreeze(ctx context.Context, id string, d time.Duration) (*Sandbox, error) {
+// before it rests (0: the node's default, < 0: never), and, if hibernate
+// is set, before it is hibernated. A resting sandbox is woken if it may no
+// longer rest as it does.
+func (s *Service) SetIdleFreeze(ctx context.Context, id string, d time.Duration, hibernate *time.Duration) (*Sandbox, error) {
 	if err := checkIdleFreeze(d); err != nil {
 		return nil, err
 	}
-	sb, err := s.updateRunning(ctx, id, "idle freeze", func(rec *store.Sandbox) bool {
-		if rec.IdleFreeze == d {
-			return false
+	if hibernate != nil {
+		if err := checkIdleHibernate(*hibernate); err != nil {
+			return nil, err
 		}
+	}
+	sb, err := s.updateRunning(ctx, id, "idle freeze", func(rec *store.Sandbox) bool {
+		changed := rec.IdleFreeze != d
 		rec.IdleFreeze = d
-		return true
+		if hibernate != nil && rec.IdleHibernate != *hibernate {
+			rec.IdleHibernate, changed = *hibernate, true
+		}
+		return changed
 	})
 	if err != nil {
 		return nil, err
 	}
-	if e, ok := s.entry(id); ok && s.idleFreezeOf(e.record()) <= 0 {
+	if e, ok := s.entry(id); ok && (s.idleFreezeOf(e.record()) <= 0 || (s.idleHibernateOf(e.record()) <= 0 && e.rest() != nil && e.rest().isHibernated())) {
 		e.mu.Lock()
 		err = e.wake(ctx)
 		e.mu.Unlock()

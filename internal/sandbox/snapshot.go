@@ -458,6 +458,14 @@ func (s *Snapshots) runSnapshotSchedules(ctx context.Context, entries map[string
 		due := e.rec.State == store.StateRunning && e.rec.SnapshotEvery > 0 && !e.snapshotting &&
 			now.Sub(maxTime(e.lastSnapshot, e.rec.CreatedAt)) >= e.rec.SnapshotEvery
 		keep := e.rec.SnapshotKeep
+		if r := e.rest(); due && r != nil {
+			// A resting sandbox's disk has not changed since it went to
+			// rest: one snapshot taken since then is its last state (and
+			// taking another would wake it for nothing).
+			if since, resting := r.restingSince(); resting && e.lastSnapshot.After(since) {
+				due = false
+			}
+		}
 		if due {
 			e.snapshotting = true
 		}

@@ -123,6 +123,18 @@ func TestRestHibernatesIdleSandbox(t *testing.T) {
 		t.Errorf("the woken sandbox's image is still on disk: %v", files)
 	}
 
+	// Hibernated, then told never to hibernate: woken at once.
+	waitHibernated(t, d, sb.ID)
+	if got, err := d.Client.SetIdleDelays(ctx, sb.ID, restIdle, -1); err != nil || got.IdleHibernateSeconds != -1 {
+		t.Fatalf("set idle_hibernate_seconds -1: %+v, %v", got, err)
+	}
+	if got, err := d.Client.GetSandboxRest(ctx, sb.ID); err != nil || got.Rest == client.RestHibernated {
+		t.Errorf("a hibernated sandbox that may no longer hibernate is %+v, %v; want woken", got, err)
+	}
+	if _, err := d.Client.SetIdleDelays(ctx, sb.ID, restIdle, restHibernate); err != nil {
+		t.Fatal(err)
+	}
+
 	// Killed while hibernated, it leaves nothing: no image, no network.
 	waitHibernated(t, d, sb.ID)
 	if err := d.Client.KillSandbox(ctx, sb.ID); err != nil {
