@@ -67,10 +67,10 @@ type RestFigures struct {
 	// own cgroup is gone), and the host's used memory (MemTotal -
 	// MemAvailable) per sandbox over the empty host's in each tier, in
 	// MiB; HibernationImageMiB is the mean size of their images on disk.
-	HostCPUPerHibernated, SpacedCPUPerHibernated         float64
+	HostCPUPerHibernated, SpacedCPUPerHibernated            float64
 	HostMemPerAwake, HostMemPerFrozen, HostMemPerHibernated float64
-	HibernationImageMiB                                   float64
-	LoadStart, LoadEnd                                    float64
+	HibernationImageMiB                                     float64
+	LoadStart, LoadEnd                                      float64
 }
 
 // Rest measures the rest-tier figures.

@@ -69,8 +69,8 @@ type rest struct {
 	image      string
 	// restedAt is when it last went to rest (froze).
 	restedAt time.Time
-	deep       hibernator
-	gone       bool
+	deep     hibernator
+	gone     bool
 	// cpu is the sandbox's CPU time when the freezer last looked, at
 	// cpuAt (busy).
 	cpu   time.Duration
