@@ -173,7 +173,7 @@ exits non-zero when any line was lost, repeated or out of order, or a stream did
 	f.BoolVar(&all, "all", false, "also measure pause/resume (as --checkpoint) and, with --e2b PYTHON, the E2B SDK figure, into the same result")
 	f.StringVar(&runsc, "runsc", "/usr/local/lib/space/bin/runsc", "runsc for the raw comparison (root only)")
 	f.StringVar(&templates, "templates-dir", "/var/lib/space/templates", "templates, for the raw comparison's root filesystem")
-	f.BoolVar(&rest, "rest", false, "measure the rest tier instead: wake of a frozen sandbox to its first command beside an awake one's, wake of a hibernated one beside raw runsc restore, and the host CPU an idle sandbox costs awake and frozen")
+	f.BoolVar(&rest, "rest", false, "measure the rest tier instead: wake of a frozen sandbox to its first command beside an awake one's, wake of a hibernated one beside raw runsc restore, and the host CPU and memory an idle sandbox costs awake, frozen and hibernated")
 	f.IntVar(&restCfg.N, "rest-wakes", restCfg.N, "wakes timed by --rest")
 	f.IntVar(&restCfg.Held, "rest-held", restCfg.Held, "idle sandboxes whose CPU --rest measures")
 	f.IntVar(&restCfg.Hibernated, "rest-hibernated", restCfg.Hibernated, "wakes of a hibernated sandbox timed by --rest (0: none)")

@@ -131,7 +131,10 @@ type pool struct {
 	target   int
 	lastMiss time.Time
 	// retryAt: a refill failed; none before then (unless woken).
-	retryAt time.Time
+	// failures counts the refills failed in a row (the backoff doubles
+	// with each).
+	retryAt  time.Time
+	failures int
 	closed  bool
 	wake    chan struct{}
 	fills   sync.WaitGroup
@@ -257,16 +260,18 @@ func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 	p.mu.Lock()
 	p.booting--
 	if err != nil {
+		p.failures++
+		failures := p.failures
 		p.mu.Unlock()
 		r.Cancel()
-		backoff := 2 * time.Second
+		backoff := refillBackoff(failures)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			// A pool for a template not built yet: look again now and
 			// then, or when the template changes.
 			backoff = 30 * time.Second
 			p.svc.log.Debug("pool template not found", "template", p.cfg.Template)
 		} else {
-			p.svc.log.Warn("pool refill failed", "template", p.cfg.Template, "err", err)
+			p.svc.log.Warn("pool refill failed", "template", p.cfg.Template, "failures_in_a_row", failures, "next_try_in", backoff, "err", err)
 		}
 		p.mu.Lock()
 		p.retryAt = time.Now().Add(backoff)
@@ -282,6 +287,7 @@ func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 	}
 	id := b.rec.ID // once ready, a claim may rewrite b.rec at any time
 	p.ready = append(p.ready, b)
+	p.failures = 0
 	p.mu.Unlock()
 	r.Done(ctx, id)
 }
@@ -307,7 +313,7 @@ func (ps *Pools) TemplateChanged(name string) {
 	for ref, p := range ps.byTemplate {
 		if n, _, _ := strings.Cut(ref, ":"); n == name {
 			p.mu.Lock()
-			p.retryAt = time.Time{}
+			p.retryAt, p.failures = time.Time{}, 0
 			p.mu.Unlock()
 			p.kick()
 		}
@@ -335,4 +341,16 @@ func (p *pool) prune(keep func(*booted) bool) int {
 		p.kick()
 	}
 	return len(gone)
+}
+
+// refillBackoff is the wait after the nth refill failure in a row: 2 s,
+// doubling to a minute. A template whose every boot fails (a start
+// checkpoint this node cannot restore) would otherwise cost a boot every
+// 2 s for as long as spaced runs.
+func refillBackoff(n int) time.Duration {
+	d := 2 * time.Second
+	for i := 1; i < n && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
 }

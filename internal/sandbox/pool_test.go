@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 )
@@ -55,4 +56,18 @@ func TestPoolsFollowTemplatesAndDrain(t *testing.T) {
 	waitFor(t, "the pool to refill after the drain", func() bool { return pools.PoolSizes()["base"] == 1 })
 	w.svc.Close()
 	w.accounted()
+}
+
+func TestRefillBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{1, 2 * time.Second}, {2, 4 * time.Second}, {3, 8 * time.Second},
+		{5, 32 * time.Second}, {6, time.Minute}, {100, time.Minute},
+	} {
+		if got := refillBackoff(tc.failures); got != tc.want {
+			t.Errorf("refillBackoff(%d) = %s, want %s", tc.failures, got, tc.want)
+		}
+	}
 }
