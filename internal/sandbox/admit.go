@@ -55,7 +55,8 @@ func (s *Service) held() int {
 	s.mu.Lock()
 	n := len(s.live)
 	s.mu.Unlock()
-	return n + s.pools.size()
+	// A hibernated sandbox holds no place: its wake asks for one.
+	return n - int(s.hibernatedNow.Load()) + s.pools.size()
 }
 
 type usageSampler struct {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +77,9 @@ func TestRestRequestRevivesHibernated(t *testing.T) {
 	ctx := context.Background()
 	fr := &fakeFreezer{}
 	h := &fakeHibernator{fr: fr}
-	r := &rest{id: "sb", fr: fr, deep: h, hibernated: true, image: "img-1"}
+	var tally atomic.Int64
+	tally.Store(1)
+	r := &rest{id: "sb", fr: fr, deep: h, hibernated: true, image: "img-1", tally: &tally}
 	if _, err := r.hold(withoutWaking(ctx)); !errors.Is(err, errFrozen) || h.wakes != 0 {
 		t.Fatalf("spaced's own read of a hibernated sandbox: %v, wakes %d; want errFrozen and none", err, h.wakes)
 	}
@@ -89,6 +92,9 @@ func TestRestRequestRevivesHibernated(t *testing.T) {
 	if err != nil || h.wakes != 1 || r.tier() != RestAwake || r.image != "" {
 		t.Fatalf("a request to a hibernated sandbox: %v, wakes %d, tier %s, image %q", err, h.wakes, r.tier(), r.image)
 	}
+	if tally.Load() != 0 {
+		t.Errorf("%d hibernated counted after the wake, want 0", tally.Load())
+	}
 	release()
 	if froze, _ := r.freezeIfIdle(ctx, time.Now().Add(time.Hour), time.Second); !froze {
 		t.Fatal("the woken sandbox does not rest again")
@@ -96,8 +102,14 @@ func TestRestRequestRevivesHibernated(t *testing.T) {
 	if did, _ := r.hibernateIfIdle(ctx, time.Now().Add(2*time.Hour), time.Second); !did {
 		t.Fatal("the woken sandbox does not hibernate again")
 	}
+	if tally.Load() != 1 {
+		t.Errorf("%d hibernated counted after the second hibernation, want 1", tally.Load())
+	}
 	if got := r.retire(); got != "img-1" {
 		t.Errorf("retire of a hibernated sandbox returned %q, want its image img-1", got)
+	}
+	if got := r.retire(); got != "" || tally.Load() != 0 {
+		t.Errorf("after retire (twice): image %q, %d hibernated counted; want none", got, tally.Load())
 	}
 	if _, err := r.hold(ctx); !errors.Is(err, errEnding) || h.wakes != 1 {
 		t.Errorf("a request to an ending sandbox: %v, wakes %d; want errEnding and no wake", err, h.wakes)

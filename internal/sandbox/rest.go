@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -67,6 +68,8 @@ type rest struct {
 	// not be woken again.
 	hibernated bool
 	image      string
+	// tally counts the service's hibernated sandboxes (Service.held).
+	tally *atomic.Int64
 	// restedAt is when it last went to rest (froze).
 	restedAt time.Time
 	deep     hibernator
@@ -190,6 +193,7 @@ func (r *rest) wakeLocked(ctx context.Context) error {
 			return err
 		}
 		r.hibernated, r.image = false, ""
+		r.count(-1)
 		return nil
 	}
 	if r.frozen {
@@ -256,7 +260,15 @@ func (r *rest) hibernateLocked(ctx context.Context, now time.Time, delay time.Du
 		return false, err
 	}
 	r.hibernated, r.image = true, image
+	r.count(1)
 	return true, nil
+}
+
+// count adds delta to the service's count of hibernated sandboxes.
+func (r *rest) count(delta int64) {
+	if r.tally != nil {
+		r.tally.Add(delta)
+	}
 }
 
 // retire marks the sandbox as being ended: nothing wakes it again. It
@@ -265,8 +277,12 @@ func (r *rest) hibernateLocked(ctx context.Context, now time.Time, delay time.Du
 func (r *rest) retire() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.gone {
+		return ""
+	}
 	r.gone = true
 	if r.hibernated {
+		r.count(-1)
 		return r.image
 	}
 	return ""
@@ -358,10 +374,13 @@ func (s *Service) attachRest(e *entry, frozen bool, image string) {
 	if !ok || e.agent == nil {
 		return
 	}
-	r := &rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed, beforeFreeze: e.agent.conns.dropIdle}
+	r := &rest{id: e.rec.ID, fr: fr, last: time.Now(), frozen: frozen, thawed: s.metrics.thawed, beforeFreeze: e.agent.conns.dropIdle, tally: &s.hibernatedNow}
 	if h := s.hibernatorOf(e); h != nil {
 		r.deep = h
-		r.hibernated, r.image = image != "", image
+		if image != "" {
+			r.hibernated, r.image = true, image
+			r.count(1)
+		}
 	}
 	e.agent.conns.rest.Store(r)
 }

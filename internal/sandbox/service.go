@@ -110,6 +110,9 @@ type Service struct {
 	store   store.Store
 	rt      runtime.Runtime
 	metrics *Metrics
+	// hibernatedNow counts the live sandboxes hibernated now (rest.go):
+	// they hold no runtime sandbox, so no place in the node's budget.
+	hibernatedNow atomic.Int64
 	// nodeDraining: the node takes no new sandboxes (see SetDraining).
 	nodeDraining atomic.Bool
 	// adm admits every start against the node's budgets (nil: all).
