@@ -135,9 +135,9 @@ type pool struct {
 	// with each).
 	retryAt  time.Time
 	failures int
-	closed  bool
-	wake    chan struct{}
-	fills   sync.WaitGroup
+	closed   bool
+	wake     chan struct{}
+	fills    sync.WaitGroup
 }
 
 func newPool(svc *Service, cfg PoolConfig) *pool {
