@@ -177,6 +177,8 @@ exits non-zero when any line was lost, repeated or out of order, or a stream did
 	f.IntVar(&restCfg.N, "rest-wakes", restCfg.N, "wakes timed by --rest")
 	f.IntVar(&restCfg.Held, "rest-held", restCfg.Held, "idle sandboxes whose CPU --rest measures")
 	f.IntVar(&restCfg.Hibernated, "rest-hibernated", restCfg.Hibernated, "wakes of a hibernated sandbox timed by --rest (0: none)")
+	f.IntVar(&restCfg.Density, "rest-density", 0, "with --rest, also hold this many hibernated sandboxes while --rest-busy others run commands in a loop: memory and spaced CPU per sandbox, wake, busy exec and create meanwhile")
+	f.IntVar(&restCfg.Busy, "rest-busy", 10, "sandboxes running exec true in a loop during --rest-density")
 	f.DurationVar(&restCfg.Window, "rest-window", restCfg.Window, "how long --rest measures CPU, each time")
 	f.BoolVar(&reconnects, "reconnects", false, "measure reconnects instead: command streams at once, each through a loopback proxy that cuts its connections at random and resuming with Last-Event-ID; checks that every line came exactly once and reports the reconnects per second spaced sustains (exits non-zero when an event was lost or repeated)")
 	f.IntVar(&reconCfg.Streams, "reconnect-streams", reconCfg.Streams, "command streams at once for --reconnects")

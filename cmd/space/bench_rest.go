@@ -45,5 +45,20 @@ func runRest(cmd *cobra.Command, a *app, cfg bench.RestConfig, asJSON bool) erro
 	} {
 		fmt.Fprintf(w, "%s\t%.2f\n", row.name, row.v)
 	}
+	if d := res.Density; d != nil {
+		for _, row := range []struct {
+			name string
+			v    float64
+		}{
+			{fmt.Sprintf("density: %d hibernated with %d busy; made and hibernated in (s)", d.Hibernated, d.Busy), d.HoldSeconds},
+			{"  host memory used per hibernated sandbox (MiB)", d.HostMemPerMiB}, {"  image on disk (MiB)", d.ImageMiB},
+			{fmt.Sprintf("  spaced's CPU per hibernated sandbox (ms/s over %.0f s)", d.SpacedCPUWindowS), d.SpacedCPUPerMs},
+			{fmt.Sprintf("  wake of a random one to its first exec true p50 (ms, %d)", d.Wakes), d.WakeExecP50}, {"  p99 (ms)", d.WakeExecP99},
+			{"  exec true in a busy sandbox meanwhile p50 (ms)", d.BusyExecP50}, {"  p99 (ms)", d.BusyExecP99},
+			{"  warm create meanwhile p50 (ms)", d.CreateP50},
+		} {
+			fmt.Fprintf(w, "%s\t%.2f\n", row.name, row.v)
+		}
+	}
 	return w.Flush()
 }

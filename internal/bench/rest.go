@@ -26,6 +26,9 @@ type RestConfig struct {
 	Window time.Duration
 	// Hibernated is the wakes of a hibernated sandbox timed (0: none).
 	Hibernated int
+	// Density, when set, also holds that many hibernated sandboxes while
+	// Busy others run commands in a loop (RestFigures.Density).
+	Density, Busy int
 	// Runsc and RootFS, when set, add the hibernated wake's anchor: raw
 	// runsc restore of an idle container and its first exec (root only).
 	Runsc, RootFS string
@@ -70,6 +73,7 @@ type RestFigures struct {
 	HostCPUPerHibernated, SpacedCPUPerHibernated            float64
 	HostMemPerAwake, HostMemPerFrozen, HostMemPerHibernated float64
 	HibernationImageMiB                                     float64
+	Density                                                 *RestDensityFigures `json:",omitempty"`
 	LoadStart, LoadEnd                                      float64
 }
 
@@ -89,6 +93,13 @@ func Rest(ctx context.Context, c *client.Client, cfg RestConfig) (*RestFigures, 
 	}
 	if err := idleCPUFigures(ctx, c, cfg, r, logf); err != nil {
 		return nil, err
+	}
+	if cfg.Density > 0 {
+		d, err := restDensity(ctx, c, cfg.Density, cfg.Busy, logf)
+		if err != nil {
+			return nil, fmt.Errorf("rest density: %w", err)
+		}
+		r.Density = d
 	}
 	r.LoadEnd = loadAverage()
 	return r, nil
