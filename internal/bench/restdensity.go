@@ -21,7 +21,7 @@ type RestDensityFigures struct {
 	// the baseline with none held; ImageMiB their mean image size.
 	HostMemPerMiB, ImageMiB float64
 	// SpacedCPUPerMs is spaced's CPU per hibernated sandbox (ms/s over
-	// SpacedCPUWindowS), beside the busy sandboxes' own load.
+	// SpacedCPUWindowS, the busy ones idle).
 	SpacedCPUPerMs, SpacedCPUWindowS float64
 	// WakeExec is exec true on a random hibernated one (the wake).
 	WakeExecP50, WakeExecP99 float64
@@ -34,10 +34,22 @@ type RestDensityFigures struct {
 	HoldSeconds float64
 }
 
-// restDensity holds n hibernated sandboxes while busy others run exec
-// true in a loop, and measures what they cost and how they answer.
+// restDensity holds n hibernated sandboxes and measures what they cost
+// (memory over a baseline that holds the busy sandboxes already, spaced's
+// CPU while nothing else runs), then, while busy others run exec true in a
+// loop, how a random one wakes, the busy commands and a create.
 func restDensity(ctx context.Context, c *client.Client, n, busy int, logf func(string, ...any)) (*RestDensityFigures, error) {
 	f := &RestDensityFigures{Hibernated: n, Busy: busy}
+	// The busy ones are made first, so that the baseline holds them.
+	var busyIDs []string
+	defer func() { killAll(context.WithoutCancel(ctx), c, busyIDs) }()
+	for range busy {
+		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3600, IdleFreezeSeconds: -1})
+		if err != nil {
+			return nil, err
+		}
+		busyIDs = append(busyIDs, sb.ID)
+	}
 	waitPoolSettled(ctx, c)
 	base, err := usedMemory()
 	if err != nil {
@@ -56,37 +68,6 @@ func restDensity(ctx context.Context, c *client.Client, n, busy int, logf func(s
 			return nil, err
 		}
 	}
-
-	// The busy ones work from now until the end.
-	var busyIDs []string
-	for range busy {
-		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3600, IdleFreezeSeconds: -1})
-		if err != nil {
-			return nil, err
-		}
-		busyIDs = append(busyIDs, sb.ID)
-	}
-	defer func() { killAll(context.WithoutCancel(ctx), c, busyIDs) }()
-	loopCtx, stop := context.WithCancel(ctx)
-	var (
-		mu    sync.Mutex
-		execs Sample
-		wg    sync.WaitGroup
-	)
-	for _, id := range busyIDs {
-		wg.Go(func() {
-			for loopCtx.Err() == nil {
-				t := time.Now()
-				if err := runToEnd(loopCtx, c, id, "true"); err != nil {
-					continue
-				}
-				mu.Lock()
-				execs = append(execs, time.Since(t))
-				mu.Unlock()
-			}
-		})
-	}
-	defer func() { stop(); wg.Wait() }()
 
 	for _, id := range ids {
 		if err := waitRest(ctx, c, id, client.RestHibernated, 10*time.Minute); err != nil {
@@ -116,6 +97,27 @@ func restDensity(ctx context.Context, c *client.Client, n, busy int, logf func(s
 	f.SpacedCPUWindowS = window.Seconds()
 	f.SpacedCPUPerMs = round2(float64(sp1-sp0) / float64(time.Millisecond) / window.Seconds() / float64(len(ids)))
 
+	// Now the busy ones work, until the end.
+	loopCtx, stop := context.WithCancel(ctx)
+	var (
+		mu    sync.Mutex
+		execs Sample
+		wg    sync.WaitGroup
+	)
+	for _, id := range busyIDs {
+		wg.Go(func() {
+			for loopCtx.Err() == nil {
+				t := time.Now()
+				if err := runToEnd(loopCtx, c, id, "true"); err != nil {
+					continue
+				}
+				mu.Lock()
+				execs = append(execs, time.Since(t))
+				mu.Unlock()
+			}
+		})
+	}
+	defer func() { stop(); wg.Wait() }()
 	logf("rest-density: waking random hibernated ones, and creates, with %d busy", busy)
 	var wakes, creates Sample
 	for i := range 10 {
