@@ -389,7 +389,11 @@ func TestPostgresCluster(t *testing.T) {
 			}
 		}},
 		{"a lapsed node's sandboxes are reported lost and stay so", func(t *testing.T, a, b *store.Postgres) {
-			epochA, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: 300 * time.Millisecond})
+			// A long lease while the records are made and the held
+			// lease is checked (on a loaded host that took longer than a
+			// short one: CI once saw it lapse before the check), then a
+			// renewal cuts it short.
+			epochA, err := a.Register(ctx, store.Registration{Address: "http://a", TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -418,7 +422,10 @@ func TestPostgresCluster(t *testing.T) {
 			if lost, err := b.ReportLost(ctx); err != nil || len(lost) != 0 {
 				t.Fatalf("reported with the lease held: %v, %v", lost, err)
 			}
-			time.Sleep(400 * time.Millisecond)
+			if err := a.Renew(ctx, epochA, store.NodeInfo{}, time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
 			lost, err := b.ReportLost(ctx)
 			if err != nil || len(lost) != 1 || lost[0].ID != "run" || lost[0].State != store.StateLost {
 				t.Fatalf("reported: %+v, %v", lost, err)
