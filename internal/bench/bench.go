@@ -295,18 +295,27 @@ func waitPoolAtLeast(ctx context.Context, c *client.Client, n int, timeout time.
 	}
 }
 
+// poolReady is the base pool's ready sandboxes (-1: no pool).
 func poolReady(ctx context.Context, c *client.Client) int {
+	return poolOf(ctx, c, "base")
+}
+
+// metricSample reads one sample of spaced's /metrics ("name{labels}").
+func metricSample(ctx context.Context, c *client.Client, series string) (float64, error) {
 	text, err := c.Metrics(ctx)
 	if err != nil {
-		return -1
+		return 0, err
 	}
 	for _, line := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(line, `space_pool_ready{template="base"} `); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return int(v)
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", series, err)
+			}
+			return f, nil
 		}
 	}
-	return -1
+	return 0, fmt.Errorf("spaced's /metrics has no %s", series)
 }
 
 func create(ctx context.Context, c *client.Client, pool bool) (*client.Sandbox, time.Duration, error) {

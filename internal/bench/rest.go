@@ -308,20 +308,10 @@ func idleCPUFigures(ctx context.Context, c *client.Client, cfg RestConfig, r *Re
 	return err
 }
 
-// metricValue is one sample of spaced's /metrics ("name{labels}"), 0 if
-// it is not there.
+// metricValue is one sample of spaced's /metrics, 0 if it is not there.
 func metricValue(ctx context.Context, c *client.Client, series string) float64 {
-	text, err := c.Metrics(ctx)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f
-		}
-	}
-	return 0
+	v, _ := metricSample(ctx, c, series)
+	return v
 }
 
 // cpuOver is the host's busy CPU, the sum of ids' cgroup CPU and
@@ -353,20 +343,8 @@ func cpuOver(ctx context.Context, c *client.Client, d time.Duration, ids []strin
 
 // spacedCPU is spaced's CPU time so far, from its /metrics.
 func spacedCPU(ctx context.Context, c *client.Client) (time.Duration, error) {
-	text, err := c.Metrics(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
-			s, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return 0, fmt.Errorf("process_cpu_seconds_total: %w", err)
-			}
-			return time.Duration(s * float64(time.Second)), nil
-		}
-	}
-	return 0, fmt.Errorf("spaced's /metrics has no process_cpu_seconds_total")
+	s, err := metricSample(ctx, c, "process_cpu_seconds_total")
+	return time.Duration(s * float64(time.Second)), err
 }
 
 // hostBusyOver is the host's busy CPU time (all but idle and iowait, from

@@ -356,17 +356,11 @@ func inSandboxRoundTrip(ctx context.Context, c *client.Client, sb *client.Sandbo
 
 // poolOf reads space_pool_ready for template (-1: no pool).
 func poolOf(ctx context.Context, c *client.Client, template string) int {
-	text, err := c.Metrics(ctx)
+	v, err := metricSample(ctx, c, `space_pool_ready{template="`+template+`"}`)
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(line, `space_pool_ready{template="`+template+`"} `); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return int(v)
-		}
-	}
-	return -1
+	return int(v)
 }
 
 // waitPool waits (at most 30 s) for template's pool to have one ready.
