@@ -28,7 +28,7 @@ func fromAgent(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	if own, ok := ownError(err); ok {
+	if own, ok := WakeError(err); ok {
 		return own
 	}
 	var ce *connect.Error

@@ -67,7 +67,7 @@ func (s *Service) hibernateIdle(ctx context.Context, e *entry, r *rest, now time
 		return
 	}
 	defer e.mu.Unlock()
-	if e.rec.State != store.StateRunning || e.rec.Ending != "" || e.snapshotting {
+	if !e.mayRest() {
 		return
 	}
 	if _, err := r.hibernateIfIdle(ctx, now, delay); err != nil {
@@ -107,7 +107,7 @@ func (s *Service) hibernateForRoom(ctx context.Context, ref *admission.Refusal) 
 			continue
 		}
 		did, err := false, error(nil)
-		if c.e.rec.State == store.StateRunning && c.e.rec.Ending == "" && !c.e.snapshotting {
+		if c.e.mayRest() {
 			did, err = c.r.hibernateEarly(ctx)
 		}
 		id := c.e.rec.ID
@@ -321,14 +321,4 @@ func (s *Service) sweepHibernation(ctx context.Context, keep map[string]bool) {
 			s.deleteHibernation(ctx, m.SandboxID, m.ID)
 		}
 	}
-}
-
-// maxIdleHibernate bounds a sandbox's own idle hibernate delay.
-const maxIdleHibernate = 7 * 24 * time.Hour
-
-func checkIdleHibernate(d time.Duration) error {
-	if d > maxIdleHibernate || (d > 0 && d < time.Second) {
-		return errdefs.New(errdefs.ErrInvalidArgument, "idle hibernate delay %s must be between 1s and %s (or never)", d, maxIdleHibernate)
-	}
-	return nil
 }

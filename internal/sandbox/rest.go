@@ -120,13 +120,11 @@ type restError struct{ err error }
 func (e restError) Error() string { return e.err.Error() }
 func (e restError) Unwrap() error { return e.err }
 
-// WakeError is the error of a request to a resting sandbox that spaced
-// could not wake (the node's budget refused its restore, say), if err's
-// chain has one: the caller's answer, with its class and message.
-func WakeError(err error) (error, bool) { return ownError(err) }
-
-// ownError is the rest's own error in err's chain, if any.
-func ownError(err error) (error, bool) {
+// WakeError is the rest's own error in err's chain, if any: a request to
+// a resting sandbox that spaced could not wake (the node's budget refused
+// its restore, say) or that is ending. It is the caller's answer, with its
+// class and message.
+func WakeError(err error) (error, bool) {
 	var re restError
 	if errors.As(err, &re) {
 		return re.err, true
@@ -467,7 +465,7 @@ func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
 		if !e.mu.TryLock() {
 			continue
 		}
-		if e.rec.State == store.StateRunning && !e.snapshotting {
+		if e.mayRest() {
 			froze, err := r.freezeIfIdle(ctx, now, delay)
 			if err != nil {
 				s.log.Warn("freeze idle sandbox", "sandbox", rec.ID, "err", err)
@@ -540,14 +538,25 @@ func holdBody(body io.ReadCloser, release func()) io.ReadCloser {
 	return heldBody{ReadCloser: body, release: release}
 }
 
-// maxIdleFreeze bounds a sandbox's own idle delay.
-const maxIdleFreeze = 24 * time.Hour
+// maxIdleFreeze and maxIdleHibernate bound a sandbox's own idle delays.
+const (
+	maxIdleFreeze    = 24 * time.Hour
+	maxIdleHibernate = 7 * 24 * time.Hour
+)
 
-func checkIdleFreeze(d time.Duration) error {
-	if d > maxIdleFreeze || (d > 0 && d < time.Second) {
-		return errdefs.New(errdefs.ErrInvalidArgument, "idle freeze delay %s must be between 1s and %s (or never)", d, maxIdleFreeze)
+// checkIdleDelay refuses a sandbox's own idle delay (what: freeze,
+// hibernate) outside 1s..max; 0 (the node's) and negative (never) pass.
+func checkIdleDelay(what string, d, max time.Duration) error {
+	if d > max || (d > 0 && d < time.Second) {
+		return errdefs.New(errdefs.ErrInvalidArgument, "idle %s delay %s must be between 1s and %s (or never)", what, d, max)
 	}
 	return nil
+}
+
+// mayRest says whether e's sandbox may go to a deeper rest now: running,
+// not being ended, no disk snapshot being taken. The caller holds e.mu.
+func (e *entry) mayRest() bool {
+	return e.rec.State == store.StateRunning && e.rec.Ending == "" && !e.snapshotting
 }
 
 // SetIdleFreeze changes how long running sandbox id may go unreached
@@ -555,11 +564,11 @@ func checkIdleFreeze(d time.Duration) error {
 // is set, before it is hibernated. A resting sandbox is woken if it may no
 // longer rest as it does.
 func (s *Service) SetIdleFreeze(ctx context.Context, id string, d time.Duration, hibernate *time.Duration) (*Sandbox, error) {
-	if err := checkIdleFreeze(d); err != nil {
+	if err := checkIdleDelay("freeze", d, maxIdleFreeze); err != nil {
 		return nil, err
 	}
 	if hibernate != nil {
-		if err := checkIdleHibernate(*hibernate); err != nil {
+		if err := checkIdleDelay("hibernate", *hibernate, maxIdleHibernate); err != nil {
 			return nil, err
 		}
 	}

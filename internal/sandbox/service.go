@@ -377,10 +377,10 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	if req.SnapshotEvery != 0 && (req.SnapshotEvery < 5*time.Second || req.SnapshotEvery > 24*time.Hour) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "snapshot interval must be between 5s and 24h")
 	}
-	if err := checkIdleFreeze(req.IdleFreeze); err != nil {
+	if err := checkIdleDelay("freeze", req.IdleFreeze, maxIdleFreeze); err != nil {
 		return err
 	}
-	if err := checkIdleHibernate(req.IdleHibernate); err != nil {
+	if err := checkIdleDelay("hibernate", req.IdleHibernate, maxIdleHibernate); err != nil {
 		return err
 	}
 	if req.SnapshotKeep < 0 || req.SnapshotKeep > 100 {
