@@ -34,17 +34,7 @@ echo $! > /tmp/held.pid; while [ -e /tmp/held ]; do sleep 0.05; done`
 // the host shows: no runsc process and no cgroup of it left.
 func waitHibernated(t *testing.T, d *harness.Daemon, id string) {
 	t.Helper()
-	var got *client.Sandbox
-	var err error
-	if !harness.WaitFor(90*time.Second, func() bool {
-		got, err = d.Client.GetSandboxRest(harness.Ctx(t, 10*time.Second), id)
-		return err == nil && got.Rest == client.RestHibernated
-	}) {
-		t.Fatalf("sandbox %s never hibernated: %+v, %v", id, got, err)
-	}
-	if got.State != client.StateRunning {
-		t.Errorf("a hibernated sandbox shows as %q, want running", got.State)
-	}
+	d.WaitRest(t, id, client.RestHibernated, 90*time.Second)
 	if procs := harness.RunscProcs(id); len(procs) > 0 {
 		t.Errorf("the API says %s is hibernated, but its runsc processes are there: %v", id, procs)
 	}

@@ -29,17 +29,7 @@ while [ ! -e /tmp/count ]; do sleep 0.05; done`
 // host's cgroup both say, and fails the test otherwise.
 func waitFrozen(t *testing.T, d *harness.Daemon, id string) {
 	t.Helper()
-	var got *client.Sandbox
-	var err error
-	if !harness.WaitFor(60*time.Second, func() bool {
-		got, err = d.Client.GetSandboxRest(harness.Ctx(t, 10*time.Second), id)
-		return err == nil && got.Rest == client.RestFrozen
-	}) {
-		t.Fatalf("sandbox %s never rested frozen: %+v, %v", id, got, err)
-	}
-	if got.State != client.StateRunning {
-		t.Errorf("a frozen sandbox shows as %q, want running", got.State)
-	}
+	d.WaitRest(t, id, client.RestFrozen, 60*time.Second)
 	if frozen, err := harness.SandboxFrozen(id); err != nil || !frozen {
 		t.Fatalf("the API says %s is frozen, its cgroup freezer says frozen=%v (%v)", id, frozen, err)
 	}

@@ -275,19 +275,6 @@ func TestAdmissionPoolShrinksFirst(t *testing.T) {
 	}
 }
 
-// restIn waits until sandbox id rests in tier want (frozen, hibernated).
-func restIn(t *testing.T, d *harness.Daemon, id, want string) {
-	t.Helper()
-	var got *client.Sandbox
-	var err error
-	if !harness.WaitFor(60*time.Second, func() bool {
-		got, err = d.Client.GetSandboxRest(harness.Ctx(t, 10*time.Second), id)
-		return err == nil && string(got.Rest) == want
-	}) {
-		t.Fatalf("sandbox %s never rested %s: %+v, %v", id, want, got, err)
-	}
-}
-
 // TestAdmissionHibernatesRestingFirst: on a node at its memory budget, a
 // sandbox frozen at rest is hibernated early (its own delay is an hour) to
 // make room before a create is refused; a hibernated sandbox whose wake
@@ -301,7 +288,7 @@ func TestAdmissionHibernatesRestingFirst(t *testing.T) {
 	run(t, d, resting.ID, `nohup sh -c 'echo $$ > /tmp/loop.pid; while :; do sleep 1; done' >/dev/null 2>&1 &
 while [ ! -s /tmp/loop.pid ]; do sleep 0.05; done`)
 	pid := strings.TrimSpace(run(t, d, resting.ID, "cat /tmp/loop.pid"))
-	restIn(t, d, resting.ID, client.RestFrozen)
+	d.WaitRest(t, resting.ID, client.RestFrozen, 60*time.Second)
 
 	// Awake sandboxes until the node refuses one: the resting one was
 	// hibernated first, so more fit than beside it frozen.

@@ -97,3 +97,22 @@ func Clip(s string) string {
 	}
 	return s
 }
+
+// WaitRest waits up to timeout until the API says sandbox id rests in tier
+// (client.RestFrozen, client.RestHibernated) and shows it running, and
+// fails the test otherwise; it returns the sandbox as last read.
+func (d *Daemon) WaitRest(t testing.TB, id, tier string, timeout time.Duration) *client.Sandbox {
+	t.Helper()
+	var got *client.Sandbox
+	var err error
+	if !WaitFor(timeout, func() bool {
+		got, err = d.Client.GetSandboxRest(Ctx(t, 10*time.Second), id)
+		return err == nil && string(got.Rest) == tier
+	}) {
+		t.Fatalf("sandbox %s never rested %s: %+v, %v", id, tier, got, err)
+	}
+	if got.State != client.StateRunning {
+		t.Errorf("a sandbox resting %s shows as %q, want running", tier, got.State)
+	}
+	return got
+}
