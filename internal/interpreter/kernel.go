@@ -36,6 +36,7 @@ type launcher struct {
 	maxOutput  int64               // output kept per execution (Config.MaxOutputBytes); <= 0: no limit
 	startLimit time.Duration
 	log        *slog.Logger
+	pickPorts  func() (jupyter.ConnInfo, error) // a test's; nil: jupyter.NewTCP on loopback
 }
 
 // bootstrap starts a Python kernel as `python -m MODULE` would (MODULE
@@ -136,12 +137,37 @@ type kernel struct {
 	memory uint64       // its memory limit (the launcher's addrSpace; Deno's heap is made from it); 0: none
 }
 
+// portAttempts is how many times a kernel that listens on TCP starts,
+// each on fresh ports, while another process takes one of its ports
+// first: the ports are free when picked, but the kernel binds them only
+// once it runs (a JVM: a second or more on a busy machine), and any
+// socket the host opens meanwhile may get one as its ephemeral port. CI
+// saw JJava exit so; taken later in its start, JJava hangs instead.
+const portAttempts = 3
+
+// errPortTaken is a kernel's start that failed on a taken port.
+var errPortTaken = errors.New("another process took a port in the kernel's connection file before the kernel bound it")
+
 // start launches a kernel of kind in cwd and returns it once it
 // answers. A kernel that fails to come up is killed and its directory
 // removed.
-func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (_ *kernel, err error) {
+func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (*kernel, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.startLimit)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		k, err := l.startOnce(ctx, id, cwd, kind)
+		if err == nil {
+			return k, nil
+		}
+		if !errors.Is(err, errPortTaken) || attempt == portAttempts {
+			return nil, err
+		}
+		l.log.Info("a port of the kernel's was taken; starting it again on other ports", "kernel", id, "attempt", attempt)
+	}
+}
+
+// startOnce is one try of start.
+func (l *launcher) startOnce(ctx context.Context, id, cwd string, kind kernelKind) (_ *kernel, err error) {
 	dir := filepath.Join(l.runDir, id+"-"+jupyter.NewID()[:8])
 	if err := l.mkdir(dir); err != nil {
 		return nil, err
@@ -153,10 +179,12 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 		}
 	}()
 	info := jupyter.NewIPC(filepath.Join(dir, "k"))
+	out := &lineLogger{log: l.log.With("kernel", id), oom: &k.oom}
 	if kind.tcpOnly() {
-		if info, err = jupyter.NewTCP("127.0.0.1"); err != nil {
+		if info, err = l.tcpPorts(); err != nil {
 			return k, err
 		}
+		out.portTaken = make(chan struct{})
 	}
 	info.KernelName = kind.kernelName()
 	connFile := filepath.Join(dir, "connection.json")
@@ -176,7 +204,6 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 	// server dies: ipykernel would exit by itself (it watches
 	// JPY_PARENT_PID), Deno's kernel would run on.
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: l.cred, Pdeathsig: syscall.SIGKILL}
-	out := &lineLogger{log: l.log.With("kernel", id), oom: &k.oom}
 	k.cmd.Stdout, k.cmd.Stderr = out, out
 	if err := k.cmd.Start(); err != nil {
 		if l.cred != nil && errors.Is(err, fs.ErrPermission) && !canEnter(cwd, l.cred) {
@@ -189,12 +216,41 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 		k.state = k.cmd.ProcessState
 		close(k.exited)
 	}()
-	if err := waitForSockets(ctx, info, k.exited); err != nil {
-		return k, err
+	// What follows gives up as soon as the kernel exits or says one of
+	// its ports was taken (it may then hang instead of exiting: JJava
+	// does, and a port that another process took accepts our dial and
+	// never greets).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-k.exited:
+			cancel(errKernelExited)
+		case <-out.portTaken:
+			cancel(errPortTaken)
+		case <-ctx.Done():
+		}
+	}()
+	if err := l.connect(ctx, k, info, id); err != nil {
+		return k, startError(err, k, out)
 	}
-	c, err := jupyter.Dial(info, l.maxFrame, l.log.With("kernel", id))
+	if hook := l.outputHook(kind); hook != "" {
+		if err := runSilent(ctx, k, hook); err != nil {
+			return k, startError(fmt.Errorf("%s output hook: %w", kind.kernelName(), err), k, out)
+		}
+	}
+	return k, nil
+}
+
+// connect waits for the kernel to listen, dials it and waits for its
+// answer.
+func (l *launcher) connect(ctx context.Context, k *kernel, info jupyter.ConnInfo, id string) error {
+	if err := waitForSockets(ctx, info); err != nil {
+		return err
+	}
+	c, err := jupyter.Dial(ctx, info, l.maxFrame, l.log.With("kernel", id))
 	if err != nil {
-		return k, fmt.Errorf("connect to kernel: %w", err)
+		return fmt.Errorf("connect to kernel: %w", err)
 	}
 	k.client = c
 	// A kernel that dies ends every request waiting on it.
@@ -206,15 +262,36 @@ func (l *launcher) start(ctx context.Context, id, cwd string, kind kernelKind) (
 		}
 	}()
 	if err := c.WaitReady(ctx); err != nil {
-		return k, fmt.Errorf("wait for kernel: %w", err)
+		return fmt.Errorf("wait for kernel: %w", err)
 	}
-	if hook := l.outputHook(kind); hook != "" {
-		if err := runSilent(ctx, k, hook); err != nil {
-			return k, fmt.Errorf("%s output hook: %w", kind.kernelName(), err)
-		}
-	}
-	return k, nil
+	return nil
 }
+
+// startError is why a kernel's start failed with err: a port of its was
+// taken (errPortTaken, which start tries again), it exited (with its
+// status and the last line it wrote), or err. The kernel's end may reach
+// us first as err (a connection it reset as it exited), before its exit
+// and last words do: they get exitGrace to come.
+func startError(err error, k *kernel, out *lineLogger) error {
+	t := time.NewTimer(exitGrace)
+	defer t.Stop()
+	select {
+	case <-out.portTaken:
+		return errPortTaken
+	case <-k.exited:
+		select {
+		case <-out.portTaken:
+			return errPortTaken
+		default:
+		}
+		return fmt.Errorf("%w (%s): %s", errKernelExited, k.state, out.lastLine())
+	case <-t.C:
+		return err
+	}
+}
+
+// exitGrace is how long a kernel whose start failed has to show why.
+const exitGrace = 2 * time.Second
 
 // outputHook is the silent cell a kernel of kind runs once it answers,
 // which bounds each execution's output in the kernel under the server's
@@ -237,9 +314,21 @@ func (l *launcher) outputHook(kind kernelKind) string {
 	return ""
 }
 
+// tcpPorts is the connection of a kernel that listens on TCP: five free
+// ports on loopback.
+func (l *launcher) tcpPorts() (jupyter.ConnInfo, error) {
+	if l.pickPorts != nil {
+		return l.pickPorts()
+	}
+	return jupyter.NewTCP("127.0.0.1")
+}
+
+// errKernelExited is a kernel that exited before it listened.
+var errKernelExited = errors.New("kernel exited while starting")
+
 // waitForSockets waits until the kernel listens (ZeroMQ cannot dial a
 // unix socket before it exists, and gives up on a refused TCP port).
-func waitForSockets(ctx context.Context, info jupyter.ConnInfo, exited <-chan struct{}) error {
+func waitForSockets(ctx context.Context, info jupyter.ConnInfo) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -251,9 +340,10 @@ func waitForSockets(ctx context.Context, info jupyter.ConnInfo, exited <-chan st
 			return nil
 		}
 		select {
-		case <-exited:
-			return errors.New("kernel exited while starting (see the server log)")
 		case <-ctx.Done():
+			if cause := context.Cause(ctx); cause != ctx.Err() {
+				return cause
+			}
 			return fmt.Errorf("kernel did not listen on %s: %w", info.Endpoint(info.ShellPort), ctx.Err())
 		case <-t.C:
 		}

@@ -13,8 +13,15 @@ import (
 type lineLogger struct {
 	log *slog.Logger
 	oom *atomic.Bool // set when a line says an allocation failed for good (oom.go); nil: not looked for
-	mu  sync.Mutex
-	buf []byte
+	// portTaken is closed when a line says a port the kernel binds is
+	// taken (its connection file's ports were free when picked, but
+	// another process may bind one before the kernel does); nil: not
+	// looked for.
+	portTaken chan struct{}
+	mu        sync.Mutex
+	buf       []byte
+	last      string // the last line that was not blank
+	taken     bool   // portTaken is closed
 }
 
 const maxLogLine = 2048
@@ -44,8 +51,28 @@ func (w *lineLogger) emit(line []byte) {
 	}
 	if len(bytes.TrimSpace(line)) > 0 {
 		w.log.Info("kernel output", "line", string(line))
+		w.last = string(line)
 	}
 	if w.oom != nil && saysOutOfMemory(line) {
 		w.oom.Store(true)
 	}
+	if w.portTaken != nil && !w.taken && bytes.Contains(line, addrInUse) {
+		w.taken = true
+		close(w.portTaken)
+	}
+}
+
+// addrInUse is how JJava (ZMQException), Deno and IRkernel's ZeroMQ say
+// a port they bind is taken: strerror(EADDRINUSE).
+var addrInUse = []byte("Address already in use")
+
+// lastLine is the last line the kernel wrote that was not blank, cut to
+// maxLogLine ("": none).
+func (w *lineLogger) lastLine() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(bytes.TrimSpace(w.buf)) > 0 {
+		return string(w.buf)
+	}
+	return w.last
 }

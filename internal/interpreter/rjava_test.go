@@ -21,9 +21,15 @@ import (
 // startRJavaServer is startServer with the r and java kernels too.
 func startRJavaServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
+	return startRJavaServerWith(t, cfg, nil)
+}
+
+// startRJavaServerWith is startServerWith with the r and java kernels too.
+func startRJavaServerWith(t *testing.T, cfg Config, prepare func(*Server)) *testServer {
+	t.Helper()
 	cfg.R = interpretertest.R(t)
 	cfg.Java, cfg.JJava = interpretertest.JJava(t)
-	return startServer(t, cfg)
+	return startServerWith(t, cfg, prepare)
 }
 
 // The code of the env ops is the kernel's language with the names and

@@ -33,7 +33,7 @@ var ErrClosed = errors.New("kernel connection closed")
 type Client struct {
 	sig     signer
 	limit   *frameLimit // nil: frames are not bounded
-	token   string      // the limit's key in frameLimits
+	token   string      // its dialGroup's key in dials
 	session string
 	log     *slog.Logger
 	ctx     context.Context
@@ -51,8 +51,10 @@ type Client struct {
 // Dial connects to the kernel of info. The kernel must already listen
 // (ZeroMQ's dial fails otherwise); see ConnInfo.Listening. With maxFrame >
 // 0 no frame the kernel sends is held past maxFrame bytes (see Frame limit
-// in limit.go): a message over it arrives with Message.Cut.
-func Dial(info ConnInfo, maxFrame int64, logger *slog.Logger) (*Client, error) {
+// in limit.go): a message over it arrives with Message.Cut. When dialCtx
+// ends before the connections are made, Dial gives up with its error
+// (once made, they no longer depend on it).
+func Dial(dialCtx context.Context, info ConnInfo, maxFrame int64, logger *slog.Logger) (*Client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		sig: signer{key: []byte(info.Key)}, session: NewID(), log: logger,
@@ -73,21 +75,26 @@ func Dial(info ConnInfo, maxFrame int64, logger *slog.Logger) (*Client, error) {
 	c.socks[Shell] = zmq.NewDealer(ctx, dealer...)
 	c.socks[Control] = zmq.NewDealer(ctx, dealer...)
 	c.socks[IOPub] = zmq.NewSub(ctx, common...)
+	g := &dialGroup{}
 	if maxFrame > 0 {
-		c.limit, c.token = newFrameLimit(maxFrame, []byte(info.Key)), NewID()
-		frameLimits.Store(c.token, c.limit)
+		c.limit = newFrameLimit(maxFrame, []byte(info.Key))
+		g.limit = c.limit
 	}
+	c.token = NewID()
+	dials.Store(c.token, g)
+	stop := context.AfterFunc(dialCtx, g.abort)
+	defer stop()
 	ports := map[string]int{Shell: info.ShellPort, Control: info.ControlPort, IOPub: info.IOPubPort}
 	for name, s := range c.socks {
-		ep := info.Endpoint(ports[name])
-		if c.limit != nil {
-			var err error
-			if ep, err = limitedEndpoint(ep, c.token); err != nil {
-				c.Close(err)
-				return nil, err
-			}
+		ep, err := groupEndpoint(info.Endpoint(ports[name]), c.token)
+		if err != nil {
+			c.Close(err)
+			return nil, err
 		}
 		if err := s.Dial(ep); err != nil {
+			if cause := context.Cause(dialCtx); cause != nil {
+				err = cause
+			}
 			c.Close(err)
 			return nil, fmt.Errorf("dial %s: %w", name, err)
 		}
@@ -127,8 +134,8 @@ func (c *Client) Close(cause error) {
 	c.cancel()
 	if c.limit != nil {
 		c.limit.close() // before the sockets: their readers may wait on it
-		frameLimits.Delete(c.token)
 	}
+	dials.Delete(c.token)
 	for _, s := range c.socks {
 		_ = s.Close()
 	}

@@ -66,9 +66,44 @@ func trailer(f []byte) (ok, signed bool) {
 	return true, f[len(trailerMagic)] == 1
 }
 
-// frameLimits are the limits of the Clients dialed with one, by the token
-// their endpoints carry ("space-ipc://<token>@<path>").
-var frameLimits sync.Map // string -> *frameLimit
+// dials are the Clients' connections, by the token their endpoints carry
+// ("space-ipc://<token>@<path>"): every Client dials its kernel through
+// the transports below, which bound frames when the Client has a limit
+// and can cut a handshake that hangs (dialGroup.abort).
+var dials sync.Map // string -> *dialGroup
+
+// dialGroup is one Client's connections and frame limit.
+type dialGroup struct {
+	limit *frameLimit // nil: frames are not bounded
+
+	mu      sync.Mutex
+	conns   []net.Conn
+	aborted bool
+}
+
+// add keeps conn, to be closed by abort; after abort it closes conn.
+func (g *dialGroup) add(conn net.Conn) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.aborted {
+		conn.Close()
+		return net.ErrClosed
+	}
+	g.conns = append(g.conns, conn)
+	return nil
+}
+
+// abort closes every connection made and refuses new ones: zmq4 reads a
+// peer's ZMTP greeting with no deadline, so a port that accepts and never
+// greets (another process took the kernel's port) would hold Dial forever.
+func (g *dialGroup) abort() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.aborted = true
+	for _, c := range g.conns {
+		c.Close()
+	}
+}
 
 func init() {
 	for scheme, network := range map[string]string{"space-ipc": "unix", "space-tcp": "tcp"} {
@@ -131,12 +166,12 @@ func (l *frameLimit) close() {
 	l.cond.Broadcast()
 }
 
-// limitedEndpoint is endpoint (ipc:// or tcp://) through the limiting
-// transport, for the limit registered under token.
-func limitedEndpoint(endpoint, token string) (string, error) {
+// groupEndpoint is endpoint (ipc:// or tcp://) through the transports
+// below, for the dialGroup registered under token.
+func groupEndpoint(endpoint, token string) (string, error) {
 	scheme, addr, ok := strings.Cut(endpoint, "://")
 	if !ok || scheme != "ipc" && scheme != "tcp" {
-		return "", fmt.Errorf("no frame limit for endpoint %q", endpoint)
+		return "", fmt.Errorf("no transport for endpoint %q", endpoint)
 	}
 	return "space-" + scheme + "://" + token + "@" + addr, nil
 }
@@ -145,19 +180,26 @@ type limitTransport struct{ network string }
 
 func (t limitTransport) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
 	token, target, _ := strings.Cut(addr, "@")
-	v, ok := frameLimits.Load(token)
+	v, ok := dials.Load(token)
 	if !ok {
-		return nil, fmt.Errorf("no frame limit registered for %q", token)
+		return nil, fmt.Errorf("no client registered for %q", token)
 	}
+	g := v.(*dialGroup)
 	conn, err := d.DialContext(ctx, t.network, target)
 	if err != nil {
 		return nil, err
 	}
-	return newLimitConn(conn, v.(*frameLimit)), nil
+	if err := g.add(conn); err != nil {
+		return nil, err
+	}
+	if g.limit == nil {
+		return conn, nil
+	}
+	return newLimitConn(conn, g.limit), nil
 }
 
 func (limitTransport) Listen(context.Context, string) (net.Listener, error) {
-	return nil, errors.New("the frame-limiting transport only dials")
+	return nil, errors.New("the kernel transport only dials")
 }
 
 func (limitTransport) Addr(ep string) (string, error) { return ep, nil }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -64,7 +65,7 @@ func (k *fakeKernel) publish(t *testing.T, frames [][]byte) {
 // messages, once a published message reaches it (ZeroMQ's slow joiner).
 func (k *fakeKernel) route(t *testing.T, maxFrame int64) (*Client, *Route) {
 	t.Helper()
-	c, err := Dial(k.info, maxFrame, slog.New(slog.DiscardHandler))
+	c, err := Dial(context.Background(), k.info, maxFrame, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,3 +243,42 @@ type fakeConn struct {
 }
 
 func (f fakeConn) Read(p []byte) (int, error) { return f.r.Read(p) }
+
+// A port that accepts and never greets (another process took the
+// kernel's port) cannot hold Dial past its context: zmq4 reads the ZMTP
+// greeting with no deadline of its own.
+func TestDialGivesUpOnSilentPeer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent, until the test ends
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	info := ConnInfo{Transport: "tcp", IP: "127.0.0.1", ShellPort: port, IOPubPort: port, StdinPort: port, ControlPort: port, HBPort: port,
+		Key: "k", SignatureScheme: "hmac-sha256"}
+	for _, maxFrame := range []int64{0, 1 << 20} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		begun := time.Now()
+		c, err := Dial(ctx, info, maxFrame, slog.New(slog.DiscardHandler))
+		cancel()
+		if err == nil {
+			c.Close(nil)
+			t.Fatalf("maxFrame %d: Dial to a peer that never greets succeeded", maxFrame)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("maxFrame %d: Dial's error %v does not say its context ended", maxFrame, err)
+		}
+		if el := time.Since(begun); el > 10*time.Second {
+			t.Errorf("maxFrame %d: Dial gave up after %s", maxFrame, el)
+		}
+	}
+}
