@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -97,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	s.fs = files.NewService(st.defaults, log)
 
 	mux := http.NewServeMux()
-	opts := []connect.HandlerOption{connect.WithCompressMinBytes(1024)}
+	opts := []connect.HandlerOption{connect.WithCompressMinBytes(1024), connect.WithRecover(s.recovered)}
 	mux.Handle(processconnect.NewProcessHandler(s.procs, opts...))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs, opts...))
 	mux.Handle(agentv1connect.NewAgentHandler(&agentService{s: s}, opts...))
@@ -111,6 +112,14 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /logs", jr.serve)
 	s.handler = requireToken(st, mux)
 	return s, nil
+}
+
+// recovered answers a Connect call whose handler panicked with an internal
+// error naming the panic, in place of net/http's recovery (which cuts the
+// connection, so spaced saw only "unexpected EOF"), and logs its stack.
+func (s *Server) recovered(_ context.Context, spec connect.Spec, _ http.Header, p any) error {
+	s.log.Error("handler panicked", "procedure", spec.Procedure, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("the agent failed in %s: %v", spec.Procedure, p))
 }
 
 // Handler is the agent's whole HTTP surface.

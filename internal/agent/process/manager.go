@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,8 @@ type Manager struct {
 	// keyed serialises starts that carry a key, so that two with the same
 	// key cannot both start.
 	keyed sync.Mutex
+	// reaping is set while ReapOrphans runs (the agent is PID 1).
+	reaping atomic.Bool
 }
 
 // NewManager returns an empty registry.
@@ -209,7 +212,7 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 		m.log.Info(fmt.Sprintf("Process with pid %d started", p.pid), "event_type", "process_start", "pid", p.pid,
 			"command", commandLine(spec.Config), "user", userName(spec.User), "pty", spec.PTY != nil)
 	}
-	go p.wait(readers, &pumps, m.exitedProc)
+	go p.wait(readers, &pumps, m.reapAfterWait, m.exitedProc)
 	return p, nil
 }
 

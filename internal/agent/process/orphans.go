@@ -23,6 +23,8 @@ var startMu sync.RWMutex
 // agent used to re-execute itself under a separate init for this; doing it
 // in one process saves a second Go start, ~35 ms of every cold create.)
 func (m *Manager) ReapOrphans(ctx context.Context) {
+	m.reaping.Store(true)
+	defer m.reaping.Store(false)
 	sig := make(chan os.Signal, 16)
 	signal.Notify(sig, syscall.SIGCHLD)
 	defer signal.Stop(sig)
@@ -36,6 +38,20 @@ func (m *Manager) ReapOrphans(ctx context.Context) {
 		case <-sig:
 		case <-tick.C:
 		}
+	}
+}
+
+// reapAfterWait reaps, when the manager reaps orphans, those that one of
+// its processes hid: reapOrphans stops at the first exited child it finds
+// (waitid answers one), and while that is a process of ours whose Wait has
+// not run, an orphan that died at the same moment stays a zombie until
+// the next SIGCHLD or tick, up to a second. Called once os/exec has
+// reaped ours and before its end is told, so that a client whose command
+// killed a background process (the E2B Desktop SDK's `pkill x11vnc`, then
+// `pgrep -x x11vnc` at the stream's next start) does not find its zombie.
+func (m *Manager) reapAfterWait() {
+	if m.reaping.Load() {
+		m.reapOrphans()
 	}
 }
 

@@ -228,9 +228,11 @@ func (p *Proc) pump(r *os.File, wrap func([]byte) *process.ProcessEvent_DataEven
 	}
 }
 
-// wait reaps the process, drains its output and buffers the end event.
-func (p *Proc) wait(readers []*os.File, pumps *sync.WaitGroup, onExit func(*Proc)) {
+// wait reaps the process, runs reaped (the orphans it may have hidden),
+// drains its output and buffers the end event.
+func (p *Proc) wait(readers []*os.File, pumps *sync.WaitGroup, reaped func(), onExit func(*Proc)) {
 	err := p.cmd.Wait()
+	reaped()
 	drain(readers, pumps)
 
 	end := endEvent(p.cmd.ProcessState, err)
