@@ -37,12 +37,11 @@ func TestPID1(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	cmd := exec.Command(bin, "--addr", addr, "--state", filepath.Join(dir, "run/state.json"), "--default-user", "root")
 	cmd.Env = append(os.Environ(), "SPACE_AGENT_TOKEN=boot")
@@ -116,6 +115,40 @@ func TestPID1(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if z := zombieChildren(cmd.Process.Pid); len(z) > 0 {
 		t.Errorf("PID 1 left zombies: %v", z)
+	}
+
+	// A command that kills a background process, as the E2B Desktop SDK's
+	// stream.stop() runs `pkill x11vnc` before its next start() looks
+	// for x11vnc with pgrep: the orphan dies at the same moment as the
+	// command, and must not stay a zombie behind the command's own
+	// (before, it stayed until the reaper's next tick, up to a second).
+	run := func(script string) {
+		t.Helper()
+		ex, err := agent.Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Start: &process.StartRequest{
+			Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}},
+		}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ex.Receive() {
+		}
+		if ex.Err() != nil {
+			t.Fatal(ex.Err())
+		}
+	}
+	lingered := 0
+	for range 30 {
+		run("setsid sleep 1000 >/dev/null 2>&1 </dev/null & until pgrep -x sleep >/dev/null; do :; done")
+		run("pkill -x sleep")
+		// A zombie reaped at its SIGCHLD is gone within microseconds; one
+		// hidden behind pkill's stays until a tick.
+		time.Sleep(100 * time.Millisecond)
+		if z := zombieChildren(cmd.Process.Pid); len(z) > 0 {
+			lingered++
+		}
+	}
+	if lingered > 0 {
+		t.Errorf("in %d of 30 runs a process killed by a command was still a zombie of PID 1 100 ms after the command ended", lingered)
 	}
 
 	if _, err := agent.Init(ctx, connect.NewRequest(&agentv1.InitRequest{AccessToken: "rotated"})); err != nil {

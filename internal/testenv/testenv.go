@@ -12,9 +12,12 @@ package testenv
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -184,4 +187,37 @@ func envOr(k, def string) string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// FreePort is a TCP port free on loopback now, for a server a test starts
+// as another process (spaced, PostgreSQL, versitygw), which binds it a
+// while later. It is picked below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), not by binding port 0: a port of that
+// range, free when picked, may become the local port of any connection
+// the host opens before the server binds it (on a busy CI machine the
+// window is long), or while a test restarts the server on it.
+func FreePort() (int, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo, hi int
+		if n, _ := fmt.Sscan(string(b), &lo, &hi); n == 2 {
+			low = lo
+		}
+	}
+	const floor = 20000 // under it: ports that well-known servers use
+	if low-floor >= 1000 {
+		for range 200 {
+			p := floor + rand.IntN(low-floor)
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+				l.Close()
+				return p, nil
+			}
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -71,5 +72,30 @@ func TestChecks(t *testing.T) {
 	}
 	if got := First("", "b", "c"); got != "b" {
 		t.Errorf("First = %q, want b", got)
+	}
+}
+
+// FreePort's port is outside the ephemeral range, where no connection
+// the host opens can take it, and can be bound.
+func TestFreePort(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skip("no ip_local_port_range:", err)
+	}
+	var lo int
+	fmt.Sscan(string(b), &lo)
+	for range 20 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo > 21000 && p >= lo {
+			t.Fatalf("port %d is in the ephemeral range (from %d)", p, lo)
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			t.Fatalf("port %d: %v", p, err)
+		}
+		l.Close()
 	}
 }
