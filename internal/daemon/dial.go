@@ -15,10 +15,10 @@ import (
 
 // nodeAddrs is the set of this node's addresses and, in cluster mode, the
 // other nodes': no connection made for a tenant (a sandbox's through the
-// egress gateway, a registry pull) reaches one.
-func nodeAddrs(catalog store.Catalog, log *slog.Logger) *dialer.Local {
-	pg, ok := catalog.(*store.Postgres)
-	if !ok {
+// egress gateway, a registry pull) reaches one. pg is the cluster catalog
+// (nil with one node).
+func nodeAddrs(pg *store.Postgres, log *slog.Logger) *dialer.Local {
+	if pg == nil {
 		return dialer.NewLocal(nil, log)
 	}
 	return dialer.NewLocal(func(ctx context.Context) ([]netip.Addr, error) {
