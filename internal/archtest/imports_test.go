@@ -65,7 +65,7 @@ var layers = []layer{
 	// of JSON answers.
 	{"internal/console", []string{"internal/httpjson"}},
 	{"internal/e2bcompat", []string{
-		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template", "internal/store",
+		"internal/accesstoken", "internal/bodylimit", "internal/errdefs", "internal/httpjson", "internal/sandbox", "internal/template",
 		"internal/recipe", "internal/ociimage", "internal/tenant", "internal/volume", "internal/webhook", "internal/e2bcompat/e2bapi", "internal/openapicheck",
 	}},
 
@@ -114,7 +114,7 @@ var layers = []layer{
 	{"internal/egress/policy", []string{"internal/store"}},
 	{"internal/egress/secrets", []string{"internal/egress/policy"}},
 	// Cluster membership and forwarding between nodes.
-	{"internal/cluster", []string{"internal/errdefs", "internal/httpjson", "internal/store"}},
+	{"internal/cluster", []string{"internal/bodylimit", "internal/errdefs", "internal/httpjson", "internal/store"}},
 	// E2B's wire types, generated from E2B's spec (api/e2b/openapi.yml).
 	{"internal/e2bcompat/e2bapi", nil},
 	// The one writer of JSON answers and errors of the HTTP layers.

@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"maps"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -70,7 +68,7 @@ func (t *Targets) Target(id string) (Target, error) {
 	}
 	return Target{
 		ID: id, IP: e.ep.SandboxIP, AccessToken: e.rec.AccessToken,
-		OpenAccess: e.rec.OpenAccess, Network: cloneNetwork(e.rec.Network),
+		OpenAccess: e.rec.OpenAccess, Network: NetworkOf(e.rec.Network),
 		conns: e.agent.conns,
 	}, nil
 }
@@ -91,7 +89,7 @@ func (t *Targets) AutoResumeTarget(ctx context.Context, id string) (Target, erro
 		// afresh: such a sandbox is resumed only by an explicit call.
 		return Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is paused without its memory: resume it with connect", id)
 	}
-	return Target{ID: id, AccessToken: rec.AccessToken, OpenAccess: rec.OpenAccess, Network: cloneNetwork(rec.Network), Tenant: rec.Tenant}, nil
+	return Target{ID: id, AccessToken: rec.AccessToken, OpenAccess: rec.OpenAccess, Network: NetworkOf(rec.Network), Tenant: rec.Tenant}, nil
 }
 
 // FindRunning returns the first running sandbox whose access token makes
@@ -124,7 +122,7 @@ func (s *Service) SetNetwork(ctx context.Context, id string, p *NetworkPolicy) e
 		return err
 	}
 	_, err := s.updateRunning(ctx, id, "network policy", func(rec *store.Sandbox) bool {
-		rec.Network = cloneNetwork(p)
+		rec.Network = NetworkRow(p)
 		return true
 	})
 	s.egressChanged()
@@ -145,29 +143,4 @@ func (s *Service) ExtendTimeout(ctx context.Context, id string, d time.Duration)
 		rec.ExpiresAt = until
 		return true
 	})
-}
-
-func cloneNetwork(p *NetworkPolicy) *NetworkPolicy {
-	if p == nil {
-		return nil
-	}
-	c := *p
-	c.AllowOut = slices.Clone(p.AllowOut)
-	c.DenyOut = slices.Clone(p.DenyOut)
-	c.Extra = slices.Clone(p.Extra)
-	if p.Headers != nil {
-		c.Headers = make(map[string]map[string]string, len(p.Headers))
-		for host, hs := range p.Headers {
-			c.Headers[host] = maps.Clone(hs)
-		}
-	}
-	if p.AllowInternet != nil {
-		v := *p.AllowInternet
-		c.AllowInternet = &v
-	}
-	if p.AllowPublicTraffic != nil {
-		v := *p.AllowPublicTraffic
-		c.AllowPublicTraffic = &v
-	}
-	return &c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spacesandbox/space/internal/admission"
@@ -39,7 +40,7 @@ func (s *Service) newAdmission(cfg *AdmissionConfig) *admission.Controller {
 	return admission.New(admission.Config{
 		Logger:  s.log,
 		Budget:  cfg.Budget,
-		Sampler: usageSampler{rt: s.rt, ur: ur},
+		Sampler: newUsageSampler(s.rt, ur, s.frozenSince),
 		Host:    host,
 		Count:   s.held,
 	})
@@ -59,12 +60,40 @@ func (s *Service) held() int {
 	return n - int(s.hibernatedNow.Load()) + s.pools.size()
 }
 
+// usageSampler measures the node's sandboxes for admission, every second.
+// A frozen sandbox does not change: its processes do not run, so its
+// memory and writable layer stay as they were (or shrink, if the kernel
+// reclaims its page cache: the reading then errs on the safe side). Its
+// first reading while frozen stands for the rest of that rest instead of
+// reading its cgroups and disk again every second, which was half of what
+// a frozen sandbox still cost spaced.
 type usageSampler struct {
-	rt runtime.Runtime
+	rt sandboxLister
 	ur runtime.UsageReader
+	// frozenSince reports when sandbox id was frozen, if it is now.
+	frozenSince func(id string) (time.Time, bool)
+
+	mu sync.Mutex
+	// frozen holds a reading of each sandbox taken while it was frozen,
+	// with when that rest began.
+	frozen map[string]frozenReading
 }
 
-func (u usageSampler) All(ctx context.Context) (map[string]admission.Usage, error) {
+type frozenReading struct {
+	since time.Time
+	usage admission.Usage
+}
+
+// sandboxLister lists the runtime's sandboxes (runtime.Runtime's List).
+type sandboxLister interface {
+	List(ctx context.Context) ([]string, error)
+}
+
+func newUsageSampler(rt sandboxLister, ur runtime.UsageReader, frozenSince func(string) (time.Time, bool)) *usageSampler {
+	return &usageSampler{rt: rt, ur: ur, frozenSince: frozenSince, frozen: map[string]frozenReading{}}
+}
+
+func (u *usageSampler) All(ctx context.Context) (map[string]admission.Usage, error) {
 	ids, err := u.rt.List(ctx)
 	if err != nil {
 		return nil, err
@@ -75,16 +104,57 @@ func (u usageSampler) All(ctx context.Context) (map[string]admission.Usage, erro
 			out[id] = v
 		}
 	}
+	u.mu.Lock()
+	for id := range u.frozen {
+		if _, ok := out[id]; !ok {
+			delete(u.frozen, id)
+		}
+	}
+	u.mu.Unlock()
 	return out, nil
 }
 
-func (u usageSampler) One(ctx context.Context, id string) (admission.Usage, error) {
+func (u *usageSampler) One(ctx context.Context, id string) (admission.Usage, error) {
+	since, frozen := u.frozenSince(id)
+	if frozen {
+		u.mu.Lock()
+		r, ok := u.frozen[id]
+		u.mu.Unlock()
+		if ok && r.since.Equal(since) {
+			return r.usage, nil
+		}
+	}
 	v, err := u.ur.Usage(ctx, id)
 	if errdefs.Class(err) == errdefs.ErrNotFound {
 		// Half made, or gone: it holds nothing.
 		return admission.Usage{}, nil
 	}
-	return admission.Usage{Memory: int64(v.Memory), Disk: int64(v.Disk + v.Files)}, err
+	if err != nil {
+		return admission.Usage{}, err
+	}
+	got := admission.Usage{Memory: int64(v.Memory), Disk: int64(v.Disk + v.Files)}
+	if frozen {
+		// Frozen before the reading began: the reading is of this rest (a
+		// thaw meanwhile and a later freeze make a new one, since another
+		// time).
+		u.mu.Lock()
+		u.frozen[id] = frozenReading{since: since, usage: got}
+		u.mu.Unlock()
+	}
+	return got, nil
+}
+
+// frozenSince reports when running sandbox id was frozen at rest, if it
+// is frozen now.
+func (s *Service) frozenSince(id string) (time.Time, bool) {
+	e, ok := s.liveEntry(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	if r := e.rest(); r != nil {
+		return r.frozenSince()
+	}
+	return time.Time{}, false
 }
 
 // need is what a start of a sandbox with memory limit memoryMB is

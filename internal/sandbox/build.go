@@ -89,7 +89,7 @@ func (bs *BuildBoxes) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*Bu
 	now := time.Now().UTC()
 	rec := *b.rec
 	rec.State, rec.CreatedAt, rec.ExpiresAt = store.StateRunning, now, now.Add(spec.Timeout)
-	rec.Env, rec.Network = b.env, cloneNetwork(spec.Network)
+	rec.Env, rec.Network = b.env, NetworkRow(spec.Network)
 	if err := bs.svc.store.UpdateSandbox(ctx, &rec, store.Was(b.rec)); err != nil {
 		b.undo()
 		r.Cancel()

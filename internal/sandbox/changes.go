@@ -20,12 +20,12 @@ type Change struct {
 // Feed is the feed of sandboxes' state changes, as callers see sandboxes:
 // the store's own log of its writes (store.Watched), on the store alone.
 type Feed struct {
-	store store.Store
+	store store.Sandboxes
 }
 
 // NewFeed follows the sandbox changes written to st; a store that keeps
 // none (not a store.Watched) says so at every call.
-func NewFeed(st store.Store) *Feed { return &Feed{store: st} }
+func NewFeed(st store.Sandboxes) *Feed { return &Feed{store: st} }
 
 // changeFeed is what the store must offer for Changes: store.Watched does.
 type changeFeed interface {

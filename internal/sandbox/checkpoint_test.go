@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/store"
 )
 
 // TestCheckpointsWithoutObjectStore: on a node with no object store every
@@ -32,7 +31,7 @@ func TestCheckpointsWithoutObjectStore(t *testing.T) {
 		}
 	}
 	got, err := w.svc.Get(ctx, sb.ID)
-	if err != nil || got.State != store.StateRunning {
+	if err != nil || got.State != StateRunning {
 		t.Errorf("after the refused calls the sandbox is %+v (%v), want running", got, err)
 	}
 	w.accounted(sb.ID)

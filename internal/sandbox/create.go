@@ -113,7 +113,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: req.limits(), diskImage: diskImage, state: store.StateCreating, volumes: req.Volumes})
+	b, err := s.bootTurn(ctx, bootSpec{img: img, limits: req.limits(), diskImage: diskImage, state: store.StateCreating, volumes: mountRows(req.Volumes)})
 	if err != nil {
 		r.Cancel()
 		s.metrics.createFailed()
@@ -160,7 +160,7 @@ type bootSpec struct {
 	build string
 	// volumes are mounted into the sandbox: by name when boot is asked,
 	// resolved (with their volume IDs) when bootAgent is.
-	volumes []VolumeMount
+	volumes []store.VolumeMount
 }
 
 // boot makes a sandbox of spec and waits for its agent: it boots the
@@ -207,7 +207,7 @@ func (s *Service) boot(ctx context.Context, spec bootSpec) (_ *booted, err error
 	tNet := time.Now()
 	var agent *AgentConn
 	if img.Start != nil {
-		agent, err = s.restoreInto(ctx, rec.ID, img.Root, ep, limits, nil, img.Start.Dir, img.Start.Token, &undo)
+		agent, err = s.restoreInto(ctx, rec.ID, img.Root, ep, limits, nil, img.Start.Dir, img.Start.Token, runtime.PriorityNormal, &undo)
 	} else {
 		agent, err = s.bootAgent(ctx, rec.ID, img.Root, ep, spec, &undo)
 	}
@@ -307,10 +307,8 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPACE_AGENT_TOKEN=" + bootToken},
 		Limits:    spec.limits,
 		DiskImage: spec.diskImage,
-		// Nobody waits for a pool sandbox: it boots on the CPU that claimed
-		// sandboxes leave idle.
-		Background: spec.state == store.StatePooled,
-		Mounts:     mounts,
+		Priority:  bootPriority(spec.state),
+		Mounts:    mounts,
 	}
 	if err := s.rt.Create(ctx, rspec); err != nil {
 		return nil, err
@@ -339,9 +337,20 @@ func (s *Service) awaitAgent(ctx context.Context, id string, agent *AgentConn, n
 	return agent, nil
 }
 
-// restoreInto restores the image in dir as sandbox id on ep and waits for
-// its agent, which still holds token. It pushes its undo steps.
-func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, mounts []runtime.Mount, dir, token string, undo *cleanup) (*AgentConn, error) {
+// bootPriority is the CPU priority a sandbox boots at: nobody waits for a
+// pool sandbox, so it boots on the CPU that claimed sandboxes leave idle.
+func bootPriority(state string) runtime.Priority {
+	if state == store.StatePooled {
+		return runtime.PriorityBackground
+	}
+	return runtime.PriorityNormal
+}
+
+// restoreInto restores the image in dir as sandbox id on ep at CPU
+// priority prio, and waits for its agent, which still holds token; a
+// sandbox restored at another priority than the normal one has the normal
+// one once its agent answers. It pushes its undo steps.
+func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network.Endpoint, limits runtime.Limits, mounts []runtime.Mount, dir, token string, prio runtime.Priority, undo *cleanup) (*AgentConn, error) {
 	cp, _ := s.rt.(runtime.Checkpointer)
 	spec := runtime.Spec{
 		ID: id, RootFS: rootfs, Netns: ep.NetnsPath,
@@ -349,7 +358,8 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Limits: limits,
 		// The checkpointed sandbox's volumes, at the same paths.
-		Mounts: mounts,
+		Mounts:   mounts,
+		Priority: prio,
 	}
 	if err := cp.Restore(ctx, spec, dir); err != nil {
 		return nil, restoreError(err, mounts)
@@ -361,7 +371,17 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not start the restored sandbox")
 		}
 	}
-	return s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, token), "restored sandbox agent did not answer")
+	agent, err := s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, token), "restored sandbox agent did not answer")
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := s.rt.(runtime.Prioritizer); ok && prio != runtime.PriorityNormal {
+		if err := p.Foreground(ctx, id); err != nil {
+			agent.Close()
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not give the restored sandbox the normal CPU priority")
+		}
+	}
+	return agent, nil
 }
 
 // recordAndAttach writes the record with a free slot and sets up the
@@ -442,7 +462,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	rec.AutoPauseDiskOnly = req.AutoPauseDiskOnly
 	rec.SnapshotEvery, rec.SnapshotKeep = req.SnapshotEvery, req.SnapshotKeep
 	rec.IdleFreeze, rec.IdleHibernate = req.IdleFreeze, req.IdleHibernate
-	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, cloneNetwork(req.Network), req.placeholders
+	rec.OpenAccess, rec.Network, rec.Secrets = req.OpenAccess, NetworkRow(req.Network), req.placeholders
 	storeErr := s.store.UpdateSandbox(ctx, &rec, store.Was(b.rec))
 	tRecord := time.Now()
 	initErr := <-initDone // the init reads b.rec no more

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"maps"
 	"net/netip"
+	"sync"
 
 	"github.com/spacesandbox/space/internal/egress/policy"
 	"github.com/spacesandbox/space/internal/egress/secrets"
@@ -14,7 +15,7 @@ import (
 // checkNetwork refuses a policy the egress gateway could not read, with
 // the parser's message (it names the entry).
 func checkNetwork(p *NetworkPolicy) error {
-	if _, err := policy.FromStore(p); err != nil {
+	if _, err := policy.FromStore(NetworkRow(p)); err != nil {
 		return errdefs.New(errdefs.ErrInvalidArgument, "network: %v", err)
 	}
 	return nil
@@ -22,9 +23,11 @@ func checkNetwork(p *NetworkPolicy) error {
 
 // EgressView is what the egress gateway needs of a sandbox.
 type EgressView struct {
-	ID      string
-	Tenant  string
-	Network *NetworkPolicy
+	ID     string
+	Tenant string
+	// Network is the stored policy, which the gateway parses as it is
+	// (policy.FromStore): the gateway reads the catalog's form.
+	Network *store.NetworkPolicy
 	// Secrets maps placeholders to secret names.
 	Secrets map[string]string
 }
@@ -38,6 +41,12 @@ type Egress struct {
 
 // NewEgress answers for the sandboxes of svc.
 func NewEgress(svc *Service) *Egress { return &Egress{svc: svc} }
+
+// OnChange has fn called whenever a sandbox's egress may have changed
+// (created, policy replaced, ended), so that the gateway, which starts
+// after the service, can refresh which sandboxes it takes traffic from.
+// fn runs on the changing call's path, not under any sandbox's lock.
+func (g *Egress) OnChange(fn func()) { g.svc.egressWatchers.add(fn) }
 
 // ByAddr returns the running sandbox whose veth address is ip: how the
 // egress gateway knows whose a connection is. A pooled or booting sandbox
@@ -57,7 +66,7 @@ func (g *Egress) ByAddr(ip netip.Addr) (EgressView, bool) {
 		if r := e.rest(); r != nil {
 			r.touch()
 		}
-		return EgressView{ID: e.rec.ID, Tenant: tenant.Of(e.rec.Tenant), Network: cloneNetwork(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
+		return EgressView{ID: e.rec.ID, Tenant: tenant.Of(e.rec.Tenant), Network: cloneNetworkRow(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
 	}
 	return EgressView{}, false
 }
@@ -68,15 +77,30 @@ type EgressConfig struct {
 	CAPEM []byte
 	// SecretExists reports whether a secret may be attached (nil: none).
 	SecretExists func(name string) bool
-	// Changed is called when a sandbox's egress may have changed
-	// (created, policy replaced, ended), so the gateway can refresh which
-	// sandboxes it takes traffic from.
-	Changed func()
 }
 
-func (s *Service) egressChanged() {
-	if s.cfg.Egress.Changed != nil {
-		s.cfg.Egress.Changed()
+// egressChanged tells the watchers of the sandboxes' egress (OnChange).
+func (s *Service) egressChanged() { s.egressWatchers.notify() }
+
+// watchers are the functions told of a change; they may be added while
+// changes are told.
+type watchers struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (w *watchers) add(fn func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fns = append(w.fns, fn)
+}
+
+func (w *watchers) notify() {
+	w.mu.Lock()
+	fns := w.fns
+	w.mu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
 }
 

@@ -91,3 +91,19 @@ func TestEgressByAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressOnChange: a change before anyone watches is told to no one;
+// each watcher added is told of every change after.
+func TestEgressOnChange(t *testing.T) {
+	svc := &Service{}
+	svc.egressChanged() // the gateway not started yet: nothing to tell
+	var first, second int
+	eg := NewEgress(svc)
+	eg.OnChange(func() { first++ })
+	svc.egressChanged()
+	eg.OnChange(func() { second++ })
+	svc.egressChanged()
+	if first != 2 || second != 1 {
+		t.Fatalf("watchers told %d and %d times, want 2 and 1", first, second)
+	}
+}

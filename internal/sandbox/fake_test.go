@@ -213,7 +213,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	}
 	t.Cleanup(func() { bolt.Close() })
 	w := &world{
-		t: t, st: &failingStore{Store: bolt}, net: &fakeNet{attached: map[string]network.Endpoint{}},
+		t: t, st: &failingStore{Sandboxes: bolt}, net: &fakeNet{attached: map[string]network.Endpoint{}},
 		plan: network.Plan{CIDR: testCIDR()}, root: t.TempDir(), images: filepath.Join(dir, "images"),
 		agents: map[string]*fakeAgent{}, tokens: map[string]string{},
 	}
@@ -412,7 +412,7 @@ func (f fakeTemplates) ImageRoot(_, _ string) (string, error) { return f.root, n
 
 // failingStore fails UpdateSandbox when fail says so.
 type failingStore struct {
-	store.Store
+	store.Sandboxes
 	mu         sync.Mutex
 	failUpdate func(rec *store.Sandbox) error
 }
@@ -426,7 +426,7 @@ func (s *failingStore) UpdateSandbox(ctx context.Context, rec *store.Sandbox, fr
 			return err
 		}
 	}
-	return s.Store.UpdateSandbox(ctx, rec, from)
+	return s.Sandboxes.UpdateSandbox(ctx, rec, from)
 }
 
 func (s *failingStore) setFailUpdate(f func(rec *store.Sandbox) error) {

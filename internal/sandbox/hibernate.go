@@ -210,7 +210,8 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 	limits := runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs}
 	var undo cleanup
 	undo.add("detach network", func() error { return s.cfg.Links.Detach(h.e.ep) })
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, h.e.ep, limits, mounts, dir, rec.AccessToken, &undo)
+	// Whatever request woke it waits on the restore.
+	agent, err := s.restoreInto(ctx, rec.ID, rootfs, h.e.ep, limits, mounts, dir, rec.AccessToken, runtime.PriorityUrgent, &undo)
 	if err != nil {
 		undo.run(s.log.With("sandbox", rec.ID))
 		return err

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/spacesandbox/space/internal/store"
 )
 
 // LogEntry is one line of a sandbox's log, E2B's SandboxLogEntry.
@@ -183,7 +181,7 @@ func (j *journal) observe(sb *Sandbox) {
 	l.last = sb
 	j.mu.Unlock()
 	line := func(level, msg string, kv ...string) {
-		f := map[string]string{"source": "spaced", "state": sb.State}
+		f := map[string]string{"source": "spaced", "state": string(sb.State)}
 		for i := 0; i+1 < len(kv); i += 2 {
 			if kv[i+1] != "" {
 				f[kv[i]] = kv[i+1]
@@ -191,28 +189,28 @@ func (j *journal) observe(sb *Sandbox) {
 		}
 		j.add(sb.ID, LogEntry{Time: time.Now().UTC(), Level: level, Message: msg, Fields: f})
 	}
-	was := ""
+	var was State
 	if prev != nil {
 		was = prev.State
 	}
 	switch {
-	case sb.State == was && sb.State == store.StateRunning && !sb.ExpiresAt.Equal(prev.ExpiresAt):
+	case sb.State == was && sb.State == StateRunning && !sb.ExpiresAt.Equal(prev.ExpiresAt):
 		line("info", "Sandbox timeout changed", "end_at", sb.ExpiresAt.Format(time.RFC3339))
 	case sb.State == was:
-	case sb.State == store.StateRunning && (was == store.StatePaused || was == store.StateResuming):
+	case sb.State == StateRunning && (was == StatePaused || was == StateResuming):
 		line("info", "Sandbox resumed", "end_at", sb.ExpiresAt.Format(time.RFC3339))
-	case sb.State == store.StateRunning:
+	case sb.State == StateRunning:
 		line("info", "Sandbox created", "template", sb.Template, "cpu_count", strconv.Itoa(sb.CPU),
 			"memory_mb", strconv.Itoa(sb.MemoryMB), "disk_mb", strconv.Itoa(sb.DiskMB), "end_at", sb.ExpiresAt.Format(time.RFC3339))
-	case sb.State == store.StatePaused:
+	case sb.State == StatePaused:
 		kept := "memory"
 		if sb.Checkpoint != nil && sb.Checkpoint.DiskOnly {
 			kept = "disk"
 		}
 		line("info", "Sandbox paused", "reason", sb.Reason, "kept", kept)
-	case sb.State == store.StateKilled:
+	case sb.State == StateKilled:
 		line("info", "Sandbox killed", "reason", sb.Reason)
-	case sb.State == store.StateLost:
+	case sb.State == StateLost:
 		line("error", "Sandbox lost", "reason", sb.Reason)
 	}
 }

@@ -34,9 +34,10 @@ type Metrics struct {
 	reviveSeconds    prometheus.Histogram
 }
 
-// NewMetrics registers the service's series with reg; running and pools
-// are read from the service at scrape time.
-func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[string]int) *Metrics {
+// NewMetrics registers the service's counters and histograms with reg;
+// the gauges read from the service at scrape time are its Collector,
+// registered once the service exists.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		createSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "space_sandbox_create_seconds",
@@ -117,13 +118,7 @@ func NewMetrics(reg prometheus.Registerer, running func() int, pools func() map[
 	reg.MustRegister(m.quotaRefusals)
 	reg.MustRegister(m.createSeconds, m.createFailures, m.endings, m.poolMisses, m.poolReleases,
 		m.imageSeconds, m.imageBytes, m.imageFailures, m.restoreSeconds, m.execSeconds, m.freezes, m.thawSeconds,
-		m.hibernateSeconds, m.hibernateBytes, m.hibernateFails, m.reviveSeconds,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "space_sandboxes_running",
-			Help: "Sandboxes running on this node.",
-		}, func() float64 { return float64(running()) }),
-		poolCollector{pools: pools, desc: prometheus.NewDesc("space_pool_ready",
-			"Booted sandboxes waiting in a template's warm pool.", []string{"template"}, nil)})
+		m.hibernateSeconds, m.hibernateBytes, m.hibernateFails, m.reviveSeconds)
 	return m
 }
 
@@ -179,20 +174,6 @@ func (m *Metrics) ended(state, reason string) {
 			reason = "other"
 		}
 		m.endings.WithLabelValues(state, reason).Inc()
-	}
-}
-
-// poolCollector reports each pool's ready count at scrape time.
-type poolCollector struct {
-	pools func() map[string]int
-	desc  *prometheus.Desc
-}
-
-func (c poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for t, n := range c.pools() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), t)
 	}
 }
 

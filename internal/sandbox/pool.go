@@ -135,9 +135,12 @@ type pool struct {
 	// with each).
 	retryAt  time.Time
 	failures int
-	closed   bool
-	wake     chan struct{}
-	fills    sync.WaitGroup
+	// held is why admission control holds the refills back now (the
+	// refusal's message), "" while they may go on.
+	held   string
+	closed bool
+	wake   chan struct{}
+	fills  sync.WaitGroup
 }
 
 func newPool(svc *Service, cfg PoolConfig) *pool {
@@ -227,6 +230,7 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 			// admission.PoolShare of each budget, the rest is the callers'.
 			// Near it they wait for the next tick.
 			r, ref := p.svc.adm.Admit(p.svc.need(p.svc.cfg.Defaults.MemoryMB, 0, 0, false).PoolNeed())
+			p.setHeld(ref)
 			if ref != nil {
 				<-sem
 				break
@@ -246,6 +250,26 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 		case <-p.wake:
 		case <-tick.C:
 		}
+	}
+}
+
+// setHeld records whether admission control holds the refills back (ref
+// is its refusal, nil when it admitted one), and logs when that changes:
+// a pool that stays empty says why.
+func (p *pool) setHeld(ref *admission.Refusal) {
+	held := ""
+	if ref != nil {
+		held = ref.Error()
+	}
+	p.mu.Lock()
+	was := p.held
+	p.held = held
+	p.mu.Unlock()
+	switch {
+	case held != "" && was == "":
+		p.svc.log.Info("pool refills held by the node's budget", "template", p.cfg.Template, "reason", held)
+	case held == "" && was != "":
+		p.svc.log.Info("pool refills go on", "template", p.cfg.Template)
 	}
 }
 

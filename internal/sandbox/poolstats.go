@@ -17,6 +17,9 @@ type PoolStat struct {
 	// Target is what the pool refills to: it rises on misses (demand) and
 	// falls a step per quiet minute, within [Min, Max].
 	Target, Min, Max int
+	// Held is why admission control holds the refills back now, "" when
+	// it does not.
+	Held string
 }
 
 // PoolStats returns every warm pool, by template.
@@ -24,36 +27,50 @@ func (ps *Pools) PoolStats() []PoolStat {
 	out := make([]PoolStat, 0, len(ps.byTemplate))
 	for t, p := range ps.byTemplate {
 		p.mu.Lock()
-		out = append(out, PoolStat{Template: t, Ready: len(p.ready), Booting: p.booting, Target: p.target, Min: p.cfg.Min, Max: p.cfg.Max})
+		out = append(out, PoolStat{Template: t, Ready: len(p.ready), Booting: p.booting, Target: p.target, Min: p.cfg.Min, Max: p.cfg.Max, Held: p.held})
 		p.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Template < out[j].Template })
 	return out
 }
 
-// PoolCollector reports, at scrape time, what space_pool_ready does not:
-// each pool's sandboxes booting (space_pool_booting) and the size it
-// refills to (space_pool_target, which follows demand).
-func PoolCollector(ps *Pools) prometheus.Collector {
-	return poolStatsCollector{
-		pools:   ps,
+// NewCollector reports, at scrape time, the gauges of svc: the sandboxes
+// running (space_sandboxes_running), those of them resting frozen and
+// hibernated (space_sandboxes_resting), and each warm pool's sandboxes ready
+// (space_pool_ready) and booting (space_pool_booting), and the size it
+// refills to (space_pool_target, which follows demand). Register it once
+// svc exists: nothing reads a service not yet made.
+func NewCollector(svc *Service) prometheus.Collector {
+	return collector{
+		svc:     svc,
+		running: prometheus.NewDesc("space_sandboxes_running", "Sandboxes running on this node.", nil, nil),
+		resting: prometheus.NewDesc("space_sandboxes_resting", "Running sandboxes resting in a tier: frozen (the cgroup freezer) or hibernated (checkpointed to this node's disk).", []string{"tier"}, nil),
+		ready:   prometheus.NewDesc("space_pool_ready", "Booted sandboxes waiting in a template's warm pool.", []string{"template"}, nil),
 		booting: prometheus.NewDesc("space_pool_booting", "Sandboxes booting to refill a template's warm pool.", []string{"template"}, nil),
 		target:  prometheus.NewDesc("space_pool_target", "The size a template's warm pool refills to (rises on misses, falls a step per quiet minute).", []string{"template"}, nil),
 	}
 }
 
-type poolStatsCollector struct {
-	pools           *Pools
-	booting, target *prometheus.Desc
+type collector struct {
+	svc                                      *Service
+	running, resting, ready, booting, target *prometheus.Desc
 }
 
-func (c poolStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.running
+	ch <- c.resting
+	ch <- c.ready
 	ch <- c.booting
 	ch <- c.target
 }
 
-func (c poolStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.pools.PoolStats() {
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(c.svc.Running()))
+	frozen, hibernated := c.svc.restingNow()
+	ch <- prometheus.MustNewConstMetric(c.resting, prometheus.GaugeValue, float64(frozen), RestFrozen)
+	ch <- prometheus.MustNewConstMetric(c.resting, prometheus.GaugeValue, float64(hibernated), RestHibernated)
+	for _, p := range c.svc.Pools().PoolStats() {
+		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(p.Ready), p.Template)
 		ch <- prometheus.MustNewConstMetric(c.booting, prometheus.GaugeValue, float64(p.Booting), p.Template)
 		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(p.Target), p.Template)
 	}

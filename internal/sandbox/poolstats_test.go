@@ -3,7 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/runtime/fakeruntime"
@@ -80,6 +83,36 @@ func TestSetPoolDuringRefill(t *testing.T) {
 	})
 	if n := w.svc.Pools().PoolSizes()["base"]; n != 0 {
 		t.Errorf("a pool resized to 0 while a refill booted holds %d ready sandboxes, want 0", n)
+	}
+	w.svc.Close()
+	w.accounted()
+}
+
+// TestCollector: the service's gauges, registered once it exists, report
+// the sandboxes running and each pool's ready, booting and target sizes.
+func TestCollector(t *testing.T) {
+	w := newWorld(t, worldOptions{pool: &PoolConfig{Template: "base", Min: 2, Max: 2}})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(w.svc))
+	w.svc.StartPools(context.Background())
+	waitFor(t, "the pool to fill to 2", func() bool { return w.svc.Pools().PoolSizes()["base"] == 2 })
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{"space_sandboxes_running": 0, "space_sandboxes_resting/frozen": 0, "space_sandboxes_resting/hibernated": 0, "space_pool_ready/base": 2, "space_pool_booting/base": 0, "space_pool_target/base": 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("gauges %v, want %v", got, want)
 	}
 	w.svc.Close()
 	w.accounted()

@@ -35,6 +35,9 @@ func (s *Service) Recover(ctx context.Context) error {
 	}
 	s.removeOrphans(ctx, owned)
 	s.sweepHibernation(ctx, s.hibernatedImages())
+	// The egress gateway, watching since before, lets the re-attached
+	// sandboxes out.
+	s.egressChanged()
 	return nil
 }
 
@@ -264,7 +267,8 @@ func (s *Service) reap(ctx context.Context) {
 }
 
 // stoppedUnexpectedly says whether e's sandbox is no longer running on its
-// own (out of memory, killed on the host). Paused means frozen for a pause
+// own (out of memory, killed on the host); a frozen one is looked at only
+// every frozenLookEvery (rest.lookIfDue). Paused means frozen for a pause
 // or snapshot in progress: alive. A hibernated one has no runtime sandbox
 // by design, and none is made or removed while this looks.
 func (s *Service) stoppedUnexpectedly(ctx context.Context, e *entry) bool {
@@ -274,7 +278,7 @@ func (s *Service) stoppedUnexpectedly(ctx context.Context, e *entry) bool {
 		stopped = err == nil && st != runtime.StateRunning && st != runtime.StatePaused
 	}
 	if r := e.rest(); r != nil {
-		r.whileRunning(look)
+		r.lookIfDue(time.Now(), look)
 	} else {
 		look()
 	}

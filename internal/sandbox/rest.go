@@ -78,6 +78,9 @@ type rest struct {
 	// cpuAt (busy).
 	cpu   time.Duration
 	cpuAt time.Time
+	// lookedAt is when the reaper last asked the runtime whether the
+	// sandbox still runs while it was frozen (lookIfDue).
+	lookedAt time.Time
 	// thawed is called after each thaw, with how long it took (metrics).
 	thawed func(time.Duration)
 	// beforeFreeze closes the instance's idle connections (connSet.dropIdle).
@@ -286,14 +289,46 @@ func (r *rest) retire() string {
 	return ""
 }
 
-// whileRunning calls f unless the sandbox is hibernated (no runtime
-// sandbox then), with no hibernation or wake between.
-func (r *rest) whileRunning(f func()) {
+// frozenLookEvery is how often the reaper asks the runtime whether a
+// frozen sandbox still runs, rather than every tick: its processes cannot
+// stop on their own in the freezer (they run nothing, and a frozen
+// sandbox's memory does not grow), so only a death from outside is seen
+// later, by this much at most: a kill on the host (under cgroup v2; v1
+// holds even a SIGKILL until the thaw) or the host's OOM killer, which
+// thaws its victim. Reading each frozen sandbox's runsc state every second
+// was a third of what it still cost spaced.
+const frozenLookEvery = 10 * time.Second
+
+// lookIfDue calls look unless the sandbox is hibernated (no runtime
+// sandbox then), with no hibernation or wake between; while it is frozen,
+// only once per frozenLookEvery. It reports whether look ran.
+func (r *rest) lookIfDue(now time.Time, look func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.hibernated {
-		f()
+	if r.hibernated {
+		return false
 	}
+	if r.frozen {
+		if now.Sub(r.lookedAt) < frozenLookEvery && !r.lookedAt.After(now) {
+			return false
+		}
+		r.lookedAt = now
+	}
+	look()
+	return true
+}
+
+// frozenSince reports when the sandbox was frozen, if it is frozen now
+// (not hibernated: then there is nothing of it on the host to read). It
+// never waits: while the rest's lock is held (a thaw, a hibernation or a
+// wake in progress, which may itself be asking this through admission),
+// it answers not frozen.
+func (r *rest) frozenSince() (time.Time, bool) {
+	if !r.mu.TryLock() {
+		return time.Time{}, false
+	}
+	defer r.mu.Unlock()
+	return r.restedAt, r.frozen
 }
 
 // freezeIfIdle freezes the sandbox if nothing is open to it and nothing
@@ -343,10 +378,45 @@ func (r *rest) isHibernated() bool {
 	return r.hibernated
 }
 
+// tierNow is tier, unless the rest is changing (a freeze, a wake or a
+// hibernation holds its lock): then false, without waiting for it.
+func (r *rest) tierNow() (string, bool) {
+	if !r.mu.TryLock() {
+		return "", false
+	}
+	defer r.mu.Unlock()
+	return r.tierLocked(), true
+}
+
+// restingNow counts the live sandboxes resting in the freezer and
+// hibernated now, for the gauges. One whose rest is changing at that
+// moment is not counted: a scrape does not wait on a wake.
+func (s *Service) restingNow() (frozen, hibernated int) {
+	for _, e := range s.liveEntries() {
+		r := e.rest()
+		if r == nil {
+			continue
+		}
+		switch tier, ok := r.tierNow(); {
+		case !ok:
+		case tier == RestFrozen:
+			frozen++
+		case tier == RestHibernated:
+			hibernated++
+		}
+	}
+	return frozen, hibernated
+}
+
 // tier is RestFrozen, RestHibernated or RestAwake.
 func (r *rest) tier() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.tierLocked()
+}
+
+// tierLocked is tier, r.mu held.
+func (r *rest) tierLocked() string {
 	switch {
 	case r.hibernated:
 		return RestHibernated

@@ -104,3 +104,63 @@ func TestHoldBodyKeepsUpgradedConn(t *testing.T) {
 		t.Errorf("released %d times on close, want 1", released)
 	}
 }
+
+// TestRestLookIfDue: the reaper looks at an awake sandbox every time, a
+// frozen one once per frozenLookEvery, a hibernated one never.
+func TestRestLookIfDue(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tests := []struct {
+		name       string
+		frozen     bool
+		hibernated bool
+		// at are the times of the reaper's ticks, from t0.
+		at   []time.Duration
+		want []bool
+	}{
+		{"awake", false, false, []time.Duration{0, time.Second, 2 * time.Second}, []bool{true, true, true}},
+		{"frozen", true, false,
+			[]time.Duration{0, time.Second, frozenLookEvery - time.Second, frozenLookEvery, frozenLookEvery + time.Second},
+			[]bool{true, false, false, true, false}},
+		{"frozen, clock gone back", true, false, []time.Duration{time.Hour, 0}, []bool{true, true}},
+		{"hibernated", false, true, []time.Duration{0, frozenLookEvery}, []bool{false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &rest{frozen: tt.frozen, hibernated: tt.hibernated}
+			for i, d := range tt.at {
+				looked := false
+				ran := r.lookIfDue(t0.Add(d), func() { looked = true })
+				if ran != tt.want[i] || looked != tt.want[i] {
+					t.Errorf("tick at %s: looked %v (reported %v), want %v", d, looked, ran, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestRestingNow: the gauges count the live sandboxes resting frozen and
+// hibernated; awake ones, ones without a rest (booting, or a runtime
+// that cannot freeze) and one whose rest is changing are not counted.
+func TestRestingNow(t *testing.T) {
+	s := &Service{live: map[string]*entry{}}
+	add := func(id string, r *rest) {
+		a := &AgentConn{conns: &connSet{}}
+		if r != nil {
+			a.conns.rest.Store(r)
+		}
+		s.live[id] = &entry{agent: a}
+	}
+	add("awake", &rest{})
+	add("frozen-1", &rest{frozen: true})
+	add("frozen-2", &rest{frozen: true})
+	add("hibernated", &rest{frozen: true, hibernated: true})
+	add("booting", nil)
+	changing := &rest{frozen: true}
+	changing.mu.Lock()
+	add("changing", changing)
+	frozen, hibernated := s.restingNow()
+	changing.mu.Unlock()
+	if frozen != 2 || hibernated != 1 {
+		t.Errorf("resting: %d frozen, %d hibernated; want 2 and 1", frozen, hibernated)
+	}
+}

@@ -6,20 +6,33 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"maps"
-	"slices"
+	"encoding/json"
 	"time"
 
 	"github.com/spacesandbox/space/internal/runtime"
-	"github.com/spacesandbox/space/internal/store"
-	"github.com/spacesandbox/space/internal/tenant"
+)
+
+// State is where a sandbox is in its lifecycle, as callers see it.
+type State string
+
+// The states callers see (a pooled sandbox is nobody's and never shown).
+const (
+	StateCreating State = "creating"
+	StateRunning  State = "running"
+	// StatePaused: checkpointed and holding nothing on the host;
+	// Sandbox.Checkpoint names the checkpoint it resumes from.
+	StatePaused State = "paused"
+	// StateResuming: a paused sandbox being restored.
+	StateResuming State = "resuming"
+	StateKilled   State = "killed"
+	StateLost     State = "lost"
 )
 
 // Sandbox is what callers see of one sandbox.
 type Sandbox struct {
 	ID        string
 	Template  string
-	State     string
+	State     State
 	Reason    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
@@ -35,7 +48,7 @@ type Sandbox struct {
 	// Network is the requested egress policy (stored, not yet enforced).
 	Network *NetworkPolicy
 	// Checkpoint is the latest complete checkpoint (paused sandboxes).
-	Checkpoint *store.CheckpointRef
+	Checkpoint *CheckpointInfo
 	PausedAt   time.Time
 	AutoPause  bool
 	AutoResume bool
@@ -62,21 +75,22 @@ type Sandbox struct {
 	Node string
 }
 
-// NetworkPolicy is a requested egress policy; see store.NetworkPolicy.
-type NetworkPolicy = store.NetworkPolicy
-
-func fromRecord(r *store.Sandbox) *Sandbox {
-	return &Sandbox{
-		ID: r.ID, Template: r.Template, State: r.State, Reason: r.Reason,
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-		CPU: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs,
-		Metadata:   maps.Clone(r.Metadata),
-		OpenAccess: r.OpenAccess, Network: cloneNetwork(r.Network),
-		Checkpoint: r.Checkpoint, PausedAt: r.PausedAt, AutoPause: r.AutoPause, AutoResume: r.AutoResume, KeyID: tenant.Bare(r.KeyID),
-		AutoPauseDiskOnly: r.AutoPauseDiskOnly,
-		SnapshotEvery:     r.SnapshotEvery, SnapshotKeep: r.SnapshotKeep, IdleFreeze: r.IdleFreeze, IdleHibernate: r.IdleHibernate,
-		Volumes: slices.Clone(r.Volumes), Tenant: tenant.Of(r.Tenant), Node: r.Node,
-	}
+// NetworkPolicy is a requested egress policy. Nil pointers mean "not
+// said". The egress gateway enforces it (internal/egress/policy parses it).
+type NetworkPolicy struct {
+	AllowInternet      *bool
+	AllowOut           []string
+	DenyOut            []string
+	AllowPublicTraffic *bool
+	// AllowFirst: an allow entry that matches wins over a deny entry
+	// (E2B's precedence); otherwise deny entries win.
+	AllowFirst bool
+	// Headers are set by the egress gateway on every HTTP(S) request to
+	// a host (host -> header -> value; E2B's network.rules transforms).
+	Headers map[string]map[string]string
+	// Extra holds front-end specific settings as sent (E2B rules, egress
+	// proxy, masked host), kept so they can be reported back.
+	Extra json.RawMessage
 }
 
 // CreateRequest is a validated-by-Create request for a new sandbox. Zero
@@ -131,9 +145,21 @@ func (r CreateRequest) limits() runtime.Limits {
 	return runtime.Limits{CPUs: r.CPU, MemoryMB: r.MemoryMB, DiskMB: r.DiskMB, MaxProcs: r.MaxProcs}
 }
 
+// CheckpointInfo is what callers see of a paused sandbox's checkpoint.
+type CheckpointInfo struct {
+	ID        string
+	CreatedAt time.Time
+	Bytes     int64
+	// Took is how long the checkpoint took.
+	Took time.Duration
+	// DiskOnly: it holds the writable layer only (a pause that kept no
+	// memory); a resume boots a fresh sandbox on it.
+	DiskOnly bool
+}
+
 // ListFilter selects sandboxes. Empty fields match everything.
 type ListFilter struct {
-	States   []string
+	States   []State
 	Metadata map[string]string
 }
 

@@ -107,9 +107,12 @@ type Network interface {
 type Service struct {
 	cfg     Config
 	log     *slog.Logger
-	store   store.Store
+	store   store.Sandboxes
 	rt      runtime.Runtime
 	metrics *Metrics
+	// egressWatchers are told when a sandbox's egress may have changed
+	// (Egress.OnChange).
+	egressWatchers watchers
 	// hibernatedNow counts the live sandboxes hibernated now (rest.go):
 	// they hold no runtime sandbox, so no place in the node's budget.
 	hibernatedNow atomic.Int64
@@ -198,7 +201,7 @@ func (e *entry) setRec(r *store.Sandbox) {
 func (e *entry) record() *store.Sandbox { return e.pub.Load() }
 
 // New returns a service; call Recover before serving requests.
-func New(cfg Config, st store.Store, rt runtime.Runtime, m *Metrics) *Service {
+func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Service {
 	if cfg.AgentBootTimeout == 0 {
 		cfg.AgentBootTimeout = 15 * time.Second
 	}
@@ -496,7 +499,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
 // first), and the token of the next page ("" after the last). The
 // catalog filters and pages: a page reads its own records, not the table.
 func (s *Service) ListPage(ctx context.Context, f ListFilter, limit int, token string) ([]*Sandbox, string, error) {
-	q := store.Query{States: f.States, Metadata: f.Metadata, Limit: limit}
+	q := f.query(limit)
 	if p := tenant.FromContext(ctx); !p.Admin {
 		q.Tenants = []string{p.Tenant}
 		if p.Tenant == tenant.Default {

@@ -615,7 +615,7 @@ func TestResumeFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.State != store.StateRunning {
+			if got.State != StateRunning {
 				t.Fatalf("resumed: %s", got.State)
 			}
 			w.accounted(sb.ID)
@@ -814,7 +814,7 @@ func TestReconcile(t *testing.T) {
 		}
 		from := store.Was(rec)
 		rec.State, rec.Reason = store.StateLost, "its node stopped renewing its lease"
-		if err := w.st.Store.UpdateSandbox(ctx, rec, from); err != nil {
+		if err := w.st.Sandboxes.UpdateSandbox(ctx, rec, from); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -878,7 +878,7 @@ func TestAutoPause(t *testing.T) {
 			}
 			w.accounted()
 			got, err := w.svc.Checkpoints().Resume(ctx, sb.ID, time.Minute)
-			if err != nil || got.State != store.StateRunning {
+			if err != nil || got.State != StateRunning {
 				t.Fatalf("resume: %+v, %v", got, err)
 			}
 			w.accounted(sb.ID)
@@ -924,7 +924,7 @@ func TestFork(t *testing.T) {
 			}
 			ids := []string{parent.ID}
 			for _, f := range forks {
-				if f.ID == parent.ID || f.Metadata["p"] != "1" || f.State != store.StateRunning {
+				if f.ID == parent.ID || f.Metadata["p"] != "1" || f.State != StateRunning {
 					t.Errorf("fork %+v", f)
 				}
 				ids = append(ids, f.ID)
@@ -934,5 +934,35 @@ func TestFork(t *testing.T) {
 				t.Errorf("the parent is %s after the fork", st)
 			}
 		})
+	}
+}
+
+// TestRestorePriority: a resume and a fork restore their sandboxes at the
+// urgent CPU priority (someone waits on them), and each has the normal one
+// once it answers; a cold create boots at the normal one.
+func TestRestorePriority(t *testing.T) {
+	w := newWorld(t, worldOptions{checkpoints: true})
+	ctx := context.Background()
+	sb, err := w.svc.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.rt.MadeAt(sb.ID); got != fakeruntime.Normal {
+		t.Errorf("a cold create was made at priority %d, want the normal %d", got, fakeruntime.Normal)
+	}
+	forks, err := w.svc.Checkpoints().Fork(ctx, sb.ID, ForkRequest{Count: 1})
+	if err != nil || len(forks) != 1 {
+		t.Fatalf("fork: %v, %v", forks, err)
+	}
+	if _, err := w.svc.Checkpoints().Pause(ctx, sb.ID, PauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Checkpoints().Resume(ctx, sb.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for what, id := range map[string]string{"resumed": sb.ID, "forked": forks[0].ID} {
+		if made, now := w.rt.MadeAt(id), w.rt.Priority(id); made != fakeruntime.High || now != fakeruntime.Normal {
+			t.Errorf("%s sandbox: restored at priority %d, now %d; want %d, then %d", what, made, now, fakeruntime.High, fakeruntime.Normal)
+		}
 	}
 }

@@ -433,7 +433,7 @@ func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *c
 		Template: m.Template, Image: m.Meta[metaTemplateImage],
 		CPU: snap.CPUs, MemoryMB: snap.MemoryMB, DiskMB: snap.DiskMB, MaxProcs: snap.MaxProcs,
 		AccessToken: st.AccessToken, KeyID: keyID,
-		Env: env, Metadata: req.Metadata, OpenAccess: req.OpenAccess, Network: req.Network, Secrets: placeholders,
+		Env: env, Metadata: req.Metadata, OpenAccess: req.OpenAccess, Network: NetworkRow(req.Network), Secrets: placeholders,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseDiskOnly: req.AutoPauseDiskOnly,
 		SnapshotEvery: req.SnapshotEvery, SnapshotKeep: req.SnapshotKeep, IdleFreeze: req.IdleFreeze,
 	}

@@ -184,13 +184,13 @@ func TestJournalLines(t *testing.T) {
 	j := newJournal(&Service{live: map[string]*entry{}}, time.Second)
 	end := time.Now().Add(time.Minute)
 	for _, sb := range []*Sandbox{
-		{ID: "s", State: store.StateCreating},
-		{ID: "s", State: store.StateRunning, Template: "base", CPU: 2, ExpiresAt: end},
-		{ID: "s", State: store.StateRunning, Template: "base", CPU: 2, ExpiresAt: end.Add(time.Hour)},
-		{ID: "s", State: store.StatePaused, Reason: "paused by request", Checkpoint: &store.CheckpointRef{DiskOnly: true}},
-		{ID: "s", State: store.StateResuming},
-		{ID: "s", State: store.StateRunning, ExpiresAt: end},
-		{ID: "s", State: store.StateLost, Reason: "sandbox stopped unexpectedly"},
+		{ID: "s", State: StateCreating},
+		{ID: "s", State: StateRunning, Template: "base", CPU: 2, ExpiresAt: end},
+		{ID: "s", State: StateRunning, Template: "base", CPU: 2, ExpiresAt: end.Add(time.Hour)},
+		{ID: "s", State: StatePaused, Reason: "paused by request", Checkpoint: &CheckpointInfo{DiskOnly: true}},
+		{ID: "s", State: StateResuming},
+		{ID: "s", State: StateRunning, ExpiresAt: end},
+		{ID: "s", State: StateLost, Reason: "sandbox stopped unexpectedly"},
 	} {
 		j.observe(sb)
 		time.Sleep(time.Millisecond)

@@ -25,8 +25,16 @@ import (
 // gofer serves them from the host); a restore mounts the volumes again,
 // from wherever they are on this node.
 
-// VolumeMount is one volume mounted into a sandbox; see store.VolumeMount.
-type VolumeMount = store.VolumeMount
+// VolumeMount is one volume mounted into a sandbox.
+type VolumeMount struct {
+	// VolumeID is the volume's ID (set once the mount is resolved); Name
+	// its name when the mount was made.
+	VolumeID string
+	Name     string
+	// Path is where the sandbox sees it (absolute, clean).
+	Path     string
+	ReadOnly bool
+}
 
 // Volumes is what sandboxes need of the volume service (package volume).
 type Volumes interface {
@@ -150,7 +158,7 @@ func (s *Service) checkVolumes(mounts []VolumeMount) error {
 	if err != nil {
 		return err
 	}
-	return vs.CheckMounts(mounts)
+	return vs.CheckMounts(mountRows(mounts))
 }
 
 // checkImagePaths refuses a mount path that crosses a symlink or a file of

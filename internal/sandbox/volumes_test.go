@@ -9,6 +9,7 @@ import (
 
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/store"
 )
 
 func TestCheckImagePaths(t *testing.T) {
@@ -37,7 +38,7 @@ func TestCheckImagePaths(t *testing.T) {
 }
 
 func TestVolumesInManifests(t *testing.T) {
-	raw, err := volumesMeta([]VolumeMount{{VolumeID: "vol-x", Name: "data", Path: "/data", ReadOnly: true}})
+	raw, err := volumesMeta([]store.VolumeMount{{VolumeID: "vol-x", Name: "data", Path: "/data", ReadOnly: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

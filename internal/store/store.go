@@ -1,7 +1,10 @@
-// Package store is spaced's durable state. Store is the interface the rest of
-// the daemon uses; Bolt is the embedded implementation (one node, no extra
-// service) and Postgres the cluster catalog that many nodes share. Every
-// write is committed before the call returns.
+// Package store is spaced's durable state. Catalog is everything a node
+// keeps, as one named group per kind of record (Sandboxes, Templates,
+// Tenants, Volumes, Webhooks); each part of the daemon takes only the groups
+// or methods it uses. Bolt is the embedded implementation (one node, no
+// extra service) and Postgres the cluster catalog that many nodes share;
+// Watched wraps either and publishes sandbox record writes. Every write is
+// committed before the call returns.
 package store
 
 import (
@@ -232,8 +235,10 @@ func (c *Cursor) before(t time.Time, id string) bool {
 	return id < c.ID
 }
 
-// Store keeps sandbox records and network slots.
-type Store interface {
+// Sandboxes keeps sandbox records and network slots, and answers the
+// queries over them that other parts ask (the images and volumes they
+// hold, the paused ones' usage).
+type Sandboxes interface {
 	// CreateSandbox writes a new record and gives it the lowest free slot
 	// below maxSlots that avoid (if set) does not refuse, in one
 	// transaction. The record's Slot is set.
@@ -282,7 +287,10 @@ type Store interface {
 	// DeleteSandbox removes a record that is still as from says and frees
 	// its slot; a record that is not there is not an error.
 	DeleteSandbox(ctx context.Context, id string, from Expect) error
+}
 
+// Templates keeps templates (a name and its tags) and their builds.
+type Templates interface {
 	// GetTemplate returns a template (ErrNotFound when there is none).
 	GetTemplate(ctx context.Context, name string) (*Template, error)
 	ListTemplates(ctx context.Context) ([]*Template, error)
@@ -293,18 +301,22 @@ type Store interface {
 	// PutBuild writes a build and, when t is not nil, its template, in one
 	// transaction (a ready build and the tags that now point at it).
 	PutBuild(ctx context.Context, b *Build, t *Template) error
-	Close() error
 }
 
-// Catalog is everything a node keeps: Bolt and Postgres are one each.
+// Catalog is everything a node keeps, one named group per kind of record:
+// Bolt and Postgres are one each. A part takes only the groups it uses (or
+// declares the few methods it calls where it uses them).
 type Catalog interface {
-	Store
-	TenantStore
-	VolumeStore
-	WebhookStore
+	Sandboxes
+	Templates
+	Tenants
+	Volumes
+	Webhooks
+	Close() error
 }
 
 var (
 	_ Catalog = (*Bolt)(nil)
 	_ Catalog = (*Postgres)(nil)
+	_ Catalog = (*Watched)(nil)
 )

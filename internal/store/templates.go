@@ -97,6 +97,11 @@ type BuildImage struct {
 	// Start is the key of the started template's checkpoint, when the
 	// recipe has a start command.
 	Start string `json:"start,omitempty"`
+	// StartSpec is that start command and its ready check
+	// (recipe.Start): a node whose runtime or agent differs from the ones
+	// that took the checkpoint (it restores only into those) takes it
+	// again from it. Builds made before it was recorded lack it.
+	StartSpec json.RawMessage `json:"start_spec,omitempty"`
 	// Bytes is what the image needs in the object store: its layers and
 	// start checkpoint, each counted once, as stored.
 	Bytes int64 `json:"bytes"`

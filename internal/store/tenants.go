@@ -86,8 +86,8 @@ type AuditQuery struct {
 	Limit    int
 }
 
-// TenantStore keeps tenants, their API keys and the audit log.
-type TenantStore interface {
+// Tenants keeps tenants, their API keys and the audit log.
+type Tenants interface {
 	// CreateTenant writes a new tenant (ErrAlreadyExists if the ID is taken).
 	CreateTenant(ctx context.Context, t *Tenant) error
 	UpdateTenant(ctx context.Context, t *Tenant) error

@@ -50,8 +50,8 @@ func (s *Sandbox) Holds() bool {
 	return len(s.Volumes) > 0 && (s.Live() || s.State == StatePaused)
 }
 
-// VolumeStore keeps volume records. Names are unique.
-type VolumeStore interface {
+// Volumes keeps volume records. Names are unique.
+type Volumes interface {
 	// CreateVolume writes a new record; a taken name is ErrAlreadyExists.
 	CreateVolume(ctx context.Context, v *Volume) error
 	UpdateVolume(ctx context.Context, v *Volume) error

@@ -21,13 +21,13 @@ type SandboxChange struct {
 // after missing some (an SSE client reconnecting with Last-Event-ID).
 const watchRing = 4096
 
-// Watched is a Store that also keeps the latest sandbox record changes
+// Watched is a Catalog that also keeps the latest sandbox record changes
 // written through it, for readers that follow them (the console's live
-// list). Every write of a sandbox record goes through the Store, so no
-// change is missed, whichever code path made it. Everything else is the
-// wrapped Store's.
+// list). Every write of a sandbox record goes through it, so no change is
+// missed, whichever code path made it. Everything else is the wrapped
+// Catalog's.
 type Watched struct {
-	Store
+	Catalog
 
 	mu      sync.Mutex
 	seq     uint64
@@ -36,8 +36,8 @@ type Watched struct {
 }
 
 // Watch wraps st.
-func Watch(st Store) *Watched {
-	return &Watched{Store: st, seq: uint64(time.Now().UnixMicro()), changed: make(chan struct{})}
+func Watch(st Catalog) *Watched {
+	return &Watched{Catalog: st, seq: uint64(time.Now().UnixMicro()), changed: make(chan struct{})}
 }
 
 func (w *Watched) publish(rec *Sandbox, deleted bool) {
@@ -54,37 +54,37 @@ func (w *Watched) publish(rec *Sandbox, deleted bool) {
 	w.changed = make(chan struct{})
 }
 
-// CreateSandbox is the Store's, published.
+// CreateSandbox is the Catalog's, published.
 func (w *Watched) CreateSandbox(ctx context.Context, s *Sandbox, maxSlots int, avoid func(slot int) bool) error {
-	if err := w.Store.CreateSandbox(ctx, s, maxSlots, avoid); err != nil {
+	if err := w.Catalog.CreateSandbox(ctx, s, maxSlots, avoid); err != nil {
 		return err
 	}
 	w.publish(s, false)
 	return nil
 }
 
-// UpdateSandbox is the Store's, published.
+// UpdateSandbox is the Catalog's, published.
 func (w *Watched) UpdateSandbox(ctx context.Context, s *Sandbox, from Expect) error {
-	if err := w.Store.UpdateSandbox(ctx, s, from); err != nil {
+	if err := w.Catalog.UpdateSandbox(ctx, s, from); err != nil {
 		return err
 	}
 	w.publish(s, false)
 	return nil
 }
 
-// ReviveSandbox is the Store's, published.
+// ReviveSandbox is the Catalog's, published.
 func (w *Watched) ReviveSandbox(ctx context.Context, s *Sandbox, from Expect, maxSlots int, avoid func(slot int) bool) error {
-	if err := w.Store.ReviveSandbox(ctx, s, from, maxSlots, avoid); err != nil {
+	if err := w.Catalog.ReviveSandbox(ctx, s, from, maxSlots, avoid); err != nil {
 		return err
 	}
 	w.publish(s, false)
 	return nil
 }
 
-// DeleteSandbox is the Store's, published with the record it removed.
+// DeleteSandbox is the Catalog's, published with the record it removed.
 func (w *Watched) DeleteSandbox(ctx context.Context, id string, from Expect) error {
-	last, _ := w.Store.GetSandbox(ctx, id)
-	if err := w.Store.DeleteSandbox(ctx, id, from); err != nil {
+	last, _ := w.Catalog.GetSandbox(ctx, id)
+	if err := w.Catalog.DeleteSandbox(ctx, id, from); err != nil {
 		return err
 	}
 	if last == nil {

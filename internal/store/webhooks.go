@@ -35,9 +35,9 @@ type WebhookDelivery struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// WebhookStore keeps webhook registrations (shared by a cluster's nodes)
+// Webhooks keeps webhook registrations (shared by a cluster's nodes)
 // and each node's queue of deliveries.
-type WebhookStore interface {
+type Webhooks interface {
 	// PutWebhook writes a registration, new or replacing one.
 	PutWebhook(ctx context.Context, w *Webhook) error
 	// GetWebhook returns a registration (ErrNotFound when none).

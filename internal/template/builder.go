@@ -155,6 +155,7 @@ func (r *run) execute(ctx context.Context) (*store.BuildImage, error) {
 			return nil, err
 		}
 		result.Start = skey
+		result.StartSpec, _ = json.Marshal(*start)
 	case r.ran:
 		if err := r.smoke(ctx, final); err != nil {
 			return nil, err
@@ -287,7 +288,7 @@ func (r *run) step(ctx context.Context, i int, s recipe.Step) error {
 func (r *run) box(ctx context.Context, img imageRef, config recipe.Config) (*sandbox.BuildBox, error) {
 	return r.svc.boxes.StartBuildBox(ctx, sandbox.BuildBoxSpec{
 		Build: r.b.ID, Template: r.b.Template, Image: img.id, Root: img.root,
-		Limits: r.limits, Network: r.b.Network, Env: config.EnvMap(), User: config.User, Workdir: config.Workdir,
+		Limits: r.limits, Network: sandbox.NetworkOf(r.b.Network), Env: config.EnvMap(), User: config.User, Workdir: config.Workdir,
 		Timeout: r.svc.cfg.BuildTimeout,
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/tenant"
 )
@@ -33,7 +34,7 @@ type BuildRequest struct {
 	Auth *ociimage.Auth
 	// CPU, MemoryMB, DiskMB: the build's sandboxes and the template's.
 	CPU, MemoryMB, DiskMB int
-	Network               *store.NetworkPolicy
+	Network               *sandbox.NetworkPolicy
 	// Origin is "e2b" for E2B API builds.
 	Origin string
 }
@@ -70,7 +71,7 @@ type pending struct {
 // StartBuild checks a build request (its recipe, its uploaded files and
 // its source: a registry image is looked up now, so a missing image or
 // credential is the caller's error, not a failed build) and queues it.
-func (s *Service) StartBuild(ctx context.Context, req BuildRequest) (*store.Build, error) {
+func (s *Service) StartBuild(ctx context.Context, req BuildRequest) (*Build, error) {
 	hold, err := s.reserve(ctx, req)
 	if err != nil {
 		return nil, err
@@ -80,10 +81,7 @@ func (s *Service) StartBuild(ctx context.Context, req BuildRequest) (*store.Buil
 		hold()
 		return nil, err
 	}
-	if err := s.submit(ctx, b, req, hold); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return s.submit(ctx, b, req, hold)
 }
 
 // reserve takes the build req asks for from its tenant's quotas before
@@ -102,12 +100,16 @@ func (s *Service) reserve(ctx context.Context, req BuildRequest) (release func()
 
 // RequestBuild makes a build that waits for its recipe (E2B's first call);
 // TriggerBuild gives it and queues it.
-func (s *Service) RequestBuild(ctx context.Context, req BuildRequest) (*store.Build, error) {
-	return s.newBuild(ctx, req, store.BuildWaiting)
+func (s *Service) RequestBuild(ctx context.Context, req BuildRequest) (*Build, error) {
+	b, err := s.newBuild(ctx, req, store.BuildWaiting)
+	if err != nil {
+		return nil, err
+	}
+	return buildOf(b), nil
 }
 
 // TriggerBuild starts a waiting build with its recipe.
-func (s *Service) TriggerBuild(ctx context.Context, id string, req BuildRequest) (*store.Build, error) {
+func (s *Service) TriggerBuild(ctx context.Context, id string, req BuildRequest) (*Build, error) {
 	b, err := s.build(ctx, id)
 	if err != nil {
 		return nil, err
@@ -117,16 +119,13 @@ func (s *Service) TriggerBuild(ctx context.Context, id string, req BuildRequest)
 	}
 	req.Name, req.CPU, req.MemoryMB, req.DiskMB, req.Origin = b.Template, b.CPU, b.MemoryMB, b.DiskMB, b.Origin
 	if req.Network == nil {
-		req.Network = b.Network
+		req.Network = sandbox.NetworkOf(b.Network)
 	}
 	hold, err := s.reserve(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.submit(ctx, b, req, hold); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return s.submit(ctx, b, req, hold)
 }
 
 func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) (*store.Build, error) {
@@ -160,10 +159,10 @@ func (s *Service) newBuild(ctx context.Context, req BuildRequest, state string) 
 	b := &store.Build{
 		ID: uuid.NewString(), Tenant: tenant.FromContext(ctx).Tenant, Node: s.cfg.Node, Template: name, Tags: tags, State: state,
 		CPU: limits.CPUs, MemoryMB: limits.MemoryMB, DiskMB: limits.DiskMB,
-		Network: req.Network, Origin: req.Origin, CreatedAt: now,
+		Network: sandbox.NetworkRow(req.Network), Origin: req.Origin, CreatedAt: now,
 	}
 	if b.Network == nil {
-		b.Network = s.cfg.Network
+		b.Network = sandbox.NetworkRow(s.cfg.Network)
 	}
 	// The template exists from its first build on (E2B hands out its id
 	// at once); its tags point at builds only once they are ready.
@@ -207,17 +206,18 @@ func (s *Service) refuse(ctx context.Context, b *store.Build, reason error) {
 // What the build will use (its file sets, its source's layers) is pinned
 // before it is looked up, until the build ends; hold, its share of its
 // tenant's quotas, is released then too (or at once if it is refused).
-func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest, hold func()) error {
+// It returns the build as queued: from then on it is the running build's.
+func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest, hold func()) (*Build, error) {
 	releases := []func(){hold}
 	release := func() {
 		for _, r := range releases {
 			r()
 		}
 	}
-	fail := func(err error) error {
+	fail := func(err error) (*Build, error) {
 		release()
 		s.refuse(ctx, b, err)
-		return err
+		return nil, err
 	}
 	r := req.Recipe
 	if r == nil {
@@ -266,10 +266,11 @@ func (s *Service) submit(ctx context.Context, b *store.Build, req BuildRequest, 
 	}
 	if err := s.store.PutBuild(ctx, b, nil); err != nil {
 		release()
-		return err
+		return nil, err
 	}
+	queued := buildOf(b)
 	s.launch(b, r, src, release)
-	return nil
+	return queued, nil
 }
 
 // DefaultPath is the PATH of a source that sets none: Docker's default,
@@ -405,22 +406,38 @@ func (s *Service) launch(b *store.Build, r *recipe.Recipe, src *source, release 
 	// tenant's.
 	ctx, cancel := context.WithCancelCause(tenant.NewContext(context.Background(), tenant.Principal{Tenant: tenant.Of(b.Tenant)}))
 	l := s.buildLog(b.ID)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.track(b.ID, &active{cancel: cancel, log: l}) {
 		cancel(errShutdown)
 		release()
 		return
 	}
-	s.active[b.ID] = &active{cancel: cancel, log: l}
-	s.wg.Add(1)
-	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		defer release() // after the build's end is recorded
 		defer cancel(nil)
 		s.runBuild(ctx, b, r, src, l)
 	}()
+}
+
+// track makes work id (a build, or a start taken again) active: Close
+// cancels it and waits for it (the caller calls s.wg.Done at its end, and
+// removes it from s.active). It is false, and nothing is tracked, once the
+// service is closed.
+func (s *Service) track(id string, a *active) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.active[id] = a
+	s.wg.Add(1)
+	return true
+}
+
+// buildLimits are the limits of build b's sandboxes, and of the
+// sandboxes made from it (0: the node's defaults).
+func (s *Service) buildLimits(b *store.Build) runtime.Limits {
+	return runtime.Limits{CPUs: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, MaxProcs: s.cfg.Defaults.MaxProcs}
 }
 
 // runBuild waits for a build slot, runs the build and records how it ended.
@@ -452,7 +469,7 @@ func (s *Service) runBuild(ctx context.Context, b *store.Build, r *recipe.Recipe
 		log.Warn("record build start", "err", err)
 	}
 	log.Info("build started", "steps", len(r.Steps))
-	limits := runtime.Limits{CPUs: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, MaxProcs: s.cfg.Defaults.MaxProcs}
+	limits := s.buildLimits(b)
 	run := &run{svc: s, b: *b, rec: r, src: src, log: l, work: work, limits: limits}
 	defer run.unpin() // after finish: the tags moved, the collector sees them
 	result, err := run.execute(bctx)

@@ -47,7 +47,7 @@ func TestCancelAnotherNodesBuild(t *testing.T) {
 	if b, _ := st.GetBuild(ctx, "theirs"); b.State != store.BuildQueued {
 		t.Fatalf("n2's build after n1's cancel: %s", b.State)
 	}
-	if b, err := s.CancelBuild(ctx, "mine"); err != nil || b.State != store.BuildCanceled {
+	if b, err := s.CancelBuild(ctx, "mine"); err != nil || b.State != BuildCanceled {
 		t.Fatalf("cancel of n1's own build: %+v, %v", b, err)
 	}
 }

@@ -240,6 +240,7 @@ func (s *Service) inUse(ctx context.Context) (*inUse, error) {
 			keepChain(b.Result)
 			if b.Result.Start != "" {
 				u.starts[b.Result.Start] = true
+				u.starts[s.ownStartKey(b.Result)] = true // taken again here (retake.go)
 			}
 		}
 	}

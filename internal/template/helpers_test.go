@@ -22,7 +22,7 @@ const testAgent = "agent"
 // templates directory (no base template, no build sandboxes).
 type testEnv struct {
 	s           *Service
-	st          store.Store
+	st          *store.Bolt
 	dir         string // the templates directory
 	checkpoints *checkpoint.Repo
 }

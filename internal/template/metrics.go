@@ -12,9 +12,10 @@ type Metrics struct {
 	collected *prometheus.CounterVec
 }
 
-// NewMetrics registers the service's series with reg; running is read at
-// scrape time (builds queued or running).
-func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
+// NewMetrics registers the service's counters and histograms with reg;
+// the builds in progress, read at scrape time, are its Collector,
+// registered once the service exists.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		builds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "space_template_builds_total",
@@ -34,12 +35,17 @@ func NewMetrics(reg prometheus.Registerer, running func() int) *Metrics {
 			Help: "What the template collector removed, by kind (image, layer, start, files).",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.builds, m.seconds, m.steps, m.collected,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "space_template_builds_active",
-			Help: "Template builds queued or running.",
-		}, func() float64 { return float64(running()) }))
+	reg.MustRegister(m.builds, m.seconds, m.steps, m.collected)
 	return m
+}
+
+// NewCollector reports the builds of svc queued or running
+// (space_template_builds_active) at scrape time.
+func NewCollector(svc *Service) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "space_template_builds_active",
+		Help: "Template builds queued or running.",
+	}, func() float64 { return float64(svc.Active()) })
 }
 
 // ended records a build's end; nil-safe.

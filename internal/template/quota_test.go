@@ -55,7 +55,7 @@ func (q *buildQuota) state() (held, asked int, negative bool) {
 func TestBuildQuota(t *testing.T) {
 	ctx := tenant.NewContext(context.Background(), tenant.Principal{Tenant: "acme", Key: "k1"})
 	src := &recipe.Recipe{From: recipe.Source{Template: "src"}, Steps: []recipe.Step{{Env: []recipe.EnvVar{{Name: "A", Value: "1"}}}}}
-	start := func(s *Service, name string, r *recipe.Recipe) (*store.Build, error) {
+	start := func(s *Service, name string, r *recipe.Recipe) (*Build, error) {
 		return s.StartBuild(ctx, BuildRequest{Name: name, Recipe: r, CPU: 2, MemoryMB: 768})
 	}
 	for _, tc := range []struct {

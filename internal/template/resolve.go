@@ -13,7 +13,6 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/rootfs"
-	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/tenant"
@@ -90,17 +89,22 @@ func (s *Service) resolve(ctx context.Context, ref string) (*sandbox.Image, erro
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "template %s: its image cannot be made on this node: %s", name, errdefs.PublicMessage(err))
 	}
 	cfg := decodeConfig(res.Config)
-	limits := runtime.Limits{CPUs: b.CPU, MemoryMB: b.MemoryMB, DiskMB: b.DiskMB, MaxProcs: s.cfg.Defaults.MaxProcs}
+	limits := s.buildLimits(b)
 	img := &sandbox.Image{Template: ref, ID: cur.id, Root: cur.root, Env: cfg.EnvMap(), User: cfg.User, Workdir: cfg.Workdir, Limits: limits}
 	if img.User == "" {
 		img.User = "root" // an image without USER runs as root, as in Docker
 	}
 	if res.Start != "" {
-		dir, token, err := s.localStart(ctx, res.Start)
+		key, err := s.startKey(ctx, b, cur)
+		if err != nil {
+			return nil, err
+		}
+		defer s.pins.pin(startID(key))()
+		dir, token, err := s.localStart(ctx, key)
 		if err != nil {
 			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "template %s: its started checkpoint cannot be fetched: %s", name, errdefs.PublicMessage(err))
 		}
-		img.Start = &sandbox.StartImage{ID: res.Start[:12], Dir: dir, Token: token, Limits: limits}
+		img.Start = &sandbox.StartImage{ID: key[:12], Dir: dir, Token: token, Limits: limits}
 	}
 	return img, nil
 }

@@ -32,11 +32,20 @@ import (
 	"github.com/spacesandbox/space/internal/sandbox"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/tenant"
+	"golang.org/x/sync/singleflight"
 )
 
 // Boxes starts the sandboxes build steps run in.
 type Boxes interface {
 	StartBuildBox(ctx context.Context, spec sandbox.BuildBoxSpec) (*sandbox.BuildBox, error)
+}
+
+// Store is what the service keeps templates and builds in, and asks which
+// images sandboxes hold (a collection keeps those, resolve reports them).
+type Store interface {
+	store.Templates
+	HeldImages(ctx context.Context) ([]string, error)
+	CountOnImages(ctx context.Context, images []string) (int, error)
 }
 
 // Config of the service.
@@ -50,7 +59,7 @@ type Config struct {
 	WorkDir string
 	// LogDir holds build logs.
 	LogDir string
-	Store  store.Store
+	Store  Store
 	// Node names this node in a cluster: builds it runs carry it, and a
 	// restart fails only its own ("" with the embedded store).
 	Node string
@@ -76,7 +85,7 @@ type Config struct {
 	// BuildTimeout bounds one build.
 	BuildTimeout time.Duration
 	// Network is the egress policy of build steps when a build names none.
-	Network *store.NetworkPolicy
+	Network *sandbox.NetworkPolicy
 	// CacheTTL is how long an image no template or sandbox uses is kept
 	// on this node, and a layer no build refers to in the object store.
 	CacheTTL time.Duration
@@ -104,17 +113,22 @@ type Config struct {
 type Service struct {
 	cfg   Config
 	log   *slog.Logger
-	store store.Store
+	store Store
 	boxes Boxes
 	im    *images
 	art   *artifacts
 	slots chan struct{}
+	// retakes are the start checkpoints being taken again for this
+	// node's runtime (retake.go), by key.
+	retakes singleflight.Group
 
 	mu     sync.Mutex
 	active map[string]*active // running or queued builds
 	logs   map[string]*buildLog
-	closed bool
-	wg     sync.WaitGroup
+	// retakeFailed: the last failed take of each start key (retake.go).
+	retakeFailed map[string]retakeFailure
+	closed       bool
+	wg           sync.WaitGroup
 
 	starts keylock.Map
 	cache  resolveCache
@@ -190,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		cfg: cfg, log: log, store: cfg.Store, boxes: cfg.Boxes, im: im,
 		art:    &artifacts{repo: cfg.Repo, work: work},
 		slots:  make(chan struct{}, cfg.MaxBuilds),
-		active: map[string]*active{}, logs: map[string]*buildLog{},
+		active: map[string]*active{}, logs: map[string]*buildLog{}, retakeFailed: map[string]retakeFailure{},
 	}
 	if err := s.failInterrupted(ctx); err != nil {
 		return nil, err
@@ -537,12 +551,29 @@ func (s *Service) info(ctx context.Context, t *store.Template) (*TemplateInfo, e
 }
 
 // Build returns one build.
-func (s *Service) Build(ctx context.Context, id string) (*store.Build, error) {
-	return s.build(ctx, id)
+func (s *Service) Build(ctx context.Context, id string) (*Build, error) {
+	b, err := s.build(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return buildOf(b), nil
 }
 
 // Builds lists the builds of template name (all when empty), newest first.
-func (s *Service) Builds(ctx context.Context, name string) ([]*store.Build, error) {
+func (s *Service) Builds(ctx context.Context, name string) ([]*Build, error) {
+	builds, err := s.builds(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Build, len(builds))
+	for i, b := range builds {
+		out[i] = buildOf(b)
+	}
+	return out, nil
+}
+
+// builds are the records of Builds.
+func (s *Service) builds(ctx context.Context, name string) ([]*store.Build, error) {
 	all, err := s.store.ListBuilds(ctx)
 	if err != nil {
 		return nil, err
@@ -576,7 +607,15 @@ func (s *Service) isActive(id string) bool {
 }
 
 // CancelBuild stops a queued or running build.
-func (s *Service) CancelBuild(ctx context.Context, id string) (*store.Build, error) {
+func (s *Service) CancelBuild(ctx context.Context, id string) (*Build, error) {
+	b, err := s.cancelBuild(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return buildOf(b), nil
+}
+
+func (s *Service) cancelBuild(ctx context.Context, id string) (*store.Build, error) {
 	b, err := s.build(ctx, id)
 	if err != nil {
 		return nil, err
@@ -612,13 +651,13 @@ func (s *Service) DeleteTemplate(ctx context.Context, name string) error {
 	if _, err := s.template(ctx, name, true); err != nil {
 		return err
 	}
-	builds, err := s.Builds(ctx, name)
+	builds, err := s.builds(ctx, name)
 	if err != nil {
 		return err
 	}
 	for _, b := range builds {
 		if !b.Final() {
-			if _, err := s.CancelBuild(ctx, b.ID); err != nil {
+			if _, err := s.cancelBuild(ctx, b.ID); err != nil {
 				return err
 			}
 		}
@@ -635,7 +674,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, name string) error {
 // a build id); name "" means target's own template. A build of another
 // template than name is refused, and nothing is changed unless every
 // check passed.
-func (s *Service) SetTags(ctx context.Context, name, target string, tags []string) (*store.Build, error) {
+func (s *Service) SetTags(ctx context.Context, name, target string, tags []string) (*Build, error) {
 	for _, tag := range tags {
 		if !tagRE.MatchString(tag) {
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, "tag %q is not valid: use 1-128 of A-Z a-z 0-9 . _ -", tag)
@@ -664,7 +703,7 @@ func (s *Service) SetTags(ctx context.Context, name, target string, tags []strin
 		return nil, err
 	}
 	s.changed(b.Template)
-	return b, nil
+	return buildOf(b), nil
 }
 
 // RemoveTags removes tags of template name.

@@ -1,0 +1,334 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/spacesandbox/space/api/agent/v1"
+	"github.com/spacesandbox/space/internal/admission"
+	"github.com/spacesandbox/space/internal/checkpoint"
+	"github.com/spacesandbox/space/internal/errdefs"
+	"github.com/spacesandbox/space/internal/network"
+	"github.com/spacesandbox/space/internal/runtime"
+	"github.com/spacesandbox/space/internal/store"
+	"github.com/spacesandbox/space/internal/tenant"
+)
+
+// Resume: a paused sandbox restored from its latest checkpoint (see
+// checkpoint.go for how a pause makes one).
+
+// Resume restores a paused sandbox from its latest checkpoint and makes it
+// expire timeout from now (0: the default). A sandbox this node has no
+// record of is looked for in object storage: it was paused by another
+// spaced sharing the store. Resuming a running sandbox returns it.
+func (c *Checkpoints) Resume(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	if _, err := c.checkpointer(); err != nil {
+		return nil, err
+	}
+	if err := c.svc.refuseIfDraining(); err != nil {
+		return nil, err
+	}
+	if timeout == 0 {
+		timeout = c.svc.cfg.DefaultTimeout
+	}
+	if err := c.svc.checkTimeout(timeout); err != nil {
+		return nil, err
+	}
+	// One resume or delete of a paused sandbox at a time; a second resume
+	// waits and then finds it running.
+	unlock := c.pausedLocks.Lock(id)
+	defer unlock()
+	if e, ok := c.svc.entry(id); ok {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return fromRecord(e.rec), nil
+	}
+	rec, err := c.svc.store.GetSandbox(ctx, id)
+	known := err == nil
+	switch {
+	case err != nil && !errors.Is(err, errdefs.ErrNotFound):
+		return nil, err
+	case known && rec.State != store.StatePaused:
+		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused", id, rec.State)
+	}
+	var ckptID string
+	var use tenant.Usage
+	var need admission.Need
+	if known {
+		if rec.Checkpoint == nil {
+			return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is paused but has no checkpoint", id)
+		}
+		ckptID, use = rec.Checkpoint.ID, usageOf(rec.CPU, rec.MemoryMB)
+		need = c.resumeNeed(rec.MemoryMB, rec.Checkpoint.Bytes, rec.Checkpoint.DiskOnly)
+	} else {
+		m, err := c.latestArtifact(ctx, id, "checkpoint")
+		if err != nil {
+			return nil, err
+		}
+		if !tenant.FromContext(ctx).Owns(m.Meta[metaTenant]) {
+			return nil, c.noArtifact(id)
+		}
+		ckptID, use = m.ID, usageOf(m.Limits.CPU, m.Limits.MemoryMB)
+		need = c.resumeNeed(m.Limits.MemoryMB, m.Bytes, !hasMemory(m))
+	}
+	q, err := c.svc.reserve(ctx, use)
+	if err != nil {
+		return nil, err
+	}
+	defer c.svc.release(q)
+	// A resume starts a sandbox: admitted before the download, so a node
+	// at a budget refuses it at once (and the sandbox stays paused).
+	r, err := c.svc.admit(ctx, need, "resume")
+	if err != nil {
+		return nil, err
+	}
+	return c.restore(ctx, id, ckptID, rec, timeout, r, q) // rec nil when unknown
+}
+
+// resumeNeed is what resuming a checkpoint of stored bytes takes: its
+// memory image is restored into memory; a disk-only one boots afresh on
+// its layer.
+func (c *Checkpoints) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission.Need {
+	if diskOnly {
+		return c.svc.need(memoryMB, 0, bytes, false)
+	}
+	return c.svc.need(memoryMB, bytes, 0, false)
+}
+
+// latestArtifact is the newest complete checkpoint or snapshot of sandbox
+// id (from the catalog's index by sandbox in a cluster).
+func (c *Checkpoints) latestArtifact(ctx context.Context, id, kind string) (*checkpoint.Manifest, error) {
+	all, err := c.svc.cfg.Checkpoints.ListOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var best *checkpoint.Manifest
+	for _, m := range all {
+		if m.SandboxID == id && m.Kind == kind && (best == nil || m.CreatedAt.After(best.CreatedAt)) {
+			best = m
+		}
+	}
+	if best == nil {
+		return nil, c.noArtifact(id)
+	}
+	return best, nil
+}
+
+// noArtifact is the answer for a sandbox with no artifact here
+// (or one of another tenant: the same answer).
+func (c *Checkpoints) noArtifact(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
+}
+
+// restore brings sandbox id back from checkpoint ckptID. paused is its
+// record as read (nil when the catalog has none: the record is made from
+// the checkpoint); the record is revived only if it is still that, so a
+// kill or another resume meanwhile (on any node) wins and this resume
+// fails having changed nothing.
+func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *store.Sandbox, timeout time.Duration, r *admission.Reservation, q *reservation) (_ *Sandbox, err error) {
+	known := paused != nil
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			r.Cancel()
+		}
+	}()
+	log := c.svc.log.With("sandbox", id, "checkpoint", ckptID)
+	ctx = context.WithoutCancel(ctx)
+	dir, err := c.imageDir(ckptID + "-restore")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	m, secret, err := c.svc.cfg.Checkpoints.Load(ctx, ckptID, dir)
+	if err != nil {
+		// A kill (on any node) deletes the checkpoint once the record
+		// says killed: say that, not that the checkpoint is gone.
+		if known {
+			if cur, gerr := c.svc.store.GetSandbox(ctx, id); gerr == nil && store.Was(cur) != store.Was(paused) {
+				return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused: it changed while it was being resumed", id, cur.State)
+			}
+		}
+		return nil, err
+	}
+	tLoad := time.Now()
+	var st sealedState
+	if err := json.Unmarshal(secret, &st); err != nil {
+		return nil, fmt.Errorf("decode sealed state of %s: %w", ckptID, err)
+	}
+	rootfs, err := c.checkRestorable(m)
+	if err != nil {
+		return nil, err
+	}
+
+	var rec store.Sandbox
+	if known {
+		rec = *paused
+	} else {
+		rec = store.Sandbox{
+			ID: id, Tenant: m.Meta[metaTenant], Template: m.Template, Image: m.Meta[metaTemplateImage], CreatedAt: m.CreatedAt,
+			CPU: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses,
+			AccessToken: st.AccessToken, Env: st.Env, Metadata: st.Metadata,
+			OpenAccess: st.OpenAccess, AutoPause: st.AutoPause, AutoResume: st.AutoResume, KeyID: m.KeyID,
+			AutoPauseDiskOnly: st.AutoPauseDiskOnly, Secrets: st.Secrets,
+			Checkpoint: &store.CheckpointRef{ID: m.ID, CreatedAt: m.CreatedAt, Bytes: m.Bytes, DiskOnly: !hasMemory(m)},
+		}
+		// Another node paused it: its volumes are this node's volumes of
+		// the same names (restored here from their backups).
+		if rec.Volumes, err = manifestVolumes(m); err != nil {
+			return nil, err
+		}
+		if len(m.Network) > 0 && string(m.Network) != "null" {
+			if err := json.Unmarshal(m.Network, &rec.Network); err != nil {
+				return nil, fmt.Errorf("decode network policy of %s: %w", ckptID, err)
+			}
+		}
+	}
+	rec.State, rec.Reason = store.StateResuming, ""
+	if known {
+		err = c.svc.store.ReviveSandbox(ctx, &rec, store.Was(paused), c.svc.cfg.Network.Slots(), c.svc.avoidSlot)
+	} else {
+		// This node's record holds the mounts' claims from here on.
+		release, cerr := c.svc.claimVolumes(ctx, &rec)
+		if cerr != nil {
+			return nil, cerr
+		}
+		rec.Slot = -1
+		err = c.svc.store.CreateSandbox(ctx, &rec, c.svc.cfg.Network.Slots(), c.svc.avoidSlot)
+		release()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record resuming sandbox: %w", err)
+	}
+	resuming := rec
+	var undo cleanup
+	defer func() {
+		if err != nil {
+			undo.run(log)
+			c.svc.metrics.checkpointFailed("resume")
+		}
+	}()
+	undo.add("record paused again", func() error {
+		if !known {
+			return c.svc.store.DeleteSandbox(context.Background(), id, store.Was(&resuming))
+		}
+		// Its checkpoint is the one it had: nothing else could change
+		// the record while it was resuming here.
+		back := resuming
+		back.State = store.StatePaused
+		return c.svc.store.UpdateSandbox(context.Background(), &back, store.Was(&resuming))
+	})
+	ep, err := c.svc.cfg.Network.Endpoint(id, rec.Slot)
+	if err == nil {
+		// What a failed teardown of its pause left under its names (the
+		// sandbox is paused and its lock held: nothing else has them).
+		if derr := c.svc.cfg.Links.Detach(ep); derr != nil {
+			log.Warn("remove the paused sandbox's leftover network", "err", derr)
+		}
+		err = c.svc.cfg.Links.Attach(ep)
+	}
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	undo.add("detach network", func() error { return c.svc.cfg.Links.Detach(ep) })
+	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
+	var agent *AgentConn
+	if hasMemory(m) {
+		var mounts []runtime.Mount
+		if mounts, err = c.svc.runtimeMounts(ctx, rec.Volumes); err != nil {
+			return nil, err
+		}
+		// Its owner waits on the resume.
+		agent, err = c.svc.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, st.AccessToken, runtime.PriorityUrgent, &undo)
+		if err != nil {
+			return nil, err
+		}
+		// The sandbox has a new address: point its resolver at its gateway.
+		if err := c.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
+			agent.Close()
+			return nil, err
+		}
+	} else {
+		// Only the disk was kept: a fresh sandbox boots on it.
+		agent, err = c.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
+		if err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now().UTC()
+	rec.State, rec.ExpiresAt, rec.PausedAt = store.StateRunning, now.Add(timeout), time.Time{}
+	if err := c.svc.store.UpdateSandbox(ctx, &rec, store.Was(&resuming)); err != nil {
+		agent.Close()
+		return nil, fmt.Errorf("record resumed sandbox: %w", err)
+	}
+	c.svc.addLive(&entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, q, q.useOrZero())
+	r.Done(ctx, id)
+	c.svc.egressChanged()
+	c.svc.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
+	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
+	return fromRecord(&rec), nil
+}
+
+// checkRestorable refuses a checkpoint this node cannot restore, and says
+// why; it returns the template image to restore over.
+func (c *Checkpoints) checkRestorable(m *checkpoint.Manifest) (string, error) {
+	cp, _ := c.svc.rt.(runtime.Checkpointer)
+	if m.RuntimeVersion != cp.Version() {
+		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s was taken by %q and this node runs %q", m.ID, m.RuntimeVersion, cp.Version())
+	}
+	// The image the sandbox ran on, not the template's current one: a
+	// restored process maps its binaries again by path.
+	return c.svc.imageRoot(m.Template, m.Meta[metaTemplateImage])
+}
+
+// initRestored sends a restored agent Init: token becomes its token (the
+// one it has, for a resume), env its env, and its resolver and trust store
+// point at this node's egress gateway on the sandbox's new address.
+func (c *Checkpoints) initRestored(ctx context.Context, agent *AgentConn, token string, env map[string]string, ep network.Endpoint) error {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		// No default user or workdir: the restored agent keeps its own.
+		AccessToken: token, EnvVars: env,
+		Nameserver: ep.HostIP.String(), CaPem: string(c.svc.cfg.Egress.CAPEM),
+	})); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent init failed")
+	}
+	return nil
+}
+
+// bootOnDisk boots a fresh sandbox rec on the disk image in dir (a pause
+// that kept no memory) and gives its agent what a create's boot and claim
+// would: token, env, the template's user and workdir, resolver and CA. It
+// pushes its undo steps.
+func (c *Checkpoints) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
+	agent, err := c.svc.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State, volumes: rec.Volumes}, undo)
+	if err != nil {
+		return nil, err
+	}
+	// The user and workdir are the template's, as at the sandbox's create
+	// (the agent's own state is not on its disk: /run is a tmpfs).
+	user, workdir := "user", ""
+	if img, err := c.svc.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
+		user, workdir = defaultUser(img), img.Workdir
+	} else {
+		c.svc.log.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, c.svc.cfg.AgentBootTimeout)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: token, EnvVars: rec.Env, DefaultUser: user, DefaultWorkdir: workdir,
+		Nameserver: ep.HostIP.String(), CaPem: string(c.svc.cfg.Egress.CAPEM),
+	})); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox booted on its saved disk, but its agent init failed")
+	}
+	agent.setToken(token)
+	return agent, nil
+}
