@@ -2,11 +2,12 @@ package client
 
 import (
 	"context"
-	"github.com/spacesandbox/space/client/apitypes"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // Quotas bound what a tenant may hold at once: 0 means the daemon's

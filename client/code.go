@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // Code event types: one per line of the code interpreter (see runCode in

@@ -3,11 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
-	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // DesktopAction is one computer-use action, a model's tool input as it

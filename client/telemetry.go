@@ -3,11 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
-	"github.com/spacesandbox/space/client/apitypes"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // Metrics is a sandbox's CPU, memory and disk over time (GET

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // BuildRequest asks for a template build: a Dockerfile, or From, Steps and

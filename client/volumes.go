@@ -3,11 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
-	"github.com/spacesandbox/space/client/apitypes"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/spacesandbox/space/client/apitypes"
 )
 
 // VolumeMount is one volume mounted into a sandbox. At most one sandbox at

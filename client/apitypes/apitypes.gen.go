@@ -954,8 +954,11 @@ type NodeInfo struct {
 // Pool defines model for Pool.
 type Pool struct {
 	Booting int `json:"booting,omitempty"`
-	Max     int `json:"max,omitempty"`
-	Min     int `json:"min,omitempty"`
+
+	// Held why the node's budget holds its refills back now (absent while they go on)
+	Held string `json:"held,omitempty"`
+	Max  int    `json:"max,omitempty"`
+	Min  int    `json:"min,omitempty"`
 
 	// Ready booted sandboxes waiting to be claimed
 	Ready int `json:"ready,omitempty"`

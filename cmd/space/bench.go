@@ -95,7 +95,9 @@ exits non-zero when any line was lost, repeated or out of order, or a stream did
 					dc.N = cfg.N
 				}
 				dc.Addr, dc.APIKey = a.addrAndKey()
-				dc.Runsc, dc.RootFS = rawAnchor(runsc, templates)
+				if dc.Runsc, _ = rawAnchor(runsc, templates); dc.Runsc != "" {
+					dc.TemplatesDir = templates
+				}
 				return runDesktopBench(cmd, a, dc, asJSON)
 			}
 			if e2bPython != "" && !all {

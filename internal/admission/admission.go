@@ -450,8 +450,11 @@ func decide(b Budget, t Totals, need Need) *Refusal {
 		}
 		floor := r.floor
 		if need.Pool {
-			// Pools stop while creates still have room on the host too.
-			floor += int64((1 - PoolShare) * float64(r.budget))
+			// Pools stop while creates still have room on the host too:
+			// the budget's share kept for them, at most what the host's
+			// own floor is (a tenth of a big disk's budget is tens of
+			// GiB, which would stop pools on a host with plenty free).
+			floor += min(int64((1-PoolShare)*float64(r.budget)), r.floor)
 		}
 		avail := r.avail - r.pending - max(r.unseen, 0)
 		if avail-r.need < floor {

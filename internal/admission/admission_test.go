@@ -39,13 +39,21 @@ func TestDecide(t *testing.T) {
 		{"pool below its share", Totals{Used: Usage{Memory: 800 * mib}, Host: roomyHost}, Need{Usage: Usage{Memory: 20 * mib}, Pool: true}, "", ""},
 		{"pool at its share", Totals{Used: Usage{Memory: 910 * mib}, Host: roomyHost}, Need{Usage: Usage{Memory: 20 * mib}, Pool: true}, Memory, "node"},
 		{"pool at its sandbox share", Totals{Count: 9, Host: roomyHost}, Need{Pool: true}, Sandboxes, "node"},
+		// A big disk's budget: the creates' reserve on the host is at most
+		// the host's floor again (2 GiB here), not a tenth of 200 GiB.
+		{"pool on a big disk with room", Totals{Host: Host{MemTotal: 16 * gib, MemAvailable: 12 * gib, DiskTotal: 250 * gib, DiskFree: 20 * gib}}, Need{Usage: Usage{Disk: mib}, Pool: true}, "", ""},
+		{"pool on a big disk near its floor", Totals{Host: Host{MemTotal: 16 * gib, MemAvailable: 12 * gib, DiskTotal: 250 * gib, DiskFree: 2*gib + 1000*mib}}, Need{Usage: Usage{Disk: mib}, Pool: true}, Disk, "host"},
+		{"create on a big disk near its floor", Totals{Host: Host{MemTotal: 16 * gib, MemAvailable: 12 * gib, DiskTotal: 250 * gib, DiskFree: 2*gib + 1000*mib}}, Need{Usage: Usage{Disk: mib}}, "", ""},
 		{"create where a pool may not", Totals{Used: Usage{Memory: 910 * mib}, Host: roomyHost}, need(20), "", ""},
 		{"no budgets", Totals{Used: Usage{Memory: 100 * gib}, Count: 1e6}, need(20), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := budget
-			if tc.name == "no budgets" {
+			switch {
+			case tc.name == "no budgets":
 				b = Budget{}
+			case strings.Contains(tc.name, "big disk"):
+				b.DiskBytes, b.DiskFloor = 200*gib, 2*gib
 			}
 			r := decide(b, tc.totals, tc.need)
 			switch {

@@ -34,10 +34,11 @@ type DesktopConfig struct {
 	// beside the native ones. Addr and APIKey are given to it as
 	// E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY.
 	Python, Addr, APIKey string
-	// Runsc and RootFS, when set, add the raw runsc checkpoint/restore
-	// anchor (root only).
-	Runsc, RootFS string
-	Log           io.Writer
+	// Runsc and TemplatesDir (the daemon's templates directory on this
+	// host), when set, add the raw runsc checkpoint/restore anchor of the
+	// desktop template's own image (root only).
+	Runsc, TemplatesDir string
+	Log                 io.Writer
 }
 
 // DesktopFigures are the desktop's figures, milliseconds unless named
@@ -81,7 +82,6 @@ type DesktopFigures struct {
 	RawCheckpointP50       float64 `json:"raw_checkpoint_p50,omitempty"`
 	RawRestoreP50          float64 `json:"raw_restore_p50,omitempty"`
 	RawRestoreToExecP50    float64 `json:"raw_restore_to_exec_p50,omitempty"`
-	RawHeldMiB             int     `json:"raw_held_mib,omitempty"`
 	LoadStart              float64 `json:"load_start"`
 	LoadEnd                float64 `json:"load_end"`
 }
@@ -180,13 +180,16 @@ func Desktop(ctx context.Context, c *client.Client, cfg DesktopConfig) (*Desktop
 	}
 	f.PauseP50, f.ResumeP50, f.ResumeToScreenshotP50 = pause.Percentile(50), resume.Percentile(50), toShot.Percentile(50)
 
-	if cfg.Runsc != "" {
-		// The anchor: a bare runsc container holding as much memory as
-		// the desktop with Chromium does (the state a checkpoint writes
-		// and a restore reads), checkpointed and restored by runsc alone.
-		f.RawHeldMiB = max(1, int(f.ChromiumMiB))
-		logf("%d raw runsc checkpoints and restores of a container holding %d MiB", cfg.N, f.RawHeldMiB)
-		raw, err := newRawCheckpoint(ctx, cfg.Runsc, cfg.RootFS, f.RawHeldMiB)
+	if cfg.Runsc != "" && cfg.TemplatesDir != "" {
+		// The anchor: the same desktop with Chromium on the same page,
+		// run from the template's image by runsc alone, checkpointed
+		// and restored by runsc alone.
+		root, err := desktopImageRoot(ctx, c, cfg.TemplatesDir)
+		if err != nil {
+			return nil, fmt.Errorf("raw runsc anchor: %w", err)
+		}
+		logf("%d raw runsc checkpoints and restores of the desktop template's image with Chromium", cfg.N)
+		raw, err := newRawDesktop(ctx, cfg.Runsc, root)
 		if err != nil {
 			return nil, fmt.Errorf("raw runsc anchor: %w", err)
 		}
@@ -301,13 +304,16 @@ func desktopCommand(ctx context.Context, c *client.Client, id, cmd string) error
 	}
 }
 
+// chromiumCommand opens Chromium on the bench's page (written to
+// /tmp/space-bench-page.html first) on display :0.
+const chromiumCommand = "exec chromium --no-first-run --no-default-browser-check --new-window --window-position=60,80 --window-size=860,560 file:///tmp/space-bench-page.html"
+
 // openChromium shows benchPage in Chromium and waits for its window.
 func openChromium(ctx context.Context, c *client.Client, id string) error {
 	if _, err := c.Upload(ctx, id, "/tmp/space-bench-page.html", strings.NewReader(benchPage)); err != nil {
 		return err
 	}
-	if _, err := c.StartBackground(ctx, id, client.CommandRequest{User: "user", Env: map[string]string{"DISPLAY": ":0"},
-		Cmd: "exec chromium --no-first-run --no-default-browser-check --new-window --window-position=60,80 --window-size=860,560 file:///tmp/space-bench-page.html"}); err != nil {
+	if _, err := c.StartBackground(ctx, id, client.CommandRequest{User: "user", Env: map[string]string{"DISPLAY": ":0"}, Cmd: chromiumCommand}); err != nil {
 		return fmt.Errorf("start Chromium: %w", err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)

@@ -135,6 +135,16 @@ func (r *rawRunsc) close() {
 }
 
 func patchSpec(path, rootfs string) error {
+	return editSpec(path, func(spec, proc map[string]any) {
+		spec["root"] = map[string]any{"path": rootfs, "readonly": false}
+		proc["args"] = []string{"/bin/sleep", "infinity"}
+		proc["terminal"] = false
+	})
+}
+
+// editSpec rewrites the runsc spec at path with edit, which is given the
+// spec and its process.
+func editSpec(path string, edit func(spec, proc map[string]any)) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -143,13 +153,11 @@ func patchSpec(path, rootfs string) error {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return fmt.Errorf("parse runsc spec: %w", err)
 	}
-	spec["root"] = map[string]any{"path": rootfs, "readonly": false}
 	proc, _ := spec["process"].(map[string]any)
 	if proc == nil {
 		return fmt.Errorf("runsc spec has no process")
 	}
-	proc["args"] = []string{"/bin/sleep", "infinity"}
-	proc["terminal"] = false
+	edit(spec, proc)
 	out, err := json.Marshal(spec)
 	if err != nil {
 		return err
@@ -219,22 +227,5 @@ func (r *rawRestore) close() { r.raw.close() }
 
 // setArgs sets the process of the spec at path.
 func setArgs(path string, args ...string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var spec map[string]any
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return fmt.Errorf("parse runsc spec: %w", err)
-	}
-	proc, _ := spec["process"].(map[string]any)
-	if proc == nil {
-		return fmt.Errorf("runsc spec has no process")
-	}
-	proc["args"] = args
-	out, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, out, 0o600)
+	return editSpec(path, func(_, proc map[string]any) { proc["args"] = args })
 }

@@ -131,6 +131,12 @@ func (l *Limits) Wrap(next http.Handler, refuse func(http.ResponseWriter, *http.
 				rc.Flush()
 				discard(rc, orig, Drain)
 			}
+			// A full-duplex body left open makes the server panic
+			// reading the next request (golang/go#68560): closed here,
+			// what is left of it read and dropped within a bound.
+			rc.SetReadDeadline(time.Now().Add(drainTimeout))
+			orig.Close()
+			rc.SetReadDeadline(time.Time{})
 		}
 	})
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spacesandbox/space/internal/httpjson"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"time"
+
+	"github.com/spacesandbox/space/internal/bodylimit"
+	"github.com/spacesandbox/space/internal/httpjson"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
@@ -211,8 +213,10 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, node, addres
 	// HTTP/1 server reads and closes that body itself when the answer's
 	// header goes out, the transport's last read of it fails, and it
 	// closes the connection to the owner under the stream. HTTP/2 is full
-	// duplex already (the error is then harmless).
-	_ = http.NewResponseController(w).EnableFullDuplex()
+	// duplex already (the error is then harmless). FullDuplex also ends the
+	// transport's reads of the body before the handler returns.
+	r, done := bodylimit.FullDuplex(w, r)
+	defer done()
 	f.proxy.ServeHTTP(w, r.WithContext(withTarget(r.Context(), target)))
 }
 

@@ -14,9 +14,7 @@ import (
 // The SDKs need both fields; the JS SDK tells a 404 by the body's code.
 // Internal causes are logged, never shown.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if code := httpjson.WriteError(w, e2bShape, err); code >= 500 {
-		httpjson.LoggerOf(r.Context()).ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
-	}
+	httpjson.WriteRequestError(w, r, e2bShape, "e2b", err)
 }
 
 // e2bShape is E2B's Error body.

@@ -65,7 +65,7 @@ func (f *fakeSandboxes) Create(ctx context.Context, req sandbox.CreateRequest) (
 	created := base.Add(time.Duration(f.n) * time.Second)
 	fs := &fakeSandbox{
 		sb: sandbox.Sandbox{
-			ID: id, Template: req.Template, State: store.StateRunning,
+			ID: id, Template: req.Template, State: sandbox.StateRunning,
 			CreatedAt: created, ExpiresAt: created.Add(req.Timeout),
 			CPU: 1, MemoryMB: 512, DiskMB: 1024, MaxProcs: 1024,
 			Metadata: maps.Clone(req.Metadata), OpenAccess: req.OpenAccess, Network: req.Network,
@@ -92,7 +92,7 @@ func (f *fakeSandboxes) running(id string) (*fakeSandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fs.sb.State != store.StateRunning {
+	if fs.sb.State != sandbox.StateRunning {
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, fs.sb.State)
 	}
 	return fs, nil
@@ -136,7 +136,7 @@ func (f *fakeSandboxes) Kill(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	fs.sb.State = store.StateKilled
+	fs.sb.State = sandbox.StateKilled
 	return nil
 }
 
@@ -149,7 +149,7 @@ func (f *fakeSandboxes) SetTimeout(ctx context.Context, id string, d time.Durati
 	}
 	fs.sb.ExpiresAt = time.Now().Add(d)
 	if d == 0 {
-		fs.sb.State = store.StateKilled
+		fs.sb.State = sandbox.StateKilled
 	}
 	out := fs.sb
 	return &out, nil
@@ -194,7 +194,7 @@ func (f *fakeSandboxes) FindRunning(match func(token string) bool) (string, bool
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, fs := range f.sbs {
-		if fs.sb.State == store.StateRunning && match(fs.token) {
+		if fs.sb.State == sandbox.StateRunning && match(fs.token) {
 			return id, true
 		}
 	}
@@ -215,8 +215,8 @@ func (f *fakeSandboxes) Pause(ctx context.Context, id string, opts sandbox.Pause
 		return nil, err
 	}
 	f.pauses = append(f.pauses, opts)
-	fs.sb.State = store.StatePaused
-	fs.sb.Checkpoint = &store.CheckpointRef{ID: id + "-c", DiskOnly: opts.DiskOnly}
+	fs.sb.State = sandbox.StatePaused
+	fs.sb.Checkpoint = &sandbox.CheckpointInfo{ID: id + "-c", DiskOnly: opts.DiskOnly}
 	out := fs.sb
 	return &out, nil
 }
@@ -228,10 +228,10 @@ func (f *fakeSandboxes) Resume(ctx context.Context, id string, d time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	if fs.sb.State != store.StatePaused {
+	if fs.sb.State != sandbox.StatePaused {
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %q is %s, not paused", id, fs.sb.State)
 	}
-	fs.sb.State, fs.sb.ExpiresAt = store.StateRunning, base.Add(d)
+	fs.sb.State, fs.sb.ExpiresAt = sandbox.StateRunning, base.Add(d)
 	out := fs.sb
 	return &out, nil
 }
@@ -261,7 +261,7 @@ func (f *fakeSandboxes) AutoResumeTarget(ctx context.Context, id string) (sandbo
 	if err != nil {
 		return sandbox.Target{}, err
 	}
-	if fs.sb.State != store.StatePaused || !fs.sb.AutoResume {
+	if fs.sb.State != sandbox.StatePaused || !fs.sb.AutoResume {
 		return sandbox.Target{}, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, fs.sb.State)
 	}
 	return sandbox.Target{ID: id, AccessToken: fs.token, OpenAccess: fs.sb.OpenAccess}, nil

@@ -72,6 +72,15 @@ func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 
 func (h *harness) upstream(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
+	case "/early":
+		// Answers before it has read the request's body (full duplex:
+		// net/http would otherwise wait for the body's end first), as a
+		// user's server in a sandbox may.
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Length", "5")
+		io.WriteString(w, "early")
+		http.NewResponseController(w).Flush()
+		return
 	case "/cut", "/cut-mid-envelope", "/cut-large":
 		// A stream whose sandbox goes away: one whole envelope, maybe the
 		// start of another, then the connection drops.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
-	"github.com/spacesandbox/space/internal/store"
 )
 
 const (
@@ -27,7 +26,7 @@ func (s *Server) listV1(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sbs, err := s.opts.Sandboxes.List(r.Context(), sandbox.ListFilter{States: []string{store.StateRunning}, Metadata: md})
+	sbs, err := s.opts.Sandboxes.List(r.Context(), sandbox.ListFilter{States: []sandbox.State{sandbox.StateRunning}, Metadata: md})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -54,15 +53,15 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	wantStates := []string{store.StateRunning}
+	wantStates := []sandbox.State{sandbox.StateRunning}
 	if states := splitList(q["state"]); len(states) > 0 {
 		wantStates = nil
 		for _, st := range states {
 			switch st {
 			case "running":
-				wantStates = append(wantStates, store.StateRunning)
+				wantStates = append(wantStates, sandbox.StateRunning)
 			case "paused":
-				wantStates = append(wantStates, store.StatePaused, store.StateResuming)
+				wantStates = append(wantStates, sandbox.StatePaused, sandbox.StateResuming)
 			default:
 				writeStatus(w, http.StatusBadRequest, "state must be running or paused, not "+strconv.Quote(st))
 				return

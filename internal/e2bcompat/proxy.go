@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/spacesandbox/space/internal/accesstoken"
+	"github.com/spacesandbox/space/internal/bodylimit"
 	"github.com/spacesandbox/space/internal/httpjson"
 
 	"github.com/spacesandbox/space/internal/errdefs"
@@ -267,9 +268,10 @@ func (p *proxy) serveSignedFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream) {
-	// Let a handler read the request body while the response streams
-	// (client streams over HTTP/1.1); harmless when unsupported.
-	_ = http.NewResponseController(w).EnableFullDuplex()
+	// Let the transport read the request body while the response streams
+	// (client streams over HTTP/1.1), and end its reads before returning.
+	r, done := bodylimit.FullDuplex(w, r)
+	defer done()
 	r = r.WithContext(context.WithValue(r.Context(), upstreamKey{}, u))
 	// The sandbox going away (killed, paused, lost) while its answer
 	// streams makes the ReverseProxy abort the handler, which drops the

@@ -1,6 +1,10 @@
 package e2bcompat
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
 	"strings"
 
 	"github.com/spacesandbox/space/internal/accesstoken"
@@ -8,6 +12,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
@@ -316,4 +321,83 @@ func TestProxyDropsCutStreams(t *testing.T) {
 			t.Fatalf("%s: body %q, want what the sandbox sent and no end of stream", path, body)
 		}
 	}
+}
+
+// TestProxyEarlyAnswerKeepsConnection: the sandbox answers before the
+// client has sent all of its (chunked) body, so the proxy's transport is
+// still reading it when the answer is complete. The client reads the
+// answer, sends the rest, and its next request on the same connection is
+// answered: before, the server read the connection for that next request
+// while the transport's read was in progress, panicked ("invalid
+// concurrent Body.Read call") and closed it.
+func TestProxyEarlyAnswerKeepsConnection(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create(nil)
+	c, br := h.rawConn()
+	io.WriteString(c, "POST /early HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"+
+		headerLines(envd(sb.SandboxID, sb.EnvdAccessToken))+"\r\n5\r\nhello\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := io.ReadAll(resp.Body); string(body) != "early" {
+		t.Fatalf("first answer %d %q", resp.StatusCode, body)
+	}
+	io.WriteString(c, "0\r\n\r\n")
+	io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n"+headerLines(envd(sb.SandboxID, ""))+"\r\n")
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the next request on the connection: %v (the connection was closed)", err)
+	}
+	resp.Body.Close()
+}
+
+// TestProxyUnreadBodyKeepsConnection: a request with a body whose sandbox
+// cannot be dialled is answered 502 without its body being read, and the
+// client's next request on the same connection is answered. With full
+// duplex on and the body never read, net/http panicked reading the next
+// request ("invalid concurrent Body.Read call", golang/go#68560) and
+// closed the connection: the E2B JS SDK's next call on it failed with
+// "fetch failed" in CI.
+func TestProxyUnreadBodyKeepsConnection(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.Dial = func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("refused") }
+	})
+	sb := h.create(nil)
+	c, br := h.rawConn()
+	hdr := headerLines(envd(sb.SandboxID, sb.EnvdAccessToken))
+	body := `{"path":"/tmp"}`
+	for i := range 2 {
+		fmt.Fprintf(c, "POST /filesystem.Filesystem/Stat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s", len(body), hdr, body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on the connection: %v (the connection was closed)", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 500 {
+			t.Fatalf("request %d: status %d, want a 5xx (the sandbox cannot be dialled)", i+1, resp.StatusCode)
+		}
+	}
+}
+
+// rawConn is a connection to the server under test, for requests written
+// by hand; it is closed at the test's end.
+func (h *harness) rawConn() (net.Conn, *bufio.Reader) {
+	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+// headerLines are hdr as an HTTP/1.1 request's header lines.
+func headerLines(hdr map[string]string) string {
+	var b strings.Builder
+	for k, v := range hdr {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+	}
+	return b.String()
 }

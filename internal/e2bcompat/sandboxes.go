@@ -10,7 +10,6 @@ import (
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
-	"github.com/spacesandbox/space/internal/store"
 )
 
 // Timeouts E2B applies when a request names none.
@@ -144,7 +143,7 @@ func listedJSON(sb *sandbox.Sandbox) listedSandboxJSON {
 // e2bState is the state E2B clients know: running or paused (a sandbox
 // being resumed counts as paused until it runs).
 func e2bState(sb *sandbox.Sandbox) string {
-	if sb.State == store.StatePaused || sb.State == store.StateResuming {
+	if sb.State == sandbox.StatePaused || sb.State == sandbox.StateResuming {
 		return "paused"
 	}
 	return "running"
@@ -159,7 +158,7 @@ func (s *Server) running(r *http.Request, id string) (*sandbox.Sandbox, error) {
 		}
 		return nil, err
 	}
-	if sb.State != store.StateRunning {
+	if sb.State != sandbox.StateRunning {
 		return nil, notRunning(id)
 	}
 	return sb, nil
@@ -168,7 +167,7 @@ func (s *Server) running(r *http.Request, id string) (*sandbox.Sandbox, error) {
 func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	sb, err := s.opts.Sandboxes.Get(r.Context(), id)
-	if err == nil && sb.State != store.StatePaused {
+	if err == nil && sb.State != sandbox.StatePaused {
 		sb, err = s.running(r, id)
 	}
 	if err != nil {
@@ -179,7 +178,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var t sandbox.Target
-	if sb.State == store.StateRunning {
+	if sb.State == sandbox.StateRunning {
 		if t, err = s.opts.Targets.Target(id); err != nil {
 			writeError(w, r, err)
 			return
@@ -192,7 +191,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		Network:             fromPolicy(sb.Network),
 		Lifecycle:           lifecycleJSON{AutoResume: sb.AutoResume, OnTimeout: onTimeout(sb)},
 	}
-	if sb.State == store.StatePaused && sb.Checkpoint != nil {
+	if sb.State == sandbox.StatePaused && sb.Checkpoint != nil {
 		out.PauseMode = "full"
 		if sb.Checkpoint.DiskOnly {
 			out.PauseMode = "filesystem"
@@ -300,7 +299,7 @@ func (s *Server) connect(v2 bool) http.HandlerFunc {
 			// memory:false (on_resume="reboot") boots the sandbox from
 			// its disk; a pause that kept memory has no disk apart from it.
 			if req.Memory != nil && !*req.Memory {
-				if sb, gerr := s.opts.Sandboxes.Get(r.Context(), id); gerr == nil && sb.State == store.StatePaused && sb.Checkpoint != nil && !sb.Checkpoint.DiskOnly {
+				if sb, gerr := s.opts.Sandboxes.Get(r.Context(), id); gerr == nil && sb.State == sandbox.StatePaused && sb.Checkpoint != nil && !sb.Checkpoint.DiskOnly {
 					writeStatus(w, http.StatusConflict, "sandbox "+id+" was paused with its memory, whose image holds its disk too: spaced cannot boot it from the disk alone; connect without memory:false (on_resume=\"reboot\")")
 					return
 				}
@@ -355,7 +354,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	if req.RequireHealthyGuest != nil && *req.RequireHealthyGuest {
 		opts.RequireHealthyAgent = true
 	}
-	if sb, err := s.opts.Sandboxes.Get(r.Context(), id); err == nil && sb.State == store.StatePaused {
+	if sb, err := s.opts.Sandboxes.Get(r.Context(), id); err == nil && sb.State == sandbox.StatePaused {
 		writeStatus(w, http.StatusConflict, "sandbox "+id+" is already paused")
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,7 +21,6 @@ import (
 	"github.com/spacesandbox/space/internal/httpjson"
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
-	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
 	"github.com/spacesandbox/space/internal/tenant"
 )
@@ -36,17 +34,17 @@ import (
 
 // Templates is what the E2B layer needs of the template service.
 type Templates interface {
-	RequestBuild(ctx context.Context, req template.BuildRequest) (*store.Build, error)
-	TriggerBuild(ctx context.Context, id string, req template.BuildRequest) (*store.Build, error)
+	RequestBuild(ctx context.Context, req template.BuildRequest) (*template.Build, error)
+	TriggerBuild(ctx context.Context, id string, req template.BuildRequest) (*template.Build, error)
 	RefuseBuild(ctx context.Context, id string, reason error) error
 	SourceEnv(ctx context.Context, from recipe.Source, auth *ociimage.Auth) (map[string]string, error)
-	Build(ctx context.Context, id string) (*store.Build, error)
-	Builds(ctx context.Context, name string) ([]*store.Build, error)
+	Build(ctx context.Context, id string) (*template.Build, error)
+	Builds(ctx context.Context, name string) ([]*template.Build, error)
 	Logs(ctx context.Context, id string, offset, limit int) ([]template.LogEntry, bool, <-chan struct{}, error)
 	Template(ctx context.Context, name string) (*template.TemplateInfo, error)
 	Templates(ctx context.Context) ([]*template.TemplateInfo, error)
 	DeleteTemplate(ctx context.Context, name string) error
-	SetTags(ctx context.Context, name, target string, tags []string) (*store.Build, error)
+	SetTags(ctx context.Context, name, target string, tags []string) (*template.Build, error)
 	RemoveTags(ctx context.Context, name string, tags []string) error
 	HasFiles(ctx context.Context, hash string) (bool, error)
 	PutFiles(ctx context.Context, hash string, body io.Reader, verify bool, max int64) error
@@ -104,7 +102,7 @@ func (s *Server) requestTemplateBuild(w http.ResponseWriter, r *http.Request) {
 	// build against its template_mb.
 	ref := e2bRef(req.Name)
 	name, _, _ := template.ParseRef(ref)
-	var b *store.Build
+	var b *template.Build
 	err := s.opts.Tenants.AdmitTemplate(r.Context(), name, func() (err error) {
 		b, err = s.opts.Templates.RequestBuild(r.Context(), template.BuildRequest{
 			Name: ref, Tags: e2bTags(req.Tags), CPU: req.CPUCount, MemoryMB: req.MemoryMB, Origin: "e2b",
@@ -472,7 +470,7 @@ func (s *Server) buildStatus(w http.ResponseWriter, r *http.Request) {
 	for _, e := range entries {
 		out.LogEntries = append(out.LogEntries, e2bLogEntry(e, steps))
 	}
-	if b.Error != nil && (b.State == store.BuildError || b.State == store.BuildCanceled) {
+	if b.Error != nil && (b.State == template.BuildError || b.State == template.BuildCanceled) {
 		reason := &reasonJSON{Message: b.Error.Message, Step: steps.label(b.Error.Step)}
 		for _, line := range b.Error.LogTail {
 			reason.LogEntries = append(reason.LogEntries, logEntryJSON{Timestamp: b.FinishedAt, Level: "error", Message: line, Step: reason.Step})
@@ -482,13 +480,13 @@ func (s *Server) buildStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func e2bBuildStatus(state string) string {
+func e2bBuildStatus(state template.BuildState) string {
 	switch state {
-	case store.BuildWaiting:
+	case template.BuildWaiting:
 		return "waiting"
-	case store.BuildReady:
+	case template.BuildReady:
 		return "ready"
-	case store.BuildError, store.BuildCanceled:
+	case template.BuildError, template.BuildCanceled:
 		return "error"
 	}
 	return "building"
@@ -506,13 +504,8 @@ func e2bLogEntry(e template.LogEntry, steps stepNumbers) logEntryJSON {
 // put before the user's (provisioning an image) count as the base.
 type stepNumbers struct{ before, steps int }
 
-func stepsOf(b *store.Build) stepNumbers {
-	n := stepNumbers{steps: b.Steps}
-	var r recipe.Recipe
-	if json.Unmarshal(b.Recipe, &r) == nil {
-		n.before = r.Prelude
-	}
-	return n
+func stepsOf(b *template.Build) stepNumbers {
+	return stepNumbers{before: b.Prelude, steps: b.Steps}
 }
 
 // label names a log step as E2B does: base, 1..n, finalize.
@@ -647,7 +640,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []templateJSON{}
 	for _, t := range ts {
-		var builds []*store.Build
+		var builds []*template.Build
 		if !t.Builtin {
 			if builds, err = s.opts.Templates.Builds(r.Context(), t.Name); err != nil {
 				writeError(w, r, err)
@@ -670,7 +663,7 @@ const noBuild = "00000000-0000-0000-0000-000000000000"
 // it. Of a platform template another tenant sees no builds: ready when
 // its default tag points at one. The base template has no builds and is
 // always ready.
-func e2bTemplate(t *template.TemplateInfo, builds []*store.Build) templateJSON {
+func e2bTemplate(t *template.TemplateInfo, builds []*template.Build) templateJSON {
 	tj := templateJSON{TemplateID: t.Name, Aliases: []string{t.Name}, Names: []string{t.Name}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		EnvdVersion: EnvdVersion, BuildID: noBuild, BuildStatus: "waiting", BuildCount: len(builds)}
 	if t.Builtin {

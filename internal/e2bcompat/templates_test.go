@@ -9,7 +9,6 @@ import (
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
-	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
 )
 
@@ -130,25 +129,25 @@ func TestIsE2BBaseImage(t *testing.T) {
 
 func TestE2BTemplateListing(t *testing.T) {
 	now := time.Now()
-	ready := &store.Build{ID: "b-ready", Tags: []string{"default"}, State: store.BuildReady, CPU: 4, MemoryMB: 2048, DiskMB: 512, CreatedAt: now.Add(-time.Hour)}
-	failed := &store.Build{ID: "b-failed", Tags: []string{"default"}, State: store.BuildError, CreatedAt: now.Add(-time.Minute)}
-	building := &store.Build{ID: "b-building", Tags: []string{"default"}, State: store.BuildBuilding, CreatedAt: now}
-	otherTag := &store.Build{ID: "b-v2", Tags: []string{"v2"}, State: store.BuildError, CreatedAt: now}
+	ready := &template.Build{ID: "b-ready", Tags: []string{"default"}, State: template.BuildReady, CPU: 4, MemoryMB: 2048, DiskMB: 512, CreatedAt: now.Add(-time.Hour)}
+	failed := &template.Build{ID: "b-failed", Tags: []string{"default"}, State: template.BuildError, CreatedAt: now.Add(-time.Minute)}
+	building := &template.Build{ID: "b-building", Tags: []string{"default"}, State: template.BuildBuilding, CreatedAt: now}
+	otherTag := &template.Build{ID: "b-v2", Tags: []string{"v2"}, State: template.BuildError, CreatedAt: now}
 	tagged := &template.TemplateInfo{Name: "app", Tags: []template.TagInfo{{Tag: "default", Build: "b-ready"}}}
 	untagged := &template.TemplateInfo{Name: "app"}
 	for _, tc := range []struct {
 		name                string
 		t                   *template.TemplateInfo
-		builds              []*store.Build
+		builds              []*template.Build
 		status, build       string
 		cpu, memoryMB, disk int
 	}{
-		{"the only build failed", untagged, []*store.Build{failed}, "error", noBuild, 0, 0, 0},
-		{"building its first", untagged, []*store.Build{building}, "building", noBuild, 0, 0, 0},
-		{"ready", tagged, []*store.Build{ready}, "ready", "b-ready", 4, 2048, 512},
-		{"a newer build failed", tagged, []*store.Build{failed, ready}, "error", "b-ready", 4, 2048, 512},
-		{"a newer build runs", tagged, []*store.Build{building, failed, ready}, "building", "b-ready", 4, 2048, 512},
-		{"builds of another tag only", untagged, []*store.Build{otherTag}, "waiting", noBuild, 0, 0, 0},
+		{"the only build failed", untagged, []*template.Build{failed}, "error", noBuild, 0, 0, 0},
+		{"building its first", untagged, []*template.Build{building}, "building", noBuild, 0, 0, 0},
+		{"ready", tagged, []*template.Build{ready}, "ready", "b-ready", 4, 2048, 512},
+		{"a newer build failed", tagged, []*template.Build{failed, ready}, "error", "b-ready", 4, 2048, 512},
+		{"a newer build runs", tagged, []*template.Build{building, failed, ready}, "building", "b-ready", 4, 2048, 512},
+		{"builds of another tag only", untagged, []*template.Build{otherTag}, "waiting", noBuild, 0, 0, 0},
 		{"another tenant's view of a platform template", tagged, nil, "ready", "b-ready", 0, 0, 0},
 		{"the base", &template.TemplateInfo{Name: "base", Builtin: true}, nil, "ready", noBuild, e2bDefaultCPU, e2bDefaultMemoryMB, 0},
 	} {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"github.com/spacesandbox/space/api/native"
 	"io"
 	"log/slog"
 	"math"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/coderun"
 	"github.com/spacesandbox/space/internal/egress/secrets"

@@ -1,9 +1,10 @@
 package httpapi
 
 import (
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
 	"strings"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 )

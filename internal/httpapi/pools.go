@@ -1,8 +1,9 @@
 package httpapi
 
 import (
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/sandbox"
@@ -15,7 +16,7 @@ type Pools interface {
 }
 
 func toPoolJSON(p sandbox.PoolStat) native.Pool {
-	return native.Pool{Template: ptr(p.Template), Ready: ptr(p.Ready), Booting: ptr(p.Booting), Target: ptr(p.Target), Min: ptr(p.Min), Max: ptr(p.Max)}
+	return native.Pool{Template: ptr(p.Template), Ready: ptr(p.Ready), Booting: ptr(p.Booting), Target: ptr(p.Target), Min: ptr(p.Min), Max: ptr(p.Max), Held: opt(p.Held)}
 }
 
 func (s *Server) poolsOrNotFound(w http.ResponseWriter, r *http.Request) bool {

@@ -86,13 +86,13 @@ func (s *Server) CreateSandbox(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ListSandboxes(w http.ResponseWriter, r *http.Request, params native.ListSandboxesParams) {
 	q := r.URL.Query()
-	f := sandbox.ListFilter{States: []string{"running"}}
+	f := sandbox.ListFilter{States: []sandbox.State{sandbox.StateRunning}}
 	if v := q.Get("state"); v != "" {
 		f.States = nil
 		for _, st := range strings.Split(v, ",") {
 			switch st = strings.TrimSpace(st); st {
 			case "creating", "running", "paused", "resuming", "killed", "lost":
-				f.States = append(f.States, st)
+				f.States = append(f.States, sandbox.State(st))
 			default:
 				writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "unknown state %q (want creating, running, paused, resuming, killed or lost)", st))
 				return
@@ -142,7 +142,7 @@ func (s *Server) GetSandbox(w http.ResponseWriter, r *http.Request, id native.Sa
 		writeError(w, r, err)
 		return
 	}
-	if params.Rest != nil && *params.Rest && sb.State == "running" {
+	if params.Rest != nil && *params.Rest && sb.State == sandbox.StateRunning {
 		if sb.Rest, err = s.lifecycle.Rest(id); err != nil {
 			writeError(w, r, err)
 			return

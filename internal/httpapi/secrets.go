@@ -2,8 +2,9 @@ package httpapi
 
 import (
 	"errors"
-	"github.com/spacesandbox/space/api/native"
 	"net/http"
+
+	"github.com/spacesandbox/space/api/native"
 
 	"github.com/spacesandbox/space/internal/egress/secrets"
 	"github.com/spacesandbox/space/internal/errdefs"

@@ -13,7 +13,6 @@ import (
 	"github.com/spacesandbox/space/internal/ociimage"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/recipe/dockerfile"
-	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/template"
 )
 
@@ -107,7 +106,7 @@ func copySources(src native.BuildRequest_Steps_Copy_Src) ([]string, error) {
 	return many, nil
 }
 
-func toBuildJSON(b *store.Build) native.Build {
+func toBuildJSON(b *template.Build) native.Build {
 	out := native.Build{Id: ptr(b.ID), Template: ptr(b.Template), Tags: ptr(b.Tags), State: ptr(native.BuildState(b.State)), Step: ptr(b.Step), Steps: ptr(b.Steps),
 		Layered: ptr(b.Layered), Cached: ptr(b.Cached), Cpu: ptr(b.CPU), MemoryMb: ptr(b.MemoryMB), DiskMb: ptr(b.DiskMB), CreatedAt: ptr(b.CreatedAt)}
 	if !b.StartedAt.IsZero() {
@@ -120,7 +119,7 @@ func toBuildJSON(b *store.Build) native.Build {
 		out.Error = &native.BuildError{Step: ptr(e.Step), Message: ptr(e.Message), ExitCode: e.ExitCode, LogTail: optSlice(e.LogTail)}
 	}
 	if r := b.Result; r != nil {
-		out.Image, out.Bytes, out.Started = opt(r.Image), opt(r.Bytes), opt(r.Start != "")
+		out.Image, out.Bytes, out.Started = opt(r.Image), opt(r.Bytes), opt(r.Started)
 	}
 	return out
 }
@@ -145,7 +144,7 @@ func (s *Server) StartBuild(w http.ResponseWriter, r *http.Request) {
 	// A new template counts against the tenant's templates quota, every
 	// build against its template_mb.
 	name, _, _ := template.ParseRef(req.Name)
-	var b *store.Build
+	var b *template.Build
 	err = s.tenants.AdmitTemplate(r.Context(), name, func() (err error) {
 		b, err = s.templates.StartBuild(r.Context(), template.BuildRequest{
 			Name: req.Name, Tags: deref(req.Tags), Recipe: rec, Auth: auth,

@@ -7,6 +7,7 @@ package httpjson
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -78,4 +79,28 @@ func LoggerOf(ctx context.Context) *slog.Logger {
 		return log
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// WriteRequestError answers request r with err in shape (WriteError) and
+// logs it to r's logger as api: a server error at error level, a refusal
+// at debug. A request whose context was cancelled first (its client went
+// away, or shut its side of the connection) is logged at debug as
+// abandoned, whatever err says: the work it started was cut short by the
+// client, not failed by the server. The answer is the same either way (a
+// client that only shut its side still reads it). It answers the status
+// it wrote.
+func WriteRequestError(w http.ResponseWriter, r *http.Request, shape Shape, api string, err error) int {
+	ctx := r.Context()
+	log := LoggerOf(ctx)
+	code := WriteError(w, shape, err)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		log.DebugContext(ctx, api+" request abandoned by its client", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+		return code
+	}
+	if code >= 500 {
+		log.ErrorContext(ctx, api+" request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	} else {
+		log.DebugContext(ctx, api+" request refused", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	}
+	return code
 }

@@ -1,8 +1,11 @@
 package httpjson
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -55,5 +58,43 @@ func TestShape(t *testing.T) {
 	WriteError(rec, e2b, errdefs.New(errdefs.ErrNotFound, "gone"))
 	if got := strings.TrimSpace(rec.Body.String()); got != `{"code":404,"message":"gone"}` {
 		t.Fatalf("body %s", got)
+	}
+}
+
+// TestWriteRequestError: a server error is logged at error level and a
+// refusal at debug; a request whose client went away is logged at debug,
+// never as a server error, whatever the error says, and answered as any
+// other (a client that only shut its side of the connection reads it).
+func TestWriteRequestError(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		gone    bool
+		status  int
+		level   string
+		logSays string
+	}{
+		{"server error", errors.New("disk on fire"), false, 500, "ERROR", "native request failed"},
+		{"refusal", errdefs.New(errdefs.ErrNotFound, "no such sandbox"), false, 404, "DEBUG", "native request refused"},
+		{"client gone", context.Canceled, true, 500, "DEBUG", "native request abandoned by its client"},
+		{"client gone, unavailable", errdefs.Wrap(errdefs.ErrUnavailable, context.Canceled, "agent did not answer"), true, 503, "DEBUG", "abandoned"},
+		{"client gone, refusal", errdefs.New(errdefs.ErrUnauthenticated, "no key"), true, 401, "DEBUG", "abandoned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			ctx, cancel := context.WithCancel(WithLogger(context.Background(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+			defer cancel()
+			if tc.gone {
+				cancel()
+			}
+			r := httptest.NewRequest("POST", "/v1/sandboxes", nil).WithContext(ctx)
+			rec := httptest.NewRecorder()
+			if got := WriteRequestError(rec, r, Native, "native", tc.err); got != tc.status || rec.Code != tc.status {
+				t.Errorf("answered %d (recorded %d), want %d", got, rec.Code, tc.status)
+			}
+			if line := logs.String(); !strings.Contains(line, "level="+tc.level) || !strings.Contains(line, tc.logSays) {
+				t.Errorf("logged %q, want level %s saying %q", line, tc.level, tc.logSays)
+			}
+		})
 	}
 }

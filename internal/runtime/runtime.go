@@ -23,15 +23,30 @@ type Spec struct {
 	// DiskImage, when set, is a disk snapshot (see Checkpointer.SnapshotDisk)
 	// the sandbox's writable layer starts from.
 	DiskImage string
-	// Background boots the sandbox at the lowest CPU priority (a warm-pool
-	// sandbox nobody waits for) until Prioritizer.Foreground; runtimes that
-	// cannot ignore it.
-	Background bool
+	// Priority is the sandbox's CPU priority among the others until
+	// Prioritizer.Foreground gives it the normal one; runtimes that cannot
+	// ignore it.
+	Priority Priority
 	// Mounts are host directories the sandbox sees at their paths
 	// (volumes). A checkpoint does not hold their contents: a restore
 	// must be given the same mounts, whose sources may differ.
 	Mounts []Mount
 }
+
+// Priority is a sandbox's share of the host's CPU against the others'.
+type Priority int
+
+const (
+	// PriorityNormal is every running sandbox's.
+	PriorityNormal Priority = iota
+	// PriorityBackground is the lowest: a warm-pool sandbox nobody waits
+	// for boots at it, and takes the CPU only when the others leave it.
+	PriorityBackground
+	// PriorityUrgent is above the others: a sandbox that someone waits on
+	// while it is restored (a resume, a fork, the wake of a hibernated
+	// one) is not made to wait behind busy ones.
+	PriorityUrgent
+)
 
 // Mount is a host directory bound into a sandbox.
 type Mount struct {
@@ -41,9 +56,9 @@ type Mount struct {
 }
 
 // Prioritizer is implemented by runtimes that can run a sandbox made with
-// Spec.Background at a low CPU priority and raise it later.
+// a Spec.Priority other than normal at that priority, and change it later.
 type Prioritizer interface {
-	// Foreground gives sandbox id the CPU priority of any other.
+	// Foreground gives sandbox id the normal CPU priority.
 	Foreground(ctx context.Context, id string) error
 }
 

@@ -18,7 +18,7 @@ import (
 // retention) that the admin API queries by time window.
 type Audit struct {
 	log       *slog.Logger
-	store     store.TenantStore
+	store     store.Tenants
 	retention time.Duration
 
 	mu      sync.Mutex
@@ -27,7 +27,7 @@ type Audit struct {
 }
 
 // NewAudit returns an audit log kept for retention.
-func NewAudit(st store.TenantStore, retention time.Duration, log *slog.Logger) *Audit {
+func NewAudit(st store.Tenants, retention time.Duration, log *slog.Logger) *Audit {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

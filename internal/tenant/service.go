@@ -69,7 +69,7 @@ type Service struct {
 // Store is what the service keeps tenants, keys and the audit log in, and
 // reads the templates it counts against tenants' quotas from.
 type Store interface {
-	store.TenantStore
+	store.Tenants
 	ListTemplates(ctx context.Context) ([]*store.Template, error)
 	GetBuild(ctx context.Context, id string) (*store.Build, error)
 }

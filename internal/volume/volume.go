@@ -52,12 +52,18 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
+// Holders answers the sandbox records that hold a volume (this node's live
+// ones and every paused one that mounts one): store.Sandboxes does.
+type Holders interface {
+	VolumeHolders(ctx context.Context) ([]*store.Sandbox, error)
+}
+
 // Service owns the volumes of this node.
 type Service struct {
 	cfg  Config
-	vols store.VolumeStore
+	vols store.Volumes
 	// sandboxes are read for the claims their records hold.
-	sandboxes store.Store
+	sandboxes Holders
 	disk      disk
 	log       *slog.Logger
 
@@ -100,7 +106,7 @@ type Mount struct {
 // Open starts the service: it finishes what a crash cut off (volumes being
 // made are removed, deletes are finished, directories no record owns are
 // removed) and mounts every ready volume that is not mounted.
-func Open(ctx context.Context, cfg Config, vols store.VolumeStore, sandboxes store.Store) (*Service, error) {
+func Open(ctx context.Context, cfg Config, vols store.Volumes, sandboxes Holders) (*Service, error) {
 	if cfg.DefaultMB == 0 {
 		cfg.DefaultMB = 1024
 	}

@@ -27,7 +27,7 @@ type Changes interface {
 // Catalog is what the service keeps and reads: registrations, the queue,
 // and the records of sandboxes that exist at start.
 type Catalog interface {
-	store.WebhookStore
+	store.Webhooks
 	LiveSandboxes(ctx context.Context) ([]*store.Sandbox, error)
 	QuerySandboxes(ctx context.Context, q store.Query) ([]*store.Sandbox, *store.Cursor, error)
 }

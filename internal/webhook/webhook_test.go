@@ -126,7 +126,7 @@ func ptr[T any](v T) *T { return &v }
 
 // lifecycle writes the records a sandbox's life writes: create, run,
 // timeout change, pause, resume, kill.
-func lifecycle(t *testing.T, st store.Store, id, ten string) {
+func lifecycle(t *testing.T, st store.Sandboxes, id, ten string) {
 	t.Helper()
 	ctx := context.Background()
 	rec := &store.Sandbox{ID: id, Tenant: ten, Template: "base", State: store.StateCreating, CreatedAt: time.Now(),

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,7 +42,7 @@ func pooledIDs(t *testing.T, d *harness.Daemon) []string {
 func waitPool(t *testing.T, d *harness.Daemon, n int) []string {
 	t.Helper()
 	var ids []string
-	ready, booting := 0, 0
+	ready, booting, held := 0, 0, ""
 	// The pool's own count says when its sandboxes are ready (agent
 	// answered) and none is booting: a sandbox's directory appears before
 	// its runsc state does, and a boot can take seconds on a loaded host
@@ -51,15 +52,18 @@ func waitPool(t *testing.T, d *harness.Daemon, n int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ready, booting = 0, 0
+		ready, booting, held = 0, 0, ""
 		for _, p := range pools {
 			ready += p.Ready
 			booting += p.Booting
+			if p.Held != "" {
+				held += fmt.Sprintf("; %s held: %s", p.Template, p.Held)
+			}
 		}
 		ids = pooledIDs(t, d)
 		return ready >= n && booting == 0 && len(ids) == ready
 	}) {
-		t.Fatalf("pool did not reach %d ready sandboxes (ready %d, booting %d, %d on disk)", n, ready, booting, len(ids))
+		t.Fatalf("pool did not reach %d ready sandboxes (ready %d, booting %d, %d on disk%s)", n, ready, booting, len(ids), held)
 	}
 	return ids
 }

@@ -273,6 +273,14 @@ func TestAdmissionPoolShrinksFirst(t *testing.T) {
 	if r := ready(); r != 0 {
 		t.Errorf("the pool refilled to %v on a node at its budget", r)
 	}
+	// And it says why it stays empty.
+	pools, err := d.Client.Pools(harness.Ctx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pools) != 1 || !strings.Contains(pools[0].Held, "memory") {
+		t.Errorf("the pool at the node's budget, as the admin API shows it: %+v, want it held for memory", pools)
+	}
 }
 
 // TestAdmissionHibernatesRestingFirst: on a node at its memory budget, a

@@ -34,6 +34,26 @@ import (
 // the attack's whole allocation, hundreds of MiB.
 const forcedCharge = 1 << 20
 
+// agentWarnings is what a sandbox's agent logged at warn and above, for a
+// failure's message: a neighbour's command that failed says what its agent
+// saw.
+func agentWarnings(d *harness.Daemon, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lines, err := d.Client.SandboxLogs(ctx, id, client.LogsOptions{Level: "warn", Limit: 20, Backward: true})
+	if err != nil {
+		return "not read: " + err.Error()
+	}
+	if len(lines) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n  %s %s %s %v", l.Time.Format(time.RFC3339Nano), l.Level, l.Message, l.Fields)
+	}
+	return b.String()
+}
+
 func responsive(t *testing.T, d *harness.Daemon, stop <-chan struct{}) func() (time.Duration, error) {
 	n := getNeighbour(t, d)
 	var mu sync.Mutex
@@ -64,7 +84,7 @@ func responsive(t *testing.T, d *harness.Daemon, stop <-chan struct{}) func() (t
 				worst = el
 			}
 			if err != nil && firstErr == nil {
-				firstErr = err
+				firstErr = fmt.Errorf("%w (the neighbour's agent log, warnings and worse: %s)", err, agentWarnings(d, n.sb.ID))
 			}
 			mu.Unlock()
 		}

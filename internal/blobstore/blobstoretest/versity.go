@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -39,12 +40,11 @@ const (
 func StartVersity(t testing.TB) *Versity {
 	t.Helper()
 	bin := testenv.NeedVersitygw(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	v := &Versity{Addr: addr, bin: bin, Dir: t.TempDir()}
 	if err := os.Mkdir(v.Dir+"/"+VersityBucket, 0o755); err != nil { // a bucket is a directory
 		t.Fatal(err)

@@ -76,6 +76,7 @@ type sandbox struct {
 	from     *runtime.Spec
 	stop     func()
 	priority int
+	madeAt   int // the priority it was made (created or restored) at
 	reason   string
 }
 
@@ -100,11 +101,12 @@ type Runtime struct {
 	h    *host
 }
 
-// Priorities a sandbox has: Spec.Background boots at Low, Foreground
-// raises it to Normal.
+// Priorities a sandbox has: Spec.Priority background makes it at Low,
+// urgent at High, and Foreground sets Normal.
 const (
 	Low    = 2
 	Normal = 1024
+	High   = 8192
 )
 
 // New returns a fake runtime holding no sandboxes.
@@ -162,12 +164,24 @@ func (r *Runtime) Kill(id, reason string) {
 	}
 }
 
-// Priority is sandbox id's CPU priority (Low or Normal); 0 if unknown.
+// Priority is sandbox id's CPU priority (Low, Normal or High); 0 if
+// unknown.
 func (r *Runtime) Priority(id string) int {
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
 	if b := r.h.boxes[id]; b != nil {
 		return b.priority
+	}
+	return 0
+}
+
+// MadeAt is the CPU priority sandbox id was created or restored at; 0 if
+// unknown.
+func (r *Runtime) MadeAt(id string) int {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if b := r.h.boxes[id]; b != nil {
+		return b.madeAt
 	}
 	return 0
 }
@@ -232,11 +246,11 @@ func (r *Runtime) createLocked(spec runtime.Spec, from *runtime.Spec) error {
 			return err
 		}
 	}
-	prio := Normal
-	if spec.Background {
-		prio = Low
+	prio := map[runtime.Priority]int{runtime.PriorityBackground: Low, runtime.PriorityUrgent: High}[spec.Priority]
+	if prio == 0 {
+		prio = Normal
 	}
-	r.h.boxes[spec.ID] = &sandbox{spec: spec, state: runtime.StateCreated, from: from, priority: prio}
+	r.h.boxes[spec.ID] = &sandbox{spec: spec, state: runtime.StateCreated, from: from, priority: prio, madeAt: prio}
 	return nil
 }
 
@@ -361,7 +375,7 @@ func (r *Runtime) ExitReason(ctx context.Context, id string) string {
 	return ""
 }
 
-// Foreground raises a background sandbox's priority.
+// Foreground gives a sandbox the normal priority.
 func (r *Runtime) Foreground(ctx context.Context, id string) error {
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()

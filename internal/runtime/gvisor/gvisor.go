@@ -261,7 +261,7 @@ func (r *Runtime) ExitReason(ctx context.Context, id string) string {
 
 var _ runtime.Prioritizer = (*Runtime)(nil)
 
-// Foreground gives a sandbox made with Spec.Background the CPU share of
+// Foreground gives a sandbox made with a Spec.Priority the CPU share of
 // every other sandbox: cpu.shares on cgroup v1, cpu.weight on v2.
 func (r *Runtime) Foreground(_ context.Context, id string) error {
 	if !idPattern.MatchString(id) {
@@ -274,12 +274,12 @@ func (r *Runtime) Foreground(_ context.Context, id string) error {
 				continue
 			}
 			if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
-				return fmt.Errorf("raise CPU priority of %s: %w", id, err)
+				return fmt.Errorf("set the normal CPU priority of %s: %w", id, err)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("raise CPU priority of %s: no cpu cgroup", id)
+	return fmt.Errorf("set the normal CPU priority of %s: no cpu cgroup", id)
 }
 
 // ProcessAlive reports whether pid exists and has not exited. A killed

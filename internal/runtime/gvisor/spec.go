@@ -81,12 +81,15 @@ type ociCPU struct {
 }
 
 // CPU shares (cgroup v1 cpu.shares; runsc maps them to cpu.weight on v2)
-// of a sandbox booting in the background, and of every other sandbox. A
-// pool refill at 2 against 1024 takes the CPU only when claimed sandboxes
-// leave it idle.
+// of a sandbox booting in the background, of every other sandbox, and of
+// one restored while someone waits. A pool refill at 2 against 1024 takes
+// the CPU only when claimed sandboxes leave it idle; a restore at 8 times
+// the default takes most of it from busy sandboxes for the moment it
+// runs, each sandbox's own CPU limit (its quota) still holding.
 const (
 	backgroundShares = 2
 	defaultShares    = 1024
+	urgentShares     = 8 * defaultShares
 )
 
 // cpuPeriod is the CFS period of every sandbox's CPU quota (µs).
@@ -145,7 +148,7 @@ func ociSpec(s runtime.Spec) ociConfig {
 			},
 			Resources: ociResources{
 				Memory: ociMemory{Limit: memory},
-				CPU:    ociCPU{Shares: shares(s.Background), Quota: int64(s.Limits.CPUs) * cpuPeriod, Period: cpuPeriod},
+				CPU:    ociCPU{Shares: shares(s.Priority), Quota: int64(s.Limits.CPUs) * cpuPeriod, Period: cpuPeriod},
 				// A backstop far above RLIMIT_NPROC: each guest process costs
 				// about two host pids (sentry threads and systrap stubs).
 				Pids: ociPids{Limit: int64(s.Limits.MaxProcs)*4 + 256},
@@ -155,9 +158,12 @@ func ociSpec(s runtime.Spec) ociConfig {
 	}
 }
 
-func shares(background bool) uint64 {
-	if background {
+func shares(p runtime.Priority) uint64 {
+	switch p {
+	case runtime.PriorityBackground:
 		return backgroundShares
+	case runtime.PriorityUrgent:
+		return urgentShares
 	}
 	return defaultShares
 }

@@ -57,7 +57,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReattachAfterNewInstance", func(t *testing.T) { testReattach(t, h) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { runCheckpoint(t, h) })
-	t.Run("BackgroundThenForeground", func(t *testing.T) { testBackground(t, h) })
+	t.Run("Priority", func(t *testing.T) { testPriority(t, h) })
 	t.Run("Resize", func(t *testing.T) { testResize(t, h) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, h) })
 }
@@ -141,49 +141,49 @@ func testUsage(t *testing.T, h Harness) {
 	}
 }
 
-// testBackground: a sandbox made with Spec.Background runs at a lower CPU
-// priority than one made without, until Foreground raises it.
-func testBackground(t *testing.T, h Harness) {
+// testPriority: a sandbox made at the background priority runs at a lower
+// CPU priority than one made at the normal one, and one made urgent at a
+// higher one, until Foreground gives each the normal one.
+func testPriority(t *testing.T, h Harness) {
 	r := h.New(t)
 	p, ok := r.(runtime.Prioritizer)
 	if !ok {
 		t.Skip("the runtime has no CPU priorities")
 	}
 	ctx := ctxT(t)
-	ids := map[bool]string{true: NewID(), false: NewID()}
-	for background, id := range ids {
+	newAt := func(prio runtime.Priority) string {
+		id := NewID()
 		spec := h.Spec(t, id)
-		spec.Background = background
+		spec.Priority = prio
 		if err := r.Create(ctx, spec); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Destroy(context.Background(), id) })
+		return id
+	}
+	normal, background, urgent := newAt(runtime.PriorityNormal), newAt(runtime.PriorityBackground), newAt(runtime.PriorityUrgent)
+	if h.CPUPriority != nil {
+		low, mid, high := h.CPUPriority(t, background), h.CPUPriority(t, normal), h.CPUPriority(t, urgent)
+		if !(low < mid && mid < high) {
+			t.Fatalf("CPU priority: background %d, normal %d, urgent %d", low, mid, high)
+		}
+	}
+	for _, id := range []string{background, urgent} {
 		if err := r.Start(ctx, id); err != nil {
 			t.Fatal(err)
 		}
+		if err := p.Foreground(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		mustState(t, r, id, runtime.StateRunning)
+		if h.CPUPriority != nil {
+			if got, want := h.CPUPriority(t, id), h.CPUPriority(t, normal); got != want {
+				t.Errorf("CPU priority after Foreground: %d, want the normal %d", got, want)
+			}
+		}
 	}
-	if err := p.Foreground(ctx, ids[true]); err != nil {
-		t.Fatal(err)
-	}
-	mustState(t, r, ids[true], runtime.StateRunning)
 	if err := p.Foreground(ctx, "no-such-sandbox"); err == nil {
 		t.Error("Foreground of a sandbox that does not exist succeeded")
-	}
-	if h.CPUPriority == nil {
-		return
-	}
-	// Foreground again changes nothing; compare both against a sandbox
-	// that never was in the background.
-	bg := NewID()
-	spec := h.Spec(t, bg)
-	spec.Background = true
-	if err := r.Create(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Destroy(context.Background(), bg) })
-	low, raised, normal := h.CPUPriority(t, bg), h.CPUPriority(t, ids[true]), h.CPUPriority(t, ids[false])
-	if low >= normal || raised != normal {
-		t.Fatalf("CPU priority: background %d, raised %d, never background %d", low, raised, normal)
 	}
 }
 

@@ -168,6 +168,13 @@ test('stream: noVNC through spaced, with and without auth', async () => {
   } finally {
     await desktop.stream.stop()
   }
+  // stop() runs `pkill x11vnc` and returns; on a loaded host x11vnc can
+  // still be exiting when start() looks for it with pgrep ("Stream is
+  // already running", CI once). Wait while it runs, not while it is a
+  // zombie: a zombie the sandbox's init left unreaped is a bug of ours,
+  // and start() must then fail as it would for a user.
+  await waitFor('x11vnc to exit after stream.stop()', async () =>
+    (await desktop.commands.run(`ps -eo stat=,comm= | awk '$2 == "x11vnc" && $1 !~ /^Z/' | wc -l`)).stdout.trim() === '0', 30000)
   await desktop.stream.start({ requireAuth: true })
   try {
     const key = desktop.stream.getAuthKey()

@@ -107,6 +107,12 @@ def test_stream_through_spaced(desktop):
 
 
 def test_stream_with_auth(desktop):
+    # The last test's stream.stop() ran `pkill x11vnc` and returned; on a
+    # loaded host x11vnc can still be exiting when start() looks for it.
+    # Wait while it runs, not while it is a zombie (that would be the
+    # sandbox's init failing to reap it, a bug of ours).
+    wait_for("x11vnc to exit after stream.stop()", lambda: desktop.commands.run(
+        """ps -eo stat=,comm= | awk '$2 == "x11vnc" && $1 !~ /^Z/' | wc -l""").stdout.strip() == "0", timeout=30)
     desktop.stream.start(require_auth=True)
     try:
         key = desktop.stream.get_auth_key()
