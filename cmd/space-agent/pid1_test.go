@@ -64,7 +64,7 @@ func TestPID1(t *testing.T) {
 		r.Header.Set("X-Access-Token", token)
 		return http.DefaultTransport.RoundTrip(r)
 	})}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	agent := agentv1connect.NewAgentClient(client, base, connect.WithProtoJSON())
 	procs := processconnect.NewProcessClient(client, base, connect.WithProtoJSON())
@@ -122,7 +122,10 @@ func TestPID1(t *testing.T) {
 	// for x11vnc with pgrep: the orphan dies at the same moment as the
 	// command, and must not stay a zombie behind the command's own
 	// (before, it stayed until the reaper's next tick, up to a second).
-	run := func(script string) {
+	// The orphan is killed by its PID: this namespace shares the host's
+	// /proc, where pgrep and pkill would see (and aim at) the host's
+	// processes by numbers that mean others here.
+	run := func(script string) string {
 		t.Helper()
 		ex, err := agent.Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Start: &process.StartRequest{
 			Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}},
@@ -130,18 +133,24 @@ func TestPID1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var out []byte
 		for ex.Receive() {
+			out = append(out, ex.Msg().GetEvent().GetData().GetStdout()...)
 		}
 		if ex.Err() != nil {
 			t.Fatal(ex.Err())
 		}
+		return strings.TrimSpace(string(out))
 	}
 	lingered := 0
 	for range 30 {
-		run("setsid sleep 1000 >/dev/null 2>&1 </dev/null & until pgrep -x sleep >/dev/null; do :; done")
-		run("pkill -x sleep")
+		pid := run("setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $!")
+		if _, err := strconv.Atoi(pid); err != nil {
+			t.Fatalf("background sleep's pid: %q", pid)
+		}
+		run("kill -9 " + pid)
 		// A zombie reaped at its SIGCHLD is gone within microseconds; one
-		// hidden behind pkill's stays until a tick.
+		// hidden behind the kill command's stays until a tick.
 		time.Sleep(100 * time.Millisecond)
 		if z := zombieChildren(cmd.Process.Pid); len(z) > 0 {
 			lingered++
