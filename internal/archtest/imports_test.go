@@ -108,7 +108,7 @@ var layers = []layer{
 	{"internal/runtime", nil},
 	{"internal/runtime/gvisor", []string{"internal/errdefs", "internal/runtime"}},
 	{"internal/network", nil},
-	{"internal/egress", []string{"internal/egress/dialer", "internal/egress/policy", "internal/egress/secrets", "internal/store"}},
+	{"internal/egress", []string{"internal/egress/dialer", "internal/egress/policy", "internal/egress/secrets"}},
 	// Every connection made on a tenant's behalf.
 	{"internal/egress/dialer", []string{"internal/egress/policy"}},
 	{"internal/egress/policy", []string{"internal/store"}},

@@ -149,7 +149,7 @@ func startGateway(cfg config.Config, d gatewayDeps) (*egress.Gateway, error) {
 		},
 		Lookup: func(ip netip.Addr) (egress.Sandbox, bool) {
 			v, ok := sandboxes.ByAddr(ip)
-			return egress.Sandbox{ID: v.ID, Tenant: v.Tenant, Network: v.Network, Secrets: v.Secrets}, ok
+			return egress.Sandbox{ID: v.ID, Tenant: v.Tenant, Policy: v.Policy, Secrets: v.Secrets}, ok
 		},
 	})
 }

@@ -24,7 +24,7 @@ func (g *Gateway) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	m.SetReply(req)
 	m.RecursionAvailable = true
 	defer w.WriteMsg(m)
-	sb, pol, ok := g.sandboxFor(w.RemoteAddr())
+	sb, ok := g.sandboxFor(w.RemoteAddr())
 	if !ok || len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeRefused
 		return
@@ -36,7 +36,7 @@ func (g *Gateway) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 		m.Rcode = dns.RcodeRefused
 		return
 	}
-	if v := pol.Resolvable(name); !v.Allowed {
+	if v := sb.Policy.Resolvable(name); !v.Allowed {
 		g.audit(sb, "dns", policy.Dest{Name: name}, v.Rule, "name not allowed")
 		m.Rcode = dns.RcodeRefused
 		return

@@ -22,7 +22,6 @@ import (
 	"github.com/spacesandbox/space/internal/egress/dialer"
 	"github.com/spacesandbox/space/internal/egress/policy"
 	"github.com/spacesandbox/space/internal/egress/secrets"
-	"github.com/spacesandbox/space/internal/store"
 )
 
 // Sandbox is what the gateway needs to know of the sandbox behind a source
@@ -30,8 +29,9 @@ import (
 type Sandbox struct {
 	ID string
 	// Tenant owns it (audit lines name it).
-	Tenant  string
-	Network *store.NetworkPolicy
+	Tenant string
+	// Policy is its egress policy (the zero Policy denies all).
+	Policy policy.Policy
 	// Secrets maps the sandbox's placeholders to secret names.
 	Secrets map[string]string
 }
@@ -258,22 +258,12 @@ func (g *Gateway) acceptLoop() {
 }
 
 // sandboxFor identifies the sandbox behind a connection's source address.
-func (g *Gateway) sandboxFor(addr net.Addr) (Sandbox, policy.Policy, bool) {
+func (g *Gateway) sandboxFor(addr net.Addr) (Sandbox, bool) {
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
-		return Sandbox{}, policy.Policy{}, false
+		return Sandbox{}, false
 	}
-	sb, ok := g.cfg.Lookup(ap.Addr().Unmap())
-	if !ok {
-		return Sandbox{}, policy.Policy{}, false
-	}
-	p, err := policy.FromStore(sb.Network)
-	if err != nil {
-		// Stored policies were checked when set; deny all if one is not.
-		g.log.Error("egress: unreadable sandbox policy; denying all", "sandbox", sb.ID, "err", err)
-		return sb, policy.Policy{}, true
-	}
-	return sb, p, true
+	return g.cfg.Lookup(ap.Addr().Unmap())
 }
 
 // inFloor: the platform floor, plus every address of this node and its

@@ -25,7 +25,7 @@ const maxScannedBody = 1 << 20
 // placeholder bound elsewhere (or unknown) refuses the whole request.
 // Then the policy's header rules for host are applied.
 func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
-	if g.cfg.Secrets == nil && len(c.pol.Headers) == 0 {
+	if g.cfg.Secrets == nil && len(c.sb.Policy.Headers) == 0 {
 		return nil
 	}
 	var body []byte
@@ -101,7 +101,7 @@ func (g *Gateway) applySecrets(c *conn, req *http.Request, host string) error {
 	for name := range injected {
 		g.log.Info("egress injected", "sandbox", c.sb.ID, "tenant", c.sb.Tenant, "secret", name, "host", host, "port", c.orig.Port(), "path", req.URL.Path)
 	}
-	if hs := c.pol.Headers[host]; host != "" && len(hs) > 0 {
+	if hs := c.sb.Policy.Headers[host]; host != "" && len(hs) > 0 {
 		names := make([]string, 0, len(hs))
 		for k, v := range hs {
 			req.Header.Set(k, v)

@@ -33,7 +33,6 @@ const (
 // conn is one sandbox TCP connection through the gateway.
 type conn struct {
 	sb     Sandbox
-	pol    policy.Policy
 	client *net.TCPConn
 	br     *bufio.Reader
 	// orig is where the sandbox sent it.
@@ -42,7 +41,7 @@ type conn struct {
 
 func (g *Gateway) handle(client *net.TCPConn) {
 	defer client.Close()
-	sb, pol, ok := g.sandboxFor(client.RemoteAddr())
+	sb, ok := g.sandboxFor(client.RemoteAddr())
 	if !ok {
 		return // not a sandbox of this daemon
 	}
@@ -56,7 +55,7 @@ func (g *Gateway) handle(client *net.TCPConn) {
 		g.audit(sb, "tcp", policy.Dest{}, "", "no original destination: "+err.Error())
 		return
 	}
-	c := &conn{sb: sb, pol: pol, client: client, br: bufio.NewReaderSize(client, 32<<10), orig: orig}
+	c := &conn{sb: sb, client: client, br: bufio.NewReaderSize(client, 32<<10), orig: orig}
 	dest := policy.Dest{IP: orig.Addr().Unmap(), Port: orig.Port()}
 	if g.inFloor(dest.IP) {
 		g.audit(sb, "tcp", dest, "floor", "destination in the platform floor")
@@ -71,7 +70,7 @@ func (g *Gateway) handle(client *net.TCPConn) {
 		g.byName(c, hello)
 		return
 	}
-	if v := pol.Decide(dest); !v.Allowed {
+	if v := sb.Policy.Decide(dest); !v.Allowed {
 		g.audit(sb, "tcp", dest, v.Rule, "not allowed")
 		return
 	}
@@ -94,7 +93,7 @@ func (g *Gateway) handle(client *net.TCPConn) {
 // /etc/hosts or a literal) does not matter.
 func (g *Gateway) byName(c *conn, hello hello) {
 	d := policy.Dest{Name: hello.name, Port: c.orig.Port()}
-	if v := c.pol.Decide(d); !v.Allowed {
+	if v := c.sb.Policy.Decide(d); !v.Allowed {
 		g.audit(c.sb, "tcp", d, v.Rule, "not allowed")
 		return
 	}
@@ -112,7 +111,7 @@ func (g *Gateway) byName(c *conn, hello hello) {
 			g.audit(c.sb, "tcp", d, "floor", "name resolves into the platform floor")
 			continue
 		}
-		if v := c.pol.Decide(d); !v.Allowed {
+		if v := c.sb.Policy.Decide(d); !v.Allowed {
 			g.audit(c.sb, "tcp", d, v.Rule, "address not allowed")
 			continue
 		}
@@ -127,7 +126,7 @@ func (g *Gateway) byName(c *conn, hello hello) {
 	switch {
 	case hello.http != nil:
 		g.proxyHTTP(c, c.side(), up, hello.http, hello.name)
-	case hello.tls && (len(c.sb.Secrets) > 0 || len(c.pol.Headers[hello.name]) > 0):
+	case hello.tls && (len(c.sb.Secrets) > 0 || len(c.sb.Policy.Headers[hello.name]) > 0):
 		g.intercept(c, up, hello.name)
 	default:
 		splice(c.side(), up)

@@ -25,9 +25,8 @@ func checkNetwork(p *NetworkPolicy) error {
 type EgressView struct {
 	ID     string
 	Tenant string
-	// Network is the stored policy, which the gateway parses as it is
-	// (policy.FromStore): the gateway reads the catalog's form.
-	Network *store.NetworkPolicy
+	// Policy is its egress policy, parsed (the zero Policy denies all).
+	Policy policy.Policy
 	// Secrets maps placeholders to secret names.
 	Secrets map[string]string
 }
@@ -66,7 +65,12 @@ func (g *Egress) ByAddr(ip netip.Addr) (EgressView, bool) {
 		if r := e.rest(); r != nil {
 			r.touch()
 		}
-		return EgressView{ID: e.rec.ID, Tenant: tenant.Of(e.rec.Tenant), Network: cloneNetworkRow(e.rec.Network), Secrets: maps.Clone(e.rec.Secrets)}, true
+		p, err := policy.FromStore(e.rec.Network)
+		if err != nil {
+			// Policies are checked when set; deny all if one is not.
+			g.svc.log.Error("egress: unreadable sandbox policy; denying all", "sandbox", e.rec.ID, "err", err)
+		}
+		return EgressView{ID: e.rec.ID, Tenant: tenant.Of(e.rec.Tenant), Policy: p, Secrets: maps.Clone(e.rec.Secrets)}, true
 	}
 	return EgressView{}, false
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -70,20 +71,26 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 func TestEgressByAddr(t *testing.T) {
 	yes := true
 	ip := func(s string) network.Endpoint { return network.Endpoint{SandboxIP: netip.MustParseAddr(s)} }
-	policy := &store.NetworkPolicy{AllowInternet: &yes}
-	svc := &Service{live: map[string]*entry{
-		"run": (&entry{rec: &store.Sandbox{ID: "run", Tenant: "alice", State: store.StateRunning, Network: policy,
+	svc := &Service{log: slog.New(slog.DiscardHandler), live: map[string]*entry{
+		"run": (&entry{rec: &store.Sandbox{ID: "run", Tenant: "alice", State: store.StateRunning, Network: &store.NetworkPolicy{AllowInternet: &yes},
 			Secrets: map[string]string{"ph": "alice/token"}}, ep: ip("10.0.0.2")}).published(),
+		// A stored policy the parser refuses (set before a parser change,
+		// or by hand): the gateway denies it everything.
+		"unreadable": (&entry{rec: &store.Sandbox{ID: "unreadable", State: store.StateRunning, Network: &store.NetworkPolicy{AllowInternet: &yes, AllowOut: []string{"not a rule"}}},
+			ep: ip("10.0.0.3")}).published(),
 		"paused": (&entry{rec: &store.Sandbox{ID: "paused", State: store.StatePaused}, ep: ip("10.0.0.6")}).published(),
 	}}
 	eg := NewEgress(svc)
 	v, ok := eg.ByAddr(netip.MustParseAddr("10.0.0.2"))
-	if !ok || v.ID != "run" || v.Tenant != "alice" || v.Network == nil || v.Network.AllowInternet == nil || !*v.Network.AllowInternet || v.Secrets["ph"] != "alice/token" {
+	if !ok || v.ID != "run" || v.Tenant != "alice" || !v.Policy.Internet || v.Secrets["ph"] != "alice/token" {
 		t.Fatalf("ByAddr(10.0.0.2) = %+v, %v; want run's view", v, ok)
 	}
-	v.Secrets["ph"], *v.Network.AllowInternet = "other", false
-	if rec := svc.live["run"].record(); rec.Secrets["ph"] != "alice/token" || !*rec.Network.AllowInternet {
+	v.Secrets["ph"] = "other"
+	if rec := svc.live["run"].record(); rec.Secrets["ph"] != "alice/token" {
 		t.Errorf("changing the view changed the record: %+v", rec)
+	}
+	if v, ok := eg.ByAddr(netip.MustParseAddr("10.0.0.3")); !ok || v.ID != "unreadable" || v.Policy.Internet || len(v.Policy.Allow) > 0 {
+		t.Errorf("ByAddr(10.0.0.3) = %+v, %v; want the sandbox with a policy that denies all", v, ok)
 	}
 	for _, addr := range []string{"10.0.0.6", "10.0.0.10"} {
 		if v, ok := eg.ByAddr(netip.MustParseAddr(addr)); ok {
