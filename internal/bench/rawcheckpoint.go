@@ -24,27 +24,20 @@ type rawCheckpoint struct {
 }
 
 func newRawCheckpoint(ctx context.Context, runsc, rootfs string, sizeMiB int) (_ *rawCheckpoint, err error) {
-	raw, err := newRawRunsc(ctx, runsc, rootfs)
+	args := []string{"/bin/sleep", "infinity"}
+	if sizeMiB > 0 {
+		args = []string{"python3", "-c", holdMemory, strconv.Itoa(sizeMiB)}
+	}
+	r, err := runRawContainer(ctx, runsc, rootfs, "spacebenchhold", func(config string) error { return setArgs(config, args...) })
 	if err != nil {
 		return nil, err
 	}
-	r := &rawCheckpoint{raw: raw, id: fmt.Sprintf("spacebenchhold%d", time.Now().UnixNano()%100000)}
 	defer func() {
 		if err != nil {
 			r.close()
 		}
 	}()
-	args := []string{"/bin/sleep", "infinity"}
-	if sizeMiB > 0 {
-		args = []string{"python3", "-c", holdMemory, strconv.Itoa(sizeMiB)}
-	}
-	if err := setArgs(filepath.Join(raw.bundle, "config.json"), args...); err != nil {
-		return nil, err
-	}
-	flags := raw.flags()
-	if err := exec.CommandContext(ctx, runsc, append(flags, "run", "--detach", "--bundle", raw.bundle, r.id)...).Run(); err != nil {
-		return nil, fmt.Errorf("runsc run: %w (see %s)", err, filepath.Join(raw.dir, "runsc.log"))
-	}
+	flags := r.raw.flags()
 	if sizeMiB > 0 {
 		deadline := time.Now().Add(time.Minute)
 		for exec.CommandContext(ctx, runsc, append(flags, "exec", r.id, "test", "-e", "/tmp/held")...).Run() != nil {
@@ -53,6 +46,28 @@ func newRawCheckpoint(ctx context.Context, runsc, rootfs string, sizeMiB int) (_
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+	}
+	return r, nil
+}
+
+// runRawContainer runs a detached container of rootfs under runsc, named
+// prefix and a number, whose bundle's config.json setProcess edits first.
+func runRawContainer(ctx context.Context, runsc, rootfs, prefix string, setProcess func(config string) error) (_ *rawCheckpoint, err error) {
+	raw, err := newRawRunsc(ctx, runsc, rootfs)
+	if err != nil {
+		return nil, err
+	}
+	r := &rawCheckpoint{raw: raw, id: fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%100000)}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if err := setProcess(filepath.Join(raw.bundle, "config.json")); err != nil {
+		return nil, err
+	}
+	if err := exec.CommandContext(ctx, runsc, append(raw.flags(), "run", "--detach", "--bundle", raw.bundle, r.id)...).Run(); err != nil {
+		return nil, fmt.Errorf("runsc run: %w (see %s)", err, filepath.Join(raw.dir, "runsc.log"))
 	}
 	return r, nil
 }

@@ -45,27 +45,20 @@ func desktopImageRoot(ctx context.Context, c *client.Client, templatesDir string
 // sandbox, and Chromium is opened on the bench's page as openChromium does;
 // then it is checkpointed and restored as rawCheckpoint does any container.
 func newRawDesktop(ctx context.Context, runsc, rootfs string) (_ *rawCheckpoint, err error) {
-	raw, err := newRawRunsc(ctx, runsc, rootfs)
+	uid, gid, err := passwdUser(filepath.Join(rootfs, "etc/passwd"), "user")
 	if err != nil {
 		return nil, err
 	}
-	r := &rawCheckpoint{raw: raw, id: fmt.Sprintf("spacebenchdesk%d", time.Now().UnixNano()%100000)}
+	r, err := runRawContainer(ctx, runsc, rootfs, "spacebenchdesk", func(config string) error { return setDesktopProcess(config, uid, gid) })
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			r.close()
 		}
 	}()
-	uid, gid, err := passwdUser(filepath.Join(rootfs, "etc/passwd"), "user")
-	if err != nil {
-		return nil, err
-	}
-	if err := setDesktopProcess(filepath.Join(raw.bundle, "config.json"), uid, gid); err != nil {
-		return nil, err
-	}
-	flags := raw.flags()
-	if err := exec.CommandContext(ctx, runsc, append(flags, "run", "--detach", "--bundle", raw.bundle, r.id)...).Run(); err != nil {
-		return nil, fmt.Errorf("runsc run: %w (see %s)", err, filepath.Join(raw.dir, "runsc.log"))
-	}
+	flags := r.raw.flags()
 	user := fmt.Sprintf("%d:%d", uid, gid)
 	run := func(detach bool, script string) error {
 		args := append(flags, "exec", "--user", user, "--cwd", "/home/user",
