@@ -1,10 +1,6 @@
 package archtest
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,44 +19,7 @@ var globalLogging = map[string]bool{
 // in the Go files (tests aside) under dir.
 func globalLogCalls(t *testing.T, dir string) []string {
 	t.Helper()
-	var found []string
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
-		name := "" // what the file calls log/slog, if it imports it
-		for _, imp := range f.Imports {
-			if imp.Path.Value == `"log/slog"` {
-				name = "slog"
-				if imp.Name != nil {
-					name = imp.Name.Name
-				}
-			}
-		}
-		if name == "" {
-			return nil
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == name && globalLogging[sel.Sel.Name] {
-				found = append(found, fset.Position(sel.Pos()).String()+" "+name+"."+sel.Sel.Name)
-			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return found
+	return selectorUses(t, dir, "log/slog", false, func(name string) bool { return globalLogging[name] })
 }
 
 // TestNoGlobalLogger: no package logs through slog's process-wide default

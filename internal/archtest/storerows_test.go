@@ -1,13 +1,8 @@
 package archtest
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,44 +25,7 @@ var storeRow = regexp.MustCompile(`^(State|Build|Sandbox|Checkpoint|NetworkPolic
 // stand in for the domain) under dir.
 func storeRowUses(t *testing.T, dir string) []string {
 	t.Helper()
-	var found []string
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return err
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		name := "" // what the file calls the store, if it imports it
-		for _, imp := range f.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); p == module+"/internal/store" {
-				name = "store"
-				if imp.Name != nil {
-					name = imp.Name.Name
-				}
-			}
-		}
-		if name == "" {
-			return nil
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == name && storeRow.MatchString(sel.Sel.Name) {
-				found = append(found, fset.Position(sel.Pos()).String()+" "+name+"."+sel.Sel.Name)
-			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return found
+	return selectorUses(t, dir, module+"/internal/store", true, storeRow.MatchString)
 }
 
 // TestAPILayersNameNoStoreRows: httpapi and e2bcompat see sandboxes and
