@@ -21,7 +21,6 @@ type lineLogger struct {
 	mu        sync.Mutex
 	buf       []byte
 	last      string // the last line that was not blank
-	taken     bool   // portTaken is closed
 }
 
 const maxLogLine = 2048
@@ -56,9 +55,12 @@ func (w *lineLogger) emit(line []byte) {
 	if w.oom != nil && saysOutOfMemory(line) {
 		w.oom.Store(true)
 	}
-	if w.portTaken != nil && !w.taken && bytes.Contains(line, addrInUse) {
-		w.taken = true
-		close(w.portTaken)
+	if w.portTaken != nil && bytes.Contains(line, addrInUse) {
+		select {
+		case <-w.portTaken: // said before
+		default:
+			close(w.portTaken)
+		}
 	}
 }
 
