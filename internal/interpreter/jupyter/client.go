@@ -99,6 +99,12 @@ func Dial(dialCtx context.Context, info ConnInfo, maxFrame int64, logger *slog.L
 			return nil, fmt.Errorf("dial %s: %w", name, err)
 		}
 	}
+	if !stop() { // dialCtx ended as the dials did: abort closed them
+		err := context.Cause(dialCtx)
+		c.Close(err)
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	g.dial()
 	// Subscribing after Dial: zmq4 sends the subscription on connections
 	// it already has (and re-sends stored topics on reconnect).
 	if err := c.socks[IOPub].SetOption(zmq.OptionSubscribe, ""); err != nil {

@@ -77,11 +77,14 @@ type dialGroup struct {
 	limit *frameLimit // nil: frames are not bounded
 
 	mu      sync.Mutex
-	conns   []net.Conn
+	conns   []net.Conn // made while dialling (until dialled)
 	aborted bool
+	dialled bool
 }
 
-// add keeps conn, to be closed by abort; after abort it closes conn.
+// add keeps conn, to be closed by abort, while the Client dials; after
+// abort it closes conn. Connections made once dialled (zmq4's reconnects)
+// are not kept: nothing aborts them.
 func (g *dialGroup) add(conn net.Conn) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -89,8 +92,18 @@ func (g *dialGroup) add(conn net.Conn) error {
 		conn.Close()
 		return net.ErrClosed
 	}
-	g.conns = append(g.conns, conn)
+	if !g.dialled {
+		g.conns = append(g.conns, conn)
+	}
 	return nil
+}
+
+// dial ends the dialling: abort can no longer come, so the connections
+// are no longer kept.
+func (g *dialGroup) dial() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dialled, g.conns = true, nil
 }
 
 // abort closes every connection made and refuses new ones: zmq4 reads a
