@@ -240,7 +240,8 @@ func (s *Service) inUse(ctx context.Context) (*inUse, error) {
 			keepChain(b.Result)
 			if b.Result.Start != "" {
 				u.starts[b.Result.Start] = true
-				u.starts[s.ownStartKey(b.Result)] = true // taken again here (retake.go)
+				key, _ := s.ownStart(b.Result)
+				u.starts[key] = true // taken again here (retake.go)
 			}
 		}
 	}

@@ -28,13 +28,9 @@ import (
 // take share it; one that gives up leaves it running for the others.
 func (s *Service) startKey(ctx context.Context, b *store.Build, img imageRef) (string, error) {
 	res := b.Result
-	key := s.ownStartKey(res)
+	key, spec := s.ownStart(res)
 	if key == res.Start {
 		return key, nil
-	}
-	var spec recipe.Start
-	if err := json.Unmarshal(res.StartSpec, &spec); err != nil {
-		return "", fmt.Errorf("build %s: its start command does not decode: %w", b.ID, err)
 	}
 	s.mu.Lock()
 	failed := s.retakeFailed[key]
@@ -43,7 +39,7 @@ func (s *Service) startKey(ctx context.Context, b *store.Build, img imageRef) (s
 		return "", failed.err
 	}
 	taken := s.retakes.DoChan(key, func() (any, error) {
-		err := s.retakeStart(b, img, spec, key)
+		err := s.retakeStart(b, img, *spec, key)
 		s.mu.Lock()
 		if err != nil {
 			s.retakeFailed[key] = retakeFailure{err: err, at: time.Now()}
@@ -71,15 +67,16 @@ type retakeFailure struct {
 	at  time.Time
 }
 
-// ownStartKey is the key the start checkpoint of build result res has when
-// this node's runtime and agent take it: the result's own for a build
-// made before the start command was recorded with it (trusted as it is).
-func (s *Service) ownStartKey(res *store.BuildImage) string {
+// ownStart is the key the start checkpoint of build result res has when
+// this node's runtime and agent take it, and the start command it takes:
+// the result's own key, and no command, for a build made before the start
+// command was recorded with it (trusted as it is).
+func (s *Service) ownStart(res *store.BuildImage) (string, *recipe.Start) {
 	var spec recipe.Start
 	if len(res.StartSpec) == 0 || json.Unmarshal(res.StartSpec, &spec) != nil {
-		return res.Start
+		return res.Start, nil
 	}
-	return recipe.StartKey(res.Key, spec, s.im.agent.digest, s.cfg.Engine)
+	return recipe.StartKey(res.Key, spec, s.im.agent.digest, s.cfg.Engine), &spec
 }
 
 // retakeStart takes the start of build b again on img under key, as the
