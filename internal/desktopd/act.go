@@ -103,13 +103,17 @@ func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
 		if err := d.fake(buttonPress, btnLeft, 0, 0); err != nil {
 			return err
 		}
-		// Through a midpoint: some programs start a drag only on motion
-		// with the button down, not on a jump to the end.
-		if err := d.fake(motionNotify, 0, (s[0]+e[0])/2, (s[1]+e[1])/2); err != nil {
-			return err
-		}
-		if err := d.fake(motionNotify, 0, e[0], e[1]); err != nil {
-			return err
+		// Through a midpoint, each motion handled before the next: some
+		// programs start a drag only on motion with the button down, not
+		// on a jump to the end (and a client may merge motions that come
+		// in one batch).
+		for _, p := range [][2]int{{(s[0] + e[0]) / 2, (s[1] + e[1]) / 2}, {e[0], e[1]}} {
+			if err := d.fake(motionNotify, 0, p[0], p[1]); err != nil {
+				return err
+			}
+			if err := d.sync(); err != nil {
+				return err
+			}
 		}
 		return d.fake(buttonRelease, btnLeft, 0, 0)
 	case "scroll":

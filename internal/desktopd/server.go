@@ -284,7 +284,9 @@ func (s *Server) withDisplay(f func() error) error {
 			return err
 		}
 		// A request on a dead connection: X errors on a live one are
-		// answered too, so only retry when the connection went away.
+		// answered too, so only retry when the connection went away. The
+		// check is a round trip: the screen's size is read again.
+		s.d.screen.Store(nil)
 		if _, serr := s.d.size(); serr == nil {
 			return err
 		}

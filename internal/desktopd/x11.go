@@ -6,6 +6,7 @@ import (
 	"image"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -50,6 +51,16 @@ type display struct {
 	// nil when the server has no DAMAGE.
 	damaged chan struct{}
 	watch   damage.Damage
+	// screen is the root window's size as last read on a connection, so
+	// that an action need not ask for it each time; the connection's
+	// event reader forgets it when the root window is reconfigured.
+	screen atomic.Pointer[screenOf]
+}
+
+// screenOf is the screen's size as read on conn.
+type screenOf struct {
+	conn *xgb.Conn
+	size computeruse.Size
 }
 
 type keyAt struct {
@@ -76,9 +87,15 @@ func (d *display) connect() error {
 		return fmt.Errorf("X server has no XTEST: %w", err)
 	}
 	damaged := make(chan struct{}, 1)
-	go drain(c, damaged)
 	setup := xproto.Setup(c)
-	d.conn, d.root = c, setup.DefaultScreen(c).Root
+	root := setup.DefaultScreen(c).Root
+	go d.drain(c, root, damaged)
+	d.conn, d.root = c, root
+	// The root window's ConfigureNotify says the screen changed size.
+	if err := xproto.ChangeWindowAttributesChecked(c, root, xproto.CwEventMask, []uint32{xproto.EventMaskStructureNotify}).Check(); err != nil {
+		d.drop()
+		return fmt.Errorf("watch the screen's size: %w", err)
+	}
 	d.damaged = nil
 	if d.watchDamage() == nil {
 		d.damaged = damaged
@@ -178,14 +195,16 @@ func (d *display) keycode(k computeruse.Keysym) (keyAt, error) {
 	return at, nil
 }
 
-// fake sends one input event. Key events go without waiting: the X
-// server handles requests in order, and the sync that ends every action
-// sees them all done. Pointer events wait for the server each, as
-// xdotool's do: with a press and its release handled in one go, GTK
-// opened no menu on a right click and scrolled nothing on the wheel
-// (TestDesktopNative/click and /type's scroll saw no pixel change).
+// fake sends one input event. Only a button press waits for the server:
+// with a press and its release handled in one go, GTK opened no menu on a
+// right click and scrolled nothing on the wheel (TestDesktopNative/click
+// and /type's scroll saw no pixel change), so a release always comes in a
+// later batch than its press. Everything else goes without a round trip
+// of its own: the X server handles requests in order, so the motion
+// before a press lands first, and the QueryPointer that ends every action
+// sees all of it done.
 func (d *display) fake(typ byte, detail byte, x, y int) error {
-	if typ == keyPress || typ == keyRelease {
+	if typ != buttonPress {
 		xtest.FakeInput(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0)
 		return nil
 	}
@@ -194,17 +213,23 @@ func (d *display) fake(typ byte, detail byte, x, y int) error {
 
 // drain reads c's events until it closes: every client gets MappingNotify
 // when a key is bound, and xgb stops reading replies once its event
-// queue is full. A damage report is passed on to damaged.
-func drain(c *xgb.Conn, damaged chan<- struct{}) {
+// queue is full. A damage report is passed on to damaged; a change of
+// the root window's geometry makes the screen's size be read again.
+func (d *display) drain(c *xgb.Conn, root xproto.Window, damaged chan<- struct{}) {
 	for {
 		ev, err := c.WaitForEvent()
 		if ev == nil && err == nil {
 			return
 		}
-		if _, ok := ev.(damage.NotifyEvent); ok {
+		switch ev := ev.(type) {
+		case damage.NotifyEvent:
 			select {
 			case damaged <- struct{}{}:
 			default:
+			}
+		case xproto.ConfigureNotifyEvent:
+			if ev.Window == root {
+				d.screen.Store(nil)
 			}
 		}
 	}
@@ -249,12 +274,19 @@ func (d *display) sync() error {
 	return err
 }
 
+// size is the screen's size: as last read on this connection, or read
+// now (a round trip).
 func (d *display) size() (computeruse.Size, error) {
+	if s := d.screen.Load(); s != nil && s.conn == d.conn {
+		return s.size, nil
+	}
 	g, err := xproto.GetGeometry(d.conn, xproto.Drawable(d.root)).Reply()
 	if err != nil {
 		return computeruse.Size{}, err
 	}
-	return computeruse.Size{Width: int(g.Width), Height: int(g.Height)}, nil
+	size := computeruse.Size{Width: int(g.Width), Height: int(g.Height)}
+	d.screen.Store(&screenOf{conn: d.conn, size: size})
+	return size, nil
 }
 
 func (d *display) cursor() (computeruse.Point, error) {
