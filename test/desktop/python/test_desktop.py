@@ -202,7 +202,10 @@ def test_launch_an_application(desktop):
     try:
         desktop.launch("thunar", "/home/user")
         wid = wait_for("a Thunar window", lambda: windows(desktop, "thunar"))[0]
-        assert "user" in desktop.get_window_title(wid)
+        # Thunar maps its window titled "Thunar" and retitles it with the
+        # folder's name once the folder is open.
+        wait_for("Thunar's window titled with the folder",
+                 lambda: "user" in desktop.get_window_title(wid))
     finally:
         close_all(desktop, "thunar")
 
