@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
@@ -38,7 +39,7 @@ func newTemplates(ctx context.Context, cfg config.Config, d templateDeps) (*temp
 	}
 	engine := "none"
 	if cp, ok := d.runtime.(runtime.Checkpointer); ok {
-		engine = cp.Version()
+		engine = fmt.Sprintf("%s; process revision %d", cp.Version(), runtime.ProcessRevision)
 	}
 	internet := true
 	svc := d.sandboxes

@@ -150,6 +150,13 @@ type Checkpointer interface {
 	Version() string
 }
 
+// ProcessRevision numbers what a runtime gives a sandbox's first process
+// beyond its Spec (its rlimits, capabilities and the like). A template's
+// start checkpoint keeps its processes as they were started, so it is
+// part of that checkpoint's key: a change here (revision 2: a soft limit
+// of 1,024 open files, not 1,048,576) has every start taken again once.
+const ProcessRevision = 2
+
 // IdleFreezer is implemented by runtimes that can stop every host process
 // of a running sandbox (for gVisor: its sentry, gofer and stubs) where it
 // stands, at no CPU cost, and let it go on later with nothing inside able to

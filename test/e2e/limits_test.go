@@ -286,3 +286,23 @@ func hostBusy(t *testing.T) time.Duration {
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
+
+// TestLimitOpenFiles: a command starts with the soft limit of open files
+// most Linux systems give (1,024: x11vnc, for one, walks every possible
+// descriptor for each new viewer), and may raise it to the hard limit,
+// for both the default user and root.
+func TestLimitOpenFiles(t *testing.T) {
+	d := need(t)
+	t.Parallel()
+	sb := d.NewSandbox(t, client.CreateSandboxRequest{})
+	for _, user := range []string{"user", "root"} {
+		r, err := d.Exec(harness.Ctx(t, 30*time.Second), sb.ID, client.CommandRequest{User: user,
+			Cmd: `ulimit -Sn; ulimit -Hn; ulimit -n "$(ulimit -Hn)" && ulimit -Sn`})
+		if err != nil || r.Exit.Code() != 0 {
+			t.Fatalf("%s: %v %+v %q", user, err, r.Exit, r.Stderr)
+		}
+		if want := "1024\n1048576\n1048576\n"; r.Stdout != want {
+			t.Errorf("%s: soft, hard, raised soft: %q, want %q", user, r.Stdout, want)
+		}
+	}
+}
