@@ -195,12 +195,11 @@ func rfbVersion(addr, host string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	// x11vnc answers a new client from its one event loop, which work on
-	// the screen keeps from it: 20-30 s at a host load of 57 (measured in
-	// a desktop sandbox, by TCP straight to x11vnc, with the same delay
-	// without spaced or websockify in the way), once past 20 s in CI. The
-	// bound is for a hung handshake, not a slow one (test_stream.py's is
-	// the same).
+	// x11vnc answers a new client from its one event loop: 120-145 ms
+	// p50 since sandboxes start with 1,024 open files (20-30 s at a host
+	// load of 57 before, when each new client cost it ~1.3 s of CPU; see
+	// docs/desktop.md). The bound is for a hung handshake, not a slow one
+	// (test_stream.py's is the same).
 	c.SetDeadline(time.Now().Add(90 * time.Second))
 	key := make([]byte, 16)
 	rand.Read(key)

@@ -492,7 +492,7 @@ func resourceAttempts() []attempt {
 				}
 			}},
 		{id: "res-fd-exhaustion", category: "resources", desc: "open files (backed by the host through the gofer) until the descriptor limit or 200,000, holding them while the host counts the descriptors of the sandbox's runsc processes", stops: "the sentry's own file table: guest descriptors are not host descriptors (runsc holds a few hundred whatever the guest opens)",
-			control: "the guest opens 200,000 descriptors (or stops at EMFILE, or holds 50,000 when its 15 s are up on a slow machine)",
+			control: "the guest raises its soft limit (1,024) to the hard one and opens 200,000 descriptors (or stops at EMFILE past 50,000, or holds 50,000 when its 15 s are up on a slow machine)",
 			run: func(t *testing.T) error {
 				sb := sandbox(t, client.CreateSandboxRequest{})
 				return underAttack(t, env.d, func() error {

@@ -62,10 +62,10 @@ def rfb_security_types(host):
     """The RFB handshake through noVNC's websockify: the server's version
     and the security types it offers."""
     h, p = spaced()
-    # x11vnc answers a new client from its one event loop, which a
-    # desktop busy drawing (Chromium, earlier in the session) on a loaded
-    # host kept from it for over 20 s once (CI under a load of 30): the
-    # bound is for a hung handshake, not a slow one.
+    # x11vnc answers a new client from its one event loop (over 20 s once
+    # in CI under a load of 30, before sandboxes started with 1,024 open
+    # files: docs/desktop.md): the bound is for a hung handshake, not a
+    # slow one.
     s = socket.create_connection((h, p), timeout=90)
     try:
         key = base64.b64encode(os.urandom(16)).decode()
