@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/coder/websocket"
 
 	"github.com/spacesandbox/space/client/apitypes"
 )
@@ -65,4 +68,26 @@ func (c *Client) DesktopAct(ctx context.Context, id string, a DesktopAction) (*D
 		return nil, fmt.Errorf("desktop %s on %s: %w", a.Action, id, err)
 	}
 	return &out, nil
+}
+
+// DesktopVNC connects to a desktop sandbox's screen as a viewer does
+// (GET /v1/sandboxes/{id}/desktop/vnc): the connection carries RFB, the
+// VNC protocol, both ways, starting with the server's version line. It
+// ends when ctx ends or the caller closes it.
+func (c *Client) DesktopVNC(ctx context.Context, id string) (net.Conn, error) {
+	u, err := c.endpoint(nil, "v1", "sandboxes", id, "desktop", "vnc")
+	if err != nil {
+		return nil, fmt.Errorf("vnc of %s: %w", id, err)
+	}
+	h := http.Header{}
+	c.authorize(h)
+	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h, Subprotocols: []string{"binary"}})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
+			err = decodeError(resp)
+		}
+		return nil, fmt.Errorf("vnc of %s: %w", id, err)
+	}
+	conn.SetReadLimit(1 << 24) // a full-screen raw update of a large screen
+	return websocket.NetConn(ctx, conn, websocket.MessageBinary), nil
 }

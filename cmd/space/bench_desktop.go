@@ -34,6 +34,7 @@ func runDesktopBench(cmd *cobra.Command, a *app, cfg bench.DesktopConfig, asJSON
 	row("native click (ms)", res.ClickP50, res.ClickP90, res.CommandClickP50, res.CommandClickP90, "xdotool by command")
 	row("", 0, 0, res.SDKClickP50, res.SDKClickP90, "E2B Desktop SDK left_click()")
 	row("native click with screenshot (ms)", res.ClickWithScreenshotP50, res.ClickWithScreenshotP90, 0, 0, "")
+	row("viewer connection to the RFB version (ms)", res.VNCHandshakeP50, res.VNCHandshakeP90, 0, 0, fmt.Sprintf("the first, starting x11vnc: %.1f", res.VNCFirstMs))
 	row("pause, with Chromium (ms)", res.PauseP50, 0, res.RawCheckpointP50, 0, "raw runsc checkpoint of the same desktop")
 	row("resume, to first screenshot (ms)", res.ResumeP50, 0, res.RawRestoreP50, 0, "raw runsc restore")
 	row("", res.ResumeToScreenshotP50, 0, res.RawRestoreToExecP50, 0, "raw restore to first exec")

@@ -73,17 +73,23 @@ type DesktopFigures struct {
 	SDKScreenshotP90       float64 `json:"sdk_screenshot_p90,omitempty"`
 	SDKClickP50            float64 `json:"sdk_click_p50,omitempty"`
 	SDKClickP90            float64 `json:"sdk_click_p90,omitempty"`
-	IdleMiB                float64 `json:"idle_mib"`
-	ChromiumMiB            float64 `json:"chromium_mib"`
-	PauseP50               float64 `json:"pause_p50"`
-	ResumeP50              float64 `json:"resume_p50"`
-	ResumeToScreenshotP50  float64 `json:"resume_to_screenshot_p50"`
-	CheckpointMiB          float64 `json:"checkpoint_mib"`
-	RawCheckpointP50       float64 `json:"raw_checkpoint_p50,omitempty"`
-	RawRestoreP50          float64 `json:"raw_restore_p50,omitempty"`
-	RawRestoreToExecP50    float64 `json:"raw_restore_to_exec_p50,omitempty"`
-	LoadStart              float64 `json:"load_start"`
-	LoadEnd                float64 `json:"load_end"`
+	// A viewer's connection (the native GET .../desktop/vnc, as the
+	// console's view makes it) until x11vnc's RFB version has arrived:
+	// the first, which starts x11vnc, and the ones after it.
+	VNCFirstMs            float64 `json:"vnc_first_ms"`
+	VNCHandshakeP50       float64 `json:"vnc_handshake_p50"`
+	VNCHandshakeP90       float64 `json:"vnc_handshake_p90"`
+	IdleMiB               float64 `json:"idle_mib"`
+	ChromiumMiB           float64 `json:"chromium_mib"`
+	PauseP50              float64 `json:"pause_p50"`
+	ResumeP50             float64 `json:"resume_p50"`
+	ResumeToScreenshotP50 float64 `json:"resume_to_screenshot_p50"`
+	CheckpointMiB         float64 `json:"checkpoint_mib"`
+	RawCheckpointP50      float64 `json:"raw_checkpoint_p50,omitempty"`
+	RawRestoreP50         float64 `json:"raw_restore_p50,omitempty"`
+	RawRestoreToExecP50   float64 `json:"raw_restore_to_exec_p50,omitempty"`
+	LoadStart             float64 `json:"load_start"`
+	LoadEnd               float64 `json:"load_end"`
 }
 
 // benchPage is what Chromium shows in the memory and pause figures.
@@ -272,6 +278,44 @@ func desktopCalls(ctx context.Context, c *client.Client, id string, n int, f *De
 		if err := measure(m.name, m.p50, m.p90, m.call); err != nil {
 			return err
 		}
+	}
+	start := time.Now()
+	if err := rfbVersion(ctx, c, id); err != nil {
+		return fmt.Errorf("the first viewer: %w", err)
+	}
+	f.VNCFirstMs = float64(time.Since(start).Microseconds()) / 1000
+	// A fifth of a second between viewers: x11vnc takes a while to see a
+	// viewer go, and one arriving at once waits for that.
+	logf("%d viewer connections to the RFB version", n)
+	var s Sample
+	for range n {
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		if err := rfbVersion(ctx, c, id); err != nil {
+			return fmt.Errorf("a viewer: %w", err)
+		}
+		s = append(s, time.Since(start))
+	}
+	f.VNCHandshakeP50, f.VNCHandshakeP90 = s.Percentile(50), s.Percentile(90)
+	return nil
+}
+
+// rfbVersion connects to sandbox id's screen as a viewer and reads the
+// VNC server's version line.
+func rfbVersion(ctx context.Context, c *client.Client, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, err := c.DesktopVNC(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var v [12]byte
+	if _, err := io.ReadFull(conn, v[:]); err != nil {
+		return fmt.Errorf("the RFB version: %w", err)
+	}
+	if !strings.HasPrefix(string(v[:]), "RFB 003.") {
+		return fmt.Errorf("not an RFB version: %q", v[:])
 	}
 	return nil
 }
