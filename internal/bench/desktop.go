@@ -136,6 +136,12 @@ func Desktop(ctx context.Context, c *client.Client, cfg DesktopConfig) (*Desktop
 		return nil, err
 	}
 	defer c.KillSandbox(context.WithoutCancel(ctx), sb.ID)
+	if f.Pooled {
+		// The create took the pool's desktop and the pool restores
+		// another: the calls are measured after that, not beside it.
+		waitPool(ctx, c, DesktopTemplate)
+		time.Sleep(2 * time.Second)
+	}
 	if err := desktopCalls(ctx, c, sb.ID, cfg.Calls, f, logf); err != nil {
 		return nil, err
 	}
