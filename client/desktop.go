@@ -19,9 +19,12 @@ import (
 // "left_click", "coordinate": [100, 200]}. Fields an action does not take
 // must be left empty.
 type DesktopAction struct {
-	Action          string   `json:"action"`
-	Coordinate      []int    `json:"coordinate,omitempty"`
-	StartCoordinate []int    `json:"start_coordinate,omitempty"`
+	Action          string `json:"action"`
+	Coordinate      []int  `json:"coordinate,omitempty"`
+	StartCoordinate []int  `json:"start_coordinate,omitempty"`
+	// Region is zoom's [x0, y0, x1, y1]: its answer's screenshot is that
+	// part of the screen.
+	Region          []int    `json:"region,omitempty"`
 	Text            *string  `json:"text,omitempty"`
 	ScrollDirection string   `json:"scroll_direction,omitempty"`
 	ScrollAmount    *int     `json:"scroll_amount,omitempty"`

@@ -97,6 +97,7 @@ const (
 	TripleClick    DesktopActionAction = "triple_click"
 	Type           DesktopActionAction = "type"
 	Wait           DesktopActionAction = "wait"
+	Zoom           DesktopActionAction = "zoom"
 )
 
 // Valid indicates whether the value is a known member of the DesktopActionAction enum.
@@ -133,6 +134,8 @@ func (e DesktopActionAction) Valid() bool {
 	case Type:
 		return true
 	case Wait:
+		return true
+	case Zoom:
 		return true
 	default:
 		return false
@@ -737,8 +740,10 @@ type CreateSandboxRequest struct {
 // held during the click, "shift"); `left_click_drag` start_coordinate and
 // coordinate; `left_mouse_down`, `left_mouse_up` optional coordinate; `scroll`
 // scroll_direction, scroll_amount, optional coordinate and text (modifiers);
-// `hold_key` text and duration; `wait` duration; `cursor_position`, `screenshot`
-// nothing. Any other field an action does not take is refused.
+// `hold_key` text and duration; `wait` duration; `zoom` region (answers with the
+// screenshot of that part of the screen, at the screen's own pixels);
+// `cursor_position`, `screenshot` nothing. Any other field an action does not take
+// is refused.
 type DesktopAction struct {
 	Action DesktopActionAction `json:"action"`
 
@@ -747,6 +752,9 @@ type DesktopAction struct {
 
 	// Duration Seconds (wait, hold_key).
 	Duration float64 `json:"duration,omitempty"`
+
+	// Region [x0, y0, x1, y1]: the rectangle from the top left corner (x0, y0) to the bottom right one (x1, y1), x0 < x1 <= the screen's width and y0 < y1 <= its height.
+	Region DesktopRegion `json:"region,omitempty"`
 
 	// Screenshot Answer with a screenshot taken after the action settles.
 	Screenshot bool `json:"screenshot,omitempty"`
@@ -779,12 +787,15 @@ type DesktopActionResult struct {
 		Width  int `json:"width"`
 	} `json:"screen"`
 
-	// Screenshot PNG, base64: with screenshot: true or the screenshot action.
+	// Screenshot PNG, base64: with screenshot: true, the screenshot action, or zoom (the region).
 	Screenshot []byte `json:"screenshot,omitempty"`
 }
 
 // DesktopPoint [x, y] in pixels from the screen's top left; off the screen is refused.
 type DesktopPoint = []int
+
+// DesktopRegion [x0, y0, x1, y1]: the rectangle from the top left corner (x0, y0) to the bottom right one (x1, y1), x0 < x1 <= the screen's width and y0 < y1 <= its height.
+type DesktopRegion = []int
 
 // DrainReport defines model for DrainReport.
 type DrainReport struct {

@@ -32,7 +32,28 @@ func (a *app) desktopCmd() *cobra.Command {
 		},
 	}
 	shot.Flags().IntVar(&width, "width", 0, "scale down to this width, keeping the aspect")
-	cmd.AddCommand(shot,
+	zoom := &cobra.Command{
+		Use:   "zoom ID X0 Y0 X1 Y1",
+		Short: "Write the part of the screen from X0 Y0 (top left) to X1 Y1 (bottom right) as a PNG to stdout",
+		Args:  exactArgs(5),
+		RunE: func(c *cobra.Command, args []string) error {
+			from, err := point(args[1], args[2])
+			if err != nil {
+				return err
+			}
+			to, err := point(args[3], args[4])
+			if err != nil {
+				return err
+			}
+			res, err := a.client().DesktopAct(c.Context(), args[0], client.DesktopAction{Action: "zoom", Region: append(from, to...)})
+			if err != nil {
+				return err
+			}
+			_, err = a.stdout.Write(res.Screenshot)
+			return err
+		},
+	}
+	cmd.AddCommand(shot, zoom,
 		a.desktopActionCmd("click ID X Y", "Left-click at X Y", 3, func(args []string) (client.DesktopAction, error) {
 			p, err := point(args[1], args[2])
 			return client.DesktopAction{Action: "left_click", Coordinate: p}, err

@@ -35,9 +35,12 @@ const MaxTextRunes = 10000
 
 // Action is one tool call. Fields an action does not use must be absent.
 type Action struct {
-	Action          string   `json:"action"`
-	Coordinate      []int    `json:"coordinate,omitempty"`
-	StartCoordinate []int    `json:"start_coordinate,omitempty"`
+	Action          string `json:"action"`
+	Coordinate      []int  `json:"coordinate,omitempty"`
+	StartCoordinate []int  `json:"start_coordinate,omitempty"`
+	// Region is zoom's [x0, y0, x1, y1]: the part of the screen from the
+	// top left corner (x0, y0) to the bottom right one (x1, y1).
+	Region          []int    `json:"region,omitempty"`
 	Text            *string  `json:"text,omitempty"`
 	ScrollDirection string   `json:"scroll_direction,omitempty"`
 	ScrollAmount    *int     `json:"scroll_amount,omitempty"`
@@ -63,7 +66,8 @@ type Size struct {
 type Result struct {
 	Cursor Point `json:"cursor"`
 	Screen Size  `json:"screen"`
-	// Screenshot is a PNG, base64 (standard, padded) in JSON.
+	// Screenshot is a PNG, base64 (standard, padded) in JSON: the screen,
+	// or zoom's region of it.
 	Screenshot []byte `json:"screenshot,omitempty"`
 }
 
@@ -75,6 +79,7 @@ const (
 	fScrollDirection = "scroll_direction"
 	fScrollAmount    = "scroll_amount"
 	fDuration        = "duration"
+	fRegion          = "region"
 )
 
 // kinds says, per action, which fields it needs and which it may have.
@@ -93,6 +98,7 @@ var kinds = map[string]struct{ need, may []string }{
 	"scroll":          {need: []string{fScrollDirection, fScrollAmount}, may: []string{fCoordinate, fText}},
 	"hold_key":        {need: []string{fText, fDuration}},
 	"wait":            {need: []string{fDuration}},
+	"zoom":            {need: []string{fRegion}},
 	"cursor_position": {},
 	"screenshot":      {},
 }
@@ -123,6 +129,9 @@ func (a *Action) present() []string {
 	if a.Duration != nil {
 		p = append(p, fDuration)
 	}
+	if a.Region != nil {
+		p = append(p, fRegion)
+	}
 	return p
 }
 
@@ -151,6 +160,9 @@ func (a *Action) Validate(screen Size) error {
 		return err
 	}
 	if err := checkPoint(fStartCoordinate, a.StartCoordinate, screen); err != nil {
+		return err
+	}
+	if err := checkRegion(a.Region, screen); err != nil {
 		return err
 	}
 	if a.Text != nil {
@@ -200,6 +212,26 @@ func checkPoint(name string, p []int, screen Size) error {
 				name, x, y, screen.Width, screen.Height, screen.Width-1, screen.Height-1)
 		}
 		return fmt.Errorf("%s [%d, %d] is off the screen (negative)", name, x, y)
+	}
+	return nil
+}
+
+// checkRegion checks zoom's region: four numbers, a rectangle of at least
+// one pixel, on the screen when its size is known.
+func checkRegion(r []int, screen Size) error {
+	if r == nil {
+		return nil
+	}
+	if len(r) != 4 {
+		return fmt.Errorf("region must be [x0, y0, x1, y1], not %d numbers", len(r))
+	}
+	x0, y0, x1, y1 := r[0], r[1], r[2], r[3]
+	if x0 < 0 || y0 < 0 || x0 >= x1 || y0 >= y1 {
+		return fmt.Errorf("region [%d, %d, %d, %d] must have its top left corner (x0, y0) above and left of its bottom right one (x1, y1), all at least 0", x0, y0, x1, y1)
+	}
+	if screen.Width > 0 && (x1 > screen.Width || y1 > screen.Height) {
+		return fmt.Errorf("region [%d, %d, %d, %d] goes off the screen (%dx%d: x1 at most %d, y1 at most %d)",
+			x0, y0, x1, y1, screen.Width, screen.Height, screen.Width, screen.Height)
 	}
 	return nil
 }

@@ -153,7 +153,7 @@ func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
 		return d.typeText(*a.Text)
 	case "wait":
 		return sleep(ctx, *a.Duration)
-	case "mouse_move", "cursor_position", "screenshot":
+	case "mouse_move", "cursor_position", "screenshot", "zoom":
 	default:
 		return fmt.Errorf("action %q is not implemented", a.Action)
 	}

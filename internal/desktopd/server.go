@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"io"
 	"log"
 	"log/slog"
@@ -115,7 +116,7 @@ func (s *Server) warmUp(ctx context.Context) {
 	defer tick.Stop()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		s.d.mu.Lock()
-		_, _, err := s.shoot(0)
+		_, _, err := s.shoot(0, image.Rectangle{})
 		s.d.mu.Unlock()
 		if err == nil {
 			return
@@ -184,7 +185,7 @@ func (s *Server) screenshot(w http.ResponseWriter, r *http.Request) {
 		width = n
 	}
 	s.d.mu.Lock()
-	png, size, err := s.shoot(width)
+	png, size, err := s.shoot(width, image.Rectangle{})
 	s.d.mu.Unlock()
 	if err != nil {
 		s.fail(w, err)
@@ -195,9 +196,9 @@ func (s *Server) screenshot(w http.ResponseWriter, r *http.Request) {
 	w.Write(png)
 }
 
-// shoot takes a screenshot scaled down to width (0 or wider than the
-// screen: as it is), with d.mu held.
-func (s *Server) shoot(width int) ([]byte, computeruse.Size, error) {
+// shoot takes a screenshot of region (empty: the whole screen) scaled
+// down to width (0 or wider than it: as it is), with d.mu held.
+func (s *Server) shoot(width int, region image.Rectangle) ([]byte, computeruse.Size, error) {
 	var size computeruse.Size
 	err := s.withDisplay(func() error {
 		var err error
@@ -207,6 +208,9 @@ func (s *Server) shoot(width int) ([]byte, computeruse.Size, error) {
 		img, err := s.d.capture(size)
 		if err != nil {
 			return err
+		}
+		if !region.Empty() {
+			img = img.SubImage(region).(*image.RGBA)
 		}
 		var buf bytes.Buffer
 		if err := s.enc.encode(&buf, scaleDown(img, width)); err != nil {
@@ -252,12 +256,17 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	if err == nil && (a.Screenshot || a.Action == "screenshot") {
-		if a.Action != "screenshot" {
+	if err == nil && (a.Screenshot || a.Action == "screenshot" || a.Action == "zoom") {
+		var region image.Rectangle
+		switch a.Action {
+		case "screenshot":
+		case "zoom":
+			region = image.Rect(a.Region[0], a.Region[1], a.Region[2], a.Region[3])
+		default:
 			err = s.d.settle(r.Context())
 		}
 		if err == nil {
-			res.Screenshot, _, err = s.shoot(0)
+			res.Screenshot, _, err = s.shoot(0, region)
 		}
 	}
 	if err != nil {

@@ -176,6 +176,35 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("zoom", func(t *testing.T) {
+		// A red 40x30 window at (50, 60) on the black screen; the region
+		// from (40, 50) to (100, 100) has it at (10, 10)-(50, 40).
+		showWindow(t, socket, 50, 60, 40, 30, 0xff0000)
+		res := actOK(t, srv, tok, `{"action":"zoom","region":[40,50,100,100]}`)
+		img, err := png.Decode(bytes.NewReader(res.Screenshot))
+		if err != nil || img.Bounds() != image.Rect(0, 0, 60, 50) {
+			t.Fatalf("zoom: %v %v", err, img)
+		}
+		for _, p := range []struct {
+			x, y int
+			red  bool
+		}{{10, 10, true}, {49, 39, true}, {30, 25, true}, {9, 10, false}, {50, 39, false}, {10, 40, false}, {0, 0, false}, {59, 49, false}} {
+			r, g, b, _ := img.At(p.x, p.y).RGBA()
+			if red := r>>8 == 0xff && g == 0 && b == 0; red != p.red {
+				t.Errorf("zoomed pixel (%d, %d) = %d,%d,%d, red %v", p.x, p.y, r>>8, g>>8, b>>8, p.red)
+			}
+		}
+		for _, body := range []string{
+			`{"action":"zoom","region":[0,0,801,600]}`,
+			`{"action":"zoom","region":[10,10,10,20]}`,
+			`{"action":"zoom"}`,
+		} {
+			if code, b := do(t, srv, tok, "POST", "/actions", body); code != 400 {
+				t.Errorf("%s: %d %s", body, code, b)
+			}
+		}
+	})
+
 	t.Run("keyboard", func(t *testing.T) {
 		keys := listenKeys(t, socket)
 		text := "Hello, World! <x> ~_+ 42 caf\u00e9 \u2603"
@@ -187,6 +216,28 @@ func TestServer(t *testing.T) {
 			t.Fatalf("the window received %q, want %q", got, want)
 		}
 	})
+}
+
+// showWindow shows a window of one colour (pixel, 0xRRGGBB on the 24-bit
+// screen) at x, y on the display, and waits until the server has drawn it.
+func showWindow(t *testing.T, socket string, x, y, w, h int, pixel uint32) {
+	t.Helper()
+	nc, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := xgb.NewConnNet(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	scr := xproto.Setup(c).DefaultScreen(c)
+	win, _ := xproto.NewWindowId(c)
+	xproto.CreateWindow(c, scr.RootDepth, win, scr.Root, int16(x), int16(y), uint16(w), uint16(h), 0, xproto.WindowClassInputOutput,
+		scr.RootVisual, xproto.CwBackPixel|xproto.CwOverrideRedirect, []uint32{pixel, 1})
+	if err := xproto.MapWindowChecked(c, win).Check(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // listenKeys opens a window of its own on the display, focused, and

@@ -52,7 +52,7 @@ func (s *Server) DesktopAction(w http.ResponseWriter, r *http.Request, id native
 		writeError(w, r, err)
 		return
 	}
-	a := computeruse.Action{Action: string(req.Action), Coordinate: deref(req.Coordinate), StartCoordinate: deref(req.StartCoordinate),
+	a := computeruse.Action{Action: string(req.Action), Coordinate: deref(req.Coordinate), StartCoordinate: deref(req.StartCoordinate), Region: deref(req.Region),
 		Text: req.Text, ScrollDirection: string(deref(req.ScrollDirection)), ScrollAmount: req.ScrollAmount, Duration: req.Duration,
 		Screenshot: deref(req.Screenshot)}
 	res, err := s.desktop.Act(r.Context(), id, a)

@@ -85,6 +85,11 @@ func TestDesktopRoutes(t *testing.T) {
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"screenshot":"UE5H"`) || !strings.Contains(rec.Body.String(), `"cursor":{"x":1,"y":2}`) {
 		t.Fatalf("action: %d %s", rec.Code, rec.Body)
 	}
+	// zoom's region reaches the sandbox as it came.
+	rec = doCode(h, "POST", "/v1/sandboxes/sb/desktop/actions", `{"action":"zoom","region":[1,2,30,40]}`)
+	if rec.Code != 200 || !strings.Contains((*seen)[len(*seen)-1], `"region":[1,2,30,40]`) {
+		t.Fatalf("zoom: %d %s, the sandbox got %v", rec.Code, rec.Body, (*seen)[len(*seen)-1])
+	}
 	// The screen's own refusal reaches the caller as 400 with its words.
 	rec = doCode(h, "POST", "/v1/sandboxes/sb/desktop/actions", `{"action":"left_click","coordinate":[5000,1]}`)
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "off the screen") {
@@ -104,6 +109,10 @@ func TestDesktopRoutes(t *testing.T) {
 		{`{"action":"scroll","scroll_direction":"in","scroll_amount":1}`, "scroll_direction"},
 		{`{"action":"key","text":"ctrl+nosuch"}`, "nosuch"},
 		{`{"action":"wait","duration":61}`, "duration"},
+		{`{"action":"zoom"}`, "region"},
+		{`{"action":"zoom","region":[0,0,5]}`, "region"},
+		{`{"action":"zoom","region":[5,0,5,5]}`, "region"},
+		{`{"action":"left_click","region":[0,0,5,5]}`, "region"},
 		{`not json`, "JSON"},
 	} {
 		rec := doCode(h, "POST", "/v1/sandboxes/sb/desktop/actions", tc.body)

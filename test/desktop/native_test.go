@@ -54,6 +54,32 @@ func desktopNative(t *testing.T, d *harness.Daemon) {
 		}
 	})
 
+	t.Run("zoom", func(t *testing.T) {
+		// The panel's left end (its menu), at the screen's own pixels: the
+		// same as that part of a whole screenshot (taken again should the
+		// panel have changed in between).
+		region := image.Rect(0, 0, 300, 28)
+		var same bool
+		var zoomed image.Image
+		for try := 0; try < 5 && !same; try++ {
+			res := act(t, c, id, client.DesktopAction{Action: "zoom", Region: []int{0, 0, 300, 28}})
+			if res.Screen.Width != 1024 || res.Screen.Height != 768 {
+				t.Fatalf("zoom answered the screen as %+v", res.Screen)
+			}
+			zoomed = decode(t, res.Screenshot)
+			if b := zoomed.Bounds(); b != image.Rect(0, 0, 300, 28) {
+				t.Fatalf("zoom of [0 0 300 28] is %v", b)
+			}
+			same = samePixels(zoomed, shot(t, c, id, 0), region)
+		}
+		if !same {
+			t.Fatal("zoom's pixels differ from the same region of a screenshot, five times")
+		}
+		if n := colours(zoomed, zoomed.Bounds()); n < 3 {
+			t.Fatalf("zoom of the panel has %d colours", n)
+		}
+	})
+
 	t.Run("cursor", func(t *testing.T) {
 		res := act(t, c, id, client.DesktopAction{Action: "mouse_move", Coordinate: []int{321, 456}})
 		if res.Cursor.X != 321 || res.Cursor.Y != 456 || res.Screen.Width != 1024 || res.Screen.Height != 768 {
@@ -171,6 +197,8 @@ func desktopNative(t *testing.T, d *harness.Daemon) {
 			{"bad direction", `{"action":"scroll","scroll_direction":"sideways","scroll_amount":1}`, "scroll_direction"},
 			{"drag without start", `{"action":"left_click_drag","coordinate":[300,300]}`, "start_coordinate"},
 			{"wait too long", `{"action":"wait","duration":3600}`, "duration"},
+			{"zoom off the screen", `{"action":"zoom","region":[1000,700,1025,768]}`, "off the screen"},
+			{"zoom of no pixels", `{"action":"zoom","region":[10,10,10,30]}`, "region"},
 		} {
 			status, body := post(t, d, "/v1/sandboxes/"+id+"/desktop/actions", tc.body)
 			if status != 400 || !strings.Contains(body, tc.want) {
@@ -350,6 +378,21 @@ func changed(a, b image.Image, r image.Rectangle) int {
 		}
 	}
 	return n
+}
+
+// samePixels says whether part (from (0, 0)) is whole's region, pixel
+// for pixel.
+func samePixels(part, whole image.Image, region image.Rectangle) bool {
+	for y := region.Min.Y; y < region.Max.Y; y++ {
+		for x := region.Min.X; x < region.Max.X; x++ {
+			pr, pg, pb, _ := part.At(x-region.Min.X, y-region.Min.Y).RGBA()
+			wr, wg, wb, _ := whole.At(x, y).RGBA()
+			if pr != wr || pg != wg || pb != wb {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func colours(img image.Image, r image.Rectangle) int {
