@@ -3,12 +3,10 @@ package desktopd
 import (
 	"image"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 )
 
@@ -58,17 +56,9 @@ func BenchmarkClickScreenshot(b *testing.B) {
 // paint puts img on the display's root window (a screen to encode that
 // is not all black: a blank screen's PNG costs next to nothing).
 func paint(b *testing.B, socket string, img *image.RGBA) {
-	nc, err := net.Dial("unix", socket)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := xgb.NewConnNet(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
 	// Open while the benchmark runs: Xvfb resets the screen when its last
 	// client goes.
-	b.Cleanup(c.Close)
+	c := xclient(b, socket)
 	screen := xproto.Setup(c).DefaultScreen(c)
 	gc, _ := xproto.NewGcontextId(c)
 	xproto.CreateGC(c, gc, xproto.Drawable(screen.Root), 0, nil)

@@ -218,19 +218,27 @@ func TestServer(t *testing.T) {
 	})
 }
 
+// xclient connects to the X server on socket as a program on the display
+// does; the connection closes when the test ends.
+func xclient(tb testing.TB, socket string) *xgb.Conn {
+	tb.Helper()
+	nc, err := net.Dial("unix", socket)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := xgb.NewConnNet(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
 // showWindow shows a window of one colour (pixel, 0xRRGGBB on the 24-bit
 // screen) at x, y on the display, and waits until the server has drawn it.
 func showWindow(t *testing.T, socket string, x, y, w, h int, pixel uint32) {
 	t.Helper()
-	nc, err := net.Dial("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := xgb.NewConnNet(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := xclient(t, socket)
 	scr := xproto.Setup(c).DefaultScreen(c)
 	win, _ := xproto.NewWindowId(c)
 	xproto.CreateWindow(c, scr.RootDepth, win, scr.Root, int16(x), int16(y), uint16(w), uint16(h), 0, xproto.WindowClassInputOutput,
@@ -246,15 +254,7 @@ func showWindow(t *testing.T, socket string, x, y, w, h int, pixel uint32) {
 // keyboard mapping as any X client reads it.
 func listenKeys(t *testing.T, socket string) func(n int) string {
 	t.Helper()
-	nc, err := net.Dial("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := xgb.NewConnNet(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := xclient(t, socket)
 	setup := xproto.Setup(c)
 	scr := setup.DefaultScreen(c)
 	win, _ := xproto.NewWindowId(c)

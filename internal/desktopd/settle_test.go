@@ -5,12 +5,10 @@ import (
 	"image/png"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 )
 
@@ -59,15 +57,7 @@ func TestSettleShowsTheAnswer(t *testing.T) {
 // button press; the channel closes once it has.
 func paintOnClick(t *testing.T, socket string) <-chan struct{} {
 	t.Helper()
-	nc, err := net.Dial("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := xgb.NewConnNet(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := xclient(t, socket)
 	screen := xproto.Setup(c).DefaultScreen(c)
 	root := screen.Root
 	if err := xproto.ChangeWindowAttributesChecked(c, root, xproto.CwEventMask, []uint32{xproto.EventMaskButtonPress}).Check(); err != nil {
