@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jezek/xgb/damage"
+	"github.com/jezek/xgb/xtest"
 
 	"github.com/spacesandbox/space/internal/computeruse"
 )
@@ -61,11 +62,13 @@ const (
 	wheelRight = 7
 )
 
-// perform runs a (validated) on the display, with d.mu held.
-func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
+// perform runs a (validated) on the display, with d.mu held. A click
+// reads the cursor itself (see click) and returns it; for every other
+// action cursor is nil and the caller reads it once the action is done.
+func (d *display) perform(ctx context.Context, a *computeruse.Action) (cursor *computeruse.Point, err error) {
 	if a.Coordinate != nil && a.Action != "left_click_drag" {
 		if err := d.fake(motionNotify, 0, a.Coordinate[0], a.Coordinate[1]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var held []computeruse.Keysym
@@ -76,7 +79,7 @@ func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
 			held = append(held, c...)
 		}
 		if err := d.keys(held, true); err != nil {
-			return err
+			return nil, err
 		}
 		defer d.keys(held, false)
 	}
@@ -92,16 +95,16 @@ func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
 	case "triple_click":
 		return d.click(btnLeft, 3)
 	case "left_mouse_down":
-		return d.fake(buttonPress, btnLeft, 0, 0)
+		return nil, d.fake(buttonPress, btnLeft, 0, 0)
 	case "left_mouse_up":
-		return d.fake(buttonRelease, btnLeft, 0, 0)
+		return nil, d.fake(buttonRelease, btnLeft, 0, 0)
 	case "left_click_drag":
 		s, e := a.StartCoordinate, a.Coordinate
 		if err := d.fake(motionNotify, 0, s[0], s[1]); err != nil {
-			return err
+			return nil, err
 		}
 		if err := d.fake(buttonPress, btnLeft, 0, 0); err != nil {
-			return err
+			return nil, err
 		}
 		// Through a midpoint, each motion handled before the next: some
 		// programs start a drag only on motion with the button down, not
@@ -109,55 +112,55 @@ func (d *display) perform(ctx context.Context, a *computeruse.Action) error {
 		// in one batch).
 		for _, p := range [][2]int{{(s[0] + e[0]) / 2, (s[1] + e[1]) / 2}, {e[0], e[1]}} {
 			if err := d.fake(motionNotify, 0, p[0], p[1]); err != nil {
-				return err
+				return nil, err
 			}
 			if err := d.sync(); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		return d.fake(buttonRelease, btnLeft, 0, 0)
+		return nil, d.fake(buttonRelease, btnLeft, 0, 0)
 	case "scroll":
 		b := map[string]byte{"up": wheelUp, "down": wheelDown, "left": wheelLeft, "right": wheelRight}[a.ScrollDirection]
 		return d.click(b, *a.ScrollAmount)
 	case "key":
 		chords, err := computeruse.ParseKeys(*a.Text)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, c := range chords {
 			if err := d.keys(c, true); err != nil {
-				return err
+				return nil, err
 			}
 			if err := d.keys(c, false); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	case "hold_key":
 		chords, err := computeruse.ParseKeys(*a.Text)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var all []computeruse.Keysym
 		for _, c := range chords {
 			all = append(all, c...)
 		}
 		if err := d.keys(all, true); err != nil {
-			return err
+			return nil, err
 		}
 		err = sleep(ctx, *a.Duration)
 		if rerr := d.keys(all, false); err == nil {
 			err = rerr
 		}
-		return err
+		return nil, err
 	case "type":
-		return d.typeText(*a.Text)
+		return nil, d.typeText(*a.Text)
 	case "wait":
-		return sleep(ctx, *a.Duration)
+		return nil, sleep(ctx, *a.Duration)
 	case "mouse_move", "cursor_position", "screenshot", "zoom":
 	default:
-		return fmt.Errorf("action %q is not implemented", a.Action)
+		return nil, fmt.Errorf("action %q is not implemented", a.Action)
 	}
-	return nil
+	return nil, nil
 }
 
 func sleep(ctx context.Context, seconds float64) error {
@@ -171,16 +174,33 @@ func sleep(ctx context.Context, seconds float64) error {
 	}
 }
 
-func (d *display) click(button byte, n int) error {
-	for range n {
-		if err := d.fake(buttonPress, button, 0, 0); err != nil {
-			return err
+// click presses and releases button n times at the cursor, and returns
+// where the cursor is. Each release comes in a later batch than its press
+// (see fake): an earlier press is checked, and between the last press and
+// its release the cursor is read, a round trip that also ends the click's
+// wait. The last release is sent without a wait for it: the X server
+// handles this connection's requests in order, so anything asked of the
+// screen next (an action, a screenshot, the settle of this one) comes
+// after it, and a click answers without waiting for the programs the
+// release wakes (xfdesktop redraws on both).
+func (d *display) click(button byte, n int) (*computeruse.Point, error) {
+	for i := range n {
+		if i < n-1 {
+			if err := d.fake(buttonPress, button, 0, 0); err != nil {
+				return nil, err
+			}
+			d.fake(buttonRelease, button, 0, 0)
+			continue
 		}
-		if err := d.fake(buttonRelease, button, 0, 0); err != nil {
-			return err
+		xtest.FakeInput(d.conn, buttonPress, button, 0, d.root, 0, 0, 0)
+		p, err := d.cursor()
+		if err != nil {
+			return nil, err
 		}
+		d.fake(buttonRelease, button, 0, 0)
+		return &p, nil
 	}
-	return nil
+	return nil, nil // no click (a scroll of 0): the caller reads the cursor
 }
 
 // keys presses (in order) or releases (in reverse) ks. A keysym on its

@@ -245,16 +245,19 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		if a.Screenshot {
 			s.d.armDamage()
 		}
-		if err := s.d.perform(r.Context(), &a); err != nil {
+		cursor, err := s.d.perform(r.Context(), &a)
+		if err != nil {
 			return err
 		}
 		res.Screen = size
+		if cursor != nil {
+			res.Cursor = *cursor
+			return nil
+		}
 		// QueryPointer's answer comes after the server handled every
 		// request before it: the action is done.
-		if res.Cursor, err = s.d.cursor(); err != nil {
-			return err
-		}
-		return nil
+		res.Cursor, err = s.d.cursor()
+		return err
 	})
 	if err == nil && (a.Screenshot || a.Action == "screenshot" || a.Action == "zoom") {
 		var region image.Rectangle

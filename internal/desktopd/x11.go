@@ -199,10 +199,10 @@ func (d *display) keycode(k computeruse.Keysym) (keyAt, error) {
 // with a press and its release handled in one go, GTK opened no menu on a
 // right click and scrolled nothing on the wheel (TestDesktopNative/click
 // and /type's scroll saw no pixel change), so a release always comes in a
-// later batch than its press. Everything else goes without a round trip
-// of its own: the X server handles requests in order, so the motion
-// before a press lands first, and the QueryPointer that ends every action
-// sees all of it done.
+// later batch than its press (a click waits on its own, see click).
+// Everything else goes without a round trip of its own: the X server
+// handles requests in order, so the motion before a press lands first,
+// and the QueryPointer that ends an action sees all of it done.
 func (d *display) fake(typ byte, detail byte, x, y int) error {
 	if typ != buttonPress {
 		xtest.FakeInput(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0)
