@@ -33,6 +33,7 @@ func runDesktopBench(cmd *cobra.Command, a *app, cfg bench.DesktopConfig, asJSON
 	row("", 0, 0, res.SDKScreenshotP50, res.SDKScreenshotP90, "E2B Desktop SDK screenshot()")
 	row("native click (ms)", res.ClickP50, res.ClickP90, res.CommandClickP50, res.CommandClickP90, "xdotool by command")
 	row("", 0, 0, res.SDKClickP50, res.SDKClickP90, "E2B Desktop SDK left_click()")
+	row("native click, back to back (ms)", res.ClickBackToBackP50, res.ClickBackToBackP90, 0, 0, "")
 	row("native click with screenshot (ms)", res.ClickWithScreenshotP50, res.ClickWithScreenshotP90, 0, 0, "")
 	row("viewer connection to the RFB version (ms)", res.VNCHandshakeP50, res.VNCHandshakeP90, 0, 0, fmt.Sprintf("the first, starting x11vnc: %.1f", res.VNCFirstMs))
 	row("pause, with Chromium (ms)", res.PauseP50, 0, res.RawCheckpointP50, 0, "raw runsc checkpoint of the same desktop")

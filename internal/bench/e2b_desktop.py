@@ -3,7 +3,8 @@
 # screenshot(), N times after one warm-up, one sandbox at a time (each
 # killed after, not timed); then, in one sandbox, CALLS screenshot() and
 # left_click(x, y) (the SDK runs scrot and xdotool as commands) after two
-# warm-ups each. Prints one JSON line of samples in milliseconds.
+# warm-ups each, a tenth of a second apart as the native calls are
+# (bench.agentPause). Prints one JSON line of samples in milliseconds.
 # Arguments: N CALLS. Environment: E2B_API_URL, E2B_SANDBOX_URL,
 # E2B_API_KEY, as a user sets them.
 import json, sys, time
@@ -26,12 +27,14 @@ sb = Sandbox.create(timeout=600)
 try:
     shots, clicks = [], []
     for i in range(calls + 2):
+        time.sleep(0.1)
         t0 = time.perf_counter()
         sb.screenshot()
         if i >= 2:
             shots.append((time.perf_counter() - t0) * 1000)
     for i in range(calls + 2):
         # Back and forth: the SDK's synced move waits for the pointer to move.
+        time.sleep(0.1)
         t0 = time.perf_counter()
         sb.left_click(900 + i % 2, 700)
         if i >= 2:

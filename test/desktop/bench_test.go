@@ -28,7 +28,7 @@ func desktopBench(t *testing.T, d *harness.Daemon) {
 	}
 	var res map[string]any
 	d.Bench(t, &res, args...)
-	for _, k := range []string{"create_to_screenshot_p50", "sdk_create_to_screenshot_p50", "screenshot_p50", "click_p50",
+	for _, k := range []string{"create_to_screenshot_p50", "sdk_create_to_screenshot_p50", "screenshot_p50", "click_p50", "click_back_to_back_p50",
 		"command_screenshot_p50", "command_click_p50", "sdk_screenshot_p50", "sdk_click_p50", "click_with_screenshot_p50",
 		"vnc_first_ms", "vnc_handshake_p50", "idle_mib", "chromium_mib", "pause_p50", "resume_p50", "resume_to_screenshot_p50", "raw_checkpoint_p50", "raw_restore_p50"} {
 		if v, ok := res[k].(float64); !ok || v <= 0 {
