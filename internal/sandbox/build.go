@@ -98,7 +98,6 @@ func (bs *BuildBoxes) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*Bu
 	e := &entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}
 	bs.svc.addLive(e, nil, tenant.Usage{}) // a build's: no tenant's quotas
 	r.Done(ctx, rec.ID)
-	bs.svc.egressChanged()
 	return &BuildBox{ID: rec.ID, s: bs.svc, e: e, rec: rec}, nil
 }
 

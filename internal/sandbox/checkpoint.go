@@ -271,7 +271,6 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 	frozen = false
 	e.setRec(&updated)
 	c.svc.dropLive(rec.ID)
-	go c.svc.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	c.svc.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), tSaved.Sub(tImage))
 	log.Info("sandbox paused", "checkpoint", m.ID, "contents", contents, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())

@@ -320,6 +320,36 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 	return s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, bootToken), "sandbox agent did not start")
 }
 
+// bootOnDisk boots a fresh sandbox rec on the disk image in dir (a pause
+// that kept no memory) and gives its agent what a create's boot and claim
+// would: token, env, the template's user and workdir, resolver and CA. It
+// pushes its undo steps.
+func (s *Service) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
+	agent, err := s.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State, volumes: rec.Volumes}, undo)
+	if err != nil {
+		return nil, err
+	}
+	// The user and workdir are the template's, as at the sandbox's create
+	// (the agent's own state is not on its disk: /run is a tmpfs).
+	user, workdir := "user", ""
+	if img, err := s.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
+		user, workdir = defaultUser(img), img.Workdir
+	} else {
+		s.log.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.AgentBootTimeout)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		AccessToken: token, EnvVars: rec.Env, DefaultUser: user, DefaultWorkdir: workdir,
+		Nameserver: ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+	})); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox booted on its saved disk, but its agent init failed")
+	}
+	agent.setToken(token)
+	return agent, nil
+}
+
 // awaitAgent waits, within the agent boot timeout, until the agent of
 // sandbox id answers, or the sandbox is seen to stop; it closes agent
 // and fails with notAnswered if it does not.
@@ -381,6 +411,47 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not give the restored sandbox the normal CPU priority")
 		}
 	}
+	return agent, nil
+}
+
+// restoredStart is a sandbox started from the image of a running one (a
+// resume, a fork, a create from a full snapshot): restored as id on ep
+// with limits and the volume mounts the image was taken with.
+type restoredStart struct {
+	id, rootfs, dir string
+	ep              network.Endpoint
+	limits          runtime.Limits
+	volumes         []store.VolumeMount
+	// held is the token the image's agent answers to; token the one it is
+	// given (held again for a resume), with env.
+	held, token string
+	env         map[string]string
+}
+
+// startRestored restores st at the urgent CPU share (someone waits for
+// it), then sends its agent Init: st.token and st.env, and its resolver
+// and trust store pointed at this node's egress gateway on the sandbox's
+// (new) address. It pushes its undo steps.
+func (s *Service) startRestored(ctx context.Context, st restoredStart, undo *cleanup) (*AgentConn, error) {
+	mounts, err := s.runtimeMounts(ctx, st.volumes)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := s.restoreInto(ctx, st.id, st.rootfs, st.ep, st.limits, mounts, st.dir, st.held, runtime.PriorityUrgent, undo)
+	if err != nil {
+		return nil, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
+		// No default user or workdir: the restored agent keeps its own.
+		AccessToken: st.token, EnvVars: st.env,
+		Nameserver: st.ep.HostIP.String(), CaPem: string(s.cfg.Egress.CAPEM),
+	})); err != nil {
+		agent.Close()
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent init failed")
+	}
+	agent.setToken(st.token)
 	return agent, nil
 }
 
@@ -475,8 +546,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	if storeErr != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
-	s.addLive(&entry{rec: &rec, agent: b.agent, ep: b.ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, req.reserved, req.reserved.useOrZero())
-	s.egressChanged()
+	s.addLive(liveEntry(&rec, b.agent, b.ep), req.reserved, req.reserved.useOrZero())
 	s.log.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	s.log.Debug("sandbox claimed", "sandbox", rec.ID, "check_ms", tChecked.Sub(start).Milliseconds(),
 		"record_ms", tRecord.Sub(tChecked).Milliseconds(), "total_ms", time.Since(start).Milliseconds())

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/tenant"
 )
@@ -160,23 +159,16 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 	created := *rec
 	undo.add("delete record", func() error { return c.svc.store.DeleteSandbox(context.Background(), rec.ID, store.Was(&created)) })
 	undo.add("detach network", func() error { return c.svc.cfg.Links.Detach(ep) })
-	limits := runtime.Limits{CPUs: tmpl.CPU, MemoryMB: tmpl.MemoryMB, DiskMB: tmpl.DiskMB, MaxProcs: tmpl.MaxProcs}
-	mounts, err := c.svc.runtimeMounts(ctx, rec.Volumes)
-	if err != nil {
-		return nil, err
-	}
-	agent, err := c.svc.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, tmpl.AccessToken, runtime.PriorityUrgent, &undo)
-	if err != nil {
-		return nil, err
-	}
-	// The new agent still answers to the old token: give it its own, its
-	// env, and point its resolver at its own gateway address.
+	// The new agent still answers to the old token: it is given its own,
+	// its env, and its resolver is pointed at its own gateway address.
 	token := newToken()
-	if err := c.initRestored(ctx, agent, token, tmpl.Env, ep); err != nil {
-		agent.Close()
+	agent, err := c.svc.startRestored(ctx, restoredStart{
+		id: rec.ID, rootfs: rootfs, dir: dir, ep: ep, limits: recordLimits(tmpl), volumes: rec.Volumes,
+		held: tmpl.AccessToken, token: token, env: tmpl.Env,
+	}, &undo)
+	if err != nil {
 		return nil, err
 	}
-	agent.setToken(token)
 	now := time.Now().UTC()
 	rec.State, rec.AccessToken = store.StateRunning, token
 	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
@@ -188,9 +180,8 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 		agent.Close()
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
-	c.svc.addLive(&entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, q, usageOf(rec.CPU, rec.MemoryMB))
+	c.svc.addLive(liveEntry(rec, agent, ep), q, usageOf(rec.CPU, rec.MemoryMB))
 	r.Done(ctx, rec.ID)
-	c.svc.egressChanged()
 	log.Info("sandbox restored from a running sandbox's image")
 	out := fromRecord(rec)
 	out.AccessToken = token

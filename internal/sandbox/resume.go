@@ -8,13 +8,9 @@ import (
 	"os"
 	"time"
 
-	"connectrpc.com/connect"
-
-	agentv1 "github.com/spacesandbox/space/api/agent/v1"
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/runtime"
 	"github.com/spacesandbox/space/internal/store"
 	"github.com/spacesandbox/space/internal/tenant"
@@ -240,23 +236,18 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	var agent *AgentConn
 	if hasMemory(m) {
-		var mounts []runtime.Mount
-		if mounts, err = c.svc.runtimeMounts(ctx, rec.Volumes); err != nil {
-			return nil, err
-		}
-		// Its owner waits on the resume.
-		agent, err = c.svc.restoreInto(ctx, rec.ID, rootfs, ep, limits, mounts, dir, st.AccessToken, runtime.PriorityUrgent, &undo)
+		// Its own token and env again; the sandbox has a new address, so
+		// its resolver is pointed at its gateway.
+		agent, err = c.svc.startRestored(ctx, restoredStart{
+			id: rec.ID, rootfs: rootfs, dir: dir, ep: ep, limits: limits, volumes: rec.Volumes,
+			held: st.AccessToken, token: st.AccessToken, env: rec.Env,
+		}, &undo)
 		if err != nil {
-			return nil, err
-		}
-		// The sandbox has a new address: point its resolver at its gateway.
-		if err := c.initRestored(ctx, agent, st.AccessToken, rec.Env, ep); err != nil {
-			agent.Close()
 			return nil, err
 		}
 	} else {
 		// Only the disk was kept: a fresh sandbox boots on it.
-		agent, err = c.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
+		agent, err = c.svc.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
 		if err != nil {
 			return nil, err
 		}
@@ -267,9 +258,8 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 		agent.Close()
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
-	c.svc.addLive(&entry{rec: &rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}, q, q.useOrZero())
+	c.svc.addLive(liveEntry(&rec, agent, ep), q, q.useOrZero())
 	r.Done(ctx, id)
-	c.svc.egressChanged()
 	c.svc.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
 	return fromRecord(&rec), nil
@@ -285,50 +275,4 @@ func (c *Checkpoints) checkRestorable(m *checkpoint.Manifest) (string, error) {
 	// The image the sandbox ran on, not the template's current one: a
 	// restored process maps its binaries again by path.
 	return c.svc.imageRoot(m.Template, m.Meta[metaTemplateImage])
-}
-
-// initRestored sends a restored agent Init: token becomes its token (the
-// one it has, for a resume), env its env, and its resolver and trust store
-// point at this node's egress gateway on the sandbox's new address.
-func (c *Checkpoints) initRestored(ctx context.Context, agent *AgentConn, token string, env map[string]string, ep network.Endpoint) error {
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
-		// No default user or workdir: the restored agent keeps its own.
-		AccessToken: token, EnvVars: env,
-		Nameserver: ep.HostIP.String(), CaPem: string(c.svc.cfg.Egress.CAPEM),
-	})); err != nil {
-		return errdefs.Wrap(errdefs.ErrUnavailable, err, "restored sandbox agent init failed")
-	}
-	return nil
-}
-
-// bootOnDisk boots a fresh sandbox rec on the disk image in dir (a pause
-// that kept no memory) and gives its agent what a create's boot and claim
-// would: token, env, the template's user and workdir, resolver and CA. It
-// pushes its undo steps.
-func (c *Checkpoints) bootOnDisk(ctx context.Context, rec *store.Sandbox, token, rootfs string, ep network.Endpoint, limits runtime.Limits, dir string, undo *cleanup) (*AgentConn, error) {
-	agent, err := c.svc.bootAgent(ctx, rec.ID, rootfs, ep, bootSpec{limits: limits, diskImage: dir, state: rec.State, volumes: rec.Volumes}, undo)
-	if err != nil {
-		return nil, err
-	}
-	// The user and workdir are the template's, as at the sandbox's create
-	// (the agent's own state is not on its disk: /run is a tmpfs).
-	user, workdir := "user", ""
-	if img, err := c.svc.cfg.Templates.Resolve(ctx, rec.Template); err == nil {
-		user, workdir = defaultUser(img), img.Workdir
-	} else {
-		c.svc.log.Warn("template of a sandbox rebooted on its disk not found; default user and workdir", "sandbox", rec.ID, "template", rec.Template, "err", err)
-	}
-	ictx, cancel := context.WithTimeout(ctx, c.svc.cfg.AgentBootTimeout)
-	defer cancel()
-	if _, err := agent.Agent.Init(ictx, connect.NewRequest(&agentv1.InitRequest{
-		AccessToken: token, EnvVars: rec.Env, DefaultUser: user, DefaultWorkdir: workdir,
-		Nameserver: ep.HostIP.String(), CaPem: string(c.svc.cfg.Egress.CAPEM),
-	})); err != nil {
-		agent.Close()
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "the sandbox booted on its saved disk, but its agent init failed")
-	}
-	agent.setToken(token)
-	return agent, nil
 }

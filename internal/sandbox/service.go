@@ -445,21 +445,32 @@ func (s *Service) liveEntries() []*entry {
 	return out
 }
 
+// liveEntry is the entry of a sandbox that runs as rec from now on,
+// counted against its tenant.
+func liveEntry(rec *store.Sandbox, agent *AgentConn, ep network.Endpoint) *entry {
+	return &entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
+}
+
 // addLive makes e a live sandbox and moves part of q into it under the
-// same hold of s.mu, so the tenant's usage counts it exactly once.
+// same hold of s.mu, so the tenant's usage counts it exactly once; then
+// the egress gateway is told (it serves live sandboxes only).
 func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
 	s.mu.Lock()
 	s.live[e.rec.ID] = e.published()
 	s.attachRest(e, false, "")
 	s.consumeLocked(q, part)
 	s.mu.Unlock()
+	s.egressChanged()
 }
 
-// dropLive forgets live sandbox id.
+// dropLive forgets live sandbox id and tells the egress gateway, not at
+// once: the caller may hold the entry's lock, and the gateway's watcher
+// reads every entry.
 func (s *Service) dropLive(id string) {
 	s.mu.Lock()
 	delete(s.live, id)
 	s.mu.Unlock()
+	go s.egressChanged()
 }
 
 // liveEntry is any live sandbox.
@@ -665,7 +676,6 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	}
 	e.setRec(&updated)
 	s.dropLive(id)
-	go s.egressChanged() // not under e.mu: it reads every entry
 	e.agent.Close()
 	s.metrics.ended(state, reason)
 	s.log.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
