@@ -78,7 +78,7 @@ func (v *vncServer) dial(ctx context.Context) (net.Conn, error) {
 			return nil, fmt.Errorf("%w: the VNC server exited", errNoDisplay)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("the VNC server does not listen on %s: %w", v.addr, err)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond): // a refused connect on loopback is cheap
 		}
 	}
 }
