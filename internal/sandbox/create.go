@@ -546,7 +546,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	if storeErr != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
-	s.addLive(liveEntry(&rec, b.agent, b.ep), req.reserved, req.reserved.useOrZero())
+	s.addLive(newLiveEntry(&rec, b.agent, b.ep), req.reserved, req.reserved.useOrZero())
 	s.log.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	s.log.Debug("sandbox claimed", "sandbox", rec.ID, "check_ms", tChecked.Sub(start).Milliseconds(),
 		"record_ms", tRecord.Sub(tChecked).Milliseconds(), "total_ms", time.Since(start).Milliseconds())

@@ -180,7 +180,7 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 		agent.Close()
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
-	c.svc.addLive(liveEntry(rec, agent, ep), q, usageOf(rec.CPU, rec.MemoryMB))
+	c.svc.addLive(newLiveEntry(rec, agent, ep), q, usageOf(rec.CPU, rec.MemoryMB))
 	r.Done(ctx, rec.ID)
 	log.Info("sandbox restored from a running sandbox's image")
 	out := fromRecord(rec)

@@ -258,7 +258,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 		agent.Close()
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
-	c.svc.addLive(liveEntry(&rec, agent, ep), q, q.useOrZero())
+	c.svc.addLive(newLiveEntry(&rec, agent, ep), q, q.useOrZero())
 	r.Done(ctx, id)
 	c.svc.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())

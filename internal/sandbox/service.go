@@ -445,9 +445,9 @@ func (s *Service) liveEntries() []*entry {
 	return out
 }
 
-// liveEntry is the entry of a sandbox that runs as rec from now on,
+// newLiveEntry is the entry of a sandbox that runs as rec from now on,
 // counted against its tenant.
-func liveEntry(rec *store.Sandbox, agent *AgentConn, ep network.Endpoint) *entry {
+func newLiveEntry(rec *store.Sandbox, agent *AgentConn, ep network.Endpoint) *entry {
 	return &entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
 }
 
