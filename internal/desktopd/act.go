@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jezek/xgb/damage"
-	"github.com/jezek/xgb/xtest"
 
 	"github.com/spacesandbox/space/internal/computeruse"
 )
@@ -184,23 +183,22 @@ func sleep(ctx context.Context, seconds float64) error {
 // after it, and a click answers without waiting for the programs the
 // release wakes (xfdesktop redraws on both).
 func (d *display) click(button byte, n int) (*computeruse.Point, error) {
-	for i := range n {
-		if i < n-1 {
-			if err := d.fake(buttonPress, button, 0, 0); err != nil {
-				return nil, err
-			}
-			d.fake(buttonRelease, button, 0, 0)
-			continue
-		}
-		xtest.FakeInput(d.conn, buttonPress, button, 0, d.root, 0, 0, 0)
-		p, err := d.cursor()
-		if err != nil {
+	if n == 0 {
+		return nil, nil // no click (a scroll of 0): the caller reads the cursor
+	}
+	for range n - 1 {
+		if err := d.fake(buttonPress, button, 0, 0); err != nil {
 			return nil, err
 		}
-		d.fake(buttonRelease, button, 0, 0)
-		return &p, nil
+		d.send(buttonRelease, button, 0, 0)
 	}
-	return nil, nil // no click (a scroll of 0): the caller reads the cursor
+	d.send(buttonPress, button, 0, 0)
+	p, err := d.cursor()
+	if err != nil {
+		return nil, err
+	}
+	d.send(buttonRelease, button, 0, 0)
+	return &p, nil
 }
 
 // keys presses (in order) or releases (in reverse) ks. A keysym on its

@@ -205,10 +205,15 @@ func (d *display) keycode(k computeruse.Keysym) (keyAt, error) {
 // and the QueryPointer that ends an action sees all of it done.
 func (d *display) fake(typ byte, detail byte, x, y int) error {
 	if typ != buttonPress {
-		xtest.FakeInput(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0)
+		d.send(typ, detail, x, y)
 		return nil
 	}
 	return xtest.FakeInputChecked(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0).Check()
+}
+
+// send sends one input event without waiting for the server.
+func (d *display) send(typ byte, detail byte, x, y int) {
+	xtest.FakeInput(d.conn, typ, detail, 0, d.root, int16(x), int16(y), 0)
 }
 
 // drain reads c's events until it closes: every client gets MappingNotify
