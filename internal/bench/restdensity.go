@@ -44,7 +44,7 @@ func restDensity(ctx context.Context, c *client.Client, n, busy int, logf func(s
 	var busyIDs []string
 	defer func() { killAll(context.WithoutCancel(ctx), c, busyIDs) }()
 	for range busy {
-		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 3600, IdleFreezeSeconds: -1})
+		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{TimeoutSeconds: 6 * 3600, IdleFreezeSeconds: -1, IdleHibernateSeconds: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -57,22 +57,11 @@ func restDensity(ctx context.Context, c *client.Client, n, busy int, logf func(s
 	}
 	bytes0, n0 := metricValue(ctx, c, "space_sandbox_hibernate_bytes_total"), metricValue(ctx, c, "space_sandbox_hibernate_seconds_count")
 	start := time.Now()
-	logf("rest-density: making %d sandboxes that hibernate after 2 s", n)
-	ids, err := hold(ctx, c, n)
+	logf("rest-density: making %d sandboxes that hibernate after 2 s, at most %d awake at once", n, holdAwake)
+	ids, err := holdHibernated(ctx, c, n, logf)
 	defer func() { killAll(context.WithoutCancel(ctx), c, ids) }()
 	if err != nil {
 		return nil, fmt.Errorf("held %d of %d: %w", len(ids), n, err)
-	}
-	for _, id := range ids {
-		if _, err := c.SetIdleDelays(ctx, id, 1, 2); err != nil {
-			return nil, err
-		}
-	}
-
-	for _, id := range ids {
-		if err := waitRest(ctx, c, id, client.RestHibernated, 10*time.Minute); err != nil {
-			return nil, err
-		}
 	}
 	f.HoldSeconds = round2(time.Since(start).Seconds())
 	if k := metricValue(ctx, c, "space_sandbox_hibernate_seconds_count") - n0; k > 0 {
@@ -143,4 +132,74 @@ func restDensity(ctx context.Context, c *client.Client, n, busy int, logf func(s
 	f.BusyExecP50, f.BusyExecP99 = execs.Percentile(50), execs.Percentile(99)
 	mu.Unlock()
 	return f, nil
+}
+
+// holdAwake bounds the held sandboxes not yet hibernated: a node holds
+// 10,000 hibernated ones but only about a thousand awake.
+const holdAwake = 48
+
+// holdHibernated makes n cold sandboxes that hibernate 2 s after their
+// create (4 creates at a time, at most holdAwake awake at once) and
+// returns those that did, in order. Their timeout outlasts a hold of
+// 10,000 (about an hour on 2 cores).
+func holdHibernated(ctx context.Context, c *client.Client, n int, logf func(string, ...any)) ([]string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		awake   = make(chan struct{}, holdAwake)
+		made    = make(chan string, holdAwake)
+		next    = make(chan struct{})
+		workers sync.WaitGroup
+	)
+	noPool := false
+	for range 4 {
+		workers.Go(func() {
+			for range next {
+				sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{
+					TimeoutSeconds: 6 * 3600, Pool: &noPool, IdleFreezeSeconds: 1, IdleHibernateSeconds: 2,
+				})
+				if err != nil {
+					cancel(fmt.Errorf("create: %w", err))
+					<-awake
+					continue
+				}
+				made <- sb.ID
+			}
+		})
+	}
+	go func() {
+		defer close(made)
+		defer workers.Wait()
+		defer close(next)
+		for range n {
+			select {
+			case awake <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case next <- struct{}{}:
+			case <-ctx.Done():
+				<-awake
+				return
+			}
+		}
+	}()
+	var ids []string
+	start := time.Now()
+	for id := range made {
+		ids = append(ids, id)
+		if err := waitRest(ctx, c, id, client.RestHibernated, 10*time.Minute); err != nil {
+			cancel(err)
+			continue
+		}
+		<-awake
+		if k := len(ids); k%250 == 0 {
+			logf("rest-density: %d hibernated in %s (%.1f/s)", k, time.Since(start).Round(time.Second), float64(k)/time.Since(start).Seconds())
+		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		return ids, err
+	}
+	return ids, nil
 }
