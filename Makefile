@@ -11,6 +11,7 @@ build:
 	mkdir -p bin
 	$(GO) build -o bin/spaced ./cmd/spaced
 	$(GO) build -o bin/space ./cmd/space
+	scripts/build-spawn-helper.sh
 	CGO_ENABLED=0 $(GO) build -o bin/space-agent ./cmd/space-agent
 	CGO_ENABLED=0 $(GO) build -o bin/space-interpreter ./cmd/space-interpreter
 	CGO_ENABLED=0 $(GO) build -o bin/space-mcp-gateway ./cmd/space-mcp-gateway

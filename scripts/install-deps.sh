@@ -49,6 +49,7 @@ SERVE_PACKAGES=(
   util-linux e2fsprogs                  # mount/losetup/flock, mkfs.ext4
   file                                  # static-binary check below
   libnss-myhostname                     # <port>-<id>.localhost names resolve to loopback (docs/e2b.md)
+  musl-tools                            # builds space-spawn, the agent's static process starter
 )
 # What building the code interpreter's template needs besides (run.sh's
 # background build; fetch-wheels.sh's pip; npm is added below).

@@ -78,8 +78,10 @@ build_binaries() {
   # standard library), beside it.
   go build -o bin/ ./cmd/spaced ./cmd/space &
   local host=$!
-  CGO_ENABLED=0 go build -trimpath -o bin/space-agent ./cmd/space-agent
-  CGO_ENABLED=0 go build -o bin/space-interpreter ./cmd/space-interpreter
+  # The agent embeds space-spawn, so it is built first.
+  "$ROOT/scripts/build-spawn-helper.sh" &&
+    CGO_ENABLED=0 go build -trimpath -o bin/space-agent ./cmd/space-agent &&
+    CGO_ENABLED=0 go build -o bin/space-interpreter ./cmd/space-interpreter || { wait "$host"; return 1; }
   wait "$host"
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/spacesandbox/space/api/envd/process/processconnect"
 	"github.com/spacesandbox/space/internal/agent/files"
 	"github.com/spacesandbox/space/internal/agent/process"
+	"github.com/spacesandbox/space/internal/agent/spawner"
 )
 
 // Version is the agent's version, set at build time with -ldflags -X.
@@ -60,6 +61,7 @@ type Server struct {
 	state   *stateStore
 	procs   *process.Service
 	fs      *files.Service
+	spawner *spawner.Spawner
 	journal *journal
 	handler http.Handler
 	// warm starts the process warm-up once, after the first Init: not
@@ -94,7 +96,8 @@ func New(cfg Config) (*Server, error) {
 		log.Warn("no access token: every request but /health will be refused", "env", TokenEnv)
 	}
 	s := &Server{cfg: cfg, log: log, state: st, journal: jr}
-	s.procs = process.NewService(process.NewManager(process.Options{BufferBytes: cfg.ProcessBufferBytes, Logger: log}), st.defaults)
+	s.spawner = spawner.New(spawner.Embedded(), log)
+	s.procs = process.NewService(process.NewManager(process.Options{BufferBytes: cfg.ProcessBufferBytes, Logger: log, Spawner: s.spawner}), st.defaults)
 	s.fs = files.NewService(st.defaults, log)
 
 	mux := http.NewServeMux()
@@ -125,8 +128,11 @@ func (s *Server) recovered(_ context.Context, spec connect.Spec, _ http.Header, 
 // Handler is the agent's whole HTTP surface.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close releases watchers.
-func (s *Server) Close() { s.fs.Close() }
+// Close releases watchers and the spawn helper.
+func (s *Server) Close() {
+	s.fs.Close()
+	s.spawner.Close()
+}
 
 // Run serves the agent until ctx is done.
 func Run(ctx context.Context, cfg Config) error {

@@ -94,6 +94,7 @@ func buildAll() (string, error) {
 		// -trimpath: the same source gives the same agent (and base image name)
 		// from any checkout, so suites run from two checkouts do not flip the
 		// shared base template's current image under each other.
+		{nil, []string{"scripts/build-spawn-helper.sh"}}, // embedded by the agent
 		{[]string{"CGO_ENABLED=0"}, []string{"go", "build", "-trimpath", "-o", agent, "./cmd/space-agent"}},
 		{nil, []string{"scripts/build-template.sh", "--out", testenv.TemplatesDir(), "--agent", agent}},
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spacesandbox/space/api/envd/process"
+	"github.com/spacesandbox/space/internal/agent/spawner"
 	"github.com/spacesandbox/space/internal/agent/users"
 )
 
@@ -37,6 +38,8 @@ type Options struct {
 	// MaxExited bounds the exited processes kept (512).
 	MaxExited int
 	Logger    *slog.Logger
+	// Spawner starts the processes (nil: os/exec).
+	Spawner *spawner.Spawner
 }
 
 // Manager is the registry of processes.
@@ -157,28 +160,26 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := &exec.Cmd{
+	attr := spawner.Attr{
 		Path: path,
 		Args: append([]string{spec.Config.GetCmd()}, spec.Config.GetArgs()...),
 		Env:  spec.Env,
 		Dir:  spec.Dir,
 	}
-	attr := &syscall.SysProcAttr{}
 	if os.Getuid() == 0 && spec.User != nil {
-		attr.Credential = &syscall.Credential{Uid: spec.User.UID, Gid: spec.User.GID, Groups: spec.User.Groups}
+		attr.Cred = &syscall.Credential{Uid: spec.User.UID, Gid: spec.User.GID, Groups: spec.User.Groups}
 	} else if spec.User != nil && spec.User.UID != uint32(os.Getuid()) {
 		return nil, fmt.Errorf("%w: cannot run as %s without root", ErrInvalid, spec.User.Name)
 	}
-	cmd.SysProcAttr = attr
 
-	p := &Proc{tag: spec.Tag, config: spec.Config, cmd: cmd, buf: newBuffer(m.opts.BufferBytes), done: make(chan struct{}), hidden: spec.Hidden}
+	p := &Proc{tag: spec.Tag, config: spec.Config, buf: newBuffer(m.opts.BufferBytes), done: make(chan struct{}), hidden: spec.Hidden}
 	var readers []*os.File
 	var pumps sync.WaitGroup
 	// Between the fork and the registration the child is not yet known as
 	// ours; the orphan reaper must not take its exit status meanwhile.
 	startMu.RLock()
 	if spec.PTY != nil {
-		master, err := startPTY(cmd, spec)
+		master, err := m.startPTY(attr, spec, p)
 		if err != nil {
 			startMu.RUnlock()
 			return nil, err
@@ -190,7 +191,7 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 		pumps.Add(1)
 		go func() { defer pumps.Done(); p.pump(master, ptyData) }()
 	} else {
-		files, err := startPipes(cmd, spec, p)
+		files, err := m.startPipes(attr, spec, p)
 		if err != nil {
 			startMu.RUnlock()
 			return nil, err
@@ -218,7 +219,7 @@ func (m *Manager) Start(spec Spec) (*Proc, error) {
 
 // register buffers the start event and makes the process reachable.
 func (p *Proc) register(m *Manager) {
-	p.pid = uint32(p.cmd.Process.Pid)
+	p.pid = uint32(p.process.Pid)
 	p.buf.add(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: p.pid}}}, 0)
 	if p.hidden {
 		return
@@ -228,8 +229,8 @@ func (p *Proc) register(m *Manager) {
 	m.mu.Unlock()
 }
 
-func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
-	cmd.SysProcAttr.Setpgid = true
+func (m *Manager) startPipes(attr spawner.Attr, spec Spec, p *Proc) ([]*os.File, error) {
+	attr.Setpgid = true
 	outR, outW, err := pipe(true)
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -239,19 +240,19 @@ func startPipes(cmd *exec.Cmd, spec Spec, p *Proc) ([]*os.File, error) {
 		closeAll(outR, outW)
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	attr.Files[1], attr.Files[2] = outW, errW
 	var inR, inW *os.File
 	if spec.Stdin {
 		if inW, inR, err = pipe(false); err != nil {
 			closeAll(outR, outW, errR, errW)
 			return nil, fmt.Errorf("stdin pipe: %w", err)
 		}
-		cmd.Stdin = inR
-	} else if cmd.Stdin, err = devNull(); err != nil {
+		attr.Files[0] = inR
+	} else if attr.Files[0], err = devNull(); err != nil {
 		closeAll(outR, outW, errR, errW)
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if p.process, err = m.opts.Spawner.Start(attr); err != nil {
 		closeAll(outR, outW, errR, errW, inR, inW)
 		return nil, startError(spec.Config.GetCmd(), err)
 	}
@@ -302,7 +303,7 @@ func devNull() (*os.File, error) {
 	return devNullFile.f, nil
 }
 
-func startPTY(cmd *exec.Cmd, spec Spec) (*os.File, error) {
+func (m *Manager) startPTY(attr spawner.Attr, spec Spec, p *Proc) (*os.File, error) {
 	master, tty, err := pty.Open()
 	if err != nil {
 		return nil, fmt.Errorf("open pty: %w", err)
@@ -319,11 +320,10 @@ func startPTY(cmd *exec.Cmd, spec Spec) (*os.File, error) {
 		master.Close()
 		return nil, fmt.Errorf("set pty size: %w", err)
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr.Setsid = true
-	cmd.SysProcAttr.Setctty = true
-	cmd.SysProcAttr.Ctty = 0 // the child's fd 0
-	if err := cmd.Start(); err != nil {
+	attr.Files = [3]*os.File{tty, tty, tty}
+	attr.Setsid = true
+	attr.Setctty = true // on the child's fd 0
+	if p.process, err = m.opts.Spawner.Start(attr); err != nil {
 		master.Close()
 		return nil, startError(spec.Config.GetCmd(), err)
 	}

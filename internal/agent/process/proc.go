@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -30,12 +29,12 @@ var (
 
 // Proc is a process started by the Manager, running or recently exited.
 type Proc struct {
-	pid    uint32
-	tag    *string
-	key    string // idempotency key (Spec.Key), under the Manager's mu
-	config *process.ProcessConfig
-	cmd    *exec.Cmd
-	buf    *buffer
+	pid     uint32
+	tag     *string
+	key     string // idempotency key (Spec.Key), under the Manager's mu
+	config  *process.ProcessConfig
+	process *os.Process
+	buf     *buffer
 
 	writeMu sync.Mutex // serialises writes to stdin / the pty
 	mu      sync.Mutex
@@ -231,11 +230,11 @@ func (p *Proc) pump(r *os.File, wrap func([]byte) *process.ProcessEvent_DataEven
 // wait reaps the process, runs reaped (the orphans it may have hidden),
 // drains its output and buffers the end event.
 func (p *Proc) wait(readers []*os.File, pumps *sync.WaitGroup, reaped func(), onExit func(*Proc)) {
-	err := p.cmd.Wait()
+	state, err := p.process.Wait()
 	reaped()
 	drain(readers, pumps)
 
-	end := endEvent(p.cmd.ProcessState, err)
+	end := endEvent(state, err)
 	p.mu.Lock()
 	p.end = end
 	p.exited = true

@@ -1,0 +1,258 @@
+package spawner
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/creack/pty"
+
+	"github.com/spacesandbox/space/internal/testenv"
+)
+
+// helperBinary compiles space-spawn from its source, as the build does.
+func helperBinary(t *testing.T) []byte {
+	t.Helper()
+	testenv.NeedCommand(t, "musl-gcc")
+	out := filepath.Join(t.TempDir(), "space-spawn")
+	cmd := exec.Command("musl-gcc", "-Os", "-static", "-s", "-Wall", "-Wextra", "-Werror", "-o", out, "helper/space-spawn.c")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compile space-spawn: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// spawners are the two ways a start goes: the helper, and os/exec.
+func spawners(t *testing.T) map[string]*Spawner {
+	helped := New(helperBinary(t), slog.New(slog.DiscardHandler))
+	t.Cleanup(helped.Close)
+	return map[string]*Spawner{"helper": helped, "os/exec": New(nil, nil)}
+}
+
+// run starts a with a pipe as stdout and stderr and /dev/null as stdin,
+// and returns what it wrote and how it ended.
+func run(t *testing.T, s *Spawner, a Attr) (string, *os.ProcessState, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	a.Files = [3]*os.File{null, w, w}
+	p, err := s.Start(a)
+	w.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	out, _ := io.ReadAll(r)
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), st, nil
+}
+
+func sh(script string, args ...string) Attr {
+	return Attr{Path: "/bin/sh", Args: append([]string{"sh", "-c", script}, args...), Env: []string{"FOO=bar", "PATH=/usr/bin:/bin"}}
+}
+
+// TestSameAsOSExec runs the same starts through the helper and through
+// os/exec and wants the same output, status or error from both.
+func TestSameAsOSExec(t *testing.T) {
+	t.Setenv("SPAWNER_TEST_VAR", "inherited")
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		attr Attr
+		want string // output; "" with wantErr
+		code int
+		err  string // the error both give
+		// asExec: the output is os/exec's (descriptors the test process
+		// inherited are passed on by both)
+		asExec bool
+	}{
+		{name: "args, env and dir", attr: func() Attr {
+			a := sh(`echo "$0 $1 $FOO $(pwd)"`, "x", "y")
+			a.Dir = dir
+			return a
+		}(), want: "x y bar " + dir + "\n"},
+		{name: "only the environment given", attr: sh(`env | sort`), want: "FOO=bar\nPATH=/usr/bin:/bin\nPWD=" + mustGetwd(t) + "\n"},
+		{name: "nil environment is this process's", attr: func() Attr {
+			a := sh(`echo "$SPAWNER_TEST_VAR"`)
+			a.Env = nil
+			return a
+		}(), want: "inherited\n"},
+		{name: "exit status", attr: sh(`echo out; echo err >&2; exit 3`), want: "out\nerr\n", code: 3},
+		{name: "no descriptor but what os/exec passes", attr: sh(`cd /proc/self/fd && echo *`), asExec: true},
+		{name: "own process group", attr: func() Attr {
+			a := sh(`read -r _ _ _ _ pgid _ < /proc/$$/stat; [ "$pgid" = "$$" ] && echo leader`)
+			a.Setpgid = true
+			return a
+		}(), want: "leader\n"},
+		{name: "no signal blocked or ignored", attr: sh(`grep -E '^Sig(Blk|Ign)' /proc/$$/status`), want: "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"},
+		{name: "missing program", attr: Attr{Path: "/nonexistent/prog", Args: []string{"prog"}}, err: "fork/exec /nonexistent/prog: no such file or directory"},
+		{name: "not executable", attr: Attr{Path: "/etc/passwd", Args: []string{"passwd"}}, err: "fork/exec /etc/passwd: permission denied"},
+		{name: "missing directory", attr: func() Attr {
+			a := sh(`true`)
+			a.Dir = "/nonexistent/dir"
+			return a
+		}(), err: "fork/exec /bin/sh: no such file or directory"},
+		{name: "request too large for the helper", attr: sh(`echo ${#BIG}`, strings.Repeat("a", 10)), want: "70000\n"},
+	}
+	cases[len(cases)-1].attr.Env = append(cases[len(cases)-1].attr.Env, "BIG="+strings.Repeat("b", 70000))
+	for mode, s := range spawners(t) {
+		for _, c := range cases {
+			t.Run(mode+"/"+c.name, func(t *testing.T) {
+				if c.asExec {
+					out, _, err := run(t, New(nil, nil), c.attr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.want = out
+				}
+				out, st, err := run(t, s, c.attr)
+				if c.err != "" {
+					if err == nil || err.Error() != c.err {
+						t.Fatalf("error %v, want %q", err, c.err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out != c.want || st.ExitCode() != c.code {
+					t.Fatalf("got %q (exit %d), want %q (exit %d)", out, st.ExitCode(), c.want, c.code)
+				}
+			})
+		}
+	}
+}
+
+func mustGetwd(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}
+
+// TestTerminal starts a shell in a new session with a pty as its
+// controlling terminal.
+func TestTerminal(t *testing.T) {
+	for mode, s := range spawners(t) {
+		t.Run(mode, func(t *testing.T) {
+			master, tty, err := pty.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer master.Close()
+			a := sh(`tty; read -r _ _ _ _ _ sid _ < /proc/$$/stat; [ "$sid" = "$$" ] && echo session`)
+			a.Files = [3]*os.File{tty, tty, tty}
+			a.Setsid, a.Setctty = true, true
+			p, err := s.Start(a)
+			tty.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			_, _ = io.Copy(&out, master) // EIO once the shell is gone
+			if _, err := p.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tty.Name()) || !strings.Contains(out.String(), "session") {
+				t.Fatalf("output %q, want %s and session", out.String(), tty.Name())
+			}
+		})
+	}
+}
+
+// TestCredentials starts a process as another user and group.
+func TestCredentials(t *testing.T) {
+	testenv.NeedRoot(t, "starting a process as another user")
+	for mode, s := range spawners(t) {
+		t.Run(mode, func(t *testing.T) {
+			a := sh(`echo $(id -u) $(id -g) $(id -G)`)
+			a.Cred = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{65534, 100}}
+			out, _, err := run(t, s, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != "65534 65534 65534 100\n" {
+				t.Fatalf("got %q", out)
+			}
+		})
+	}
+}
+
+// TestHelperKilled: a start after the helper died goes through a new one.
+func TestHelperKilled(t *testing.T) {
+	s := New(helperBinary(t), slog.New(slog.DiscardHandler))
+	defer s.Close()
+	for i := range 3 {
+		if out, _, err := run(t, s, sh(`echo $0`, "ok")); err != nil || out != "ok\n" {
+			t.Fatalf("start %d: %q, %v", i, out, err)
+		}
+		s.mu.Lock()
+		helper := s.proc
+		s.mu.Unlock()
+		if helper == nil {
+			t.Fatalf("start %d did not go through the helper", i)
+		}
+		if err := helper.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = helper.Wait()
+	}
+}
+
+// TestHelperRunsFromMemfd: the helper's executable is nowhere in the
+// file system.
+func TestHelperRunsFromMemfd(t *testing.T) {
+	s := New(helperBinary(t), slog.New(slog.DiscardHandler))
+	defer s.Close()
+	if _, _, err := run(t, s, sh(`true`)); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(s.proc.Pid) + "/exe")
+	if err != nil || !strings.HasPrefix(exe, "/memfd:space-spawn") {
+		t.Fatalf("exe %q, %v: want the memfd", exe, err)
+	}
+}
+
+// TestEmbedded: the build embeds the helper for this architecture.
+func TestEmbedded(t *testing.T) {
+	if Embedded() == nil {
+		testenv.Skipf(t, "no space-spawn-%s embedded: run scripts/build-spawn-helper.sh before the build", runtime.GOARCH)
+	}
+}
+
+// TestErrorsAreOSExecs: startError in the process manager tells a missing
+// program by errors.Is, for both ways.
+func TestErrorsAreOSExecs(t *testing.T) {
+	for mode, s := range spawners(t) {
+		_, _, err := run(t, s, Attr{Path: "/nonexistent", Args: []string{"x"}})
+		var pe *fs.PathError
+		if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) {
+			t.Fatalf("%s: %v is not a PathError of ErrNotExist", mode, err)
+		}
+	}
+}
