@@ -105,6 +105,13 @@ func kernelAttempts() []attempt {
 			control: "process_vm_readv reads a known buffer of the caller's own child", py: "kernel.vm_rw", args: map[string]any{"nr": 311}, check: refusedWith("err", "EPERM")},
 		{id: "kernel-pidfd-getfd-agent", desc: "steal the agent's file descriptors (its listening socket) with pidfd_getfd", stops: noCap + " (CAP_SYS_PTRACE) (EPERM)",
 			control: "pidfd_getfd takes a descriptor of the caller's own child", py: "kernel.pidfd_getfd_agent", check: all(equals("pidfd_open", ""), refusedWith("err", "EPERM"))},
+		// space-spawn, the agent's process starter (internal/agent/spawner):
+		// root, it holds the environments of the processes it starts and a
+		// socket that starts processes as any user.
+		{id: "kernel-ptrace-spawner", family: "kernel-ptrace", desc: "PTRACE_ATTACH as root to space-spawn, the agent's process starter", stops: noCap + " (CAP_SYS_PTRACE); space-spawn is not dumpable (EPERM)",
+			control: ptraceCtl, py: "kernel.ptrace", args: map[string]any{"target": "space-spawn"}, check: refusedWith("err", "EPERM")},
+		{id: "kernel-pidfd-getfd-spawner", desc: "take space-spawn's socket (which starts processes as any user) with pidfd_getfd", stops: noCap + " (CAP_SYS_PTRACE) (EPERM)",
+			control: "pidfd_getfd takes a descriptor of the caller's own child", py: "kernel.pidfd_getfd_agent", args: map[string]any{"target": "space-spawn"}, check: all(equals("pidfd_open", ""), refusedWith("err", "EPERM"))},
 		{id: "kernel-kcmp-agent", desc: "compare kernel objects with the agent (kcmp)", stops: "gVisor refuses kcmp outright (EPERM, even on the caller itself)", py: "kernel.kcmp_agent", check: refusedWith("err", "EPERM", "ENOSYS")},
 		{id: "kernel-process-madvise-agent", desc: "process_madvise on the agent's memory", stops: notImpl + " (ENOSYS)", py: "kernel.process_madvise_agent", check: refusedWith("err", "ENOSYS", "EPERM")},
 		{id: "kernel-move-pages-agent", desc: "move_pages and migrate_pages of the agent", stops: noCap + " (CAP_SYS_NICE) (EPERM)", py: "kernel.move_pages_agent", check: allRefusedWith("errs", "EPERM", "ENOSYS")},
@@ -218,6 +225,8 @@ func kernelUserAttempts() []attempt {
 			control: "PTRACE_ATTACH works on the caller's own child", py: "kernel.ptrace", args: map[string]any{"target": "7778"}, check: refusedWith("err", "EPERM")},
 		{id: "kernel-user-kill-agent", desc: "as the default user, SIGKILL and SIGTERM to the agent", stops: "kill permission check: another user (EPERM)",
 			control: "the user signals its own child", py: "kernel.user_kill_agent", check: allRefusedWith("errs", "EPERM")},
+		{id: "kernel-user-kill-spawner", desc: "as the default user, SIGKILL, SIGTERM and SIGHUP to space-spawn, the agent's process starter", stops: "kill permission check: another user (EPERM)",
+			control: "the user signals its own child", py: "kernel.user_kill_agent", args: map[string]any{"target": "space-spawn"}, check: allRefusedWith("errs", "EPERM")},
 		{id: "kernel-user-setuid", desc: "as the default user, setuid(0), setresuid and setgroups", stops: "no CAP_SETUID for the default user (EPERM)",
 			control: "setuid to the user's own uid works", py: "kernel.user_setuid", check: allRefusedWith("errs", "EPERM")},
 		{id: "kernel-user-fuzz", desc: "as the default user, 20000 random system calls with random arguments in throwaway children (one whose call blocks for a second is killed and the next goes on, 8 s in all)", stops: sentryOnly + "; after it the agent lives and a new process runs; guard checks the sandbox and its neighbours",

@@ -69,8 +69,8 @@ def vm_rw(R, nr):
     control(R, "own-child", e or expect(got.value == b"RTCHILD", "read %r from the child" % got.value))
 
 
-def pidfd_getfd_agent(R):
-    pfd, e = sc(434, 1, 0)
+def pidfd_getfd_agent(R, target="agent"):
+    pfd, e = sc(434, 1 if target == "agent" else pid_of(target), 0)
     R["pidfd_open"] = e
     R["err"] = e
     if pfd >= 0:
@@ -504,8 +504,9 @@ def odd_sigreturn(R):
 
 # As the default user.
 
-def user_kill_agent(R):
-    R["errs"] = {s: tryio(os.kill, 1, getattr(signal, s))[1] for s in ("SIGKILL", "SIGTERM", "SIGHUP")}
+def user_kill_agent(R, target="agent"):
+    pid = 1 if target == "agent" else pid_of(target)
+    R["errs"] = {s: tryio(os.kill, pid, getattr(signal, s))[1] for s in ("SIGKILL", "SIGTERM", "SIGHUP")}
     pid, _ = sleeper()
     control(R, "own-child", tryio(os.kill, pid, signal.SIGTERM)[1])
     reap(pid)
