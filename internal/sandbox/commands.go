@@ -161,18 +161,33 @@ func (a *AgentConn) startCommand(ctx context.Context, spec CommandSpec) (*Comman
 	if spec.PTY != nil {
 		start.Pty = &process.PTY{Size: &process.PTY_Size{Cols: spec.PTY.Cols, Rows: spec.PTY.Rows}}
 	}
-	req := connect.NewRequest(&agentv1.ExecRequest{Start: start, TimeoutMs: uint32(spec.Timeout.Milliseconds()), User: spec.User})
-	if spec.Key != "" {
-		req.Header().Set(agentv1.IdempotencyKeyHeader, spec.Key)
+	msg := &agentv1.ExecRequest{Start: start, TimeoutMs: uint32(spec.Timeout.Milliseconds()), User: spec.User}
+	// Every start carries a key (the caller's, or spaced's own): the agent
+	// starts a key's command once, so a start whose connection died before
+	// its first event (a kept-alive connection closed under it) is sent
+	// again, once, and streams the process the first one started if it
+	// did.
+	key := spec.Key
+	if key == "" {
+		key = "spaced-" + newID()
 	}
-	stream, err := a.Agent.Exec(ctx, req)
-	if err != nil {
-		return nil, fromAgent(err)
-	}
-	if !stream.Receive() {
-		err := fromAgent(stream.Err())
+	var stream *connect.ServerStreamForClient[agentv1.ExecEvent]
+	for try := 0; ; try++ {
+		req := connect.NewRequest(msg)
+		req.Header().Set(agentv1.IdempotencyKeyHeader, key)
+		var err error
+		if stream, err = a.Agent.Exec(ctx, req); err != nil {
+			return nil, fromAgent(err)
+		}
+		if stream.Receive() {
+			break
+		}
+		err = stream.Err()
 		stream.Close()
-		if err == nil {
+		if try == 0 && connect.CodeOf(err) == connect.CodeUnavailable && ctx.Err() == nil {
+			continue
+		}
+		if err = fromAgent(err); err == nil {
 			err = errdefs.New(errdefs.ErrUnavailable, "sandbox agent sent no start event")
 		}
 		return nil, err
