@@ -2,7 +2,8 @@
 // images, manifests) by key. Two backends implement Store: a local directory
 // (the default, see fs.go) and S3 (see s3.go). Both record a SHA-256 of every
 // object while it streams in and verify it when it streams out, so corruption
-// at rest or in transit surfaces as ErrChecksum instead of a bad restore.
+// at rest or in transit surfaces as ErrChecksum instead of a bad restore
+// (unless the reader authenticates the bytes itself: GetAuthenticated).
 package blobstore
 
 import (
@@ -24,6 +25,13 @@ type Store interface {
 	// Get opens key. The reader verifies size and SHA-256 at EOF and returns
 	// an error wrapping ErrChecksum instead of io.EOF when they differ.
 	Get(ctx context.Context, key string) (io.ReadCloser, Info, error)
+	// GetAuthenticated opens key for a caller that authenticates every
+	// byte itself, as the AEAD stream of a sealed checkpoint artifact does:
+	// the reader checks the size recorded at Put but not the SHA-256, a
+	// second pass over the bytes (about as much CPU as the decryption and
+	// the write of a restored image together) that proves less than the
+	// AEAD's tags.
+	GetAuthenticated(ctx context.Context, key string) (io.ReadCloser, Info, error)
 	// Stat describes key without reading it.
 	Stat(ctx context.Context, key string) (Info, error)
 	// Delete removes key; a missing key is not an error.

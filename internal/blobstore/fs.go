@@ -108,6 +108,23 @@ func (s *FS) Put(ctx context.Context, key string, r io.Reader, size int64) (Info
 
 // Get opens key; see Store.Get for the verification at EOF.
 func (s *FS) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+	f, info, err := s.open(key)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return newVerifyingReader(f, key, info.Size, info.SHA256), info, nil
+}
+
+// GetAuthenticated opens key; see Store.GetAuthenticated.
+func (s *FS) GetAuthenticated(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+	f, info, err := s.open(key)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return newSizeCheckingReader(f, key, info.Size), info, nil
+}
+
+func (s *FS) open(key string) (*os.File, Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, Info{}, err
 	}
@@ -120,7 +137,7 @@ func (s *FS) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 		f.Close()
 		return nil, Info{}, err
 	}
-	return newVerifyingReader(f, key, info.Size, info.SHA256), info, nil
+	return f, info, nil
 }
 
 // Stat describes key.

@@ -229,6 +229,23 @@ func (s *S3) removeStaging(ctx context.Context, staging string) {
 
 // Get opens key; see Store.Get for the verification at EOF.
 func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+	body, info, err := s.open(ctx, key)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return newVerifyingReader(body, key, info.Size, info.SHA256), info, nil
+}
+
+// GetAuthenticated opens key; see Store.GetAuthenticated.
+func (s *S3) GetAuthenticated(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+	body, info, err := s.open(ctx, key)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return newSizeCheckingReader(body, key, info.Size), info, nil
+}
+
+func (s *S3) open(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, Info{}, err
 	}
@@ -241,7 +258,7 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 		out.Body.Close()
 		return nil, Info{}, fmt.Errorf("%w: object %q has no recorded sha256", ErrChecksum, key)
 	}
-	return newVerifyingReader(out.Body, key, info.Size, info.SHA256), info, nil
+	return out.Body, info, nil
 }
 
 // Stat describes key.

@@ -225,6 +225,13 @@ func (f *flaky) Get(ctx context.Context, key string) (io.ReadCloser, blobstore.I
 	return f.Store.Get(ctx, key)
 }
 
+func (f *flaky) GetAuthenticated(ctx context.Context, key string) (io.ReadCloser, blobstore.Info, error) {
+	if f.fail() {
+		return nil, blobstore.Info{}, errDown
+	}
+	return f.Store.GetAuthenticated(ctx, key)
+}
+
 func (f *flaky) Stat(ctx context.Context, key string) (blobstore.Info, error) {
 	if f.fail() {
 		return blobstore.Info{}, errDown

@@ -40,6 +40,7 @@ func Run(t *testing.T, b Backend) {
 		{"InvalidKeys", testInvalidKeys},
 		{"SizeMismatch", testSizeMismatch},
 		{"Checksum", testChecksum},
+		{"Authenticated", testAuthenticated},
 		{"CancelMidUpload", testCancel},
 	}
 	for _, tt := range tests {
@@ -204,6 +205,37 @@ func testChecksum(t *testing.T, s blobstore.Store, b Backend) {
 	b.Corrupt(t, s, "sum/k")
 	if _, err := readAll(t, s, "sum/k"); !errors.Is(err, blobstore.ErrChecksum) {
 		t.Fatalf("reading a corrupted object: %v, want ErrChecksum", err)
+	}
+}
+
+// testAuthenticated: GetAuthenticated serves the bytes put and leaves
+// their authentication to the caller (a corrupted object reads through).
+func testAuthenticated(t *testing.T, s blobstore.Store, b Backend) {
+	ctx := context.Background()
+	data := Random(8, 64<<10)
+	put := Put(t, s, "auth/k", data)
+	read := func() ([]byte, blobstore.Info, error) {
+		rc, info, err := s.GetAuthenticated(ctx, "auth/k")
+		if err != nil {
+			t.Fatalf("GetAuthenticated: %v", err)
+		}
+		defer rc.Close()
+		got, err := io.ReadAll(rc)
+		return got, info, err
+	}
+	got, info, err := read()
+	if err != nil || !bytes.Equal(got, data) || info.Size != put.Size || info.SHA256 != put.SHA256 {
+		t.Fatalf("GetAuthenticated = %d bytes, %+v, %v; want the %d bytes put, %+v", len(got), info, err, len(data), put)
+	}
+	b.Corrupt(t, s, "auth/k")
+	if got, _, err = read(); err != nil || bytes.Equal(got, data) || len(got) != len(data) {
+		t.Fatalf("GetAuthenticated of a corrupted object = %d bytes (same as put: %v), %v; want its changed bytes and no error", len(got), bytes.Equal(got, data), err)
+	}
+	if _, _, err := s.GetAuthenticated(ctx, "auth/missing"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("GetAuthenticated of a missing key: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.GetAuthenticated(ctx, "../k"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("GetAuthenticated(../k): %v, want ErrInvalidArgument", err)
 	}
 }
 
