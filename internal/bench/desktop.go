@@ -60,10 +60,10 @@ type DesktopFigures struct {
 	SDKCreateToScreenshotP90 float64 `json:"sdk_create_to_screenshot_p90,omitempty"`
 	// The native API on one idle desktop at 1024x768, sequential calls
 	// agentPause apart.
-	ScreenshotP50          float64 `json:"screenshot_p50"`
-	ScreenshotP90          float64 `json:"screenshot_p90"`
-	ClickP50               float64 `json:"click_p50"`
-	ClickP90               float64 `json:"click_p90"`
+	ScreenshotP50 float64 `json:"screenshot_p50"`
+	ScreenshotP90 float64 `json:"screenshot_p90"`
+	ClickP50      float64 `json:"click_p50"`
+	ClickP90      float64 `json:"click_p90"`
 	// ClickBackToBack: the same clicks with no pause between them (see
 	// agentPause): each waits for what the one before made the desktop
 	// draw.
