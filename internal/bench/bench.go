@@ -374,7 +374,15 @@ func timeToInteractive(ctx context.Context, c *client.Client) (time.Duration, er
 }
 
 // round2 rounds a ratio to two decimals.
-func round2(v float64) float64 { return math.Round(v*100) / 100 }
+// round2 rounds v to two decimals. A ratio of figures not measured (0/0,
+// x/0: a burst of 0, --cold 0) is 0 like the figures, not NaN, which
+// --json cannot encode.
+func round2(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return math.Round(v*100) / 100
+}
 
 // killAll kills ids, eight at a time, and answers what failed.
 func killAll(ctx context.Context, c *client.Client, ids []string) error {

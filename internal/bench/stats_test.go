@@ -26,3 +26,25 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("sub-millisecond rounding = %v", got)
 	}
 }
+
+// TestRound2: ratios round to two decimals, and a ratio of figures that
+// were not measured is 0, which --json can encode.
+func TestRound2(t *testing.T) {
+	zero := 0.0
+	for _, tc := range []struct {
+		name string
+		v    float64
+		want float64
+	}{
+		{"rounds", 1.23456, 1.23},
+		{"0/0", zero / zero, 0},
+		{"x/0", 1 / zero, 0},
+		{"-x/0", -1 / zero, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := round2(tc.v); got != tc.want {
+				t.Errorf("round2(%v) = %v, want %v", tc.v, got, tc.want)
+			}
+		})
+	}
+}
