@@ -112,10 +112,10 @@ type Capabilities struct {
 type Runtime interface {
 	Name() string
 	Capabilities() Capabilities
-	// Create prepares the sandbox without starting its init process.
-	Create(ctx context.Context, spec Spec) error
-	// Start runs the init process of a created sandbox.
-	Start(ctx context.Context, id string) error
+	// Run makes the sandbox and starts its init process, in one step (for
+	// runsc one command, not two: each runsc command is a Go program's start
+	// on the host). A failure leaves nothing of the sandbox behind.
+	Run(ctx context.Context, spec Spec) error
 	// Stop asks the init process to exit and kills the sandbox after grace.
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	// Destroy removes the sandbox and everything it had on the host.

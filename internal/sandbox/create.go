@@ -310,14 +310,17 @@ func (s *Service) bootAgent(ctx context.Context, id, rootfs string, ep network.E
 		Priority:  bootPriority(spec.state),
 		Mounts:    mounts,
 	}
-	if err := s.rt.Create(ctx, rspec); err != nil {
+	start := time.Now()
+	if err := s.rt.Run(ctx, rspec); err != nil {
 		return nil, err
 	}
 	undo.add("destroy runtime", func() error { return s.destroy(id) })
-	if err := s.rt.Start(ctx, id); err != nil {
-		return nil, err
+	running := time.Now()
+	agent, err := s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, bootToken), "sandbox agent did not start")
+	if err == nil {
+		s.log.Debug("sandbox agent answered", "sandbox", id, "run_ms", running.Sub(start).Milliseconds(), "wait_ms", time.Since(running).Milliseconds())
 	}
-	return s.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, bootToken), "sandbox agent did not start")
+	return agent, err
 }
 
 // bootOnDisk boots a fresh sandbox rec on the disk image in dir (a pause

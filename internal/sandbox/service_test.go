@@ -387,13 +387,14 @@ func (w *world) makeCrash(c crash) string {
 			w.t.Fatal(err)
 		}
 	}
-	if c.created {
-		if err := w.rt.Create(ctx, runtime.Spec{ID: id, RootFS: w.root, Netns: ep.NetnsPath, Env: []string{"SPACE_AGENT_TOKEN=" + bootToken}}); err != nil {
+	spec := runtime.Spec{ID: id, RootFS: w.root, Netns: ep.NetnsPath, Env: []string{"SPACE_AGENT_TOKEN=" + bootToken}}
+	switch {
+	case c.started:
+		if err := w.rt.Run(ctx, spec); err != nil {
 			w.t.Fatal(err)
 		}
-	}
-	if c.started {
-		if err := w.rt.Start(ctx, id); err != nil {
+	case c.created:
+		if err := w.rt.CreateOnly(spec); err != nil {
 			w.t.Fatal(err)
 		}
 	}

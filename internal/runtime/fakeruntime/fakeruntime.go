@@ -220,13 +220,48 @@ func (r *Runtime) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{Checkpoint: true, LiveDiskSnapshot: true}
 }
 
-func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
+// Run makes the sandbox (OpCreate) and starts it (OpStart): a failure
+// injected at either step leaves nothing behind, as runsc run's does.
+func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 	r.h.mu.Lock()
-	defer r.h.mu.Unlock()
 	if err := r.begin(OpCreate, spec.ID); err != nil {
+		r.h.mu.Unlock()
 		return err
 	}
+	if err := r.createLocked(spec, nil); err != nil {
+		r.h.mu.Unlock()
+		return err
+	}
+	if err := r.begin(OpStart, spec.ID); err != nil {
+		delete(r.h.boxes, spec.ID)
+		r.h.mu.Unlock()
+		return err
+	}
+	return r.startLocked(spec.ID)
+}
+
+// CreateOnly makes a sandbox that is created and not started, as runsc
+// run cut off between its two steps leaves one (for tests of what a crash
+// leaves behind).
+func (r *Runtime) CreateOnly(spec runtime.Spec) error {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
 	return r.createLocked(spec, nil)
+}
+
+// startLocked makes the sandbox id just made running and runs its Boot
+// hook; a failed one leaves nothing. It unlocks r.h.mu.
+func (r *Runtime) startLocked(id string) error {
+	b := r.h.boxes[id]
+	b.state = runtime.StateRunning
+	r.h.mu.Unlock()
+	if err := r.boot(b); err != nil {
+		r.h.mu.Lock()
+		delete(r.h.boxes, id)
+		r.h.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 func (r *Runtime) createLocked(spec runtime.Spec, from *runtime.Spec) error {
@@ -252,26 +287,6 @@ func (r *Runtime) createLocked(spec runtime.Spec, from *runtime.Spec) error {
 	}
 	r.h.boxes[spec.ID] = &sandbox{spec: spec, state: runtime.StateCreated, from: from, priority: prio, madeAt: prio}
 	return nil
-}
-
-func (r *Runtime) Start(ctx context.Context, id string) error {
-	r.h.mu.Lock()
-	if err := r.begin(OpStart, id); err != nil {
-		r.h.mu.Unlock()
-		return err
-	}
-	b := r.h.boxes[id]
-	if b == nil {
-		r.h.mu.Unlock()
-		return errdefs.New(errdefs.ErrNotFound, "sandbox %s not found", id)
-	}
-	if b.state != runtime.StateCreated {
-		r.h.mu.Unlock()
-		return errdefs.New(errdefs.ErrFailedPrecondition, "sandbox %s is %s, not created", id, b.state)
-	}
-	b.state = runtime.StateRunning
-	r.h.mu.Unlock()
-	return r.boot(b)
 }
 
 // boot runs the Boot hook of a sandbox just made running.
@@ -500,17 +515,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) er
 		r.h.mu.Unlock()
 		return err
 	}
-	b := r.h.boxes[spec.ID]
-	b.state = runtime.StateRunning
-	r.h.mu.Unlock()
-	if err := r.boot(b); err != nil {
-		// A failed restore leaves nothing, as a failed create.
-		r.h.mu.Lock()
-		delete(r.h.boxes, spec.ID)
-		r.h.mu.Unlock()
-		return err
-	}
-	return nil
+	return r.startLocked(spec.ID)
 }
 
 // SnapshotDisk writes a disk image naming the sandbox; the sandbox runs on.

@@ -44,16 +44,20 @@ func TestFailAndKill(t *testing.T) {
 	spec := runtime.Spec{ID: "a", RootFS: t.TempDir()}
 	boom := errors.New("boom")
 	r.FailOnce(fakeruntime.OpCreate, boom)
-	if err := r.Create(ctx, spec); !errors.Is(err, boom) {
-		t.Fatalf("Create = %v, want the injected failure", err)
+	if err := r.Run(ctx, spec); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want the injected failure", err)
 	}
 	if left := r.Leftovers("a"); len(left) > 0 {
 		t.Fatalf("a failed create left %v", left)
 	}
-	if err := r.Create(ctx, spec); err != nil {
-		t.Fatal(err)
+	r.FailOnce(fakeruntime.OpStart, boom)
+	if err := r.Run(ctx, spec); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want the injected failure at its start", err)
 	}
-	if err := r.Start(ctx, "a"); err != nil {
+	if left := r.Leftovers("a"); len(left) > 0 {
+		t.Fatalf("a failed start left %v", left)
+	}
+	if err := r.Run(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	r.Kill("a", "out of memory")

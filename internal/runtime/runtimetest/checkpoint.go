@@ -22,13 +22,10 @@ func runCheckpoint(t *testing.T, h Harness) {
 	ctx := ctxT(t)
 	id := NewID()
 	spec := h.Spec(t, id)
-	if err := r.Create(ctx, spec); err != nil {
-		t.Fatalf("Create: %v", err)
+	if err := r.Run(ctx, spec); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	t.Cleanup(func() { r.Destroy(ctxT(t), id) })
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
 
 	if err := cp.Freeze(ctx, id); err != nil {
 		t.Fatalf("Freeze: %v", err)
@@ -82,12 +79,9 @@ func runCheckpoint(t *testing.T, h Harness) {
 	from := NewID()
 	fspec := h.Spec(t, from)
 	fspec.DiskImage = disk
-	if err := r.Create(ctx, fspec); err != nil {
-		t.Fatalf("Create from a disk snapshot: %v", err)
+	if err := r.Run(ctx, fspec); err != nil {
+		t.Fatalf("Run from a disk snapshot: %v", err)
 	}
 	t.Cleanup(func() { r.Destroy(ctxT(t), from) })
-	if err := r.Start(ctx, from); err != nil {
-		t.Fatalf("Start from a disk snapshot: %v", err)
-	}
 	mustState(t, r, from, runtime.StateRunning)
 }

@@ -76,13 +76,10 @@ func testUsage(t *testing.T, h Harness) {
 	spec := h.Spec(t, busy)
 	spec.Limits.CPUs = 1
 	h.Busy(&spec)
-	if err := r.Create(ctx, spec); err != nil {
+	if err := r.Run(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Destroy(context.Background(), busy) })
-	if err := r.Start(ctx, busy); err != nil {
-		t.Fatal(err)
-	}
 	// Let the busy one write its file and settle.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -155,7 +152,7 @@ func testPriority(t *testing.T, h Harness) {
 		id := NewID()
 		spec := h.Spec(t, id)
 		spec.Priority = prio
-		if err := r.Create(ctx, spec); err != nil {
+		if err := r.Run(ctx, spec); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Destroy(context.Background(), id) })
@@ -169,9 +166,6 @@ func testPriority(t *testing.T, h Harness) {
 		}
 	}
 	for _, id := range []string{background, urgent} {
-		if err := r.Start(ctx, id); err != nil {
-			t.Fatal(err)
-		}
 		if err := p.Foreground(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -200,13 +194,10 @@ func testResize(t *testing.T, h Harness) {
 	id := NewID()
 	spec := h.Spec(t, id)
 	spec.Limits.CPUs = 1
-	if err := r.Create(ctx, spec); err != nil {
+	if err := r.Run(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Destroy(context.Background(), id) })
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatal(err)
-	}
 	if !rs.Resizable(spec.Limits, spec.Limits) {
 		t.Fatalf("Resizable(%+v, itself) = false", spec.Limits)
 	}
@@ -278,13 +269,10 @@ func createStarted(t *testing.T, h Harness, r runtime.Runtime) (string, runtime.
 	id := NewID()
 	ctx := ctxT(t)
 	spec := h.Spec(t, id)
-	if err := r.Create(ctx, spec); err != nil {
-		t.Fatalf("Create: %v", err)
+	if err := r.Run(ctx, spec); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	t.Cleanup(func() { r.Destroy(context.Background(), id) })
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
 	return id, spec
 }
 
@@ -292,18 +280,14 @@ func testLifecycle(t *testing.T, h Harness) {
 	r := h.New(t)
 	ctx := ctxT(t)
 	id := NewID()
-	if err := r.Create(ctx, h.Spec(t, id)); err != nil {
-		t.Fatalf("Create: %v", err)
+	if err := r.Run(ctx, h.Spec(t, id)); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	t.Cleanup(func() { r.Destroy(context.Background(), id) })
-	mustState(t, r, id, runtime.StateCreated)
-	if !listed(t, r, id) {
-		t.Fatal("created sandbox not listed")
-	}
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
 	mustState(t, r, id, runtime.StateRunning)
+	if !listed(t, r, id) {
+		t.Fatal("running sandbox not listed")
+	}
 	if err := r.Stop(ctx, id, 2*time.Second); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -326,9 +310,9 @@ func testDestroyRunning(t *testing.T, h Harness) {
 func testDuplicate(t *testing.T, h Harness) {
 	r := h.New(t)
 	id, spec := createStarted(t, h, r)
-	err := r.Create(ctxT(t), spec)
+	err := r.Run(ctxT(t), spec)
 	if !errors.Is(err, errdefs.ErrAlreadyExists) {
-		t.Fatalf("second Create = %v, want AlreadyExists", err)
+		t.Fatalf("second Run = %v, want AlreadyExists", err)
 	}
 	mustState(t, r, id, runtime.StateRunning)
 }
@@ -338,9 +322,9 @@ func testFailedCreate(t *testing.T, h Harness) {
 	id := NewID()
 	spec := h.Spec(t, id)
 	spec.RootFS = "/nonexistent/rootfs"
-	if err := r.Create(ctxT(t), spec); err == nil {
+	if err := r.Run(ctxT(t), spec); err == nil {
 		r.Destroy(context.Background(), id)
-		t.Fatal("Create with a missing root filesystem succeeded")
+		t.Fatal("Run with a missing root filesystem succeeded")
 	}
 	assertGone(t, h, r, id)
 }
@@ -389,12 +373,9 @@ func testConcurrent(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			ctx := ctxT(t)
-			if err := r.Create(ctx, specs[i]); err != nil {
-				t.Errorf("Create %d: %v", i, err)
+			if err := r.Run(ctx, specs[i]); err != nil {
+				t.Errorf("Run %d: %v", i, err)
 				return
-			}
-			if err := r.Start(ctx, ids[i]); err != nil {
-				t.Errorf("Start %d: %v", i, err)
 			}
 			if err := r.Destroy(ctx, ids[i]); err != nil {
 				t.Errorf("Destroy %d: %v", i, err)
