@@ -24,8 +24,8 @@ func runSoak(cmd *cobra.Command, a *app, cfg bench.SoakConfig, asJSON bool) erro
 	} else {
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintf(w, "soak\t%d cycles, %d at a time, %.1f s, %d errors\n", res.Cycles, res.Concurrency, res.Seconds, res.Errors)
-		fmt.Fprintf(w, "cycles per second\t%.2f (raw runsc create+start+delete at the same concurrency: %s; ratio %s)\n",
-			res.CyclesPerSecond, anchor(res.RawCyclesPerSecond), anchor(res.ChurnRatio))
+		fmt.Fprintf(w, "cycles per second\t%.2f (raw runsc create+start+delete at the same concurrency: %s; ratio %s; raw runsc run+delete: %s; ratio %s)\n",
+			res.CyclesPerSecond, anchor(res.RawCyclesPerSecond), anchor(res.ChurnRatio), anchor(res.RawRunCyclesPerSecond), anchor(res.ChurnRunRatio))
 		fmt.Fprintf(w, "step\tp50 (ms)\tp95 (ms)\terrors\n")
 		for _, step := range []string{"create", "exec", "write", "read", "kill", "metrics"} {
 			if f, ok := res.Steps[step]; ok {

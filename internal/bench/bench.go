@@ -96,23 +96,30 @@ type Result struct {
 	ColdCreateP50      float64 `json:"cold_create_p50"`
 	RawRunscP50        float64 `json:"raw_runsc_p50"`
 	ColdOverheadRatio  float64 `json:"cold_overhead_ratio"`
+	// The stricter anchor: the same raw sandbox made by one runsc run
+	// --detach (as spaced makes its own), and the cold create over it.
+	RawRunscRunP50   float64 `json:"raw_runsc_run_p50,omitempty"`
+	ColdOverRunRatio float64 `json:"cold_over_run_ratio,omitempty"`
 	// Churn: create, exec, write, read, kill cycles at ChurnConcurrency,
 	// against raw runsc create+start+delete cycles at the same concurrency.
-	ChurnConcurrency      int     `json:"churn_concurrency,omitempty"`
-	ChurnCyclesPerSecond  float64 `json:"churn_cycles_per_second,omitempty"`
-	ChurnCreateP50        float64 `json:"churn_create_p50,omitempty"`
-	ChurnCreateP95        float64 `json:"churn_create_p95,omitempty"`
-	ChurnExecP50          float64 `json:"churn_exec_p50,omitempty"`
-	ChurnErrors           int     `json:"churn_errors"`
-	ChurnRawCyclesPerSec  float64 `json:"churn_raw_cycles_per_second,omitempty"`
-	ChurnRatio            float64 `json:"churn_ratio,omitempty"`
-	IdleMiBPerSandbox     float64 `json:"idle_mib_per_sandbox"`
-	DensityCreateP50Empty float64 `json:"density_create_p50_empty"`
-	DensityCreateP50Held  float64 `json:"density_create_p50_held"`
-	DensityCreateRatio    float64 `json:"density_create_ratio"`
-	DensityExecP50Empty   float64 `json:"density_exec_p50_empty"`
-	DensityExecP50Held    float64 `json:"density_exec_p50_held"`
-	DensityExecRatio      float64 `json:"density_exec_ratio"`
+	ChurnConcurrency     int     `json:"churn_concurrency,omitempty"`
+	ChurnCyclesPerSecond float64 `json:"churn_cycles_per_second,omitempty"`
+	ChurnCreateP50       float64 `json:"churn_create_p50,omitempty"`
+	ChurnCreateP95       float64 `json:"churn_create_p95,omitempty"`
+	ChurnExecP50         float64 `json:"churn_exec_p50,omitempty"`
+	ChurnErrors          int     `json:"churn_errors"`
+	ChurnRawCyclesPerSec float64 `json:"churn_raw_cycles_per_second,omitempty"`
+	ChurnRatio           float64 `json:"churn_ratio,omitempty"`
+	// The stricter anchor: raw runsc run --detach + delete cycles.
+	ChurnRawRunCyclesPerSec float64 `json:"churn_raw_run_cycles_per_second,omitempty"`
+	ChurnRunRatio           float64 `json:"churn_run_ratio,omitempty"`
+	IdleMiBPerSandbox       float64 `json:"idle_mib_per_sandbox"`
+	DensityCreateP50Empty   float64 `json:"density_create_p50_empty"`
+	DensityCreateP50Held    float64 `json:"density_create_p50_held"`
+	DensityCreateRatio      float64 `json:"density_create_ratio"`
+	DensityExecP50Empty     float64 `json:"density_exec_p50_empty"`
+	DensityExecP50Held      float64 `json:"density_exec_p50_held"`
+	DensityExecRatio        float64 `json:"density_exec_ratio"`
 	// LoadStart and LoadEnd are the host's 1-minute load average when the
 	// run started and ended: the machine the figures were taken on.
 	LoadStart float64 `json:"load_start"`
@@ -197,11 +204,11 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("raw runsc: %w", err)
 		}
 		defer raw.close()
-		logf("%d cold creates, each followed by a raw runsc create+start", cfg.Cold)
+		logf("%d cold creates, each followed by a raw runsc create+start and a raw runsc run", cfg.Cold)
 	} else {
 		logf("%d cold creates", cfg.Cold)
 	}
-	var cold, rawRuns Sample
+	var cold, rawRuns, rawOneStep Sample
 	for range cfg.Cold {
 		d, err := createKill(ctx, c, false)
 		if err != nil {
@@ -209,17 +216,23 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 		}
 		cold = append(cold, d)
 		if raw != nil {
-			d, err := raw.once(ctx)
+			d, err := raw.once(ctx, createStart)
 			if err != nil {
 				return nil, fmt.Errorf("raw runsc: %w", err)
 			}
 			rawRuns = append(rawRuns, d)
+			if d, err = raw.once(ctx, runDetach); err != nil {
+				return nil, fmt.Errorf("raw runsc: %w", err)
+			}
+			rawOneStep = append(rawOneStep, d)
 		}
 	}
 	r.ColdCreateP50 = cold.Percentile(50)
 	if len(rawRuns) > 0 {
 		r.RawRunscP50 = rawRuns.Percentile(50)
 		r.ColdOverheadRatio = round2(r.ColdCreateP50 / r.RawRunscP50)
+		r.RawRunscRunP50 = rawOneStep.Percentile(50)
+		r.ColdOverRunRatio = round2(r.ColdCreateP50 / r.RawRunscRunP50)
 		logf("%d runsc execs of sh -c true in a raw container", cfg.N)
 		rawExecs, err := raw.execs(ctx, cfg.N)
 		if err != nil {
@@ -238,6 +251,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 		r.ChurnConcurrency, r.ChurnCyclesPerSecond, r.ChurnErrors = sr.Concurrency, sr.CyclesPerSecond, sr.Errors
 		r.ChurnCreateP50, r.ChurnCreateP95, r.ChurnExecP50 = sr.Steps["create"].P50, sr.Steps["create"].P95, sr.Steps["exec"].P50
 		r.ChurnRawCyclesPerSec, r.ChurnRatio = sr.RawCyclesPerSecond, sr.ChurnRatio
+		r.ChurnRawRunCyclesPerSec, r.ChurnRunRatio = sr.RawRunCyclesPerSecond, sr.ChurnRunRatio
 		if sr.Errors > 0 {
 			logf("churn: %d cycles failed: %v", sr.Errors, sr.FirstErrors)
 		}
@@ -373,7 +387,6 @@ func timeToInteractive(ctx context.Context, c *client.Client) (time.Duration, er
 	return time.Since(start), nil
 }
 
-// round2 rounds a ratio to two decimals.
 // round2 rounds v to two decimals. A ratio of figures not measured (0/0,
 // x/0: a burst of 0, --cold 0) is 0 like the figures, not NaN, which
 // --json cannot encode.

@@ -66,13 +66,16 @@ type SoakResult struct {
 	Seconds     float64 `json:"seconds"`
 	// CyclesPerSecond is Cycles over Seconds; RawCyclesPerSecond the
 	// anchor's (raw runsc create+start+delete at the same concurrency,
-	// for 10 s after the run), and the ratio of the two.
-	CyclesPerSecond    float64                `json:"cycles_per_second"`
-	RawCyclesPerSecond float64                `json:"raw_cycles_per_second,omitempty"`
-	ChurnRatio         float64                `json:"churn_ratio,omitempty"`
-	Errors             int                    `json:"errors"`
-	FirstErrors        []string               `json:"first_errors,omitempty"`
-	Steps              map[string]StepFigures `json:"steps"`
+	// for 10 s after the run), and the ratio of the two; RawRun... the
+	// stricter anchor's (runsc run --detach + delete, 10 s more).
+	CyclesPerSecond       float64                `json:"cycles_per_second"`
+	RawCyclesPerSecond    float64                `json:"raw_cycles_per_second,omitempty"`
+	ChurnRatio            float64                `json:"churn_ratio,omitempty"`
+	RawRunCyclesPerSecond float64                `json:"raw_run_cycles_per_second,omitempty"`
+	ChurnRunRatio         float64                `json:"churn_run_ratio,omitempty"`
+	Errors                int                    `json:"errors"`
+	FirstErrors           []string               `json:"first_errors,omitempty"`
+	Steps                 map[string]StepFigures `json:"steps"`
 	// Before and After are at rest: before the first cycle and after the
 	// last kill. First and Last are under load, over the first and the last
 	// Window cycles.
@@ -211,18 +214,25 @@ func Soak(ctx context.Context, c *client.Client, cfg SoakConfig) (*SoakResult, e
 	rssSlack := max(r.First.RSSMiB*rssTolerancePct/100, rssToleranceMiB)
 	r.CyclesPerSecond = round2(float64(cfg.Cycles) / elapsed.Seconds())
 	if cfg.Runsc != "" {
-		logf("raw runsc create+start+delete cycles, %d at a time, for 10 s", cfg.Concurrency)
+		logf("raw runsc create+start+delete cycles, then run+delete cycles, %d at a time, for 10 s each", cfg.Concurrency)
 		raw, err := newRawRunsc(ctx, cfg.Runsc, cfg.RootFS)
 		if err != nil {
 			return nil, fmt.Errorf("soak: raw runsc: %w", err)
 		}
-		n, d, err := raw.churn(ctx, cfg.Concurrency, 10*time.Second)
+		n, d, err := raw.churn(ctx, cfg.Concurrency, 10*time.Second, createStart)
+		if err != nil {
+			raw.close()
+			return nil, fmt.Errorf("soak: raw runsc: %w", err)
+		}
+		n1, d1, err := raw.churn(ctx, cfg.Concurrency, 10*time.Second, runDetach)
 		raw.close()
 		if err != nil {
 			return nil, fmt.Errorf("soak: raw runsc: %w", err)
 		}
 		r.RawCyclesPerSecond = round2(float64(n) / d.Seconds())
 		r.ChurnRatio = round2(r.CyclesPerSecond / r.RawCyclesPerSecond)
+		r.RawRunCyclesPerSecond = round2(float64(n1) / d1.Seconds())
+		r.ChurnRunRatio = round2(r.CyclesPerSecond / r.RawRunCyclesPerSecond)
 	}
 	r.RSSFlat = r.Last.RSSMiB <= r.First.RSSMiB+rssSlack
 	r.FDsFlat = r.Last.OpenFDs <= r.First.OpenFDs+float64(fdSlackPerWorker*cfg.Concurrency)
