@@ -5,6 +5,7 @@ moved window)."""
 
 import io
 import os
+import time
 
 import pytest
 from e2b import CommandExitException
@@ -70,6 +71,30 @@ def test_resolution_given_at_create():
         assert colors is None or len(colors) > 50
     finally:
         sbx.kill()
+
+
+def test_display_poll_waits_for_a_pending_xvfb(desktop):
+    # The SDK's `Xvfb :0 ...` runs as `/bin/bash -l -c "Xvfb :0 ..."`: while
+    # that shell has not yet become the Xvfb wrapper, a poll of the display
+    # must wait for it, or it sees the display about to be replaced. A
+    # shell that runs the wrapper (same screen: a no-op) and then lingers
+    # stands for that window; the poll waits it out, and answers at once
+    # without it (the control).
+    def poll():
+        start = time.monotonic()
+        assert desktop.commands.run("xdpyinfo -display :0 >/dev/null && echo up").stdout.strip() == "up"
+        return time.monotonic() - start
+
+    assert poll() < 2.5
+    pending = desktop.commands.run(
+        "Xvfb :0 -ac -screen 0 1024x768x24 -retro -dpi 96 -nolisten tcp -nolisten unix; sleep 4",
+        background=True)
+    try:
+        waited = poll()
+    finally:
+        pending.kill()
+    assert waited >= 2.5, f"the poll answered after {waited:.1f} s, while an Xvfb start was pending"
+    assert poll() < 2.5
 
 
 def test_move_mouse_and_cursor_position(desktop):
