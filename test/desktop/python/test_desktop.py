@@ -74,25 +74,32 @@ def test_resolution_given_at_create():
 
 
 def test_display_poll_waits_for_a_pending_xvfb(desktop):
-    # The SDK's `Xvfb :0 ...` runs as `/bin/bash -l -c "Xvfb :0 ..."`: while
-    # that shell has not yet become the Xvfb wrapper, a poll of the display
-    # must wait for it, or it sees the display about to be replaced. A
-    # shell that runs the wrapper (same screen: a no-op) and then lingers
-    # stands for that window; the poll waits it out, and answers at once
-    # without it (the control).
+    # The SDK's `Xvfb :0 ...` runs as `/bin/bash -l -c "Xvfb :0 ..."`: until
+    # that login shell has read its profile and exec'd the Xvfb wrapper, a
+    # poll of the display must wait for it, or it sees the display about to
+    # be replaced. A profile that sleeps for the shells whose command is an
+    # Xvfb holds that window open; the Xvfb (the template's own screen) is
+    # then a no-op. The poll waits it out, and answers at once without it
+    # (the control).
     def poll():
         start = time.monotonic()
         assert desktop.commands.run("xdpyinfo -display :0 >/dev/null && echo up").stdout.strip() == "up"
         return time.monotonic() - start
 
     assert poll() < 2.5
-    pending = desktop.commands.run(
-        "Xvfb :0 -ac -screen 0 1024x768x24 -retro -dpi 96 -nolisten tcp -nolisten unix; sleep 4",
-        background=True)
+    profile = "/home/user/.bash_profile"
+    assert not desktop.files.exists(profile)  # the template has none: removed again below
+    desktop.files.write(profile,
+                        "[ -f ~/.profile ] && . ~/.profile\n"
+                        "case \"$BASH_EXECUTION_STRING\" in Xvfb\\ *) sleep 4 ;; esac\n")
     try:
+        pending = desktop.commands.run(
+            "Xvfb :0 -ac -screen 0 1024x768x24 -retro -dpi 96 -nolisten tcp -nolisten unix",
+            background=True)
         waited = poll()
+        pending.wait()
     finally:
-        pending.kill()
+        desktop.files.remove(profile)
     assert waited >= 2.5, f"the poll answered after {waited:.1f} s, while an Xvfb start was pending"
     assert poll() < 2.5
 
