@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -122,8 +121,7 @@ func TestSeccompPrecompiled(t *testing.T) {
 		Env: []string{"PATH=/usr/bin:/bin"}, Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128}}); err != nil {
 		t.Fatal(err)
 	}
-	// Not t.Context(): it is cancelled before cleanups run.
-	t.Cleanup(func() { r.Destroy(context.Background(), id) })
+	t.Cleanup(func() { r.Destroy(t.Context(), id) })
 	for _, part := range []string{"boot", "gofer"} {
 		logs, _ := filepath.Glob(filepath.Join(r.sandboxDir(id), "debug", "*."+part+".txt"))
 		if len(logs) == 0 {
