@@ -219,13 +219,12 @@ func Soak(ctx context.Context, c *client.Client, cfg SoakConfig) (*SoakResult, e
 		if err != nil {
 			return nil, fmt.Errorf("soak: raw runsc: %w", err)
 		}
+		defer raw.close()
 		n, d, err := raw.churn(ctx, cfg.Concurrency, 10*time.Second, createStart)
 		if err != nil {
-			raw.close()
 			return nil, fmt.Errorf("soak: raw runsc: %w", err)
 		}
 		n1, d1, err := raw.churn(ctx, cfg.Concurrency, 10*time.Second, runDetach)
-		raw.close()
 		if err != nil {
 			return nil, fmt.Errorf("soak: raw runsc: %w", err)
 		}
