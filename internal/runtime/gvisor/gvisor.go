@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -63,6 +64,9 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("runtime dir: %w", err)
 		}
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	r := &Runtime{cfg: cfg}
 	// A runsc command may still be running under this root, started by a
 	// spaced killed in the middle of a create (runsc runs in its own
@@ -106,6 +110,10 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 		// default, said here because volumes rely on it).
 		"--file-access-mounts", "shared",
 		"--log", r.logFile(id),
+		// Where the sentry's and gofer's Go runtime write a panic or fatal
+		// error: without it they go to runsc's stdio (/dev/null), and a
+		// sandbox that dies of one leaves no trace (ExitReason reads it).
+		"--panic-log", r.panicLogFile(id),
 	}
 	if r.cfg.Debug {
 		f = append(f, "--debug", "--debug-log", filepath.Join(dir, "debug")+"/")
@@ -169,6 +177,9 @@ func (r *Runtime) make(ctx context.Context, spec runtime.Spec, launch func(flags
 }
 
 func (r *Runtime) logFile(id string) string { return filepath.Join(r.sandboxDir(id), "runsc.log") }
+func (r *Runtime) panicLogFile(id string) string {
+	return filepath.Join(r.sandboxDir(id), "panic.log")
+}
 
 func writeJSON(path string, v any) error {
 	data, err := json.Marshal(v)
@@ -242,16 +253,62 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 // ExitReason tells an out-of-memory kill from other deaths, from the
 // memory cgroup runsc made (it stays until Destroy).
 func (r *Runtime) ExitReason(ctx context.Context, id string) string {
+	if !idPattern.MatchString(id) {
+		return ""
+	}
+	// What runsc and the sentry wrote is for the operator, not the
+	// sandbox's owner: logged here, summed up in the reason. A panic log
+	// starts with the panic and the goroutine that raised it; runsc's log
+	// ends with what happened last.
+	if tail := tailOf(r.logFile(id), 4<<10); tail != "" {
+		r.cfg.Logger.Warn("stopped sandbox's runsc log", "sandbox", id, "tail", tail)
+	}
+	panicked := false
+	if head := headOf(r.panicLogFile(id), 4<<10); head != "" {
+		r.cfg.Logger.Error("stopped sandbox's engine panicked", "sandbox", id, "panic_log", r.panicLogFile(id), "head", head)
+		panicked = true
+	}
 	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cgroupParent, id, "memory.oom_control"))
+	if err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
+				return "out of memory: the sandbox used more than its memory limit"
+			}
+		}
+	}
+	if panicked {
+		return "the sandbox engine failed (an internal error, logged on the node)"
+	}
+	return ""
+}
+
+// headOf is at most the first n bytes of the file at path, trimmed; "" when
+// it is empty or missing.
+func headOf(path string, n int64) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
-			return "out of memory: the sandbox used more than its memory limit"
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, n))
+	return strings.TrimSpace(string(data))
+}
+
+// tailOf is at most the last n bytes of the file at path, trimmed; "" when
+// it is empty or missing.
+func tailOf(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		if _, err := f.Seek(-n, io.SeekEnd); err != nil {
+			return ""
 		}
 	}
-	return ""
+	data, _ := io.ReadAll(io.LimitReader(f, n))
+	return strings.TrimSpace(string(data))
 }
 
 var _ runtime.Prioritizer = (*Runtime)(nil)

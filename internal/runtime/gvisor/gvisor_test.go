@@ -1,13 +1,19 @@
 package gvisor
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -152,4 +158,106 @@ func cpuLimit(id string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no cpu cgroup for %s", id)
+}
+
+// A sandbox whose sentry panics says so: the panic lands in the sandbox's
+// panic log, ExitReason logs it for the operator and names an engine
+// failure. runsc's test-only flag turns the afs_syscall system call into a
+// sentry panic; the control is the same sandbox's runsc without it, whose
+// sandbox survives the call.
+func TestEnginePanicIsReported(t *testing.T) {
+	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
+	runsc := testenv.NeedRunsc(t)
+	rootfs := testenv.NeedTemplate(t)
+	for _, tc := range []struct {
+		name      string
+		flags     string
+		wantStops bool
+	}{
+		{"control: the plain runsc", "", false},
+		{"the panicking runsc", "--TESTONLY-afs-syscall-panic", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Cleanup(func() {
+				for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
+				}
+			})
+			wrapper := filepath.Join(dir, "runsc-wrapper")
+			if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+runsc+" "+tc.flags+" \"$@\"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			var logMu sync.Mutex
+			r, err := New(Config{Runsc: wrapper, Dir: dir, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := "panictest" + strconv.Itoa(os.Getpid())
+			ctx := t.Context()
+			// afs_syscall is 183 on amd64 and has no number on arm64, where
+			// this test has nothing to call.
+			if goruntime.GOARCH != "amd64" {
+				t.Skip("afs_syscall exists on amd64 only")
+			}
+			err = r.Run(ctx, runtime.Spec{
+				ID:     id,
+				RootFS: rootfs,
+				Args:   []string{"/usr/bin/python3", "-c", "import ctypes, time; ctypes.CDLL(None).syscall(183); time.sleep(600)"},
+				Env:    []string{"PATH=/usr/bin:/bin"},
+				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Destroy(context.Background(), id) })
+			stopped := func() bool {
+				st, err := r.State(ctx, id)
+				return err == nil && st == runtime.StateStopped
+			}
+			wait := 20 * time.Second
+			if !tc.wantStops {
+				wait = 3 * time.Second // well after python made the call
+			}
+			deadline := time.Now().Add(wait)
+			for !stopped() && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if !tc.wantStops {
+				if stopped() {
+					t.Fatalf("the sandbox stopped without the panic flag: %q", headOf(r.panicLogFile(id), 1<<10))
+				}
+				if why := r.ExitReason(ctx, id); why != "" {
+					t.Fatalf("a running sandbox has an exit reason %q", why)
+				}
+				return
+			}
+			if !stopped() {
+				t.Fatal("the sentry's panic did not stop the sandbox")
+			}
+			why := r.ExitReason(ctx, id)
+			t.Logf("reason: %s", why)
+			if !strings.Contains(why, "sandbox engine failed") {
+				t.Errorf("ExitReason = %q, want the engine's failure", why)
+			}
+			logMu.Lock()
+			logged := logs.String()
+			logMu.Unlock()
+			t.Logf("logged: %.600s", logged)
+			if !strings.Contains(logged, "engine panicked") || !strings.Contains(logged, "afs_syscall") {
+				t.Errorf("the operator's log has no panic: %s", logged)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
