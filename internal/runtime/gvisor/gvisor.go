@@ -117,6 +117,11 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 	}
 	if r.cfg.Debug {
 		f = append(f, "--debug", "--debug-log", filepath.Join(dir, "debug")+"/")
+	} else {
+		// The sentry's own log at its info level (about 16 KB a boot): it
+		// ends with how the sandbox's init exited ("application exiting
+		// with killed by signal 9"), which nothing else on the host keeps.
+		f = append(f, "--debug-log", r.bootLogFile(id), "--debug-command", "boot")
 	}
 	return f
 }
@@ -177,6 +182,7 @@ func (r *Runtime) make(ctx context.Context, spec runtime.Spec, launch func(flags
 }
 
 func (r *Runtime) logFile(id string) string { return filepath.Join(r.sandboxDir(id), "runsc.log") }
+func (r *Runtime) bootLogFile(id string) string { return filepath.Join(r.sandboxDir(id), "boot.log") }
 func (r *Runtime) panicLogFile(id string) string {
 	return filepath.Join(r.sandboxDir(id), "panic.log")
 }
@@ -263,6 +269,11 @@ func (r *Runtime) ExitReason(ctx context.Context, id string) string {
 	if tail := tailOf(r.logFile(id), 4<<10); tail != "" {
 		r.cfg.Logger.Warn("stopped sandbox's runsc log", "sandbox", id, "tail", tail)
 	}
+	exit := ""
+	if tail := logLines(tailOf(r.bootLogFile(id), 16<<10), 12); tail != "" {
+		r.cfg.Logger.Warn("stopped sandbox's engine log", "sandbox", id, "tail", tail)
+		exit = initExit(tail)
+	}
 	panicked := false
 	if head := headOf(r.panicLogFile(id), 4<<10); head != "" {
 		r.cfg.Logger.Error("stopped sandbox's engine panicked", "sandbox", id, "panic_log", r.panicLogFile(id), "head", head)
@@ -276,10 +287,40 @@ func (r *Runtime) ExitReason(ctx context.Context, id string) string {
 			}
 		}
 	}
-	if panicked {
+	switch {
+	case panicked:
 		return "the sandbox engine failed (an internal error, logged on the node)"
+	case exit != "":
+		return "the sandbox's init process ended (" + exit + ")"
 	}
 	return ""
+}
+
+// logLines is the last n lines of a runsc log that are log lines ("I1205
+// 09:23:04.499932 1 kernel.go:1312] ..."), without its timing tables.
+func logLines(log string, n int) string {
+	var keep []string
+	for _, line := range strings.Split(log, "\n") {
+		if len(line) > 5 && strings.ContainsRune("IWEF", rune(line[0])) && line[1] >= '0' && line[1] <= '9' && !strings.Contains(line, " timing.go:") {
+			keep = append(keep, line)
+		}
+	}
+	if len(keep) > n {
+		keep = keep[len(keep)-n:]
+	}
+	return strings.Join(keep, "\n")
+}
+
+// initExit is how the sentry's log says the sandbox's init process ended
+// ("killed by signal 9", "exit status 3"), or "".
+func initExit(log string) string {
+	const marker = "application exiting with "
+	i := strings.LastIndex(log, marker)
+	if i < 0 {
+		return ""
+	}
+	line, _, _ := strings.Cut(log[i+len(marker):], "\n")
+	return strings.TrimSpace(line)
 }
 
 // headOf is at most the first n bytes of the file at path, trimmed; "" when
