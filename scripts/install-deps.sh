@@ -13,9 +13,11 @@
 #   * if no usable Go (>= 1.21) is found, bootstraps the pinned Go toolchain from
 #     the Go module proxy (golang.org/toolchain module, hash-verified) into
 #     /usr/local/lib/space/go;
-#   * builds a static gVisor runsc from the Go module proxy and installs it to
+#   * builds a static gVisor runsc from the Go module proxy, with its seccomp
+#     programs precompiled (scripts/seccompgen), and installs it to
 #     $SPACE_RUNSC (default /usr/local/lib/space/bin/runsc) unless the installed
-#     one already reports the pinned version (--force-runsc rebuilds anyway;
+#     one already reports the pinned version and its marker ($SPACE_RUNSC.build)
+#     says it was built so (--force-runsc rebuilds anyway;
 #     --runsc-only does only that, for the node image of deploy/Dockerfile);
 #   * test profile: builds versitygw (scripts/install-versitygw.sh);
 #   * makes sure /etc/iproute2 and /var/run/netns exist.
@@ -151,12 +153,19 @@ fi
 # ---- 2. directories ----------------------------------------------------------
 mkdir -p /etc/iproute2 /var/run/netns "$(dirname "$SPACE_RUNSC")"
 
+# What the marker beside runsc ($SPACE_RUNSC.build) says of a runsc built
+# with its seccomp programs precompiled. The version runsc reports stays
+# gVisor's (checkpoints name it, and restore only into the same one), so an
+# older build of the same version is told apart by the marker.
+RUNSC_BUILD="$RUNSC_VERSION seccomp-precompiled as pid 1"
+
 runsc_ok() {
-  # $1 = binary. OK when it runs, reports the pinned version and is static.
+  # $1 = binary. OK when it runs, reports the pinned version and was built
+  # by this script (its marker).
   local bin="$1" v
   [ -x "$bin" ] || return 1
   v=$("$bin" --version 2>/dev/null | sed -n '1s/^runsc version //p') || return 1
-  [ "$v" = "$RUNSC_VERSION" ]
+  [ "$v" = "$RUNSC_VERSION" ] && [ "$(cat "$bin.build" 2>/dev/null)" = "$RUNSC_BUILD" ]
 }
 
 # go_version_ge A B: true when Go version A (e.g. go1.26.8) >= B.
@@ -231,17 +240,32 @@ else
     log "runsc: not installed; building"
   fi
   export HOME="${HOME:-/root}"
-  work=$(mktempdir)     # empty dir: the project's go.mod must not be involved
-  mkdir -p "$work/src" "$work/bin"
-  log "runsc: go install gvisor.dev/gvisor/runsc@$RUNSC_MODULE_VERSION with $("$GO_BIN" version | cut -d' ' -f3) (takes ~2 min on 2 cores)"
+  work=$(mktempdir)     # outside the project: its go.mod must not be involved
+  mkdir -p "$work/bin"
+  log "runsc: gvisor.dev/gvisor@$RUNSC_MODULE_VERSION with its seccomp programs precompiled, $("$GO_BIN" version | cut -d' ' -f3) (takes ~3 min on 2 cores)"
   t0=$(date +%s)
-  ( cd "$work/src" &&
-    env -u GOWORK CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=auto GOBIN="$work/bin" \
-      "$GO_BIN" install \
-        -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
-        "gvisor.dev/gvisor/runsc@$RUNSC_MODULE_VERSION" ) >&2 || die "go install of runsc failed"
+  goenv=(env -u GOWORK CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=auto)
+  # The go branch of gVisor leaves runsc to compile the seccomp-bpf programs
+  # of its sentry and gofer at every sandbox start (~24 ms of CPU and of
+  # each create's time here; docs/benchmarks.md). Bazel builds generate
+  # them; scripts/seccompgen does the same for the configurations spaced
+  # runs, into a writable copy of the module's source.
+  src=$(cd "$work" && "${goenv[@]}" "$GO_BIN" mod download -json "gvisor.dev/gvisor@$RUNSC_MODULE_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || die "download of gvisor.dev/gvisor@$RUNSC_MODULE_VERSION failed"
+  [ -d "$src/runsc" ] || die "gvisor.dev/gvisor@$RUNSC_MODULE_VERSION: no source at '$src'"
+  cp -r "$src" "$work/gvisor" && chmod -R u+w "$work/gvisor"
+  cp -r "$(dirname "$0")/seccompgen" "$work/gen"
+  ( cd "$work/gen" &&
+    "${goenv[@]}" "$GO_BIN" mod edit -require="gvisor.dev/gvisor@$RUNSC_MODULE_VERSION" -replace="gvisor.dev/gvisor=$work/gvisor" &&
+    "${goenv[@]}" "$GO_BIN" build -o "$work/seccompgen" . &&
+    # As PID 1 of a PID namespace, as the sentry runs: see seccompgen.
+    unshare --pid --fork "$work/seccompgen" "$work/gvisor/runsc/boot/filter/filter_precompiled.go" "$work/gvisor/runsc/fsgofer/filter/filter_precompiled.go" &&
+    "${goenv[@]}" "$GO_BIN" build -o "$work/bin/runsc" \
+      -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" gvisor.dev/gvisor/runsc ) >&2 ||
+    die "build of runsc failed"
   new="$work/bin/runsc"
-  [ -x "$new" ] || die "go install produced no $new"
+  [ -x "$new" ] || die "the build produced no $new"
+  printf '%s\n' "$RUNSC_BUILD" > "$new.build"
   log "runsc: built in $(( $(date +%s) - t0 ))s"
   # It must be static: the gofer/sandbox re-exec themselves inside an empty chroot.
   file -b "$new" | grep -q 'statically linked' || die "runsc is not statically linked: $(file -b "$new")"
@@ -251,6 +275,7 @@ else
   tmpdst="$(dirname "$SPACE_RUNSC")/.runsc.tmp.$$"
   install -m 0755 -o root -g root "$new" "$tmpdst" || { rm -f "$tmpdst"; die "copy to $tmpdst failed"; }
   mv -f "$tmpdst" "$SPACE_RUNSC" || { rm -f "$tmpdst"; die "rename to $SPACE_RUNSC failed"; }
+  cp "$new.build" "$SPACE_RUNSC.build.tmp" && mv -f "$SPACE_RUNSC.build.tmp" "$SPACE_RUNSC.build" || die "write $SPACE_RUNSC.build failed"
   log "runsc: installed $SPACE_RUNSC ($(du -h "$SPACE_RUNSC" | cut -f1), static)"
 fi
 

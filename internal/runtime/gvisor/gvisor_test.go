@@ -97,6 +97,60 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestSeccompPrecompiled: the installed runsc does not compile its sentry's
+// and gofer's seccomp programs at a sandbox's start (~24 ms of each create
+// here) but loads the ones scripts/install-deps.sh precompiled for the
+// configuration spaced runs, as runsc's debug log of a sandbox says.
+func TestSeccompPrecompiled(t *testing.T) {
+	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
+	runsc := testenv.NeedRunsc(t)
+	rootfs := testenv.NeedTemplate(t)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
+		}
+	})
+	r, err := New(Config{Runsc: runsc, Dir: dir, Debug: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := runtimetest.NewID()
+	ep, err := network.Plan{CIDR: netip.MustParsePrefix("10.239.1.0/24")}.Endpoint(id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := network.Attach(ep); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { network.Detach(ep) })
+	if err := r.Run(t.Context(), runtime.Spec{ID: id, RootFS: rootfs, Netns: ep.NetnsPath, Args: []string{"/bin/sleep", "infinity"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128}}); err != nil {
+		t.Fatal(err)
+	}
+	// Not t.Context(): it is cancelled before cleanups run.
+	t.Cleanup(func() { r.Destroy(context.Background(), id) })
+	for _, part := range []string{"boot", "gofer"} {
+		logs, _ := filepath.Glob(filepath.Join(r.sandboxDir(id), "debug", "*."+part+".txt"))
+		if len(logs) == 0 {
+			t.Fatalf("runsc wrote no %s debug log", part)
+		}
+		data, err := os.ReadFile(logs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := string(data)
+		switch {
+		case strings.Contains(log, "Loaded precompiled seccomp instructions"):
+			t.Logf("%s: precompiled seccomp program loaded", part)
+		case strings.Contains(log, "No precompiled program found"):
+			i := strings.Index(log, "No precompiled program found")
+			t.Errorf("%s compiled its seccomp program at start: %s (rebuild runsc: scripts/install-deps.sh --force-runsc)", part, log[i:i+min(400, len(log)-i)])
+		default:
+			t.Errorf("the %s log says nothing of its seccomp program (%d bytes)", part, len(log))
+		}
+	}
+}
+
 // A zombie is not alive: kill(pid, 0) succeeds on it until it is reaped.
 func TestProcessAliveZombie(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "exit 0")
