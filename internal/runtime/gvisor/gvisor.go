@@ -311,6 +311,25 @@ func logLines(log string, n int) string {
 	return strings.Join(keep, "\n")
 }
 
+// maxBootLog bounds a running sandbox's boot.log. What the guest can make
+// the sentry log there is bounded by gVisor (100 lines for each
+// unimplemented system call, about 13 MB in all), but not small; what
+// ExitReason reads is the end.
+const maxBootLog = 1 << 20
+
+// boundBootLog empties the boot.log of running sandbox id once it is over
+// maxBootLog. spaced asks State of every awake sandbox each second, which
+// is what bounds it. The sentry appends (O_APPEND), so its next line
+// starts the emptied file.
+func (r *Runtime) boundBootLog(id string) {
+	path := r.bootLogFile(id)
+	if st, err := os.Stat(path); err == nil && st.Size() > maxBootLog {
+		if err := os.Truncate(path, 0); err != nil {
+			r.cfg.Logger.Warn("empty a sandbox's engine log", "sandbox", id, "err", err)
+		}
+	}
+}
+
 // initExit is how the sentry's log says the sandbox's init process ended
 // ("killed by signal 9", "exit status 3"), or "".
 func initExit(log string) string {
@@ -520,6 +539,7 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 		if !ProcessAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
+		r.boundBootLog(id)
 		return runtime.StateRunning, nil
 	case "paused":
 		if !ProcessAlive(st.Sandbox.Pid) {

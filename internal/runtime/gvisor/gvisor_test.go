@@ -316,3 +316,36 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A running sandbox's boot.log is emptied once it is over maxBootLog, and
+// left alone below it.
+func TestBoundBootLog(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size      int
+		wantEmpty bool
+	}{
+		{"under the bound", maxBootLog - 1, false},
+		{"at the bound", maxBootLog, false},
+		{"over the bound", maxBootLog + 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Runtime{cfg: Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}}
+			const id = "boundlogtest"
+			if err := os.MkdirAll(r.sandboxDir(id), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(r.bootLogFile(id), bytes.Repeat([]byte("x"), tc.size), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r.boundBootLog(id)
+			st, err := os.Stat(r.bootLogFile(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if empty := st.Size() == 0; empty != tc.wantEmpty {
+				t.Errorf("a boot.log of %d bytes is %d after boundBootLog", tc.size, st.Size())
+			}
+		})
+	}
+}
