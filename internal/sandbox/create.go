@@ -394,10 +394,12 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 		Mounts:   mounts,
 		Priority: prio,
 	}
+	start := time.Now()
 	if err := cp.Restore(ctx, spec, dir); err != nil {
 		return nil, restoreError(err, mounts)
 	}
 	undo.add("destroy runtime", func() error { return s.destroy(id) })
+	restored := time.Now()
 	// A pause checkpoints a frozen sandbox, and it comes back frozen.
 	if st, err := s.rt.State(ctx, id); err == nil && st == runtime.StatePaused {
 		if err := cp.Thaw(ctx, id); err != nil {
@@ -408,6 +410,7 @@ func (s *Service) restoreInto(ctx context.Context, id, rootfs string, ep network
 	if err != nil {
 		return nil, err
 	}
+	s.log.Debug("restored sandbox agent answered", "sandbox", id, "restore_ms", restored.Sub(start).Milliseconds(), "wait_ms", time.Since(restored).Milliseconds())
 	if p, ok := s.rt.(runtime.Prioritizer); ok && prio != runtime.PriorityNormal {
 		if err := p.Foreground(ctx, id); err != nil {
 			agent.Close()
