@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -321,7 +322,7 @@ func (d *Daemon) Kill9() {
 func (d *Daemon) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if sbs, err := d.Client.ListAllSandboxes(ctx, client.ListOptions{States: []string{"creating", "running"}}); err == nil {
+	if sbs, err := d.Client.ListAllSandboxes(ctx, client.ListOptions{States: []string{"creating", "running", "resuming"}}); err == nil {
 		var wg sync.WaitGroup
 		for _, sb := range sbs {
 			d.note("killing sandbox %s, still %s at shutdown", sb.ID, sb.State)
@@ -331,6 +332,15 @@ func (d *Daemon) Shutdown() error {
 		wg.Wait()
 	}
 	err := d.Stop()
+	// A sandbox still in runsc's state after the kills and the stop was
+	// missed by both (a create or resume that finished in between, or a
+	// bug): it would outlive the data dir. Destroyed, and said loudly.
+	if left := d.destroyLeftovers(); len(left) > 0 {
+		msg := fmt.Sprintf("spaced %s left %d sandboxes running after its shutdown, destroyed now: %s", d.Opts.Name, len(left), strings.Join(left, ", "))
+		d.note("%s", msg)
+		fmt.Fprintln(os.Stderr, "harness:", msg)
+		err = errors.Join(err, errors.New(msg))
+	}
 	// runsc mounts a namespace at <root>/null-netns (sometimes twice); it
 	// outlives spaced and would keep the data dir from being removed.
 	for syscall.Unmount(filepath.Join(d.DataDir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
@@ -341,6 +351,24 @@ func (d *Daemon) Shutdown() error {
 		egress.RemoveRules(p)
 	}
 	return err
+}
+
+// destroyLeftovers force-deletes every sandbox in this daemon's runsc
+// state and returns their ids.
+func (d *Daemon) destroyLeftovers() []string {
+	root := filepath.Join(d.DataDir, "runsc")
+	out, err := exec.Command(testenv.Runsc(), "--root", root, "list", "-quiet").Output()
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, id := range strings.Fields(string(out)) {
+		left = append(left, id)
+		if out, err := exec.Command(testenv.Runsc(), "--root", root, "delete", "--force", id).CombinedOutput(); err != nil {
+			d.note("delete leftover sandbox %s: %v: %s", id, err, out)
+		}
+	}
+	return left
 }
 
 // LogTail returns the last n lines of spaced's log, headed by its path.
