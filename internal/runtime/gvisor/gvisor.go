@@ -181,7 +181,7 @@ func (r *Runtime) make(ctx context.Context, spec runtime.Spec, launch func(flags
 	return launch(flags, bundle)
 }
 
-func (r *Runtime) logFile(id string) string { return filepath.Join(r.sandboxDir(id), "runsc.log") }
+func (r *Runtime) logFile(id string) string     { return filepath.Join(r.sandboxDir(id), "runsc.log") }
 func (r *Runtime) bootLogFile(id string) string { return filepath.Join(r.sandboxDir(id), "boot.log") }
 func (r *Runtime) panicLogFile(id string) string {
 	return filepath.Join(r.sandboxDir(id), "panic.log")
