@@ -38,6 +38,10 @@ fi
 p=()
 [[ -n "${SPACE_TEST_P:-}" ]] && p=(-p "$SPACE_TEST_P")
 out="$(mktemp)"
+# Each suite's harness appends here the sandboxes a daemon left running
+# after its shutdown (test/harness: it destroys them); go test shows
+# nothing of a passing package, so they are printed after the run.
+export SPACE_TEST_LEFTOVERS="$(mktemp)"
 rc=0
 go test -race -count=1 -timeout 30m "${p[@]}" "${args[@]}" 2>&1 | tee "$out" || rc=$?
 "$ROOT/scripts/test-times.sh" table "$out" >&2
@@ -45,9 +49,13 @@ if [[ $# -eq 0 && $rc -eq 0 ]]; then
   mkdir -p "$(dirname "$times")"
   "$ROOT/scripts/test-times.sh" tsv "$out" >"$times.new" && mv "$times.new" "$times"
 fi
+if [[ -s "$SPACE_TEST_LEFTOVERS" ]]; then
+  echo "test: sandboxes left running after their daemon's shutdown (destroyed by the harness):" >&2
+  cat "$SPACE_TEST_LEFTOVERS" >&2
+fi
 # go test's closing line again, last, for whatever reads the end of the log.
 tail -n 1 "$out"
-rm -f "$out"
+rm -f "$out" "$SPACE_TEST_LEFTOVERS"
 [[ $rc -eq 0 ]] || exit "$rc"
 
 # The clock-jump fault steps the host's wall clock, so it runs alone, after

@@ -339,6 +339,12 @@ func (d *Daemon) Shutdown() error {
 		msg := fmt.Sprintf("spaced %s left %d sandboxes running after its shutdown, destroyed now: %s", d.Opts.Name, len(left), strings.Join(left, ", "))
 		d.note("%s", msg)
 		fmt.Fprintln(os.Stderr, "harness:", msg)
+		if path := os.Getenv("SPACE_TEST_LEFTOVERS"); path != "" {
+			if f, ferr := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); ferr == nil {
+				fmt.Fprintf(f, "%s: %s: %s\n", time.Now().UTC().Format(time.RFC3339), suite.name, msg)
+				f.Close()
+			}
+		}
 		err = errors.Join(err, errors.New(msg))
 	}
 	// runsc mounts a namespace at <root>/null-netns (sometimes twice); it
