@@ -596,13 +596,14 @@ func (r *Runtime) runDetached(ctx context.Context, verb, logPath string, args ..
 	return nil
 }
 
-// lastLines returns the last n lines of a log file, for error messages.
+// lastLines returns the last n lines of a log file (from its last 64 KiB),
+// for error messages.
 func lastLines(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	tail := tailOf(path, 64<<10)
+	if tail == "" {
 		return ""
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := strings.Split(tail, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

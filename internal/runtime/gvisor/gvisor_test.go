@@ -30,13 +30,7 @@ func TestConformance(t *testing.T) {
 	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
 	runsc := testenv.NeedRunsc(t)
 	rootfs := testenv.NeedTemplate(t)
-	dir := t.TempDir()
-	// runsc pins one shared "null" network namespace for gofers under its
-	// root; it is per node, not per sandbox, and must go before the dir.
-	t.Cleanup(func() {
-		for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
-		}
-	})
+	dir := runscDir(t)
 	plan := network.Plan{CIDR: netip.MustParsePrefix("10.239.0.0/24")}
 	var slot int
 	runtimetest.Run(t, runtimetest.Harness{
@@ -105,11 +99,7 @@ func TestSeccompPrecompiled(t *testing.T) {
 	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
 	runsc := testenv.NeedRunsc(t)
 	rootfs := testenv.NeedTemplate(t)
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
-		}
-	})
+	dir := runscDir(t)
 	r, err := New(Config{Runsc: runsc, Dir: dir, Debug: true})
 	if err != nil {
 		t.Fatal(err)
@@ -240,11 +230,7 @@ func TestExitReason(t *testing.T) {
 		{"init is killed", "", "import os; os.abort()", "init process ended (killed by signal 6)", "application exiting with killed by signal 6"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Cleanup(func() {
-				for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
-				}
-			})
+			dir := runscDir(t)
 			wrapper := filepath.Join(dir, "runsc-wrapper")
 			if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+runsc+" "+tc.flags+" \"$@\"\n"), 0o755); err != nil {
 				t.Fatal(err)
@@ -304,6 +290,19 @@ func TestExitReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runscDir is a fresh directory for a driver's runsc root and sandboxes.
+// runsc pins one shared "null" network namespace for gofers under its
+// root; it is per node, not per sandbox, and is unmounted before the
+// directory is removed.
+func runscDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH) == nil {
+		}
+	})
+	return dir
 }
 
 type lockedWriter struct {
