@@ -91,6 +91,9 @@ type PauseOptions struct {
 // makes it and hands it out (Service.Checkpoints).
 type Checkpoints struct {
 	svc *Service
+	// slots are the network slots held back from allocation: a paused
+	// sandbox's until its teardown is done.
+	slots *slots
 	// pausedLocks serialise resume and delete of paused sandboxes.
 	pausedLocks keylock.Map
 }
@@ -249,7 +252,7 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 	// Recorded paused, the sandbox no longer holds its slot in the store,
 	// but its network stays on the host until the teardown below: nothing
 	// else may get the slot before then.
-	releaseSlot := c.svc.drainSlot(rec.Slot)
+	releaseSlot := c.slots.drain(rec.Slot)
 	defer func() {
 		if err != nil {
 			releaseSlot()

@@ -466,7 +466,7 @@ func (s *Service) startRestored(ctx context.Context, st restoredStart, undo *cle
 // host is quarantined and the next one tried, a few times.
 func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *slog.Logger) (network.Endpoint, error) {
 	for attempt := 1; ; attempt++ {
-		if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots(), s.avoidSlot); err != nil {
+		if err := s.store.CreateSandbox(ctx, rec, s.cfg.Network.Slots(), s.slots.avoid); err != nil {
 			return network.Endpoint{}, fmt.Errorf("record sandbox: %w", err)
 		}
 		ep, err := s.cfg.Network.Endpoint(rec.ID, rec.Slot)
@@ -483,7 +483,7 @@ func (s *Service) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *
 			return network.Endpoint{}, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
 		}
 		log.Warn("sandbox address range in use on the host; quarantining the slot", "slot", rec.Slot, "err", err)
-		s.quarantineSlot(rec.Slot)
+		s.slots.quarantine(rec.Slot)
 	}
 }
 

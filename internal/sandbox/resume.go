@@ -188,7 +188,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 	}
 	rec.State, rec.Reason = store.StateResuming, ""
 	if known {
-		err = c.svc.store.ReviveSandbox(ctx, &rec, store.Was(paused), c.svc.cfg.Network.Slots(), c.svc.avoidSlot)
+		err = c.svc.store.ReviveSandbox(ctx, &rec, store.Was(paused), c.svc.cfg.Network.Slots(), c.slots.avoid)
 	} else {
 		// This node's record holds the mounts' claims from here on.
 		release, cerr := c.svc.claimVolumes(ctx, &rec)
@@ -196,7 +196,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 			return nil, cerr
 		}
 		rec.Slot = -1
-		err = c.svc.store.CreateSandbox(ctx, &rec, c.svc.cfg.Network.Slots(), c.svc.avoidSlot)
+		err = c.svc.store.CreateSandbox(ctx, &rec, c.svc.cfg.Network.Slots(), c.slots.avoid)
 		release()
 	}
 	if err != nil {

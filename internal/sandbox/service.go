@@ -131,14 +131,8 @@ type Service struct {
 	storing    map[string]tenant.Usage
 	storeLocks keylock.Map
 
-	// quarantine holds slots whose address range was found in use on the
-	// host, and when; allocation avoids them for a while. draining holds
-	// slots the store has freed whose network is still being torn down (a
-	// pause records the sandbox paused first): allocation avoids them
-	// until it is gone.
-	quarantineMu sync.Mutex
-	quarantine   map[int]time.Time
-	draining     map[int]int
+	// slots are the network slots allocation avoids for now.
+	slots *slots
 
 	// ckpts pauses, resumes and forks sandboxes; it owns the locks of
 	// paused sandboxes.
@@ -223,9 +217,9 @@ func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), quarantine: map[int]time.Time{}, draining: map[int]int{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), slots: newSlots()}
 	s.pools = newPools(s, cfg.Pools)
-	s.ckpts = &Checkpoints{svc: s}
+	s.ckpts = &Checkpoints{svc: s, slots: s.slots}
 	s.snaps = &Snapshots{svc: s, ckpts: s.ckpts}
 	s.adm = s.newAdmission(cfg.Admission)
 	return s
@@ -703,44 +697,4 @@ func (s *Service) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
-}
-
-// quarantineTime is how long a slot found in use on the host is avoided
-// before it is tried again.
-const quarantineTime = time.Minute
-
-func (s *Service) quarantineSlot(slot int) {
-	s.quarantineMu.Lock()
-	defer s.quarantineMu.Unlock()
-	s.quarantine[slot] = time.Now()
-}
-
-// drainSlot keeps slot from being given out until release is called:
-// its network is still on the host though its record no longer holds it.
-func (s *Service) drainSlot(slot int) (release func()) {
-	s.quarantineMu.Lock()
-	defer s.quarantineMu.Unlock()
-	s.draining[slot]++
-	return sync.OnceFunc(func() {
-		s.quarantineMu.Lock()
-		defer s.quarantineMu.Unlock()
-		if s.draining[slot]--; s.draining[slot] <= 0 {
-			delete(s.draining, slot)
-		}
-	})
-}
-
-// avoidSlot is the store's allocation filter.
-func (s *Service) avoidSlot(slot int) bool {
-	s.quarantineMu.Lock()
-	defer s.quarantineMu.Unlock()
-	if s.draining[slot] > 0 {
-		return true
-	}
-	at, ok := s.quarantine[slot]
-	if ok && time.Since(at) > quarantineTime {
-		delete(s.quarantine, slot)
-		return false
-	}
-	return ok
 }
