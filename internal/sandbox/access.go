@@ -50,14 +50,14 @@ func NewTargets(svc *Service) *Targets { return &Targets{svc: svc} }
 
 // Runs reports whether this node runs sandbox id.
 func (t *Targets) Runs(id string) bool {
-	_, ok := t.svc.entry(id)
+	_, ok := t.svc.live.entry(id)
 	return ok
 }
 
 // Target returns how to reach a running sandbox. A sandbox that is not
 // running is NotFound.
 func (t *Targets) Target(id string) (Target, error) {
-	e, ok := t.svc.entry(id)
+	e, ok := t.svc.live.entry(id)
 	if !ok {
 		return Target{}, t.svc.notRunning(id)
 	}
@@ -98,7 +98,7 @@ func (t *Targets) AutoResumeTarget(ctx context.Context, id string) (Target, erro
 // as last set, waiting for no sandbox's lock: a download must not wait
 // for another sandbox's pause or kill.
 func (t *Targets) FindRunning(match func(token string) bool) (string, bool) {
-	for _, e := range t.svc.liveEntries() {
+	for _, e := range t.svc.live.all() {
 		if rec := e.record(); rec.State == store.StateRunning && match(rec.AccessToken) {
 			return rec.ID, true
 		}
@@ -108,7 +108,7 @@ func (t *Targets) FindRunning(match func(token string) bool) (string, bool) {
 
 // Agent returns the connection to a running sandbox's agent.
 func (t *Targets) Agent(id string) (*AgentConn, error) {
-	e, ok := t.svc.entry(id)
+	e, ok := t.svc.live.entry(id)
 	if !ok {
 		return nil, t.svc.notRunning(id)
 	}

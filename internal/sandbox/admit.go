@@ -53,9 +53,7 @@ func (s *Service) Admission() *admission.Controller { return s.adm }
 // held is how many sandboxes the node holds: live ones (template builds'
 // included) and pooled ones. Starts in flight count by their reservations.
 func (s *Service) held() int {
-	s.mu.Lock()
-	n := len(s.live)
-	s.mu.Unlock()
+	n := s.live.count()
 	// A hibernated sandbox holds no place: its wake asks for one.
 	return n - int(s.hibernatedNow.Load()) + s.pools.size()
 }
@@ -147,7 +145,7 @@ func (u *usageSampler) One(ctx context.Context, id string) (admission.Usage, err
 // frozenSince reports when running sandbox id was frozen at rest, if it
 // is frozen now.
 func (s *Service) frozenSince(id string) (time.Time, bool) {
-	e, ok := s.liveEntry(id)
+	e, ok := s.live.get(id)
 	if !ok {
 		return time.Time{}, false
 	}

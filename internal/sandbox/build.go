@@ -96,7 +96,7 @@ func (bs *BuildBoxes) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*Bu
 		return nil, fmt.Errorf("record build sandbox: %w", err)
 	}
 	e := &entry{rec: &rec, agent: b.agent, ep: b.ep, build: spec.Build}
-	bs.svc.addLive(e, nil, tenant.Usage{}) // a build's: no tenant's quotas
+	bs.svc.live.add(e, nil, tenant.Usage{}) // a build's: no tenant's quotas
 	r.Done(ctx, rec.ID)
 	return &BuildBox{ID: rec.ID, s: bs.svc, e: e, rec: rec}, nil
 }

@@ -91,6 +91,9 @@ type PauseOptions struct {
 // makes it and hands it out (Service.Checkpoints).
 type Checkpoints struct {
 	svc *Service
+	// live is the live sandboxes, and the tenants' quotas a resume or a
+	// fork reserves to become one.
+	live *liveSet
 	// slots are the network slots held back from allocation: a paused
 	// sandbox's until its teardown is done.
 	slots *slots
@@ -122,7 +125,7 @@ func (c *Checkpoints) imageDir(name string) (string, error) {
 
 // Pause checkpoints a running sandbox to object storage and stops it.
 func (c *Checkpoints) Pause(ctx context.Context, id string, opts PauseOptions) (*Sandbox, error) {
-	e, ok := c.svc.entry(id)
+	e, ok := c.live.entry(id)
 	if !ok {
 		rec, err := c.svc.store.GetSandbox(ctx, id)
 		if err != nil {
@@ -273,7 +276,7 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 	// now leaves an orphan that Recover removes) and never thawed.
 	frozen = false
 	e.setRec(&updated)
-	c.svc.dropLive(rec.ID)
+	c.live.drop(rec.ID)
 	e.agent.Close()
 	c.svc.metrics.checkpointed("pause", m.Bytes, tImage.Sub(start), tSaved.Sub(tImage))
 	log.Info("sandbox paused", "checkpoint", m.ID, "contents", contents, "bytes", m.Bytes, "took_ms", time.Since(start).Milliseconds())

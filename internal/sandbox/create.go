@@ -65,10 +65,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	if req.reserved, err = s.reserve(ctx, usageOf(req.CPU, req.MemoryMB)); err != nil {
+	if req.reserved, err = s.live.reserve(ctx, usageOf(req.CPU, req.MemoryMB)); err != nil {
 		return nil, err
 	}
-	defer s.release(req.reserved)
+	defer s.live.release(req.reserved)
 	var diskImage string
 	if snap != nil {
 		dir, snapImage, err := s.snaps.loadSnapshot(ctx, snap, &req)
@@ -552,7 +552,7 @@ func (s *Service) claim(ctx context.Context, b *booted, req CreateRequest) (*San
 	if storeErr != nil {
 		return nil, fmt.Errorf("record running sandbox: %w", storeErr)
 	}
-	s.addLive(newLiveEntry(&rec, b.agent, b.ep), req.reserved, req.reserved.useOrZero())
+	s.live.add(newLiveEntry(&rec, b.agent, b.ep), req.reserved, req.reserved.useOrZero())
 	s.log.Info("sandbox created", "sandbox", rec.ID, "template", rec.Template)
 	s.log.Debug("sandbox claimed", "sandbox", rec.ID, "check_ms", tChecked.Sub(start).Milliseconds(),
 		"record_ms", tRecord.Sub(tChecked).Milliseconds(), "total_ms", time.Since(start).Milliseconds())

@@ -34,14 +34,8 @@ type Movable struct {
 // Movable lists the running sandboxes of users (not pool or build
 // sandboxes) this node runs.
 func (s *Service) Movable() []Movable {
-	s.mu.Lock()
-	entries := make([]*entry, 0, len(s.live))
-	for _, e := range s.live {
-		entries = append(entries, e)
-	}
-	s.mu.Unlock()
 	var out []Movable
-	for _, e := range entries {
+	for _, e := range s.live.all() {
 		e.mu.Lock()
 		if e.rec.State == store.StateRunning && e.build == "" && e.rec.Build == "" {
 			out = append(out, Movable{ID: e.rec.ID, Left: max(time.Until(e.rec.ExpiresAt), time.Second)})

@@ -51,7 +51,7 @@ func (g *Egress) OnChange(fn func()) { g.svc.egressWatchers.add(fn) }
 // egress gateway knows whose a connection is. A pooled or booting sandbox
 // is not found, so it has no egress at all.
 func (g *Egress) ByAddr(ip netip.Addr) (EgressView, bool) {
-	for _, e := range g.svc.liveEntries() {
+	for _, e := range g.svc.live.all() {
 		if e.ep.SandboxIP != ip {
 			continue
 		}
@@ -113,7 +113,7 @@ func (w *watchers) notify() {
 // gateway: the firewall drops them.
 func (g *Egress) EgressAddrs() []netip.Addr {
 	var out []netip.Addr
-	for _, e := range g.svc.liveEntries() {
+	for _, e := range g.svc.live.all() {
 		// The record as last set: a create or resume that refreshes the
 		// set must not wait for another sandbox's pause or kill.
 		rec := e.record()

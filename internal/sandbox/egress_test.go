@@ -19,15 +19,15 @@ import (
 func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 	yes := true
 	ip := func(s string) network.Endpoint { return network.Endpoint{SandboxIP: netip.MustParseAddr(s)} }
-	svc := &Service{live: map[string]*entry{
+	svc := &Service{live: &liveSet{entries: map[string]*entry{
 		"busy": (&entry{rec: &store.Sandbox{ID: "busy", State: store.StateRunning, AccessToken: "tb"}, ep: ip("10.0.0.2")}).published(),
 		"open": (&entry{rec: &store.Sandbox{ID: "open", State: store.StateRunning, AccessToken: "to",
 			Network: &store.NetworkPolicy{AllowInternet: &yes}}, ep: ip("10.0.0.6")}).published(),
 		"off": (&entry{rec: &store.Sandbox{ID: "off", State: store.StateRunning, AccessToken: "tf",
 			Network: &store.NetworkPolicy{AllowInternet: new(bool)}}, ep: ip("10.0.0.10")}).published(),
-	}}
+	}}}
 	targets := NewTargets(svc)
-	busy := svc.live["busy"]
+	busy := svc.live.entries["busy"]
 	busy.mu.Lock() // a pause in progress
 	defer busy.mu.Unlock()
 
@@ -71,7 +71,7 @@ func TestLookupsAcrossSandboxesDoNotWait(t *testing.T) {
 func TestEgressByAddr(t *testing.T) {
 	yes := true
 	ip := func(s string) network.Endpoint { return network.Endpoint{SandboxIP: netip.MustParseAddr(s)} }
-	svc := &Service{log: slog.New(slog.DiscardHandler), live: map[string]*entry{
+	svc := &Service{log: slog.New(slog.DiscardHandler), live: &liveSet{entries: map[string]*entry{
 		"run": (&entry{rec: &store.Sandbox{ID: "run", Tenant: "alice", State: store.StateRunning, Network: &store.NetworkPolicy{AllowInternet: &yes},
 			Secrets: map[string]string{"ph": "alice/token"}}, ep: ip("10.0.0.2")}).published(),
 		// A stored policy the parser refuses (set before a parser change,
@@ -79,14 +79,14 @@ func TestEgressByAddr(t *testing.T) {
 		"unreadable": (&entry{rec: &store.Sandbox{ID: "unreadable", State: store.StateRunning, Network: &store.NetworkPolicy{AllowInternet: &yes, AllowOut: []string{"not a rule"}}},
 			ep: ip("10.0.0.3")}).published(),
 		"paused": (&entry{rec: &store.Sandbox{ID: "paused", State: store.StatePaused}, ep: ip("10.0.0.6")}).published(),
-	}}
+	}}}
 	eg := NewEgress(svc)
 	v, ok := eg.ByAddr(netip.MustParseAddr("10.0.0.2"))
 	if !ok || v.ID != "run" || v.Tenant != "alice" || !v.Policy.Internet || v.Secrets["ph"] != "alice/token" {
 		t.Fatalf("ByAddr(10.0.0.2) = %+v, %v; want run's view", v, ok)
 	}
 	v.Secrets["ph"] = "other"
-	if rec := svc.live["run"].record(); rec.Secrets["ph"] != "alice/token" {
+	if rec := svc.live.entries["run"].record(); rec.Secrets["ph"] != "alice/token" {
 		t.Errorf("changing the view changed the record: %+v", rec)
 	}
 	if v, ok := eg.ByAddr(netip.MustParseAddr("10.0.0.3")); !ok || v.ID != "unreadable" || v.Policy.Internet || len(v.Policy.Allow) > 0 {

@@ -13,10 +13,10 @@ import (
 // sandbox with its tenant, then every sample as it is taken; a paused
 // sandbox's last sample is not in the snapshot; cancel closes the channel.
 func TestFollowMetrics(t *testing.T) {
-	svc := &Service{live: map[string]*entry{}}
-	svc.live["a"] = &entry{rec: &store.Sandbox{ID: "a", Tenant: "alpha", State: store.StateRunning, CPU: 1, MemoryMB: 256}}
+	svc := &Service{live: &liveSet{entries: map[string]*entry{}}}
+	svc.live.entries["a"] = &entry{rec: &store.Sandbox{ID: "a", Tenant: "alpha", State: store.StateRunning, CPU: 1, MemoryMB: 256}}
 	paused := &entry{rec: &store.Sandbox{ID: "p", Tenant: "beta", State: store.StateRunning, CPU: 1}}
-	svc.live["p"] = paused
+	svc.live.entries["p"] = paused
 	rd := fakeUsage{"a": {CPU: time.Millisecond}, "p": {CPU: time.Millisecond}}
 	u := newUsage(svc, rd, 10*time.Millisecond)
 	ctx := context.Background()

@@ -46,7 +46,7 @@ func (c *Checkpoints) Fork(ctx context.Context, id string, req ForkRequest) ([]*
 	if err := c.svc.checkTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
-	e, ok := c.svc.entry(id)
+	e, ok := c.live.entry(id)
 	if !ok {
 		return nil, c.svc.notRunning(id)
 	}
@@ -62,11 +62,11 @@ func (c *Checkpoints) Fork(ctx context.Context, id string, req ForkRequest) ([]*
 	e.mu.Lock()
 	memoryMB, cpu := e.rec.MemoryMB, e.rec.CPU
 	e.mu.Unlock()
-	q, err := c.svc.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * cpu, MemoryMB: req.Count * memoryMB})
+	q, err := c.live.reserve(ctx, tenant.Usage{Sandboxes: req.Count, VCPU: req.Count * cpu, MemoryMB: req.Count * memoryMB})
 	if err != nil {
 		return nil, err
 	}
-	defer c.svc.release(q)
+	defer c.live.release(q)
 	for range req.Count {
 		r, err := c.svc.admit(ctx, c.svc.need(memoryMB, c.svc.adm.Usage(id).Memory, 0, false), "fork")
 		if err != nil {
@@ -180,7 +180,7 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 		agent.Close()
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
-	c.svc.addLive(newLiveEntry(rec, agent, ep), q, usageOf(rec.CPU, rec.MemoryMB))
+	c.live.add(newLiveEntry(rec, agent, ep), q, usageOf(rec.CPU, rec.MemoryMB))
 	r.Done(ctx, rec.ID)
 	log.Info("sandbox restored from a running sandbox's image")
 	out := fromRecord(rec)

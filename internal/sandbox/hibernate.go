@@ -91,7 +91,7 @@ func (s *Service) hibernateForRoom(ctx context.Context, ref *admission.Refusal) 
 		last time.Time
 	}
 	var cands []candidate
-	for _, e := range s.liveEntries() {
+	for _, e := range s.live.all() {
 		r := e.rest()
 		if r == nil || s.idleHibernateOf(e.record()) <= 0 {
 			continue

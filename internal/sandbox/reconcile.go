@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"maps"
 
 	"github.com/spacesandbox/space/internal/errdefs"
 	"github.com/spacesandbox/space/internal/store"
@@ -28,9 +27,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		}
 		return cur.Live() && cur.Node == rec.Node, nil
 	}
-	s.mu.Lock()
-	live := maps.Clone(s.live)
-	s.mu.Unlock()
+	live := s.live.byID()
 	n := 0
 	for id, e := range live {
 		e.mu.Lock()
@@ -46,7 +43,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		if err := s.teardown(context.WithoutCancel(ctx), id, e.ep); err != nil {
 			s.log.Error("tear down a sandbox the cluster gave up", "sandbox", id, "err", err)
 		}
-		s.dropLive(id)
+		s.live.drop(id)
 		e.agent.Close()
 		s.metrics.ended(store.StateLost, "given up by the cluster")
 		e.mu.Unlock()

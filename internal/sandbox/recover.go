@@ -140,20 +140,17 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 // adopt makes running sandbox rec live again after a restart: frozen at
 // rest, hibernated in image, or awake.
 func (s *Service) adopt(rec *store.Sandbox, ep network.Endpoint, agent *AgentConn, frozen bool, image string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	e := (&entry{rec: rec, agent: agent, ep: ep}).published()
 	if rec.State != store.StatePooled && rec.Build == "" {
 		e.owner, e.use = tenant.Of(rec.Tenant), usageOf(rec.CPU, rec.MemoryMB)
 	}
-	s.live[rec.ID] = e
-	s.attachRest(e, frozen, image)
+	s.live.adopt(e, frozen, image)
 }
 
 // hibernatedImages are the images live sandboxes are hibernated in.
 func (s *Service) hibernatedImages() map[string]bool {
 	keep := map[string]bool{}
-	for _, e := range s.liveEntries() {
+	for _, e := range s.live.all() {
 		if r := e.rest(); r != nil {
 			r.mu.Lock()
 			if r.hibernated {
@@ -219,14 +216,9 @@ func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {
 
 func (s *Service) reap(ctx context.Context) {
 	now := time.Now()
-	// Never wait for an entry's lock while holding s.mu: end holds the entry
-	// lock while it takes s.mu, so that order would deadlock with a kill.
-	s.mu.Lock()
-	entries := make(map[string]*entry, len(s.live))
-	for id, e := range s.live {
-		entries[id] = e
-	}
-	s.mu.Unlock()
+	// Entry locks only after the listing: end holds an entry's lock while
+	// it drops the entry from the live set (liveSet).
+	entries := s.live.byID()
 	s.snaps.runSnapshotSchedules(ctx, entries)
 	var expired []string
 	for id, e := range entries {
@@ -292,13 +284,7 @@ const clockStep = 2 * time.Second
 // followClockStep moves the expiry of every live sandbox by step.
 func (s *Service) followClockStep(ctx context.Context, step time.Duration) {
 	s.log.Warn("the wall clock was stepped; moving sandbox expiries with it", "step", step.String())
-	s.mu.Lock()
-	ids := make([]string, 0, len(s.live))
-	for id := range s.live {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
+	for id := range s.live.byID() {
 		_, err := s.updateRunning(ctx, id, "expiry after a clock step", func(rec *store.Sandbox) bool {
 			rec.ExpiresAt = rec.ExpiresAt.Add(step)
 			return true

@@ -392,7 +392,7 @@ func (r *rest) tierNow() (string, bool) {
 // hibernated now, for the gauges. One whose rest is changing at that
 // moment is not counted: a scrape does not wait on a wake.
 func (s *Service) restingNow() (frozen, hibernated int) {
-	for _, e := range s.liveEntries() {
+	for _, e := range s.live.all() {
 		r := e.rest()
 		if r == nil {
 			continue
@@ -485,7 +485,7 @@ func (s *Service) idleFreezeOf(rec *store.Sandbox) time.Duration {
 // Rest reports whether running sandbox id is frozen or hibernated at
 // rest, or awake.
 func (s *Service) Rest(id string) (string, error) {
-	e, ok := s.entry(id)
+	e, ok := s.live.entry(id)
 	if !ok {
 		return "", s.notRunning(id)
 	}
@@ -513,7 +513,7 @@ func (s *Service) RunRest(ctx context.Context) {
 }
 
 func (s *Service) freezeIdle(ctx context.Context, now time.Time) {
-	for _, e := range s.liveEntries() {
+	for _, e := range s.live.all() {
 		rec := e.record()
 		delay := s.idleFreezeOf(rec)
 		r := e.rest()
@@ -653,7 +653,7 @@ func (s *Service) SetIdleFreeze(ctx context.Context, id string, d time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	if e, ok := s.entry(id); ok && (s.idleFreezeOf(e.record()) <= 0 || (s.idleHibernateOf(e.record()) <= 0 && e.rest() != nil && e.rest().isHibernated())) {
+	if e, ok := s.live.entry(id); ok && (s.idleFreezeOf(e.record()) <= 0 || (s.idleHibernateOf(e.record()) <= 0 && e.rest() != nil && e.rest().isHibernated())) {
 		e.mu.Lock()
 		err = e.wake(ctx)
 		e.mu.Unlock()

@@ -142,13 +142,13 @@ func TestRestLookIfDue(t *testing.T) {
 // hibernated; awake ones, ones without a rest (booting, or a runtime
 // that cannot freeze) and one whose rest is changing are not counted.
 func TestRestingNow(t *testing.T) {
-	s := &Service{live: map[string]*entry{}}
+	s := &Service{live: &liveSet{entries: map[string]*entry{}}}
 	add := func(id string, r *rest) {
 		a := &AgentConn{conns: &connSet{}}
 		if r != nil {
 			a.conns.rest.Store(r)
 		}
-		s.live[id] = &entry{agent: a}
+		s.live.entries[id] = &entry{agent: a}
 	}
 	add("awake", &rest{})
 	add("frozen-1", &rest{frozen: true})

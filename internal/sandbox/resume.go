@@ -40,7 +40,7 @@ func (c *Checkpoints) Resume(ctx context.Context, id string, timeout time.Durati
 	// waits and then finds it running.
 	unlock := c.pausedLocks.Lock(id)
 	defer unlock()
-	if e, ok := c.svc.entry(id); ok {
+	if e, ok := c.live.entry(id); ok {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return fromRecord(e.rec), nil
@@ -73,11 +73,11 @@ func (c *Checkpoints) Resume(ctx context.Context, id string, timeout time.Durati
 		ckptID, use = m.ID, usageOf(m.Limits.CPU, m.Limits.MemoryMB)
 		need = c.resumeNeed(m.Limits.MemoryMB, m.Bytes, !hasMemory(m))
 	}
-	q, err := c.svc.reserve(ctx, use)
+	q, err := c.live.reserve(ctx, use)
 	if err != nil {
 		return nil, err
 	}
-	defer c.svc.release(q)
+	defer c.live.release(q)
 	// A resume starts a sandbox: admitted before the download, so a node
 	// at a budget refuses it at once (and the sandbox stays paused).
 	r, err := c.svc.admit(ctx, need, "resume")
@@ -258,7 +258,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 		agent.Close()
 		return nil, fmt.Errorf("record resumed sandbox: %w", err)
 	}
-	c.svc.addLive(newLiveEntry(&rec, agent, ep), q, q.useOrZero())
+	c.live.add(newLiveEntry(&rec, agent, ep), q, q.useOrZero())
 	r.Done(ctx, id)
 	c.svc.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())

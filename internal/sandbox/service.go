@@ -121,10 +121,11 @@ type Service struct {
 	// adm admits every start against the node's budgets (nil: all).
 	adm *admission.Controller
 
-	mu   sync.Mutex
-	live map[string]*entry
-	// reserved is what creates in flight hold of each tenant's quotas.
-	reserved map[string]tenant.Usage
+	// live is the live sandboxes and what starts in flight reserve of
+	// their tenants' quotas.
+	live *liveSet
+	// mu guards storing.
+	mu sync.Mutex
 	// storing is what each tenant's pauses and snapshots in flight will
 	// keep (its quotas on paused sandboxes and snapshots); storeLocks
 	// serialise each tenant's count and reservation.
@@ -217,10 +218,11 @@ func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, live: map[string]*entry{}, reserved: map[string]tenant.Usage{}, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), slots: newSlots()}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), slots: newSlots()}
+	s.live = newLiveSet(cfg.Quotas, m, s.attachRest, s.egressChanged)
 	s.pools = newPools(s, cfg.Pools)
-	s.ckpts = &Checkpoints{svc: s, slots: s.slots}
-	s.snaps = &Snapshots{svc: s, ckpts: s.ckpts}
+	s.ckpts = &Checkpoints{svc: s, live: s.live, slots: s.slots}
+	s.snaps = &Snapshots{svc: s, live: s.live, ckpts: s.ckpts}
 	s.adm = s.newAdmission(cfg.Admission)
 	return s
 }
@@ -417,67 +419,9 @@ func (s *Service) imageRoot(template, image string) (string, error) {
 	return s.cfg.Templates.ImageRoot(template, image)
 }
 
-// entry is a live sandbox that callers may reach; a template build's
-// sandbox is the build's alone.
-func (s *Service) entry(id string) (*entry, bool) {
-	e, ok := s.liveEntry(id)
-	if !ok || e.build != "" {
-		return nil, false
-	}
-	return e, true
-}
-
-// liveEntries are the live sandboxes as they are now. Take their locks
-// only after this returns: end holds an entry's lock while it takes s.mu.
-func (s *Service) liveEntries() []*entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*entry, 0, len(s.live))
-	for _, e := range s.live {
-		out = append(out, e)
-	}
-	return out
-}
-
-// newLiveEntry is the entry of a sandbox that runs as rec from now on,
-// counted against its tenant.
-func newLiveEntry(rec *store.Sandbox, agent *AgentConn, ep network.Endpoint) *entry {
-	return &entry{rec: rec, agent: agent, ep: ep, owner: tenant.Of(rec.Tenant), use: usageOf(rec.CPU, rec.MemoryMB)}
-}
-
-// addLive makes e a live sandbox and moves part of q into it under the
-// same hold of s.mu, so the tenant's usage counts it exactly once; then
-// the egress gateway is told (it serves live sandboxes only).
-func (s *Service) addLive(e *entry, q *reservation, part tenant.Usage) {
-	s.mu.Lock()
-	s.live[e.rec.ID] = e.published()
-	s.attachRest(e, false, "")
-	s.consumeLocked(q, part)
-	s.mu.Unlock()
-	s.egressChanged()
-}
-
-// dropLive forgets live sandbox id and tells the egress gateway, not at
-// once: the caller may hold the entry's lock, and the gateway's watcher
-// reads every entry.
-func (s *Service) dropLive(id string) {
-	s.mu.Lock()
-	delete(s.live, id)
-	s.mu.Unlock()
-	go s.egressChanged()
-}
-
-// liveEntry is any live sandbox.
-func (s *Service) liveEntry(id string) (*entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.live[id]
-	return e, ok
-}
-
 // Get returns a sandbox, live or ended.
 func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
-	if e, ok := s.entry(id); ok {
+	if e, ok := s.live.entry(id); ok {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return fromRecord(e.rec), nil
@@ -572,7 +516,7 @@ func (s *Service) SetTimeout(ctx context.Context, id string, d time.Duration) (*
 
 // expireNow does to a running sandbox what the reaper does at its timeout.
 func (s *Service) expireNow(ctx context.Context, id string) (*Sandbox, error) {
-	e, ok := s.entry(id)
+	e, ok := s.live.entry(id)
 	if !ok {
 		return nil, s.notRunning(id)
 	}
@@ -596,7 +540,7 @@ func (s *Service) expireNow(ctx context.Context, id string) (*Sandbox, error) {
 // edits a copy and says whether there is anything to write; the copy is
 // stored durably before it replaces the record in memory.
 func (s *Service) updateRunning(ctx context.Context, id, what string, change func(*store.Sandbox) bool) (*Sandbox, error) {
-	e, ok := s.entry(id)
+	e, ok := s.live.entry(id)
 	if !ok {
 		return nil, s.notRunning(id)
 	}
@@ -618,7 +562,7 @@ func (s *Service) updateRunning(ctx context.Context, id, what string, change fun
 
 // Kill destroys a sandbox and everything it had on the host.
 func (s *Service) Kill(ctx context.Context, id string) error {
-	if e, ok := s.liveEntry(id); ok && e.build != "" {
+	if e, ok := s.live.get(id); ok && e.build != "" {
 		return errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 	}
 	return s.end(ctx, id, store.StateKilled, "killed by request")
@@ -628,7 +572,7 @@ func (s *Service) Kill(ctx context.Context, id string) error {
 // after the host resources are gone, so a crash in between is found again
 // by Recover.
 func (s *Service) end(ctx context.Context, id, state, reason string) error {
-	e, ok := s.liveEntry(id)
+	e, ok := s.live.get(id)
 	if !ok {
 		rec, err := s.store.GetSandbox(ctx, id)
 		if err != nil {
@@ -669,7 +613,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 		return fmt.Errorf("record end of sandbox: %w", err)
 	}
 	e.setRec(&updated)
-	s.dropLive(id)
+	s.live.drop(id)
 	e.agent.Close()
 	s.metrics.ended(state, reason)
 	s.log.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
@@ -693,8 +637,4 @@ func (s *Service) teardown(ctx context.Context, id string, ep network.Endpoint) 
 }
 
 // Running returns the number of live sandboxes.
-func (s *Service) Running() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.live)
-}
+func (s *Service) Running() int { return s.live.count() }

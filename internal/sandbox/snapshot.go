@@ -110,7 +110,10 @@ func ParseSnapshotName(s string) (name, tag string, err error) {
 // downloaded and restored as a checkpoint's are) and, like it, on the
 // service, which makes it and hands it out (Service.Snapshots).
 type Snapshots struct {
-	svc   *Service
+	svc *Service
+	// live is the live sandboxes, and the tenants' quotas a create from a
+	// snapshot reserves to become one.
+	live  *liveSet
 	ckpts *Checkpoints
 }
 
@@ -131,7 +134,7 @@ func (s *Snapshots) TakeSnapshot(ctx context.Context, id string, opts SnapshotOp
 	if err != nil {
 		return nil, err
 	}
-	e, ok := s.svc.entry(id)
+	e, ok := s.live.entry(id)
 	if !ok {
 		return nil, s.svc.notRunning(id)
 	}
@@ -375,11 +378,11 @@ func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *c
 			s.svc.metrics.createFailed()
 		}
 	}()
-	q, err := s.svc.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
+	q, err := s.live.reserve(ctx, usageOf(snap.CPUs, snap.MemoryMB))
 	if err != nil {
 		return nil, err
 	}
-	defer s.svc.release(q)
+	defer s.live.release(q)
 	// It restores the snapshot's memory image: admitted before the wait
 	// for a turn and the download.
 	r, err := s.svc.admit(ctx, s.svc.need(snap.MemoryMB, m.Bytes, 0, false), "create")

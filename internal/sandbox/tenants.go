@@ -9,9 +9,10 @@ import (
 
 // Every sandbox belongs to the tenant whose key created it (a fork to its
 // parent's, a resume keeps it). Creates, resumes and forks reserve their
-// share of the tenant's quotas before any work, under s.mu, so a burst
-// cannot pass the check together; the reservation turns into the live
-// entry under the same lock, so nothing is counted twice.
+// share of the tenant's quotas before any work, in the live set (live.go),
+// under its lock, so a burst cannot pass the check together; the
+// reservation turns into the live entry under the same lock, so nothing is
+// counted twice.
 
 // reservation is the part of a tenant's quotas that creates in flight
 // hold. nil: nothing was reserved (the admin, or no quotas).
@@ -25,46 +26,6 @@ func usageOf(cpu, memoryMB int) tenant.Usage {
 	return tenant.Usage{Sandboxes: 1, VCPU: cpu, MemoryMB: memoryMB}
 }
 
-// reserve takes add from the quotas of ctx's tenant, or answers
-// ErrQuotaExceeded naming the quota.
-func (s *Service) reserve(ctx context.Context, add tenant.Usage) (*reservation, error) {
-	p := tenant.FromContext(ctx)
-	if p.Admin || s.cfg.Quotas == nil {
-		return nil, nil
-	}
-	q := s.cfg.Quotas(p.Tenant)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := tenant.Check(p.Tenant, q, s.usageLocked(p.Tenant), add); err != nil {
-		s.metrics.quotaRefused(p.Tenant, err)
-		return nil, err
-	}
-	s.reserved[p.Tenant] = s.reserved[p.Tenant].Plus(add)
-	return &reservation{tenant: p.Tenant, use: add}, nil
-}
-
-// consumeLocked moves part of r into a live entry the caller adds under
-// the same hold of s.mu.
-func (s *Service) consumeLocked(r *reservation, part tenant.Usage) {
-	if r == nil {
-		return
-	}
-	part = tenant.Usage{Sandboxes: min(part.Sandboxes, r.use.Sandboxes), Builds: min(part.Builds, r.use.Builds),
-		VCPU: min(part.VCPU, r.use.VCPU), MemoryMB: min(part.MemoryMB, r.use.MemoryMB)}
-	r.use = r.use.Minus(part)
-	s.reserved[r.tenant] = s.reserved[r.tenant].Minus(part)
-}
-
-// release gives back what r still holds.
-func (s *Service) release(r *reservation) {
-	if r == nil {
-		return
-	}
-	s.mu.Lock()
-	s.consumeLocked(r, r.use)
-	s.mu.Unlock()
-}
-
 // ReserveBuild takes one build, of cpu vCPUs and memoryMB MiB, from the
 // quotas of ctx's tenant (builds, vcpu, memory_mb), or answers
 // ErrQuotaExceeded naming the quota. The build holds it from its
@@ -73,31 +34,17 @@ func (s *Service) release(r *reservation) {
 // so builds and creates at once cannot all pass one count, and a build
 // never fails half-way on its tenant's quota. release gives it back.
 func (s *Service) ReserveBuild(ctx context.Context, cpu, memoryMB int) (release func(), err error) {
-	r, err := s.reserve(ctx, tenant.Usage{Builds: 1, VCPU: cpu, MemoryMB: memoryMB})
+	r, err := s.live.reserve(ctx, tenant.Usage{Builds: 1, VCPU: cpu, MemoryMB: memoryMB})
 	if err != nil {
 		return nil, err
 	}
-	return func() { s.release(r) }, nil
-}
-
-// usageLocked is what tenant t's live sandboxes, creates in flight and
-// builds hold.
-func (s *Service) usageLocked(t string) tenant.Usage {
-	use := s.reserved[t]
-	for _, e := range s.live {
-		if e.owner == t {
-			use = use.Plus(e.use)
-		}
-	}
-	return use
+	return func() { s.live.release(r) }, nil
 }
 
 // Usage is what tenant t holds now: its running sandboxes (and creates in
 // flight), its paused ones and its snapshots.
 func (s *Service) Usage(ctx context.Context, t string) (tenant.Usage, error) {
-	s.mu.Lock()
-	use := s.usageLocked(t)
-	s.mu.Unlock()
+	use := s.live.usage(t)
 	stored, err := s.storedOf(ctx, t)
 	return use.Plus(stored), err
 }
@@ -185,7 +132,7 @@ func (s *Service) storedEstimate(id string, memory bool) int {
 // Owner returns the tenant of sandbox id, live, paused or ended, and
 // whether it is known here (pooled and build sandboxes are nobody's).
 func (s *Service) Owner(ctx context.Context, id string) (string, bool) {
-	if e, ok := s.entry(id); ok {
+	if e, ok := s.live.entry(id); ok {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return tenant.Of(e.rec.Tenant), e.rec.State != store.StatePooled

@@ -116,14 +116,8 @@ type target struct {
 // not build sandboxes). An entry whose lock is held (a pause, a kill) is
 // skipped this time rather than waited for.
 func (s *Service) runningTargets() []target {
-	s.mu.Lock()
-	entries := make(map[string]*entry, len(s.live))
-	for id, e := range s.live {
-		entries[id] = e
-	}
-	s.mu.Unlock()
 	var out []target
-	for id, e := range entries {
+	for id, e := range s.live.byID() {
 		if e.build != "" || !e.mu.TryLock() {
 			continue
 		}
@@ -368,7 +362,7 @@ func (u *usage) sweep(ctx context.Context) {
 	}
 	u.mu.Unlock()
 	for _, id := range ids {
-		if _, ok := u.svc.liveEntry(id); ok {
+		if _, ok := u.svc.live.get(id); ok {
 			continue
 		}
 		if _, err := u.svc.store.GetSandbox(ctx, id); errors.Is(err, errdefs.ErrNotFound) {

@@ -29,11 +29,11 @@ func (f fakeUsage) Usage(_ context.Context, id string) (runtime.Usage, error) {
 // resume) starts a new baseline; paused and pooled sandboxes are not
 // sampled.
 func TestUsageTick(t *testing.T) {
-	svc := &Service{live: map[string]*entry{}}
+	svc := &Service{live: &liveSet{entries: map[string]*entry{}}}
 	running := &entry{rec: &store.Sandbox{ID: "busy", State: store.StateRunning, CPU: 2, MemoryMB: 512, DiskMB: 1024}}
-	svc.live["busy"] = running
-	svc.live["pool"] = &entry{rec: &store.Sandbox{ID: "pool", State: store.StatePooled, CPU: 1}}
-	svc.live["build"] = &entry{rec: &store.Sandbox{ID: "build", State: store.StateRunning, CPU: 1}, build: "b1"}
+	svc.live.entries["busy"] = running
+	svc.live.entries["pool"] = &entry{rec: &store.Sandbox{ID: "pool", State: store.StatePooled, CPU: 1}}
+	svc.live.entries["build"] = &entry{rec: &store.Sandbox{ID: "build", State: store.StateRunning, CPU: 1}, build: "b1"}
 	rd := fakeUsage{
 		"busy":  {CPU: time.Second, Memory: 100 << 20, MemoryCache: 3 << 20, Disk: 7 << 20},
 		"pool":  {CPU: time.Second},
@@ -72,7 +72,7 @@ func TestUsageTick(t *testing.T) {
 	}
 
 	// A resume is a new entry whose cgroup counts from zero.
-	svc.live["busy"] = &entry{rec: running.rec}
+	svc.live.entries["busy"] = &entry{rec: running.rec}
 	rd["busy"] = runtime.Usage{CPU: time.Millisecond, Memory: 50 << 20}
 	time.Sleep(20 * time.Millisecond)
 	u.tick(ctx, time.Now())
@@ -80,7 +80,7 @@ func TestUsageTick(t *testing.T) {
 		t.Fatalf("a new instance's first reading made a sample: %+v", got)
 	}
 	// Paused: no samples.
-	svc.live["busy"].rec = &store.Sandbox{ID: "busy", State: store.StatePaused, CPU: 2}
+	svc.live.entries["busy"].rec = &store.Sandbox{ID: "busy", State: store.StatePaused, CPU: 2}
 	time.Sleep(20 * time.Millisecond)
 	u.tick(ctx, time.Now())
 	if got := u.between("busy", time.Time{}, time.Time{}); len(got) != 1 {
@@ -181,7 +181,7 @@ func TestCPUPct(t *testing.T) {
 // TestJournal: lifecycle lines from record changes, agent-style lines, and
 // the E2B query (cursor, direction, level, search, limit).
 func TestJournalLines(t *testing.T) {
-	j := newJournal(&Service{live: map[string]*entry{}}, time.Second)
+	j := newJournal(&Service{live: &liveSet{entries: map[string]*entry{}}}, time.Second)
 	end := time.Now().Add(time.Minute)
 	for _, sb := range []*Sandbox{
 		{ID: "s", State: StateCreating},
@@ -315,12 +315,12 @@ func TestLogBounds(t *testing.T) {
 // reading counts its CPU from the frozen sample on, not over the rest; a
 // frozen sandbox with no sample of its instance yet is read as usual.
 func TestUsageTickFrozen(t *testing.T) {
-	svc := &Service{live: map[string]*entry{}}
+	svc := &Service{live: &liveSet{entries: map[string]*entry{}}}
 	conns := &connSet{}
 	r := &rest{id: "sb"}
 	conns.rest.Store(r)
 	e := &entry{rec: &store.Sandbox{ID: "sb", State: store.StateRunning, CPU: 1, MemoryMB: 512, DiskMB: 1024}, agent: &AgentConn{conns: conns}}
-	svc.live["sb"] = e
+	svc.live.entries["sb"] = e
 	reads := 0
 	rd := countingUsage{n: &reads, u: &runtime.Usage{CPU: time.Second, Memory: 100 << 20, Disk: 7 << 20}}
 	u := newUsage(svc, rd, 10*time.Millisecond)
