@@ -94,6 +94,8 @@ type Checkpoints struct {
 	// live is the live sandboxes, and the tenants' quotas a resume or a
 	// fork reserves to become one.
 	live *liveSet
+	// stored reserves what a pause will keep of its tenant's quotas.
+	stored *storedQuotas
 	// slots are the network slots held back from allocation: a paused
 	// sandbox's until its teardown is done.
 	slots *slots
@@ -136,7 +138,7 @@ func (c *Checkpoints) Pause(ctx context.Context, id string, opts PauseOptions) (
 		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %q is %s", id, rec.State)
 	}
-	release, err := c.svc.reserveStored(ctx, tenant.Usage{PausedSandboxes: 1, PausedMB: c.svc.storedEstimate(id, !opts.DiskOnly)})
+	release, err := c.stored.reserve(ctx, tenant.Usage{PausedSandboxes: 1, PausedMB: c.stored.estimate(id, !opts.DiskOnly)})
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/spacesandbox/space/internal/admission"
 	"github.com/spacesandbox/space/internal/checkpoint"
 	"github.com/spacesandbox/space/internal/errdefs"
-	"github.com/spacesandbox/space/internal/keylock"
 	"github.com/spacesandbox/space/internal/network"
 	"github.com/spacesandbox/space/internal/recipe"
 	"github.com/spacesandbox/space/internal/runtime"
@@ -124,13 +123,9 @@ type Service struct {
 	// live is the live sandboxes and what starts in flight reserve of
 	// their tenants' quotas.
 	live *liveSet
-	// mu guards storing.
-	mu sync.Mutex
-	// storing is what each tenant's pauses and snapshots in flight will
-	// keep (its quotas on paused sandboxes and snapshots); storeLocks
-	// serialise each tenant's count and reservation.
-	storing    map[string]tenant.Usage
-	storeLocks keylock.Map
+	// stored reserves the tenants' quotas that pauses and snapshots in
+	// flight will take in the object store.
+	stored *storedQuotas
 
 	// slots are the network slots allocation avoids for now.
 	slots *slots
@@ -218,12 +213,13 @@ func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, storing: map[string]tenant.Usage{}, boots: make(chan struct{}, cfg.MaxBoots), slots: newSlots()}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, boots: make(chan struct{}, cfg.MaxBoots), slots: newSlots()}
 	s.live = newLiveSet(cfg.Quotas, m, s.attachRest, s.egressChanged)
 	s.pools = newPools(s, cfg.Pools)
-	s.ckpts = &Checkpoints{svc: s, live: s.live, slots: s.slots}
-	s.snaps = &Snapshots{svc: s, live: s.live, ckpts: s.ckpts}
 	s.adm = s.newAdmission(cfg.Admission)
+	s.stored = newStoredQuotas(cfg.Quotas, s.storedOf, s.adm, m)
+	s.ckpts = &Checkpoints{svc: s, live: s.live, stored: s.stored, slots: s.slots}
+	s.snaps = &Snapshots{svc: s, live: s.live, stored: s.stored, ckpts: s.ckpts}
 	return s
 }
 

@@ -113,8 +113,10 @@ type Snapshots struct {
 	svc *Service
 	// live is the live sandboxes, and the tenants' quotas a create from a
 	// snapshot reserves to become one.
-	live  *liveSet
-	ckpts *Checkpoints
+	live *liveSet
+	// stored reserves what a snapshot will keep of its tenant's quotas.
+	stored *storedQuotas
+	ckpts  *Checkpoints
 }
 
 // TakeSnapshot snapshots running sandbox id; it runs on.
@@ -138,7 +140,7 @@ func (s *Snapshots) TakeSnapshot(ctx context.Context, id string, opts SnapshotOp
 	if !ok {
 		return nil, s.svc.notRunning(id)
 	}
-	release, err := s.svc.reserveStored(ctx, tenant.Usage{Snapshots: 1, SnapshotMB: s.svc.storedEstimate(id, opts.Memory)})
+	release, err := s.stored.reserve(ctx, tenant.Usage{Snapshots: 1, SnapshotMB: s.stored.estimate(id, opts.Memory)})
 	if err != nil {
 		return nil, err
 	}

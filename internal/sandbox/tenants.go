@@ -75,60 +75,6 @@ func (s *Service) storedOf(ctx context.Context, t string) (tenant.Usage, error) 
 	return u, nil
 }
 
-// reserveStored takes add, what a pause or a snapshot of sandbox id will
-// keep in the object store (one, and its size as the sandbox's memory
-// and disk use now estimate it), from the quotas of ctx's tenant, or
-// refuses a tenant that would cross one. Stores in flight count, so
-// stores at once cannot all pass one count; the caller releases as soon as
-// its artifact is recorded (or failed). A release waits for a count in
-// progress, so a store is never missed between the record and the
-// reservation (it may be counted twice for a moment: a refusal errs on
-// the safe side).
-func (s *Service) reserveStored(ctx context.Context, add tenant.Usage) (release func(), err error) {
-	p := tenant.FromContext(ctx)
-	if p.Admin || s.cfg.Quotas == nil {
-		return func() {}, nil
-	}
-	q := s.cfg.Quotas(p.Tenant)
-	if q.PausedSandboxes <= 0 && q.PausedMB <= 0 && q.Snapshots <= 0 && q.SnapshotMB <= 0 {
-		return func() {}, nil // nothing to count against
-	}
-	unlock := s.storeLocks.Lock(p.Tenant)
-	defer unlock()
-	use, err := s.storedOf(ctx, p.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	use = use.Plus(s.storing[p.Tenant])
-	s.mu.Unlock()
-	if err := tenant.Check(p.Tenant, q, use, add); err != nil {
-		s.metrics.quotaRefused(p.Tenant, err)
-		return nil, err
-	}
-	s.mu.Lock()
-	s.storing[p.Tenant] = s.storing[p.Tenant].Plus(add)
-	s.mu.Unlock()
-	return func() {
-		unlock := s.storeLocks.Lock(p.Tenant)
-		defer unlock()
-		s.mu.Lock()
-		s.storing[p.Tenant] = s.storing[p.Tenant].Minus(add)
-		s.mu.Unlock()
-	}, nil
-}
-
-// storedEstimate is what a checkpoint (memory too) or a disk image of
-// sandbox id will take, by what it uses now, in MiB (at least 1).
-func (s *Service) storedEstimate(id string, memory bool) int {
-	u := s.adm.Usage(id)
-	bytes := u.Disk
-	if memory {
-		bytes += u.Memory
-	}
-	return max(tenant.MiB(bytes), 1)
-}
-
 // Owner returns the tenant of sandbox id, live, paused or ended, and
 // whether it is known here (pooled and build sandboxes are nobody's).
 func (s *Service) Owner(ctx context.Context, id string) (string, bool) {
