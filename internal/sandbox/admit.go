@@ -155,40 +155,6 @@ func (s *Service) frozenSince(id string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// need is what a start of a sandbox with memory limit memoryMB is
-// reserved: what boots are measured at, or (restores) the size of the
-// memory image it restores, at most its limit; plus a disk image it
-// starts from.
-func (s *Service) need(memoryMB int, imageBytes, diskBytes int64, fresh bool) admission.Need {
-	limit := int64(memoryMB) << 20
-	n := admission.Need{Usage: s.adm.Estimate(limit), Fresh: fresh}
-	if imageBytes > n.Memory {
-		n.Memory = imageBytes
-		if limit > 0 {
-			n.Memory = min(n.Memory, limit)
-		}
-	}
-	n.Disk += diskBytes
-	return n
-}
-
-// admit reserves need for a start the caller asked for. When the node is
-// at a budget, idle pool sandboxes are given up first, one at a time,
-// until the start fits; only then is it refused (503, saying which budget).
-func (s *Service) admit(ctx context.Context, need admission.Need, what string) (*admission.Reservation, error) {
-	r, ref := s.adm.Admit(need)
-	for ref != nil && (s.pools.releaseOne(ctx, ref) || s.hibernateForRoom(ctx, ref)) {
-		r, ref = s.adm.Admit(need)
-	}
-	if ref != nil {
-		s.adm.Refused(ref)
-		s.log.Warn("start refused: node at capacity", "start", what, "resource", ref.Resource, "scope", ref.Scope,
-			"budget", ref.Budget, "used", ref.Used, "requested", ref.Requested, "unit", ref.Unit)
-		return nil, ref.Err()
-	}
-	return r, nil
-}
-
 // releaseOne tears down one idle pool sandbox, from the pool with the
 // most ready, to make room for a start; false when no pool has one.
 func (ps *Pools) releaseOne(ctx context.Context, ref *admission.Refusal) bool {

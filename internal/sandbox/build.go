@@ -77,7 +77,7 @@ func (bs *BuildBoxes) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*Bu
 		img.User = "root"
 	}
 	// A build's sandbox takes the node's memory like any other.
-	r, err := bs.svc.admit(ctx, bs.svc.need(spec.Limits.MemoryMB, 0, 0, false), "build")
+	r, err := bs.svc.admits.admit(ctx, bs.svc.admits.need(spec.Limits.MemoryMB, 0, 0, false), "build")
 	if err != nil {
 		return nil, err
 	}

@@ -94,6 +94,8 @@ type Checkpoints struct {
 	// live is the live sandboxes, and the tenants' quotas a resume or a
 	// fork reserves to become one.
 	live *liveSet
+	// admits admits a resume or a fork against the node's budgets.
+	admits *admitter
 	// stored reserves what a pause will keep of its tenant's quotas.
 	stored *storedQuotas
 	// slots are the network slots held back from allocation: a paused

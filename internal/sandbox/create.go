@@ -109,7 +109,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if diskImage != "" {
 		diskBytes = imageBytes(diskImage)
 	}
-	r, err := s.admit(ctx, s.need(req.MemoryMB, startImage, diskBytes, img.Start == nil && diskImage == ""), "create")
+	r, err := s.admits.admit(ctx, s.admits.need(req.MemoryMB, startImage, diskBytes, img.Start == nil && diskImage == ""), "create")
 	if err != nil {
 		return nil, err
 	}

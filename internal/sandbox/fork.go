@@ -68,7 +68,7 @@ func (c *Checkpoints) Fork(ctx context.Context, id string, req ForkRequest) ([]*
 	}
 	defer c.live.release(q)
 	for range req.Count {
-		r, err := c.svc.admit(ctx, c.svc.need(memoryMB, c.svc.adm.Usage(id).Memory, 0, false), "fork")
+		r, err := c.admits.admit(ctx, c.admits.need(memoryMB, c.admits.measured(id).Memory, 0, false), "fork")
 		if err != nil {
 			return nil, err
 		}

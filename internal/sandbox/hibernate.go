@@ -239,7 +239,7 @@ func (h hibernation) revive(ctx context.Context, image string) (err error) {
 	if err != nil {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "the image of hibernated sandbox %s", rec.ID)
 	}
-	res, err := s.admit(ctx, s.need(rec.MemoryMB, m.Bytes, 0, false), "wake of hibernated sandbox "+rec.ID)
+	res, err := s.admits.admit(ctx, s.admits.need(rec.MemoryMB, m.Bytes, 0, false), "wake of hibernated sandbox "+rec.ID)
 	if err != nil {
 		return err
 	}

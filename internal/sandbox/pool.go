@@ -229,7 +229,7 @@ func (p *pool) run(ctx context.Context, sem chan struct{}) {
 			// A refill takes the node's memory too: pools fill only
 			// admission.PoolShare of each budget, the rest is the callers'.
 			// Near it they wait for the next tick.
-			r, ref := p.svc.adm.Admit(p.svc.need(p.svc.cfg.Defaults.MemoryMB, 0, 0, false).PoolNeed())
+			r, ref := p.svc.adm.Admit(p.svc.admits.need(p.svc.cfg.Defaults.MemoryMB, 0, 0, false).PoolNeed())
 			p.setHeld(ref)
 			if ref != nil {
 				<-sem

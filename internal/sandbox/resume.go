@@ -80,7 +80,7 @@ func (c *Checkpoints) Resume(ctx context.Context, id string, timeout time.Durati
 	defer c.live.release(q)
 	// A resume starts a sandbox: admitted before the download, so a node
 	// at a budget refuses it at once (and the sandbox stays paused).
-	r, err := c.svc.admit(ctx, need, "resume")
+	r, err := c.admits.admit(ctx, need, "resume")
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +92,9 @@ func (c *Checkpoints) Resume(ctx context.Context, id string, timeout time.Durati
 // its layer.
 func (c *Checkpoints) resumeNeed(memoryMB int, bytes int64, diskOnly bool) admission.Need {
 	if diskOnly {
-		return c.svc.need(memoryMB, 0, bytes, false)
+		return c.admits.need(memoryMB, 0, bytes, false)
 	}
-	return c.svc.need(memoryMB, bytes, 0, false)
+	return c.admits.need(memoryMB, bytes, 0, false)
 }
 
 // latestArtifact is the newest complete checkpoint or snapshot of sandbox

@@ -117,8 +117,10 @@ type Service struct {
 	hibernatedNow atomic.Int64
 	// nodeDraining: the node takes no new sandboxes (see SetDraining).
 	nodeDraining atomic.Bool
-	// adm admits every start against the node's budgets (nil: all).
-	adm *admission.Controller
+	// adm is the node's budgets and what its sandboxes were measured at
+	// (nil: no budgets); admits admits each start against it.
+	adm    *admission.Controller
+	admits *admitter
 
 	// live is the live sandboxes and what starts in flight reserve of
 	// their tenants' quotas.
@@ -217,9 +219,12 @@ func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Servic
 	s.live = newLiveSet(cfg.Quotas, m, s.attachRest, s.egressChanged)
 	s.pools = newPools(s, cfg.Pools)
 	s.adm = s.newAdmission(cfg.Admission)
+	s.admits = &admitter{adm: s.adm, log: s.log, makeRoom: func(ctx context.Context, ref *admission.Refusal) bool {
+		return s.pools.releaseOne(ctx, ref) || s.hibernateForRoom(ctx, ref)
+	}}
 	s.stored = newStoredQuotas(cfg.Quotas, s.storedOf, s.adm, m)
-	s.ckpts = &Checkpoints{svc: s, live: s.live, stored: s.stored, slots: s.slots}
-	s.snaps = &Snapshots{svc: s, live: s.live, stored: s.stored, ckpts: s.ckpts}
+	s.ckpts = &Checkpoints{svc: s, live: s.live, admits: s.admits, stored: s.stored, slots: s.slots}
+	s.snaps = &Snapshots{svc: s, live: s.live, admits: s.admits, stored: s.stored, ckpts: s.ckpts}
 	return s
 }
 

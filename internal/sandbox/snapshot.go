@@ -114,6 +114,8 @@ type Snapshots struct {
 	// live is the live sandboxes, and the tenants' quotas a create from a
 	// snapshot reserves to become one.
 	live *liveSet
+	// admits admits a create from a snapshot against the node's budgets.
+	admits *admitter
 	// stored reserves what a snapshot will keep of its tenant's quotas.
 	stored *storedQuotas
 	ckpts  *Checkpoints
@@ -387,7 +389,7 @@ func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *c
 	defer s.live.release(q)
 	// It restores the snapshot's memory image: admitted before the wait
 	// for a turn and the download.
-	r, err := s.svc.admit(ctx, s.svc.need(snap.MemoryMB, m.Bytes, 0, false), "create")
+	r, err := s.admits.admit(ctx, s.admits.need(snap.MemoryMB, m.Bytes, 0, false), "create")
 	if err != nil {
 		return nil, err
 	}
