@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spacesandbox/space/internal/checkpoint"
@@ -103,6 +104,9 @@ type Checkpoints struct {
 	slots *slots
 	// pausedLocks serialise resume and delete of paused sandboxes.
 	pausedLocks keylock.Map
+	// teardowns counts the teardowns of paused sandboxes still running in
+	// the background (Service.Close waits for them).
+	teardowns sync.WaitGroup
 }
 
 func (c *Checkpoints) checkpointer() (runtime.Checkpointer, error) {
@@ -174,7 +178,7 @@ func (c *Checkpoints) Pause(ctx context.Context, id string, opts PauseOptions) (
 		cleanup()
 		return paused, nil
 	}
-	c.svc.background.Go(func() {
+	c.teardowns.Go(func() {
 		cleanup := teardown()
 		unlock()
 		cleanup()

@@ -354,7 +354,8 @@ func (w *world) agent(id string) *fakeAgent {
 // live records (with their slots) all name the same ids.
 func (w *world) accounted(want ...string) {
 	w.t.Helper()
-	w.svc.background.Wait() // teardowns of paused sandboxes
+	w.svc.background.Wait()      // teardowns of pool sandboxes given up
+	w.svc.ckpts.teardowns.Wait() // teardowns of paused sandboxes
 	ctx := context.Background()
 	ids, err := w.rt.List(ctx)
 	if err != nil {

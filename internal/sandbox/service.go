@@ -145,7 +145,8 @@ type Service struct {
 	stopPools context.CancelFunc
 	poolsDone sync.WaitGroup
 
-	// background counts teardowns of paused sandboxes still running.
+	// background counts the teardowns of pool sandboxes a resize gave up
+	// still running.
 	background sync.WaitGroup
 }
 
@@ -262,6 +263,7 @@ func (s *Service) Close() {
 	}
 	s.poolsDone.Wait()
 	s.background.Wait()
+	s.ckpts.teardowns.Wait()
 	s.pools.drain()
 }
 

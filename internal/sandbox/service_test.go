@@ -766,7 +766,7 @@ func TestPauseSlotHandover(t *testing.T) {
 			if _, err := w.svc.Checkpoints().Pause(ctx, paused.ID, PauseOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			w.svc.background.Wait()
+			w.svc.ckpts.teardowns.Wait()
 			w.net.mu.Lock()
 			w.net.failDetach = nil
 			w.net.mu.Unlock()
