@@ -87,9 +87,13 @@ type PauseOptions struct {
 // ones (on this node, or on any spaced sharing the store), forks running
 // ones, and ends paused ones: a kill's, a retention's or, at a timeout,
 // an auto-pause's. It holds the lock of each paused sandbox that its
-// resume and its delete take; everything else (the live sandboxes, boots,
-// quotas, admission, the network) it reaches through the service, which
-// makes it and hands it out (Service.Checkpoints).
+// resume and its delete take, and joins the teardowns it leaves running.
+// The service makes it and hands it out (Service.Checkpoints), with the
+// parts it shares with the service's other starts: the live sandboxes
+// (and the tenants' quotas a start reserves in them), the admission of
+// starts, the stored quotas and the network slots. The records, the
+// runtime, and the boot, restore and teardown of a sandbox on this host
+// it reaches through the service.
 type Checkpoints struct {
 	svc *Service
 	// live is the live sandboxes, and the tenants' quotas a resume or a

@@ -98,11 +98,16 @@ type Network interface {
 
 // Service owns the sandboxes of this node: their lifecycle (create, kill,
 // timeouts, recovery at start) and what every part that boots, restores or
-// looks up sandboxes stands on (the live sandboxes, their records, boots,
-// quotas, admission, the network). The parts have a job each: Pools,
-// Checkpoints and Snapshots, which the service makes and hands out;
-// BuildBoxes, Targets, Egress and Feed, which the daemon makes on it;
-// Commands and Files on Targets' agent lookup.
+// looks up sandboxes stands on: their records, boots and teardowns, and
+// the parts it holds, each of one job: the live sandboxes with the tenants'
+// quotas starts reserve to become one (liveSet), the admission of each
+// start against the node's budgets (admitter), the quotas pauses and
+// snapshots reserve (storedQuotas), the network slots held back from
+// allocation (slots). The parts that work on sandboxes have a job each:
+// Pools, Checkpoints and Snapshots, which the service makes and hands out
+// (the last two given the parts they share with it); BuildBoxes, Targets,
+// Egress and Feed, which the daemon makes on it; Commands and Files on
+// Targets' agent lookup.
 type Service struct {
 	cfg     Config
 	log     *slog.Logger

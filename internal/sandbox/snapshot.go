@@ -108,7 +108,8 @@ func ParseSnapshotName(s string) (name, tag string, err error) {
 // and named per tenant, and makes sandboxes from them (a create from a
 // snapshot). It stands on Checkpoints for the images (taken, uploaded,
 // downloaded and restored as a checkpoint's are) and, like it, on the
-// service, which makes it and hands it out (Service.Snapshots).
+// service, which makes it and hands it out (Service.Snapshots) with the
+// live sandboxes, the admission of starts and the stored quotas.
 type Snapshots struct {
 	svc *Service
 	// live is the live sandboxes, and the tenants' quotas a create from a
