@@ -8,7 +8,6 @@
 package spawner
 
 import (
-	"embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,16 +25,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bin holds space-spawn-$GOARCH when the build made it (scripts/lib.sh,
-// make agent); bin/README.md keeps the directory in the repository.
-//
-//go:embed bin
-var bin embed.FS
-
-// Embedded is the helper built into this binary for its architecture, or
-// nil.
+// Embedded is the helper built into this binary for its architecture
+// (bin/$GOARCH/space-spawn, embed_$GOARCH.go), or nil.
 func Embedded() []byte {
-	data, err := bin.ReadFile("bin/space-spawn-" + runtime.GOARCH)
+	data, err := helperFS.ReadFile(helperPath)
 	if err != nil {
 		return nil
 	}
