@@ -9,7 +9,8 @@
 #     needs to serve; interpreter adds what building the code interpreter's
 #     template on this host needs (python3-venv and npm, for fetch-wheels.sh);
 #     test (test.sh, the default) adds what the tests need (Chromium,
-#     PostgreSQL, the console's npm packages, versitygw);
+#     PostgreSQL, the console's npm packages, versitygw; on amd64 the arm64
+#     cross gcc, musl's arm64 libc and qemu-user, for space-spawn);
 #   * if no usable Go (>= 1.21) is found, bootstraps the pinned Go toolchain from
 #     the Go module proxy (golang.org/toolchain module, hash-verified) into
 #     /usr/local/lib/space/go;
@@ -41,6 +42,14 @@ declare -A GO_BOOTSTRAP_H1=(
 
 SPACE_LIB="${SPACE_LIB:-/usr/local/lib/space}"
 SPACE_RUNSC="${SPACE_RUNSC:-$SPACE_LIB/bin/runsc}"
+# musl's arm64 libc for the cross-built space-spawn (build-spawn-helper.sh):
+# Debian's musl-dev arm64 package, fetched from the mirror by its pool path
+# and unpacked, so that no dpkg architecture (and no apt update of a second
+# architecture's lists) is needed. Pinned: the version bookworm ships (the
+# same source as the amd64 musl-dev) and the .deb's sha256.
+SPACE_MUSL_ARM64="${SPACE_MUSL_ARM64:-$SPACE_LIB/musl-arm64}"
+MUSL_ARM64_DEB="pool/main/m/musl/musl-dev_1.2.3-1_arm64.deb"
+MUSL_ARM64_SHA256="55c2ca4bc3041c8ed8ac7dc3ef6080d9551a21650568b2fd7610b59eaf98a4f4"
 
 # What spaced needs to serve (run.sh).
 SERVE_PACKAGES=(
@@ -66,6 +75,12 @@ TEST_PACKAGES=(
   r-base-core r-cran-irkernel            # the code interpreter's r kernel, on the host (internal/interpreter)
   openjdk-17-jdk-headless               # its java kernel (JJava, from the wheelhouse) runs on JShell
 )
+# An amd64 host's tests also build the arm64 agent with its space-spawn
+# (scripts/lib.sh build_arm64) and run that helper under qemu-user
+# (internal/agent/spawner): the cross gcc, with musl's arm64 libc below.
+if [ "$(uname -m)" = x86_64 ]; then
+  TEST_PACKAGES+=(gcc-aarch64-linux-gnu qemu-user-static)
+fi
 
 PROFILE=test
 FORCE_RUNSC=0
@@ -79,7 +94,7 @@ while [ $# -gt 0 ]; do
     # The node image (deploy/Dockerfile): runsc and what building it needs.
     --runsc-only) RUNSC_ONLY=1 ;;
     --packages-only) PACKAGES_ONLY=1 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-deps: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -134,6 +149,33 @@ fi
 if [ "$RUNSC_ONLY" -eq 0 ] && [ -f /etc/nsswitch.conf ] && ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$)' /etc/nsswitch.conf; then
   log "nsswitch.conf: adding myhostname to the hosts line"
   sed -i -E '/^hosts:/{ s/[[:space:]]dns([[:space:]]|$)/ myhostname dns\1/; t; s/$/ myhostname/ }' /etc/nsswitch.conf
+fi
+
+# ---- 1a. musl's arm64 libc (test profile, amd64 hosts) ------------------------
+# Unpacked into $SPACE_MUSL_ARM64 with its musl-gcc.specs rewritten to point
+# there; the marker names the .deb, so a new pin replaces it.
+if [ "$PROFILE" = test ] && [ "$RUNSC_ONLY" -eq 0 ] && [ "$(uname -m)" = x86_64 ]; then
+  if [ "$(cat "$SPACE_MUSL_ARM64/.deb" 2>/dev/null)" = "$MUSL_ARM64_SHA256" ]; then
+    log "musl arm64: present at $SPACE_MUSL_ARM64"
+  else
+    mirror="${SPACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+    tmp=$(mktempdir)
+    log "musl arm64: $mirror/$MUSL_ARM64_DEB into $SPACE_MUSL_ARM64"
+    curl -fsSL --retry 3 -o "$tmp/musl-dev.deb" "$mirror/$MUSL_ARM64_DEB" ||
+      die "download failed: $mirror/$MUSL_ARM64_DEB (a bookworm point release may have replaced it: update MUSL_ARM64_DEB and its hash)"
+    echo "$MUSL_ARM64_SHA256  $tmp/musl-dev.deb" | sha256sum -c --quiet - >&2 || die "musl-dev arm64: sha256 mismatch"
+    dpkg-deb -x "$tmp/musl-dev.deb" "$tmp/root"
+    spec="$tmp/root/usr/lib/aarch64-linux-musl/musl-gcc.specs"
+    [ -f "$spec" ] || die "musl-dev arm64: no musl-gcc.specs in the package"
+    sed "s#/usr/include/aarch64-linux-musl#$SPACE_MUSL_ARM64/usr/include/aarch64-linux-musl#g; s#/usr/lib/aarch64-linux-musl#$SPACE_MUSL_ARM64/usr/lib/aarch64-linux-musl#g" \
+      "$spec" > "$tmp/root/musl-gcc.specs"
+    echo "$MUSL_ARM64_SHA256" > "$tmp/root/.deb"
+    mkdir -p "$(dirname "$SPACE_MUSL_ARM64")"
+    rm -rf "$SPACE_MUSL_ARM64.old"; [ -e "$SPACE_MUSL_ARM64" ] && mv "$SPACE_MUSL_ARM64" "$SPACE_MUSL_ARM64.old"
+    mv "$tmp/root" "$SPACE_MUSL_ARM64"; rm -rf "$SPACE_MUSL_ARM64.old"
+    chmod -R a+rX "$SPACE_MUSL_ARM64"
+    rm -rf "$tmp"
+  fi
 fi
 
 # ---- 1b. the web console's npm packages ----------------------------------------

@@ -85,17 +85,35 @@ build_binaries() {
   wait "$host"
 }
 
-# build_arm64 compiles every binary for linux/arm64 (and keeps nothing).
+# build_arm64 compiles every binary for linux/arm64, the agent with its
+# space-spawn (built first, into internal/agent/spawner/bin/arm64), and
+# checks that the agent holds the helper's bytes: an arm64 agent without
+# it would start processes through os/exec and say so only in its log.
+# It keeps the helper (where a later GOARCH=arm64 build embeds it) and no
+# binary.
 build_arm64() {
-  cd "$ROOT" && GOARCH=arm64 go build ./cmd/...
+  local out rc=0
+  cd "$ROOT" && out=$(mktemp -d "${TMPDIR:-/tmp}/space-arm64.XXXXXX") || return 1
+  "$ROOT/scripts/build-spawn-helper.sh" arm64 &&
+    GOARCH=arm64 CGO_ENABLED=0 go build -trimpath -o "$out/" ./cmd/... &&
+    python3 - internal/agent/spawner/bin/arm64/space-spawn "$out/space-agent" <<'PY' || rc=$?
+import sys
+helper, agent = (open(p, "rb").read() for p in sys.argv[1:3])
+if helper not in agent:
+    sys.exit("build_arm64: %s does not embed %s" % (sys.argv[2], sys.argv[1]))
+print("build_arm64: the arm64 agent embeds space-spawn (%d bytes)" % len(helper))
+PY
+  rm -rf "$out"
+  return "$rc"
 }
 
 # setup PROFILE: install what PROFILE (serve or test) needs and build
 # spaced, space, space-agent, space-interpreter and the base template.
 # Packages and Go come first (everything else needs them); then runsc,
 # the binaries and the base rootfs (debootstrap, mostly network) build side
-# by side, and for tests versitygw and an arm64 build of every binary (the
-# check that they still cross-compile); the base template's image (the
+# by side, and for tests versitygw and an arm64 build of every binary, the
+# agent with its space-spawn (the check that they still cross-compile); the
+# base template's image (the
 # rootfs plus the fresh agent: hard links) last.
 setup() {
   local profile="$1" t0=$SECONDS
