@@ -79,6 +79,10 @@ var errUnavailable = errors.New("spawn helper unavailable")
 type Spawner struct {
 	helper []byte
 	log    *slog.Logger
+	// command, when set, makes the helper's command in place of its
+	// sealed executable (a test runs another architecture's helper, from
+	// a file, under qemu-user); its fd 3 is added here.
+	command func() *exec.Cmd
 
 	mu   sync.Mutex
 	exe  *os.File      // the helper's executable, a sealed memfd
@@ -253,12 +257,11 @@ func (s *Spawner) runLocked() error {
 		theirs.Close()
 		return fmt.Errorf("socket: %w", err)
 	}
-	cmd := &exec.Cmd{
-		Path:       fmt.Sprintf("/proc/self/fd/%d", s.exe.Fd()),
-		Args:       []string{"space-spawn"},
-		Env:        []string{},
-		ExtraFiles: []*os.File{theirs},
+	cmd := &exec.Cmd{Path: fmt.Sprintf("/proc/self/fd/%d", s.exe.Fd()), Args: []string{"space-spawn"}, Env: []string{}}
+	if s.command != nil {
+		cmd = s.command()
 	}
+	cmd.ExtraFiles = []*os.File{theirs}
 	if err := cmd.Start(); err != nil {
 		conn.Close()
 		return fmt.Errorf("start: %w", err)
