@@ -40,6 +40,10 @@ struct header {
 	uint32_t flags, uid, gid, ngroups, argc, envc;
 };
 
+/* The request and the answer are little-endian (spawner.go) and read and
+ * written here as they lie in memory: amd64 and arm64 are both. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "space-spawn speaks little-endian natively");
+
 /* One request: shared with the child (CLONE_VM), which writes err when a
  * step fails. */
 static struct {
@@ -124,9 +128,14 @@ int main(void) {
 	    sigprocmask(SIG_SETMASK, &none, 0) < 0)
 		return 1;
 	for (;;) {
-		char control[CMSG_SPACE(4 * sizeof(int))];
+		/* Aligned for the cmsghdr read from it (cmsg(3)): a char array
+		 * need not be, which x86 forgives and a strict-alignment CPU not. */
+		union {
+			char buf[CMSG_SPACE(4 * sizeof(int))];
+			struct cmsghdr align;
+		} control;
 		struct iovec iov = {message, MAX_MESSAGE};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
 		ssize_t n = recvmsg(SOCK, &mh, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == EINTR) continue;
 		if (n <= 0) return 0; /* the agent is gone */
