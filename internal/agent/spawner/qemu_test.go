@@ -122,10 +122,10 @@ func TestArm64HelperUnderQemu(t *testing.T) {
 
 	// The control: a request the helper must refuse before any clone.
 	emulated.mu.Lock()
-	conn, proc := emulated.conn, emulated.proc
-	emulated.conn, emulated.proc = nil, nil
+	sock, proc := emulated.sock, emulated.proc
+	emulated.sock, emulated.proc = -1, nil
 	emulated.mu.Unlock()
-	if conn == nil {
+	if sock < 0 {
 		t.Fatal("the emulated helper is not running")
 	}
 	null, err := os.Open(os.DevNull)
@@ -139,11 +139,11 @@ func TestArm64HelperUnderQemu(t *testing.T) {
 		bad = binary.LittleEndian.AppendUint32(bad, v)
 	}
 	bad = append(bad, "/bin/sh\x00\x00"...)
-	if _, _, err := conn.WriteMsgUnix(bad, unix.UnixRights(fd, fd, fd), nil); err != nil {
+	if err := unix.Sendmsg(sock, bad, unix.UnixRights(fd, fd, fd), nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	var answer [8]byte
-	if n, err := conn.Read(answer[:]); err != nil || n != 8 {
+	if n, err := unix.Read(sock, answer[:]); err != nil || n != 8 {
 		t.Fatalf("answer to a malformed request: %d bytes, %v", n, err)
 	}
 	if pid, errno := binary.LittleEndian.Uint32(answer[0:]), syscall.Errno(binary.LittleEndian.Uint32(answer[4:])); pid != 0 || errno != syscall.EINVAL {
@@ -151,7 +151,7 @@ func TestArm64HelperUnderQemu(t *testing.T) {
 	}
 
 	// The agent goes: the helper ends with status 0, and its log is whole.
-	conn.Close()
+	unix.Close(sock)
 	st, err := proc.Wait()
 	if err != nil || st.ExitCode() != 0 {
 		t.Fatalf("helper ended with %v, %v; want exit status 0", st, err)

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -84,17 +83,22 @@ type Spawner struct {
 	// a file, under qemu-user); its fd 3 is added here.
 	command func() *exec.Cmd
 
-	mu   sync.Mutex
-	exe  *os.File      // the helper's executable, a sealed memfd
-	conn *net.UnixConn // nil while no helper runs
-	proc *os.Process   // the running helper
-	warn sync.Once     // the first failure is logged, not every start
+	mu  sync.Mutex
+	exe *os.File // the helper's executable, a sealed memfd
+	// sock is the agent's end of the helper's socket, -1 while no helper
+	// runs. It stays blocking: a start waits for its answer in one
+	// recvmsg, not in a non-blocking read, the poller and a second read
+	// (each a trap into gVisor's sentry, and a hand-off between threads
+	// on the way back).
+	sock int
+	proc *os.Process // the running helper
+	warn sync.Once   // the first failure is logged, not every start
 }
 
 // New returns a Spawner that starts processes through helper (an
 // executable, normally Embedded()); with a nil helper it uses os/exec.
 func New(helper []byte, log *slog.Logger) *Spawner {
-	return &Spawner{helper: helper, log: log}
+	return &Spawner{helper: helper, log: log, sock: -1}
 }
 
 // Start starts a process. The caller waits for it (the helper's child is
@@ -151,12 +155,12 @@ func (s *Spawner) startHelped(a Attr) (*os.Process, error) {
 	// A helper that died (killed by root inside) is replaced once: a
 	// request it did not take started nothing.
 	for try := 0; ; try++ {
-		if s.conn == nil {
+		if s.sock < 0 {
 			if err := s.runLocked(); err != nil {
 				return nil, fmt.Errorf("%w: %w", errUnavailable, err)
 			}
 		}
-		_, _, err := s.conn.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
+		err := ignoringEINTR(func() error { return unix.Sendmsg(s.sock, msg, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL) })
 		if err == nil {
 			break
 		}
@@ -167,8 +171,11 @@ func (s *Spawner) startHelped(a Attr) (*os.Process, error) {
 	}
 	runtime.KeepAlive(a.Files)
 	var answer [8]byte
-	_ = s.conn.SetReadDeadline(time.Now().Add(answerTimeout))
-	n, err := s.conn.Read(answer[:])
+	var n int
+	err = ignoringEINTR(func() (err error) {
+		n, err = unix.Read(s.sock, answer[:])
+		return err
+	})
 	if err != nil || n != len(answer) {
 		// Sent but not answered: the process may have started, so it is
 		// not started again.
@@ -250,12 +257,17 @@ func (s *Spawner) runLocked() error {
 	}
 	theirs := os.NewFile(uintptr(fds[1]), "space-spawn")
 	defer theirs.Close()
-	mine := os.NewFile(uintptr(fds[0]), "space-spawn")
-	conn, err := net.FileConn(mine) // dups the fd
-	mine.Close()
-	if err != nil {
-		theirs.Close()
-		return fmt.Errorf("socket: %w", err)
+	mine := fds[0]
+	// A helper that does not answer (stopped by root inside) times the
+	// read out, and the send too should its buffer be full: the socket's
+	// timeouts bound them.
+	tv := unix.NsecToTimeval(answerTimeout.Nanoseconds())
+	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+		if err := unix.SetsockoptTimeval(mine, unix.SOL_SOCKET, opt, &tv); err != nil {
+			unix.Close(mine)
+			theirs.Close()
+			return fmt.Errorf("socket: %w", err)
+		}
 	}
 	cmd := &exec.Cmd{Path: fmt.Sprintf("/proc/self/fd/%d", s.exe.Fd()), Args: []string{"space-spawn"}, Env: []string{}}
 	if s.command != nil {
@@ -263,25 +275,35 @@ func (s *Spawner) runLocked() error {
 	}
 	cmd.ExtraFiles = []*os.File{theirs}
 	if err := cmd.Start(); err != nil {
-		conn.Close()
+		unix.Close(mine)
 		return fmt.Errorf("start: %w", err)
 	}
-	s.conn, s.proc = conn.(*net.UnixConn), cmd.Process
+	s.sock, s.proc = mine, cmd.Process
 	return nil
 }
 
 // stopLocked ends the helper (it exits when its socket closes) and reaps
 // it.
 func (s *Spawner) stopLocked() {
-	if s.conn == nil {
+	if s.sock < 0 {
 		return
 	}
-	s.conn.Close()
-	s.conn = nil
+	unix.Close(s.sock)
+	s.sock = -1
 	p := s.proc
 	s.proc = nil
 	_ = p.Kill()
 	go func() { _, _ = p.Wait() }() // an init's orphan reaper may reap it first
+}
+
+// ignoringEINTR calls f until it fails with another error than EINTR
+// (the Go runtime's preemption signal interrupts a blocking call).
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // sealedMemfd is an executable memory file holding data, sealed against

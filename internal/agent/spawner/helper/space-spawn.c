@@ -154,12 +154,15 @@ int main(void) {
 			answer[0] = pid < 0 ? 0 : pid;
 			answer[1] = pid < 0 ? errno : req.err;
 		}
+		/* The answer first: the agent waits for it, not for the closes
+		 * (three traps into the sentry), which end before the next
+		 * request is read. */
+		if (send(SOCK, answer, sizeof answer, MSG_NOSIGNAL) != sizeof answer) return 0;
 		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			int all[4];
 			int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			memcpy(all, CMSG_DATA(c), (k < 4 ? k : 4) * sizeof(int));
 			for (int i = 0; i < k && i < 4; i++) close(all[i]);
 		}
-		if (send(SOCK, answer, sizeof answer, MSG_NOSIGNAL) != sizeof answer) return 0;
 	}
 }
