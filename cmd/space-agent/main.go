@@ -21,7 +21,7 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: stderrLevel()}))
 	args := os.Args[1:]
 
 	fset := flag.NewFlagSet("space-agent", flag.ExitOnError)
@@ -73,4 +73,21 @@ func main() {
 		log.Error("space-agent failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// LogLevelEnv sets the lowest level the agent writes to its stderr:
+// debug, info, warn (the default) or error. Its journal (GET /logs, the
+// sandbox's log) keeps info and above whatever it says.
+const LogLevelEnv = "SPACE_AGENT_LOG_LEVEL"
+
+// stderrLevel is the level LogLevelEnv names. In a sandbox the agent's
+// stderr is runsc's, /dev/null: a line there is a write into the sentry
+// for nobody, and every command logs two (its start and its end), which
+// the journal keeps anyway.
+func stderrLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv(LogLevelEnv))); err != nil {
+		return slog.LevelWarn
+	}
+	return l
 }
