@@ -96,6 +96,9 @@ func start(ctx context.Context, cfg config.Config, ps *parts, ln net.Listener, a
 	if err != nil {
 		return nil, err
 	}
+	if err := ps.start(ctx, loop("engine log bound", func(ctx context.Context) { rt.RunLogBound(ctx, time.Second) })); err != nil {
+		return nil, err
+	}
 	if err := network.PrepareNetnsDir(); err != nil {
 		return nil, err
 	}

@@ -317,10 +317,34 @@ func logLines(log string, n int) string {
 // ExitReason reads is the end.
 const maxBootLog = 1 << 20
 
+// RunLogBound bounds the boot.log of every running sandbox (boundBootLog)
+// every interval until ctx ends. A stopped sandbox's log is left whole:
+// ExitReason reads its end.
+func (r *Runtime) RunLogBound(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids, err := r.List(ctx)
+		if err != nil {
+			r.cfg.Logger.Warn("bound the sandboxes' engine logs", "err", err)
+			continue
+		}
+		for _, id := range ids {
+			if st, err := r.State(ctx, id); err == nil && st == runtime.StateRunning {
+				r.boundBootLog(id)
+			}
+		}
+	}
+}
+
 // boundBootLog empties the boot.log of running sandbox id once it is over
-// maxBootLog. spaced asks State of every awake sandbox each second, which
-// is what bounds it. The sentry appends (O_APPEND), so its next line
-// starts the emptied file.
+// maxBootLog. The sentry appends (O_APPEND), so its next line starts the
+// emptied file.
 func (r *Runtime) boundBootLog(id string) {
 	path := r.bootLogFile(id)
 	if st, err := os.Stat(path); err == nil && st.Size() > maxBootLog {
@@ -539,7 +563,6 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 		if !ProcessAlive(st.Sandbox.Pid) {
 			return runtime.StateStopped, nil
 		}
-		r.boundBootLog(id)
 		return runtime.StateRunning, nil
 	case "paused":
 		if !ProcessAlive(st.Sandbox.Pid) {

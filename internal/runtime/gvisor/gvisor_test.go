@@ -348,3 +348,89 @@ func TestBoundBootLog(t *testing.T) {
 		})
 	}
 }
+
+// The runtime's sweep empties a running sandbox's boot.log once it is over
+// maxBootLog and leaves a stopped sandbox's whole (ExitReason reads it),
+// with real runsc.
+func TestRunLogBound(t *testing.T) {
+	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
+	runsc := testenv.NeedRunsc(t)
+	rootfs := testenv.NeedTemplate(t)
+	dir := runscDir(t)
+	r, err := New(Config{Runsc: runsc, Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	boot := func(name, script string) string {
+		id := name + strconv.Itoa(os.Getpid())
+		if err := r.Run(ctx, runtime.Spec{
+			ID:     id,
+			RootFS: rootfs,
+			Args:   []string{"/usr/bin/python3", "-c", script},
+			Env:    []string{"PATH=/usr/bin:/bin"},
+			Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Destroy(context.Background(), id) })
+		return id
+	}
+	running := boot("logboundrun", "import time; time.sleep(600)")
+	stopped := boot("logboundstop", "import sys; sys.exit(3)")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if st, err := r.State(ctx, stopped); err == nil && st == runtime.StateStopped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox whose init exits did not stop")
+		}
+	}
+	if st, err := r.State(ctx, running); err != nil || st != runtime.StateRunning {
+		t.Fatalf("the sleeping sandbox is %v, %v; want running", st, err)
+	}
+	padding := bytes.Repeat([]byte("padding\n"), maxBootLog/8+1)
+	// The running sentry appends to its log; the stopped one's ends with
+	// how its init ended, which must stay its end.
+	f, err := os.OpenFile(r.bootLogFile(running), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(padding); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	tail, err := os.ReadFile(r.bootLogFile(stopped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.bootLogFile(stopped), append(padding, tail...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	sweep, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.RunLogBound(sweep, 50*time.Millisecond); close(done) }()
+	size := func(id string) int64 {
+		st, err := os.Stat(r.bootLogFile(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	for deadline := time.Now().Add(5 * time.Second); size(running) > maxBootLog && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // a few more sweeps over the stopped one
+	cancel()
+	<-done
+	if n := size(running); n > maxBootLog {
+		t.Errorf("the running sandbox's boot.log is %d bytes after the sweep, want it emptied", n)
+	}
+	if n := size(stopped); n <= maxBootLog {
+		t.Errorf("the stopped sandbox's boot.log is %d bytes after the sweep, want it whole (%d)", n, len(padding)+len(tail))
+	}
+	if why := r.ExitReason(ctx, stopped); !strings.Contains(why, "exit status 3") {
+		t.Errorf("the stopped sandbox's reason is %q after the sweep, want its exit status 3", why)
+	}
+}
