@@ -66,8 +66,9 @@ const (
 )
 
 // answerTimeout bounds the helper's answer: a start takes milliseconds; a
-// helper that does not answer (stopped by root inside) is replaced.
-const answerTimeout = 10 * time.Second
+// helper that does not answer (stopped by root inside) is replaced. A
+// variable for tests.
+var answerTimeout = 10 * time.Second
 
 // errUnavailable means the helper cannot take this start and nothing was
 // started: os/exec takes it.
@@ -265,7 +266,6 @@ func (s *Spawner) runLocked() error {
 	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
 		if err := unix.SetsockoptTimeval(mine, unix.SOL_SOCKET, opt, &tv); err != nil {
 			unix.Close(mine)
-			theirs.Close()
 			return fmt.Errorf("socket: %w", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 
@@ -245,6 +246,42 @@ func TestHelperKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _ = helper.Wait()
+	}
+}
+
+// TestHelperStopped: a start the helper does not answer (stopped by root
+// inside) fails after answerTimeout, not never, and the next start goes
+// through a new helper.
+func TestHelperStopped(t *testing.T) {
+	defer func(d time.Duration) { answerTimeout = d }(answerTimeout)
+	answerTimeout = 300 * time.Millisecond
+	s := New(helperBinary(t, runtime.GOARCH), slog.New(slog.DiscardHandler))
+	defer s.Close()
+	if out, _, err := run(t, s, sh(`echo $0`, "before")); err != nil || out != "before\n" {
+		t.Fatalf("the control start: %q, %v", out, err)
+	}
+	s.mu.Lock()
+	stopped := s.proc
+	s.mu.Unlock()
+	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err := run(t, s, sh(`echo $0`, "unanswered"))
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("a start the stopped helper cannot answer: %v, want \"did not answer\"", err)
+	}
+	if took := time.Since(start); took < answerTimeout || took > answerTimeout+5*time.Second {
+		t.Fatalf("the unanswered start failed after %v, want about %v", took, answerTimeout)
+	}
+	if out, _, err := run(t, s, sh(`echo $0`, "after")); err != nil || out != "after\n" {
+		t.Fatalf("the start after: %q, %v", out, err)
+	}
+	s.mu.Lock()
+	again := s.proc
+	s.mu.Unlock()
+	if again == nil || again.Pid == stopped.Pid {
+		t.Fatalf("the start after did not go through a new helper (%v, was %d)", again, stopped.Pid)
 	}
 }
 
