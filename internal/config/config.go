@@ -76,6 +76,9 @@ type Config struct {
 	DebugAddr string
 	// RunscDebug writes runsc debug logs into each sandbox's directory.
 	RunscDebug bool
+	// SystrapFastPath leaves runsc's systrap fast path on (spinning
+	// instead of sleeping between a sandbox's system calls).
+	SystrapFastPath bool
 	// ObjectStore is where checkpoints and disk snapshots go: a local
 	// directory (an absolute path; default <data-dir>/objects) or
 	// "s3://bucket" with the S3* settings.

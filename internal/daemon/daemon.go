@@ -92,7 +92,7 @@ func start(ctx context.Context, cfg config.Config, ps *parts, ln net.Listener, a
 	if err := ps.start(ctx, loop("API audit log", apiAudit.Run)); err != nil {
 		return nil, err
 	}
-	rt, err := gvisor.New(gvisor.Config{Logger: log, Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug})
+	rt, err := gvisor.New(gvisor.Config{Logger: log, Runsc: cfg.RunscPath, Dir: cfg.DataDir, Debug: cfg.RunscDebug, FastPath: cfg.SystrapFastPath})
 	if err != nil {
 		return nil, err
 	}

@@ -434,3 +434,60 @@ func TestRunLogBound(t *testing.T) {
 		t.Errorf("the stopped sandbox's reason is %q after the sweep, want its exit status 3", why)
 	}
 }
+
+// A sandbox's runsc runs with systrap's fast path off unless the config
+// leaves it on, and runsc takes the flag: with real runsc, the sentry's
+// own log shows the flag it was started with, and the sandbox runs.
+func TestFastPathFlag(t *testing.T) {
+	testenv.NeedRoot(t, "the gVisor runtime runs runsc, netns and cgroups")
+	runsc := testenv.NeedRunsc(t)
+	rootfs := testenv.NeedTemplate(t)
+	for _, tc := range []struct {
+		name     string
+		fastPath bool
+		wantFlag bool
+	}{
+		{"default: off", false, true},
+		{"left on", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := runscDir(t)
+			r, err := New(Config{Runsc: runsc, Dir: dir, FastPath: tc.fastPath, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			id := "fastpath" + strconv.Itoa(os.Getpid())
+			if err := r.Run(ctx, runtime.Spec{
+				ID:     id,
+				RootFS: rootfs,
+				Args:   []string{"/bin/sleep", "infinity"},
+				Env:    []string{"PATH=/usr/bin:/bin"},
+				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Destroy(context.Background(), id) })
+			if st, err := r.State(ctx, id); err != nil || st != runtime.StateRunning {
+				t.Fatalf("the sandbox is %v, %v; want running", st, err)
+			}
+			log, err := os.ReadFile(r.bootLogFile(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := ""
+			for line := range strings.Lines(string(log)) {
+				if strings.Contains(line, "Args: [runsc-sandbox") {
+					args = line
+					break
+				}
+			}
+			if args == "" {
+				t.Fatalf("the sentry's log has no Args line:\n%.2000s", log)
+			}
+			if got := strings.Contains(args, "--systrap-disable-fast-path"); got != tc.wantFlag {
+				t.Fatalf("--systrap-disable-fast-path in the sentry's arguments: %v, want %v\n%s", got, tc.wantFlag, args)
+			}
+		})
+	}
+}
