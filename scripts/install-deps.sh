@@ -117,7 +117,9 @@ START=$(date +%s.%N)
 TMPDIRS=()
 cleanup() { local d; for d in "${TMPDIRS[@]}"; do [ -n "$d" ] && rm -rf -- "$d"; done; }
 trap cleanup EXIT
-mktempdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/space-deps.XXXXXX"); TMPDIRS+=("$d"); printf '%s' "$d"; }
+# mktempdir VAR makes a directory removed at exit and names it in VAR (in a
+# command substitution, TMPDIRS+= would be lost with the subshell).
+mktempdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/space-deps.XXXXXX"); TMPDIRS+=("$d"); printf -v "$1" '%s' "$d"; }
 
 # ---- 1. Debian packages ------------------------------------------------------
 # The E2B JS SDK tests (and fetch-wheels.sh, for Deno) need node and npm; machines that bring their own
@@ -159,7 +161,7 @@ if [ "$PROFILE" = test ] && [ "$RUNSC_ONLY" -eq 0 ] && [ "$(uname -m)" = x86_64 
     log "musl arm64: present at $SPACE_MUSL_ARM64"
   else
     mirror="${SPACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-    tmp=$(mktempdir)
+    mktempdir tmp
     log "musl arm64: $mirror/$MUSL_ARM64_DEB into $SPACE_MUSL_ARM64"
     curl -fsSL --retry 3 -o "$tmp/musl-dev.deb" "$mirror/$MUSL_ARM64_DEB" ||
       die "download failed: $mirror/$MUSL_ARM64_DEB (a bookworm point release may have replaced it: update MUSL_ARM64_DEB and its hash)"
@@ -237,7 +239,7 @@ bootstrap_go() {
   case "$proxy" in direct|off|"") proxy=https://proxy.golang.org ;; esac
   mod="v0.0.1-${GO_BOOTSTRAP_VERSION}.linux-${arch}"
   url="$proxy/golang.org/toolchain/@v/$mod.zip"
-  tmp=$(mktempdir)
+  mktempdir tmp
   log "go: no Go >= 1.21 in use (or SPACE_FORCE_GO_BOOTSTRAP=1); fetching $GO_BOOTSTRAP_VERSION from $url"
   curl -fsSL --retry 3 -o "$tmp/tc.zip" "$url" || die "download failed: $url"
   python3 - "$tmp/tc.zip" "${GO_BOOTSTRAP_H1[$arch]}" "$tmp/x" <<'PY' || die "Go toolchain hash mismatch"
@@ -282,7 +284,7 @@ else
     log "runsc: not installed; building"
   fi
   export HOME="${HOME:-/root}"
-  work=$(mktempdir)     # outside the project: its go.mod must not be involved
+  mktempdir work        # outside the project: its go.mod must not be involved
   mkdir -p "$work/bin"
   log "runsc: gvisor.dev/gvisor@$RUNSC_MODULE_VERSION with its seccomp programs precompiled, $("$GO_BIN" version | cut -d' ' -f3) (takes ~3 min on 2 cores)"
   t0=$(date +%s)
