@@ -204,7 +204,7 @@ var settings = []setting{
 	stringSetting("log_level", func(c *Config) *string { return &c.LogLevel }, "`info`", "debug, info, warn, error"),
 	stringSetting("debug_addr", func(c *Config) *string { return &c.DebugAddr }, "none", "serves Go's pprof there (keep it on loopback)"),
 	boolSetting("runsc_debug", func(c *Config) *bool { return &c.RunscDebug }, "off", "runsc writes its debug logs into each sandbox's directory"),
-	boolSetting("systrap_fast_path", func(c *Config) *bool { return &c.SystrapFastPath }, "off", "runsc's systrap fast path: a sandbox's sentry and stub threads spin instead of sleeping between its system calls. Off, commands ran 20-40% faster on a 2-core node, where the spinning takes the CPU the sandboxes need ([docs/benchmarks.md](docs/benchmarks.md)); try it on a node with cores to spare"),
+	boolSetting("systrap_fast_path", func(c *Config) *bool { return &c.SystrapFastPath }, "off", "runsc's systrap fast path: a sandbox's sentry and stub threads spin instead of sleeping between its system calls. Off, commands took 13-22% less time at the median on a 2-core node, where the spinning takes the CPU the sandboxes need ([docs/benchmarks.md](docs/benchmarks.md)); try it on a node with cores to spare"),
 	stringSetting("agent_binary", func(c *Config) *string { return &c.AgentBinary }, "the base template's own", "the agent put into every template image"),
 	stringSetting("object_store", func(c *Config) *string { return &c.ObjectStore }, "`$SPACE_DATA_DIR/objects`", "where checkpoints and disk snapshots go: a directory, or `s3://bucket`"),
 	stringSetting("s3_endpoint", func(c *Config) *string { return &c.S3Endpoint }, "AWS", "the S3 server (any S3 API: AWS, MinIO, versitygw)"),

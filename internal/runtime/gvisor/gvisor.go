@@ -122,7 +122,7 @@ func (r *Runtime) flags(id string, diskMB int) []string {
 	if !r.cfg.FastPath {
 		// Spinning pays where a sandbox has cores to itself; on a node
 		// whose sandboxes share few, it takes the CPU the work needs:
-		// commands ran 20-40% faster without it here (docs/benchmarks.md).
+		// commands took 13-22% less time without it here (docs/benchmarks.md).
 		f = append(f, "--systrap-disable-fast-path")
 	}
 	if r.cfg.Debug {
