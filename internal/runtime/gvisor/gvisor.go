@@ -327,9 +327,8 @@ func logLines(log string, n int) string {
 // ExitReason reads is the end.
 const maxBootLog = 1 << 20
 
-// RunLogBound bounds the boot.log of every running sandbox (boundBootLog)
-// every interval until ctx ends. A stopped sandbox's log is left whole:
-// ExitReason reads its end.
+// RunLogBound bounds the boot.log of every running sandbox
+// (boundBootLogs) every interval until ctx ends.
 func (r *Runtime) RunLogBound(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -338,16 +337,27 @@ func (r *Runtime) RunLogBound(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			r.boundBootLogs(ctx)
 		}
-		ids, err := r.List(ctx)
-		if err != nil {
-			r.cfg.Logger.Warn("bound the sandboxes' engine logs", "err", err)
+	}
+}
+
+// boundBootLogs empties each running sandbox's boot.log that is over
+// maxBootLog (boundBootLog). A stopped sandbox's log is left whole:
+// ExitReason reads its end. A log under the bound, nearly every one, costs
+// a stat; runsc's state is read only for one over it.
+func (r *Runtime) boundBootLogs(ctx context.Context) {
+	ids, err := r.List(ctx)
+	if err != nil {
+		r.cfg.Logger.Warn("bound the sandboxes' engine logs", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if st, err := os.Stat(r.bootLogFile(id)); err != nil || st.Size() <= maxBootLog {
 			continue
 		}
-		for _, id := range ids {
-			if st, err := r.State(ctx, id); err == nil && st == runtime.StateRunning {
-				r.boundBootLog(id)
-			}
+		if st, err := r.State(ctx, id); err == nil && st == runtime.StateRunning {
+			r.boundBootLog(id)
 		}
 	}
 }
