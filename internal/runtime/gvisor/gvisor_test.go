@@ -113,12 +113,7 @@ func TestSeccompPrecompiled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { network.Detach(ep) })
-	if err := r.Run(t.Context(), runtime.Spec{ID: id, RootFS: rootfs, Netns: ep.NetnsPath, Args: []string{"/bin/sleep", "infinity"},
-		Env: []string{"PATH=/usr/bin:/bin"}, Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128}}); err != nil {
-		t.Fatal(err)
-	}
-	// Not t.Context(): it is cancelled before cleanups run.
-	t.Cleanup(func() { r.Destroy(context.Background(), id) })
+	runSandbox(t, r, id, rootfs, ep.NetnsPath, "/bin/sleep", "infinity")
 	for _, part := range []string{"boot", "gofer"} {
 		logs, _ := filepath.Glob(filepath.Join(r.sandboxDir(id), "debug", "*."+part+".txt"))
 		if len(logs) == 0 {
@@ -243,17 +238,7 @@ func TestExitReason(t *testing.T) {
 			}
 			id := "exitreason" + strconv.Itoa(os.Getpid())
 			ctx := t.Context()
-			err = r.Run(ctx, runtime.Spec{
-				ID:     id,
-				RootFS: rootfs,
-				Args:   []string{"/usr/bin/python3", "-c", tc.script},
-				Env:    []string{"PATH=/usr/bin:/bin"},
-				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Destroy(context.Background(), id) })
+			runSandbox(t, r, id, rootfs, "", "/usr/bin/python3", "-c", tc.script)
 			stopped := func() bool {
 				st, err := r.State(ctx, id)
 				return err == nil && st == runtime.StateStopped
@@ -303,6 +288,18 @@ func runscDir(t *testing.T) string {
 		}
 	})
 	return dir
+}
+
+// runSandbox runs sandbox id of rootfs with args as its init (in netns, or
+// none when ""), with small limits, and destroys it when the test ends.
+func runSandbox(t *testing.T, r *Runtime, id, rootfs, netns string, args ...string) {
+	t.Helper()
+	if err := r.Run(t.Context(), runtime.Spec{ID: id, RootFS: rootfs, Netns: netns, Args: args, Env: []string{"PATH=/usr/bin:/bin"},
+		Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128}}); err != nil {
+		t.Fatal(err)
+	}
+	// Not t.Context(): it is cancelled before cleanups run.
+	t.Cleanup(func() { r.Destroy(context.Background(), id) })
 }
 
 type lockedWriter struct {
@@ -364,16 +361,7 @@ func TestRunLogBound(t *testing.T) {
 	ctx := context.Background()
 	boot := func(name, script string) string {
 		id := name + strconv.Itoa(os.Getpid())
-		if err := r.Run(ctx, runtime.Spec{
-			ID:     id,
-			RootFS: rootfs,
-			Args:   []string{"/usr/bin/python3", "-c", script},
-			Env:    []string{"PATH=/usr/bin:/bin"},
-			Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Destroy(context.Background(), id) })
+		runSandbox(t, r, id, rootfs, "", "/usr/bin/python3", "-c", script)
 		return id
 	}
 	running := boot("logboundrun", "import time; time.sleep(600)")
@@ -458,16 +446,7 @@ func TestFastPathFlag(t *testing.T) {
 			}
 			ctx := context.Background()
 			id := "fastpath" + strconv.Itoa(os.Getpid())
-			if err := r.Run(ctx, runtime.Spec{
-				ID:     id,
-				RootFS: rootfs,
-				Args:   []string{"/bin/sleep", "infinity"},
-				Env:    []string{"PATH=/usr/bin:/bin"},
-				Limits: runtime.Limits{CPUs: 1, MemoryMB: 256, DiskMB: 64, MaxProcs: 128},
-			}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Destroy(context.Background(), id) })
+			runSandbox(t, r, id, rootfs, "", "/bin/sleep", "infinity")
 			if st, err := r.State(ctx, id); err != nil || st != runtime.StateRunning {
 				t.Fatalf("the sandbox is %v, %v; want running", st, err)
 			}
