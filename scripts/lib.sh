@@ -113,8 +113,7 @@ PY
 # the binaries and the base rootfs (debootstrap, mostly network) build side
 # by side, and for tests versitygw and an arm64 build of every binary, the
 # agent with its space-spawn (the check that they still cross-compile); the
-# base template's image (the
-# rootfs plus the fresh agent: hard links) last.
+# base template's image (the rootfs plus the fresh agent: hard links) last.
 setup() {
   local profile="$1" t0=$SECONDS
   step "packages ($profile)" "$ROOT/scripts/install-deps.sh" --profile "$profile" --packages-only
