@@ -197,13 +197,3 @@ func imageBytes(dir string) int64 {
 	})
 	return n
 }
-
-// destroy is an undo step: the runtime's sandbox id goes, and with it what
-// admission counted of it.
-func (s *Service) destroy(id string) error {
-	if err := s.rt.Destroy(context.Background(), id); err != nil {
-		return err
-	}
-	s.adm.Forget(id)
-	return nil
-}

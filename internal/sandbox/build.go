@@ -81,7 +81,7 @@ func (bs *BuildBoxes) StartBuildBox(ctx context.Context, spec BuildBoxSpec) (*Bu
 	if err != nil {
 		return nil, err
 	}
-	b, err := bs.svc.bootTurn(ctx, bootSpec{img: img, limits: spec.Limits, state: store.StateCreating, build: spec.Build})
+	b, err := bs.svc.booter.bootTurn(ctx, bootSpec{img: img, limits: spec.Limits, state: store.StateCreating, build: spec.Build})
 	if err != nil {
 		r.Cancel()
 		return nil, err

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,13 +88,15 @@ type PauseOptions struct {
 // an auto-pause's. It holds the lock of each paused sandbox that its
 // resume and its delete take, and joins the teardowns it leaves running.
 // The service makes it and hands it out (Service.Checkpoints), with the
-// parts it shares with the service's other starts: the live sandboxes
-// (and the tenants' quotas a start reserves in them), the admission of
-// starts, the stored quotas and the network slots. The records, the
-// runtime, and the boot, restore and teardown of a sandbox on this host
-// it reaches through the service.
+// parts it shares with the service's other starts: the booter, which
+// starts and tears down sandboxes on this host, the live sandboxes (and
+// the tenants' quotas a start reserves in them), the admission of starts,
+// the stored quotas and the network slots. The records and the runtime it
+// reaches through the service.
 type Checkpoints struct {
 	svc *Service
+	// booter starts restored sandboxes and tears paused ones down.
+	booter *booter
 	// live is the live sandboxes, and the tenants' quotas a resume or a
 	// fork reserves to become one.
 	live *liveSet
@@ -297,7 +298,7 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 	ep, old := e.ep, rec.Checkpoint
 	return func() func() {
 		t := time.Now()
-		if err := c.svc.teardown(ctx, rec.ID, ep); err != nil {
+		if err := c.booter.teardown(ctx, rec.ID, ep); err != nil {
 			log.Warn("tear down paused sandbox", "err", err)
 		}
 		releaseSlot()
@@ -315,7 +316,7 @@ func (c *Checkpoints) pauseLocked(ctx context.Context, e *entry, reason string, 
 // saveCheckpoint uploads the image in dir as artifact id of rec; meta is
 // added to the manifest's Meta.
 func (c *Checkpoints) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id, kind, dir string, meta map[string]string) (*checkpoint.Manifest, error) {
-	m, secret, err := c.svc.manifestOf(rec, id, kind, meta)
+	m, secret, err := c.booter.manifestOf(rec, id, kind, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -323,46 +324,6 @@ func (c *Checkpoints) saveCheckpoint(ctx context.Context, rec *store.Sandbox, id
 		return nil, err
 	}
 	return m, nil
-}
-
-// manifestOf is the manifest of artifact id of rec, and the state to seal
-// in it; meta is added to the manifest's Meta.
-func (s *Service) manifestOf(rec *store.Sandbox, id, kind string, meta map[string]string) (*checkpoint.Manifest, []byte, error) {
-	image, err := s.imageRoot(rec.Template, rec.Image)
-	if err != nil {
-		return nil, nil, err
-	}
-	netJSON, err := json.Marshal(rec.Network)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode network policy: %w", err)
-	}
-	secret, err := json.Marshal(sealedState{
-		AccessToken: rec.AccessToken, Env: rec.Env, Metadata: rec.Metadata,
-		OpenAccess: rec.OpenAccess, AutoPause: rec.AutoPause, AutoResume: rec.AutoResume,
-		AutoPauseDiskOnly: rec.AutoPauseDiskOnly, Secrets: rec.Secrets,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode sandbox state: %w", err)
-	}
-	cp, _ := s.rt.(runtime.Checkpointer)
-	m := &checkpoint.Manifest{
-		ID: id, Kind: kind, SandboxID: rec.ID, Template: rec.Template,
-		CreatedAt:      time.Now().UTC(),
-		RuntimeVersion: cp.Version(),
-		Limits:         checkpoint.Limits{CPU: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcesses: rec.MaxProcs},
-		Network:        netJSON,
-		Meta:           map[string]string{metaTemplateImage: filepath.Base(image), metaTenant: tenant.Of(rec.Tenant)},
-		KeyID:          rec.KeyID,
-	}
-	for k, v := range meta {
-		m.Meta[k] = v
-	}
-	if vols, err := volumesMeta(rec.Volumes); err != nil {
-		return nil, nil, err
-	} else if vols != "" {
-		m.Meta[metaVolumes] = vols
-	}
-	return m, secret, nil
 }
 
 // deletePausedLocked ends paused sandbox id under its paused lock: its

@@ -155,7 +155,7 @@ func (s *Service) attachSecrets(req *CreateRequest) error {
 		p := secrets.NewPlaceholder(name)
 		env[k], req.placeholders[p] = p, name
 	}
-	for k, v := range s.platformEnv() {
+	for k, v := range platformEnv(s.cfg.Egress.CAPEM) {
 		if _, ok := env[k]; !ok {
 			env[k] = v
 		}
@@ -167,10 +167,11 @@ func (s *Service) attachSecrets(req *CreateRequest) error {
 }
 
 // platformEnv is the env every sandbox gets unless its caller sets the
-// same names: the CA variables when the gateway has a CA. Boot gives it to
-// the agent, so a claim whose env is just this does not call the agent.
-func (s *Service) platformEnv() map[string]string {
-	if len(s.cfg.Egress.CAPEM) == 0 {
+// same names: the CA variables when the gateway has a CA (ca). Boot gives
+// it to the agent, so a claim whose env is just this does not call the
+// agent.
+func platformEnv(ca []byte) map[string]string {
+	if len(ca) == 0 {
 		return nil
 	}
 	return maps.Clone(caEnv)

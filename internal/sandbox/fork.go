@@ -97,7 +97,7 @@ func (c *Checkpoints) Fork(ctx context.Context, id string, req ForkRequest) ([]*
 	if err != nil {
 		return nil, err
 	}
-	rootfs, err := c.svc.imageRoot(parent.Template, parent.Image)
+	rootfs, err := c.booter.imageRoot(parent.Template, parent.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -147,11 +147,11 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 			undo.run(log)
 		}
 	}()
-	release, err := c.svc.claimVolumes(ctx, rec)
+	release, err := c.booter.claimVolumes(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := c.svc.recordAndAttach(ctx, rec, log)
+	ep, err := c.booter.recordAndAttach(ctx, rec, log)
 	release()
 	if err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 	// The new agent still answers to the old token: it is given its own,
 	// its env, and its resolver is pointed at its own gateway address.
 	token := newToken()
-	agent, err := c.svc.startRestored(ctx, restoredStart{
+	agent, err := c.booter.startRestored(ctx, restoredStart{
 		id: rec.ID, rootfs: rootfs, dir: dir, ep: ep, limits: recordLimits(tmpl), volumes: rec.Volumes,
 		held: tmpl.AccessToken, token: token, env: tmpl.Env,
 	}, &undo)

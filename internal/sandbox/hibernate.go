@@ -146,7 +146,7 @@ func (h hibernation) hibernate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	tImage := time.Now()
-	m, secret, err := s.manifestOf(rec, id, checkpoint.KindCheckpoint, map[string]string{metaContents: contentsMemory})
+	m, secret, err := s.booter.manifestOf(rec, id, checkpoint.KindCheckpoint, map[string]string{metaContents: contentsMemory})
 	if err == nil {
 		err = s.cfg.Hibernation.Save(ctx, m, dir, secret)
 	}
@@ -157,7 +157,7 @@ func (h hibernation) hibernate(ctx context.Context) (string, error) {
 	back := func() error { return h.revive(ctx, m.ID) }
 	// Its runtime sandbox and its link go; its address and slot stay its
 	// own (the record holds them).
-	if err := s.teardown(ctx, rec.ID, h.e.ep); err != nil {
+	if err := s.booter.teardown(ctx, rec.ID, h.e.ep); err != nil {
 		return "", h.undo(ctx, fmt.Errorf("remove the checkpointed sandbox: %w", err), back)
 	}
 	tDown := time.Now()
@@ -192,18 +192,18 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 	s, rec := h.s, h.e.record()
 	start := time.Now()
 	// What the checkpoint left of the stopped sandbox, and its link.
-	if err := s.teardown(ctx, rec.ID, h.e.ep); err != nil {
+	if err := s.booter.teardown(ctx, rec.ID, h.e.ep); err != nil {
 		return fmt.Errorf("remove the checkpointed sandbox: %w", err)
 	}
 	if err := s.cfg.Links.Attach(h.e.ep); err != nil {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
 	}
 	tNet := time.Now()
-	rootfs, err := s.imageRoot(rec.Template, rec.Image)
+	rootfs, err := s.booter.imageRoot(rec.Template, rec.Image)
 	if err != nil {
 		return err
 	}
-	mounts, err := s.runtimeMounts(ctx, rec.Volumes)
+	mounts, err := s.booter.runtimeMounts(ctx, rec.Volumes)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 	var undo cleanup
 	undo.add("detach network", func() error { return s.cfg.Links.Detach(h.e.ep) })
 	// Whatever request woke it waits on the restore.
-	agent, err := s.restoreInto(ctx, rec.ID, rootfs, h.e.ep, limits, mounts, dir, rec.AccessToken, runtime.PriorityUrgent, &undo)
+	agent, err := s.booter.restoreInto(ctx, rec.ID, rootfs, h.e.ep, limits, mounts, dir, rec.AccessToken, runtime.PriorityUrgent, &undo)
 	if err != nil {
 		undo.run(s.log.With("sandbox", rec.ID))
 		return err

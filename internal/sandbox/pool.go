@@ -23,7 +23,8 @@ type PoolConfig struct {
 // booted ahead of demand that a create claims (create.go), sized by demand
 // within bounds an admin may change (SetPool), given up to admission
 // control when a start needs their room (admit.go), emptied while the node
-// drains. They boot and tear down their sandboxes through the service.
+// drains. They boot and tear down their sandboxes through the service's
+// booter.
 type Pools struct {
 	svc        *Service
 	byTemplate map[string]*pool
@@ -279,7 +280,7 @@ func (p *pool) fill(ctx context.Context, r *admission.Reservation) {
 	img, err := p.svc.cfg.Templates.Resolve(ctx, p.cfg.Template)
 	var b *booted
 	if err == nil {
-		b, err = p.svc.boot(context.WithoutCancel(ctx), bootSpec{img: img, limits: p.svc.limitsOf(img), state: store.StatePooled})
+		b, err = p.svc.booter.boot(context.WithoutCancel(ctx), bootSpec{img: img, limits: p.svc.limitsOf(img), state: store.StatePooled})
 	}
 	p.mu.Lock()
 	p.booting--

@@ -40,7 +40,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 			continue
 		}
 		s.log.Warn("sandbox given up by the cluster: ending it here", "sandbox", id)
-		if err := s.teardown(context.WithoutCancel(ctx), id, e.ep); err != nil {
+		if err := s.booter.teardown(context.WithoutCancel(ctx), id, e.ep); err != nil {
 			s.log.Error("tear down a sandbox the cluster gave up", "sandbox", id, "err", err)
 		}
 		s.live.drop(id)

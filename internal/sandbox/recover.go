@@ -52,7 +52,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		// A create that never answered, a pool sandbox, or a template
 		// build's (the build failed with the restart): nobody holds it.
 		log.Info("removing unclaimed sandbox", "state", rec.State)
-		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+		if err := s.booter.teardown(ctx, rec.ID, ep); err != nil {
 			return err
 		}
 		return s.store.DeleteSandbox(ctx, rec.ID, from)
@@ -60,7 +60,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	if rec.Ending != "" {
 		// An end (kill, timeout, lost) cut off by a crash: finish it.
 		log.Info("finishing an end cut off by a restart", "state", rec.Ending, "reason", rec.Reason)
-		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+		if err := s.booter.teardown(ctx, rec.ID, ep); err != nil {
 			return err
 		}
 		rec.State, rec.EndedAt, rec.Ending = rec.Ending, time.Now().UTC(), ""
@@ -72,7 +72,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		// sandbox goes back to paused (a resume on another node made this
 		// record from the checkpoint; paused it is resumable here).
 		log.Info("undoing unfinished resume")
-		if err := s.teardown(ctx, rec.ID, ep); err != nil {
+		if err := s.booter.teardown(ctx, rec.ID, ep); err != nil {
 			return err
 		}
 		rec.State = store.StatePaused
@@ -124,7 +124,7 @@ func (s *Service) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			reason = "sandbox agent did not answer after a daemon restart"
 		}
 		log.Warn("sandbox lost", "reason", reason)
-		if terr := s.teardown(ctx, rec.ID, ep); terr != nil {
+		if terr := s.booter.teardown(ctx, rec.ID, ep); terr != nil {
 			log.Warn("teardown of lost sandbox", "err", terr)
 		}
 		rec.State, rec.Reason, rec.EndedAt = store.StateLost, reason, time.Now().UTC()
@@ -170,7 +170,7 @@ func (s *Service) removeOrphans(ctx context.Context, owned map[string]bool) {
 	for _, id := range ids {
 		if !owned[id] {
 			s.log.Warn("destroying orphaned sandbox", "sandbox", id)
-			if err := s.teardown(ctx, id, network.Names(id)); err != nil {
+			if err := s.booter.teardown(ctx, id, network.Names(id)); err != nil {
 				s.log.Error("destroy orphan", "sandbox", id, "err", err)
 			}
 		}

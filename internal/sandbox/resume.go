@@ -158,7 +158,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 	if err := json.Unmarshal(secret, &st); err != nil {
 		return nil, fmt.Errorf("decode sealed state of %s: %w", ckptID, err)
 	}
-	rootfs, err := c.checkRestorable(m)
+	rootfs, err := c.booter.checkRestorable(m)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 		err = c.svc.store.ReviveSandbox(ctx, &rec, store.Was(paused), c.svc.cfg.Network.Slots(), c.slots.avoid)
 	} else {
 		// This node's record holds the mounts' claims from here on.
-		release, cerr := c.svc.claimVolumes(ctx, &rec)
+		release, cerr := c.booter.claimVolumes(ctx, &rec)
 		if cerr != nil {
 			return nil, cerr
 		}
@@ -238,7 +238,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 	if hasMemory(m) {
 		// Its own token and env again; the sandbox has a new address, so
 		// its resolver is pointed at its gateway.
-		agent, err = c.svc.startRestored(ctx, restoredStart{
+		agent, err = c.booter.startRestored(ctx, restoredStart{
 			id: rec.ID, rootfs: rootfs, dir: dir, ep: ep, limits: limits, volumes: rec.Volumes,
 			held: st.AccessToken, token: st.AccessToken, env: rec.Env,
 		}, &undo)
@@ -247,7 +247,7 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 		}
 	} else {
 		// Only the disk was kept: a fresh sandbox boots on it.
-		agent, err = c.svc.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
+		agent, err = c.booter.bootOnDisk(ctx, &rec, st.AccessToken, rootfs, ep, limits, dir, &undo)
 		if err != nil {
 			return nil, err
 		}
@@ -263,16 +263,4 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 	c.svc.metrics.restored(tLoad.Sub(start), time.Since(tLoad))
 	log.Info("sandbox resumed", "memory", hasMemory(m), "download_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", time.Since(tLoad).Milliseconds())
 	return fromRecord(&rec), nil
-}
-
-// checkRestorable refuses a checkpoint this node cannot restore, and says
-// why; it returns the template image to restore over.
-func (c *Checkpoints) checkRestorable(m *checkpoint.Manifest) (string, error) {
-	cp, _ := c.svc.rt.(runtime.Checkpointer)
-	if m.RuntimeVersion != cp.Version() {
-		return "", errdefs.New(errdefs.ErrFailedPrecondition, "checkpoint %s was taken by %q and this node runs %q", m.ID, m.RuntimeVersion, cp.Version())
-	}
-	// The image the sandbox ran on, not the template's current one: a
-	// restored process maps its binaries again by path.
-	return c.svc.imageRoot(m.Template, m.Meta[metaTemplateImage])
 }

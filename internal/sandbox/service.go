@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -98,16 +97,16 @@ type Network interface {
 
 // Service owns the sandboxes of this node: their lifecycle (create, kill,
 // timeouts, recovery at start) and what every part that boots, restores or
-// looks up sandboxes stands on: their records, boots and teardowns, and
-// the parts it holds, each of one job: the live sandboxes with the tenants'
-// quotas starts reserve to become one (liveSet), the admission of each
-// start against the node's budgets (admitter), the quotas pauses and
-// snapshots reserve (storedQuotas), the network slots held back from
-// allocation (slots). The parts that work on sandboxes have a job each:
-// Pools, Checkpoints and Snapshots, which the service makes and hands out
-// (the last two given the parts they share with it); BuildBoxes, Targets,
-// Egress and Feed, which the daemon makes on it; Commands and Files on
-// Targets' agent lookup.
+// looks up sandboxes stands on: their records, and the parts it holds,
+// each of one job: the boot, restore and teardown of sandboxes on this
+// host (booter), the live sandboxes with the tenants' quotas starts
+// reserve to become one (liveSet), the admission of each start against the
+// node's budgets (admitter), the quotas pauses and snapshots reserve
+// (storedQuotas), the network slots held back from allocation (slots).
+// The parts that work on sandboxes have a job each: Pools, Checkpoints and
+// Snapshots, which the service makes and hands out (the last two given the
+// parts they share with it); BuildBoxes, Targets, Egress and Feed, which
+// the daemon makes on it; Commands and Files on Targets' agent lookup.
 type Service struct {
 	cfg     Config
 	log     *slog.Logger
@@ -136,15 +135,14 @@ type Service struct {
 
 	// slots are the network slots allocation avoids for now.
 	slots *slots
+	// booter boots, restores and tears down sandboxes on this host.
+	booter *booter
 
 	// ckpts pauses, resumes and forks sandboxes; it owns the locks of
 	// paused sandboxes.
 	ckpts *Checkpoints
 	// snaps takes and keeps snapshots of sandboxes.
 	snaps *Snapshots
-
-	// boots holds a token per create booting a sandbox (MaxBoots).
-	boots chan struct{}
 
 	pools     *Pools
 	stopPools context.CancelFunc
@@ -221,16 +219,17 @@ func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, boots: make(chan struct{}, cfg.MaxBoots), slots: newSlots()}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, slots: newSlots()}
 	s.live = newLiveSet(cfg.Quotas, m, s.attachRest, s.egressChanged)
 	s.pools = newPools(s, cfg.Pools)
 	s.adm = s.newAdmission(cfg.Admission)
+	s.booter = newBooter(cfg, st, rt, s.slots, s.adm)
 	s.admits = &admitter{adm: s.adm, log: s.log, makeRoom: func(ctx context.Context, ref *admission.Refusal) bool {
 		return s.pools.releaseOne(ctx, ref) || s.hibernateForRoom(ctx, ref)
 	}}
 	s.stored = newStoredQuotas(cfg.Quotas, s.storedOf, s.adm, m)
-	s.ckpts = &Checkpoints{svc: s, live: s.live, admits: s.admits, stored: s.stored, slots: s.slots}
-	s.snaps = &Snapshots{svc: s, live: s.live, admits: s.admits, stored: s.stored, ckpts: s.ckpts}
+	s.ckpts = &Checkpoints{svc: s, booter: s.booter, live: s.live, admits: s.admits, stored: s.stored, slots: s.slots}
+	s.snaps = &Snapshots{svc: s, booter: s.booter, live: s.live, admits: s.admits, stored: s.stored, ckpts: s.ckpts}
 	return s
 }
 
@@ -422,11 +421,6 @@ func (s *Service) checkRequest(req *CreateRequest, img *Image) error {
 	return nil
 }
 
-// imageRoot is the directory of image of template.
-func (s *Service) imageRoot(template, image string) (string, error) {
-	return s.cfg.Templates.ImageRoot(template, image)
-}
-
 // Get returns a sandbox, live or ended.
 func (s *Service) Get(ctx context.Context, id string) (*Sandbox, error) {
 	if e, ok := s.live.entry(id); ok {
@@ -611,7 +605,7 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	e.setRec(&intent)
 	// Nothing wakes it from here on; a hibernated one goes with its image.
 	image := e.retire()
-	if err := s.teardown(context.WithoutCancel(ctx), e.rec.ID, e.ep); err != nil {
+	if err := s.booter.teardown(context.WithoutCancel(ctx), e.rec.ID, e.ep); err != nil {
 		return err
 	}
 	s.deleteHibernation(context.WithoutCancel(ctx), id, image)
@@ -625,22 +619,6 @@ func (s *Service) end(ctx context.Context, id, state, reason string) error {
 	e.agent.Close()
 	s.metrics.ended(state, reason)
 	s.log.Info("sandbox ended", "sandbox", id, "state", state, "reason", reason)
-	return nil
-}
-
-func (s *Service) teardown(ctx context.Context, id string, ep network.Endpoint) error {
-	var errs []error
-	if err := s.rt.Destroy(ctx, id); err != nil {
-		errs = append(errs, err)
-	} else {
-		s.adm.Forget(id)
-	}
-	if err := s.cfg.Links.Detach(ep); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("tear down sandbox %s: %w", id, err)
-	}
 	return nil
 }
 

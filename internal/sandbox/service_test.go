@@ -100,7 +100,7 @@ func TestCreateFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOptions{})
-			w.svc.cfg.AgentBootTimeout = 500 * time.Millisecond
+			w.svc.booter.agentBootTimeout = 500 * time.Millisecond
 			tc.inject(w)
 			_, err := w.svc.Create(context.Background(), CreateRequest{Env: map[string]string{"A": "b"}})
 			if err == nil {
@@ -581,7 +581,7 @@ func TestResumeFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOptions{checkpoints: true})
-			w.svc.cfg.AgentBootTimeout = 500 * time.Millisecond
+			w.svc.booter.agentBootTimeout = 500 * time.Millisecond
 			ctx := context.Background()
 			sb, err := w.svc.Create(ctx, CreateRequest{})
 			if err != nil {

@@ -112,6 +112,9 @@ func ParseSnapshotName(s string) (name, tag string, err error) {
 // live sandboxes, the admission of starts and the stored quotas.
 type Snapshots struct {
 	svc *Service
+	// booter takes the turn a create from a snapshot starts its sandbox
+	// in, and checks that this node can restore a snapshot.
+	booter *booter
 	// live is the live sandboxes, and the tenants' quotas a create from a
 	// snapshot reserves to become one.
 	live *liveSet
@@ -343,7 +346,7 @@ func (s *Snapshots) loadSnapshot(ctx context.Context, m *checkpoint.Manifest, re
 	}
 	m, _, err = s.svc.cfg.Checkpoints.Load(ctx, m.ID, dir)
 	if err == nil {
-		_, err = s.ckpts.checkRestorable(m)
+		_, err = s.booter.checkRestorable(m)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -399,12 +402,11 @@ func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *c
 			r.Cancel()
 		}
 	}()
-	select {
-	case s.svc.boots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, ctx.Err(), "waiting for a turn to start a sandbox")
+	done, err := s.booter.turn(ctx, "start")
+	if err != nil {
+		return nil, err
 	}
-	defer func() { <-s.svc.boots }()
+	defer done()
 	dir, err := s.ckpts.imageDir(newArtifactID("create", "l"))
 	if err != nil {
 		return nil, err
@@ -418,7 +420,7 @@ func (s *Snapshots) createFromImage(ctx context.Context, req CreateRequest, m *c
 	if err := json.Unmarshal(secret, &st); err != nil {
 		return nil, fmt.Errorf("decode sealed state of %s: %w", m.ID, err)
 	}
-	rootfs, err := s.ckpts.checkRestorable(m)
+	rootfs, err := s.booter.checkRestorable(m)
 	if err != nil {
 		return nil, err
 	}

@@ -52,49 +52,12 @@ type Volumes interface {
 // volume name: another node resolves them to its own volumes).
 const metaVolumes = "volumes"
 
-func (s *Service) volumes() (Volumes, error) {
-	if s.cfg.Volumes == nil {
+// nodeVolumes is vs, or the error of a node without volumes.
+func nodeVolumes(vs Volumes) (Volumes, error) {
+	if vs == nil {
 		return nil, errdefs.New(errdefs.ErrFailedPrecondition, "this node has no volumes")
 	}
-	return s.cfg.Volumes, nil
-}
-
-// claimVolumes resolves rec.Volumes and claims them for rec; the caller
-// writes rec, then calls release. Without mounts it does nothing.
-func (s *Service) claimVolumes(ctx context.Context, rec *store.Sandbox) (release func(), err error) {
-	if len(rec.Volumes) == 0 {
-		return func() {}, nil
-	}
-	vs, err := s.volumes()
-	if err != nil {
-		return nil, err
-	}
-	resolved, release, err := vs.Claim(ctx, rec.ID, rec.Volumes)
-	if err != nil {
-		return nil, err
-	}
-	rec.Volumes = resolved
-	return release, nil
-}
-
-// runtimeMounts are the runtime's mounts of resolved volume mounts.
-func (s *Service) runtimeMounts(ctx context.Context, vols []store.VolumeMount) ([]runtime.Mount, error) {
-	if len(vols) == 0 {
-		return nil, nil
-	}
-	vs, err := s.volumes()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]runtime.Mount, 0, len(vols))
-	for _, v := range vols {
-		src, err := vs.Source(ctx, v.VolumeID)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, runtime.Mount{Source: src, Destination: v.Path, ReadOnly: v.ReadOnly})
-	}
-	return out, nil
+	return vs, nil
 }
 
 // readWrite names the first volume of vols mounted read-write, if any.
@@ -154,7 +117,7 @@ func (s *Service) checkVolumes(mounts []VolumeMount) error {
 	if len(mounts) == 0 {
 		return nil
 	}
-	vs, err := s.volumes()
+	vs, err := nodeVolumes(s.cfg.Volumes)
 	if err != nil {
 		return err
 	}
