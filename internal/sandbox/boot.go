@@ -132,22 +132,14 @@ func (b *booter) boot(ctx context.Context, spec bootSpec) (_ *booted, err error)
 	}()
 
 	// The record (with its network slot) comes first, so a crash at any
-	// later step leaves something Recover finds and removes. Its volume
-	// mounts are claimed as it is written.
-	release, err := b.claimVolumes(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	ep, err := b.recordAndAttach(ctx, rec, log)
-	release()
+	// later step leaves something Recover finds and removes. rec is the
+	// record as stored until a claim makes it running (the claim says so
+	// in it), and the undo's delete expects it so.
+	ep, err := b.recordAndAttach(ctx, rec, log, &undo)
 	if err != nil {
 		return nil, err
 	}
 	spec.volumes = rec.Volumes
-	// rec is the record as stored until a claim makes it running (the
-	// claim says so in it), and the delete expects it so.
-	undo.add("delete record", func() error { return b.store.DeleteSandbox(context.Background(), rec.ID, store.Was(rec)) })
-	undo.add("detach network", func() error { return b.links.Detach(ep) })
 
 	tNet := time.Now()
 	var agent *AgentConn
@@ -401,10 +393,30 @@ func (b *booter) startRestored(ctx context.Context, st restoredStart, undo *clea
 	return agent, nil
 }
 
-// recordAndAttach writes the record with a free slot and sets up the
+// recordAndAttach writes the record with a free slot, its volume mounts
+// claimed as it is written, and sets up the sandbox's network on it. It
+// pushes its undo steps; the record's delete expects it as rec says when
+// the undo runs, so a caller that writes the record again changes rec only
+// once the write succeeded.
+func (b *booter) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *slog.Logger, undo *cleanup) (network.Endpoint, error) {
+	release, err := b.claimVolumes(ctx, rec)
+	if err != nil {
+		return network.Endpoint{}, err
+	}
+	ep, err := b.recordOnFreeSlot(ctx, rec, log)
+	release()
+	if err != nil {
+		return network.Endpoint{}, err
+	}
+	undo.add("delete record", func() error { return b.store.DeleteSandbox(context.Background(), rec.ID, store.Was(rec)) })
+	undo.add("detach network", func() error { return b.links.Detach(ep) })
+	return ep, nil
+}
+
+// recordOnFreeSlot writes the record with a free slot and sets up the
 // sandbox's network on it. A slot whose range turns out to be in use on the
 // host is quarantined and the next one tried, a few times.
-func (b *booter) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *slog.Logger) (network.Endpoint, error) {
+func (b *booter) recordOnFreeSlot(ctx context.Context, rec *store.Sandbox, log *slog.Logger) (network.Endpoint, error) {
 	for attempt := 1; ; attempt++ {
 		if err := b.store.CreateSandbox(ctx, rec, b.plan.Slots(), b.slots.avoid); err != nil {
 			return network.Endpoint{}, fmt.Errorf("record sandbox: %w", err)
@@ -425,6 +437,33 @@ func (b *booter) recordAndAttach(ctx context.Context, rec *store.Sandbox, log *s
 		log.Warn("sandbox address range in use on the host; quarantining the slot", "slot", rec.Slot, "err", err)
 		b.slots.quarantine(rec.Slot)
 	}
+}
+
+// attachAgain sets up again the network of sandbox id, which its pause
+// tore down, on slot: what a failed teardown left under its names goes
+// first (the caller holds the paused sandbox: nothing else has them). It
+// pushes its undo step.
+func (b *booter) attachAgain(id string, slot int, log *slog.Logger, undo *cleanup) (network.Endpoint, error) {
+	ep, err := b.plan.Endpoint(id, slot)
+	if err != nil {
+		return network.Endpoint{}, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	if err := b.links.Detach(ep); err != nil {
+		log.Warn("remove the paused sandbox's leftover network", "err", err)
+	}
+	if err := b.attach(ep, undo); err != nil {
+		return network.Endpoint{}, err
+	}
+	return ep, nil
+}
+
+// attach sets up the network on ep, and pushes its removal.
+func (b *booter) attach(ep network.Endpoint, undo *cleanup) error {
+	if err := b.links.Attach(ep); err != nil {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	}
+	undo.add("detach network", func() error { return b.links.Detach(ep) })
+	return nil
 }
 
 // teardown removes sandbox id from this host: its runtime sandbox (and

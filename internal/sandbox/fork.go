@@ -147,18 +147,10 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 			undo.run(log)
 		}
 	}()
-	release, err := c.booter.claimVolumes(ctx, rec)
+	ep, err := c.booter.recordAndAttach(ctx, rec, log, &undo)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := c.booter.recordAndAttach(ctx, rec, log)
-	release()
-	if err != nil {
-		return nil, err
-	}
-	created := *rec
-	undo.add("delete record", func() error { return c.svc.store.DeleteSandbox(context.Background(), rec.ID, store.Was(&created)) })
-	undo.add("detach network", func() error { return c.svc.cfg.Links.Detach(ep) })
 	// The new agent still answers to the old token: it is given its own,
 	// its env, and its resolver is pointed at its own gateway address.
 	token := newToken()
@@ -169,21 +161,24 @@ func (c *Checkpoints) forkOne(ctx context.Context, tmpl *store.Sandbox, rootfs, 
 	if err != nil {
 		return nil, err
 	}
+	// rec stays the record as created, which the undo's delete expects,
+	// until the running one is written.
 	now := time.Now().UTC()
-	rec.State, rec.AccessToken = store.StateRunning, token
-	rec.CreatedAt, rec.ExpiresAt = now, now.Add(timeout)
-	rec.Env, rec.Metadata = maps.Clone(tmpl.Env), maps.Clone(tmpl.Metadata)
-	rec.OpenAccess, rec.Network, rec.Secrets = tmpl.OpenAccess, cloneNetworkRow(tmpl.Network), maps.Clone(tmpl.Secrets)
-	rec.AutoPause, rec.AutoResume, rec.AutoPauseDiskOnly = tmpl.AutoPause, tmpl.AutoResume, tmpl.AutoPauseDiskOnly
-	rec.SnapshotEvery, rec.SnapshotKeep = tmpl.SnapshotEvery, tmpl.SnapshotKeep
-	if err := c.svc.store.UpdateSandbox(ctx, rec, store.Was(&created)); err != nil {
+	running := *rec
+	running.State, running.AccessToken = store.StateRunning, token
+	running.CreatedAt, running.ExpiresAt = now, now.Add(timeout)
+	running.Env, running.Metadata = maps.Clone(tmpl.Env), maps.Clone(tmpl.Metadata)
+	running.OpenAccess, running.Network, running.Secrets = tmpl.OpenAccess, cloneNetworkRow(tmpl.Network), maps.Clone(tmpl.Secrets)
+	running.AutoPause, running.AutoResume, running.AutoPauseDiskOnly = tmpl.AutoPause, tmpl.AutoResume, tmpl.AutoPauseDiskOnly
+	running.SnapshotEvery, running.SnapshotKeep = tmpl.SnapshotEvery, tmpl.SnapshotKeep
+	if err := c.svc.store.UpdateSandbox(ctx, &running, store.Was(rec)); err != nil {
 		agent.Close()
 		return nil, fmt.Errorf("record new sandbox: %w", err)
 	}
-	c.live.add(newLiveEntry(rec, agent, ep), q, usageOf(rec.CPU, rec.MemoryMB))
-	r.Done(ctx, rec.ID)
+	c.live.add(newLiveEntry(&running, agent, ep), q, usageOf(running.CPU, running.MemoryMB))
+	r.Done(ctx, running.ID)
 	log.Info("sandbox restored from a running sandbox's image")
-	out := fromRecord(rec)
+	out := fromRecord(&running)
 	out.AccessToken = token
 	return out, nil
 }

@@ -195,8 +195,12 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 	if err := s.booter.teardown(ctx, rec.ID, h.e.ep); err != nil {
 		return fmt.Errorf("remove the checkpointed sandbox: %w", err)
 	}
-	if err := s.cfg.Links.Attach(h.e.ep); err != nil {
-		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+	// The link's undo runs if the restore fails; a failure before it
+	// leaves the link, which the next restore's teardown or the
+	// sandbox's end removes.
+	var undo cleanup
+	if err := s.booter.attach(h.e.ep, &undo); err != nil {
+		return err
 	}
 	tNet := time.Now()
 	rootfs, err := s.booter.imageRoot(rec.Template, rec.Image)
@@ -208,8 +212,6 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 		return err
 	}
 	limits := runtime.Limits{CPUs: rec.CPU, MemoryMB: rec.MemoryMB, DiskMB: rec.DiskMB, MaxProcs: rec.MaxProcs}
-	var undo cleanup
-	undo.add("detach network", func() error { return s.cfg.Links.Detach(h.e.ep) })
 	// Whatever request woke it waits on the restore.
 	agent, err := s.booter.restoreInto(ctx, rec.ID, rootfs, h.e.ep, limits, mounts, dir, rec.AccessToken, runtime.PriorityUrgent, &undo)
 	if err != nil {

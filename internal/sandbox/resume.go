@@ -220,19 +220,10 @@ func (c *Checkpoints) restore(ctx context.Context, id, ckptID string, paused *st
 		back.State = store.StatePaused
 		return c.svc.store.UpdateSandbox(context.Background(), &back, store.Was(&resuming))
 	})
-	ep, err := c.svc.cfg.Network.Endpoint(id, rec.Slot)
-	if err == nil {
-		// What a failed teardown of its pause left under its names (the
-		// sandbox is paused and its lock held: nothing else has them).
-		if derr := c.svc.cfg.Links.Detach(ep); derr != nil {
-			log.Warn("remove the paused sandbox's leftover network", "err", derr)
-		}
-		err = c.svc.cfg.Links.Attach(ep)
-	}
+	ep, err := c.booter.attachAgain(id, rec.Slot, log, &undo)
 	if err != nil {
-		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, "could not set up the sandbox network")
+		return nil, err
 	}
-	undo.add("detach network", func() error { return c.svc.cfg.Links.Detach(ep) })
 	limits := runtime.Limits{CPUs: m.Limits.CPU, MemoryMB: m.Limits.MemoryMB, DiskMB: m.Limits.DiskMB, MaxProcs: m.Limits.MaxProcesses}
 	var agent *AgentConn
 	if hasMemory(m) {
