@@ -99,14 +99,15 @@ type Network interface {
 // timeouts, recovery at start) and what every part that boots, restores or
 // looks up sandboxes stands on: their records, and the parts it holds,
 // each of one job: the boot, restore and teardown of sandboxes on this
-// host (booter), the live sandboxes with the tenants' quotas starts
+// host (booter, which shares with Checkpoints the network slots held back
+// from allocation), the live sandboxes with the tenants' quotas starts
 // reserve to become one (liveSet), the admission of each start against the
 // node's budgets (admitter), the quotas pauses and snapshots reserve
-// (storedQuotas), the network slots held back from allocation (slots).
-// The parts that work on sandboxes have a job each: Pools, Checkpoints and
-// Snapshots, which the service makes and hands out (the last two given the
-// parts they share with it); BuildBoxes, Targets, Egress and Feed, which
-// the daemon makes on it; Commands and Files on Targets' agent lookup.
+// (storedQuotas). The parts that work on sandboxes have a job each:
+// Pools, Checkpoints and Snapshots, which the service makes and hands out
+// (the last two given the parts they share with it); BuildBoxes, Targets,
+// Egress and Feed, which the daemon makes on it; Commands and Files on
+// Targets' agent lookup.
 type Service struct {
 	cfg     Config
 	log     *slog.Logger
@@ -132,9 +133,6 @@ type Service struct {
 	// stored reserves the tenants' quotas that pauses and snapshots in
 	// flight will take in the object store.
 	stored *storedQuotas
-
-	// slots are the network slots allocation avoids for now.
-	slots *slots
 	// booter boots, restores and tears down sandboxes on this host.
 	booter *booter
 
@@ -219,16 +217,19 @@ func New(cfg Config, st store.Sandboxes, rt runtime.Runtime, m *Metrics) *Servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m, slots: newSlots()}
+	s := &Service{cfg: cfg, log: cfg.Logger, store: st, rt: rt, metrics: m}
 	s.live = newLiveSet(cfg.Quotas, m, s.attachRest, s.egressChanged)
 	s.pools = newPools(s, cfg.Pools)
 	s.adm = s.newAdmission(cfg.Admission)
-	s.booter = newBooter(cfg, st, rt, s.slots, s.adm)
+	// The network slots allocation avoids for now: the booter's, which
+	// allocates them, and the pauses', which hold a paused sandbox's.
+	sl := newSlots()
+	s.booter = newBooter(cfg, st, rt, sl, s.adm)
 	s.admits = &admitter{adm: s.adm, log: s.log, makeRoom: func(ctx context.Context, ref *admission.Refusal) bool {
 		return s.pools.releaseOne(ctx, ref) || s.hibernateForRoom(ctx, ref)
 	}}
 	s.stored = newStoredQuotas(cfg.Quotas, s.storedOf, s.adm, m)
-	s.ckpts = &Checkpoints{svc: s, booter: s.booter, live: s.live, admits: s.admits, stored: s.stored, slots: s.slots}
+	s.ckpts = &Checkpoints{svc: s, booter: s.booter, live: s.live, admits: s.admits, stored: s.stored, slots: sl}
 	s.snaps = &Snapshots{svc: s, booter: s.booter, live: s.live, admits: s.admits, stored: s.stored, ckpts: s.ckpts}
 	return s
 }

@@ -135,8 +135,8 @@ func TestCreateRangeInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := w.st.GetSandbox(context.Background(), sb.ID)
-	if rec.Slot == 0 || !w.svc.slots.avoid(0) {
-		t.Errorf("sandbox on slot %d; slot 0 quarantined: %v", rec.Slot, w.svc.slots.avoid(0))
+	if rec.Slot == 0 || !w.svc.booter.slots.avoid(0) {
+		t.Errorf("sandbox on slot %d; slot 0 quarantined: %v", rec.Slot, w.svc.booter.slots.avoid(0))
 	}
 	w.accounted(sb.ID)
 }
@@ -754,7 +754,7 @@ func TestPauseSlotHandover(t *testing.T) {
 			if rec.Slot == slot {
 				t.Fatalf("a create got slot %d while the paused sandbox's network was still on it", slot)
 			}
-			if w.svc.slots.avoid(slot) {
+			if w.svc.booter.slots.avoid(slot) {
 				t.Errorf("slot %d still avoided after the teardown", slot)
 			}
 			w.accounted(other.ID, paused.ID)
