@@ -20,8 +20,8 @@ import (
 
 // A create is two named steps: boot (the booter's, boot.go) makes a running
 // sandbox whose agent answers (with a boot token only spaced knows), and
-// claim makes a booted sandbox the caller's. A cold create runs both; a warm pool runs boot
-// ahead of demand and claim on demand.
+// claim makes a booted sandbox the caller's. A cold create runs both; a
+// warm pool runs boot ahead of demand and claim on demand.
 
 // booted is a sandbox that boot made and nobody has claimed.
 type booted struct {

@@ -109,7 +109,8 @@ func ParseSnapshotName(s string) (name, tag string, err error) {
 // snapshot). It stands on Checkpoints for the images (taken, uploaded,
 // downloaded and restored as a checkpoint's are) and, like it, on the
 // service, which makes it and hands it out (Service.Snapshots) with the
-// live sandboxes, the admission of starts and the stored quotas.
+// booter, the live sandboxes, the admission of starts and the stored
+// quotas.
 type Snapshots struct {
 	svc *Service
 	// booter takes the turn a create from a snapshot starts its sandbox
