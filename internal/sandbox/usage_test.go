@@ -47,17 +47,24 @@ func TestUsageTick(t *testing.T) {
 		t.Fatalf("a first reading made samples: %+v", got)
 	}
 	time.Sleep(50 * time.Millisecond)
-	s := u.series["busy"]
-	elapsed := time.Since(s.readAt)
-	rd["busy"] = runtime.Usage{CPU: time.Second + elapsed, Memory: 200 << 20, MemoryCache: 4 << 20, Disk: 9 << 20} // one CPU busy
-	u.tick(ctx, time.Now())
+	readAt := u.series["busy"].readAt
+	// One CPU busy until the tick starts. The tick reads the clock itself,
+	// after this, so the share it reports is at most 50% and at least what
+	// the longest interval it could have seen gives (a preempted test
+	// stretches that interval; the bound follows it).
+	before := time.Now()
+	elapsed := before.Sub(readAt)
+	rd["busy"] = runtime.Usage{CPU: time.Second + elapsed, Memory: 200 << 20, MemoryCache: 4 << 20, Disk: 9 << 20}
+	u.tick(ctx, before)
+	longest := time.Since(readAt)
 	got := u.between("busy", time.Time{}, time.Time{})
 	if len(got) != 1 {
 		t.Fatalf("samples %+v", got)
 	}
 	m := got[0]
-	if m.CPUCount != 2 || m.CPUUsedPct < 40 || m.CPUUsedPct > 50.01 {
-		t.Errorf("one of two CPUs busy: %+v", m)
+	least := 100*elapsed.Seconds()/longest.Seconds()/2 - 0.01
+	if m.CPUCount != 2 || m.CPUUsedPct < least || m.CPUUsedPct > 50.01 {
+		t.Errorf("one of two CPUs busy: %.2f%% not in [%.2f, 50] (%+v)", m.CPUUsedPct, least, m)
 	}
 	if m.MemUsed != 200<<20 || m.MemTotal != 512<<20 || m.MemCache != 4<<20 || m.DiskUsed != 9<<20 || m.DiskTotal != 1024<<20 {
 		t.Errorf("sample %+v", m)
