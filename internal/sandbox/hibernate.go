@@ -195,6 +195,7 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 	if err := s.booter.teardown(ctx, rec.ID, h.e.ep); err != nil {
 		return fmt.Errorf("remove the checkpointed sandbox: %w", err)
 	}
+	tDown := time.Now()
 	// The link's undo runs if the restore fails; a failure before it
 	// leaves the link, which the next restore's teardown or the
 	// sandbox's end removes.
@@ -221,8 +222,8 @@ func (h hibernation) restore(ctx context.Context, dir string) error {
 	// The entry's own connection to the agent goes on: same address,
 	// same token.
 	agent.Close()
-	s.log.Debug("hibernated sandbox restored", "sandbox", rec.ID, "network_ms", tNet.Sub(start).Milliseconds(),
-		"restore_ms", time.Since(tNet).Milliseconds())
+	s.log.Debug("hibernated sandbox restored", "sandbox", rec.ID, "teardown_ms", tDown.Sub(start).Milliseconds(),
+		"network_ms", tNet.Sub(tDown).Milliseconds(), "restore_ms", time.Since(tNet).Milliseconds())
 	return nil
 }
 
@@ -260,6 +261,7 @@ func (h hibernation) revive(ctx context.Context, image string) (err error) {
 		res.Cancel()
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, "could not wake hibernated sandbox %s", rec.ID)
 	}
+	tRestored := time.Now()
 	res.Done(ctx, rec.ID)
 	// The sandbox has moved on from the image: it must never be restored
 	// again. A failed delete leaves it to the next restart's sweep.
@@ -268,7 +270,7 @@ func (h hibernation) revive(ctx context.Context, image string) (err error) {
 	}
 	s.metrics.revived(time.Since(start))
 	s.log.Info("hibernated sandbox woken", "sandbox", rec.ID, "took_ms", time.Since(start).Milliseconds(),
-		"load_ms", tLoad.Sub(start).Milliseconds())
+		"load_ms", tLoad.Sub(start).Milliseconds(), "restore_ms", tRestored.Sub(tLoad).Milliseconds(), "delete_ms", time.Since(tRestored).Milliseconds())
 	return nil
 }
 
