@@ -79,10 +79,6 @@ type Config struct {
 	// SystrapFastPath leaves runsc's systrap fast path on (spinning
 	// instead of sleeping between a sandbox's system calls).
 	SystrapFastPath bool
-	// DaemonCPUGroup runs spaced, and the runsc commands it starts, in a
-	// CPU cgroup of their own beside the sandboxes' (runtime/gvisor's
-	// daemongroup.go says why).
-	DaemonCPUGroup bool
 	// ObjectStore is where checkpoints and disk snapshots go: a local
 	// directory (an absolute path; default <data-dir>/objects) or
 	// "s3://bucket" with the S3* settings.
@@ -218,7 +214,6 @@ func Default() Config {
 		DataDir:         "/var/lib/space",
 		Addr:            "127.0.0.1:7070",
 		RunscPath:       "/usr/local/lib/space/bin/runsc",
-		DaemonCPUGroup:  true,
 		SandboxCIDR:     netip.MustParsePrefix("10.240.0.0/16"),
 		DefaultTimeout:  300 * time.Second,
 		MaxTimeout:      24 * time.Hour,

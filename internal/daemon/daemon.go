@@ -96,14 +96,6 @@ func start(ctx context.Context, cfg config.Config, ps *parts, ln net.Listener, a
 	if err != nil {
 		return nil, err
 	}
-	if cfg.DaemonCPUGroup {
-		// Before any runsc command starts: they inherit it.
-		if dir, err := gvisor.PlaceInDaemonGroup(os.Getpid()); err != nil {
-			log.Warn("spaced stays in the CPU cgroup it was started in", "err", err)
-		} else {
-			log.Info("spaced runs in its own CPU cgroup", "cgroup", dir)
-		}
-	}
 	if err := ps.start(ctx, loop("engine log bound", func(ctx context.Context) { rt.RunLogBound(ctx, time.Second) })); err != nil {
 		return nil, err
 	}
