@@ -246,7 +246,7 @@ func (b *booter) bootAgent(ctx context.Context, id, rootfs string, ep network.En
 	if err := b.rt.Run(ctx, rspec); err != nil {
 		return nil, err
 	}
-	undo.add("destroy runtime", func() error { return b.destroy(id) })
+	undo.add("destroy runtime", func() error { return b.destroy(context.Background(), id) })
 	running := time.Now()
 	agent, err := b.awaitAgent(ctx, id, newAgentConn(ep.SandboxIP, bootToken), "sandbox agent did not start")
 	if err == nil {
@@ -330,7 +330,7 @@ func (b *booter) restoreInto(ctx context.Context, id, rootfs string, ep network.
 	if err := cp.Restore(ctx, spec, dir); err != nil {
 		return nil, restoreError(err, mounts)
 	}
-	undo.add("destroy runtime", func() error { return b.destroy(id) })
+	undo.add("destroy runtime", func() error { return b.destroy(context.Background(), id) })
 	restored := time.Now()
 	// A pause checkpoints a frozen sandbox, and it comes back frozen.
 	if st, err := b.rt.State(ctx, id); err == nil && st == runtime.StatePaused {
@@ -470,10 +470,8 @@ func (b *booter) attach(ep network.Endpoint, undo *cleanup) error {
 // what admission counted of it) and its network on ep.
 func (b *booter) teardown(ctx context.Context, id string, ep network.Endpoint) error {
 	var errs []error
-	if err := b.rt.Destroy(ctx, id); err != nil {
+	if err := b.destroy(ctx, id); err != nil {
 		errs = append(errs, err)
-	} else {
-		b.adm.Forget(id)
 	}
 	if err := b.links.Detach(ep); err != nil {
 		errs = append(errs, err)
@@ -484,10 +482,10 @@ func (b *booter) teardown(ctx context.Context, id string, ep network.Endpoint) e
 	return nil
 }
 
-// destroy is an undo step: the runtime's sandbox id goes, and with it what
-// admission counted of it.
-func (b *booter) destroy(id string) error {
-	if err := b.rt.Destroy(context.Background(), id); err != nil {
+// destroy removes the runtime's sandbox id, and with it what admission
+// counted of it (a teardown's first half, and an undo step of its own).
+func (b *booter) destroy(ctx context.Context, id string) error {
+	if err := b.rt.Destroy(ctx, id); err != nil {
 		return err
 	}
 	b.adm.Forget(id)
