@@ -31,6 +31,7 @@ func (a *app) benchCmd() *cobra.Command {
 		rest          bool
 		restCfg       = bench.RestConfig{N: 40, Held: 20, Window: 30 * time.Second, Hibernated: 20}
 		reconnects    bool
+		settle        time.Duration
 		reconCfg      = bench.ReconnectConfig{Streams: 1000, Sandboxes: 10, Duration: 60 * time.Second,
 			Interval: time.Second, CutMeanBytes: 1000, Seed: 1}
 	)
@@ -56,6 +57,9 @@ and reports the reconnects per second, the cut-to-next-event latency and spaced'
 exits non-zero when any line was lost, repeated or out of order, or a stream did not end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := bench.Settle(cmd.Context(), settle, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			if reconnects {
 				if quick {
 					reconCfg.Streams, reconCfg.Sandboxes, reconCfg.Duration = 40, 2, 10*time.Second
@@ -165,6 +169,7 @@ exits non-zero when any line was lost, repeated or out of order, or a stream did
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "small counts (what CI runs)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.DurationVar(&settle, "settle", time.Minute, "before measuring, wait up to this long for the host's CPUs to be quiet (under a quarter of a core busy over a second), so a previous run's teardown is not measured (0: start at once)")
 	f.IntVarP(&cfg.N, "n", "n", cfg.N, "sequential creates, time-to-interactive and exec runs")
 	f.IntVar(&cfg.Burst, "burst", cfg.Burst, "creates fired at once")
 	f.IntVar(&cfg.Cold, "cold", cfg.Cold, "cold creates and raw runsc runs")

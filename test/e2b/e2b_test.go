@@ -114,7 +114,7 @@ func TestE2BSDKs(t *testing.T) {
 	}
 	// space bench --e2b works (issue 17's SDK figure; no speed asserted).
 	t.Run("bench", func(t *testing.T) {
-		cmd := exec.Command(harness.Bin(t, "space"), "bench", "--e2b", filepath.Join(here, ".venv", "bin", "python"), "--quick", "--json")
+		cmd := exec.Command(harness.Bin(t, "space"), "bench", "--e2b", filepath.Join(here, ".venv", "bin", "python"), "--quick", "--json", "--settle", "0")
 		cmd.Env = append(harness.WithoutE2B(os.Environ()), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr

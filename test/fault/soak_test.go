@@ -19,7 +19,7 @@ import (
 // the Go heap's pacing (the full 1,000-cycle run is in docs/benchmarks.md).
 func TestSoakShort(t *testing.T) {
 	d := ownDaemon(t, harness.Options{Name: "soak", CIDR: "10.246.80.0/20", Pool: "base=8:16"})
-	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--soak", "--cycles", "100", "--concurrency", "8", "--json")
+	cmd := exec.Command(harness.Bin(t, "space"), "bench", "--soak", "--cycles", "100", "--concurrency", "8", "--json", "--settle", "0")
 	cmd.Env = append(os.Environ(), "SPACE_ADDR="+d.Addr, "SPACE_API_KEY="+d.APIKey)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
