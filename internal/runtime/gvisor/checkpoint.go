@@ -68,7 +68,7 @@ func checkpointError(err error, what string) error {
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) error {
 	return r.make(ctx, spec, func(flags []string, bundle string) error {
 		args := append(append([]string{}, flags...), "restore", "--detach", "--background", "--bundle", bundle, "--image-path", dir, spec.ID)
-		if err := r.runDetached(ctx, "restore", r.logFile(spec.ID), args...); err != nil {
+		if err := r.runDetached(ctx, "restore", r.logFile(spec.ID), spec.Priority, args...); err != nil {
 			return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox engine could not restore the checkpoint")
 		}
 		return nil

@@ -146,7 +146,7 @@ func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 			args = append(args, "--fs-restore-image-path", spec.DiskImage)
 		}
 		args = append(args, spec.ID)
-		if err := r.runDetached(ctx, "run", r.logFile(spec.ID), args...); err != nil {
+		if err := r.runDetached(ctx, "run", r.logFile(spec.ID), spec.Priority, args...); err != nil {
 			return errdefs.Wrap(errdefs.ErrUnavailable, err, "sandbox engine could not start the sandbox")
 		}
 		return nil
@@ -627,14 +627,34 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// runDetached runs a runsc command whose children outlive it (create): the
-// sandbox inherits runsc's stdio, so it gets /dev/null rather than a pipe
-// that would never close, and errors are read back from runsc's log.
-func (r *Runtime) runDetached(ctx context.Context, verb, logPath string, args ...string) error {
+// runDetached runs a runsc command whose children outlive it (run,
+// restore): the sandbox inherits runsc's stdio, so it gets /dev/null rather
+// than a pipe that would never close, and errors are read back from runsc's
+// log. The command of a sandbox made at PriorityUrgent runs at that
+// priority too (restoreCgroup).
+func (r *Runtime) runDetached(ctx context.Context, verb, logPath string, prio runtime.Priority, args ...string) error {
 	cmd := exec.CommandContext(ctx, r.cfg.Runsc, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Run(); err != nil {
+	if err := r.start(cmd, prio); err != nil {
+		return fmt.Errorf("runsc %s: %w", verb, err)
+	}
+	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("runsc %s: %w: %s", verb, err, lastLines(logPath, 3))
+	}
+	return nil
+}
+
+// start starts cmd in its own process group, in the restore cgroup when
+// prio is urgent. A command that cannot be moved there still runs, at
+// spaced's priority: slower under load, not wrong.
+func (r *Runtime) start(cmd *exec.Cmd, prio runtime.Priority) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if prio == runtime.PriorityUrgent {
+		if err := joinRestoreCgroup(cmd.Process.Pid); err != nil {
+			r.cfg.Logger.Warn("runsc command left at spaced's CPU priority", "err", err)
+		}
 	}
 	return nil
 }
