@@ -369,7 +369,12 @@ func hostBusy() (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
+	return parseHostBusy(string(data))
+}
+
+// parseHostBusy is hostBusy's reading of /proc/stat's text.
+func parseHostBusy(stat string) (time.Duration, error) {
+	line, _, _ := strings.Cut(stat, "\n")
 	f := strings.Fields(line)
 	if len(f) < 8 || f[0] != "cpu" {
 		return 0, fmt.Errorf("unexpected /proc/stat line %q", line)

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -27,74 +23,32 @@ func Settle(ctx context.Context, max time.Duration, log io.Writer) (float64, err
 		return 0, nil
 	}
 	start := time.Now()
-	prev, err := readCPUTimes()
+	prev, err := hostBusy()
 	if err != nil {
 		return 0, err
 	}
+	then := start
 	for {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-time.After(time.Second):
 		}
-		cur, err := readCPUTimes()
+		cur, err := hostBusy()
 		if err != nil {
 			return 0, err
 		}
-		busy := cur.busyCoresSince(prev, runtime.NumCPU())
-		prev = cur
-		waited := time.Since(start).Round(100 * time.Millisecond)
+		now := time.Now()
+		busy := float64(cur-prev) / float64(now.Sub(then))
+		prev, then = cur, now
+		waited := now.Sub(start).Round(100 * time.Millisecond)
 		switch {
 		case busy < QuietCores:
 			fmt.Fprintf(log, "host quiet after %s (%.2f cores busy)\n", waited, busy)
 			return busy, nil
-		case time.Since(start) >= max:
+		case now.Sub(start) >= max:
 			fmt.Fprintf(log, "host still busy after %s (%.2f cores): measuring anyway\n", waited, busy)
 			return busy, nil
 		}
 	}
-}
-
-// cpuTimes is the first ("cpu") line of /proc/stat: ticks spent busy and
-// idle (idle and iowait) over all CPUs since boot.
-type cpuTimes struct{ busy, idle uint64 }
-
-func readCPUTimes() (cpuTimes, error) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}, fmt.Errorf("read the host's CPU times: %w", err)
-	}
-	return parseCPUTimes(string(data))
-}
-
-func parseCPUTimes(stat string) (cpuTimes, error) {
-	line, _, _ := strings.Cut(stat, "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return cpuTimes{}, fmt.Errorf("/proc/stat does not start with the cpu line: %q", line)
-	}
-	var t cpuTimes
-	// user nice system idle iowait irq softirq steal (guest and guest_nice
-	// are already counted in user and nice).
-	for i, s := range f[1:min(len(f), 9)] {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return cpuTimes{}, fmt.Errorf("/proc/stat cpu line field %d: %w", i+1, err)
-		}
-		if i == 3 || i == 4 {
-			t.idle += v
-		} else {
-			t.busy += v
-		}
-	}
-	return t, nil
-}
-
-// busyCoresSince is how many of cpus were busy on average since prev.
-func (t cpuTimes) busyCoresSince(prev cpuTimes, cpus int) float64 {
-	busy, idle := t.busy-prev.busy, t.idle-prev.idle
-	if busy+idle == 0 {
-		return 0
-	}
-	return float64(busy) / float64(busy+idle) * float64(cpus)
 }

@@ -1,46 +1,30 @@
 package bench
 
 import (
-	"math"
 	"testing"
+	"time"
 )
 
-func TestParseCPUTimes(t *testing.T) {
+// The /proc/stat reading Settle and the rest bench share: busy is every
+// field of the cpu line but idle, iowait and steal (guest time is in user
+// already), in USER_HZ ticks of 10 ms.
+func TestParseHostBusy(t *testing.T) {
 	for _, tc := range []struct {
 		name, stat string
-		want       cpuTimes
+		want       time.Duration
 		wantErr    bool
 	}{
-		{"all fields", "cpu  10 1 5 100 4 2 3 0 7 0\ncpu0 1 2 3 4 5\n", cpuTimes{busy: 21, idle: 104}, false},
-		{"old kernel, four fields", "cpu 10 1 5 100\n", cpuTimes{busy: 16, idle: 100}, false},
-		{"not the cpu line", "intr 1 2 3 4 5\n", cpuTimes{}, true},
-		{"garbage", "cpu 10 x 5 100 4\n", cpuTimes{}, true},
-		{"empty", "", cpuTimes{}, true},
+		{"all fields", "cpu  10 1 5 100 4 2 3 0 7 0\ncpu0 1 2 3 4 5\n", 210 * time.Millisecond, false},
+		{"steal is not busy", "cpu  10 1 5 100 4 2 3 50 0 0\n", 210 * time.Millisecond, false},
+		{"too few fields", "cpu 10 1 5 100\n", 0, true},
+		{"not the cpu line", "intr 1 2 3 4 5 6 7 8\n", 0, true},
+		{"garbage", "cpu 10 x 5 100 4 2 3 0\n", 0, true},
+		{"empty", "", 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseCPUTimes(tc.stat)
+			got, err := parseHostBusy(tc.stat)
 			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Fatalf("parseCPUTimes(%q) = %+v, %v; want %+v, error %v", tc.stat, got, err, tc.want, tc.wantErr)
-			}
-		})
-	}
-}
-
-func TestBusyCoresSince(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		prev, cur cpuTimes
-		cpus      int
-		want      float64
-	}{
-		{"one of two busy", cpuTimes{100, 100}, cpuTimes{200, 200}, 2, 1},
-		{"all idle", cpuTimes{100, 100}, cpuTimes{100, 300}, 2, 0},
-		{"all busy", cpuTimes{0, 0}, cpuTimes{400, 0}, 4, 4},
-		{"no ticks", cpuTimes{5, 5}, cpuTimes{5, 5}, 2, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.cur.busyCoresSince(tc.prev, tc.cpus); math.Abs(got-tc.want) > 1e-9 {
-				t.Fatalf("busyCoresSince = %v, want %v", got, tc.want)
+				t.Fatalf("parseHostBusy(%q) = %v, %v; want %v, error %v", tc.stat, got, err, tc.want, tc.wantErr)
 			}
 		})
 	}
