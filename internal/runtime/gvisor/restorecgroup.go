@@ -24,10 +24,7 @@ const restoreCgroup = "restore"
 // command moved before it forks takes its children along; runsc moves the
 // sandbox's own processes into the sandbox's cgroup.
 func joinRestoreCgroup(pid int) error {
-	dir, file, value := filepath.Join(cgroupRoot, "cpu", cgroupParent, restoreCgroup), "cpu.shares", urgentShares
-	if exists(filepath.Join(cgroupRoot, "cgroup.controllers")) { // cgroup v2
-		dir, file, value = filepath.Join(cgroupRoot, cgroupParent, restoreCgroup), "cpu.weight", weightOfShares(urgentShares)
-	}
+	dir, file, value := restoreCgroupShare()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make the restore cgroup: %w", err)
 	}
@@ -45,9 +42,12 @@ func joinRestoreCgroup(pid int) error {
 	return nil
 }
 
-// weightOfShares is runsc's own mapping of cgroup v1 CPU shares
-// (2-262144) to a v2 weight (1-10000), so that the command and the sandbox
-// it restores stand at the same priority on either version.
-func weightOfShares(shares int) int {
-	return 1 + (shares-2)*9999/262142
+// restoreCgroupShare is the restore cgroup's directory, the file of its
+// CPU share and the share: cpu.shares on cgroup v1, runsc's weight of the
+// same share on v2.
+func restoreCgroupShare() (dir, file string, value int) {
+	if exists(filepath.Join(cgroupRoot, "cgroup.controllers")) { // cgroup v2
+		return filepath.Join(cgroupRoot, cgroupParent, restoreCgroup), "cpu.weight", weightOfShares(urgentShares)
+	}
+	return filepath.Join(cgroupRoot, "cpu", cgroupParent, restoreCgroup), "cpu.shares", urgentShares
 }

@@ -48,10 +48,7 @@ func TestUrgentCommandRunsInRestoreCgroup(t *testing.T) {
 			}
 		})
 	}
-	dir, file, want := filepath.Join(cgroupRoot, "cpu", cgroupParent, restoreCgroup), "cpu.shares", urgentShares
-	if exists(filepath.Join(cgroupRoot, "cgroup.controllers")) {
-		dir, file, want = filepath.Join(cgroupRoot, cgroupParent, restoreCgroup), "cpu.weight", weightOfShares(urgentShares)
-	}
+	dir, file, want := restoreCgroupShare()
 	data, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)

@@ -163,6 +163,13 @@ func ociSpec(s runtime.Spec) ociConfig {
 	}
 }
 
+// weightOfShares is runsc's own mapping of cgroup v1 CPU shares
+// (2-262144) to a v2 weight (1-10000), so that what spaced writes itself
+// stands at the same priority as what runsc made from a spec's shares.
+func weightOfShares(shares int) int {
+	return 1 + (shares-2)*9999/262142
+}
+
 func shares(p runtime.Priority) uint64 {
 	switch p {
 	case runtime.PriorityBackground:
